@@ -1,0 +1,3 @@
+from benchmark.cli import main
+
+raise SystemExit(main())

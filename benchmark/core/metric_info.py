@@ -1,0 +1,44 @@
+"""What each reported metric means and which direction is better.
+
+One place for this knowledge: the results tables, the Pareto plots and the
+leaderboard all read it from here.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class MetricInfo:
+    name: str
+    label: str
+    higher_is_better: bool
+    description: str
+
+
+METRICS: dict[str, MetricInfo] = {
+    m.name: m
+    for m in [
+        MetricInfo("accuracy", "Accuracy", True, "Fraction of correct top-1 predictions."),
+        MetricInfo("macro_f1", "Macro F1", True, "Unweighted mean over classes of the F1 score."),
+        MetricInfo("brier", "Brier", False, "Mean over samples of the squared error between the probability vector and the one-hot label, summed over classes (0..2)."),
+        MetricInfo("nll", "NLL", False, "Mean negative log-likelihood of the true class."),
+        MetricInfo("ece", "ECE", False, "Expected calibration error: 15 equal-width bins of top-label confidence, |accuracy - confidence| weighted by bin size."),
+        MetricInfo("auroc", "AUROC", True, "Area under the ROC curve of the confidence separating correct from wrong predictions."),
+        MetricInfo("aurc", "AURC", False, "Area under the risk-coverage curve: mean over k of the error rate among the k most confident samples."),
+        MetricInfo("eaurc", "E-AURC", False, "AURC minus the AURC of an oracle ordering (all errors ranked last)."),
+        MetricInfo("augrc", "AUGRC", False, "Area under the generalised risk-coverage curve (error rate times coverage), Traub et al. 2024."),
+        MetricInfo("sac98", "SAC@98", True, "Largest coverage at which the selective accuracy is at least 98% (0 if none)."),
+        MetricInfo("ood_auroc", "OOD AUROC", True, "AUROC of the confidence separating in-distribution from out-of-distribution samples."),
+        MetricInfo("ood_aupr", "OOD AUPR", True, "Average precision of detecting OOD samples by low confidence."),
+        MetricInfo("ood_fpr95", "OOD FPR@95TPR", False, "Fraction of OOD samples accepted when 95% of in-distribution samples are accepted."),
+    ]
+}
+
+
+def higher_is_better(metric: str) -> bool:
+    """Direction of ``metric``; raises ``KeyError`` naming the metric if unknown."""
+    try:
+        return METRICS[metric].higher_is_better
+    except KeyError:
+        raise KeyError(f"unknown metric {metric!r}; known: {sorted(METRICS)}") from None

@@ -1,0 +1,40 @@
+"""Pareto frontier of (cost, metric) points."""
+from __future__ import annotations
+
+import numpy as np
+
+
+def pareto_front(cost, value, higher_is_better: bool = True) -> np.ndarray:
+    """Boolean mask of the non-dominated points.
+
+    Lower cost is always better; ``value`` is better when higher if
+    ``higher_is_better`` else when lower. A point ``i`` is dominated when some
+    point ``j`` has ``cost[j] <= cost[i]`` and a value at least as good, with one
+    of the two strictly better. Exact duplicates are both kept. NaN values are
+    never on the frontier and dominate nothing.
+    """
+    cost = np.asarray(cost, dtype=float)
+    value = np.asarray(value, dtype=float)
+    if cost.ndim != 1 or value.shape != cost.shape:
+        raise ValueError(f"cost and value must be 1-D of equal length, got {cost.shape} and {value.shape}")
+    if np.isnan(cost).any():
+        raise ValueError("cost contains NaN")
+    v = value if higher_is_better else -value
+    ok = ~np.isnan(v)
+    mask = np.zeros(cost.shape, dtype=bool)
+    idx = np.flatnonzero(ok)
+    if idx.size == 0:
+        return mask
+    # Sort by cost ascending, then value descending: a point is on the front iff
+    # its value beats the best value among all strictly cheaper-or-equal points
+    # that come before it (ties in both are kept).
+    order = idx[np.lexsort((-v[idx], cost[idx]))]
+    best = -np.inf
+    best_cost = None
+    for i in order:
+        if v[i] > best:
+            mask[i] = True
+            best, best_cost = v[i], cost[i]
+        elif v[i] == best and cost[i] == best_cost:
+            mask[i] = True
+    return mask

@@ -1,0 +1,55 @@
+"""The tidy results table: one row per (suite, split, method, metric).
+
+Every producer (single models, duos, ensembles, SVE, other baselines) writes rows
+with these columns and every consumer (summary, plots, leaderboard) reads only
+them, so a new method family shows up everywhere without code changes.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+# column -> (dtype, meaning)
+COLUMNS: dict[str, tuple[str, str]] = {
+    "suite": ("string", "suite name, e.g. 'embedded'"),
+    "split": ("string", "evaluation split, e.g. 'test', 'shift', 'corrupt-noise-3'"),
+    "family": ("string", "method family: 'single', 'duo', 'deep_ensemble', 'sve', ..."),
+    "method": ("string", "method within the family, e.g. 'weighted', 'unweighted', 'uq_only', 'ts'"),
+    "base": ("string", "base (large) model name; the only model for a single"),
+    "sidekick": ("string", "sidekick model name for duos, '' otherwise"),
+    "members": ("string", "'+'-joined names of every model whose logits were used"),
+    "fit": ("string", "temperature fit mode: 'converged' or 'paper-exact'"),
+    "confidence": ("string", "confidence score: 'max' (1 - max p) or 'published'"),
+    "metric": ("string", "metric name, see benchmark.core.metric_info.METRICS"),
+    "value": ("float64", "metric value (fraction)"),
+    "ci_low": ("float64", "lower bound of the percentile-bootstrap interval (NaN if none)"),
+    "ci_high": ("float64", "upper bound of the percentile-bootstrap interval (NaN if none)"),
+    "n": ("int64", "number of evaluated samples"),
+    "gflops": ("float64", "inference GFLOPs per image, all members together (fvcore multiply-adds)"),
+    "params": ("int64", "parameters, all members together"),
+    "throughput": ("float64", "measured images/s on the reference CPU (NaN if not measured)"),
+    "balance": ("float64", "FLOPs balance GFLOPs(sidekick)/GFLOPs(base) for duos, NaN otherwise"),
+    "inputs_hash": ("string", "hash of the logits files (dvc.lock md5s) the row was computed from"),
+}
+
+
+def empty_results() -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype=t) for c, (t, _) in COLUMNS.items()})
+
+
+def validate_results(df: pd.DataFrame, *, source: str = "results table") -> pd.DataFrame:
+    """Check the columns of a results table and return it with canonical dtypes.
+
+    Raises ``ValueError`` naming the missing columns and ``source``.
+    """
+    missing = [c for c in COLUMNS if c not in df.columns]
+    if missing:
+        raise ValueError(f"{source}: missing columns {missing}")
+    out = df.copy()
+    for c, (t, _) in COLUMNS.items():
+        if t == "string":
+            out[c] = out[c].fillna("").astype(str)
+        else:
+            out[c] = pd.to_numeric(out[c], errors="coerce")
+            if t == "int64":
+                out[c] = out[c].fillna(-1).astype("int64")
+    return out

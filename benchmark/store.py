@@ -1,0 +1,197 @@
+"""All file I/O of the benchmark: logits files, tables, JSON, atomic writes.
+
+Logits files
+------------
+A logits file holds one model's outputs on one split:
+
+* ``.npz`` (numpy) or ``.safetensors`` with arrays ``logits`` (N, C) float and
+  ``labels`` (N,) int; optionally ``ids`` (N,) int sample ids. For SVE and other
+  multi-member methods, ``logits`` may be (M, N, C).
+* Files written by the pipeline also carry ``labels_hash`` and ``ids_hash``
+  (safetensors metadata) so that two files that do not describe the same samples
+  in the same order are detected before they are combined.
+
+Every write goes to a temporary file in the target folder and is renamed into
+place, so an interrupted run never leaves a half-written file behind.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+
+class StoreError(ValueError):
+    """A file is missing, unreadable or does not hold what it must."""
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike, suffix: str | None = None):
+    """Yield a temporary path next to ``path``; rename it onto ``path`` on success.
+
+    On any exception the temporary file is removed and ``path`` is untouched.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix or path.suffix or ".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def write_text(path, text: str) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
+def write_json(path, obj) -> None:
+    write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=_json_default) + "\n")
+
+
+def _json_default(o):
+    if isinstance(o, (np.floating, np.integer)):
+        return o.item()
+    if isinstance(o, torch.Tensor):
+        return o.tolist()
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def read_json(path):
+    path = Path(path)
+    if not path.exists():
+        raise StoreError(f"{path}: file not found")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def write_table(path, df) -> None:
+    """Write a pandas DataFrame as CSV atomically."""
+    with atomic_path(path) as tmp:
+        df.to_csv(tmp, index=False)
+
+
+def array_hash(a) -> str:
+    """Stable short hash of an integer array (dtype- and order-sensitive content)."""
+    arr = np.ascontiguousarray(np.asarray(a, dtype=np.int64))
+    return hashlib.sha256(arr.tobytes()).hexdigest()[:16]
+
+
+@dataclass
+class LogitsFile:
+    """The contents of one logits file."""
+
+    logits: torch.Tensor  # (N, C) or (M, N, C) float32
+    labels: torch.Tensor  # (N,) int64
+    ids: torch.Tensor | None = None  # (N,) int64
+    meta: dict = field(default_factory=dict)
+    path: str = ""
+
+    @property
+    def alignment_key(self) -> tuple[str, str]:
+        return (array_hash(self.labels), array_hash(self.ids) if self.ids is not None else "")
+
+
+def load_logits_file(path) -> LogitsFile:
+    """Read a ``.npz`` or ``.safetensors`` logits file and validate its arrays.
+
+    Raises :class:`StoreError` naming the file and the problem: missing file,
+    unknown extension, missing ``logits``/``labels`` arrays, wrong ranks, a
+    hash in the metadata that does not match the arrays.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise StoreError(f"{path}: file not found")
+    meta: dict = {}
+    try:
+        if path.suffix == ".npz":
+            with np.load(path, allow_pickle=False) as z:
+                arrays = {k: z[k] for k in z.files}
+        elif path.suffix == ".safetensors":
+            from safetensors import safe_open
+            from safetensors.numpy import load_file
+
+            arrays = load_file(str(path))
+            with safe_open(str(path), framework="numpy") as f:
+                meta = dict(f.metadata() or {})
+        else:
+            raise StoreError(f"{path}: unknown logits file type {path.suffix!r}; use .npz or .safetensors")
+    except StoreError:
+        raise
+    except Exception as e:  # corrupt zip, bad header, ...
+        raise StoreError(f"{path}: cannot read logits file ({type(e).__name__}: {e})") from e
+    for key in ("logits", "labels"):
+        if key not in arrays:
+            raise StoreError(f"{path}: missing array {key!r} (found {sorted(arrays)}); a logits file needs 'logits' (N, C) and 'labels' (N,)")
+    logits, labels = arrays["logits"], arrays["labels"]
+    if not np.issubdtype(logits.dtype, np.floating):
+        raise StoreError(f"{path}: 'logits' must be floating point, got {logits.dtype}")
+    if logits.ndim not in (2, 3):
+        raise StoreError(f"{path}: 'logits' must be (N, C) or (M, N, C), got shape {logits.shape}")
+    if labels.ndim != 1 or not np.issubdtype(labels.dtype, np.integer):
+        raise StoreError(f"{path}: 'labels' must be a 1-D integer array, got {labels.dtype} {labels.shape}")
+    if labels.shape[0] != logits.shape[-2]:
+        raise StoreError(f"{path}: 'logits' has N={logits.shape[-2]} rows but 'labels' has {labels.shape[0]}")
+    ids = arrays.get("ids")
+    if ids is not None and ids.shape != labels.shape:
+        raise StoreError(f"{path}: 'ids' has shape {ids.shape}, expected {labels.shape}")
+    out = LogitsFile(
+        logits=torch.from_numpy(np.ascontiguousarray(logits, dtype=np.float32)),
+        labels=torch.from_numpy(labels.astype(np.int64)),
+        ids=None if ids is None else torch.from_numpy(ids.astype(np.int64)),
+        meta=meta,
+        path=str(path),
+    )
+    lh, ih = out.alignment_key
+    if "labels_hash" in meta and meta["labels_hash"] != lh:
+        raise StoreError(f"{path}: labels do not match the labels_hash in its metadata (file corrupted or edited)")
+    if "ids_hash" in meta and ids is not None and meta["ids_hash"] != ih:
+        raise StoreError(f"{path}: ids do not match the ids_hash in its metadata (file corrupted or edited)")
+    return out
+
+
+def save_logits_file(path, logits, labels, ids=None, meta: dict | None = None) -> None:
+    """Write a ``.safetensors`` (or ``.npz``) logits file atomically, with hashes."""
+    path = Path(path)
+    arrays = {
+        "logits": np.ascontiguousarray(torch.as_tensor(logits).float().cpu().numpy()),
+        "labels": np.ascontiguousarray(torch.as_tensor(labels).long().cpu().numpy()),
+    }
+    if ids is not None:
+        arrays["ids"] = np.ascontiguousarray(torch.as_tensor(ids).long().cpu().numpy())
+    m = {str(k): str(v) for k, v in (meta or {}).items()}
+    m["labels_hash"] = array_hash(arrays["labels"])
+    if ids is not None:
+        m["ids_hash"] = array_hash(arrays["ids"])
+    with atomic_path(path) as tmp:
+        if path.suffix == ".safetensors":
+            from safetensors.numpy import save_file
+
+            save_file(arrays, str(tmp), metadata=m)
+        elif path.suffix == ".npz":
+            with open(tmp, "wb") as f:
+                np.savez(f, **arrays)
+        else:
+            raise StoreError(f"{path}: unknown logits file type {path.suffix!r}; use .npz or .safetensors")
+
+
+def check_aligned(*files: LogitsFile) -> None:
+    """Raise :class:`StoreError` unless all files describe the same samples in order."""
+    if not files:
+        return
+    ref = files[0]
+    for f in files[1:]:
+        if f.labels.shape != ref.labels.shape:
+            raise StoreError(f"{f.path}: N={f.labels.shape[0]} samples but {ref.path} has N={ref.labels.shape[0]}")
+        if f.alignment_key != ref.alignment_key:
+            raise StoreError(f"{f.path} and {ref.path}: labels/ids differ (files are not aligned on the same samples)")

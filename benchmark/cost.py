@@ -1,0 +1,67 @@
+"""Inference cost of a model: fvcore FLOPs, parameters, measured CPU throughput.
+
+fvcore counts one fused multiply-add as one flop, so its "GFLOPs" are
+comparable to torchvision's/timm's GMACs and to the numbers in the papers.
+timm's fused attention (``F.scaled_dot_product_attention``) is invisible to
+fvcore, so it is switched off while counting (otherwise ViTs count low): timm
+reads the switch when a module is built, so the ``fused_attn`` flag of every
+already-built attention module is turned off too, and restored afterwards.
+"""
+from __future__ import annotations
+
+import time
+
+import torch
+from torch import nn
+
+
+def count_flops(model: nn.Module, img_size: int, *, channels: int = 3) -> float:
+    """GFLOPs (fvcore multiply-adds) of one forward of one ``img_size`` image.
+
+    A model returning (M, B, C) (multi-member) is counted as it runs, i.e. all
+    members together.
+    """
+    from fvcore.nn import FlopCountAnalysis
+
+    flagged = [m for m in model.modules() if getattr(m, "fused_attn", False) is True]
+    for m in flagged:
+        m.fused_attn = False
+    try:
+        was_training = model.training
+        model.eval()
+        with torch.no_grad():
+            fca = FlopCountAnalysis(model, torch.zeros(1, channels, img_size, img_size))
+            fca.unsupported_ops_warnings(False)
+            fca.uncalled_modules_warnings(False)
+            total = fca.total()
+        model.train(was_training)
+    finally:
+        for m in flagged:
+            m.fused_attn = True
+    return total / 1e9
+
+
+def count_params(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+@torch.no_grad()
+def measure_throughput(model: nn.Module, img_size: int, *, batch_size: int = 64, iters: int = 5) -> float:
+    """Images per second of batched eval-mode inference on this CPU (one warm-up forward)."""
+    model.eval()
+    x = torch.randn(batch_size, 3, img_size, img_size, generator=torch.Generator().manual_seed(0))
+    model(x)
+    start = time.perf_counter()
+    for _ in range(iters):
+        model(x)
+    return batch_size * iters / (time.perf_counter() - start)
+
+
+def arch_cost(arch: str, img_size: int, *, num_classes: int = 1000) -> dict:
+    """GFLOPs and parameters of a timm architecture, built without weights."""
+    import timm
+
+    if not timm.is_model(arch):
+        raise ValueError(f"unknown timm architecture {arch!r}")
+    model = timm.create_model(arch, pretrained=False, num_classes=num_classes)
+    return {"arch": arch, "img_size": img_size, "gflops": count_flops(model, img_size), "params": count_params(model)}

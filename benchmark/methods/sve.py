@@ -1,0 +1,268 @@
+"""Singular Value Ensemble (SVE, arXiv 2601.22068) for timm classifiers.
+
+Every adapted weight ``W = U S V^T`` keeps its pretrained singular vectors frozen;
+each of ``M`` members trains its own singular values ``S^(m) = S (1 + eps^(m))``,
+``eps^(m) ~ N(0, sigma_init^2 I)``, its own bias and its own linear head. All
+members run in one forward: the input is repeated ``M`` times along the batch
+(member-major) and every adapted layer applies each member's singular values to
+its own rows (see :mod:`benchmark.methods.sve_layers`). Non-adapted layers run
+unchanged on the ``M B`` batch.
+
+Which layers are adapted (regexes searched in ``named_modules()`` names):
+
+* ViTs (a ``nn.Linear`` named ``*.attn.qkv`` exists): :data:`VIT_PATTERNS`, the
+  attention ``qkv``/``proj`` and MLP ``fc1``/``fc2`` projections. A fused ``qkv``
+  is split into its q, k and v blocks (``split_qkv=True``), each with its own SVD,
+  as in the paper's count of ``6d`` singular values and ``9d`` biases per block.
+* Otherwise (CNNs): every pointwise ``nn.Conv2d`` (1x1, groups 1, no padding),
+  e.g. ``conv_pw``, ``conv_pwl`` and ``conv_head`` of ``tf_efficientnet_lite0``.
+* ``patterns=[...]``: exactly the ``nn.Linear``/``nn.Conv2d`` layers whose names
+  match; each pattern must match a layer, and every match must be adaptable.
+
+BatchNorm: the backbone is frozen, so its BatchNorm layers stay in eval mode
+(running statistics, per-sample) even in ``train()``; training-mode statistics
+would mix the members of the stacked batch.
+"""
+from __future__ import annotations
+
+import copy
+import math
+import re
+from collections.abc import Mapping, Sequence
+
+import torch
+from torch import Tensor, nn
+
+from benchmark.methods.sve_layers import MODES, SVEConv1x1, SVELayer, SVELinear, is_adaptable, is_pointwise_conv
+
+VIT_PATTERNS = (r"\.attn\.qkv$", r"\.attn\.proj$", r"\.mlp\.fc1$", r"\.mlp\.fc2$")
+QKV_NAME = re.compile(r"(^|\.)qkv$")
+
+
+def select_layers(model: nn.Module, patterns: Sequence[str] | None = None) -> list[str]:
+    """Names of the layers SVE adapts in ``model`` (module order); see the module docstring."""
+    weight_layers = {n: m for n, m in model.named_modules() if isinstance(m, (nn.Linear, nn.Conv2d))}
+    adaptable = [n for n, m in weight_layers.items() if is_adaptable(m)]
+    if patterns is None:
+        if any(re.search(VIT_PATTERNS[0], n) and isinstance(weight_layers[n], nn.Linear) for n in adaptable):
+            patterns = VIT_PATTERNS
+        else:
+            chosen = [n for n, m in weight_layers.items() if is_pointwise_conv(m)]
+            if not chosen:
+                raise ValueError(f"{type(model).__name__} has no default SVE layers (no '*.attn.qkv' Linear, no pointwise "
+                                 f"conv); pass patterns=[...] naming some of: {_some(adaptable)}")
+            return chosen
+    if isinstance(patterns, str) or not patterns:
+        raise ValueError(f"patterns must be a non-empty list of regexes, got {patterns!r}")
+    chosen: set[str] = set()
+    for pattern in patterns:
+        try:
+            rx = re.compile(pattern)
+        except re.error as e:
+            raise ValueError(f"SVE pattern {pattern!r} is not a valid regex: {e}") from e
+        hits = [n for n in weight_layers if rx.search(n)]
+        if not hits:
+            raise ValueError(f"SVE pattern {pattern!r} matches no Linear/Conv2d layer of {type(model).__name__}; "
+                             f"adaptable layers include: {_some(adaptable)}")
+        bad = [n for n in hits if n not in adaptable]
+        if bad:
+            raise ValueError(f"SVE pattern {pattern!r} matches layers SVE cannot adapt (only nn.Linear and 1x1 convs with "
+                             f"groups=1, padding 0): {_some(bad)}")
+        chosen.update(hits)
+    return [n for n in weight_layers if n in chosen]
+
+
+def _some(names: Sequence[str], k: int = 8) -> str:
+    shown = ", ".join(names[:k])
+    return f"{shown}, ... ({len(names)} in all)" if len(names) > k else shown or "(none)"
+
+
+def check_members(members) -> int:
+    if isinstance(members, bool) or not isinstance(members, int) or members < 1:
+        raise ValueError(f"members must be an integer >= 1, got {members!r}")
+    return members
+
+
+class SingularValueEnsemble(nn.Module):
+    """``M`` SVE members around a timm backbone; ``forward(x)`` returns logits (M, B, C).
+
+    ``backbone`` is modified in place (adapted layers replaced, classifier removed)
+    and frozen. ``pretrained`` states that it holds pretrained weights; without
+    them SVE has no meaningful basis and construction fails unless
+    ``allow_random_init=True`` (tests, parameter counts). Member heads copy the
+    backbone's linear classifier when ``reuse_head`` and the class counts agree,
+    else they are drawn independently from U(-1/sqrt(D), 1/sqrt(D)) with ``seed``.
+    ``mode`` chooses the layer arithmetic (``factored`` or ``materialized``).
+    """
+
+    def __init__(self, backbone: nn.Module, *, members: int, num_classes: int | None = None,
+                 patterns: Sequence[str] | None = None, sigma_init: float = 0.0, seed: int = 0,
+                 pretrained: bool, allow_random_init: bool = False, reuse_head: bool = True,
+                 split_qkv: bool = True, mode: str = "factored"):
+        super().__init__()
+        self.members = check_members(members)
+        if not (isinstance(sigma_init, (int, float)) and math.isfinite(sigma_init) and sigma_init >= 0):
+            raise ValueError(f"sigma_init must be a finite number >= 0, got {sigma_init!r}")
+        if num_classes is not None and (isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1):
+            raise ValueError(f"num_classes must be an integer >= 1 or None, got {num_classes!r}")
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        if not pretrained and not allow_random_init:
+            raise ValueError("SVE needs a pretrained backbone (its singular vectors are the basis all members share; from a "
+                             "random init SVE does poorly): load weights and pass pretrained=True, or pass "
+                             "allow_random_init=True for tests and parameter counts")
+        if not (hasattr(backbone, "get_classifier") and hasattr(backbone, "reset_classifier")):
+            raise TypeError(f"SVE wraps timm models (get_classifier/reset_classifier); {type(backbone).__name__} has neither")
+        head = backbone.get_classifier()
+        if isinstance(head, nn.Linear):
+            dim, self.classifier_name = head.in_features, next(n for n, m in backbone.named_modules() if m is head)
+        elif num_classes is not None:
+            dim, self.classifier_name = backbone.num_features, None
+        else:
+            raise ValueError(f"the backbone's classifier is {type(head).__name__}, not nn.Linear: pass num_classes")
+        self.num_classes = num_classes or head.out_features
+        backbone.reset_classifier(0)
+        backbone.requires_grad_(False)
+        self.backbone_params = sum(p.numel() for p in backbone.parameters())
+        self.layer_names = select_layers(backbone, patterns)
+
+        gen = torch.Generator().manual_seed(seed)
+        for name in self.layer_names:
+            old = backbone.get_submodule(name)
+            chunks = 3 if split_qkv and isinstance(old, nn.Linear) and QKV_NAME.search(name) else 1
+            out = old.weight.shape[0]
+            rank = min(out // chunks, old.weight[0].numel())
+            eps = torch.randn(self.members, chunks * rank, generator=gen) * sigma_init
+            new = (SVEConv1x1(old, eps, mode=mode) if isinstance(old, nn.Conv2d)
+                   else SVELinear(old.weight, old.bias, eps, chunks=chunks, mode=mode))
+            parent, _, child = name.rpartition(".")
+            setattr(backbone.get_submodule(parent) if parent else backbone, child, new)
+        self.backbone = backbone
+
+        ref = self.sve_layers()[0].U
+        if reuse_head and isinstance(head, nn.Linear) and head.out_features == self.num_classes:
+            w, b = head.weight.detach().expand(self.members, -1, -1), head.bias.detach().expand(self.members, -1)
+        else:
+            bound = 1 / math.sqrt(dim)
+            w = (torch.rand(self.members, self.num_classes, dim, generator=gen) * 2 - 1) * bound
+            b = (torch.rand(self.members, self.num_classes, generator=gen) * 2 - 1) * bound
+        self.head_weight = nn.Parameter(w.to(device=ref.device, dtype=ref.dtype).clone())  # (M, C, D)
+        self.head_bias = nn.Parameter(b.to(device=ref.device, dtype=ref.dtype).clone())  # (M, C)
+
+    def sve_layers(self) -> list[SVELayer]:
+        return [m for m in self.backbone.modules() if isinstance(m, SVELayer)]
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Logits (M, B, C) of all members for ``x`` (B, ...)."""
+        b = x.shape[0]
+        feats = self.backbone(x.repeat(self.members, *([1] * (x.dim() - 1))))
+        if feats.dim() != 2:
+            raise RuntimeError(f"backbone without classifier returned shape {tuple(feats.shape)}, expected (M*B, D)")
+        feats = feats.reshape(self.members, b, -1)
+        return torch.baddbmm(self.head_bias.unsqueeze(1), feats, self.head_weight.transpose(1, 2))
+
+    def train(self, mode: bool = True):
+        """Set train/eval mode; the frozen backbone's BatchNorm layers always stay in eval mode."""
+        super().train(mode)
+        for m in self.backbone.modules():
+            if isinstance(m, nn.modules.batchnorm._BatchNorm):
+                m.eval()
+        return self
+
+    def trainable_parameters(self) -> list[nn.Parameter]:
+        """Singular values, biases of the adapted layers and the member heads."""
+        return [p for p in self.parameters() if p.requires_grad]
+
+    def overhead(self) -> dict:
+        """Parameter counts (from shapes) and overhead in % of the backbone.
+
+        ``backbone``: pretrained backbone without its classifier. Per member:
+        ``singular_values``, ``biases`` (adapted layers) and ``head``.
+        ``trainable = M (singular_values + biases + head)``; ``extra = (M - 1)
+        (singular_values + biases)``, what SVE adds over one model and what the
+        paper's ``5 (M - 1) / (4 d)`` counts (no heads). ``percent = 100
+        trainable / backbone``; ``percent_extra = 100 extra / backbone``.
+        """
+        layers = self.sve_layers()
+        sv = sum(layer.singular_values[0].numel() for layer in layers)
+        bias = sum(layer.bias[0].numel() for layer in layers)
+        head = self.head_weight[0].numel() + self.head_bias[0].numel()
+        trainable, extra = self.members * (sv + bias + head), (self.members - 1) * (sv + bias)
+        return {"members": self.members, "backbone": self.backbone_params, "singular_values": sv, "biases": bias,
+                "head": head, "trainable": trainable, "extra": extra,
+                "percent": 100 * trainable / self.backbone_params, "percent_extra": 100 * extra / self.backbone_params}
+
+    def export_member(self, member: int) -> nn.Module:
+        """Member ``member`` as a standalone dense timm model in eval mode (logits (B, C)), e.g. for FLOP counts."""
+        if isinstance(member, bool) or not isinstance(member, int) or not 0 <= member < self.members:
+            raise ValueError(f"member must be an integer in [0, {self.members}), got {member!r}")
+        if self.classifier_name is None:
+            raise ValueError("the backbone had no linear classifier to put a member head back into")
+        model = copy.deepcopy(self.backbone)
+        for name, layer in list(model.named_modules()):
+            if isinstance(layer, SVELayer):
+                parent, _, child = name.rpartition(".")
+                setattr(model.get_submodule(parent) if parent else model, child, layer.to_dense(member))
+        head = nn.Linear(self.head_weight.shape[2], self.num_classes, device=self.head_weight.device,
+                         dtype=self.head_weight.dtype)
+        with torch.no_grad():
+            head.weight.copy_(self.head_weight[member])
+            head.bias.copy_(self.head_bias[member])
+        parent, _, child = self.classifier_name.rpartition(".")
+        setattr(model.get_submodule(parent) if parent else model, child, head)
+        model.num_classes = self.num_classes
+        return model.eval()
+
+
+def sve_from_timm(arch: str, *, members: int, num_classes: int | None = None,
+                  pretrained_state_dict: Mapping[str, Tensor] | str | None = None, allow_random_init: bool = False,
+                  patterns: Sequence[str] | None = None, sigma_init: float = 0.0, seed: int = 0,
+                  **kwargs) -> SingularValueEnsemble:
+    """Build timm ``arch``, load ``pretrained_state_dict`` (mapping or file) and wrap it in an SVE.
+
+    Keyword arguments that :class:`SingularValueEnsemble` knows (``split_qkv``,
+    ``mode``, ``reuse_head``) go to it; the rest (e.g. ``img_size``) to
+    ``timm.create_model``. The backbone keeps its pretrained head, so
+    ``num_classes`` different from it gives fresh member heads.
+    """
+    import timm
+
+    check_members(members)
+    sve_keys = {"split_qkv", "mode", "reuse_head"}
+    sve_kwargs = {k: kwargs.pop(k) for k in list(kwargs) if k in sve_keys}
+    torch.manual_seed(seed)
+    backbone = timm.create_model(arch, pretrained=False, **kwargs)
+    if pretrained_state_dict is not None:
+        load_backbone_weights(backbone, pretrained_state_dict)
+    return SingularValueEnsemble(backbone, members=members, num_classes=num_classes, patterns=patterns,
+                                 sigma_init=sigma_init, seed=seed, pretrained=pretrained_state_dict is not None,
+                                 allow_random_init=allow_random_init, **sve_kwargs)
+
+
+def load_backbone_weights(model: nn.Module, source: Mapping[str, Tensor] | str) -> None:
+    """Load a state_dict (mapping, ``.safetensors`` or ``torch.load(weights_only=True)`` file) strictly.
+
+    Keys are matched by name; if the names differ but the counts agree, tensors
+    are matched in order and every shape must agree.
+    """
+    where = "pretrained_state_dict"
+    if not isinstance(source, Mapping):
+        where = str(source)
+        if where.endswith(".safetensors"):
+            from safetensors.torch import load_file
+            source = load_file(where)
+        else:
+            source = torch.load(where, map_location="cpu", weights_only=True)
+            if isinstance(source, Mapping) and isinstance(source.get("state_dict"), Mapping):
+                source = source["state_dict"]
+    dst = model.state_dict()
+    if set(source) != set(dst):
+        if len(source) != len(dst):
+            raise ValueError(f"{where}: {len(source)} tensors, but {type(model).__name__} has {len(dst)}; wrong architecture?")
+        pairs = zip(source.items(), dst.items())
+        source = {}
+        for (sk, sv), (dk, dv) in pairs:
+            if tuple(sv.shape) != tuple(dv.shape):
+                raise ValueError(f"{where}: tensor {sk} {tuple(sv.shape)} does not fit {dk} {tuple(dv.shape)} (matched in order)")
+            source[dk] = sv
+    model.load_state_dict(source, strict=True)

@@ -1,0 +1,1 @@
+"""Stage logic behind the thin scripts in ``pipelines/`` (one module per stage)."""

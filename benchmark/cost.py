@@ -1,7 +1,10 @@
 """Inference cost of a model: fvcore FLOPs, parameters, measured CPU throughput.
 
 fvcore counts one fused multiply-add as one flop, so its "GFLOPs" are
-comparable to torchvision's/timm's GMACs and to the numbers in the papers.
+comparable to torchvision's/timm's GMACs and to the numbers in the papers. As
+in those published figures, only the multiply-adds of convolutions, linear
+layers and matrix products are counted: normalisation layers (folded into the
+preceding convolution at inference) and pooling are not (:data:`IGNORED_OPS`).
 timm's fused attention (``F.scaled_dot_product_attention``) is invisible to
 fvcore, so it is switched off while counting (otherwise ViTs count low): timm
 reads the switch when a module is built, so the ``fused_attn`` flag of every
@@ -10,9 +13,20 @@ already-built attention module is turned off too, and restored afterwards.
 from __future__ import annotations
 
 import time
+from collections import Counter
 
 import torch
 from torch import nn
+
+
+IGNORED_OPS = (
+    "aten::batch_norm", "aten::layer_norm", "aten::group_norm", "aten::instance_norm",
+    "aten::adaptive_avg_pool2d", "aten::adaptive_avg_pool1d", "aten::upsample_nearest2d", "aten::upsample_bilinear2d",
+)
+
+
+def _no_flops(inputs, outputs) -> Counter:
+    return Counter()
 
 
 def count_flops(model: nn.Module, img_size: int, *, channels: int = 3) -> float:
@@ -33,6 +47,7 @@ def count_flops(model: nn.Module, img_size: int, *, channels: int = 3) -> float:
             fca = FlopCountAnalysis(model, torch.zeros(1, channels, img_size, img_size))
             fca.unsupported_ops_warnings(False)
             fca.uncalled_modules_warnings(False)
+            fca.set_op_handle(**{op: _no_flops for op in IGNORED_OPS})
             total = fca.total()
         model.train(was_training)
     finally:

@@ -28,6 +28,10 @@ COLUMNS: dict[str, tuple[str, str]] = {
     "params": ("int64", "parameters, all members together"),
     "throughput": ("float64", "measured images/s on the reference CPU (NaN if not measured)"),
     "balance": ("float64", "FLOPs balance GFLOPs(sidekick)/GFLOPs(base) for duos, NaN otherwise"),
+    "temperature_base": ("float64", "fitted temperature of the base (published convention: logits divided by T)"),
+    "temperature_side": ("float64", "fitted temperature of the sidekick (NaN for singles)"),
+    "weight_base": ("float64", "logit weight of the base: 1/T for singles, 1/(2T) in a duo"),
+    "weight_side": ("float64", "logit weight of the sidekick, 1/(2T) (0 for singles)"),
     "inputs_hash": ("string", "hash of the logits files (dvc.lock md5s) the row was computed from"),
 }
 

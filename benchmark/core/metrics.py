@@ -29,16 +29,10 @@ once, which is how the bootstrap (:mod:`benchmark.core.bootstrap`) works.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
-from benchmark.core import ranking
-from benchmark.core.validation import InputError, as_labels, as_probs, as_scores, check_choice
-
-BRIER_MODES = ("usual", "per_entry")
-_CHUNK_ROWS = 4096
-_ADDITIVE = ("correct", "nll", "brier")  # columns of SampleStats.additive before the ECE bins
+from benchmark.core.samples import ADDITIVE_COLUMNS, GroupIndex, SampleStats, sample_stats
+from benchmark.core.validation import InputError
 
 
 def sac_key(threshold: float) -> str:
@@ -51,117 +45,112 @@ def metric_names(sac_threshold: float = 0.98) -> tuple[str, ...]:
     return ("accuracy", "macro_f1", "brier", "nll", "ece", "auroc", "aurc", "aurc_trapezoid", "eaurc", "augrc", sac_key(sac_threshold))
 
 
-@dataclass(frozen=True)
-class SampleStats:
-    """Per-sample quantities, sorted by confidence (descending, ties grouped).
-
-    ``order[i]`` is the input index of sorted position ``i``; ``ends`` are the
-    sorted positions closing each tie group; ``additive`` (N, 3 + bins) holds the
-    columns correct, nll, brier and the signed ECE residual ``q - a`` in its
-    bin's column (zeros elsewhere); ``correct_pos`` are the sorted positions of
-    correct samples.
-    """
-
-    order: torch.Tensor
-    ends: torch.Tensor
-    err: torch.Tensor
-    additive: torch.Tensor
-    labels: torch.Tensor
-    prediction: torch.Tensor
-    correct_pos: torch.Tensor
-    num_classes: int
-    brier_scale: float
-
-    @property
-    def n(self) -> int:
-        return int(self.order.shape[0])
-
-
-def _per_sample(probs: torch.Tensor, labels: torch.Tensor, ece_bins: int):
-    """NLL, squared error, top-label confidence/class and ECE bin of each sample."""
-    n = probs.shape[0]
-    eps = torch.finfo(probs.dtype).eps
-    nll = torch.empty(n, dtype=torch.float64)
-    sq = torch.empty(n, dtype=torch.float64)
-    top_conf = torch.empty(n, dtype=probs.dtype)
-    top = torch.empty(n, dtype=torch.int64)
-    for s in range(0, n, _CHUNK_ROWS):
-        p, y = probs[s : s + _CHUNK_ROWS], labels[s : s + _CHUNK_ROWS]
-        py = p.gather(1, y[:, None])[:, 0].to(torch.float64)
-        nll[s : s + _CHUNK_ROWS] = -torch.log(py.clamp(eps, 1 - eps))
-        sq[s : s + _CHUNK_ROWS] = (p * p).sum(1, dtype=torch.float64) - 2 * py + 1
-        torch.max(p, dim=1, out=(top_conf[s : s + _CHUNK_ROWS], top[s : s + _CHUNK_ROWS]))
-    edges = torch.linspace(0, 1, ece_bins + 1, dtype=probs.dtype)
-    bins = (torch.bucketize(top_conf, edges, right=False) - 1).clamp(0, ece_bins - 1)
-    return nll, sq, top_conf.to(torch.float64), top, bins
-
-
-def sample_stats(probs, labels, *, confidence=None, prediction=None, ece_bins: int = 15, brier: str = "usual") -> SampleStats:
-    """Validate the inputs and compute the per-sample quantities of every metric."""
-    probs = as_probs(probs, "probs")
-    n, c = probs.shape
-    labels = as_labels(labels, "labels", n=n, num_classes=c)
-    check_choice(brier, "brier", BRIER_MODES)
-    if not isinstance(ece_bins, int) or isinstance(ece_bins, bool) or ece_bins < 1:
-        raise InputError(f"ece_bins: must be a positive integer, got {ece_bins!r}")
-    nll, sq, top_conf, top, bins = _per_sample(probs, labels, ece_bins)
-    conf = top_conf if confidence is None else as_scores(confidence, "confidence", n=n)
-    pred = top if prediction is None else as_labels(prediction, "prediction", n=n, num_classes=c)
-    correct = (pred == labels).to(torch.float64)
-    additive = torch.zeros(n, len(_ADDITIVE) + ece_bins, dtype=torch.float64)
-    additive[:, 0], additive[:, 1], additive[:, 2] = correct, nll, sq
-    residual = top_conf - (top == labels).to(torch.float64)
-    additive.scatter_(1, (bins + len(_ADDITIVE))[:, None], residual[:, None])
-    order, ends = ranking.tie_groups(conf)
-    correct_sorted = correct[order]
-    return SampleStats(
-        order=order,
-        ends=ends,
-        err=1.0 - correct_sorted,
-        additive=additive[order],
-        labels=labels[order],
-        prediction=pred[order],
-        correct_pos=correct_sorted.nonzero().flatten(),
-        num_classes=c,
-        brier_scale=1.0 if brier == "usual" else 1.0 / c,
-    )
-
-
-def _macro_f1(stats: SampleStats, w: torch.Tensor) -> torch.Tensor:
-    c, b = stats.num_classes, w.shape[1]
-    true = w.new_zeros(c, b).index_add_(0, stats.labels, w)
-    pred = w.new_zeros(c, b).index_add_(0, stats.prediction, w)
-    hit = w.new_zeros(c, b).index_add_(0, stats.labels[stats.correct_pos], w[stats.correct_pos])
+def _macro_f1(stats: SampleStats, w: torch.Tensor, w_err: torch.Tensor) -> torch.Tensor:
+    """``mean_k 2 TP_k / (T_k + P_k)`` over classes with ``T_k + P_k > 0``, ``TP = T - FN``."""
+    b, c = w.shape[0], stats.num_classes
+    true = w.new_zeros(b, c).index_add_(1, stats.labels, w).to(torch.float64)
+    pred = w.new_zeros(b, c).index_add_(1, stats.prediction, w).to(torch.float64)
+    missed = w.new_zeros(b, c).index_add_(1, stats.labels[stats.err_idx], w_err).to(torch.float64)
     denom = true + pred
     present = denom > 0
-    f1 = torch.where(present, 2 * hit / denom.clamp_min(1e-300), torch.zeros_like(denom))
-    return f1.sum(0) / present.sum(0)
+    f1 = torch.where(present, 2 * (true - missed) / denom.clamp_min(1e-300), torch.zeros_like(denom))
+    return f1.sum(1) / present.sum(1)
 
 
-def metrics_from_counts(stats: SampleStats, counts: torch.Tensor, *, sac_threshold: float = 0.98, harmonic: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+def _lookup(table: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    """``table[idx]`` (index_select is several times faster than advanced indexing)."""
+    return table.index_select(0, idx.flatten()).view(idx.shape)
+
+
+def _group_terms(g: GroupIndex, cum, cum_err, tables, max_risk: float, pure: bool):
+    """Row sums of the error-group terms of :func:`metrics_from_counts`, the SAC
+    candidate and (mixed groups) the error rates."""
+    f64 = torch.float64
+    s_tab, q_tab = tables
+    k_prev, k_end = cum.index_select(1, g.k_before), cum.index_select(1, g.k_end)
+    e_prev = cum_err.index_select(1, g.e_before).to(f64)
+    i_prev, i_end = k_prev.long(), k_end.long()
+    k_prev, k_end = k_prev.to(f64), k_end.to(f64)
+    n_g = k_end - k_prev
+    d_s = _lookup(s_tab, i_end) - _lookup(s_tab, i_prev)
+    d_q = _lookup(q_tab, i_end) - _lookup(q_tab, i_prev)
+    if pure:  # every member wrong: e_g = n_g and r_g = 1 wherever n_g > 0
+        e_g, e_end, rate = n_g, e_prev + n_g, None
+        gen = (n_g.sum(1) * (len(s_tab) - 0.5)) - d_q.sum(1)
+        risk, pairs = d_s.sum(1), (n_g * (k_prev - e_prev)).sum(1)
+    else:
+        e_end = cum_err.index_select(1, g.e_end).to(f64)
+        e_g = e_end - e_prev
+        rate = torch.where(n_g > 0, e_g / n_g.clamp_min(1), torch.zeros_like(e_g))
+        gen = (rate * (n_g * (len(s_tab) - 0.5) - d_q)).sum(1)
+        risk, pairs = (rate * d_s).sum(1), (e_g * (k_prev - e_prev + 0.5 * (n_g - e_g))).sum(1)
+    sac = torch.zeros(cum.shape[0], dtype=f64)
+    if n_g.shape[1]:
+        for k, e in ((k_prev, e_prev), (k_end, e_end)):
+            sac = torch.maximum(sac, torch.where(e / k <= max_risk, k, 0.0).amax(1))  # NaN (k = 0) is False
+    return risk, gen, pairs, sac, rate
+
+
+def metrics_from_counts(stats: SampleStats, counts: torch.Tensor, *, sac_threshold: float = 0.98) -> dict[str, torch.Tensor]:
     """All metrics for ``B`` weightings of the samples at once.
 
-    ``counts`` (N, B) float64 holds, in *sorted* order (``stats.order``), how
-    often each sample occurs in each weighting (a bootstrap resample; a column
-    of ones for the data itself); every column must sum to ``N``. Returns a
-    tensor (B,) per metric name of :func:`metric_names`.
+    ``counts`` (B, N+1), float32 or float64, holds how often each sorted position
+    (1-based, column 0 the zero pad) occurs in each weighting: a bootstrap
+    resample, or ones for the data itself. Every row sums to N. Returns a
+    float64 tensor (B,) per metric of :func:`metric_names`.
+
+    Risk-coverage metrics need only the *error groups* (tie groups holding an
+    error). With ``E(k)`` linear inside each tie group, a group spanning
+    ``k in (K_{g-1}, K_g]`` with ``n_g`` samples, ``e_g`` errors and error rate
+    ``r_g = e_g / n_g`` gives, with ``H`` the harmonic numbers and
+    ``S(m) = sum_{j<m} H_j = m (H_m - 1)``:
+
+    * ``sum_k E(k) / k = E(n) H_n - sum_g r_g (S(K_g) - S(K_{g-1}))``
+    * ``sum_k E(k) = sum_g r_g (n_g (n + 1/2) - (Q(K_g) - Q(K_{g-1})))``, ``Q(m) = m^2 / 2``
+    * correct-above-wrong pairs ``= sum_g e_g (C_{g-1} + (n_g - e_g) / 2)``,
+      ``C_{g-1}`` the correct samples before the group.
+
+    SAC checks the group ends just before and at the end of each error group,
+    and ``k = n``: the selective risk only rises inside error groups.
     """
-    n = float(stats.n)
-    h = ranking.harmonic(stats.n) if harmonic is None else harmonic
-    sums = stats.additive.T @ counts
-    K = ranking.cumulative_at_ends(counts, stats.ends)
-    E = ranking.cumulative_at_ends(counts * stats.err[:, None], stats.ends)
-    out = {
-        "accuracy": sums[0] / n,
-        "macro_f1": _macro_f1(stats, counts),
-        "brier": sums[2] / n * stats.brier_scale,
-        "nll": sums[1] / n,
-        "ece": sums[len(_ADDITIVE) :].abs().sum(0) / n,
-        "auroc": ranking.auroc(K - E, E),
+    b, n = counts.shape[0], counts.shape[1] - 1
+    f64 = torch.float64
+    sums = (counts @ stats.additive.to(counts.dtype)).to(f64)
+    cum = torch.cumsum(counts, 1)
+    w_err = counts.index_select(1, stats.err_idx)
+    cum_err = torch.cumsum(w_err, 1)
+    e_tot = cum_err[:, -1].to(f64)
+    harm = torch.zeros(n + 1, dtype=f64)
+    harm[1:] = torch.cumsum(1.0 / torch.arange(1, n + 1, dtype=f64), 0)
+    m = torch.arange(n + 1, dtype=f64)
+    tables = (m * (harm - 1), 0.5 * m * m)  # S(m) = sum_{j<m} H_j, Q(m) = m^2 / 2
+    max_risk = 1 - sac_threshold
+    ds_p, gen_p, pairs_p, sac_p, _ = _group_terms(stats.pure, cum, cum_err, tables, max_risk, pure=True)
+    ds_m, gen_m, pairs_m, sac_m, rate_m = _group_terms(stats.mixed, cum, cum_err, tables, max_risk, pure=False)
+    risk_sum = e_tot * harm[n] - ds_p - ds_m
+
+    first = torch.searchsorted(cum, torch.full((b, 1), 0.5, dtype=cum.dtype))[:, 0]
+    kind = stats.first_kind[first]
+    risk_1 = (kind == -1).to(f64)
+    if rate_m.shape[1]:
+        risk_1 = torch.where(kind >= 0, rate_m.gather(1, kind.clamp_min(0)[:, None])[:, 0], risk_1)
+    correct_tot = n - e_tot
+    optimal = (e_tot - correct_tot * (harm[n] - _lookup(harm, correct_tot.long()))) / n
+    sac_all = torch.where(e_tot / n <= max_risk, float(n), 0.0)
+    trapezoid = (risk_sum - 0.5 * (risk_1 + e_tot / n)) / (n - 1) if n >= 2 else torch.full((b,), float("nan"), dtype=f64)
+    return {
+        "accuracy": sums[:, 0] / n,
+        "macro_f1": _macro_f1(stats, counts, w_err),
+        "brier": sums[:, 2] / n * stats.brier_scale,
+        "nll": sums[:, 1] / n,
+        "ece": sums[:, len(ADDITIVE_COLUMNS) :].abs().sum(1) / n,
+        "auroc": (pairs_p + pairs_m) / (correct_tot * e_tot),
+        "aurc": risk_sum / n,
+        "aurc_trapezoid": trapezoid,
+        "eaurc": risk_sum / n - optimal,
+        "augrc": (gen_p + gen_m - 0.5 * e_tot) / (n * n),
+        sac_key(sac_threshold): torch.maximum(torch.maximum(sac_p, sac_m), sac_all) / n,
     }
-    out.update(ranking.risk_coverage(K, E, h))
-    out[sac_key(sac_threshold)] = ranking.selective_coverage(K, E, 1 - sac_threshold)
-    return out
 
 
 def check_sac_threshold(t: float) -> float:
@@ -187,13 +176,19 @@ def compute_metrics(probs, labels, *, confidence=None, prediction=None, ece_bins
       ``confidence``/``prediction``, as published)
     * ``auroc``: tie-averaged AUROC of ``confidence`` separating correct from wrong
       (NaN if all are correct or all wrong)
-    * ``aurc`` = ``(1/N) sum_k E(k)/k`` (published), ``aurc_trapezoid``
-      (TorchUncertainty), ``eaurc = aurc - aurc(oracle order)``, ``augrc``
-      (Traub et al.): see :func:`benchmark.core.ranking.risk_coverage`
+    * ``aurc = (1/N) sum_{k=1..N} risk_k`` with ``risk_k = E(k) / k`` (published)
+    * ``aurc_trapezoid``: trapezoid of ``risk_k`` over coverage ``k/N``, ``k = 1..N``,
+      divided by ``1 - 1/N`` (TorchUncertainty):
+      ``(sum_k risk_k - (risk_1 + risk_N) / 2) / (N - 1)``; NaN for N = 1
+    * ``eaurc = aurc - aurc*``, ``aurc*`` for the oracle order (errors last): with
+      ``e`` errors, ``c = N - e``, ``aurc* = (e - c (H_N - H_c)) / N``
+    * ``augrc`` (Traub et al. 2024): trapezoid of the generalised risk ``E(k) / N``
+      over coverage ``k/N`` from the origin: ``(sum_k E(k) - E(N) / 2) / N^2``
     * ``sac<t>`` (``sac98`` by default): the largest coverage ``k/N`` at a
       confidence threshold with ``E(k)/k <= 1 - t``; 0 if none.
     """
     sac_threshold = check_sac_threshold(sac_threshold)
     stats = sample_stats(probs, labels, confidence=confidence, prediction=prediction, ece_bins=ece_bins, brier=brier)
-    ones = torch.ones(stats.n, 1, dtype=torch.float64)
+    ones = torch.ones(1, stats.n + 1, dtype=torch.float64)
+    ones[0, 0] = 0
     return {k: float(v[0]) for k, v in metrics_from_counts(stats, ones, sac_threshold=sac_threshold).items()}

@@ -81,13 +81,17 @@ class SVELayer(nn.Module):
             raise ValueError(f"SVE layer input batch {x.shape[0]} is not a multiple of members={self.members}")
         return x.shape[0] // self.members
 
-    def _up(self, h: Tensor) -> Tensor:
-        """``h`` (..., k r) -> (..., out) through the block-diagonal ``U``."""
+    def _members_apply(self, x: Tensor) -> Tensor:
+        """``y[m] = x[m] W^(m)^T + b^(m)`` for ``x`` (M, T, in) -> (M, T, out)."""
+        if self.mode == "materialized":
+            return torch.baddbmm(self.bias.unsqueeze(1), x, self.member_weights().transpose(1, 2))
+        h = (x @ self.V) * self.singular_values.unsqueeze(1)  # (M, T, k r)
+        m, t, _ = h.shape
         if self.chunks == 1:
-            return h @ self.U[0].T
-        lead = h.shape[:-1]
-        h = h.reshape(*lead, self.chunks, self.rank)
-        return torch.einsum("...kr,kor->...ko", h, self.U).reshape(*lead, self.out_features)
+            return torch.baddbmm(self.bias.unsqueeze(1), h, self.U[0].T.expand(m, -1, -1))
+        # block-diagonal U: one (r -> o) map per block
+        y = torch.einsum("mtkr,kor->mtko", h.view(m, t, self.chunks, self.rank), self.U).reshape(m, t, -1)
+        return y + self.bias.unsqueeze(1)
 
     def extra_repr(self) -> str:
         return (f"in={self.in_features}, out={self.out_features}, members={self.members}, "
@@ -99,15 +103,8 @@ class SVELinear(SVELayer):
 
     def forward(self, x: Tensor) -> Tensor:
         self._per_member(x)
-        m = self.members
-        shape = x.shape
-        xm = x.reshape(m, -1, self.in_features)  # (M, T, in)
-        if self.mode == "materialized":
-            y = torch.baddbmm(self.bias.unsqueeze(1), xm, self.member_weights().transpose(1, 2))
-        else:
-            h = (xm @ self.V) * self.singular_values.unsqueeze(1)
-            y = self._up(h) + self.bias.unsqueeze(1)
-        return y.reshape(*shape[:-1], self.out_features)
+        y = self._members_apply(x.reshape(self.members, -1, self.in_features))
+        return y.reshape(*x.shape[:-1], self.out_features)
 
     def to_dense(self, member: int) -> nn.Linear:
         """Member ``member`` as a plain ``nn.Linear``."""
@@ -128,16 +125,11 @@ class SVEConv1x1(SVELayer):
     def forward(self, x: Tensor) -> Tensor:
         if self.stride != (1, 1):
             x = x[:, :, :: self.stride[0], :: self.stride[1]]
-        b = self._per_member(x)
+        self._per_member(x)
         n, _, hgt, wid = x.shape
-        xm = x.reshape(self.members, b, self.in_features, hgt * wid)  # (M, B, in, P)
-        bias = self.bias.view(self.members, 1, self.out_features, 1)
-        if self.mode == "materialized":
-            y = self.member_weights().unsqueeze(1) @ xm + bias
-        else:
-            h = (self.V.T @ xm) * self.singular_values.view(self.members, 1, -1, 1)
-            y = self.U[0] @ h + bias
-        return y.reshape(n, self.out_features, hgt, wid)
+        xm = x.permute(0, 2, 3, 1).reshape(self.members, -1, self.in_features)  # free if x is channels_last
+        y = self._members_apply(xm).view(n, hgt, wid, self.out_features)
+        return y.permute(0, 3, 1, 2)  # NCHW view in channels_last memory
 
     def to_dense(self, member: int) -> nn.Conv2d:
         """Member ``member`` as a plain 1x1 ``nn.Conv2d``."""

@@ -29,7 +29,7 @@ class ReportConfig:
     metrics: tuple[str, ...] = _MAIN_METRICS
     plot_metrics: tuple[str, ...] = _MAIN_METRICS
     plot_splits: tuple[str, ...] = ("test", "shift", "ood")
-    table_splits: tuple[str, ...] = ("*",)
+    table_splits: tuple[str, ...] = ("test", "shift", "ood", "val", "corrupt-*-3")
     reference_family: str = "single"
     reproduction_fits: tuple[str, ...] = ("paper-exact", "converged")
     logits_stages: tuple[str, ...] = ("logits",)

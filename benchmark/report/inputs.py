@@ -41,6 +41,8 @@ def results_from_frame(df: pd.DataFrame, *, source: str = "results table") -> tu
     Missing required columns give an empty table; other missing columns are
     filled with empty values.
     """
+    if len(df.columns) == 0:
+        return empty_results(), [f"{source}: no result rows yet (run the pipeline: `dvc repro`)."]
     notices = []
     missing_req = [c for c in REQUIRED_COLUMNS if c not in df.columns]
     if missing_req:
@@ -101,7 +103,10 @@ def read_yaml(path):
 
 
 def read_zoo(paths) -> tuple[dict[str, dict], list[str]]:
-    """Merge zoo YAML files (mapping name -> entry). Missing files become notices."""
+    """Merge zoo YAML files. Missing files become notices.
+
+    A zoo maps name -> entry, either at the top level or under a ``models`` key.
+    """
     zoo: dict[str, dict] = {}
     notices = []
     for p in paths:
@@ -113,6 +118,8 @@ def read_zoo(paths) -> tuple[dict[str, dict], list[str]]:
         if data is None:
             notices.append(f"{p}: zoo file is empty.")
             continue
+        if isinstance(data, dict) and isinstance(data.get("models"), dict):
+            data = data["models"]
         if not isinstance(data, dict):
             raise StoreError(f"{p}: zoo must be a mapping name -> entry, got {type(data).__name__}")
         for name, entry in data.items():

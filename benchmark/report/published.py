@@ -110,8 +110,8 @@ def _candidates(pub: Published, cell: PublishedCell, wide: pd.DataFrame, fit: st
     if cell.sidekick is not None:
         w = w[w["sidekick"].map(norm).isin(pub.names(cell.sidekick))] if cell.sidekick else w[w["sidekick"] == ""]
     if cell.n_members is not None:
-        sizes = [len(member_names(r.members, r.base, r.sidekick)) for r in w.itertuples()]
-        w = w[[s == cell.n_members for s in sizes]]
+        sizes = pd.Series([len(member_names(r.members, r.base, r.sidekick)) for r in w.itertuples()], index=w.index, dtype=int)
+        w = w[sizes == cell.n_members]
     for conf in cell.confidence:
         if (w["confidence"] == conf).any():
             return w[w["confidence"] == conf]

@@ -12,10 +12,15 @@ import numpy as np
 import pandas as pd
 
 from benchmark.core.metric_info import METRICS
+from benchmark.results_schema import COLUMNS
 
 # One leaderboard row = one value of these columns.
 KEY = ["suite", "split", "family", "method", "base", "sidekick", "members", "fit", "confidence"]
-COST = ["gflops", "params", "throughput", "balance", "n", "inputs_hash"]
+_PER_METRIC = ["metric", "value", "ci_low", "ci_high"]
+# Per-row columns: every other schema column (costs, hash, fitted temperatures, ...).
+COST = [c for c in COLUMNS if c not in KEY + _PER_METRIC]
+# Those the leaderboard has no column for: shown as a tooltip.
+EXTRA_COLUMNS = [c for c in COST if c not in ("gflops", "params", "throughput", "balance", "n", "inputs_hash")]
 _SPLIT_ORDER = {"test": 0, "shift": 1, "ood": 2, "val": 3}
 _CORRUPT = re.compile(r"^corrupt-(.+)-(\d+)$")
 
@@ -142,7 +147,7 @@ def fmt_num(v: float, spec: str, scale: float = 1.0) -> str:
 
 
 def sort_key(v) -> str:
-    """What the page sorts on: the number as text, 'NaN' when missing."""
+    """What the page sorts on: the number (7 significant digits), 'NaN' when missing."""
     if v is None or not np.isfinite(v):
         return "NaN"
-    return repr(float(v))
+    return f"{float(v):.7g}"

@@ -1,0 +1,143 @@
+"""Per-sample quantities of one prediction, sorted once by confidence.
+
+:func:`sample_stats` validates a prediction and reduces it to what every metric
+needs: per-sample terms (correct, NLL, Brier, ECE residual), labels and
+predicted classes, and the tie-group structure of the confidence. Sorted
+positions are 1-based; position 0 is an empty pad, so that a cumulative sum over
+positions starts at 0 (``cum[:, j]`` = weight of positions ``1..j``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from benchmark.core import ranking
+from benchmark.core.validation import InputError, as_labels, as_probs, as_scores, check_choice
+
+BRIER_MODES = ("usual", "per_entry")
+ADDITIVE_COLUMNS = ("correct", "nll", "brier")  # then one ECE-residual column per bin
+_CHUNK_ROWS = 4096
+
+
+@dataclass(frozen=True)
+class GroupIndex:
+    """Error groups as indices into the cumulative sums.
+
+    ``k_before``/``k_end``: columns of ``cum`` just before the group and at its
+    end; ``e_before``/``e_end``: the same for the cumulative error weights.
+    """
+
+    k_before: torch.Tensor
+    k_end: torch.Tensor
+    e_before: torch.Tensor
+    e_end: torch.Tensor
+
+    def select(self, mask: torch.Tensor) -> "GroupIndex":
+        return GroupIndex(self.k_before[mask], self.k_end[mask], self.e_before[mask], self.e_end[mask])
+
+
+@dataclass(frozen=True)
+class SampleStats:
+    """Sorted per-sample quantities (see the module docstring for the layout).
+
+    ``order[i]``: input index of sorted position ``i + 1``; ``rank``: sorted
+    position of each input sample. ``additive`` (N+1, 3 + bins): columns correct,
+    nll, brier and the signed ECE residual ``q - a`` in its bin's column.
+    ``err_idx``: 0 followed by the sorted positions of wrong predictions. An
+    *error group* is a tie group holding a wrong prediction; it is *pure* when all
+    its members are wrong (``pure``) and *mixed* otherwise (``mixed``).
+    ``first_kind[j]`` describes the tie group of position ``j``: -2 without
+    errors, -1 pure, ``m >= 0`` mixed group ``m``.
+    """
+
+    order: torch.Tensor
+    rank: torch.Tensor
+    additive: torch.Tensor
+    labels: torch.Tensor
+    prediction: torch.Tensor
+    err_idx: torch.Tensor
+    pure: GroupIndex
+    mixed: GroupIndex
+    first_kind: torch.Tensor
+    num_classes: int
+    brier_scale: float
+
+    @property
+    def n(self) -> int:
+        return int(self.order.shape[0])
+
+
+def _per_sample(probs: torch.Tensor, labels: torch.Tensor, ece_bins: int):
+    """NLL, squared error, top-label confidence/class and ECE bin of each sample."""
+    n = probs.shape[0]
+    eps = torch.finfo(probs.dtype).eps
+    nll = torch.empty(n, dtype=torch.float64)
+    sq = torch.empty(n, dtype=torch.float64)
+    top_conf = torch.empty(n, dtype=probs.dtype)
+    top = torch.empty(n, dtype=torch.int64)
+    for s in range(0, n, _CHUNK_ROWS):
+        rows = slice(s, s + _CHUNK_ROWS)
+        p, y = probs[rows], labels[rows]
+        py = p.gather(1, y[:, None])[:, 0].to(torch.float64)
+        nll[rows] = -torch.log(py.clamp(eps, 1 - eps))
+        # sum_c (p_c - [c = y])^2 = sum_c p_c^2 - 2 p_y + 1
+        sq[rows] = torch.linalg.vecdot(p, p).to(torch.float64) - 2 * py + 1
+        torch.max(p, dim=1, out=(top_conf[rows], top[rows]))
+    edges = torch.linspace(0, 1, ece_bins + 1, dtype=probs.dtype)
+    bins = (torch.bucketize(top_conf, edges, right=False) - 1).clamp(0, ece_bins - 1)
+    return nll, sq, top_conf.to(torch.float64), top, bins
+
+
+def _pad(t: torch.Tensor, value: float = 0) -> torch.Tensor:
+    return torch.cat([torch.full((1, *t.shape[1:]), value, dtype=t.dtype), t])
+
+
+def sample_stats(probs, labels, *, confidence=None, prediction=None, ece_bins: int = 15, brier: str = "usual") -> SampleStats:
+    """Validate a prediction and compute the sorted per-sample quantities.
+
+    ``confidence`` defaults to the top-label probability ``max_c p``,
+    ``prediction`` to ``argmax_c p`` (first index on ties).
+    """
+    probs = as_probs(probs, "probs")
+    n, c = probs.shape
+    labels = as_labels(labels, "labels", n=n, num_classes=c)
+    check_choice(brier, "brier", BRIER_MODES)
+    if not isinstance(ece_bins, int) or isinstance(ece_bins, bool) or ece_bins < 1:
+        raise InputError(f"ece_bins: must be a positive integer, got {ece_bins!r}")
+    nll, sq, top_conf, top, bins = _per_sample(probs, labels, ece_bins)
+    conf = top_conf if confidence is None else as_scores(confidence, "confidence", n=n)
+    pred = top if prediction is None else as_labels(prediction, "prediction", n=n, num_classes=c)
+    correct = pred == labels
+    additive = torch.zeros(n, len(ADDITIVE_COLUMNS) + ece_bins, dtype=torch.float64)
+    additive[:, 0], additive[:, 1], additive[:, 2] = correct, nll, sq
+    residual = top_conf - (top == labels).to(torch.float64)
+    additive.scatter_(1, (bins + len(ADDITIVE_COLUMNS))[:, None], residual[:, None])
+
+    order, group = ranking.tie_groups(conf)
+    rank = torch.empty_like(order)
+    rank[order] = torch.arange(1, n + 1)
+    wrong_sorted = ~correct[order]
+    err_pos = wrong_sorted.nonzero().flatten()  # 0-based sorted positions
+    err_group, errors_in = torch.unique_consecutive(group[err_pos], return_counts=True)
+    ends = ranking.group_ends(group)
+    sizes = torch.diff(ends, prepend=torch.tensor([-1]))
+    e_end = torch.cumsum(errors_in, 0)
+    groups = GroupIndex(k_before=ends[err_group] + 1 - sizes[err_group], k_end=ends[err_group] + 1, e_before=e_end - errors_in, e_end=e_end)
+    is_pure = errors_in == sizes[err_group]
+    kind = torch.full((ends.shape[0],), -2, dtype=torch.int64)
+    kind[err_group[is_pure]] = -1
+    kind[err_group[~is_pure]] = torch.arange(int((~is_pure).sum()))
+    return SampleStats(
+        order=order,
+        rank=rank,
+        additive=_pad(additive[order]),
+        labels=_pad(labels[order]),
+        prediction=_pad(pred[order]),
+        err_idx=_pad(err_pos + 1),
+        pure=groups.select(is_pure),
+        mixed=groups.select(~is_pure),
+        first_kind=_pad(kind[group], -2),
+        num_classes=c,
+        brier_scale=1.0 if brier == "usual" else 1.0 / c,
+    )

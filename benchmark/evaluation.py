@@ -1,0 +1,127 @@
+"""Evaluation units: a single model or a duo, on every split, as tidy rows.
+
+Pure functions on already-loaded logits (no I/O): the evaluate stage loads
+the logits store, calls these per unit, caches each unit's rows and
+assembles the results table.
+
+``logits`` arguments map split name -> (logits (N, C), labels (N,)). The
+``val`` split fits temperatures, ``ood`` (labels -1) is scored against
+``test`` with the OOD metrics, every other split gets the full metric set.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from benchmark.core.combine import Prediction, duo_prediction, single_prediction
+from benchmark.core.evaluate import evaluate, paired_difference
+from benchmark.core.ood import ood_metrics
+from benchmark.core.temperature import fit_duo, fit_temperature
+
+VAL, TEST, OOD = "val", "test", "ood"
+# (method, confidence) of the duo variants reported for every pair
+DUO_VARIANTS = (("weighted", "max"), ("weighted", "published"), ("unweighted", "max"), ("uq_only", "published"))
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """params.yaml ``evaluate`` (plus the suite name)."""
+
+    suite: str
+    fits: tuple[str, ...] = ("converged", "paper-exact")
+    n_bootstrap: int = 1000
+    bootstrap_splits: tuple[str, ...] = (TEST,)
+    bootstrap_level: float = 0.95
+    seed: int = 0
+    ece_bins: int = 15
+    sac_threshold: float = 0.98
+
+    @classmethod
+    def from_params(cls, suite: str, raw: dict) -> "EvalConfig":
+        keys = set(cls.__dataclass_fields__) - {"suite"}
+        kw = {k: raw[k] for k in keys if k in raw}
+        for k in ("fits", "bootstrap_splits"):
+            if k in kw:
+                kw[k] = tuple(kw[k])
+        return cls(suite=suite, **kw)
+
+    def n_boot(self, split: str) -> int:
+        return self.n_bootstrap if split in self.bootstrap_splits else 0
+
+
+def _eval_splits(logits: dict) -> list[str]:
+    if VAL not in logits or TEST not in logits:
+        raise ValueError(f"evaluation needs 'val' and 'test' splits, got {sorted(logits)}")
+    return [s for s in logits if s not in (VAL, OOD)]
+
+
+def _rows(cfg: EvalConfig, ident: dict, split: str, pred: Prediction, labels: torch.Tensor) -> list[dict]:
+    res = evaluate(pred, labels, n_bootstrap=cfg.n_boot(split), seed=cfg.seed, level=cfg.bootstrap_level,
+                   ece_bins=cfg.ece_bins, sac_threshold=cfg.sac_threshold)
+    n = int(labels.shape[0])
+    return [dict(ident, suite=cfg.suite, split=split, metric=m, value=v, ci_low=lo, ci_high=hi, n=n)
+            for m, (v, lo, hi) in res.items()]
+
+
+def _ood_rows(cfg: EvalConfig, ident: dict, conf_test: torch.Tensor, conf_ood: torch.Tensor) -> list[dict]:
+    nan = float("nan")
+    return [dict(ident, suite=cfg.suite, split=OOD, metric=m, value=v, ci_low=nan, ci_high=nan, n=int(conf_ood.shape[0]))
+            for m, v in ood_metrics(conf_test, conf_ood).items()]
+
+
+def single_unit(cfg: EvalConfig, name: str, logits: dict) -> list[dict]:
+    """Rows of one temperature-scaled model, for every fit mode and split."""
+    rows = []
+    zv, yv = logits[VAL]
+    for fit in cfg.fits:
+        t = fit_temperature(zv, yv, mode=fit).temperature
+        ident = dict(family="single", method="ts", base=name, sidekick="", members=name, fit=fit, confidence="max",
+                     temperature_base=t, temperature_side=float("nan"), weight_base=1.0 / t, weight_side=0.0)
+        preds = {s: single_prediction(logits[s][0], t) for s in _eval_splits(logits)}
+        for s, p in preds.items():
+            rows += _rows(cfg, ident, s, p, logits[s][1])
+        if OOD in logits:
+            rows += _ood_rows(cfg, ident, preds[TEST].confidence, single_prediction(logits[OOD][0], t).confidence)
+    return rows
+
+
+def duo_unit(cfg: EvalConfig, base: str, side: str, logits_b: dict, logits_s: dict) -> tuple[list[dict], list[dict]]:
+    """Rows of every duo variant of (base, side), and paired differences duo - base.
+
+    The paired differences (weighted duo, same fit and ``max`` confidence, minus
+    the temperature-scaled base) are computed on the bootstrap splits.
+    """
+    for s in logits_b:
+        if s not in logits_s:
+            raise ValueError(f"split {s!r} has logits for {base!r} but not for {side!r}")
+    rows, paired = [], []
+    (zb, yv), (zs, _) = logits_b[VAL], logits_s[VAL]
+    for fit in cfg.fits:
+        duo = fit_duo(zb, zs, yv, mode=fit)
+        singles = (fit_temperature(zb, yv, mode=fit).temperature, fit_temperature(zs, yv, mode=fit).temperature)
+        for method, conf in DUO_VARIANTS:
+            tb, ts = (duo.t_base, duo.t_side) if method != "unweighted" else singles
+            ident = dict(family="duo", method=method, base=base, sidekick=side, members=f"{base}+{side}", fit=fit,
+                         confidence=conf, temperature_base=tb, temperature_side=ts,
+                         weight_base=1.0 / (2 * tb), weight_side=1.0 / (2 * ts))
+
+            def pred(split, method=method, conf=conf):
+                return duo_prediction(logits_b[split][0], logits_s[split][0], variant=method, fit=duo,
+                                      single_temperatures=singles, confidence=conf)
+
+            preds = {s: pred(s) for s in _eval_splits(logits_b)}
+            for s, p in preds.items():
+                rows += _rows(cfg, ident, s, p, logits_b[s][1])
+            if OOD in logits_b:
+                rows += _ood_rows(cfg, ident, preds[TEST].confidence, pred(OOD).confidence)
+            if (method, conf) == ("weighted", "max"):
+                for s in _eval_splits(logits_b):
+                    if cfg.n_boot(s) == 0:
+                        continue
+                    diff = paired_difference(preds[s], single_prediction(logits_b[s][0], singles[0]), logits_b[s][1],
+                                             n_bootstrap=cfg.n_boot(s), seed=cfg.seed, level=cfg.bootstrap_level,
+                                             ece_bins=cfg.ece_bins, sac_threshold=cfg.sac_threshold)
+                    paired += [dict(suite=cfg.suite, split=s, base=base, sidekick=side, fit=fit, method=method, metric=m, **d)
+                               for m, d in diff.items()]
+    return rows, paired

@@ -1,0 +1,12 @@
+"""The published report: Pareto plots and a static HTML leaderboard from the results table.
+
+``load_inputs`` reads the files, ``build_report`` writes ``index.html`` and
+``plots/`` (PNG, SVG and the CSV curves for ``dvc plots``). Method families are
+read from the results table; none is named in the code.
+"""
+from benchmark.report.build import build_report
+from benchmark.report.config import ReportConfig
+from benchmark.report.inputs import ReportInputs, load_inputs, results_from_frame
+from benchmark.report.published import load_published, parse_published
+
+__all__ = ["ReportConfig", "ReportInputs", "build_report", "load_inputs", "load_published", "parse_published", "results_from_frame"]

@@ -1,0 +1,78 @@
+"""Build the whole report folder from loaded inputs, atomically.
+
+Everything is written into a temporary folder next to ``out_dir`` and swapped
+into place at the end, so a failed run leaves the previous report untouched.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+from benchmark.report.inputs import ReportInputs
+from benchmark.report.leaderboard import page_context, render_html
+from benchmark.report.plots import write_plots
+from benchmark.report.published import Published, load_published, reproduction_rows
+from benchmark.report.tables import default_view, metric_order, metrics_in, missing_notices, wide_table
+from benchmark.store import StoreError, write_text
+
+MARKER = ".uq-report"  # marks a folder this module wrote, so it may replace it
+
+
+def check_out_dir(out_dir) -> Path:
+    """Refuse to replace a non-empty folder that is not a previous report."""
+    out = Path(out_dir)
+    if out.exists():
+        if not out.is_dir():
+            raise StoreError(f"{out}: output path exists and is not a folder")
+        if any(out.iterdir()) and not (out / MARKER).exists():
+            raise StoreError(f"{out}: output folder is not empty and holds no previous report ({MARKER}); refusing to replace it")
+    return out
+
+
+def _swap_in(tmp: Path, out: Path) -> None:
+    if out.exists():
+        old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+        os.replace(out, old / out.name)
+        os.replace(tmp, out)
+        shutil.rmtree(old)
+    else:
+        os.replace(tmp, out)
+
+
+def default_rows(wide: pd.DataFrame, config) -> pd.DataFrame:
+    """Per suite: the rows of the configured default fit and confidence."""
+    if wide.empty:
+        return wide
+    return pd.concat([default_view(g, config.fit, config.confidence) for _, g in wide.groupby("suite", sort=True)])
+
+
+def build_report(inputs: ReportInputs, out_dir, *, published: Published | None = None, progress: bool = True) -> Path:
+    """Write ``index.html``, ``plots/`` and ``plots/data/`` under ``out_dir``; return the page path.
+
+    ``published`` defaults to the package's ``published.yaml``. Raises
+    ``ValueError`` for a results table with repeated rows and
+    :class:`benchmark.store.StoreError` for an output folder it may not replace.
+    """
+    cfg = inputs.config
+    out = check_out_dir(out_dir)
+    wide = wide_table(inputs.results)
+    metrics = metric_order(metrics_in(wide), cfg.metrics)
+    notices = list(inputs.notices) + missing_notices(inputs.results, cfg, inputs.models)
+    pub = published if published is not None else load_published()
+    repro = reproduction_rows(pub, wide, cfg.reproduction_fits)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    try:
+        plots = write_plots(default_rows(wide, cfg), cfg, tmp, progress=progress)
+        html = render_html(page_context(inputs, wide, metrics, plots, repro, notices))
+        write_text(tmp / "index.html", html)
+        write_text(tmp / MARKER, "written by benchmark.report; this folder is replaced on every run\n")
+        _swap_in(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out / "index.html"

@@ -1,0 +1,221 @@
+"""Pareto plots of a metric against cost, and their data files for ``dvc plots``.
+
+Two views per (suite, split, metric):
+
+* ``gflops``: every method (any family) against total GFLOPs, log scale, with
+  the Pareto frontier over all of them;
+* ``balance``: the rows that have a FLOPs balance (duos), per base model, with
+  each base alone at balance 0 and the frontier of each base.
+
+Points carry their bootstrap interval as error bars. Colours and markers come
+from the labels found in the table, so a new family needs no code.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+import numpy as np
+import pandas as pd
+import seaborn as sns
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+
+from benchmark.core.metric_info import METRICS
+from benchmark.core.pareto import pareto_front
+from benchmark.report.tables import method_label
+from benchmark.store import atomic_path
+
+_MARKERS = ["o", "s", "D", "^", "v", "P", "X", "<", ">", "p", "h", "8"]
+_RC = {"svg.hashsalt": "uq-benchmark-report", "svg.fonttype": "none", "font.size": 9}
+_LABEL_OFFSETS = [(6, 5, "left"), (6, -11, "left"), (-6, 5, "right"), (-6, -11, "right")]
+_META = {"png": {"Software": None}, "svg": {"Date": None}, "pdf": {"CreationDate": None}}
+
+
+def palette(names) -> dict[str, tuple]:
+    """Stable, distinct colour per name (sorted): tab10 up to 10 names, then husl."""
+    names = sorted(set(names))
+    colors = sns.color_palette("tab10" if len(names) <= 10 else "husl", max(len(names), 1))
+    return dict(zip(names, colors))
+
+
+def markers(names) -> dict[str, str]:
+    return {n: _MARKERS[i % len(_MARKERS)] for i, n in enumerate(sorted(set(names)))}
+
+
+def plot_points(rows: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """The points of one metric: label, ids, costs, value and interval; no GFLOPs = dropped."""
+    cols = ["family", "method", "base", "sidekick", "members", "gflops", "balance"]
+    if metric not in rows.columns or rows.empty:
+        return pd.DataFrame(columns=["label", *cols, "value", "ci_low", "ci_high"])
+    p = rows[cols].copy()
+    p.insert(0, "label", [method_label(f, m) for f, m in zip(rows["family"], rows["method"])])
+    p["value"] = rows[metric].astype(float)
+    p["ci_low"] = rows.get(f"{metric}:lo", np.nan)
+    p["ci_high"] = rows.get(f"{metric}:hi", np.nan)
+    return p[np.isfinite(p["gflops"].astype(float)) & (p["gflops"].astype(float) > 0)].reset_index(drop=True)
+
+
+def _text(s: str) -> str:
+    """Matplotlib text that never turns into mathtext."""
+    return str(s).replace("$", r"\$")
+
+
+def _yerr(p: pd.DataFrame):
+    lo = (p["value"] - p["ci_low"]).to_numpy(dtype=float)
+    hi = (p["ci_high"] - p["value"]).to_numpy(dtype=float)
+    return np.vstack([np.nan_to_num(lo, nan=0.0).clip(0), np.nan_to_num(hi, nan=0.0).clip(0)])
+
+
+def _frontier(ax, x, y, hib: bool, **kw):
+    ok = pareto_front(x, y, hib)
+    if ok.any():
+        order = np.argsort(x[ok], kind="stable")
+        ax.step(x[ok][order], y[ok][order], where="post", zorder=1, **kw)
+    return ok
+
+
+def _axis_label(metric: str) -> str:
+    info = METRICS[metric]
+    return f"{info.label} ({'higher' if info.higher_is_better else 'lower'} is better)"
+
+
+def gflops_figure(points: pd.DataFrame, metric: str, title: str, colors, marks, reference_family: str) -> Figure:
+    """Metric against total GFLOPs for every method; reference rows are stars named by base."""
+    hib = METRICS[metric].higher_is_better
+    fig = Figure(figsize=(6.6, 4.4), layout="constrained")
+    ax = fig.add_subplot()
+    x = points["gflops"].to_numpy(dtype=float)
+    y = points["value"].to_numpy(dtype=float)
+    on = _frontier(ax, x, y, hib, color="0.2", lw=1.2, ls="--", label="Pareto frontier")
+    for label, g in points.groupby("label", sort=True):
+        is_ref = (g["family"] == reference_family).all()
+        c = colors[label]
+        ax.errorbar(g["gflops"], g["value"], yerr=_yerr(g), fmt="none", ecolor=c, alpha=0.5, lw=1, zorder=2)
+        ax.scatter(g["gflops"], g["value"], color=c, marker="*" if is_ref else marks[label], s=110 if is_ref else 30,
+                   edgecolor="black" if is_ref else "white", linewidth=0.6, label=_text(label), zorder=3)
+        if is_ref:  # name each base model; alternate above/below so neighbours do not collide
+            for i, r in enumerate(g.sort_values("gflops").itertuples()):
+                dx, dy, ha = _LABEL_OFFSETS[i % len(_LABEL_OFFSETS)]
+                ax.annotate(_text(r.base), (r.gflops, r.value), xytext=(dx, dy), textcoords="offset points",
+                            fontsize=7, ha=ha)
+    ax.scatter(x[on], y[on], s=90, facecolor="none", edgecolor="0.2", lw=0.8, zorder=4, label="on the frontier")
+    if (x > 0).all():
+        ax.set_xscale("log")
+    ax.set_xlabel("total GFLOPs per image (log scale)")
+    ax.set_ylabel(_axis_label(metric))
+    ax.set_title(_text(title), fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
+    return fig
+
+
+def balance_figure(points: pd.DataFrame, metric: str, title: str, colors, marks, reference_family: str) -> Figure | None:
+    """Metric against FLOPs balance, one colour per base; None when no row has a balance."""
+    hib = METRICS[metric].higher_is_better
+    duo = points[np.isfinite(points["balance"].astype(float))]
+    if duo.empty:
+        return None
+    ref = points[(points["family"] == reference_family) & ~np.isfinite(points["balance"].astype(float))]
+    fig = Figure(figsize=(6.6, 4.4), layout="constrained")
+    ax = fig.add_subplot()
+    for base, g in duo.groupby("base", sort=True):
+        c = colors[base]
+        alone = ref[ref["base"] == base]
+        x = np.concatenate([g["balance"].to_numpy(dtype=float), np.zeros(len(alone))])
+        y = np.concatenate([g["value"].to_numpy(dtype=float), alone["value"].to_numpy(dtype=float)])
+        on = _frontier(ax, x, y, hib, color=c, lw=1.3)
+        for label, h in g.groupby("label", sort=True):
+            keep = on[: len(g)][g.index.get_indexer(h.index)]
+            ax.errorbar(h["balance"], h["value"], yerr=_yerr(h), fmt="none", ecolor=c, alpha=0.4, lw=1, zorder=2)
+            for front, alpha in ((True, 1.0), (False, 0.35)):
+                sel = h[keep == front]
+                ax.scatter(sel["balance"], sel["value"], color=c, marker=marks[label], s=30, alpha=alpha,
+                           edgecolor="white", linewidth=0.5, zorder=3)
+        for r in alone.itertuples():
+            ax.axhline(r.value, color=c, ls=":", lw=0.8, zorder=1)
+            ax.scatter([0.0], [r.value], color=c, marker="*", s=130, edgecolor="black", linewidth=0.6, zorder=4)
+    bases = [Line2D([], [], color=colors[b], lw=1.3, label=_text(b)) for b in sorted(duo["base"].unique())]
+    kinds = [Line2D([], [], color="0.4", marker=marks[m], ls="none", label=_text(m)) for m in sorted(duo["label"].unique())]
+    kinds.append(Line2D([], [], color="0.4", marker="*", ms=10, ls="none", label="base alone (balance 0)"))
+    leg = ax.legend(handles=bases, title="base (frontier line)", loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, title_fontsize=7, frameon=False)
+    ax.add_artist(leg)
+    ax.legend(handles=kinds, title="method", loc="lower left", bbox_to_anchor=(1.01, 0.0), fontsize=7, title_fontsize=7, frameon=False)
+    ax.set_xlabel("FLOPs balance = GFLOPs(sidekick) / GFLOPs(base)")
+    ax.set_ylabel(_axis_label(metric))
+    ax.set_title(_text(title), fontsize=10)
+    ax.set_xlim(left=-0.02)
+    ax.grid(True, alpha=0.3)
+    return fig
+
+
+def save_figure(fig: Figure, stem: Path, formats, dpi: int) -> list[Path]:
+    """Write ``stem.<fmt>`` for every format, each atomically."""
+    paths = []
+    with matplotlib.rc_context(_RC):
+        for fmt in formats:
+            path = stem.with_name(f"{stem.name}.{fmt}")
+            with atomic_path(path) as tmp:
+                fig.savefig(tmp, format=fmt, dpi=dpi, metadata=_META[fmt], facecolor="white")
+            paths.append(path)
+    return paths
+
+
+def frontier_table(points: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """The GFLOPs frontier of one metric, cheapest first: gflops, value, label, members.
+
+    Keeps the index of ``points``.
+    """
+    hib = METRICS[metric].higher_is_better
+    on = pareto_front(points["gflops"].to_numpy(dtype=float), points["value"].to_numpy(dtype=float), hib)
+    f = points.loc[on, ["gflops", "value", "label", "members"]]
+    return f.sort_values(["gflops", "value"], ascending=[True, not hib], kind="stable")
+
+
+def write_plots(view: pd.DataFrame, config, out_dir: Path, *, progress: bool = True) -> dict:
+    """Draw every (suite, split, metric) of ``view`` whose split matches ``config.plot_splits``.
+
+    ``view`` is the wide table restricted to the default fit and confidence.
+    Writes ``plots/<kind>_<suite>_<split>_<metric>.<fmt>``,
+    ``plots/data/pareto_<suite>_<split>.csv`` (every point, long format) and
+    ``plots/data/frontier/<suite>_<split>_<metric>.csv`` (the GFLOPs frontier,
+    the curves for ``dvc plots``). Returns ``{(suite, split): {metric: {kind:
+    {fmt: path relative to out_dir}}}}``.
+    """
+    from tqdm import tqdm
+
+    from benchmark.report.provenance import file_slug
+    from benchmark.report.tables import match_any
+    from benchmark.store import write_table
+
+    out_dir = Path(out_dir)
+    view = view[[match_any(s, config.plot_splits) for s in view["split"]]] if len(view) else view
+    metrics = [m for m in config.plot_metrics if m in view.columns]
+    labels = [method_label(f, m) for f, m in zip(view["family"], view["method"])]
+    colors, marks = palette(labels), markers(labels)
+    base_colors = palette(view["base"]) if len(view) else {}
+    jobs = [(su, sp, g, m) for (su, sp), g in view.groupby(["suite", "split"], sort=True) for m in metrics]
+    written: dict = {}
+    long_parts: dict = {}
+    with matplotlib.rc_context(_RC):
+        for suite, split, rows, metric in tqdm(jobs, desc="report plots", unit="metric", disable=not progress):
+            pts = plot_points(rows, metric)
+            if pts["value"].notna().sum() == 0:
+                continue
+            name = f"{file_slug(suite)}_{file_slug(split)}_{file_slug(metric)}"
+            entry = written.setdefault((suite, split), {}).setdefault(metric, {})
+            label = METRICS[metric].label
+            figs = {
+                "gflops": gflops_figure(pts, metric, f"{suite} / {split}: {label} vs cost", colors, marks, config.reference_family),
+                "balance": balance_figure(pts, metric, f"{suite} / {split}: {label} vs FLOPs balance", base_colors, marks, config.reference_family),
+            }
+            for kind, fig in figs.items():
+                if fig is not None:
+                    paths = save_figure(fig, out_dir / "plots" / f"{kind}_{name}", config.formats, config.dpi)
+                    entry[kind] = {p.suffix[1:]: p.relative_to(out_dir).as_posix() for p in paths}
+            front = frontier_table(pts, metric)
+            write_table(out_dir / "plots" / "data" / "frontier" / f"{name}.csv", front.reset_index(drop=True))
+            long_parts.setdefault((suite, split), []).append(pts.assign(metric=metric, on_front=pts.index.isin(front.index)))
+    for (suite, split), parts in long_parts.items():
+        write_table(out_dir / "plots" / "data" / f"pareto_{file_slug(suite)}_{file_slug(split)}.csv", pd.concat(parts, ignore_index=True))
+    return written

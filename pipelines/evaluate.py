@@ -1,0 +1,6 @@
+"""DVC stage `evaluate`: every single model and every base-sidekick duo -> results/*.csv, summary.json."""
+from benchmark.pipeline.entry import stage_main
+from benchmark.pipeline.evaluate import run
+
+if __name__ == "__main__":
+    raise SystemExit(stage_main(__doc__, lambda params, a: print(run(params, progress=not a.no_progress))))

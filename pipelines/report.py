@@ -1,0 +1,49 @@
+"""DVC stage ``report``: results table -> reports/ (leaderboard page, Pareto plots, plot data).
+
+    python pipelines/report.py --results results/metrics.csv --models results/models.csv \
+        --zoo zoo/embedded.yaml --params params.yaml --lock dvc.lock --out reports
+
+Settings come from the ``report:`` block of the params file. A missing zoo,
+model table or dvc.lock, or an empty results table, is reported on the page.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from benchmark.report import build_report, load_inputs, load_published
+from benchmark.store import StoreError
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="pipelines/report.py", description=__doc__.split("\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--results", default="results/metrics.csv", help="tidy results table (benchmark.results_schema)")
+    p.add_argument("--models", default="results/models.csv", help="model table: name, arch, init, img_size, seed, gflops, params, throughput")
+    p.add_argument("--zoo", action="append", help="zoo YAML (name -> entry); repeat for several (default: zoo/embedded.yaml)")
+    p.add_argument("--params", default="params.yaml", help="params file; its 'report' block configures the report")
+    p.add_argument("--lock", default="dvc.lock", help="dvc.lock, read for the hashes of each model's logits (not a dependency)")
+    p.add_argument("--published", default=None, help="published numbers YAML (default: the package's published.yaml)")
+    p.add_argument("--out", default="reports", help="output folder (replaced as a whole)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    return p
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        inputs = load_inputs(args.results, models=args.models, zoo=args.zoo or ["zoo/embedded.yaml"],
+                             params=args.params, lock=args.lock)
+        published = load_published(args.published) if args.published else None
+        page = build_report(inputs, args.out, published=published, progress=not args.quiet)
+    except (StoreError, ValueError) as e:
+        print(f"report: error: {e}", file=sys.stderr)
+        return 2
+    for n in inputs.notices:
+        print(f"report: note: {n}", file=sys.stderr)
+    print(f"report: wrote {page}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,45 @@
+import pytest
+import torch
+from torch import nn
+
+from benchmark.cost import arch_cost, count_flops, measure_throughput
+
+
+@pytest.mark.parametrize("arch, published", [("resnet50", 4.1), ("efficientnet_b0", 0.39), ("vit_base_patch16_224", 17.6)])
+def test_flops_match_published_gmacs_within_2_percent(arch, published):
+    assert arch_cost(arch, 224)["gflops"] == pytest.approx(published, rel=0.02)
+
+
+def test_flops_of_a_linear_layer_by_hand():
+    # Conv 3->8, 3x3, padding 1 on 16x16: 16*16*8*3*3*3 MACs; then Linear 8*16*16 -> 10
+    m = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.Flatten(), nn.Linear(8 * 16 * 16, 10))
+    assert count_flops(m, 16) * 1e9 == pytest.approx(16 * 16 * 8 * 27 + 8 * 16 * 16 * 10)
+
+
+def test_vit_attention_is_counted_even_with_fused_attention_on():
+    import timm
+
+    m = timm.create_model("test_vit", pretrained=False)
+    flags = [mod.fused_attn for mod in m.modules() if hasattr(mod, "fused_attn")]
+    g = count_flops(m, m.pretrained_cfg["input_size"][-1])
+    assert [mod.fused_attn for mod in m.modules() if hasattr(mod, "fused_attn")] == flags  # restored
+    for mod in m.modules():
+        if hasattr(mod, "fused_attn"):
+            mod.fused_attn = False
+    from fvcore.nn import FlopCountAnalysis
+
+    s = m.pretrained_cfg["input_size"][-1]
+    fca = FlopCountAnalysis(m.eval(), torch.zeros(1, 3, s, s))
+    fca.unsupported_ops_warnings(False)
+    ops = fca.by_operator()
+    assert ops["matmul"] > 0  # q @ k^T and attn @ v
+    assert g == pytest.approx(sum(v for k, v in ops.items() if k in ("conv", "linear", "matmul")) / 1e9)
+
+
+def test_unknown_arch_is_named():
+    with pytest.raises(ValueError, match="unknown timm architecture 'resnet5000'"):
+        arch_cost("resnet5000", 224)
+
+
+def test_throughput_is_positive():
+    assert measure_throughput(nn.Conv2d(3, 4, 3), 8, batch_size=4, iters=2) > 0

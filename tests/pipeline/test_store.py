@@ -1,0 +1,75 @@
+import numpy as np
+import pytest
+import torch
+
+from benchmark import store
+from benchmark.store import StoreError, check_aligned, load_logits_file, save_logits_file
+
+
+def test_atomic_write_failure_keeps_old_file(tmp_path):
+    p = tmp_path / "x.json"
+    store.write_json(p, {"a": 1})
+    with pytest.raises(RuntimeError):
+        with store.atomic_path(p) as tmp:
+            tmp.write_text("garbage")
+            raise RuntimeError("killed")
+    assert store.read_json(p) == {"a": 1}
+    assert [f.name for f in tmp_path.iterdir()] == ["x.json"]
+
+
+@pytest.mark.parametrize("suffix", [".safetensors", ".npz"])
+def test_logits_round_trip(tmp_path, suffix):
+    z, y, ids = torch.randn(5, 3), torch.tensor([0, 1, 2, 1, 0]), torch.arange(10, 15)
+    save_logits_file(tmp_path / f"a{suffix}", z, y, ids, meta={"model": "m"})
+    f = load_logits_file(tmp_path / f"a{suffix}")
+    assert torch.equal(f.logits, z) and torch.equal(f.labels, y) and torch.equal(f.ids, ids)
+
+
+def test_tampered_labels_are_detected(tmp_path):
+    from safetensors.numpy import load_file, save_file
+    from safetensors import safe_open
+
+    p = tmp_path / "a.safetensors"
+    save_logits_file(p, torch.randn(4, 3), torch.tensor([0, 1, 2, 0]), torch.arange(4))
+    arrays = load_file(str(p))
+    with safe_open(str(p), framework="numpy") as f:
+        meta = f.metadata()
+    arrays["labels"] = np.array([0, 1, 2, 1])
+    save_file(arrays, str(p), metadata=meta)
+    with pytest.raises(StoreError, match="labels do not match the labels_hash"):
+        load_logits_file(p)
+
+
+def test_misaligned_files_are_refused(tmp_path):
+    save_logits_file(tmp_path / "a.safetensors", torch.randn(3, 2), torch.tensor([0, 1, 0]), torch.tensor([1, 2, 3]))
+    save_logits_file(tmp_path / "b.safetensors", torch.randn(3, 2), torch.tensor([0, 1, 0]), torch.tensor([1, 3, 2]))
+    with pytest.raises(StoreError, match="not aligned"):
+        check_aligned(load_logits_file(tmp_path / "a.safetensors"), load_logits_file(tmp_path / "b.safetensors"))
+
+
+@pytest.mark.parametrize(
+    "arrays, message",
+    [
+        ({"labels": np.zeros(3, int)}, "missing array 'logits'"),
+        ({"logits": np.zeros((3, 2)), "labels": np.zeros(4, int)}, "has N=3 rows but 'labels' has 4"),
+        ({"logits": np.zeros(3), "labels": np.zeros(3, int)}, "must be \\(N, C\\)"),
+        ({"logits": np.zeros((3, 2)), "labels": np.zeros(3)}, "1-D integer array"),
+    ],
+)
+def test_bad_files_name_file_and_problem(tmp_path, arrays, message):
+    p = tmp_path / "bad.npz"
+    np.savez(p, **arrays)
+    with pytest.raises(StoreError, match=message) as e:
+        load_logits_file(p)
+    assert str(p) in str(e.value)
+
+
+def test_unreadable_and_missing(tmp_path):
+    (tmp_path / "x.npz").write_bytes(b"not a zip")
+    with pytest.raises(StoreError, match="cannot read logits file"):
+        load_logits_file(tmp_path / "x.npz")
+    with pytest.raises(StoreError, match="file not found"):
+        load_logits_file(tmp_path / "nope.npz")
+    with pytest.raises(StoreError, match="unknown logits file type"):
+        (tmp_path / "x.txt").write_text("1")
+        load_logits_file(tmp_path / "x.txt")

@@ -1,0 +1,91 @@
+"""Synthetic results tables for the report tests (and for looking at the page).
+
+Imported by the test modules (``from report_synth import ...``); a unique name
+so that it never clashes with other test folders' helpers.
+"""
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import pandas as pd
+
+from benchmark.report import ReportConfig, ReportInputs, results_from_frame
+from benchmark.results_schema import COLUMNS
+
+EVIL = "<script>alert(1)</script>"
+# name -> GFLOPs
+MODELS = {"vit_small": 4.6, "resnet50": 4.1, "convnext_tiny": 4.5, "efficientnet_b0": 0.39, "mobilenetv3_small": 0.06}
+METRIC_NAMES = ("accuracy", "auroc", "aurc", "sac98", "ece", "nll", "brier")
+
+
+def _metrics(rng, quality: float) -> dict[str, float]:
+    """Plausible metric values that improve with ``quality`` in [0, 1]."""
+    acc = 0.70 + 0.15 * quality + rng.normal(0, 0.004)
+    return {
+        "accuracy": acc, "auroc": 0.84 + 0.04 * quality + rng.normal(0, 0.004),
+        "aurc": 0.09 - 0.05 * quality + rng.normal(0, 0.002), "sac98": 0.25 + 0.35 * quality + rng.normal(0, 0.01),
+        "ece": 0.035 - 0.015 * quality + abs(rng.normal(0, 0.003)), "nll": 1.1 - 0.5 * quality + rng.normal(0, 0.01),
+        "brier": 0.42 - 0.2 * quality + rng.normal(0, 0.005),
+    }
+
+
+def _rows(suite, split, family, method, base, sidekick, members, gflops, balance, fits, confs, metrics, n, rng):
+    out = []
+    for fit in fits:
+        for conf in confs:
+            for m, v in metrics.items():
+                half = 0.004 + abs(rng.normal(0, 0.002))
+                out.append({
+                    "suite": suite, "split": split, "family": family, "method": method, "base": base,
+                    "sidekick": sidekick, "members": members, "fit": fit, "confidence": conf, "metric": m,
+                    "value": v + (0.002 if fit == "paper-exact" else 0.0), "ci_low": v - half, "ci_high": v + half,
+                    "n": n, "gflops": gflops, "params": int(gflops * 5e6), "throughput": 400.0 / gflops,
+                    "balance": balance, "inputs_hash": hashlib.sha256(members.encode()).hexdigest()[:16],
+                })
+    return out
+
+
+def synthetic_results(models=None, splits=("test",), suite="embedded", fits=("converged", "paper-exact"),
+                      confs=("max",), duo_methods=("weighted", "unweighted", "uq_only"), ensemble=True,
+                      n=500, seed=0) -> pd.DataFrame:
+    """A tidy results table: singles, every duo (larger base), one 3-seed deep ensemble."""
+    models = dict(models or MODELS)
+    rng = np.random.default_rng(seed)
+    top = max(models.values())
+    rows = []
+    for split in splits:
+        for m, g in models.items():
+            q = np.log1p(g) / np.log1p(top)
+            rows += _rows(suite, split, "single", "ts", m, "", m, g, np.nan, fits, confs, _metrics(rng, 0.8 * q), n, rng)
+        for b, gb in models.items():
+            for s, gs in models.items():
+                if gb <= gs:
+                    continue
+                q = np.log1p(gb) / np.log1p(top)
+                for k, meth in enumerate(duo_methods):
+                    mets = _metrics(rng, min(1.0, 0.8 * q + 0.08 + 0.1 * gs / gb - 0.02 * k))
+                    rows += _rows(suite, split, "duo", meth, b, s, f"{b}+{s}", gb + gs, gs / gb, fits, confs, mets, n, rng)
+        if ensemble:
+            base = max(models, key=models.get)
+            members = "+".join([base, f"{base}_s1", f"{base}_s2"])
+            rows += _rows(suite, split, "deep_ensemble", "mean", base, "", members, 3 * models[base], np.nan,
+                          fits[:1], confs[:1], _metrics(rng, 1.0), n, rng)
+    df = pd.DataFrame(rows)
+    for c, (dtype, _) in COLUMNS.items():  # columns this helper does not model (e.g. temperatures)
+        if c not in df.columns:
+            df[c] = "" if dtype == "string" else np.nan
+    return df[list(COLUMNS)]
+
+
+def models_table(models=None) -> pd.DataFrame:
+    models = dict(models or MODELS)
+    return pd.DataFrame([{"name": m, "arch": m.split("_")[0], "init": "pretrained", "img_size": 224, "seed": 0,
+                          "gflops": g, "params": int(g * 5e6), "throughput": 400.0 / g} for m, g in models.items()])
+
+
+def make_inputs(results: pd.DataFrame, *, config: ReportConfig | None = None, models=None, zoo=None,
+                lock=None, params=None) -> ReportInputs:
+    res, notes = results_from_frame(results, source="synthetic results")
+    return ReportInputs(results=res, models=models, zoo=zoo or {}, params=params or {}, lock=lock,
+                        config=config or ReportConfig(), notices=notes, sources={"results": "synthetic"})

@@ -1,0 +1,156 @@
+"""The leaderboard in real headless Chromium, opened from the file system.
+
+Needs Debian's ``chromium`` (/usr/bin/chromium) and the PyPI package
+``playwright`` (its wheel carries the driver; no ``playwright install``).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from report_synth import EVIL, make_inputs, models_table, synthetic_results
+
+from benchmark.report import ReportConfig, build_report
+from benchmark.report.tables import KEY
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} not found: apt-get install chromium"),
+]
+sync_api = pytest.importorskip("playwright.sync_api", reason="playwright not installed: pip install playwright")
+
+MODELS = {EVIL: 0.5, "resnet50": 4.1, "tiny": 0.06}
+ACC_COL = 7  # Method, Models, Fit/conf., GFLOPs, Balance, Params, img/s, then Accuracy
+
+
+@pytest.fixture(scope="module")
+def results():
+    res = synthetic_results(models=MODELS, fits=("converged", "paper-exact"))
+    nan_row = (res.base == "tiny") & (res.family == "single") & (res.metric == "accuracy") & (res.fit == "converged")
+    assert nan_row.sum() == 1
+    res.loc[nan_row, "value"] = np.nan
+    return res
+
+
+@pytest.fixture(scope="module")
+def page_url(results, tmp_path_factory):
+    cfg = ReportConfig(plot_metrics=("accuracy", "aurc"), plot_splits=("test",), dpi=50)
+    inputs = make_inputs(results, config=cfg, models=models_table(MODELS), zoo={EVIL: {"arch": "x", "seed": 0}})
+    return build_report(inputs, tmp_path_factory.mktemp("site") / "reports", progress=False).as_uri()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser, page_url):
+    pg = browser.new_page(viewport={"width": 1500, "height": 1000})
+    pg.problems = []
+    pg.on("console", lambda m: m.type == "error" and pg.problems.append(f"console: {m.text}"))
+    pg.on("pageerror", lambda e: pg.problems.append(f"pageerror: {e}"))
+    pg.on("requestfailed", lambda r: pg.problems.append(f"request failed: {r.url}"))
+    pg.on("dialog", lambda d: (pg.problems.append(f"dialog: {d.message}"), d.dismiss()))
+    pg.goto(page_url)
+    pg.wait_for_load_state("load")
+    yield pg
+    pg.close()
+
+
+def _visible_rows(pg):
+    return pg.locator("table.results tbody tr:visible")
+
+
+def _column(pg, col):
+    return pg.eval_on_selector_all(
+        "table.results tbody tr:not([hidden])", f"rows => rows.map(r => r.cells[{col}].getAttribute('data-sort'))")
+
+
+def _sorted_as_page(values, ascending):
+    nums = [float(v) for v in values if v != "NaN"]
+    return [repr(v) for v in sorted(nums, reverse=not ascending)] + ["NaN"] * (len(values) - len(nums))
+
+
+def test_loads_without_errors_and_with_expected_rows(page, results):
+    default = results[(results.fit == "converged") & (results.confidence == "max")].drop_duplicates(KEY)
+    assert _visible_rows(page).count() == len(default)
+    assert page.locator("table.results tbody tr").count() == len(results.drop_duplicates(KEY))
+    assert page.locator("details.split .count").inner_text() == f"{len(default)} of {len(results.drop_duplicates(KEY))} rows"
+    imgs = page.eval_on_selector_all(".plot-set:not([hidden]) img", "xs => xs.map(i => i.complete && i.naturalWidth)")
+    assert len(imgs) == 2 and all(w > 100 for w in imgs)
+    assert page.problems == []
+
+
+def test_clicking_a_header_sorts_with_nan_last(page, results):
+    header = page.locator("table.results thead th").nth(ACC_COL)
+    assert header.inner_text().startswith("Accuracy")
+    expected = results[(results.fit == "converged") & (results.confidence == "max") & (results.metric == "accuracy")]["value"]
+    as_text = ["NaN" if np.isnan(v) else f"{v:.7g}" for v in expected]
+    for ascending in (True, False):
+        header.locator("button").click()
+        assert header.get_attribute("aria-sort") == ("ascending" if ascending else "descending")
+        got = _column(page, ACC_COL)
+        assert [float(v) if v != "NaN" else "NaN" for v in got] == \
+            [float(v) if v != "NaN" else "NaN" for v in _sorted_as_page(as_text, ascending)]
+        assert got[-1] == "NaN" and got.count("NaN") == 1
+    nan_cell = page.locator("table.results tbody tr:visible td.nan").first
+    assert nan_cell.inner_text() == "NaN"
+    assert page.problems == []
+
+
+def test_text_column_sorts_alphabetically(page):
+    page.locator("table.results thead th").nth(1).locator("button").click()
+    names = page.eval_on_selector_all("table.results tbody tr:not([hidden])", "rs => rs.map(r => r.cells[1].textContent)")
+    assert names == sorted(names, key=lambda s: s.lower()) or names == sorted(names)
+    assert len(set(names)) > 3
+
+
+def test_filters_hide_rows(page, results):
+    default = results[(results.fit == "converged") & (results.confidence == "max")].drop_duplicates(KEY)
+    page.select_option("form.filters select[name=family]", "duo")
+    assert _visible_rows(page).count() == (default.family == "duo").sum()
+    families = page.eval_on_selector_all("table.results tbody tr:visible", "rs => rs.map(r => r.dataset.family)")
+    assert set(families) == {"duo"}
+    page.select_option("form.filters select[name=family]", "")
+    page.fill("form.filters input[name=bmin]", "0.1")
+    page.fill("form.filters input[name=bmax]", "0.2")
+    page.uncheck("form.filters input[name=nobalance]")
+    in_range = default[(default.balance >= 0.1) & (default.balance <= 0.2)]
+    assert len(in_range) > 0
+    assert _visible_rows(page).count() == len(in_range)
+    page.select_option("form.filters select[name=fit]", "")
+    assert _visible_rows(page).count() == 2 * len(in_range)
+    page.click("form.filters button[type=reset]")
+    assert _visible_rows(page).count() == len(default)
+    assert page.problems == []
+
+
+def test_script_model_name_is_text(page):
+    assert page.evaluate("document.scripts.length") == 1
+    cells = page.locator("table.results tbody td.t", has_text=EVIL)
+    assert cells.count() > 0
+    assert page.locator("article.model h3", has_text=EVIL).inner_text() == EVIL
+    page.select_option("form.filters select[name=base]", EVIL)
+    assert {r for r in page.eval_on_selector_all("table.results tbody tr:visible", "rs => rs.map(r => r.dataset.base)")} == {EVIL}
+    page.locator(f"td.prov a:text-is('{EVIL}')").first.click()
+    assert page.evaluate("decodeURIComponent(location.hash)").startswith("#model-")
+    assert page.problems == []  # in particular: no alert dialog
+
+
+def test_plot_tabs_switch_metric(page):
+    page.locator(".plot-tabs button[data-metric=aurc]").click()
+    assert page.locator(".plot-set[data-metric=aurc]").is_visible()
+    assert not page.locator(".plot-set[data-metric=accuracy]").is_visible()
+    assert page.locator(".plot-tabs button[data-metric=aurc]").get_attribute("aria-selected") == "true"
+    imgs = page.eval_on_selector_all(".plot-set[data-metric=aurc] img", "xs => xs.map(i => i.naturalWidth)")
+    assert imgs and all(w > 100 for w in imgs)
+    assert page.problems == []

@@ -29,6 +29,8 @@ once, which is how the bootstrap (:mod:`benchmark.core.bootstrap`) works.
 """
 from __future__ import annotations
 
+from numbers import Real
+
 import torch
 
 from benchmark.core.samples import ADDITIVE_COLUMNS, GroupIndex, SampleStats, sample_stats
@@ -62,7 +64,7 @@ def _lookup(table: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
     return table.index_select(0, idx.flatten()).view(idx.shape)
 
 
-def _group_terms(g: GroupIndex, cum, cum_err, tables, max_risk: float, pure: bool):
+def _group_terms(g: GroupIndex, cum, cum_err, tables, n: int, max_risk: float, pure: bool):
     """Row sums of the error-group terms of :func:`metrics_from_counts`, the SAC
     candidate and (mixed groups) the error rates."""
     f64 = torch.float64
@@ -76,13 +78,13 @@ def _group_terms(g: GroupIndex, cum, cum_err, tables, max_risk: float, pure: boo
     d_q = _lookup(q_tab, i_end) - _lookup(q_tab, i_prev)
     if pure:  # every member wrong: e_g = n_g and r_g = 1 wherever n_g > 0
         e_g, e_end, rate = n_g, e_prev + n_g, None
-        gen = (n_g.sum(1) * (len(s_tab) - 0.5)) - d_q.sum(1)
+        gen = n_g.sum(1) * (n + 0.5) - d_q.sum(1)
         risk, pairs = d_s.sum(1), (n_g * (k_prev - e_prev)).sum(1)
     else:
         e_end = cum_err.index_select(1, g.e_end).to(f64)
         e_g = e_end - e_prev
         rate = torch.where(n_g > 0, e_g / n_g.clamp_min(1), torch.zeros_like(e_g))
-        gen = (rate * (n_g * (len(s_tab) - 0.5) - d_q)).sum(1)
+        gen = (rate * (n_g * (n + 0.5) - d_q)).sum(1)
         risk, pairs = (rate * d_s).sum(1), (e_g * (k_prev - e_prev + 0.5 * (n_g - e_g))).sum(1)
     sac = torch.zeros(cum.shape[0], dtype=f64)
     if n_g.shape[1]:
@@ -94,10 +96,10 @@ def _group_terms(g: GroupIndex, cum, cum_err, tables, max_risk: float, pure: boo
 def metrics_from_counts(stats: SampleStats, counts: torch.Tensor, *, sac_threshold: float = 0.98) -> dict[str, torch.Tensor]:
     """All metrics for ``B`` weightings of the samples at once.
 
-    ``counts`` (B, N+1), float32 or float64, holds how often each sorted position
-    (1-based, column 0 the zero pad) occurs in each weighting: a bootstrap
-    resample, or ones for the data itself. Every row sums to N. Returns a
-    float64 tensor (B,) per metric of :func:`metric_names`.
+    ``counts`` (B, N+1), float32 or float64 (exact integers), holds how often
+    each sorted position (1-based, column 0 the zero pad) occurs in each
+    weighting: a bootstrap resample, or ones for the data itself. Every row sums
+    to N. Returns a float64 tensor (B,) per metric of :func:`metric_names`.
 
     Risk-coverage metrics need only the *error groups* (tie groups holding an
     error). With ``E(k)`` linear inside each tie group, a group spanning
@@ -115,7 +117,7 @@ def metrics_from_counts(stats: SampleStats, counts: torch.Tensor, *, sac_thresho
     """
     b, n = counts.shape[0], counts.shape[1] - 1
     f64 = torch.float64
-    sums = (counts @ stats.additive.to(counts.dtype)).to(f64)
+    sums = counts.to(f64) @ stats.additive
     cum = torch.cumsum(counts, 1)
     w_err = counts.index_select(1, stats.err_idx)
     cum_err = torch.cumsum(w_err, 1)
@@ -125,8 +127,8 @@ def metrics_from_counts(stats: SampleStats, counts: torch.Tensor, *, sac_thresho
     m = torch.arange(n + 1, dtype=f64)
     tables = (m * (harm - 1), 0.5 * m * m)  # S(m) = sum_{j<m} H_j, Q(m) = m^2 / 2
     max_risk = 1 - sac_threshold
-    ds_p, gen_p, pairs_p, sac_p, _ = _group_terms(stats.pure, cum, cum_err, tables, max_risk, pure=True)
-    ds_m, gen_m, pairs_m, sac_m, rate_m = _group_terms(stats.mixed, cum, cum_err, tables, max_risk, pure=False)
+    ds_p, gen_p, pairs_p, sac_p, _ = _group_terms(stats.pure, cum, cum_err, tables, n, max_risk, pure=True)
+    ds_m, gen_m, pairs_m, sac_m, rate_m = _group_terms(stats.mixed, cum, cum_err, tables, n, max_risk, pure=False)
     risk_sum = e_tot * harm[n] - ds_p - ds_m
 
     first = torch.searchsorted(cum, torch.full((b, 1), 0.5, dtype=cum.dtype))[:, 0]
@@ -153,8 +155,16 @@ def metrics_from_counts(stats: SampleStats, counts: torch.Tensor, *, sac_thresho
     }
 
 
+def point_metrics(stats: SampleStats, *, sac_threshold: float = 0.98) -> dict[str, float]:
+    """Every metric of the data itself (each sample weighted once), float64."""
+    ones = torch.ones(1, stats.n + 1, dtype=torch.float64)
+    ones[0, 0] = 0  # the pad position
+    return {k: float(v[0]) for k, v in metrics_from_counts(stats, ones, sac_threshold=sac_threshold).items()}
+
+
 def check_sac_threshold(t: float) -> float:
-    if not (isinstance(t, (int, float)) and 0 <= t <= 1):
+    """``t`` as a float in [0, 1], else :class:`InputError`."""
+    if not (isinstance(t, Real) and not isinstance(t, bool) and 0 <= t <= 1):
         raise InputError(f"sac_threshold: must be a number in [0, 1], got {t!r}")
     return float(t)
 
@@ -189,6 +199,4 @@ def compute_metrics(probs, labels, *, confidence=None, prediction=None, ece_bins
     """
     sac_threshold = check_sac_threshold(sac_threshold)
     stats = sample_stats(probs, labels, confidence=confidence, prediction=prediction, ece_bins=ece_bins, brier=brier)
-    ones = torch.ones(1, stats.n + 1, dtype=torch.float64)
-    ones[0, 0] = 0
-    return {k: float(v[0]) for k, v in metrics_from_counts(stats, ones, sac_threshold=sac_threshold).items()}
+    return point_metrics(stats, sac_threshold=sac_threshold)

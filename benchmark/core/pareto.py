@@ -25,16 +25,15 @@ def pareto_front(cost, value, higher_is_better: bool = True) -> np.ndarray:
     idx = np.flatnonzero(ok)
     if idx.size == 0:
         return mask
-    # Sort by cost ascending, then value descending: a point is on the front iff
-    # its value beats the best value among all strictly cheaper-or-equal points
-    # that come before it (ties in both are kept).
+    # Sort by cost ascending, then value descending. A point is on the front iff
+    # its value beats every point before it (all cheaper, or as cheap and better);
+    # an exact duplicate of a front point shares its fate.
     order = idx[np.lexsort((-v[idx], cost[idx]))]
-    best = -np.inf
-    best_cost = None
-    for i in order:
-        if v[i] > best:
-            mask[i] = True
-            best, best_cost = v[i], cost[i]
-        elif v[i] == best and cost[i] == best_cost:
-            mask[i] = True
+    c, vs = cost[order], v[order]
+    prev_best = np.concatenate([[-np.inf], np.maximum.accumulate(vs)[:-1]])
+    new_run = np.concatenate([[True], (c[1:] != c[:-1]) | (vs[1:] != vs[:-1])])
+    run_start = np.maximum.accumulate(np.where(new_run, np.arange(len(order)), 0))
+    beats = vs > prev_best
+    beats[0] = True  # the cheapest, best point is never dominated (even at -inf)
+    mask[order] = beats[run_start]
     return mask

@@ -9,6 +9,7 @@ positions starts at 0 (``cum[:, j]`` = weight of positions ``1..j``).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from numbers import Integral
 
 import torch
 
@@ -103,8 +104,9 @@ def sample_stats(probs, labels, *, confidence=None, prediction=None, ece_bins: i
     n, c = probs.shape
     labels = as_labels(labels, "labels", n=n, num_classes=c)
     check_choice(brier, "brier", BRIER_MODES)
-    if not isinstance(ece_bins, int) or isinstance(ece_bins, bool) or ece_bins < 1:
+    if not isinstance(ece_bins, Integral) or isinstance(ece_bins, bool) or ece_bins < 1:
         raise InputError(f"ece_bins: must be a positive integer, got {ece_bins!r}")
+    ece_bins = int(ece_bins)
     nll, sq, top_conf, top, bins = _per_sample(probs, labels, ece_bins)
     conf = top_conf if confidence is None else as_scores(confidence, "confidence", n=n)
     pred = top if prediction is None else as_labels(prediction, "prediction", n=n, num_classes=c)

@@ -6,9 +6,10 @@ Both fits minimise the validation NLL of ``softmax(sum_j w_j z_j)``: one model
 
 ``converged``
     The NLL is convex in the weights ``w``, so we minimise over ``w`` with
-    Newton's method (exact gradient and Hessian, one pass over the data each,
-    float64) and a backtracking (Armijo) line search, and stop when every
-    gradient component is below ``gtol``. This reaches the global optimum; it
+    Newton's method (exact gradient and Hessian, one pass over the data) and a
+    backtracking (Armijo) line search, and stop when every component of the
+    float64 gradient is at most ``1e-6 min(1, NLL)`` (float32 for the bulk of the
+    iterations, float64 for the final check). This reaches the global optimum; it
     is unconstrained, so a useless sidekick may get a slightly negative weight.
     If the NLL has no finite minimiser (e.g. every validation prediction is
     correct with a margin, so sharpening forever helps) a :class:`FitError` says so.
@@ -22,6 +23,7 @@ Both fits minimise the validation NLL of ``softmax(sum_j w_j z_j)``: one model
 from __future__ import annotations
 
 from dataclasses import dataclass
+from math import isfinite
 
 import torch
 import torch.nn.functional as F
@@ -53,14 +55,15 @@ class DuoFit:
     mode: str
 
 
-def nll_grad_hess(logits: list[torch.Tensor], labels: torch.Tensor, w: torch.Tensor, *, dtype: torch.dtype = torch.float64) -> tuple[float, torch.Tensor, torch.Tensor]:
+def nll_grad_hess(logits: list[torch.Tensor], labels: torch.Tensor, w: torch.Tensor, *, dtype: torch.dtype = torch.float64, hessian: bool = True):
     """Mean NLL of ``softmax(sum_j w_j z_j)`` with its gradient and Hessian in ``w``.
 
     ``f = mean_i [logsumexp_c s_ic - s_{i,y_i}]``, ``s = sum_j w_j z_j``;
     ``grad_j = mean_i [E_p z_ij - z_{ij,y_i}]``;
     ``hess_jk = mean_i [E_p (z_ij z_ik) - E_p z_ij E_p z_ik]`` (a covariance,
     hence positive semi-definite: the NLL is convex in ``w``). Per-sample terms
-    are computed in ``dtype`` and summed over samples in float64.
+    are computed in ``dtype`` and summed over samples in float64. Returns
+    ``(f, grad, hess)``, ``hess`` None unless ``hessian``.
     """
     d, n = len(logits), labels.shape[0]
     f64 = torch.float64
@@ -74,19 +77,20 @@ def nll_grad_hess(logits: list[torch.Tensor], labels: torch.Tensor, w: torch.Ten
         for wj, zj in zip(ws[1:], zs[1:]):
             score.add_(zj, alpha=wj)
         p = torch.softmax(score, 1)
-        log_py = torch.log(p.gather(1, y)[:, 0])
-        tiny = p.gather(1, y)[:, 0] < torch.finfo(dtype).tiny  # underflow: use the exact log-softmax
+        py = p.gather(1, y)[:, 0]
+        log_py = torch.log(py)
+        tiny = py < torch.finfo(dtype).tiny  # underflow: use the exact log-softmax
         if bool(tiny.any()):
             log_py[tiny] = torch.log_softmax(score[tiny], 1).gather(1, y[tiny])[:, 0]
         f -= float(log_py.sum(dtype=f64))
-        means = [torch.linalg.vecdot(p, zj) for zj in zs]
+        pz = [p * zj for zj in zs]
+        means = [pzj.sum(1) for pzj in pz]
         for j in range(d):
             g[j] += float((means[j] - zs[j].gather(1, y)[:, 0]).sum(dtype=f64))
-            pz = p * zs[j]
-            for k in range(j, d):
-                h[j, k] += float((torch.linalg.vecdot(pz, zs[k]) - means[j] * means[k]).sum(dtype=f64))
+            for k in range(j, d) if hessian else ():
+                h[j, k] += float((torch.linalg.vecdot(pz[j], zs[k]) - means[j] * means[k]).sum(dtype=f64))
     h = torch.triu(h) + torch.triu(h, 1).T
-    return f / n, g / n, h / n
+    return f / n, g / n, (h / n if hessian else None)
 
 
 def _newton_direction(g: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
@@ -99,49 +103,62 @@ def _newton_direction(g: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
     return -(vec @ (inv * (vec.T @ g)))
 
 
-def _newton(logits, labels, w: torch.Tensor, dtype: torch.dtype, gtol: float, max_iter: int) -> tuple[torch.Tensor, float, bool]:
-    """Damped Newton from ``w`` until ``max|grad| <= gtol``; returns (w, f, converged)."""
-    f, g, h = nll_grad_hess(logits, labels, w, dtype=dtype)
+def _newton(ev, w: torch.Tensor, state, gtol: float, max_iter: int, update_hessian: bool):
+    """Damped Newton (Armijo backtracking) from ``w`` until ``max|grad| <= gtol min(1, f)``.
+
+    ``ev(w, hessian)`` returns ``(f, grad, hess)``; ``state`` is its value at ``w``.
+    Without ``update_hessian`` the Hessian of ``state`` is kept (it only sets the
+    step, not the fixed point). Stops early when a step no longer halves a small
+    gradient: the evaluation's precision is exhausted. Returns
+    ``(w, (f, grad, hess), converged)``.
+    """
+    f, g, h = state
     for _ in range(max_iter):
-        if float(g.abs().max()) <= gtol:
-            return w, f, True
+        gmax = float(g.abs().max())
+        if gmax <= gtol * min(1.0, f):
+            return w, (f, g, h), True
         step = _newton_direction(g, h)
         slope = float(g @ step)
         if slope >= 0:  # numerical noise: fall back to steepest descent
             step, slope = -g, -float(g @ g)
         t = 1.0
-        for _ in range(50):
-            cand = w + t * step
-            fc, gc, hc = nll_grad_hess(logits, labels, cand, dtype=dtype)
+        for _ in range(30):
+            fc, gc, hc = ev(w + t * step, update_hessian)
             if fc <= f + 1e-4 * t * slope:
                 break
             t *= 0.5
         else:  # no decrease measurable at this precision
-            return w, f, False
-        w, f, g, h = cand, fc, gc, hc
-        if float(w.abs().max()) > 1e6:
+            return w, (f, g, h), False
+        w, f, g, h = w + t * step, fc, gc, (hc if update_hessian else h)
+        if float(w.abs().max()) > 1e6 or (gmax < 1e-3 and float(g.abs().max()) > 0.5 * gmax):
             break
-    return w, f, float(g.abs().max()) <= gtol
+    return w, (f, g, h), float(g.abs().max()) <= gtol * min(1.0, f)
 
 
-def minimise_nll(logits: list[torch.Tensor], labels: torch.Tensor, w0: list[float], *, gtol: float = 1e-9, max_iter: int = 100) -> tuple[torch.Tensor, float]:
-    """Global minimiser of the convex NLL over weights ``w``.
+def minimise_nll(logits: list[torch.Tensor], labels: torch.Tensor, w0: list[float], *, gtol: float = 1e-6, max_iter: int = 100) -> tuple[torch.Tensor, float]:
+    """Global minimiser of the convex NLL ``f`` over weights ``w``.
 
-    Damped Newton (Armijo backtracking) in float32 until the gradient is below
-    1e-4, then in float64 until every component is below ``gtol``. Raises
-    :class:`FitError` when that fails: the NLL has no finite minimiser.
+    Damped Newton with float32 evaluations (cheap) until the gradient is below
+    1e-5 or float32 precision is exhausted, then with float64 evaluations until
+    every component of the float64 gradient is at most ``gtol min(1, f)``; ``f``
+    is then within about ``gtol^2`` of its minimum. The tolerance is relative
+    when ``f < 1`` so that a perfectly separable validation set, whose NLL decays
+    to 0 without a minimum, is not mistaken for converged: then
+    :class:`FitError` is raised.
     """
+    ev32 = lambda w, hess: nll_grad_hess(logits, labels, w, dtype=torch.float32, hessian=hess)  # noqa: E731
+    ev64 = lambda w, hess: nll_grad_hess(logits, labels, w, dtype=torch.float64, hessian=hess)  # noqa: E731
     w = torch.tensor(w0, dtype=torch.float64)
-    w, _, _ = _newton(logits, labels, w, torch.float32, 1e-4, max_iter)
-    w, f, ok = _newton(logits, labels, w, torch.float64, gtol, max_iter)
+    w, (_, _, h), _ = _newton(ev32, w, ev32(w, True), max(gtol, 1e-5), max_iter, update_hessian=True)
+    f, g, _ = ev64(w, False)
+    w, (f, g, _), ok = _newton(ev64, w, (f, g, h), gtol, max_iter, update_hessian=False)
+    if not ok and float(w.abs().max()) <= 1e6:
+        w, (f, g, _), ok = _newton(ev64, w, ev64(w, True), gtol, max_iter, update_hessian=True)
     if ok:
         return w, f
-    g = nll_grad_hess(logits, labels, w)[1]
-    if float(w.abs().max()) <= 1e6 and float(g.abs().max()) <= 1e3 * gtol:
-        return w, f  # stalled at the floating-point floor, next to the optimum
     raise FitError(
-        f"temperature fit: the validation NLL has no finite minimum (weights run to {w.tolist()}, gradient "
-        f"{g.tolist()}); typically every validation prediction is already correct, so no temperature is optimal"
+        f"temperature fit: the validation NLL has no finite minimum (weights run to {w.tolist()}, NLL {f:.3g}, "
+        f"gradient {g.tolist()}); typically every validation prediction is already correct, so no temperature is optimal"
     )
 
 
@@ -170,7 +187,7 @@ def fit_temperature(logits, labels, mode: str = "converged") -> TemperatureFit:
     z, y = _validate(logits, labels, "logits")
     if mode == "converged":
         w, f = minimise_nll([z], y, [1.0])
-        return TemperatureFit(temperature=1.0 / float(w[0]), nll=f, mode=mode)
+        return TemperatureFit(temperature=_temperature(float(w[0]), 1.0), nll=f, mode=mode)
     z = z.to(torch.float32)
     best_nll, best_t = float("inf"), 1.0
     for t in torch.arange(0.05, 5.05, 0.05):
@@ -180,8 +197,9 @@ def fit_temperature(logits, labels, mode: str = "converged") -> TemperatureFit:
             best_nll, best_t = loss, t
     temp = torch.tensor([best_t], requires_grad=True)
     _lbfgs([temp], lambda: F.cross_entropy(z / temp, y))
-    t_final = temp.detach().item()
-    return TemperatureFit(temperature=t_final, nll=nll_grad_hess([z], y, torch.tensor([1.0 / t_final]))[0], mode=mode)
+    t_final = _check_published(temp.detach().item())
+    f = nll_grad_hess([z], y, torch.tensor([1.0 / t_final], dtype=torch.float64), hessian=False)[0]
+    return TemperatureFit(temperature=t_final, nll=f, mode=mode)
 
 
 def fit_duo(base_logits, side_logits, labels, mode: str = "converged") -> DuoFit:
@@ -193,7 +211,7 @@ def fit_duo(base_logits, side_logits, labels, mode: str = "converged") -> DuoFit
     if mode == "converged":
         w, f = minimise_nll([zb, zs], y, [0.5, 0.5])
         wb, ws = float(w[0]), float(w[1])
-        return DuoFit(t_base=_temperature(wb), t_side=_temperature(ws), w_base=wb, w_side=ws, nll=f, mode=mode)
+        return DuoFit(t_base=_temperature(wb, 2.0), t_side=_temperature(ws, 2.0), w_base=wb, w_side=ws, nll=f, mode=mode)
     zb, zs = zb.to(torch.float32), zs.to(torch.float32)
     best_nll, best = float("inf"), (1.0, 1.0)
     grid = torch.arange(0.05, 5.05, 0.2)
@@ -205,12 +223,18 @@ def fit_duo(base_logits, side_logits, labels, mode: str = "converged") -> DuoFit
     tb = torch.tensor([best[0]], requires_grad=True)
     ts = torch.tensor([best[1]], requires_grad=True)
     _lbfgs([tb, ts], lambda: F.cross_entropy((zb / tb + zs / ts) / 2, y))
-    tb_f, ts_f = tb.detach().item(), ts.detach().item()
+    tb_f, ts_f = _check_published(tb.detach().item()), _check_published(ts.detach().item())
     wb, ws = 1.0 / (2 * tb_f), 1.0 / (2 * ts_f)
-    f = nll_grad_hess([zb, zs], y, torch.tensor([wb, ws]))[0]
+    f = nll_grad_hess([zb, zs], y, torch.tensor([wb, ws], dtype=torch.float64), hessian=False)[0]
     return DuoFit(t_base=tb_f, t_side=ts_f, w_base=wb, w_side=ws, nll=f, mode=mode)
 
 
-def _temperature(w: float) -> float:
-    """Published temperature of a duo weight, ``T = 1 / (2w)`` (``inf`` for ``w = 0``)."""
-    return float("inf") if w == 0 else 1.0 / (2 * w)
+def _temperature(w: float, k: float) -> float:
+    """Temperature of a weight, ``T = 1 / (k w)`` (k = 1 single, 2 duo; ``inf`` for ``w = 0``)."""
+    return float("inf") if w == 0 else 1.0 / (k * w)
+
+
+def _check_published(t: float) -> float:
+    if not isfinite(t) or t == 0:
+        raise FitError(f"paper-exact fit: the published LBFGS refinement ended at temperature {t}")
+    return t

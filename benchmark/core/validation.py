@@ -29,21 +29,24 @@ def _tensor(x, name: str) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(arr))
 
 
+def _raise_non_finite(block: torch.Tensor, start: int, name: str) -> None:
+    bad = ~torch.isfinite(block)
+    if bad.any():
+        row = start + int(bad.reshape(bad.shape[0], -1).any(dim=1).nonzero()[0])
+        kind = "NaN" if torch.isnan(block).any() else "Inf"
+        raise InputError(f"{name}: contains {kind} (first non-finite value in row {row})")
+
+
 def _check_finite(t: torch.Tensor, name: str) -> None:
-    """Raise unless ``t`` is finite; rows are scanned in chunks to bound memory."""
-    flat = t.reshape(t.shape[0], -1) if t.ndim > 1 else t.reshape(-1, 1)
-    for start in range(0, flat.shape[0], _CHUNK_ROWS):
-        block = flat[start : start + _CHUNK_ROWS]
-        if not torch.isfinite(block.sum(dtype=torch.float64)):
-            bad = ~torch.isfinite(block)
-            if bad.any():
-                row = start + int(bad.any(dim=1).nonzero()[0])
-                kind = "NaN" if torch.isnan(block).any() else "Inf"
-                raise InputError(f"{name}: contains {kind} (first non-finite value in row {row})")
-            raise InputError(f"{name}: values too large (sum overflows)")
+    """Raise unless ``t`` is finite. Scans row chunks: a NaN or Inf makes the
+    chunk's sum non-finite (an overflowing sum of finite values is re-checked)."""
+    for start in range(0, t.shape[0], _CHUNK_ROWS):
+        block = t[start : start + _CHUNK_ROWS]
+        if not torch.isfinite(block.sum()):
+            _raise_non_finite(block, start, name)
 
 
-def as_float_matrix(x, name: str, *, ndim: int = 2) -> torch.Tensor:
+def as_float_matrix(x, name: str, *, ndim: int = 2, check_finite: bool = True) -> torch.Tensor:
     """Return ``x`` as a finite floating tensor with ``ndim`` dims and no empty axis."""
     t = _tensor(x, name)
     if not torch.is_floating_point(t):
@@ -55,7 +58,8 @@ def as_float_matrix(x, name: str, *, ndim: int = 2) -> torch.Tensor:
         raise InputError(f"{name}: must be {shape}, got shape {tuple(t.shape)}")
     if any(s == 0 for s in t.shape):
         raise InputError(f"{name}: is empty (shape {tuple(t.shape)})")
-    _check_finite(t, name)
+    if check_finite:
+        _check_finite(t, name)
     return t
 
 
@@ -66,15 +70,19 @@ def as_logits(x, name: str = "logits") -> torch.Tensor:
 
 def as_probs(x, name: str = "probs", *, atol: float = 1e-3) -> torch.Tensor:
     """(N, C) probabilities: finite, in [0, 1], rows summing to 1 within ``atol``."""
-    t = as_float_matrix(x, name)
+    t = as_float_matrix(x, name, check_finite=False)
     for start in range(0, t.shape[0], _CHUNK_ROWS):
         block = t[start : start + _CHUNK_ROWS]
-        if block.min() < 0 or block.max() > 1:
+        rows = block.sum(dim=1)
+        if not torch.isfinite(rows).all():
+            _raise_non_finite(block, start, name)
+        lo, hi = torch.aminmax(block)
+        if lo < 0 or hi > 1:
             raise InputError(f"{name}: probabilities must lie in [0, 1] (were logits passed as probabilities?)")
-        dev = (block.sum(dim=1, dtype=torch.float64) - 1).abs()
+        dev = (rows - 1).abs()
         if dev.max() > atol:
             row = start + int(dev.argmax())
-            raise InputError(f"{name}: row {row} sums to {1 + float(dev.max()):.6g}, not 1 (were logits passed as probabilities?)")
+            raise InputError(f"{name}: row {row} sums to {float(rows[row - start]):.6g}, not 1 (were logits passed as probabilities?)")
     return t
 
 

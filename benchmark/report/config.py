@@ -27,7 +27,7 @@ class ReportConfig:
     fit: str = "converged"
     confidence: str = "max"
     metrics: tuple[str, ...] = _MAIN_METRICS
-    plot_metrics: tuple[str, ...] = _MAIN_METRICS
+    plot_metrics: tuple[str, ...] = (*_MAIN_METRICS, "ood_auroc")
     plot_splits: tuple[str, ...] = ("test", "shift", "ood")
     table_splits: tuple[str, ...] = ("test", "shift", "ood", "val", "corrupt-*-3")
     reference_family: str = "single"

@@ -13,7 +13,7 @@ import pandas as pd
 import yaml
 
 from benchmark.report.config import ReportConfig
-from benchmark.results_schema import COLUMNS, empty_results, validate_results
+from benchmark.results_schema import COLUMNS, OPTIONAL_COLUMNS, empty_results, validate_results
 from benchmark.store import StoreError
 
 # Without these a results row means nothing; the other columns can be left empty.
@@ -39,7 +39,7 @@ def results_from_frame(df: pd.DataFrame, *, source: str = "results table") -> tu
 
     Returns the table with canonical dtypes and the notices about what is missing.
     Missing required columns give an empty table; other missing columns are
-    filled with empty values.
+    filled with empty values (with a notice, except the optional ones).
     """
     if len(df.columns) == 0:
         return empty_results(), [f"{source}: no result rows yet (run the pipeline: `dvc repro`)."]
@@ -48,13 +48,13 @@ def results_from_frame(df: pd.DataFrame, *, source: str = "results table") -> tu
     if missing_req:
         notices.append(f"{source}: missing required columns {missing_req}; no results can be shown.")
         return empty_results(), notices
-    missing = [c for c in COLUMNS if c not in df.columns]
+    missing = [c for c in COLUMNS if c not in df.columns and c not in OPTIONAL_COLUMNS]
     if missing:
         notices.append(f"{source}: missing columns {missing}; shown as empty.")
         df = df.copy()
         for c in missing:
             df[c] = "" if COLUMNS[c][0] == "string" else float("nan")
-    out = validate_results(df[list(COLUMNS)], source=source)
+    out = validate_results(df, source=source)[list(COLUMNS)]
     if out.empty:
         notices.append(f"{source}: no result rows yet (run the pipeline: `dvc repro`).")
     return out.reset_index(drop=True), notices
@@ -132,16 +132,16 @@ def read_zoo(paths) -> tuple[dict[str, dict], list[str]]:
     return zoo, notices
 
 
-def read_mapping(path, what: str) -> tuple[dict | None, list[str]]:
+def read_mapping(path, if_missing: str) -> tuple[dict | None, list[str]]:
     """Read an optional YAML mapping (params.yaml, dvc.lock); missing = None + notice."""
     path = Path(path)
     if not path.exists():
-        return None, [f"{path}: {what} not found."]
+        return None, [f"{path}: not found; {if_missing}."]
     data = read_yaml(path)
     if data is None:
         return {}, []
     if not isinstance(data, dict):
-        raise StoreError(f"{path}: {what} must be a YAML mapping, got {type(data).__name__}")
+        raise StoreError(f"{path}: must be a YAML mapping, got {type(data).__name__}")
     return data, []
 
 
@@ -159,13 +159,13 @@ def load_inputs(results, models=None, zoo=(), params=None, lock=None) -> ReportI
     sources["zoo"] = ", ".join(str(p) for p in zoo)
     prm: dict = {}
     if params is not None:
-        p, n = read_mapping(params, "params file")
+        p, n = read_mapping(params, "the report uses its default settings")
         prm = p or {}
         notes += n
         sources["params"] = str(params)
     lk = None
     if lock is not None:
-        lk, n = read_mapping(lock, "dvc.lock (logits hashes are not shown)")
+        lk, n = read_mapping(lock, "the hashes of the models' logits are not shown")
         notes += n
         sources["lock"] = str(lock)
     cfg = ReportConfig.from_params(prm, source=str(params or "params"))

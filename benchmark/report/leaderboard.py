@@ -13,9 +13,19 @@ import yaml
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from benchmark.core.metric_info import METRICS
+from benchmark.report.plots import PLOT_KINDS
 from benchmark.report.provenance import anchor, model_provenance
 from benchmark.report.tables import (
-    EXTRA_COLUMNS, fmt_metric, fmt_num, match_any, member_names, method_label, metric_direction, sort_key, split_sort_key,
+    EXTRA_COLUMNS,
+    fmt_metric,
+    fmt_num,
+    match_any,
+    member_names,
+    method_label,
+    metric_direction,
+    preferred,
+    sort_key,
+    split_sort_key,
 )
 
 _HERE = Path(__file__).parent
@@ -34,10 +44,13 @@ def table_columns(metrics) -> list[dict]:
     cols = [
         {"key": "method", "label": "Method", "num": False, "title": "method family · method"},
         {"key": "models", "label": "Models", "num": False, "title": "base model + sidekick, or all members"},
-        {"key": "variant", "label": "Fit / conf.", "num": False, "title": "temperature fit (converged or paper-exact) / confidence score (max = 1 - max p, or published)"},
+        {"key": "variant", "label": "Fit / conf.", "num": False,
+         "title": "temperature fit (converged or paper-exact) / confidence score (max = 1 - max p, or published)"},
         {"key": "gflops", "label": "GFLOPs", "num": True, "title": "inference GFLOPs per image, all members together"},
         {"key": "balance", "label": "Balance", "num": True, "title": "FLOPs balance = GFLOPs(sidekick) / GFLOPs(base)"},
         {"key": "params", "label": "Params (M)", "num": True, "title": "parameters of all members, millions"},
+        {"key": "overhead_percent", "label": "Trainable %", "num": True,
+         "title": "trainable parameters in % of the pretrained backbone (methods that report it, e.g. SVE)"},
         {"key": "throughput", "label": "img/s", "num": True, "title": "measured throughput on the reference CPU"},
     ]
     cols = [c | {"metric": False} for c in cols] + [metric_column(m) for m in metrics]
@@ -91,6 +104,7 @@ def table_rows(rows: pd.DataFrame, metrics) -> list[dict]:
             _cost(r["gflops"], ".2f"),
             _cost(r["balance"], ".3f"),
             _cost(r["params"], ".1f", 1e6),
+            _cost(r.get("overhead_percent"), ".2f"),
             _cost(r["throughput"], ".0f"),
         ]
         for m in metrics:
@@ -99,6 +113,7 @@ def table_rows(rows: pd.DataFrame, metrics) -> list[dict]:
         cells.append(_cost(r["n"], ".0f"))
         out.append({
             "base": r["base"], "family": r["family"], "fit": r["fit"], "confidence": r["confidence"],
+            "fit_pref": int(r["fit_pref"]), "conf_pref": int(r["conf_pref"]),
             "balance": sort_key(_num(r["balance"])), "cells": cells,
             "members": [{"name": n, "anchor": anchor("model", n)} for n in names],
             "hash": r["inputs_hash"],
@@ -106,28 +121,42 @@ def table_rows(rows: pd.DataFrame, metrics) -> list[dict]:
     return out
 
 
-def _options(values, default: str) -> dict:
+PREFERRED = "~preferred"  # filter value: the configured variant where the method has it
+
+
+def _filter(key: str, label: str, values, preferred_value: str | None = None) -> dict:
+    """A select: 'all', optionally '<value> where available' (the default), then each value."""
     vals = sorted(set(values))
-    return {"values": vals, "default": default if default in vals else ""}
+    opts = [("", "all")] + [(v, v or "(none)") for v in vals]
+    if preferred_value in vals:
+        opts.insert(0, (PREFERRED, f"{preferred_value} where available"))
+    return {"key": key, "label": label, "options": opts, "selected": opts[0][0] if preferred_value in vals else ""}
 
 
-def suites_context(wide: pd.DataFrame, metrics, plots: dict, config) -> list[dict]:
-    """Per suite: filter options and defaults; per tabulated split: columns, rows, plots."""
+def suites_context(wide: pd.DataFrame, metrics, computed: dict, plots: dict, config) -> list[dict]:
+    """Per suite: filter options and defaults; per tabulated split: columns, rows, plots.
+
+    ``computed[(suite, split)]`` is the set of metrics with rows for that split:
+    those get a column (a value that is NaN is shown as NaN).
+    """
+    wide = wide.assign(fit_pref=preferred(wide, "fit", config.fit, "confidence"),
+                       conf_pref=preferred(wide, "confidence", config.confidence, "fit"))
     suites = []
     for suite, s in wide.groupby("suite", sort=True):
         splits = sorted((sp for sp in s["split"].unique() if match_any(sp, config.table_splits)), key=split_sort_key)
         sections = []
         for i, split in enumerate(splits):
             rows = s[s["split"] == split]
-            present = [m for m in metrics if m in rows.columns and rows[m].notna().any()]
+            present = [m for m in metrics if m in computed.get((suite, split), ())]
             figs = [{"metric": m, "label": METRICS[m].label, "kinds": plots[(suite, split)][m]}
                     for m in config.plot_metrics if m in plots.get((suite, split), {})]
             sections.append({"name": split, "anchor": anchor("split", f"{suite}/{split}"), "open": i == 0 or bool(figs),
                              "columns": table_columns(present), "rows": table_rows(rows, present), "plots": figs})
         suites.append({
             "name": suite, "anchor": anchor("suite", suite), "splits": sections,
-            "filters": {"base": _options(s["base"], ""), "family": _options(s["family"], ""),
-                        "fit": _options(s["fit"], config.fit), "confidence": _options(s["confidence"], config.confidence)},
+            "filters": [_filter("base", "Base model", s["base"]), _filter("family", "Family", s["family"]),
+                        _filter("fit", "Fit", s["fit"], config.fit),
+                        _filter("confidence", "Confidence", s["confidence"], config.confidence)],
         })
     return suites
 
@@ -160,16 +189,18 @@ def metric_guide(metrics) -> list[dict]:
 def page_context(inputs, wide: pd.DataFrame, metrics, plots: dict, repro_rows: list[dict], notices) -> dict:
     cfg = inputs.config
     used = {n for r in wide.to_dict("records") for n in member_names(r["members"], r["base"], r["sidekick"])}
+    computed = inputs.results.groupby(["suite", "split"])["metric"].agg(set).to_dict() if len(wide) else {}
     return {
         "title": cfg.title,
         "notices": list(notices),
-        "suites": suites_context(wide, metrics, plots, cfg) if len(wide) else [],
+        "suites": suites_context(wide, metrics, computed, plots, cfg) if len(wide) else [],
         "guide": metric_guide(metrics),
         "repro": repro_context(repro_rows, cfg.reproduction_fits),
         "models": model_provenance(used, inputs.zoo, inputs.models, inputs.lock, cfg.logits_stages),
         "params_yaml": yaml.safe_dump(inputs.params, sort_keys=False, allow_unicode=True) if inputs.params else "",
         "sources": inputs.sources,
         "defaults": {"fit": cfg.fit, "confidence": cfg.confidence},
+        "plot_kinds": PLOT_KINDS,
     }
 
 

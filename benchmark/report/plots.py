@@ -1,11 +1,13 @@
 """Pareto plots of a metric against cost, and their data files for ``dvc plots``.
 
-Two views per (suite, split, metric):
+Three views per (suite, split, metric) (:data:`PLOT_KINDS`):
 
 * ``gflops``: every method (any family) against total GFLOPs, log scale, with
   the Pareto frontier over all of them;
 * ``balance``: the rows that have a FLOPs balance (duos), per base model, with
-  each base alone at balance 0 and the frontier of each base.
+  each base alone at balance 0 and the frontier of each base;
+* ``overhead``: the rows that report ``overhead_percent`` (trainable parameters
+  in % of the pretrained backbone, e.g. SVE), log scale, with their frontier.
 
 Points carry their bootstrap interval as error bars. Colours and markers come
 from the labels found in the table, so a new family needs no code.
@@ -20,16 +22,24 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+from tqdm import tqdm
 
 from benchmark.core.metric_info import METRICS
 from benchmark.core.pareto import pareto_front
-from benchmark.report.tables import method_label
-from benchmark.store import atomic_path
+from benchmark.report.provenance import file_slug
+from benchmark.report.tables import match_any, method_label
+from benchmark.store import atomic_path, write_table
 
 _MARKERS = ["o", "s", "D", "^", "v", "P", "X", "<", ">", "p", "h", "8"]
 _RC = {"svg.hashsalt": "uq-benchmark-report", "svg.fonttype": "none", "font.size": 9}
 _LABEL_OFFSETS = [(6, 5, "left"), (6, -11, "left"), (-6, 5, "right"), (-6, -11, "right")]
 _META = {"png": {"Software": None}, "svg": {"Date": None}, "pdf": {"CreationDate": None}}
+# kind -> (x axis in words, caption)
+PLOT_KINDS = {
+    "gflops": ("total GFLOPs", "total GFLOPs, every method"),
+    "balance": ("FLOPs balance", "FLOPs balance, per base model"),
+    "overhead": ("trainable parameters", "trainable parameters in % of the backbone, methods that report them"),
+}
 
 
 def palette(names) -> dict[str, tuple]:
@@ -45,10 +55,10 @@ def markers(names) -> dict[str, str]:
 
 def plot_points(rows: pd.DataFrame, metric: str) -> pd.DataFrame:
     """The points of one metric: label, ids, costs, value and interval; no GFLOPs = dropped."""
-    cols = ["family", "method", "base", "sidekick", "members", "gflops", "balance"]
+    cols = ["family", "method", "base", "sidekick", "members", "gflops", "balance", "overhead_percent"]
     if metric not in rows.columns or rows.empty:
         return pd.DataFrame(columns=["label", *cols, "value", "ci_low", "ci_high"])
-    p = rows[cols].copy()
+    p = rows.reindex(columns=cols)  # a table without the optional overhead column gets NaN
     p.insert(0, "label", [method_label(f, m) for f, m in zip(rows["family"], rows["method"])])
     p["value"] = rows[metric].astype(float)
     p["ci_low"] = rows.get(f"{metric}:lo", np.nan)
@@ -80,34 +90,54 @@ def _axis_label(metric: str) -> str:
     return f"{info.label} ({'higher' if info.higher_is_better else 'lower'} is better)"
 
 
-def gflops_figure(points: pd.DataFrame, metric: str, title: str, colors, marks, reference_family: str) -> Figure:
-    """Metric against total GFLOPs for every method; reference rows are stars named by base."""
+def _cost_figure(points: pd.DataFrame, metric: str, title: str, colors, marks, reference_family: str, cost: str,
+                 xlabel: str) -> Figure:
+    """Metric against the cost column ``cost`` (> 0, log scale) with the frontier; reference rows are stars named by base."""
     hib = METRICS[metric].higher_is_better
     fig = Figure(figsize=(6.6, 4.4), layout="constrained")
     ax = fig.add_subplot()
-    x = points["gflops"].to_numpy(dtype=float)
+    x = points[cost].to_numpy(dtype=float)
     y = points["value"].to_numpy(dtype=float)
     on = _frontier(ax, x, y, hib, color="0.2", lw=1.2, ls="--", label="Pareto frontier")
     for label, g in points.groupby("label", sort=True):
         is_ref = (g["family"] == reference_family).all()
         c = colors[label]
-        ax.errorbar(g["gflops"], g["value"], yerr=_yerr(g), fmt="none", ecolor=c, alpha=0.5, lw=1, zorder=2)
-        ax.scatter(g["gflops"], g["value"], color=c, marker="*" if is_ref else marks[label], s=110 if is_ref else 30,
+        ax.errorbar(g[cost], g["value"], yerr=_yerr(g), fmt="none", ecolor=c, alpha=0.5, lw=1, zorder=2)
+        ax.scatter(g[cost], g["value"], color=c, marker="*" if is_ref else marks[label], s=110 if is_ref else 30,
                    edgecolor="black" if is_ref else "white", linewidth=0.6, label=_text(label), zorder=3)
         if is_ref:  # name each base model; alternate above/below so neighbours do not collide
-            for i, r in enumerate(g.sort_values("gflops").itertuples()):
+            for i, (xi, yi, base) in enumerate(g.sort_values(cost)[[cost, "value", "base"]].itertuples(index=False)):
                 dx, dy, ha = _LABEL_OFFSETS[i % len(_LABEL_OFFSETS)]
-                ax.annotate(_text(r.base), (r.gflops, r.value), xytext=(dx, dy), textcoords="offset points",
-                            fontsize=7, ha=ha)
+                ax.annotate(_text(base), (xi, yi), xytext=(dx, dy), textcoords="offset points", fontsize=7, ha=ha)
     ax.scatter(x[on], y[on], s=90, facecolor="none", edgecolor="0.2", lw=0.8, zorder=4, label="on the frontier")
     if (x > 0).all():
         ax.set_xscale("log")
-    ax.set_xlabel("total GFLOPs per image (log scale)")
+    ax.set_xlabel(xlabel)
     ax.set_ylabel(_axis_label(metric))
     ax.set_title(_text(title), fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
     return fig
+
+
+def gflops_figure(points: pd.DataFrame, metric: str, title: str, colors, marks, reference_family: str) -> Figure:
+    """Metric against total GFLOPs for every method; reference rows are stars named by base."""
+    return _cost_figure(points, metric, title, colors, marks, reference_family, "gflops", "total GFLOPs per image (log scale)")
+
+
+def overhead_points(points: pd.DataFrame) -> pd.DataFrame:
+    """The points that report a trainable-parameter overhead (finite, > 0)."""
+    x = points["overhead_percent"].astype(float)
+    return points[np.isfinite(x) & (x > 0)]
+
+
+def overhead_figure(points: pd.DataFrame, metric: str, title: str, colors, marks, reference_family: str) -> Figure | None:
+    """Metric against trainable parameters in % of the backbone; None when no row reports them."""
+    pts = overhead_points(points)
+    if pts.empty:
+        return None
+    return _cost_figure(pts, metric, title, colors, marks, reference_family, "overhead_percent",
+                        "trainable parameters, % of the pretrained backbone (log scale)")
 
 
 def balance_figure(points: pd.DataFrame, metric: str, title: str, colors, marks, reference_family: str) -> Figure | None:
@@ -138,7 +168,8 @@ def balance_figure(points: pd.DataFrame, metric: str, title: str, colors, marks,
     bases = [Line2D([], [], color=colors[b], lw=1.3, label=_text(b)) for b in sorted(duo["base"].unique())]
     kinds = [Line2D([], [], color="0.4", marker=marks[m], ls="none", label=_text(m)) for m in sorted(duo["label"].unique())]
     kinds.append(Line2D([], [], color="0.4", marker="*", ms=10, ls="none", label="base alone (balance 0)"))
-    leg = ax.legend(handles=bases, title="base (frontier line)", loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, title_fontsize=7, frameon=False)
+    leg = ax.legend(handles=bases, title="base (frontier line)", loc="upper left", bbox_to_anchor=(1.01, 1.0),
+                    fontsize=7, title_fontsize=7, frameon=False)
     ax.add_artist(leg)
     ax.legend(handles=kinds, title="method", loc="lower left", bbox_to_anchor=(1.01, 0.0), fontsize=7, title_fontsize=7, frameon=False)
     ax.set_xlabel("FLOPs balance = GFLOPs(sidekick) / GFLOPs(base)")
@@ -182,18 +213,12 @@ def write_plots(view: pd.DataFrame, config, out_dir: Path, *, progress: bool = T
     the curves for ``dvc plots``). Returns ``{(suite, split): {metric: {kind:
     {fmt: path relative to out_dir}}}}``.
     """
-    from tqdm import tqdm
-
-    from benchmark.report.provenance import file_slug
-    from benchmark.report.tables import match_any
-    from benchmark.store import write_table
-
     out_dir = Path(out_dir)
     view = view[[match_any(s, config.plot_splits) for s in view["split"]]] if len(view) else view
     metrics = [m for m in config.plot_metrics if m in view.columns]
     labels = [method_label(f, m) for f, m in zip(view["family"], view["method"])]
     colors, marks = palette(labels), markers(labels)
-    base_colors = palette(view["base"]) if len(view) else {}
+    base_colors = {su: palette(g["base"]) for su, g in view.groupby("suite")}  # per suite: fewer, more distinct colours
     jobs = [(su, sp, g, m) for (su, sp), g in view.groupby(["suite", "split"], sort=True) for m in metrics]
     written: dict = {}
     long_parts: dict = {}
@@ -207,7 +232,10 @@ def write_plots(view: pd.DataFrame, config, out_dir: Path, *, progress: bool = T
             label = METRICS[metric].label
             figs = {
                 "gflops": gflops_figure(pts, metric, f"{suite} / {split}: {label} vs cost", colors, marks, config.reference_family),
-                "balance": balance_figure(pts, metric, f"{suite} / {split}: {label} vs FLOPs balance", base_colors, marks, config.reference_family),
+                "balance": balance_figure(pts, metric, f"{suite} / {split}: {label} vs FLOPs balance", base_colors[suite], marks,
+                                          config.reference_family),
+                "overhead": overhead_figure(pts, metric, f"{suite} / {split}: {label} vs trainable parameters", colors, marks,
+                                            config.reference_family),
             }
             for kind, fig in figs.items():
                 if fig is not None:

@@ -16,8 +16,9 @@ def anchor(kind: str, name: str) -> str:
 
 
 def file_slug(name: str) -> str:
-    """A safe file-name part for a suite, split or metric name."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "x"
+    """A safe file-name part for a suite, split or metric name (hash-suffixed if it had to change)."""
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._")
+    return slug if slug == name else f"{slug or 'x'}-{hashlib.sha1(name.encode()).hexdigest()[:6]}"
 
 
 def logits_outputs(lock: dict | None, model: str, stages) -> list[dict]:

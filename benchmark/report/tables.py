@@ -16,11 +16,12 @@ from benchmark.results_schema import COLUMNS
 
 # One leaderboard row = one value of these columns.
 KEY = ["suite", "split", "family", "method", "base", "sidekick", "members", "fit", "confidence"]
+GROUP = KEY[:-2]  # one method, all its variants
 _PER_METRIC = ["metric", "value", "ci_low", "ci_high"]
 # Per-row columns: every other schema column (costs, hash, fitted temperatures, ...).
 COST = [c for c in COLUMNS if c not in KEY + _PER_METRIC]
 # Those the leaderboard has no column for: shown as a tooltip.
-EXTRA_COLUMNS = [c for c in COST if c not in ("gflops", "params", "throughput", "balance", "n", "inputs_hash")]
+EXTRA_COLUMNS = [c for c in COST if c not in ("gflops", "params", "throughput", "balance", "overhead_percent", "n", "inputs_hash")]
 _SPLIT_ORDER = {"test": 0, "shift": 1, "ood": 2, "val": 3}
 _CORRUPT = re.compile(r"^corrupt-(.+)-(\d+)$")
 
@@ -88,13 +89,19 @@ def metrics_in(wide: pd.DataFrame) -> list[str]:
     return [c for c in wide.columns if c not in KEY + COST and ":" not in c]
 
 
+def preferred(wide: pd.DataFrame, col: str, want: str, other: str) -> pd.Series:
+    """True where ``col`` is ``want``, or where the method (same ``GROUP`` and ``other``
+    column) has no row with ``want`` at all, so that a method that exists only in
+    another variant (e.g. a duo scored only with the published confidence) still shows."""
+    has = (wide[col] == want).groupby([wide[c] for c in GROUP + [other]], dropna=False).transform("any")
+    return (wide[col] == want) | ~has
+
+
 def default_view(wide: pd.DataFrame, fit: str, confidence: str) -> pd.DataFrame:
-    """Rows of the default fit and confidence (all rows of a column lacking that value)."""
-    keep = pd.Series(True, index=wide.index)
-    for col, want in (("fit", fit), ("confidence", confidence)):
-        if (wide[col] == want).any():
-            keep &= wide[col] == want
-    return wide[keep]
+    """Rows of the preferred fit and the preferred confidence (see :func:`preferred`)."""
+    if wide.empty:
+        return wide
+    return wide[preferred(wide, "fit", fit, "confidence") & preferred(wide, "confidence", confidence, "fit")]
 
 
 def missing_notices(results: pd.DataFrame, config, models: pd.DataFrame | None) -> list[str]:
@@ -103,8 +110,9 @@ def missing_notices(results: pd.DataFrame, config, models: pd.DataFrame | None) 
         return []
     notes = []
     for (suite, split), g in results.groupby(["suite", "split"], sort=True):
-        absent = [m for m in config.metrics if m not in set(g["metric"])]
-        if absent:
+        present = set(g["metric"])
+        absent = [m for m in config.metrics if m not in present]
+        if absent and present & set(config.metrics):  # a split with none of them (e.g. OOD) is another kind
             notes.append(f"{suite} / {split}: metrics not computed: {', '.join(absent)}.")
     for suite, g in results.groupby("suite", sort=True):
         splits = set(g["split"])
@@ -113,7 +121,8 @@ def missing_notices(results: pd.DataFrame, config, models: pd.DataFrame | None) 
                 notes.append(f"{suite}: no results for split {pat!r} (report.plot_splits), so no plots for it.")
         hidden = sorted(s for s in splits if not match_any(s, config.table_splits))
         if hidden:
-            notes.append(f"{suite}: {len(hidden)} splits not in report.table_splits are not tabulated: {', '.join(hidden[:8])}{' ...' if len(hidden) > 8 else ''}.")
+            shown = ", ".join(hidden[:8]) + (" ..." if len(hidden) > 8 else "")
+            notes.append(f"{suite}: {len(hidden)} splits not in report.table_splits are not tabulated: {shown}.")
         fams = set(g["family"])
         if config.reference_family not in fams:
             notes.append(f"{suite}: no '{config.reference_family}' rows (report.reference_family): base models alone are not marked.")

@@ -30,26 +30,30 @@ def _metrics(rng, quality: float) -> dict[str, float]:
     }
 
 
-def _rows(suite, split, family, method, base, sidekick, members, gflops, balance, fits, confs, metrics, n, rng):
+# (method, confidence) of every duo, as benchmark.evaluation writes them
+DUO_VARIANTS = (("weighted", "max"), ("weighted", "published"), ("unweighted", "max"), ("uq_only", "published"))
+
+
+def _rows(suite, split, family, method, base, sidekick, members, gflops, balance, fits, conf, metrics, n, rng):
     out = []
     for fit in fits:
-        for conf in confs:
-            for m, v in metrics.items():
-                half = 0.004 + abs(rng.normal(0, 0.002))
-                out.append({
-                    "suite": suite, "split": split, "family": family, "method": method, "base": base,
-                    "sidekick": sidekick, "members": members, "fit": fit, "confidence": conf, "metric": m,
-                    "value": v + (0.002 if fit == "paper-exact" else 0.0), "ci_low": v - half, "ci_high": v + half,
-                    "n": n, "gflops": gflops, "params": int(gflops * 5e6), "throughput": 400.0 / gflops,
-                    "balance": balance, "inputs_hash": hashlib.sha256(members.encode()).hexdigest()[:16],
-                })
+        for m, v in metrics.items():
+            v = v + (0.002 if fit == "paper-exact" else 0.0)
+            half = 0.004 + abs(rng.normal(0, 0.002))
+            out.append({
+                "suite": suite, "split": split, "family": family, "method": method, "base": base,
+                "sidekick": sidekick, "members": members, "fit": fit, "confidence": conf, "metric": m,
+                "value": v, "ci_low": v - half, "ci_high": v + half,
+                "n": n, "gflops": gflops, "params": int(gflops * 5e6), "throughput": 400.0 / gflops,
+                "balance": balance, "inputs_hash": hashlib.sha256(members.encode()).hexdigest()[:16],
+            })
     return out
 
 
 def synthetic_results(models=None, splits=("test",), suite="embedded", fits=("converged", "paper-exact"),
-                      confs=("max",), duo_methods=("weighted", "unweighted", "uq_only"), ensemble=True,
-                      n=500, seed=0) -> pd.DataFrame:
-    """A tidy results table: singles, every duo (larger base), one 3-seed deep ensemble."""
+                      duo_variants=DUO_VARIANTS, ensemble=True, n=500, seed=0) -> pd.DataFrame:
+    """A tidy results table: singles (confidence max), every duo variant of every pair with a
+    larger base, and one 3-seed deep ensemble (converged, max only)."""
     models = dict(models or MODELS)
     rng = np.random.default_rng(seed)
     top = max(models.values())
@@ -57,20 +61,20 @@ def synthetic_results(models=None, splits=("test",), suite="embedded", fits=("co
     for split in splits:
         for m, g in models.items():
             q = np.log1p(g) / np.log1p(top)
-            rows += _rows(suite, split, "single", "ts", m, "", m, g, np.nan, fits, confs, _metrics(rng, 0.8 * q), n, rng)
+            rows += _rows(suite, split, "single", "ts", m, "", m, g, np.nan, fits, "max", _metrics(rng, 0.8 * q), n, rng)
         for b, gb in models.items():
             for s, gs in models.items():
                 if gb <= gs:
                     continue
                 q = np.log1p(gb) / np.log1p(top)
-                for k, meth in enumerate(duo_methods):
+                for k, (meth, conf) in enumerate(duo_variants):
                     mets = _metrics(rng, min(1.0, 0.8 * q + 0.08 + 0.1 * gs / gb - 0.02 * k))
-                    rows += _rows(suite, split, "duo", meth, b, s, f"{b}+{s}", gb + gs, gs / gb, fits, confs, mets, n, rng)
+                    rows += _rows(suite, split, "duo", meth, b, s, f"{b}+{s}", gb + gs, gs / gb, fits, conf, mets, n, rng)
         if ensemble:
             base = max(models, key=models.get)
             members = "+".join([base, f"{base}_s1", f"{base}_s2"])
             rows += _rows(suite, split, "deep_ensemble", "mean", base, "", members, 3 * models[base], np.nan,
-                          fits[:1], confs[:1], _metrics(rng, 1.0), n, rng)
+                          fits[:1], "max", _metrics(rng, 1.0), n, rng)
     df = pd.DataFrame(rows)
     for c, (dtype, _) in COLUMNS.items():  # columns this helper does not model (e.g. temperatures)
         if c not in df.columns:

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
+import stat
 from pathlib import Path
 
 import numpy as np
@@ -11,8 +13,13 @@ import pytest
 import yaml
 from report_synth import EVIL, make_inputs, models_table, synthetic_results
 
-from benchmark.report import ReportConfig, build_report, parse_published, results_from_frame
-from benchmark.report.inputs import read_results
+from benchmark.report import (
+    ReportConfig,
+    build_report,
+    parse_published,
+    results_from_frame,
+)
+from benchmark.report.inputs import read_results, read_zoo
 from benchmark.report.published import reproduction_rows
 from benchmark.report.tables import KEY, default_view, wide_table
 from benchmark.results_schema import COLUMNS
@@ -74,9 +81,13 @@ def test_repeated_rows_are_an_error():
 
 
 def test_default_view_prefers_configured_variant_but_keeps_lone_variants():
-    res, _ = results_from_frame(synthetic_results(models={"a": 1.0, "b": 3.0}, fits=("paper-exact",)))
+    res, _ = results_from_frame(synthetic_results(models={"a": 1.0, "b": 3.0}))
     view = default_view(wide_table(res), "converged", "max")
-    assert set(view["fit"]) == {"paper-exact"}  # no converged rows: do not hide everything
+    # weighted has both confidences: only 'max'; uq_only exists only as 'published': kept
+    expected = res[(res.fit == "converged") & ((res.confidence == "max") | (res.method == "uq_only"))].drop_duplicates(KEY)
+    assert sorted(map(tuple, view[KEY].to_numpy())) == sorted(map(tuple, expected[KEY].to_numpy()))
+    only_paper, _ = results_from_frame(synthetic_results(models={"a": 1.0, "b": 3.0}, fits=("paper-exact",)))
+    assert set(default_view(wide_table(only_paper), "converged", "max")["fit"]) == {"paper-exact"}
 
 
 # ---- bad input ----------------------------------------------------------------------------------
@@ -141,24 +152,26 @@ def test_model_names_are_escaped(tmp_path):
 
 # ---- reproduction --------------------------------------------------------------------------------
 
+_TEST = {"split": "test", "base": "ResNet50", "source": "p"}
 PUB = {
     "sources": {"p": "a paper"},
     "aliases": {"ResNet50": ["resnet50.tv_in1k"]},
     "cells": [
-        {"suite": "imagenet", "split": "test", "family": "single", "method": "ts", "base": "ResNet50", "metric": "accuracy", "value": 0.80, "source": "p"},
-        {"suite": "imagenet", "split": "test", "family": "duo", "method": "weighted", "base": "ResNet50", "metric": "aurc", "value": 0.05, "source": "p"},
-        {"suite": "caltech256", "split": "test", "family": "single", "base": "ResNet50", "metric": "accuracy", "value": 0.88, "source": "p"},
+        {**_TEST, "suite": "imagenet", "family": "single", "method": "ts", "metric": "accuracy", "value": 0.80},
+        {**_TEST, "suite": "imagenet", "family": "duo", "method": "weighted", "metric": "aurc", "value": 0.05},
+        {**_TEST, "suite": "caltech256", "family": "single", "metric": "accuracy", "value": 0.88},
     ],
 }
 
 
 def test_reproduction_matches_by_name_and_reports_not_run():
     models = {"resnet50.tv_in1k": 4.09, "small_a": 0.4, "small_b": 0.9}
-    res, _ = results_from_frame(synthetic_results(models=models, suite="imagenet", duo_methods=("weighted",)))
+    res, _ = results_from_frame(synthetic_results(models=models, suite="imagenet", duo_variants=(("weighted", "max"),)))
     wide = wide_table(res)
     rows = reproduction_rows(parse_published(PUB), wide, ("paper-exact", "converged"))
     single, duo, caltech = rows
-    ours = res[(res.family == "single") & (res.base == "resnet50.tv_in1k") & (res.metric == "accuracy") & (res.fit == "converged")]["value"].item()
+    rn50 = res[(res.base == "resnet50.tv_in1k") & (res.fit == "converged")]
+    ours = rn50[(rn50.family == "single") & (rn50.metric == "accuracy")]["value"].item()
     assert single["ours"]["converged"]["value"] == ours
     assert single["ours"]["converged"]["diff"] == pytest.approx(ours - 0.80)
     # unnamed sidekick: the best (lowest AURC) of the two weighted duos of the base
@@ -169,8 +182,19 @@ def test_reproduction_matches_by_name_and_reports_not_run():
     assert caltech["ours"] == {"paper-exact": {"status": "not run"}, "converged": {"status": "not run"}}
 
 
+def test_reproduction_by_ensemble_size():
+    res, _ = results_from_frame(synthetic_results(models={"ResNet50": 4.1, "s": 0.4}, suite="imagenet", duo_variants=()))
+    cell = {"suite": "imagenet", "split": "test", "family": "deep_ensemble", "base": "ResNet50", "metric": "accuracy",
+            "value": 0.8, "source": "p"}
+    pub = parse_published({**PUB, "cells": [{**cell, "n_members": 3}, {**cell, "n_members": 5}]})
+    three, five = reproduction_rows(pub, wide_table(res), ("converged",))
+    ens = res[(res.family == "deep_ensemble") & (res.metric == "accuracy")]["value"].item()
+    assert three["ours"]["converged"]["value"] == ens and three["models"] == "3 x ResNet50"
+    assert five["ours"]["converged"] == {"status": "no matching row"}
+
+
 def test_reproduction_table_on_the_page(tmp_path):
-    res = synthetic_results(models={"ConvNeXt_Base": 15.36, "tiny": 0.4}, suite="imagenet", duo_methods=())
+    res = synthetic_results(models={"ConvNeXt_Base": 15.36, "tiny": 0.4}, suite="imagenet", duo_variants=())
     html = _render(tmp_path, res)
     ours = res[(res.base == "ConvNeXt_Base") & (res.metric == "accuracy") & (res.fit == "paper-exact")]["value"].item()
     assert f"{ours - 0.8408:+.4f}" in html
@@ -196,6 +220,20 @@ def test_packaged_published_numbers_load():
     assert len(pub.cells) >= 30 and {c.suite for c in pub.cells} == {"imagenet", "caltech256"}
 
 
+def test_zoo_under_models_key_with_anchors_and_missing_files(tmp_path):
+    z = tmp_path / "zoo.yaml"
+    z.write_text("models:\n  a: &a {arch: x, seed: 0}\n  b: {<<: *a, seed: 1}\n")
+    zoo, notes = read_zoo([z, tmp_path / "none.yaml"])
+    assert zoo == {"a": {"arch": "x", "seed": 0}, "b": {"arch": "x", "seed": 1}}
+    assert notes == [f"{tmp_path / 'none.yaml'}: zoo file not found; provenance shows no zoo entries from it."]
+    z.write_text("- a\n- b\n")
+    with pytest.raises(StoreError, match="zoo must be a mapping"):
+        read_zoo([z])
+    z.write_text("a: [unclosed\n")
+    with pytest.raises(StoreError, match="invalid YAML"):
+        read_zoo([z])
+
+
 # ---- provenance and CLI -----------------------------------------------------------------------------
 
 def test_provenance_shows_zoo_entry_and_lock_hash(tmp_path):
@@ -218,7 +256,10 @@ def test_cli_writes_report_and_refuses_foreign_folder(tmp_path, capsys):
     args = ["--results", str(res_path), "--models", str(tmp_path / "none.csv"), "--zoo", str(tmp_path / "zoo.yaml"),
             "--params", str(params), "--lock", str(tmp_path / "dvc.lock"), "--quiet"]
     assert cli.main([*args, "--out", str(tmp_path / "reports")]) == 0
-    assert (tmp_path / "reports" / "index.html").exists()
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE((tmp_path / "reports" / "index.html").stat().st_mode) == 0o666 & ~umask
+    assert stat.S_IMODE((tmp_path / "reports").stat().st_mode) == 0o777 & ~umask
     assert (tmp_path / "reports" / "plots" / "gflops_embedded_test_accuracy.png").exists()
     assert not (tmp_path / "reports" / "plots" / "gflops_embedded_test_accuracy.svg").exists()
     assert cli.main([*args, "--out", str(tmp_path / "reports")]) == 0  # replaces its own report
@@ -246,3 +287,12 @@ def test_failed_build_leaves_previous_report(tmp_path, monkeypatch):
         build_report(make_inputs(res.iloc[:50], config=FAST), out, progress=False)
     assert (out / "index.html").read_text() == before
     assert [p.name for p in tmp_path.iterdir()] == ["reports"]  # no temporary folder left
+
+
+def test_metric_that_is_nan_everywhere_keeps_its_column(tmp_path):
+    res = synthetic_results(models={"a": 1.0, "b": 3.0}, fits=("converged",))
+    res.loc[res.metric == "sac98", "value"] = np.nan
+    html = _render(tmp_path, res)
+    assert "SAC@98 ↑" in html
+    n_rows = len(res.drop_duplicates(KEY))
+    assert len(re.findall(r'<td data-sort="NaN" class="nan">NaN', html)) == n_rows

@@ -12,7 +12,13 @@ from report_synth import MODELS, synthetic_results
 
 from benchmark.report.build import default_rows
 from benchmark.report.config import ReportConfig
-from benchmark.report.plots import gflops_figure, markers, palette, plot_points, write_plots
+from benchmark.report.plots import (
+    gflops_figure,
+    markers,
+    palette,
+    plot_points,
+    write_plots,
+)
 from benchmark.report.tables import wide_table
 
 
@@ -75,7 +81,8 @@ def _dominated(cost, value, higher):
 @pytest.mark.parametrize("metric,higher", [("accuracy", True), ("aurc", False)])
 def test_frontier_csv_is_the_non_dominated_set(written, metric, higher):
     out, _, res = written
-    rows = res[(res.split == "test") & (res.fit == "converged") & (res.confidence == "max") & (res.metric == metric)]
+    shown = (res.fit == "converged") & ((res.confidence == "max") | (res.method == "uq_only"))  # uq_only: 'published' only
+    rows = res[(res.split == "test") & shown & (res.metric == metric)]
     cost, value = rows["gflops"].to_numpy(float), rows["value"].to_numpy(float)
     expected = set(rows["members"][~_dominated(cost, value, higher)] + "|" + rows["method"][~_dominated(cost, value, higher)])
     front = pd.read_csv(out / "plots" / "data" / "frontier" / f"embedded_test_{metric}.csv")
@@ -90,7 +97,7 @@ def test_frontier_csv_is_the_non_dominated_set(written, metric, higher):
 
 def test_no_balance_rows_means_no_balance_plot(tmp_path):
     cfg = ReportConfig(plot_metrics=("auroc",), plot_splits=("test",), formats=("png",), dpi=50)
-    res = synthetic_results(models={"a": 1.0, "b": 2.0}, duo_methods=(), ensemble=False)
+    res = synthetic_results(models={"a": 1.0, "b": 2.0}, duo_variants=(), ensemble=False)
     paths = write_plots(_view(res, cfg), cfg, tmp_path, progress=False)
     kinds = paths[("embedded", "test")]["auroc"]
     assert set(kinds) == {"gflops"}
@@ -107,7 +114,7 @@ def test_metric_that_is_all_nan_is_not_plotted(tmp_path):
 
 
 def test_names_with_dollar_signs_are_not_mathtext():
-    res = synthetic_results(models={"cost$1$": 1.0, "b": 2.0}, duo_methods=(), ensemble=False)
+    res = synthetic_results(models={"cost$1$": 1.0, "b": 2.0}, duo_variants=(), ensemble=False)
     pts = plot_points(_view(res, ReportConfig()), "accuracy")
     fig = gflops_figure(pts, "accuracy", "t", palette(pts["label"]), markers(pts["label"]), "single")
     buf = io.BytesIO()
@@ -116,7 +123,7 @@ def test_names_with_dollar_signs_are_not_mathtext():
 
 
 def test_rows_without_gflops_are_left_out():
-    res = synthetic_results(models=MODELS, duo_methods=(), ensemble=False)
+    res = synthetic_results(models=MODELS, duo_variants=(), ensemble=False)
     res.loc[res.base == "resnet50", "gflops"] = np.nan
     pts = plot_points(_view(res, ReportConfig()), "accuracy")
     assert "resnet50" not in set(pts["base"]) and len(pts) == len(MODELS) - 1

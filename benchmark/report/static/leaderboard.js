@@ -36,7 +36,9 @@
     if (metric && body) showPlot(body.querySelector(".plots"), metric);
   });
 
-  /* ---- filters: one form per suite, applied to every table of the suite ---- */
+  /* ---- filters: one form per suite, applied to every table of the suite ----
+     "~preferred": the configured fit/confidence where the method has it (data-*-pref). */
+  var PREFERRED = "~preferred";
   function applyFilters(form) {
     var el = function (n) { return form.elements.namedItem(n); };
     var want = { base: el("base").value, family: el("family").value, fit: el("fit").value, confidence: el("confidence").value };
@@ -48,7 +50,10 @@
       var table = det.querySelector("table.results"), shown = 0, total = 0;
       Array.prototype.forEach.call(table.tBodies[0].rows, function (tr) {
         var d = tr.dataset, ok = true;
-        for (var k in want) if (want[k] && d[k] !== want[k]) ok = false;
+        for (var k in want) {
+          if (!want[k]) continue;
+          if (want[k] === PREFERRED ? d[k + "Pref"] !== "1" : d[k] !== want[k]) ok = false;
+        }
         if (ok && ranged) {
           var b = parseFloat(d.balance);
           ok = isNaN(b) ? keepNone : (isNaN(bmin) || b >= bmin) && (isNaN(bmax) || b <= bmax);

@@ -1,0 +1,156 @@
+"""Oxford VGG transfer sets with official splits: Flowers102, DTD (partition 1), Oxford-IIIT Pets.
+
+The root of each is the ``root`` torchvision's class takes (``download=True``
+there produces exactly the layout below).
+
+* Flowers102: ``train`` / ``val`` / ``test`` (1,020 / 1,020 / 6,149) from ``setid.mat``
+  (``trnid``, ``valid``, ``tstid``), labels ``imagelabels.mat`` - 1. Read directly
+  with scipy as ``torchvision.datasets.Flowers102`` does, because that class
+  verifies the MD5 of the two official ``.mat`` files, which no fixture can
+  reproduce. Id = the official image number (``image_00042.jpg`` -> 42).
+* DTD: ``torchvision.datasets.DTD`` for ``train`` / ``val`` / ``test`` of the chosen
+  partition (1,880 each), its class order (sorted folder names). Id = position of
+  ``<class>/<file>`` in the sorted union of the partition's three lists.
+* Pets: the official ``trainval`` (3,680) and ``test`` (3,669) lists of
+  ``annotations/``, labels = class id - 1 (what ``torchvision.datasets.OxfordIIITPet``
+  reads; parsed here because the class exposes its file list only privately).
+  There is no official validation split: ``val`` is a seeded hold-out of
+  trainval (``random_split``, default 10 % = 368, seed 42) and ``train`` the rest.
+  Id = position of the image name in the sorted union of both lists.
+
+Inside each split samples keep the order of the official list (random_split's
+order for the Pets hold-out).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from benchmark.data.paper.common import FileImages, layout_error, make_split, require_dir, require_file, seeded_split
+
+FLOWERS102_SKETCH = """
+<root>/flowers-102/jpg/image_00001.jpg .. image_08189.jpg
+<root>/flowers-102/imagelabels.mat   ('labels': class 1..102 of every image)
+<root>/flowers-102/setid.mat         ('trnid', 'valid', 'tstid': image numbers per split)
+"""
+DTD_SKETCH = """
+<root>/dtd/dtd/images/banded/banded_0002.jpg
+<root>/dtd/dtd/images/<class>/*.jpg           (47 texture classes)
+<root>/dtd/dtd/labels/train1.txt, val1.txt, test1.txt .. test10.txt   (lines '<class>/<file>.jpg')
+    (the extracted dtd-r1.0.1.tar.gz placed in <root>/dtd/, as torchvision.datasets.DTD(<root>, download=True) leaves it)
+"""
+PETS_SKETCH = """
+<root>/oxford-iiit-pet/images/Abyssinian_1.jpg ...
+<root>/oxford-iiit-pet/annotations/trainval.txt   (lines '<image> <class id 1..37> <species> <breed id>')
+<root>/oxford-iiit-pet/annotations/test.txt
+"""
+
+
+def load_flowers102(root) -> dict:
+    """Splits ``train``, ``val``, ``test`` of Flowers102 (see the module docstring)."""
+    from scipy.io import loadmat
+
+    root = Path(root)
+    require_dir(root, "flowers102", root, FLOWERS102_SKETCH)
+    base = require_dir(root / "flowers-102", "flowers102", root, FLOWERS102_SKETCH)
+    images = require_dir(base / "jpg", "flowers102", root, FLOWERS102_SKETCH)
+    mats = {}
+    for name in ("imagelabels.mat", "setid.mat"):
+        path = require_file(base / name, "flowers102", root, FLOWERS102_SKETCH)
+        try:
+            mats[name] = loadmat(path, squeeze_me=True)
+        except Exception as e:  # not a MATLAB file
+            raise layout_error("flowers102", root, f"cannot read {path} ({type(e).__name__}: {e})", FLOWERS102_SKETCH) from None
+    setid = mats["setid.mat"]
+    missing = [k for k in ("trnid", "valid", "tstid") if k not in setid] + (["labels"] if "labels" not in mats["imagelabels.mat"] else [])
+    if missing:
+        raise layout_error("flowers102", root, f"the .mat files lack {missing}", FLOWERS102_SKETCH)
+    all_labels = np.atleast_1d(mats["imagelabels.mat"]["labels"]).astype(np.int64) - 1  # image k -> all_labels[k - 1]
+    out = {}
+    for split, key in (("train", "trnid"), ("val", "valid"), ("test", "tstid")):
+        image_ids = np.atleast_1d(setid[key]).astype(np.int64)
+        if image_ids.min() < 1 or image_ids.max() > len(all_labels):
+            raise layout_error("flowers102", root, f"setid.mat {key!r} names images outside 1..{len(all_labels)}", FLOWERS102_SKETCH)
+        paths = [images / f"image_{i:05d}.jpg" for i in image_ids]
+        absent = next((p for p in paths if not p.is_file()), None)
+        if absent is not None:
+            raise layout_error("flowers102", root, f"image {str(absent)!r} listed in setid.mat not found", FLOWERS102_SKETCH)
+        n = len(image_ids)
+        out[split] = make_split(split, "flowers102", FileImages(paths), np.arange(n), all_labels[image_ids - 1], image_ids)
+    return out
+
+
+def load_dtd(root, *, partition: int = 1) -> dict:
+    """Splits ``train``, ``val``, ``test`` of DTD partition ``partition`` (see the module docstring)."""
+    from torchvision.datasets import DTD
+
+    if isinstance(partition, bool) or partition not in range(1, 11):
+        raise ValueError(f"dtd: partition must be an integer in 1..10, got {partition!r}")
+    root = Path(root)
+    require_dir(root, "dtd", root, DTD_SKETCH)
+    data = require_dir(root / "dtd" / "dtd", "dtd", root, DTD_SKETCH)
+    require_dir(data / "images", "dtd", root, DTD_SKETCH)
+    splits = {}
+    for split in ("train", "val", "test"):
+        require_file(data / "labels" / f"{split}{partition}.txt", "dtd", root, DTD_SKETCH)
+        try:
+            ds = DTD(str(root), split=split, partition=partition, download=False, loader=str)
+            splits[split] = (ds.classes, [ds[i] for i in range(len(ds))])  # loader=str: (path, label), no image read
+        except (OSError, RuntimeError, ValueError) as e:
+            raise layout_error("dtd", root, f"torchvision cannot read {split}{partition}.txt ({e})", DTD_SKETCH) from None
+    classes = {tuple(c) for c, _ in splits.values()}
+    if len(classes) != 1:
+        raise layout_error("dtd", root, f"train/val/test{partition}.txt must cover the same classes", DTD_SKETCH)
+    keys = {split: [str(Path(p).relative_to(data / "images")) for p, _ in items] for split, (_, items) in splits.items()}
+    order = {k: i for i, k in enumerate(sorted(set().union(*keys.values())))}
+    out = {}
+    for split, (_, items) in splits.items():
+        absent = next((p for p, _ in items if not Path(p).is_file()), None)
+        if absent is not None:
+            raise layout_error("dtd", root, f"image {absent!r} listed in {split}{partition}.txt not found", DTD_SKETCH)
+        labels = np.array([label for _, label in items], dtype=np.int64)
+        ids = np.array([order[k] for k in keys[split]], dtype=np.int64)
+        out[split] = make_split(split, "dtd", FileImages(p for p, _ in items), np.arange(len(items)), labels, ids)
+    return out
+
+
+def _pets_list(path: Path, root) -> list[tuple[str, int]]:
+    rows = []
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        parts = line.split()
+        if len(parts) != 4 or not parts[1].isdigit() or not 1 <= int(parts[1]) <= 37:
+            raise layout_error("pets", root, f"{path} line {n}: expected '<image> <class id 1..37> <species> <breed id>', got {line!r}",
+                               PETS_SKETCH)
+        rows.append((parts[0], int(parts[1]) - 1))
+    return rows
+
+
+def load_pets(root, *, val_fraction: float = 0.1, seed: int = 42) -> dict:
+    """Splits ``trainval``, ``train``, ``val``, ``test`` of Oxford-IIIT Pets (see the module docstring)."""
+    if not 0 < val_fraction < 1:
+        raise ValueError(f"pets: val_fraction must be in (0, 1), got {val_fraction!r}")
+    root = Path(root)
+    require_dir(root, "pets", root, PETS_SKETCH)
+    base = require_dir(root / "oxford-iiit-pet", "pets", root, PETS_SKETCH)
+    images = require_dir(base / "images", "pets", root, PETS_SKETCH)
+    lists = {split: _pets_list(require_file(base / "annotations" / f"{split}.txt", "pets", root, PETS_SKETCH), root)
+             for split in ("trainval", "test")}
+    order = {name: i for i, name in enumerate(sorted({name for rows in lists.values() for name, _ in rows}))}
+    out = {}
+    for split, rows in lists.items():
+        paths = [images / f"{name}.jpg" for name, _ in rows]
+        absent = next((p for p in paths if not p.is_file()), None)
+        if absent is not None:
+            raise layout_error("pets", root, f"image {str(absent)!r} listed in annotations/{split}.txt not found", PETS_SKETCH)
+        labels = np.array([label for _, label in rows], dtype=np.int64)
+        ids = np.array([order[name] for name, _ in rows], dtype=np.int64)
+        out[split] = make_split(split, "pets", FileImages(paths), np.arange(len(rows)), labels, ids)
+    trainval = out["trainval"]
+    n_val = int(val_fraction * len(trainval))
+    train_pos, val_pos = seeded_split(len(trainval), [len(trainval) - n_val, n_val], seed)
+    out["train"] = trainval.subset(train_pos, "train")
+    out["val"] = trainval.subset(val_pos, "val")
+    return out

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 import torch
 
-from benchmark.core.combine import Prediction, duo_prediction, single_prediction
+from benchmark.core.combine import Prediction, duo_prediction, ensemble_prediction, single_prediction
 from benchmark.core.evaluate import evaluate, paired_difference
-from benchmark.core.ood import ood_metrics
+from benchmark.core.ood import ood_evaluate
 from benchmark.core.temperature import fit_duo, fit_temperature
 
 VAL, TEST, OOD = "val", "test", "ood"
@@ -65,9 +65,27 @@ def _rows(cfg: EvalConfig, ident: dict, split: str, pred: Prediction, labels: to
 
 
 def _ood_rows(cfg: EvalConfig, ident: dict, conf_test: torch.Tensor, conf_ood: torch.Tensor) -> list[dict]:
-    nan = float("nan")
-    return [dict(ident, suite=cfg.suite, split=OOD, metric=m, value=v, ci_low=nan, ci_high=nan, n=int(conf_ood.shape[0]))
-            for m, v in ood_metrics(conf_test, conf_ood).items()]
+    res = ood_evaluate(conf_test, conf_ood, n_bootstrap=cfg.n_boot(OOD), seed=cfg.seed, level=cfg.bootstrap_level)
+    return [dict(ident, suite=cfg.suite, split=OOD, metric=m, value=v, ci_low=lo, ci_high=hi, n=int(conf_ood.shape[0]))
+            for m, (v, lo, hi) in res.items()]
+
+
+def method_rows(cfg: EvalConfig, ident: dict, labels: dict, predict) -> tuple[list[dict], dict]:
+    """Rows of one method on every split: ``predict(split) -> Prediction``, ``labels[split]`` the labels.
+
+    Returns the rows and the predictions of the evaluated splits (for paired comparisons).
+    """
+    preds = {s: predict(s) for s in _eval_splits(labels)}
+    rows = []
+    for s, p in preds.items():
+        rows += _rows(cfg, ident, s, p, labels[s])
+    if OOD in labels:
+        rows += _ood_rows(cfg, ident, preds[TEST].confidence, predict(OOD).confidence)
+    return rows, preds
+
+
+def _labels(logits: dict) -> dict:
+    return {s: y for s, (_, y) in logits.items()}
 
 
 def single_unit(cfg: EvalConfig, name: str, logits: dict) -> list[dict]:
@@ -78,12 +96,38 @@ def single_unit(cfg: EvalConfig, name: str, logits: dict) -> list[dict]:
         t = fit_temperature(zv, yv, mode=fit).temperature
         ident = dict(family="single", method="ts", base=name, sidekick="", members=name, fit=fit, confidence="max",
                      temperature_base=t, temperature_side=float("nan"), weight_base=1.0 / t, weight_side=0.0)
-        preds = {s: single_prediction(logits[s][0], t) for s in _eval_splits(logits)}
-        for s, p in preds.items():
-            rows += _rows(cfg, ident, s, p, logits[s][1])
-        if OOD in logits:
-            rows += _ood_rows(cfg, ident, preds[TEST].confidence, single_prediction(logits[OOD][0], t).confidence)
+        rows += method_rows(cfg, ident, _labels(logits), lambda s, t=t: single_prediction(logits[s][0], t))[0]
     return rows
+
+
+def ensemble_unit(cfg: EvalConfig, members: list[str], member_logits: list[dict], *, family: str = "deep_ensemble",
+                  method: str | None = None) -> list[dict]:
+    """Rows of an ensemble of cached models: mean of softmaxes and (``_logit``) softmax of mean logits.
+
+    No temperature is fitted (``fit = "none"``), as for the published deep-ensemble baselines.
+    """
+    nan = float("nan")
+    name = method or f"m{len(members)}"
+    rows = []
+    for mode, suffix in (("probs", ""), ("logits", "_logit")):
+        ident = dict(family=family, method=name + suffix, base=members[0], sidekick="", members="+".join(members),
+                     fit="none", confidence="max", temperature_base=nan, temperature_side=nan, weight_base=nan, weight_side=nan)
+        rows += method_rows(cfg, ident, _labels(member_logits[0]),
+                            lambda s, mode=mode: ensemble_prediction([m[s][0] for m in member_logits], mode=mode))[0]
+    return rows
+
+
+def multi_member_unit(cfg: EvalConfig, ident: dict, logits: dict) -> list[dict]:
+    """Rows of a method whose stage wrote (M, N, C) member logits (SVE, MC dropout, ...): mean of softmaxes."""
+    nan = float("nan")
+    ident = dict(dict(sidekick="", fit="none", confidence="max", temperature_base=nan, temperature_side=nan,
+                      weight_base=nan, weight_side=nan), **ident)
+
+    def predict(s):
+        z = logits[s][0]
+        return ensemble_prediction(z, mode="probs") if z.ndim == 3 else single_prediction(z)
+
+    return method_rows(cfg, ident, _labels(logits), predict)[0]
 
 
 def duo_unit(cfg: EvalConfig, base: str, side: str, logits_b: dict, logits_s: dict) -> tuple[list[dict], list[dict]]:
@@ -110,11 +154,8 @@ def duo_unit(cfg: EvalConfig, base: str, side: str, logits_b: dict, logits_s: di
                 return duo_prediction(logits_b[split][0], logits_s[split][0], variant=method, fit=duo,
                                       single_temperatures=singles, confidence=conf)
 
-            preds = {s: pred(s) for s in _eval_splits(logits_b)}
-            for s, p in preds.items():
-                rows += _rows(cfg, ident, s, p, logits_b[s][1])
-            if OOD in logits_b:
-                rows += _ood_rows(cfg, ident, preds[TEST].confidence, pred(OOD).confidence)
+            unit_rows, preds = method_rows(cfg, ident, _labels(logits_b), pred)
+            rows += unit_rows
             if (method, conf) == ("weighted", "max"):
                 for s in _eval_splits(logits_b):
                     if cfg.n_boot(s) == 0:

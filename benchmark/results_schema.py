@@ -33,7 +33,10 @@ COLUMNS: dict[str, tuple[str, str]] = {
     "weight_base": ("float64", "logit weight of the base: 1/T for singles, 1/(2T) in a duo"),
     "weight_side": ("float64", "logit weight of the sidekick, 1/(2T) (0 for singles)"),
     "inputs_hash": ("string", "hash of the logits files (dvc.lock md5s) the row was computed from"),
+    "overhead_percent": ("float64", "trainable parameters in % of the pretrained backbone (NaN if not reported)"),
 }
+# Columns a producer may leave out: validate_results adds them, empty (NaN or '').
+OPTIONAL_COLUMNS = ("overhead_percent",)
 
 
 def empty_results() -> pd.DataFrame:
@@ -43,12 +46,16 @@ def empty_results() -> pd.DataFrame:
 def validate_results(df: pd.DataFrame, *, source: str = "results table") -> pd.DataFrame:
     """Check the columns of a results table and return it with canonical dtypes.
 
-    Raises ``ValueError`` naming the missing columns and ``source``.
+    Missing :data:`OPTIONAL_COLUMNS` are added empty; any other missing column
+    raises ``ValueError`` naming the columns and ``source``.
     """
-    missing = [c for c in COLUMNS if c not in df.columns]
+    missing = [c for c in COLUMNS if c not in df.columns and c not in OPTIONAL_COLUMNS]
     if missing:
         raise ValueError(f"{source}: missing columns {missing}")
     out = df.copy()
+    for c in OPTIONAL_COLUMNS:
+        if c not in out.columns:
+            out[c] = "" if COLUMNS[c][0] == "string" else float("nan")
     for c, (t, _) in COLUMNS.items():
         if t == "string":
             out[c] = out[c].fillna("").astype(str)

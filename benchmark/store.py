@@ -28,6 +28,12 @@ import numpy as np
 import torch
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 class StoreError(ValueError):
     """A file is missing, unreadable or does not hold what it must."""
 
@@ -42,12 +48,40 @@ def atomic_path(path: str | os.PathLike, suffix: str | None = None):
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix or path.suffix or ".tmp", dir=path.parent)
     os.close(fd)
+    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; outputs get the usual modes
     try:
         yield Path(tmp)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        raise
+
+
+@contextlib.contextmanager
+def atomic_dir(path: str | os.PathLike):
+    """Yield a temporary folder next to ``path``; on success it replaces ``path`` whole.
+
+    A reader therefore sees either the old complete folder or the new complete
+    one, never a mix; on any exception the temporary folder is removed.
+    """
+    import shutil
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    os.chmod(tmp, 0o777 & ~_umask())
+    try:
+        yield tmp
+        old = None
+        if path.exists():
+            old = path.with_name(f".{path.name}.old-{os.getpid()}")
+            os.replace(path, old)
+        os.replace(tmp, path)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
         raise
 
 

@@ -64,6 +64,7 @@ def paths(name: str | None = None) -> dict[str, Path]:
         "models": RESULTS / "models.csv",
         "summary": RESULTS / "summary.json",
         "units": RESULTS / "units",
+        "methods": RESULTS / "methods",
     }
     if name is not None:
         p["checkpoint"] = RESULTS / "checkpoints" / name

@@ -28,11 +28,12 @@ def stage_main(description: str, run: Callable[[dict, argparse.Namespace], objec
     return 0
 
 
-def model_stage_main(description: str, fn: Callable[..., object], argv=None) -> int:
-    """``stage_main`` for per-model stages: ``fn(params, name, progress=...)`` with ``--model NAME``."""
+def model_stage_main(description: str, fn: Callable[..., object], argv=None, *, arg: str = "model",
+                     help: str = "zoo entry name") -> int:
+    """``stage_main`` for per-item stages (``foreach``): ``fn(params, value, progress=...)`` with ``--<arg> VALUE``."""
     return stage_main(
         description,
-        lambda params, a: fn(params, a.model, progress=not a.no_progress),
-        lambda p: p.add_argument("--model", required=True, help="zoo entry name"),
+        lambda params, a: fn(params, getattr(a, arg), progress=not a.no_progress),
+        lambda p: p.add_argument(f"--{arg}", required=True, help=help),
         argv,
     )

@@ -17,7 +17,7 @@ from tqdm.auto import tqdm
 import benchmark
 from benchmark import store
 from benchmark.core.pairs import enumerate_pairs
-from benchmark.evaluation import DUO_VARIANTS, EvalConfig, duo_unit, single_unit
+from benchmark.evaluation import DUO_VARIANTS, EvalConfig, duo_unit, ensemble_unit, multi_member_unit, single_unit
 from benchmark.pipeline import config
 from benchmark.results_schema import COLUMNS, validate_results
 
@@ -43,28 +43,30 @@ def load_costs(names) -> dict[str, dict]:
     return out
 
 
-def load_model_logits(name: str) -> tuple[dict, str]:
-    """split -> (logits, labels) of one model, and a hash of all its logits files."""
-    folder = config.paths(name)["logits"]
+def load_model_logits(name: str, folder: Path | None = None) -> tuple[dict, str]:
+    """split -> logits file of one model (or method output), and a hash of all its logits files."""
+    folder = folder or config.paths(name)["logits"]
     files = sorted(folder.glob("*.safetensors"))
     if not files:
         raise store.StoreError(f"{folder}: no logits of model {name!r}; run `dvc repro logits@{name}`")
     h = hashlib.sha256()
     out = {}
     for f in files:
-        lf = store.load_logits_file(f)
-        if lf.logits.ndim != 2:
-            raise store.StoreError(f"{f}: expected (N, C) logits, got {tuple(lf.logits.shape)}")
-        out[f.stem] = lf
+        out[f.stem] = store.load_logits_file(f)
         h.update(f.name.encode() + f.read_bytes())
     return out, h.hexdigest()[:16]
 
 
-def _check_alignment(all_logits: dict[str, dict]) -> None:
-    ref_name, ref = next(iter(all_logits.items()))
-    for name, files in all_logits.items():
+def _check_alignment(models: dict[str, dict], methods: dict[str, dict]) -> None:
+    """All zoo models have logits for the same splits, on the same samples in the same order;
+    method outputs cover val and test at least, aligned with the models on the splits they have."""
+    ref_name, ref = next(iter(models.items()))
+    for name, files in models.items():
         if set(files) != set(ref):
             raise store.StoreError(f"models {ref_name!r} and {name!r} have logits for different splits: {sorted(set(files) ^ set(ref))}")
+    for name, files in (models | methods).items():
+        if name in methods and ({"val", "test"} - set(files) or set(files) - set(ref)):
+            raise store.StoreError(f"method output {name!r} has splits {sorted(files)}; it needs val and test and only splits of the models {sorted(ref)}")
         for split in files:
             store.check_aligned(ref[split], files[split])
 
@@ -80,58 +82,116 @@ def _cached(folder: Path, key: str, compute) -> tuple[pd.DataFrame, pd.DataFrame
     return rows_df, paired_df, True
 
 
+def deep_ensemble_groups(zoo: dict, sizes) -> list[list[str]]:
+    """Member lists of the deep ensembles: for each group of zoo entries that differ only
+    in their seed (at least 2 seeds), the first ``m`` seeds for every ``m`` in ``sizes``.
+
+    Raises ``ValueError`` naming the method and model when a group has fewer seeds than asked.
+    """
+    groups: dict[tuple, list] = {}
+    for e in zoo.values():
+        groups.setdefault((e.arch, e.init, e.img_size, e.recipe), []).append(e)
+    out = []
+    for entries in groups.values():
+        if len(entries) < 2:
+            continue
+        names = [e.name for e in sorted(entries, key=lambda e: e.seed)]
+        for m in sizes:
+            if isinstance(m, bool) or not isinstance(m, int) or m < 2:
+                raise ValueError(f"evaluate.deep_ensembles: sizes must be integers >= 2, got {m!r}")
+            if m > len(names):
+                raise ValueError(f"deep_ensemble m={m} of model {entries[0].arch!r} ({names[0]}, ...): only {len(names)} seeds "
+                                 f"in the zoo ({names}); add seeds to the zoo or lower evaluate.deep_ensembles")
+            out.append(names[:m])
+    return out
+
+
+def method_outputs(folder: Path) -> dict[str, dict]:
+    """Outputs of method stages (SVE, MC dropout, soups, ...): ``<folder>/<name>/{cost.json, <split>.safetensors}``."""
+    out = {}
+    for cost_file in sorted(folder.glob("*/cost.json")) if folder.exists() else []:
+        info = store.read_json(cost_file)
+        for key in ("family", "method", "base", "gflops", "params", "throughput"):
+            if key not in info:
+                raise store.StoreError(f"{cost_file}: missing key {key!r}")
+        out[cost_file.parent.name] = info
+    return out
+
+
+def _sum_cost(costs: dict, members) -> dict:
+    """Cost of running ``members`` one after the other; balance = sidekick/base GFLOPs for pairs."""
+    return {"gflops": sum(costs[m]["gflops"] for m in members), "params": sum(costs[m]["params"] for m in members),
+            "throughput": 1.0 / sum(1.0 / costs[m]["throughput"] for m in members),
+            "balance": costs[members[1]]["gflops"] / costs[members[0]]["gflops"] if len(members) == 2 else float("nan")}
+
+
+def _units(cfg, zoo, costs, logits, pairs, ensembles, methods) -> list[tuple]:
+    """(identity, compute, cost) of every unit; identity[1:] are the names whose logits it reads."""
+    nan = float("nan")
+    units = [(("single", n), lambda n=n: (single_unit(cfg, n, logits[n]), []), _sum_cost(costs, [n])) for n in zoo]
+    units += [(("duo", p.base, p.sidekick), lambda b=p.base, s=p.sidekick: duo_unit(cfg, b, s, logits[b], logits[s]),
+               _sum_cost(costs, [p.base, p.sidekick])) for p in pairs]
+    units += [(("deep_ensemble", *ms), lambda ms=ms: (ensemble_unit(cfg, ms, [logits[m] for m in ms]), []),
+               dict(_sum_cost(costs, ms), balance=nan)) for ms in ensembles]
+    units += [(("method", n), lambda n=n, i=info: (multi_member_unit(cfg, _method_ident(n, i), logits[n]), []),
+               {"gflops": info["gflops"], "params": info["params"], "throughput": info["throughput"], "balance": nan,
+                "overhead_percent": info.get("overhead_percent", nan)})
+              for n, info in methods.items()]
+    return units
+
+
+def _method_ident(name: str, info: dict) -> dict:
+    """Rows of a method output name the zoo models it was built from (soup ingredients, or its base)."""
+    ingredients = info.get("ingredients")
+    members = "+".join(ingredients) if isinstance(ingredients, list) and ingredients else info["base"]
+    return {"family": info["family"], "method": info["method"], "base": info["base"], "members": members}
+
+
 def run(params: dict, *, progress: bool = True) -> dict:
     """Evaluate all units, write metrics.csv, paired.csv, models.csv, summary.json."""
-    cfg = EvalConfig.from_params(params.get("suite", "embedded"), params["evaluate"])
+    ev = params["evaluate"]
+    cfg = EvalConfig.from_params(params.get("suite", "embedded"), ev)
     zoo = config.zoo(params)
+    ensembles = deep_ensemble_groups(zoo, ev.get("deep_ensembles") or [])
     costs = load_costs(zoo)
+    methods = method_outputs(config.paths()["methods"])
     loaded = {name: load_model_logits(name) for name in zoo}
+    loaded |= {name: load_model_logits(name, config.paths()["methods"] / name) for name in methods}
+    _check_alignment({n: loaded[n][0] for n in zoo}, {n: loaded[n][0] for n in methods})
     logits = {n: {s: (lf.logits, lf.labels) for s, lf in files.items()} for n, (files, _) in loaded.items()}
-    _check_alignment({n: files for n, (files, _) in loaded.items()})
     hashes = {n: h for n, (_, h) in loaded.items()}
     settings = config.fingerprint(cfg.__dict__, code_hash())
-    bal = params["evaluate"].get("balance_range")
+    bal = ev.get("balance_range")
     pairs = enumerate_pairs([{"name": n, "gflops": c["gflops"], "params": c["params"]} for n, c in costs.items()],
                             balance_range=tuple(bal) if bal else None)
-    units = [("single", (n,)) for n in zoo] + [("duo", (p.base, p.sidekick)) for p in pairs]
+    units = _units(cfg, zoo, costs, logits, pairs, ensembles, methods)
     folder = config.paths()["units"]
     folder.mkdir(parents=True, exist_ok=True)
     tables, paired_tables, keys, computed = [], [], set(), 0
-    for kind, members in tqdm(units, desc="evaluate", disable=not progress):
-        key = config.fingerprint(kind, members, [hashes[m] for m in members], settings)
+    for ident, compute, cost in tqdm(units, desc="evaluate", disable=not progress):
+        inputs = [hashes[m] for m in ident[1:]]
+        key = config.fingerprint(ident, inputs, settings)
         keys.add(key)
-        if kind == "single":
-            compute = lambda m=members[0]: (single_unit(cfg, m, logits[m]), [])  # noqa: E731
-        else:
-            compute = lambda b=members[0], s=members[1]: duo_unit(cfg, b, s, logits[b], logits[s])  # noqa: E731
         rows, paired, new = _cached(folder, key, compute)
         computed += new
-        rows["inputs_hash"] = config.fingerprint([hashes[m] for m in members])
+        for col, val in cost.items():
+            rows[col] = val
+        rows["inputs_hash"] = config.fingerprint(inputs)
         tables.append(rows)
         paired_tables.append(paired)
     for stale in folder.glob("*.csv"):
         if stale.name.split(".")[0] not in keys:
             stale.unlink()
-    results = _with_costs(pd.concat(tables, ignore_index=True), costs)
+    results = validate_results(pd.concat(tables, ignore_index=True), source="evaluation")[list(COLUMNS)]
     p = config.paths()
     store.write_table(p["metrics"], results)
     store.write_table(p["paired"], pd.concat(paired_tables, ignore_index=True))
-    store.write_table(p["models"], pd.DataFrame(costs.values())[["name", "arch", "init", "img_size", "seed", "role", "gflops", "params", "throughput"]])
+    model_cols = ["name", "arch", "init", "img_size", "seed", "role", "gflops", "params", "throughput"]
+    store.write_table(p["models"], pd.DataFrame(costs.values())[model_cols])
     stats = {"units": len(units), "computed": computed, "reused": len(units) - computed, "pairs": len(pairs)}
-    store.write_json(p["summary"], summary(results, params["evaluate"].get("main_fit", "converged")) | {"units": stats})
+    store.write_json(p["summary"], summary(results, ev.get("main_fit", "converged")) | {"units": stats})
     store.write_json(folder / "last_run.json", stats)
     return stats
-
-
-def _with_costs(rows: pd.DataFrame, costs: dict) -> pd.DataFrame:
-    def member_cost(members: str, key: str) -> list[float]:
-        return [costs[m][key] for m in members.split("+")]
-
-    rows["gflops"] = [sum(member_cost(m, "gflops")) for m in rows["members"]]
-    rows["params"] = [sum(member_cost(m, "params")) for m in rows["members"]]
-    rows["throughput"] = [1.0 / sum(1.0 / t for t in member_cost(m, "throughput")) for m in rows["members"]]
-    rows["balance"] = [costs[s]["gflops"] / costs[b]["gflops"] if s else float("nan") for b, s in zip(rows["base"], rows["sidekick"])]
-    return validate_results(rows[[c for c in COLUMNS if c in rows.columns]], source="evaluation")
 
 
 def summary(results: pd.DataFrame, fit: str) -> dict:

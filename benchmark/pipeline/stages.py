@@ -1,7 +1,10 @@
 """The work of the per-model DVC stages: prepare data, train, logits, cost.
 
 Each function reads params + zoo, validates them before doing any work, and
-writes its outputs atomically through :mod:`benchmark.store`.
+writes its outputs atomically through :mod:`benchmark.store`. The suite's
+images come from the data source that params select
+(:mod:`benchmark.pipeline.sources`: the embedded suite in memory, or a paper
+suite streamed from the data root).
 """
 from __future__ import annotations
 
@@ -12,32 +15,15 @@ import torch
 
 from benchmark import cost as costs
 from benchmark import models, store
-from benchmark.data.embedded import build_embedded_suite
-from benchmark.data.splits_io import load_split, save_split
-from benchmark.data.transforms import to_model_input
 from benchmark.infer import predict_logits
-from benchmark.pipeline import config
+from benchmark.pipeline import config, sources
+from benchmark.pipeline.sources import TRAIN, VAL, split_files  # noqa: F401 (re-exported for the method stages)
 from benchmark.train import fine_tune, load_weights
 
-TRAIN, VAL = "train", "val"
 
-
-def prepare_data(params: dict, out: Path | None = None) -> list[str]:
-    """Build the suite's splits and write ``<out>/<split>.npz``; returns split names."""
-    out = Path(out or config.paths()["data"])
-    splits = build_embedded_suite(params["data"])
-    for name, split in splits.items():
-        save_split(out / f"{name}.npz", split)
-    store.write_json(out / "splits.json", {n: len(s) for n, s in splits.items()})
-    return list(splits)
-
-
-def split_files(data_dir: Path | None = None) -> dict[str, Path]:
-    data_dir = Path(data_dir or config.paths()["data"])
-    files = {p.stem: p for p in sorted(data_dir.glob("*.npz"))}
-    if TRAIN not in files or VAL not in files:
-        raise store.StoreError(f"{data_dir}: no train/val split files; run the data stage first (dvc repro data)")
-    return files
+def prepare_data(params: dict, out: Path | None = None, *, progress: bool = True) -> list[str]:
+    """Build the suite's splits and write ``<out>/<split>.npz`` + ``splits.json`` (whole folder atomically)."""
+    return sources.for_params(params).prepare(Path(out or config.paths()["data"]))
 
 
 def num_classes(train_labels) -> int:
@@ -45,56 +31,69 @@ def num_classes(train_labels) -> int:
 
 
 def _inputs(split, entry) -> tuple[torch.Tensor, torch.Tensor]:
-    cfg = models.data_config(entry)
-    return to_model_input(split.images, entry.img_size, cfg["mean"], cfg["std"]), torch.from_numpy(split.labels)
+    """An embedded split as model input and labels (see :func:`sources.embedded_inputs`)."""
+    return sources.embedded_inputs(split, entry)
 
 
 def train(params: dict, name: str, *, progress: bool = True, stop_after_epoch: int | None = None) -> dict:
-    """Fine-tune zoo entry ``name``; checkpoint in ``results/checkpoints/<name>/``."""
+    """Fine-tune zoo entry ``name``; checkpoint in ``results/checkpoints/<name>/``.
+
+    A recipe with ``epochs: 0`` saves the initial (pretrained) weights as the checkpoint.
+    """
     entry = config.entry(params, name)
     recipe = config.recipes(params)[entry.recipe]
-    files = split_files()
-    tr, va = load_split(files[TRAIN], TRAIN), load_split(files[VAL], VAL)
-    model = models.create(entry, num_classes(tr.labels))  # fails fast on missing weights
+    src = sources.for_params(params)
+    src.check_recipe(entry.recipe, recipe)
+    dev = sources.device(params)
+    model = models.create(entry, src.num_classes())  # fails fast on missing weights
     config.set_threads(params)
-    fp = config.fingerprint(entry.as_dict(), asdict(recipe), store.array_hash(tr.ids), store.array_hash(va.ids))
-    return fine_tune(model, _inputs(tr, entry), _inputs(va, entry), recipe, seed=entry.seed,
+    tr = va = None
+    data_fp = []
+    if recipe.epochs:
+        tr, va = src.inputs(TRAIN, entry, train=True), src.inputs(VAL, entry)
+        data_fp = [store.array_hash(tr.ids), store.array_hash(va.ids)]
+    fp = config.fingerprint(entry.as_dict(), asdict(recipe), *data_fp)
+    return fine_tune(model.to(dev), tr and tr.fit_data, va and va.fit_data, recipe, seed=entry.seed,
                      folder=config.paths(name)["checkpoint"], fingerprint=fp, progress=progress,
-                     stop_after_epoch=stop_after_epoch)
+                     stop_after_epoch=stop_after_epoch, num_workers=src.num_workers)
 
 
 def load_trained(params: dict, name: str):
+    """(zoo entry, its trained model in eval mode on the CPU)."""
     entry = config.entry(params, name)
-    tr = load_split(split_files()[TRAIN], TRAIN)
-    model = models.create(entry, num_classes(tr.labels), load_weights=False)
-    load_weights(config.paths(name)["checkpoint"] / "model.safetensors", model)
+    model = models.create(entry, sources.for_params(params).num_classes(), load_weights=False)
+    folder = config.paths(name)["checkpoint"]
+    if not (folder / "train.json").exists():
+        raise store.StoreError(f"{folder}: training of {name!r} has not finished (no train.json); run `dvc repro train@{name}`")
+    load_weights(folder / "model.safetensors", model)
     return entry, model.eval()
 
 
 def logits(params: dict, name: str, *, progress: bool = True) -> list[str]:
     """Logits of the trained model on every split but train, one file per split."""
     entry, model = load_trained(params, name)
+    src = sources.for_params(params)
+    model.to(sources.device(params))
     config.set_threads(params)
-    out = config.paths(name)["logits"]
     written = []
-    for split_name, path in split_files().items():
-        if split_name == TRAIN:
-            continue
-        split = load_split(path, split_name)
-        x, y = _inputs(split, entry)
-        z = predict_logits(model, x, batch_size=params["logits"]["batch_size"], desc=f"{name}/{split_name}", progress=progress)
-        store.save_logits_file(out / f"{split_name}.safetensors", z, y, torch.from_numpy(split.ids),
-                               meta={"model": name, "split": split_name, "arch": entry.arch})
-        written.append(split_name)
+    with store.atomic_dir(config.paths(name)["logits"]) as out:
+        for split_name in split_files():
+            if split_name == TRAIN:
+                continue
+            s = src.inputs(split_name, entry)
+            z = predict_logits(model, s.inputs, batch_size=params["logits"]["batch_size"], desc=f"{name}/{split_name}",
+                               progress=progress, num_workers=src.num_workers)
+            store.save_logits_file(out / f"{split_name}.safetensors", z, s.labels, s.ids,
+                                   meta={"model": name, "split": split_name, "arch": entry.arch})
+            written.append(split_name)
     return written
 
 
 def cost(params: dict, name: str, *, progress: bool = False) -> dict:
     """GFLOPs, params and CPU throughput of zoo entry ``name`` at its input size."""
     entry = config.entry(params, name)
-    tr = load_split(split_files()[TRAIN], TRAIN)
     config.set_threads(params)
-    model = models.create(entry, num_classes(tr.labels), load_weights=False)
+    model = models.create(entry, sources.for_params(params).num_classes(), load_weights=False)
     c = params["cost"]
     record = {
         "name": name, "arch": entry.arch, "init": entry.init, "img_size": entry.img_size, "seed": entry.seed,
@@ -103,4 +102,39 @@ def cost(params: dict, name: str, *, progress: bool = False) -> dict:
         "threads": torch.get_num_threads(),
     }
     store.write_json(config.paths(name)["cost"], record)
+    return record
+
+
+def method_output(params: dict, name: str, model, entry, info: dict, *, splits=None, batch_size: int | None = None,
+                  progress: bool = True) -> dict:
+    """Write a method stage's output: ``results/methods/<name>/<split>.safetensors`` + ``cost.json``.
+
+    ``model`` maps (B, 3, S, S) inputs (prepared for zoo entry ``entry``) to (B, C)
+    or (M, B, C) logits. ``splits`` defaults to every split but train and must
+    include val and test. ``info`` holds at least ``family``, ``method`` and
+    ``base``; ``gflops``, ``params`` and ``throughput`` are measured unless given.
+    The evaluate stage picks the folder up as one more method.
+    """
+    for key in ("family", "method", "base"):
+        if key not in info:
+            raise ValueError(f"method output {name!r}: info needs {key!r}")
+    files = {s: p for s, p in split_files().items() if s != TRAIN and (splits is None or s in splits)}
+    missing = sorted({VAL, "test"} - set(files))
+    if missing or (splits is not None and set(splits) - set(files)):
+        raise ValueError(f"method output {name!r}: splits {sorted(set(splits or []) - set(files)) or missing} do not exist in {config.paths()['data']}")
+    src = sources.for_params(params)
+    config.set_threads(params)
+    c = params["cost"]
+    record = dict(info)
+    record.setdefault("gflops", costs.count_flops(model, entry.img_size))
+    record.setdefault("params", costs.count_params(model))
+    record.setdefault("throughput", costs.measure_throughput(model, entry.img_size, batch_size=c["throughput_batch"], iters=c["throughput_iters"]))
+    with store.atomic_dir(config.paths()["methods"] / name) as out:
+        for split_name in files:
+            s = src.inputs(split_name, entry)
+            z = predict_logits(model, s.inputs, batch_size=batch_size or params["logits"]["batch_size"], desc=f"{name}/{split_name}",
+                               progress=progress, num_workers=src.num_workers)
+            store.save_logits_file(out / f"{split_name}.safetensors", z, s.labels, s.ids,
+                                   meta={"model": name, "split": split_name, "family": info["family"]})
+        store.write_json(out / "cost.json", record)
     return record

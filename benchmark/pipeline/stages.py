@@ -47,13 +47,13 @@ def train(params: dict, name: str, *, progress: bool = True, stop_after_epoch: i
     dev = sources.device(params)
     model = models.create(entry, src.num_classes())  # fails fast on missing weights
     config.set_threads(params)
-    tr = va = None
+    train_data = val_data = None
     data_fp = []
-    if recipe.epochs:
+    if recipe.epochs:  # epochs 0: the initial weights are the checkpoint, no data is read
         tr, va = src.inputs(TRAIN, entry, train=True), src.inputs(VAL, entry)
-        data_fp = [store.array_hash(tr.ids), store.array_hash(va.ids)]
+        train_data, val_data, data_fp = tr.fit_data, va.fit_data, [store.array_hash(tr.ids), store.array_hash(va.ids)]
     fp = config.fingerprint(entry.as_dict(), asdict(recipe), *data_fp)
-    return fine_tune(model.to(dev), tr and tr.fit_data, va and va.fit_data, recipe, seed=entry.seed,
+    return fine_tune(model.to(dev), train_data, val_data, recipe, seed=entry.seed,
                      folder=config.paths(name)["checkpoint"], fingerprint=fp, progress=progress,
                      stop_after_epoch=stop_after_epoch, num_workers=src.num_workers)
 

@@ -69,8 +69,10 @@ def test_stale_checkpoint_with_other_fingerprint_is_discarded(tmp_path):
 def test_bad_recipe_is_named():
     with pytest.raises(ValueError, match="recipe 'r': unknown keys"):
         Recipe.from_params("r", {"epochs": 1, "batch_size": 2, "lr": 0.1, "momentum": 0.9})
-    with pytest.raises(ValueError, match="recipe 'r': epochs and batch_size must be >= 1"):
+    with pytest.raises(ValueError, match="recipe 'r': epochs 0 means no training"):
         Recipe.from_params("r", {"epochs": 0, "batch_size": 2, "lr": 0.1})
+    with pytest.raises(ValueError, match="recipe 'r'.*needs batch_size >= 1"):
+        Recipe.from_params("r", {"epochs": 2, "batch_size": 0, "lr": 0.1})
 
 
 def test_diverging_loss_raises(tmp_path):

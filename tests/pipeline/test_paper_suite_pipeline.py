@@ -1,0 +1,254 @@
+"""The paper suites' DVC pipeline folders: generated files, data source, epochs-0 recipes, one suite end to end."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+import yaml
+from safetensors.torch import load_file
+from timm.data import create_transform, resolve_data_config
+
+from benchmark import models, store
+from benchmark.cli import main as cli_main
+from benchmark.data.paper import DatasetLayoutError, list_suites, load_suite
+from benchmark.pipeline import config, entry, sources, stages, suite_pipeline
+from benchmark.train import Recipe, fine_tune
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "data" / "paper"))
+from paper_layouts import write_caltech256, write_imagenet, write_imagenet_v2  # noqa: E402
+
+TINY_ZOO = {"models": {
+    "res": {"arch": "test_resnet", "init": "scratch", "img_size": 32, "seed": 0, "recipe": "finetune", "role": "base"},
+    "eff": {"arch": "test_efficientnet", "init": "scratch", "img_size": 32, "seed": 1, "recipe": "finetune", "role": "sidekick"},
+}}
+PER_CLASS = 12  # Caltech fixture: 3 categories x 12 images -> 25 / 5 / 6 (batches of 5: BatchNorm needs 2+ per batch)
+
+
+def run(cmd, cwd):
+    env = {k: v for k, v in os.environ.items() if k != "UQBENCH_DATA"}
+    env.update(HF_HUB_OFFLINE="1", TQDM_DISABLE="1", PYTHONUNBUFFERED="1")
+    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, f"{cmd} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    return proc
+
+
+def copy_repo(dst: Path, suites=()) -> Path:
+    """What DVC needs of the repository: code, stage scripts, zoos, the suite files and folders."""
+    ignore = shutil.ignore_patterns("__pycache__", "results", "reports", "dvc.lock")
+    for name in ("benchmark", "pipelines", "zoo"):
+        shutil.copytree(ROOT / name, dst / name, ignore=ignore)
+    (dst / "suites").mkdir()
+    for s in suites:
+        shutil.copy(ROOT / "suites" / f"{s}.yaml", dst / "suites")
+        shutil.copytree(ROOT / "suites" / s, dst / "suites" / s, ignore=ignore)
+    return dst
+
+
+def tiny_params(suite: str, data_root, **recipes) -> dict:
+    """The committed params.yaml of ``suite``, shrunk for a CPU test run."""
+    p = yaml.safe_load((ROOT / "suites" / suite / "params.yaml").read_text())
+    p.update(data_root=str(data_root), device="cpu", num_workers=0, threads=1)
+    p["recipes"] = recipes or p["recipes"]
+    p["logits"]["batch_size"] = 16
+    p["cost"].update(throughput_batch=2, throughput_iters=1)
+    p["evaluate"].update(n_bootstrap=10)
+    p["report"].update(formats=["png"], plot_metrics=["accuracy", "aurc"])
+    return p
+
+
+# -- (1) generated pipeline folders -------------------------------------------------------------------
+
+def test_committed_suite_folders_equal_the_generator():
+    names = list_suites(ROOT / "suites")
+    assert names and all((ROOT / "suites" / n / "dvc.yaml").is_file() for n in names)
+    for name in names:
+        assert suite_pipeline.check(name, ROOT) == [], f"regenerate: python -m benchmark suite-pipeline {name}"
+    assert cli_main(["suite-pipeline", "--all", "--check", "--root", str(ROOT)]) == 0
+
+
+def test_check_detects_drift_and_write_keeps_params(tmp_path, capsys):
+    root = copy_repo(tmp_path, ["caltech256"])
+    folder = root / "suites" / "caltech256"
+    (folder / "dvc.yaml").write_text((folder / "dvc.yaml").read_text().replace("persist: true", "persist: false"))
+    params = yaml.safe_load((folder / "params.yaml").read_text())
+    params["recipes"]["finetune"]["lr"] = 0.5
+    params["data_root"] = "/my/data"
+    (folder / "params.yaml").write_text(yaml.safe_dump(params))
+    problems = suite_pipeline.check("caltech256", root)
+    assert any("dvc.yaml: differs" in p for p in problems) and any("['recipes'] differ" in p for p in problems)
+    assert cli_main(["suite-pipeline", "caltech256", "--check", "--root", str(root)]) == 2
+    assert "regenerate with" in capsys.readouterr().err
+    written = suite_pipeline.write("caltech256", root)
+    assert written == [folder / "dvc.yaml"]  # the user's params.yaml is kept
+    assert (folder / "dvc.yaml").read_text() == (ROOT / "suites" / "caltech256" / "dvc.yaml").read_text()
+    assert yaml.safe_load((folder / "params.yaml").read_text())["data_root"] == "/my/data"
+
+
+def test_dvc_parses_every_suite_folder(tmp_path):
+    names = list_suites(ROOT / "suites")
+    root = copy_repo(tmp_path, names)
+    run([sys.executable, "-m", "dvc", "init", "-q", "--no-scm"], root)
+    out = run([sys.executable, "-m", "dvc", "stage", "list", "--fail", "--name-only",
+               *(f"suites/{n}/dvc.yaml" for n in names)], root).stdout.split()
+    for name in names:
+        zoo = load_suite(name, suites_dir=ROOT / "suites").zoo
+        entries = yaml.safe_load((ROOT / zoo).read_text())["models"]
+        per_model = {f"suites/{name}/dvc.yaml:{stage}@{m}" for stage in ("train", "logits", "cost") for m in entries}
+        fixed = {f"suites/{name}/dvc.yaml:{stage}" for stage in ("data", "evaluate", "report")}
+        assert {s for s in out if s.startswith(f"suites/{name}/")} == per_model | fixed
+
+
+# -- (3) a missing data root: one clear error before anything trains ---------------------------------
+
+def _suite_folder(tmp_path: Path, suite: str, zoo: dict, params: dict) -> Path:
+    root = tmp_path / "repo"
+    (root / "suites" / suite).mkdir(parents=True)
+    (root / "zoo").mkdir()
+    shutil.copy(ROOT / "suites" / f"{suite}.yaml", root / "suites")
+    (root / load_suite(suite, suites_dir=ROOT / "suites").zoo).write_text(yaml.safe_dump(zoo))
+    (root / "suites" / suite / "params.yaml").write_text(yaml.safe_dump(params))
+    return root / "suites" / suite
+
+
+def test_missing_data_root_is_one_clear_error(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("UQBENCH_DATA", raising=False)
+    params = tiny_params("caltech256", "x")
+    params["data_root"] = None
+    folder = _suite_folder(tmp_path, "caltech256", TINY_ZOO, params)
+    monkeypatch.chdir(folder)
+    p = config.load_params()
+    with pytest.raises(DatasetLayoutError) as e:
+        stages.prepare_data(p, progress=False)
+    msg = str(e.value)
+    assert "suite 'caltech256'" in msg and "no data root is set" in msg and "UQBENCH_DATA" in msg
+    assert "256_ObjectCategories/001.ak47/001_0001.jpg" in msg  # the expected layout
+    missing = tmp_path / "nowhere"
+    p["data_root"] = str(missing)
+    with pytest.raises(DatasetLayoutError, match=r"suite 'caltech256': caltech256: root folder .*nowhere.* not found") as e:
+        stages.prepare_data(p, progress=False)
+    assert "256_ObjectCategories" in str(e.value)
+    # through the stage script's wrapper: one line "error: ...", exit status 2, nothing written
+    (folder / "params.yaml").write_text(yaml.safe_dump(p))
+    assert entry.stage_main("data", lambda params, a: stages.prepare_data(params), argv=[]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: suite 'caltech256'") and str(missing) in err
+    with pytest.raises(store.StoreError, match="run the data stage first"):
+        stages.train(p, "res", progress=False)
+    assert not (folder / "results").exists()
+
+
+# -- (4) epochs 0: the pretrained weights are the checkpoint --------------------------------------------
+
+def test_recipe_epochs_0_keeps_the_initial_weights(tmp_path):
+    assert Recipe.from_params("none", {"epochs": 0, "select_by": "macro_f1"}) == Recipe(epochs=0, select_by="macro_f1")
+    with pytest.raises(ValueError, match="recipe 'none': epochs 0 means no training; .* got \\['lr'\\]"):
+        Recipe.from_params("none", {"epochs": 0, "lr": 0.1})
+    with pytest.raises(ValueError, match="recipe 'r': training \\(epochs 2\\) needs batch_size >= 1, lr > 0"):
+        Recipe.from_params("r", {"epochs": 2, "batch_size": 8})
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.Flatten(), torch.nn.LazyLinear(5))
+    model(torch.zeros(1, 3, 8, 8))
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    record = fine_tune(model, None, None, Recipe(epochs=0), seed=0, folder=tmp_path, fingerprint="fp", progress=False)
+    saved = load_file(str(tmp_path / "model.safetensors"))
+    assert saved.keys() == before.keys() and all(torch.equal(saved[k], before[k]) for k in before)
+    assert record["trained"] is False and record["history"] == [] and record["fingerprint"] == "fp"
+    assert json.loads((tmp_path / "train.json").read_text())["trained"] is False
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.safetensors", "train.json"]
+
+
+def test_imagenet_like_suite_without_training(tmp_path, monkeypatch):
+    """Stage functions on an ImageNet-layout fixture: epochs-0 checkpoint = the initial model, logits on the index."""
+    data = tmp_path / "data"
+    write_imagenet(data / "imagenet", per_class=(8, 7, 9))
+    write_imagenet_v2(data / "imagenetv2-matched-frequency-format-val")
+    zoo = {"models": {"res": dict(TINY_ZOO["models"]["res"], recipe="none")}}
+    folder = _suite_folder(tmp_path, "imagenet", zoo, tiny_params("imagenet", data))
+    monkeypatch.chdir(folder)
+    p = config.load_params()
+    p["num_workers"] = 2  # images decoded in DataLoader worker processes
+    assert sorted(stages.prepare_data(p, progress=False)) == ["shift", "test", "val"]
+    spec = load_suite("imagenet", suites_dir=ROOT / "suites")
+    want = spec.load_splits(data)
+    for split, s in want.items():  # the index: the loaders' ids and labels, no pixels
+        idx = np.load(f"results/data/{split}.npz")
+        assert sorted(idx.files) == ["ids", "labels", "name"]
+        assert np.array_equal(idx["ids"], s.ids) and np.array_equal(idx["labels"], s.labels)
+    record = stages.train(p, "res", progress=False)
+    assert record["trained"] is False
+    fresh = models.create(config.entry(p, "res"), spec.num_classes).state_dict()
+    saved = load_file("results/checkpoints/res/model.safetensors")
+    assert all(torch.equal(saved[k], fresh[k]) for k in fresh)
+    assert stages.logits(p, "res", progress=False) == ["shift", "test", "val"]
+    test = store.load_logits_file("results/logits/res/test.safetensors")
+    assert tuple(test.logits.shape) == (len(want["test"]), 1000)
+    assert np.array_equal(test.ids.numpy(), want["test"].ids) and np.array_equal(test.labels.numpy(), want["test"].labels)
+    # the same model on the same images, one by one with the transform the published code builds from the model
+    model = models.create(config.entry(p, "res"), 1000).eval()
+    tf = create_transform(**resolve_data_config({"input_size": (3, 32, 32)}, model=model))
+    x = torch.stack([tf(want["test"].image(i)) for i in range(3)])
+    with torch.no_grad():
+        assert torch.allclose(model(x), test.logits[:3], atol=1e-5)
+
+
+def test_device_param():
+    assert sources.device({}) == torch.device("cpu")  # the embedded suite: unchanged CPU behaviour
+    assert sources.device({"device": "auto"}) == torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    with pytest.raises(config.ConfigError, match="'device' must be auto, cpu or cuda, got 'gpu'"):
+        sources.device({"device": "gpu"})
+    if not torch.cuda.is_available():
+        with pytest.raises(config.ConfigError, match="torch sees no CUDA device"):
+            sources.device({"device": "cuda"})
+
+
+def test_paper_recipe_must_select_like_the_suite(tmp_path, monkeypatch):
+    params = tiny_params("iwildcam", tmp_path, finetune={"epochs": 1, "batch_size": 4, "lr": 0.01})
+    folder = _suite_folder(tmp_path, "iwildcam", TINY_ZOO, params)
+    monkeypatch.chdir(folder)
+    with pytest.raises(config.ConfigError, match="recipe 'finetune' selects by 'accuracy' but suite 'iwildcam' by 'macro_f1'"):
+        stages.train(config.load_params(), "res", progress=False)
+
+
+# -- (2) one paper suite end to end through DVC, on CPU ---------------------------------------------------
+
+@pytest.mark.slow
+def test_caltech256_suite_through_dvc(tmp_path):
+    data = write_caltech256(tmp_path / "data", counts=(PER_CLASS,) * 3)
+    root = copy_repo(tmp_path / "repo", ["caltech256"])
+    folder = root / "suites" / "caltech256"
+    params = tiny_params("caltech256", data, finetune={"epochs": 1, "batch_size": 5, "lr": 0.003, "select_by": "accuracy"})
+    (folder / "params.yaml").write_text(yaml.safe_dump(params))
+    (root / "zoo" / "caltech256.yaml").write_text(yaml.safe_dump(TINY_ZOO))
+    run(["git", "init", "-q"], root)
+    run([sys.executable, "-m", "dvc", "init", "-q"], root)
+    out = run([sys.executable, "-m", "dvc", "repro", "suites/caltech256/dvc.yaml"], root).stdout
+    assert "Running stage 'suites/caltech256/dvc.yaml:train@res'" in out
+    m = pd.read_csv(folder / "results" / "metrics.csv")
+    assert set(m["suite"]) == {"caltech256"} and set(m["family"]) == {"single", "duo"}
+    assert set(m.loc[m.family == "single", "base"]) == {"res", "eff"}
+    duos = m[m.family == "duo"]
+    assert set(zip(duos["base"], duos["sidekick"], strict=True)) == {("res", "eff")}
+    # the published split (torch random_split, seed 42) of 36 images in category order, labels = category
+    n = 3 * PER_CLASS
+    parts = torch.utils.data.random_split(range(n), [int(0.7 * n), int(0.15 * n), n - int(0.7 * n) - int(0.15 * n)],
+                                          generator=torch.Generator().manual_seed(42))
+    test = store.load_logits_file(folder / "results" / "logits" / "eff" / "test.safetensors")
+    assert test.ids.tolist() == list(parts[2].indices) and test.labels.tolist() == [i // PER_CLASS for i in parts[2].indices]
+    assert tuple(test.logits.shape) == (len(parts[2]), 257)
+    assert (folder / "reports" / "index.html").stat().st_size > 1000
+    status = run([sys.executable, "-m", "dvc", "status", "--json", "suites/caltech256/dvc.yaml"], root).stdout
+    assert json.loads(status or "{}") == {}
+    # a plain `dvc status` / `dvc repro` at the root concerns the embedded pipeline only
+    for name in ("dvc.yaml", "params.yaml"):
+        shutil.copy(ROOT / name, root / name)
+    pending = json.loads(run([sys.executable, "-m", "dvc", "status", "--json"], root).stdout or "{}")
+    assert "data" in pending and not [s for s in pending if "suites/" in s]

@@ -10,16 +10,18 @@ assembles the results table.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
 from benchmark.core.combine import Prediction, duo_prediction, ensemble_prediction, single_prediction
 from benchmark.core.evaluate import evaluate, paired_difference
+from benchmark.core.groups import group_summary
 from benchmark.core.ood import ood_evaluate
 from benchmark.core.temperature import fit_duo, fit_temperature
 
 VAL, TEST, OOD = "val", "test", "ood"
+GROUP_METRICS = ("mean_group_accuracy", "worst_group_accuracy", "mean_group_macro_f1", "worst_group_macro_f1")
 # (method, confidence) of the duo variants reported for every pair
 DUO_VARIANTS = (("weighted", "max"), ("weighted", "published"), ("unweighted", "max"), ("uq_only", "published"))
 
@@ -36,6 +38,9 @@ class EvalConfig:
     seed: int = 0
     ece_bins: int = 15
     sac_threshold: float = 0.98
+    # split -> (N,) group id per sample (iWildCam locations): adds group-aware rows. Derived from
+    # the data index, which the logits' ids already identify, so it is not part of the settings hash.
+    groups: dict = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def from_params(cls, suite: str, raw: dict) -> "EvalConfig":
@@ -45,6 +50,10 @@ class EvalConfig:
             if k in kw:
                 kw[k] = tuple(kw[k])
         return cls(suite=suite, **kw)
+
+    def settings(self) -> dict:
+        """The knobs that change results (what the unit cache is keyed on)."""
+        return {k: v for k, v in self.__dict__.items() if k != "groups"}
 
     def n_boot(self, split: str) -> int:
         return self.n_bootstrap if split in self.bootstrap_splits else 0
@@ -60,6 +69,11 @@ def _rows(cfg: EvalConfig, ident: dict, split: str, pred: Prediction, labels: to
     res = evaluate(pred, labels, n_bootstrap=cfg.n_boot(split), seed=cfg.seed, level=cfg.bootstrap_level,
                    ece_bins=cfg.ece_bins, sac_threshold=cfg.sac_threshold)
     n = int(labels.shape[0])
+    if split in cfg.groups:
+        # WILDS convention for groups unseen in training (OOD split): macro F1 over the true classes only
+        present = "true" if split != TEST else "union"
+        summary = group_summary(pred.prediction, labels, cfg.groups[split], present=present)
+        res = dict(res, **{m: (summary[m], float("nan"), float("nan")) for m in GROUP_METRICS})
     return [dict(ident, suite=cfg.suite, split=split, metric=m, value=v, ci_low=lo, ci_high=hi, n=n)
             for m, (v, lo, hi) in res.items()]
 

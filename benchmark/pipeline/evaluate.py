@@ -8,10 +8,12 @@ cache and the cost files.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from pathlib import Path
 
 import pandas as pd
+import torch
 from tqdm.auto import tqdm
 
 import benchmark
@@ -80,6 +82,22 @@ def _cached(folder: Path, key: str, compute) -> tuple[pd.DataFrame, pd.DataFrame
     store.write_table(paired_path, paired_df)
     store.write_table(rows_path, rows_df)
     return rows_df, paired_df, True
+
+
+def _split_groups(params: dict, logits: dict) -> dict:
+    """split -> group ids (e.g. iWildCam camera locations) where the suite's data index has them."""
+    from benchmark.pipeline.sources import read_index
+
+    ref = next(iter(logits.values()))
+    out = {}
+    for split in ref:
+        path = config.paths()["data"] / f"{split}.npz"
+        index = read_index(path, split) if path.exists() else None
+        if index is not None and index.groups is not None:
+            if not torch.equal(torch.as_tensor(index.labels), ref[split][1]):
+                raise store.StoreError(f"{path}: labels differ from the logits of split {split!r}; rerun the pipeline (dvc repro)")
+            out[split] = torch.as_tensor(index.groups)
+    return out
 
 
 def deep_ensemble_groups(zoo: dict, sizes) -> list[list[str]]:
@@ -160,7 +178,8 @@ def run(params: dict, *, progress: bool = True) -> dict:
     _check_alignment({n: loaded[n][0] for n in zoo}, {n: loaded[n][0] for n in methods})
     logits = {n: {s: (lf.logits, lf.labels) for s, lf in files.items()} for n, (files, _) in loaded.items()}
     hashes = {n: h for n, (_, h) in loaded.items()}
-    settings = config.fingerprint(cfg.__dict__, code_hash())
+    cfg = dataclasses.replace(cfg, groups=_split_groups(params, logits))
+    settings = config.fingerprint(cfg.settings(), code_hash())
     bal = ev.get("balance_range")
     pairs = enumerate_pairs([{"name": n, "gflops": c["gflops"], "params": c["params"]} for n, c in costs.items()],
                             balance_range=tuple(bal) if bal else None)

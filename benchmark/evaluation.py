@@ -17,10 +17,13 @@ import torch
 from benchmark.core.combine import Prediction, duo_prediction, ensemble_prediction, single_prediction
 from benchmark.core.evaluate import evaluate, paired_difference
 from benchmark.core.groups import group_summary
+from benchmark.core.members import member_uncertainty
 from benchmark.core.ood import ood_evaluate
 from benchmark.core.temperature import fit_duo, fit_temperature
 
 VAL, TEST, OOD = "val", "test", "ood"
+# confidence name -> member_uncertainty score (negated: higher = more confident)
+MEMBER_CONFIDENCES = {"mutual_info": "mutual_information", "entropy": "predictive_entropy", "agreement": "disagreement"}
 GROUP_METRICS = ("mean_group_accuracy", "worst_group_accuracy", "mean_group_macro_f1", "worst_group_macro_f1")
 # (method, confidence) of the duo variants reported for every pair
 DUO_VARIANTS = (("weighted", "max"), ("weighted", "published"), ("unweighted", "max"), ("uq_only", "published"))
@@ -132,16 +135,28 @@ def ensemble_unit(cfg: EvalConfig, members: list[str], member_logits: list[dict]
 
 
 def multi_member_unit(cfg: EvalConfig, ident: dict, logits: dict) -> list[dict]:
-    """Rows of a method whose stage wrote (M, N, C) member logits (SVE, MC dropout, ...): mean of softmaxes."""
+    """Rows of a method whose stage wrote (N, C) logits or (M, N, C) member logits (SVE, MC dropout, ...).
+
+    The prediction is the mean of member softmaxes. With two members or more the
+    rows are repeated for each member-based confidence of :data:`MEMBER_CONFIDENCES`
+    (low mutual information, entropy or disagreement = confident).
+    """
     nan = float("nan")
     ident = dict(dict(sidekick="", fit="none", confidence="max", temperature_base=nan, temperature_side=nan,
                       weight_base=nan, weight_side=nan), **ident)
 
-    def predict(s):
+    def predict(s, score=None):
         z = logits[s][0]
-        return ensemble_prediction(z, mode="probs") if z.ndim == 3 else single_prediction(z)
+        if z.ndim != 3:
+            return single_prediction(z)
+        p = ensemble_prediction(z, mode="probs")
+        return p if score is None else Prediction(p.probs, p.prediction, -member_uncertainty(z)[score].to(p.probs.dtype))
 
-    return method_rows(cfg, ident, _labels(logits), predict)[0]
+    rows = method_rows(cfg, ident, _labels(logits), predict)[0]
+    if logits[VAL][0].ndim == 3 and logits[VAL][0].shape[0] >= 2:
+        for conf, score in MEMBER_CONFIDENCES.items():
+            rows += method_rows(cfg, dict(ident, confidence=conf), _labels(logits), lambda s, k=score: predict(s, k))[0]
+    return rows
 
 
 def duo_unit(cfg: EvalConfig, base: str, side: str, logits_b: dict, logits_s: dict) -> tuple[list[dict], list[dict]]:

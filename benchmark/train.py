@@ -232,7 +232,8 @@ def fine_tune(model: nn.Module, train, val, recipe: Recipe, *, seed: int, folder
             losses.append(loss.item())
             bar.set_postfix(loss=f"{losses[-1]:.3f}")
         val_inputs = val[0] if isinstance(val, tuple) else val
-        score = _score(predict_logits(model, val_inputs, num_workers=num_workers), _labels(val), recipe.select_by)
+        score = _score(predict_logits(model, val_inputs, batch_size=4 * recipe.batch_size, num_workers=num_workers),
+                       _labels(val), recipe.select_by)
         record["history"].append({"epoch": epoch, "train_loss": sum(losses) / len(losses), f"val_{recipe.select_by}": score})
         if score > record["best_score"]:
             record["best_score"], record["best_epoch"] = score, epoch

@@ -22,6 +22,7 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+from matplotlib.ticker import LogFormatter
 from tqdm import tqdm
 
 from benchmark.core.metric_info import METRICS
@@ -90,6 +91,13 @@ def _axis_label(metric: str) -> str:
     return f"{info.label} ({'higher' if info.higher_is_better else 'lower'} is better)"
 
 
+class _PlainLog(LogFormatter):
+    """Log-axis tick labels as plain numbers; matplotlib still picks which ticks get one."""
+
+    def _num_to_string(self, x, vmin, vmax):
+        return f"{x:g}"
+
+
 def _cost_figure(points: pd.DataFrame, metric: str, title: str, colors, marks, reference_family: str, cost: str,
                  xlabel: str) -> Figure:
     """Metric against the cost column ``cost`` (> 0, log scale) with the frontier; reference rows are stars named by base."""
@@ -112,6 +120,8 @@ def _cost_figure(points: pd.DataFrame, metric: str, title: str, colors, marks, r
     ax.scatter(x[on], y[on], s=90, facecolor="none", edgecolor="0.2", lw=0.8, zorder=4, label="on the frontier")
     if (x > 0).all():
         ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(_PlainLog())  # "0.1", "2", not "10^-1", "2 x 10^0"
+        ax.xaxis.set_minor_formatter(_PlainLog(labelOnlyBase=False))
     ax.set_xlabel(xlabel)
     ax.set_ylabel(_axis_label(metric))
     ax.set_title(_text(title), fontsize=10)

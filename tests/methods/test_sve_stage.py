@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import timm
 import torch
@@ -17,7 +18,7 @@ from benchmark import store
 from benchmark.cost import count_flops
 from benchmark.data.embedded import Split
 from benchmark.data.splits_io import load_split, save_split
-from benchmark.pipeline import stages
+from benchmark.pipeline import evaluate, stages
 from benchmark.pipeline import sve as stage
 from benchmark.train import load_weights
 
@@ -82,14 +83,14 @@ def test_output_has_member_logits_aligned_with_each_chosen_split(run):
         assert tuple(f.logits.shape) == (M, SIZES[name], CLASSES)
         assert np.array_equal(np.asarray(f.labels), split.labels) and np.array_equal(np.asarray(f.ids), split.ids)
         assert np.isfinite(np.asarray(f.logits)).all()
-    assert (root / "results" / "checkpoints" / "sve-m2" / "train.json").exists()
+    assert (root / "results" / "method_checkpoints" / "sve-m2" / "train.json").exists()
 
 
 def test_member_logits_match_the_dense_member_of_the_checkpoint(run):
     root, params, _ = run
     cfg, entry, _, _ = stage.check(params, M)
     model = stage.build(entry, cfg, M, CLASSES)
-    load_weights(root / "results" / "checkpoints" / "sve-m2" / "model.safetensors", model)
+    load_weights(root / "results" / "method_checkpoints" / "sve-m2" / "model.safetensors", model)
     test = load_split(root / "results" / "data" / "test.npz")
     x, _ = stages._inputs(test, entry)
     saved = torch.as_tensor(np.asarray(store.load_logits_file(root / "results" / "methods" / "sve-m2" / "test.safetensors").logits))
@@ -123,7 +124,7 @@ def test_trainable_params_are_the_optimised_tensors(run):
     model = stage.build(entry, cfg, M, CLASSES)
     assert record["trainable_params"] == sum(p.numel() for p in model.parameters() if p.requires_grad)
     # training changed exactly those: every frozen tensor of the checkpoint equals the freshly built one
-    saved = load_file(str(root / "results" / "checkpoints" / "sve-m2" / "model.safetensors"))
+    saved = load_file(str(root / "results" / "method_checkpoints" / "sve-m2" / "model.safetensors"))
     trainable = {n for n, p in model.named_parameters() if p.requires_grad}
     state = model.state_dict()
     assert set(saved) == set(state)
@@ -133,7 +134,7 @@ def test_trainable_params_are_the_optimised_tensors(run):
 
 def test_finished_run_is_not_trained_again_and_gives_the_same_output(run):
     root, params, record = run
-    folder = root / "results" / "checkpoints" / "sve-m2"
+    folder = root / "results" / "method_checkpoints" / "sve-m2"
     before = (folder / "train.json").stat().st_mtime_ns, (folder / "model.safetensors").read_bytes()
     test_file = root / "results" / "methods" / "sve-m2" / "test.safetensors"
     logits = np.asarray(store.load_logits_file(test_file).logits).copy()
@@ -169,7 +170,7 @@ def test_split_patterns_resolve_in_data_order():
 def test_bad_member_count_is_named_before_any_work(workdir, members):
     with pytest.raises(ValueError, match=r"members must be an integer >= 1.*--members"):
         stage.train_sve(_params(), members, progress=False)
-    assert not (workdir / "results" / "checkpoints").exists()
+    assert not (workdir / "results" / "method_checkpoints").exists()
 
 
 @pytest.mark.parametrize("change,message", [
@@ -177,7 +178,8 @@ def test_bad_member_count_is_named_before_any_work(workdir, members):
     ({"base": "tiny"}, r"sve.base: zoo entry 'tiny' has init 'scratch'; SVE needs a pretrained backbone"),
     ({"recipe": "fast"}, r"sve.recipe: unknown recipe 'fast'"),
     ({"sigma_init": -0.1}, r"sve.sigma_init must be a finite number >= 0"),
-    ({"members": [1, 1]}, r"sve.members must be a non-empty list of distinct integers"),
+    ({"members": [1, 1]}, r"sve.members must be a non-empty list of distinct integers >= 1, got \[1, 1\]"),
+    ({"members": [2, 0]}, r"sve.members must be a non-empty list of distinct integers >= 1, got \[2, 0\]"),
     ({"splits": ["val"]}, r"sve.splits must include"),
     ({"train_subset": 999}, r"sve.train_subset: 999 exceeds the 24 images"),
     ({"patterns": [r"conv_nothing$"]}, r"pattern 'conv_nothing\$' matches no Linear/Conv2d layer"),
@@ -186,7 +188,7 @@ def test_bad_member_count_is_named_before_any_work(workdir, members):
 def test_bad_params_are_named_before_training(workdir, change, message):
     with pytest.raises(ValueError, match=message):
         stage.train_sve(_params(**change), M, progress=False)
-    assert not (workdir / "results" / "checkpoints").exists()
+    assert not (workdir / "results" / "method_checkpoints").exists()
 
 
 def test_missing_section_is_named():
@@ -201,3 +203,33 @@ def test_stage_script_reports_a_bad_member_count(workdir):
                           cwd=workdir, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert "error: sve stage: members must be an integer >= 1, got 0 (--members)" in proc.stderr
+
+
+def test_evaluate_puts_sve_rows_with_their_overhead_in_the_results_table(run):
+    root, params, record = run
+    rng = np.random.default_rng(0)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(root)
+        for i, name in enumerate(("lite", "tiny")):  # stand-in logits and costs of the zoo models
+            for split_name in SIZES:
+                if split_name != "train":
+                    split = load_split(Path("results/data") / f"{split_name}.npz")
+                    z = torch.as_tensor(rng.normal(size=(len(split), CLASSES)), dtype=torch.float32)
+                    store.save_logits_file(Path("results/logits") / name / f"{split_name}.safetensors", z,
+                                           torch.as_tensor(split.labels), torch.as_tensor(split.ids))
+            store.write_json(Path("results/cost") / f"{name}.json", {
+                "name": name, "arch": "a", "init": "scratch", "img_size": IMG, "seed": 0, "role": "",
+                "gflops": 0.1 / (i + 1), "params": 1000 // (i + 1), "throughput": 100.0})
+        evaluate.run(dict(params, suite="t", evaluate={"fits": ["converged"], "n_bootstrap": 0}), progress=False)
+        res = pd.read_csv("results/metrics.csv")
+    rows = res[res["family"] == "sve"]
+    assert set(rows["split"]) == {"test", "ood"}  # val fits, is not scored
+    assert set(rows["method"]) == {"m2"} and set(rows["base"]) == {"lite"}
+    assert np.allclose(rows["gflops"], record["gflops"]) and (rows["params"] == record["params"]).all()
+    assert np.allclose(rows["overhead_percent"], record["overhead_percent"])
+    assert res.loc[res["family"] != "sve", "overhead_percent"].isna().all()
+    f = store.load_logits_file(root / "results" / "methods" / "sve-m2" / "test.safetensors")
+    zt, yt = torch.as_tensor(np.asarray(f.logits)), torch.as_tensor(np.asarray(f.labels))
+    acc = float((torch.softmax(zt, -1).mean(0).argmax(-1) == yt).double().mean())  # mean of member softmaxes
+    got = rows[(rows["split"] == "test") & (rows["metric"] == "accuracy")]["value"]
+    assert got.tolist() == [pytest.approx(acc)]

@@ -37,6 +37,7 @@ def tiny_params(params: dict) -> dict:
     b["mc_dropout"] = {"mcdrop-tiny": {"model": "tiny-a", "samples": 2, "p": 0.2, "seed": 0}}
     b["laplace"] = {"laplace-tiny": dict(next(iter(b["laplace"].values())), model="tiny-a")}
     b["shallow"], b["lora_ensemble"] = {}, {}
+    p["sve"].update(base="tiny-a", members=[1, 2], train_subset=100)
     return p
 
 
@@ -71,7 +72,7 @@ def stages_to_run(root) -> set[str]:
 
 def test_repro_builds_every_result(project):
     m = pd.read_csv(project / "results" / "metrics.csv")
-    assert set(m["family"]) >= {"single", "duo", "deep_ensemble", "soup", "mc_dropout", "laplace"}
+    assert set(m["family"]) >= {"single", "duo", "deep_ensemble", "soup", "mc_dropout", "laplace", "sve"}
     singles = m[m.family == "single"]
     assert set(singles["base"]) == set(TINY_ZOO["models"])
     duos = m[m.family == "duo"]

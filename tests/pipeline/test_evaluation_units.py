@@ -75,3 +75,23 @@ def test_group_metrics_rows_match_a_direct_computation():
     assert _rows(rows, split="test", metric="mean_group_accuracy")[0]["value"] == pytest.approx(np.mean(accs))
     assert not _rows(rows, split="shift", metric="worst_group_accuracy")
     assert "groups" not in cfg.settings()
+
+
+def test_member_confidences_rank_by_mutual_information():
+    from sklearn.metrics import roc_auc_score
+
+    from benchmark.core.members import member_uncertainty
+    from benchmark.evaluation import multi_member_unit
+
+    g = torch.Generator().manual_seed(5)
+    m = {}
+    for split, n in (("val", 40), ("test", 50), ("ood", 30)):
+        y = torch.randint(0, 3, (n,), generator=g) if split != "ood" else torch.full((n,), -1)
+        m[split] = (torch.randn(4, n, 3, generator=g) * 2, y)
+    rows = multi_member_unit(CFG, {"family": "sve", "method": "m4", "base": "b", "members": "b"}, m)
+    assert {r["confidence"] for r in rows} == {"max", "mutual_info", "entropy", "agreement"}
+    mi = torch.cat([member_uncertainty(m["test"][0])["mutual_information"], member_uncertainty(m["ood"][0])["mutual_information"]])
+    is_id = np.r_[np.ones(50), np.zeros(30)]
+    expected = roc_auc_score(is_id, -mi.numpy())
+    got = _rows(rows, confidence="mutual_info", split="ood", metric="ood_auroc")[0]["value"]
+    assert got == pytest.approx(expected)

@@ -1,4 +1,4 @@
-"""Loss and uncertainty scores for member logits (M, B, C) of an ensemble."""
+"""Loss and uncertainty scores of multi-member predictions: member logits (M, B, C) of an ensemble."""
 from __future__ import annotations
 
 import torch

@@ -1,0 +1,209 @@
+"""The SVE stage: fine-tune a Singular Value Ensemble (arXiv 2601.22068) of ``M``
+members on a zoo entry's pretrained backbone and write its member logits.
+
+``params.yaml`` ``sve:`` (validated before any work):
+
+============  ================================================================
+base          zoo entry whose ``arch``, pretrained ``init`` and ``img_size`` SVE
+              starts from (the entry's own fine-tuned checkpoint is not used)
+members       ensemble sizes ``M``, one DVC stage ``sve@<M>`` each
+recipe        training recipe in ``recipes`` (SVE trains singular values,
+              biases and heads only, so it wants a larger lr than a fine-tune)
+sigma_init    std of the singular-value noise ``S^(m) = S (1 + eps^(m))``
+seed          seed of the noise and the member heads, the train subset and training
+patterns      regexes of the adapted layers; null = the defaults of
+              :func:`benchmark.methods.sve.select_layers`
+train_subset  train on a stratified seeded subset of this many images (null = all)
+splits        split names or shell patterns the output covers, with val and
+              test (null = every split but train)
+============  ================================================================
+
+The backbone keeps its 1000-class pretrained head until SVE replaces it by
+fresh per-member heads. Output ``sve-m<M>``: the checkpoint in
+``results/method_checkpoints/sve-m<M>/`` (resumable; a finished run with the same
+fingerprint is not trained again) and, through
+:func:`benchmark.pipeline.stages.method_output`, member logits (M, N, C) and
+``cost.json`` in ``results/methods/sve-m<M>/``. Costs (paper convention):
+``gflops = M x`` GFLOPs of one member as a dense model; ``trainable_params = M
+(singular values + biases + head)``; ``overhead_percent = 100 trainable_params
+/ backbone``; ``params = backbone + trainable_params`` (backbone: pretrained,
+without its classifier).
+"""
+from __future__ import annotations
+
+import fnmatch
+import math
+from dataclasses import asdict
+
+import numpy as np
+
+from benchmark import cost as costs
+from benchmark import models, store
+from benchmark.data.embedded import Split, stratified_order
+from benchmark.data.splits_io import load_split
+from benchmark.methods.sve import SingularValueEnsemble, check_members
+from benchmark.pipeline import config, stages
+from benchmark.train import Recipe, cross_entropy_any, fine_tune, load_weights
+from benchmark.zoo import ZooEntry
+
+SECTION = "sve"
+REQUIRED = ("base", "members", "recipe")
+DEFAULTS = {"sigma_init": 0.0, "seed": 0, "patterns": None, "train_subset": None, "splits": None}
+REQUIRED_SPLITS = ("val", "test")
+IMAGES_PER_CALL = 64  # member images per forward when writing logits (M x B beyond ~64 gets slower on CPU)
+
+
+def output_name(members: int) -> str:
+    return f"sve-m{members}"
+
+
+def _int(value, where: str, low: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ValueError(f"{where} must be an integer >= {low}, got {value!r}")
+    return value
+
+
+def _names(value, where: str, what: str) -> list[str] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
+        raise ValueError(f"{where} must be null or a non-empty list of {what}, got {value!r}")
+    return value
+
+
+def sve_config(params: dict) -> dict:
+    """The ``sve`` block with defaults filled in; raises ``ValueError`` naming the bad key."""
+    raw = params.get(SECTION)
+    if not isinstance(raw, dict):
+        raise ValueError(f"params.yaml: missing or malformed section {SECTION!r}; it needs {list(REQUIRED)} "
+                         f"(+ optional {sorted(DEFAULTS)})")
+    missing, unknown = [k for k in REQUIRED if k not in raw], sorted(set(raw) - set(REQUIRED) - set(DEFAULTS))
+    if missing or unknown:
+        raise ValueError(f"params.yaml {SECTION}: missing keys {missing}, unknown keys {unknown}; "
+                         f"allowed: {list(REQUIRED) + sorted(DEFAULTS)}")
+    cfg = {**DEFAULTS, **raw}
+    w = f"params.yaml {SECTION}"
+    if not isinstance(cfg["base"], str) or not cfg["base"]:
+        raise ValueError(f"{w}.base must name a zoo entry, got {cfg['base']!r}")
+    sizes = cfg["members"]
+    if (not isinstance(sizes, list) or not sizes or any(isinstance(m, bool) or not isinstance(m, int) or m < 1 for m in sizes)
+            or len(set(sizes)) != len(sizes)):
+        raise ValueError(f"{w}.members must be a non-empty list of distinct integers >= 1, got {sizes!r}")
+    if cfg["recipe"] not in params.get("recipes", {}):
+        raise ValueError(f"{w}.recipe: unknown recipe {cfg['recipe']!r}; define it in params.yaml recipes "
+                         f"(known: {sorted(params.get('recipes', {}))})")
+    sigma = cfg["sigma_init"]
+    if isinstance(sigma, bool) or not isinstance(sigma, (int, float)) or not math.isfinite(sigma) or sigma < 0:
+        raise ValueError(f"{w}.sigma_init must be a finite number >= 0, got {sigma!r}")
+    _int(cfg["seed"], f"{w}.seed", 0)
+    if cfg["train_subset"] is not None:
+        _int(cfg["train_subset"], f"{w}.train_subset", 1)
+    _names(cfg["patterns"], f"{w}.patterns", "regexes")
+    _names(cfg["splits"], f"{w}.splits", "split names or patterns")
+    return cfg
+
+
+def base_entry(params: dict, cfg: dict) -> ZooEntry:
+    """The zoo entry named by ``sve.base``; it must exist, have pretrained weights and not clash with the outputs."""
+    zoo = config.zoo(params)
+    base = cfg["base"]
+    if base not in zoo:
+        raise ValueError(f"params.yaml {SECTION}.base: unknown zoo entry {base!r}; the zoo {params['zoo']} has {sorted(zoo)}")
+    entry = zoo[base]
+    if not entry.pretrained:
+        raise ValueError(f"params.yaml {SECTION}.base: zoo entry {base!r} has init 'scratch'; SVE needs a pretrained "
+                         "backbone (its singular vectors are the members' shared basis)")
+    clash = sorted(output_name(m) for m in cfg["members"] if output_name(m) in zoo)
+    if clash:
+        raise ValueError(f"params.yaml {SECTION}: output names {clash} are zoo entries; rename those entries")
+    return entry
+
+
+def resolve_splits(patterns: list[str] | None, available: list[str]) -> list[str]:
+    """Split names matching ``patterns`` (all of ``available`` if None), in data order; val and test required."""
+    if patterns is None:
+        chosen = list(available)
+    else:
+        chosen = []
+        for pat in patterns:
+            hits = [s for s in available if fnmatch.fnmatchcase(s, pat)]
+            if not hits:
+                raise ValueError(f"params.yaml {SECTION}.splits: {pat!r} matches none of the splits {available}")
+            chosen += [s for s in hits if s not in chosen]
+        chosen = [s for s in available if s in chosen]
+    missing = [s for s in REQUIRED_SPLITS if s not in chosen]
+    if missing:
+        raise ValueError(f"params.yaml {SECTION}.splits must include {list(REQUIRED_SPLITS)}; missing {missing}")
+    return chosen
+
+
+def train_subset(split: Split, n: int | None, seed: int) -> Split:
+    """A stratified seeded subset of ``n`` samples (in split order); the split itself if ``n`` is None."""
+    if n is None:
+        return split
+    if n > len(split):
+        raise ValueError(f"params.yaml {SECTION}.train_subset: {n} exceeds the {len(split)} images of split {split.name!r}")
+    keep = np.sort(stratified_order(split.labels, np.random.default_rng([seed, 0x5E5E]))[:n])
+    return Split(images=split.images[keep], labels=split.labels[keep], ids=split.ids[keep], name=split.name)
+
+
+def build(entry: ZooEntry, cfg: dict, members: int, num_classes: int) -> SingularValueEnsemble:
+    """The entry's pretrained timm model wrapped in an ``M``-member SVE with fresh heads.
+
+    The backbone is built with a 1000-class linear head (the ImageNet one where the
+    weights have it, so nothing is reset); SVE removes it and keeps its place for
+    :meth:`~benchmark.methods.sve.SingularValueEnsemble.export_member`.
+    """
+    backbone = models.create(entry, 1000)
+    return SingularValueEnsemble(backbone, members=members, num_classes=num_classes, patterns=cfg["patterns"],
+                                 sigma_init=float(cfg["sigma_init"]), seed=cfg["seed"], pretrained=True)
+
+
+def cost_info(model: SingularValueEnsemble, img_size: int) -> dict:
+    """GFLOPs (``M x`` one dense member) and parameter counts of an SVE (see the module docstring)."""
+    one = costs.count_flops(model.export_member(0), img_size)
+    ov = model.overhead()
+    return {"gflops": model.members * one, "gflops_one_forward": one, "trainable_params": ov["trainable"],
+            "backbone_params": ov["backbone"], "params": ov["backbone"] + ov["trainable"],
+            "overhead_percent": ov["percent"], "overhead_percent_extra": ov["percent_extra"]}
+
+
+def check(params: dict, members) -> tuple[dict, ZooEntry, Recipe, list[str]]:
+    """Everything the stage needs, validated before any work: config, base entry, recipe, splits."""
+    try:
+        members = check_members(members)
+    except ValueError as e:
+        raise ValueError(f"sve stage: {e} (--members)") from None
+    cfg = sve_config(params)
+    entry = base_entry(params, cfg)
+    recipe = config.recipes(params)[cfg["recipe"]]
+    splits = resolve_splits(cfg["splits"], [s for s in stages.split_files() if s != stages.TRAIN])
+    return cfg, entry, recipe, splits
+
+
+def train_sve(params: dict, members: int, *, progress: bool = True) -> dict:
+    """Fine-tune an ``members``-member SVE (params ``sve``) and write its method output; returns ``cost.json``."""
+    cfg, entry, recipe, splits = check(params, members)
+    name = output_name(members)
+    files = stages.split_files()
+    tr = train_subset(load_split(files[stages.TRAIN], stages.TRAIN), cfg["train_subset"], cfg["seed"])
+    va = load_split(files[stages.VAL], stages.VAL)
+    config.set_threads(params)
+    model = build(entry, cfg, members, stages.num_classes(tr.labels))
+    run = {k: cfg[k] for k in ("sigma_init", "seed", "patterns")} | {"members": members}
+    fp = config.fingerprint(entry.as_dict(), asdict(recipe), run, store.array_hash(tr.ids), store.array_hash(va.ids))
+    folder = config.RESULTS / "method_checkpoints" / name  # not results/checkpoints: the soups depend on that folder
+    done = folder / "train.json"
+    record = store.read_json(done) if done.exists() else None
+    if record is None or record.get("fingerprint") != fp:
+        record = fine_tune(model, stages._inputs(tr, entry), stages._inputs(va, entry), recipe, seed=cfg["seed"],
+                           folder=folder, fingerprint=fp, params=model.trainable_parameters(),
+                           loss_fn=cross_entropy_any, progress=progress)
+    load_weights(folder / "model.safetensors", model)
+    model.eval()
+    info = {"family": "sve", "method": f"m{members}", "base": entry.name, "members": members, "arch": entry.arch,
+            "img_size": entry.img_size, "sigma_init": float(cfg["sigma_init"]), "seed": cfg["seed"],
+            "adapted_layers": len(model.layer_names), "train_images": len(tr), "val_score": record["best_score"],
+            "select_by": recipe.select_by, **cost_info(model, entry.img_size)}
+    return stages.method_output(params, name, model, entry, info, splits=splits,
+                                batch_size=max(1, IMAGES_PER_CALL // members), progress=progress)

@@ -27,7 +27,6 @@ import torch
 from torch.utils.data import Dataset
 
 from benchmark import models, store
-from benchmark.data.paper.transforms import SplitDataset
 from benchmark.pipeline import config
 
 TRAIN, VAL = "train", "val"
@@ -142,14 +141,6 @@ class EmbeddedSource:
         return SplitInputs(split, x, y, torch.from_numpy(s.ids))
 
 
-class _LabelledSplitDataset(SplitDataset):
-    """A :class:`SplitDataset` that exposes its ``labels`` (what ``fine_tune`` reads)."""
-
-    @property
-    def labels(self) -> np.ndarray:
-        return self.split.labels
-
-
 class PaperSource:
     """A paper suite: images streamed from the data root, indexed by ``results/data``."""
 
@@ -192,14 +183,14 @@ class PaperSource:
 
     def inputs(self, split: str, entry, *, train: bool = False) -> SplitInputs:
         """A Dataset streaming the split with the entry's timm transform (``train``: the fine-tuning augmentation)."""
-        from benchmark.data.paper.transforms import eval_transform, train_transform
+        from benchmark.data.paper.transforms import SplitDataset, eval_transform, train_transform
 
         index = _index(split)
         s = self.splits().get(split)
         if s is None or not (np.array_equal(s.ids, index.ids) and np.array_equal(s.labels, index.labels)):
             raise store.StoreError(f"suite {self.spec.name!r} split {split!r}: the data under the data root no longer match "
                                    f"{_file(split)} (the data stage's index); rerun the data stage (dvc repro)")
-        ds = _LabelledSplitDataset(s, (train_transform if train else eval_transform)(entry))
+        ds = SplitDataset(s, (train_transform if train else eval_transform)(entry))
         return SplitInputs(split, ds, torch.from_numpy(index.labels), torch.from_numpy(index.ids))
 
 

@@ -87,5 +87,10 @@ class SplitDataset(torch.utils.data.Dataset):
     def __len__(self) -> int:
         return len(self.split)
 
+    @property
+    def labels(self):
+        """Labels (N,) of the split, in order (what ``fine_tune`` reads)."""
+        return self.split.labels
+
     def __getitem__(self, i: int):
         return self.transform(self.split.image(i)), int(self.split.labels[i]), int(self.split.ids[i])

@@ -34,6 +34,9 @@ def _umask() -> int:
     return mask
 
 
+META_KEY = "benchmark"  # safetensors metadata key of the logits files' JSON metadata
+
+
 class StoreError(ValueError):
     """A file is missing, unreadable or does not hold what it must."""
 
@@ -158,6 +161,8 @@ def load_logits_file(path) -> LogitsFile:
             arrays = load_file(str(path))
             with safe_open(str(path), framework="numpy") as f:
                 meta = dict(f.metadata() or {})
+            if META_KEY in meta:  # one sorted-JSON entry (see save_logits_file)
+                meta = json.loads(meta[META_KEY])
         else:
             raise StoreError(f"{path}: unknown logits file type {path.suffix!r}; use .npz or .safetensors")
     except StoreError:
@@ -211,7 +216,9 @@ def save_logits_file(path, logits, labels, ids=None, meta: dict | None = None) -
         if path.suffix == ".safetensors":
             from safetensors.numpy import save_file
 
-            save_file(arrays, str(tmp), metadata=m)
+            # safetensors stores metadata in a hash map whose order changes from process to
+            # process; one key holding sorted JSON keeps the file byte-for-byte reproducible.
+            save_file(arrays, str(tmp), metadata={META_KEY: json.dumps(m, sort_keys=True)})
         elif path.suffix == ".npz":
             with open(tmp, "wb") as f:
                 np.savez(f, **arrays)

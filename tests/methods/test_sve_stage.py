@@ -231,5 +231,7 @@ def test_evaluate_puts_sve_rows_with_their_overhead_in_the_results_table(run):
     f = store.load_logits_file(root / "results" / "methods" / "sve-m2" / "test.safetensors")
     zt, yt = torch.as_tensor(np.asarray(f.logits)), torch.as_tensor(np.asarray(f.labels))
     acc = float((torch.softmax(zt, -1).mean(0).argmax(-1) == yt).double().mean())  # mean of member softmaxes
-    got = rows[(rows["split"] == "test") & (rows["metric"] == "accuracy")]["value"]
-    assert got.tolist() == [pytest.approx(acc)]
+    got = rows[(rows["split"] == "test") & (rows["metric"] == "accuracy")]
+    # one row per confidence score (max p, mutual information, entropy, agreement): same predictions
+    assert set(got["confidence"]) == {"max", "mutual_info", "entropy", "agreement"}
+    assert got["value"].tolist() == [pytest.approx(acc)] * 4

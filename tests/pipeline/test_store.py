@@ -73,3 +73,17 @@ def test_unreadable_and_missing(tmp_path):
     with pytest.raises(StoreError, match="unknown logits file type"):
         (tmp_path / "x.txt").write_text("1")
         load_logits_file(tmp_path / "x.txt")
+
+
+def test_logits_files_are_byte_reproducible_across_processes(tmp_path):
+    import subprocess
+    import sys
+
+    code = ("import torch; from benchmark.store import save_logits_file; "
+            "save_logits_file(__import__('sys').argv[1], torch.arange(6.).reshape(3, 2), torch.tensor([0, 1, 0]), torch.arange(3), "
+            "meta={'model': 'm', 'split': 's', 'family': 'f', 'arch': 'a'})")
+    for name in ("a", "b", "c"):
+        subprocess.run([sys.executable, "-c", code, str(tmp_path / f"{name}.safetensors")], check=True)
+    blobs = {(tmp_path / f"{n}.safetensors").read_bytes() for n in "abc"}
+    assert len(blobs) == 1
+    assert load_logits_file(tmp_path / "a.safetensors").meta["model"] == "m"

@@ -26,6 +26,7 @@ METRICS: dict[str, MetricInfo] = {
         MetricInfo("ece", "ECE", False, "Expected calibration error: 15 equal-width bins of top-label confidence, |accuracy - confidence| weighted by bin size."),
         MetricInfo("auroc", "AUROC", True, "Area under the ROC curve of the confidence separating correct from wrong predictions."),
         MetricInfo("aurc", "AURC", False, "Area under the risk-coverage curve: mean over k of the error rate among the k most confident samples."),
+        MetricInfo("aurc_trapezoid", "AURC (trapezoid)", False, "AURC as TorchUncertainty defines it: trapezoid over coverage, divided by (1 - 1/N)."),
         MetricInfo("eaurc", "E-AURC", False, "AURC minus the AURC of an oracle ordering (all errors ranked last)."),
         MetricInfo("augrc", "AUGRC", False, "Area under the generalised risk-coverage curve (error rate times coverage), Traub et al. 2024."),
         MetricInfo("sac98", "SAC@98", True, "Largest coverage at which the selective accuracy is at least 98% (0 if none)."),

@@ -101,7 +101,7 @@ def table_rows(rows: pd.DataFrame, metrics) -> list[dict]:
             _text(method_label(r["family"], r["method"])),
             _text(" + ".join(names)),
             _text(f"{r['fit']} / {r['confidence']}", _extras(r)),
-            _cost(r["gflops"], ".2f"),
+            _cost(r["gflops"], ".3g"),
             _cost(r["balance"], ".3f"),
             _cost(r["params"], ".1f", 1e6),
             _cost(r.get("overhead_percent"), ".2f"),

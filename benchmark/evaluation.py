@@ -108,9 +108,8 @@ def _labels(logits: dict) -> dict:
 def single_unit(cfg: EvalConfig, name: str, logits: dict) -> list[dict]:
     """Rows of one temperature-scaled model, for every fit mode and split."""
     rows = []
-    zv, yv = logits[VAL]
     for fit in cfg.fits:
-        t = fit_temperature(zv, yv, mode=fit).temperature
+        t = single_temperature(logits, fit)
         ident = dict(family="single", method="ts", base=name, sidekick="", members=name, fit=fit, confidence="max",
                      temperature_base=t, temperature_side=float("nan"), weight_base=1.0 / t, weight_side=0.0)
         rows += method_rows(cfg, ident, _labels(logits), lambda s, t=t: single_prediction(logits[s][0], t))[0]
@@ -159,11 +158,20 @@ def multi_member_unit(cfg: EvalConfig, ident: dict, logits: dict) -> list[dict]:
     return rows
 
 
-def duo_unit(cfg: EvalConfig, base: str, side: str, logits_b: dict, logits_s: dict) -> tuple[list[dict], list[dict]]:
+def single_temperature(logits: dict, fit: str) -> float:
+    """Temperature of one model fitted on its ``val`` logits."""
+    zv, yv = logits[VAL]
+    return fit_temperature(zv, yv, mode=fit).temperature
+
+
+def duo_unit(cfg: EvalConfig, base: str, side: str, logits_b: dict, logits_s: dict, *,
+             temperature=single_temperature) -> tuple[list[dict], list[dict]]:
     """Rows of every duo variant of (base, side), and paired differences duo - base.
 
     The paired differences (weighted duo, same fit and ``max`` confidence, minus
     the temperature-scaled base) are computed on the bootstrap splits.
+    ``temperature(logits, fit)`` gives each member's own temperature (the
+    unweighted variant); the evaluate stage passes a per-model memo of it.
     """
     for s in logits_b:
         if s not in logits_s:
@@ -172,7 +180,7 @@ def duo_unit(cfg: EvalConfig, base: str, side: str, logits_b: dict, logits_s: di
     (zb, yv), (zs, _) = logits_b[VAL], logits_s[VAL]
     for fit in cfg.fits:
         duo = fit_duo(zb, zs, yv, mode=fit)
-        singles = (fit_temperature(zb, yv, mode=fit).temperature, fit_temperature(zs, yv, mode=fit).temperature)
+        singles = (temperature(logits_b, fit), temperature(logits_s, fit))
         for method, conf in DUO_VARIANTS:
             tb, ts = (duo.t_base, duo.t_side) if method != "unweighted" else singles
             ident = dict(family="duo", method=method, base=base, sidekick=side, members=f"{base}+{side}", fit=fit,

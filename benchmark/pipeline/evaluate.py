@@ -19,7 +19,8 @@ from tqdm.auto import tqdm
 import benchmark
 from benchmark import store
 from benchmark.core.pairs import enumerate_pairs
-from benchmark.evaluation import DUO_VARIANTS, EvalConfig, duo_unit, ensemble_unit, multi_member_unit, single_unit
+from benchmark.evaluation import (DUO_VARIANTS, EvalConfig, duo_unit, ensemble_unit, multi_member_unit, single_temperature,
+                                  single_unit)
 from benchmark.pipeline import config
 from benchmark.results_schema import COLUMNS, validate_results
 
@@ -147,7 +148,16 @@ def _units(cfg, zoo, costs, logits, pairs, ensembles, methods) -> list[tuple]:
     """(identity, compute, cost) of every unit; identity[1:] are the names whose logits it reads."""
     nan = float("nan")
     units = [(("single", n), lambda n=n: (single_unit(cfg, n, logits[n]), []), _sum_cost(costs, [n])) for n in zoo]
-    units += [(("duo", p.base, p.sidekick), lambda b=p.base, s=p.sidekick: duo_unit(cfg, b, s, logits[b], logits[s]),
+    memo: dict = {}
+
+    def temperature(model_logits: dict, fit: str) -> float:  # each model's own fit, once for all its pairs
+        key = (id(model_logits), fit)
+        if key not in memo:
+            memo[key] = single_temperature(model_logits, fit)
+        return memo[key]
+
+    units += [(("duo", p.base, p.sidekick),
+               lambda b=p.base, s=p.sidekick: duo_unit(cfg, b, s, logits[b], logits[s], temperature=temperature),
                _sum_cost(costs, [p.base, p.sidekick])) for p in pairs]
     units += [(("deep_ensemble", *ms), lambda ms=ms: (ensemble_unit(cfg, ms, [logits[m] for m in ms]), []),
                dict(_sum_cost(costs, ms), balance=nan)) for ms in ensembles]

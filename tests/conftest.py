@@ -1,7 +1,11 @@
 import os
+import sys
 
 # Tests never touch the network: no model hub, no dataset download.
 os.environ["HF_HUB_OFFLINE"] = "1"
+# DVC stage commands call `python`: make it the interpreter (virtual environment) running the tests,
+# also when the environment is not activated (CI runs `.venv/bin/python -m pytest`).
+os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
 os.environ.setdefault("TQDM_DISABLE", "1")
 
 import torch  # noqa: E402

@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from benchmark.methods.last_layer import linear_head, penultimate
+from benchmark.methods.last_layer import FrozenBackboneHead
 
 METHOD = "last-layer Laplace"
 HESSIANS = ("diag", "kron")
@@ -175,18 +175,8 @@ def select_prior_precision(hessian: LastLayerHessian, weight: Tensor, bias: Tens
     return min(nll, key=nll.get), nll
 
 
-class LastLayerLaplace(nn.Module):
+class LastLayerLaplace(FrozenBackboneHead):
     """(B, 3, S, S) -> predictive logits of ``model`` with a Laplace last layer (model in eval mode)."""
 
     def __init__(self, model: nn.Module, head: LaplaceHead, *, model_name: str = ""):
-        super().__init__()
-        linear_head(model, METHOD, model_name or type(model).__name__)
-        self.model, self.head = model.eval(), head
-
-    def train(self, mode: bool = True) -> "LastLayerLaplace":
-        super().train(mode)
-        self.model.eval()
-        return self
-
-    def forward(self, x: Tensor) -> Tensor:
-        return self.head(penultimate(self.model, x))
+        super().__init__(model, head, METHOD, model_name)

@@ -39,3 +39,26 @@ def penultimate_batched(model: nn.Module, x: Tensor, *, batch_size: int = 256) -
         return torch.cat([penultimate(model, x[i : i + batch_size]) for i in range(0, x.shape[0], batch_size)])
     finally:
         model.train(was_training)
+
+
+class FrozenBackboneHead(nn.Module):
+    """(B, 3, S, S) -> ``head(penultimate features of model)``; the backbone always stays in eval mode.
+
+    The shared shape of last-layer methods (Laplace head, shallow-ensemble heads): only
+    ``head`` differs. Raises when ``model`` has no linear classifier to replace.
+    """
+
+    def __init__(self, model: nn.Module, head: nn.Module, method: str, model_name: str = ""):
+        super().__init__()
+        classifier = linear_head(model, method, model_name or type(model).__name__)
+        self.in_features, self.num_classes = classifier.in_features, classifier.out_features
+        self.model, self.head = model.eval(), head
+
+    def train(self, mode: bool = True) -> "FrozenBackboneHead":
+        super().train(mode)
+        self.model.eval()
+        return self
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.head(penultimate(self.model, x))
+

@@ -23,7 +23,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from benchmark.methods.last_layer import linear_head, penultimate
+from benchmark.methods.last_layer import FrozenBackboneHead
 
 METHOD = "shallow ensemble"
 
@@ -50,21 +50,11 @@ class EnsembleHeads(nn.Module):
         return torch.bmm(f.unsqueeze(0).expand(self.weight.shape[0], -1, -1), self.weight) + self.bias
 
 
-class ShallowEnsemble(nn.Module):
+class ShallowEnsemble(FrozenBackboneHead):
     """(B, 3, S, S) -> (M, B, C): the frozen backbone of ``model`` (eval mode) and trained :class:`EnsembleHeads`."""
 
     def __init__(self, model: nn.Module, heads: EnsembleHeads, *, model_name: str = ""):
-        super().__init__()
-        head = linear_head(model, METHOD, model_name or type(model).__name__)
-        if heads.weight.shape[1:] != (head.in_features, head.out_features):
+        super().__init__(model, heads, METHOD, model_name)
+        if heads.weight.shape[1:] != (self.in_features, self.num_classes):
             raise ValueError(f"{METHOD} of model {model_name!r}: heads map {heads.weight.shape[1]} features to "
-                             f"{heads.weight.shape[2]} classes, the model has {head.in_features} -> {head.out_features}")
-        self.model, self.heads = model.eval(), heads
-
-    def train(self, mode: bool = True) -> "ShallowEnsemble":
-        super().train(mode)
-        self.model.eval()
-        return self
-
-    def forward(self, x: Tensor) -> Tensor:
-        return self.heads(penultimate(self.model, x))
+                             f"{heads.weight.shape[2]} classes, the model has {self.in_features} -> {self.num_classes}")

@@ -155,13 +155,3 @@ def timm_kwargs(arch: str, img_size: int) -> dict:
     if cfg is not None and cfg.fixed_input_size and tuple(cfg.input_size[-2:]) != (img_size, img_size):
         return {"img_size": img_size}
     return {}
-
-
-def data_config(entry: ZooEntry) -> dict:
-    """Normalisation for the entry (timm's pretrained config; ImageNet-style 0.5 otherwise)."""
-    import timm
-
-    cfg = timm.get_pretrained_cfg(entry.arch)
-    mean = tuple(getattr(cfg, "mean", None) or (0.5, 0.5, 0.5)) if cfg else (0.5, 0.5, 0.5)
-    std = tuple(getattr(cfg, "std", None) or (0.5, 0.5, 0.5)) if cfg else (0.5, 0.5, 0.5)
-    return {"img_size": entry.img_size, "mean": mean, "std": std}

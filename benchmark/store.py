@@ -51,9 +51,9 @@ def atomic_path(path: str | os.PathLike, suffix: str | None = None):
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix or path.suffix or ".tmp", dir=path.parent)
     os.close(fd)
-    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; outputs get the usual modes
     try:
         yield Path(tmp)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600 (and writers may recreate the file): the usual modes
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
@@ -124,6 +124,15 @@ def array_hash(a) -> str:
     return hashlib.sha256(arr.tobytes()).hexdigest()[:16]
 
 
+def file_hash(path, chunk: int = 1 << 20) -> str:
+    """Short sha256 of a file's bytes, read in chunks (no whole-file copy in memory)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(chunk), b""):
+            h.update(block)
+    return h.hexdigest()[:16]
+
+
 @dataclass
 class LogitsFile:
     """The contents of one logits file."""
@@ -169,6 +178,11 @@ def load_logits_file(path) -> LogitsFile:
         raise
     except Exception as e:  # corrupt zip, bad header, ...
         raise StoreError(f"{path}: cannot read logits file ({type(e).__name__}: {e})") from e
+    return _checked_logits_file(path, arrays, meta)
+
+
+def _checked_logits_file(path: Path, arrays: dict, meta: dict) -> LogitsFile:
+    """Validate the arrays of a logits file (see :func:`load_logits_file`) and wrap them."""
     for key in ("logits", "labels"):
         if key not in arrays:
             raise StoreError(f"{path}: missing array {key!r} (found {sorted(arrays)}); a logits file needs 'logits' (N, C) and 'labels' (N,)")
@@ -197,6 +211,68 @@ def load_logits_file(path) -> LogitsFile:
     if "ids_hash" in meta and ids is not None and meta["ids_hash"] != ih:
         raise StoreError(f"{path}: ids do not match the ids_hash in its metadata (file corrupted or edited)")
     return out
+
+
+
+_SAFETENSORS_DTYPES = {"F16": "<f2", "F32": "<f4", "F64": "<f8", "I8": "i1", "I16": "<i2", "I32": "<i4", "I64": "<i8",
+                       "U8": "u1", "U16": "<u2", "U32": "<u4", "U64": "<u8", "BOOL": "?"}
+
+
+def _safetensors_header(path: Path, size: int) -> tuple[dict, int]:
+    """The JSON header of a ``.safetensors`` file and the byte offset of its data section."""
+    with open(path, "rb") as f:
+        raw = f.read(8)
+        if len(raw) < 8:
+            raise StoreError(f"{path}: cannot read logits file (shorter than a safetensors header)")
+        n = int.from_bytes(raw, "little")
+        if n > size - 8:
+            raise StoreError(f"{path}: cannot read logits file (header length {n} exceeds the file size {size})")
+        try:
+            header = json.loads(f.read(n))
+        except ValueError as e:
+            raise StoreError(f"{path}: cannot read logits file (bad safetensors header: {e})") from e
+    if not isinstance(header, dict):
+        raise StoreError(f"{path}: cannot read logits file (the safetensors header is not a JSON object)")
+    return header, 8 + n
+
+
+def mmap_logits_file(path) -> LogitsFile:
+    """:func:`load_logits_file`, with the logits of a ``.safetensors`` file memory-mapped.
+
+    The header (8-byte little-endian length, then JSON) is parsed here and the
+    float32 ``logits`` become a copy-on-write ``np.memmap`` (the file is never
+    written) viewed as a tensor: nothing is read until a row is touched, and pages
+    touched count towards the process's resident memory until the tensor is
+    released. Labels and ids are read into memory. Same validation and errors
+    as :func:`load_logits_file`; ``.npz`` files and logits stored in another
+    float type are read whole (converted to float32).
+    """
+    path = Path(path)
+    if path.suffix != ".safetensors" or not path.exists():
+        return load_logits_file(path)
+    size = path.stat().st_size
+    header, start = _safetensors_header(path, size)
+    meta = header.pop("__metadata__", None) or {}
+    try:
+        if META_KEY in meta:  # one sorted-JSON entry (see save_logits_file)
+            meta = json.loads(meta[META_KEY])
+    except (TypeError, ValueError) as e:
+        raise StoreError(f"{path}: cannot read logits file (bad {META_KEY!r} metadata: {e})") from e
+    arrays = {}
+    for name, info in header.items():
+        try:
+            dtype, shape, (begin, end) = np.dtype(_SAFETENSORS_DTYPES[info["dtype"]]), tuple(info["shape"]), info["data_offsets"]
+        except (KeyError, TypeError, ValueError) as e:
+            raise StoreError(f"{path}: cannot read logits file (tensor {name!r}: unsupported or malformed entry {info!r})") from e
+        count = int(np.prod(shape, dtype=np.int64))
+        if not 0 <= begin <= end <= size - start or end - begin != count * dtype.itemsize:
+            raise StoreError(f"{path}: cannot read logits file (tensor {name!r}: data offsets {[begin, end]} do not fit "
+                             f"shape {list(shape)} {info['dtype']} in a data section of {size - start} bytes)")
+        if name == "logits" and dtype == np.float32 and count:
+            arrays[name] = np.memmap(path, dtype=dtype, mode="c", offset=start + begin, shape=shape)
+        else:
+            arrays[name] = np.fromfile(path, dtype=dtype, count=count, offset=start + begin).reshape(shape)
+    return _checked_logits_file(path, arrays, meta)
 
 
 def save_logits_file(path, logits, labels, ids=None, meta: dict | None = None) -> None:

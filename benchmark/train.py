@@ -10,6 +10,19 @@ Checkpoint folder layout (all writes atomic):
   finished epoch; removed when training completes.
 * ``model.safetensors``: the selected weights (best validation score so far).
 * ``train.json``: recipe, fingerprint, per-epoch history, selected epoch.
+
+Several processes (a torchrun process group, see :mod:`benchmark.distributed`):
+the model is wrapped in DDP; every rank draws the same permutation and
+augmentation from the per-epoch generator, takes its rows of each global batch
+and scales its loss so that the averaged gradient is the one-process gradient of
+the global batch (:func:`~benchmark.distributed.global_batch_loss`). Validation
+is sharded and gathered on every rank, so all ranks select the same epoch; only
+rank 0 writes the folder (rank 0 also reads the resume checkpoint and broadcasts
+it). BatchNorm: on CUDA its layers become SyncBatchNorm (global batch
+statistics); on the CPU each rank normalises with its own rows' statistics and
+the running statistics are rank 0's (standard DDP), so a BatchNorm model's
+weights differ slightly from a one-process run. Dropout masks and a Dataset's
+random transforms also differ from one process (they follow the global RNG).
 """
 from __future__ import annotations
 
@@ -24,8 +37,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 from tqdm.auto import tqdm
 
-from benchmark import store
-from benchmark.infer import predict_logits
+from benchmark import distributed, store
 
 
 @dataclass(frozen=True)
@@ -104,13 +116,15 @@ def _score(logits: torch.Tensor, labels: torch.Tensor, select_by: str) -> float:
     return float(f1_score(labels.numpy(), pred.numpy(), average="macro"))
 
 
-def _shift(x: torch.Tensor, pixels: int, gen: torch.Generator) -> torch.Tensor:
+def _shift(x: torch.Tensor, pixels: int, gen: torch.Generator, start: int = 0, size: int | None = None) -> torch.Tensor:
+    """Random translation by up to ``pixels``; ``x`` holds rows ``[start, start + len(x))`` of a batch of
+    ``size`` (default ``len(x)``): the offsets are drawn for the whole batch, so every rank draws the same."""
     if pixels <= 0:
         return x
     b = x.shape[0]
     padded = F.pad(x, (pixels,) * 4, mode="replicate")
-    dx = torch.randint(0, 2 * pixels + 1, (b,), generator=gen)
-    dy = torch.randint(0, 2 * pixels + 1, (b,), generator=gen)
+    dx = torch.randint(0, 2 * pixels + 1, (size or b,), generator=gen)[start : start + b]
+    dy = torch.randint(0, 2 * pixels + 1, (size or b,), generator=gen)[start : start + b]
     h, w = x.shape[-2:]
     rows = (dy[:, None] + torch.arange(h)[None, :])[:, None, :, None].expand(b, x.shape[1], h, w + 2 * pixels)
     out = padded.gather(2, rows)
@@ -128,8 +142,17 @@ def _save_resume(folder: Path, model: nn.Module, opt: torch.optim.Optimizer, sta
     store.write_json(folder / "resume.json", state)
 
 
-def _load_resume(folder: Path, model: nn.Module, opt: torch.optim.Optimizer) -> None:
-    tensors = load_file(str(folder / "resume.safetensors"))
+def _read_resume(folder: Path, fingerprint: str) -> tuple[dict, dict] | None:
+    """(tensors, state) of the folder's resume checkpoint when its fingerprint is ``fingerprint``."""
+    resume = folder / "resume.json"
+    if resume.exists():
+        state = store.read_json(resume)
+        if state.get("fingerprint") == fingerprint:
+            return load_file(str(folder / "resume.safetensors")), state
+    return None
+
+
+def _apply_resume(tensors: dict, model: nn.Module, opt: torch.optim.Optimizer) -> None:
     model.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("model.")}, strict=True)
     for i, p in enumerate(opt.param_groups[0]["params"]):
         st = {k.split(".", 2)[2]: v if k.endswith(".step") else v.to(p.device)
@@ -158,18 +181,24 @@ def _labels(data) -> torch.Tensor:
 
 
 def _train_batches(train, idx_order: torch.Tensor, batch_size: int, num_workers: int):
-    """(x, y) batches in the order ``idx_order``: tensor slices, or a DataLoader over a dataset."""
+    """``(x, y, start, rows, size)`` per global batch of ``idx_order``: this rank's ``rows`` rows from
+    ``start`` of a global batch of ``size`` (all of it in one process); tensor slices, or a DataLoader over
+    a dataset. A rank with no rows gets the batch's first row (its loss then counts 0)."""
+    parts = []
+    for i in range(0, len(idx_order), batch_size):
+        idx = idx_order[i : i + batch_size]
+        lo, hi = distributed.shard_bounds(len(idx))
+        parts.append((idx[lo:hi], lo, hi - lo, len(idx)) if hi > lo else (idx[:1], 0, 0, len(idx)))
     if isinstance(train, tuple):
         x, y = train
-        for i in range(0, len(idx_order), batch_size):
-            idx = idx_order[i : i + batch_size]
-            yield x[idx], y[idx]
+        for idx, start, rows, size in parts:
+            yield x[idx], y[idx], start, rows, size
         return
     from torch.utils.data import DataLoader
 
-    loader = DataLoader(train, batch_size=batch_size, sampler=idx_order.tolist(), num_workers=num_workers)
-    for item in loader:
-        yield item[0], item[1]
+    loader = DataLoader(train, batch_sampler=[p[0].tolist() for p in parts], num_workers=num_workers)
+    for item, (_, start, rows, size) in zip(loader, parts):
+        yield item[0], item[1], start, rows, size
 
 
 def fine_tune(model: nn.Module, train, val, recipe: Recipe, *, seed: int, folder, fingerprint: str, params=None,
@@ -188,15 +217,21 @@ def fine_tune(model: nn.Module, train, val, recipe: Recipe, *, seed: int, folder
     """
     from benchmark.infer import model_device
 
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    folder, main, world = Path(folder), distributed.is_main(), distributed.world_size()
+    if main:
+        folder.mkdir(parents=True, exist_ok=True)
     if recipe.epochs == 0:
-        save_weights(folder / "model.safetensors", model)
         record = {"recipe": asdict(recipe), "fingerprint": fingerprint, "seed": seed, "history": [], "best_epoch": None,
                   "best_score": None, "trained": False, "note": "epochs 0: the initial weights as they are, no training"}
-        store.write_json(folder / "train.json", record)
+        if main:
+            save_weights(folder / "model.safetensors", model)
+            store.write_json(folder / "train.json", record)
+        distributed.barrier("rank 0 writes the checkpoint")
         return record
     device = model_device(model)
+    net = model
+    if world > 1:
+        model, net = distributed.wrap(model, device)
     n = len(_labels(train))
     params = list(model.parameters()) if params is None else list(params)
     opt = torch.optim.AdamW(params, lr=recipe.lr, weight_decay=recipe.weight_decay)
@@ -204,44 +239,52 @@ def fine_tune(model: nn.Module, train, val, recipe: Recipe, *, seed: int, folder
     total, warmup = recipe.epochs * steps_per_epoch, round(recipe.warmup_epochs * steps_per_epoch)
     record = {"recipe": asdict(recipe), "fingerprint": fingerprint, "seed": seed, "history": [], "best_epoch": -1, "best_score": -1.0}
     start_epoch = 0
-    resume = folder / "resume.json"
-    if resume.exists():
-        state = store.read_json(resume)
-        if state.get("fingerprint") == fingerprint:
-            _load_resume(folder, model, opt)
-            record, start_epoch = state["record"], state["epoch"] + 1
+    found = distributed.broadcast_object(_read_resume(folder, fingerprint) if main else None)
+    if found is not None:
+        _apply_resume(found[0], model, opt)
+        record, start_epoch = found[1]["record"], found[1]["epoch"] + 1
     for epoch in range(start_epoch, recipe.epochs):
         gen = torch.Generator().manual_seed(seed * 100_003 + epoch)
         torch.manual_seed(seed * 100_003 + epoch)
-        model.train()
+        net.train()
         order = torch.randperm(n, generator=gen)
         losses = []
         bar = tqdm(_train_batches(train, order, recipe.batch_size, num_workers), total=steps_per_epoch,
-                   desc=f"epoch {epoch + 1}/{recipe.epochs}", disable=not progress, leave=False)
-        for i, (xb, yb) in enumerate(bar):
+                   desc=f"epoch {epoch + 1}/{recipe.epochs}", disable=not (progress and main), leave=False)
+        for i, (xb, yb, start, rows, size) in enumerate(bar):
             step = epoch * steps_per_epoch + i
             for g in opt.param_groups:
                 g["lr"] = recipe.lr * lr_factor(step, total, warmup, recipe.warmup_start_factor)
-            xb = _shift(xb, recipe.shift_pixels, gen).to(device, non_blocking=True)
-            loss = loss_fn(model(xb), yb.to(device), recipe.label_smoothing)
-            if not torch.isfinite(loss):
-                raise FloatingPointError(f"training loss became {loss.item()} at epoch {epoch}, step {i}; lower the learning rate")
+            xb = _shift(xb, recipe.shift_pixels, gen, start, size).to(device, non_blocking=True)
+            with distributed.guard("the forward pass"):
+                loss = loss_fn(net(xb), yb.to(device), recipe.label_smoothing)
+            value = loss
+            if world > 1:
+                loss, value = distributed.global_batch_loss(loss, rows, size)
+            if not torch.isfinite(value):
+                raise FloatingPointError(f"training loss became {value.item()} at epoch {epoch}, step {i}; lower the learning rate")
             opt.zero_grad(set_to_none=True)
-            loss.backward()
+            with distributed.guard("the gradient all-reduce"):
+                loss.backward()
             opt.step()
-            losses.append(loss.item())
+            losses.append(value.item())
             bar.set_postfix(loss=f"{losses[-1]:.3f}")
         val_inputs = val[0] if isinstance(val, tuple) else val
-        score = _score(predict_logits(model, val_inputs, batch_size=4 * recipe.batch_size, num_workers=num_workers),
-                       _labels(val), recipe.select_by)
+        z = distributed.predict_logits(model, val_inputs, batch_size=4 * recipe.batch_size, num_workers=num_workers)
+        score = _score(z, _labels(val), recipe.select_by)
         record["history"].append({"epoch": epoch, "train_loss": sum(losses) / len(losses), f"val_{recipe.select_by}": score})
         if score > record["best_score"]:
             record["best_score"], record["best_epoch"] = score, epoch
-            save_weights(folder / "model.safetensors", model)
-        _save_resume(folder, model, opt, {"fingerprint": fingerprint, "epoch": epoch, "record": record})
+            if main:
+                save_weights(folder / "model.safetensors", model)
+        if main:
+            _save_resume(folder, model, opt, {"fingerprint": fingerprint, "epoch": epoch, "record": record})
+        distributed.barrier("rank 0 writes the checkpoint")
         if stop_after_epoch is not None and epoch >= stop_after_epoch:
             return record
-    store.write_json(folder / "train.json", record)
-    for name in ("resume.safetensors", "resume.json"):
-        (folder / name).unlink(missing_ok=True)
+    if main:
+        store.write_json(folder / "train.json", record)
+        for name in ("resume.safetensors", "resume.json"):
+            (folder / name).unlink(missing_ok=True)
+    distributed.barrier("rank 0 writes train.json")
     return record

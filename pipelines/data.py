@@ -1,6 +1,21 @@
-"""DVC stage `data`: build the embedded suite's splits into results/data/."""
+"""DVC stage `data`: build the suite's splits (embedded: whole splits; paper suite: an index) into results/data/."""
+from pathlib import Path
+
+from benchmark import store
 from benchmark.pipeline.entry import stage_main
 from benchmark.pipeline.stages import prepare_data
 
+
+def _run(params, args) -> None:
+    prepare_data(params)
+    for folder in args.keep_dir:  # a folder of optional outputs that a later stage depends on must exist
+        store.write_text(Path(folder) / ".keep", "")
+
+
+def _args(parser) -> None:
+    parser.add_argument("--keep-dir", action="append", default=[], metavar="DIR",
+                        help="also create DIR/.keep (DIR: a folder of optional stage outputs that another stage depends on)")
+
+
 if __name__ == "__main__":
-    raise SystemExit(stage_main(__doc__, lambda params, args: prepare_data(params)))
+    raise SystemExit(stage_main(__doc__, _run, _args))

@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from benchmark.methods.last_layer import FrozenBackboneHead
+from benchmark.methods.last_layer import BackboneHead
 
 METHOD = "last-layer Laplace"
 HESSIANS = ("diag", "kron")
@@ -175,7 +175,7 @@ def select_prior_precision(hessian: LastLayerHessian, weight: Tensor, bias: Tens
     return min(nll, key=nll.get), nll
 
 
-class LastLayerLaplace(FrozenBackboneHead):
+class LastLayerLaplace(BackboneHead):
     """(B, 3, S, S) -> predictive logits of ``model`` with a Laplace last layer (model in eval mode)."""
 
     def __init__(self, model: nn.Module, head: LaplaceHead, *, model_name: str = ""):

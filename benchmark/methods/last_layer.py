@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor, nn
+from torch.utils.data import Dataset
 
 
 def linear_head(model: nn.Module, method: str, model_name: str) -> nn.Linear:
@@ -31,34 +32,46 @@ def penultimate(model: nn.Module, x: Tensor) -> Tensor:
 
 
 @torch.no_grad()
-def penultimate_batched(model: nn.Module, x: Tensor, *, batch_size: int = 256) -> Tensor:
-    """:func:`penultimate` over (N, 3, S, S) inputs in batches, model in eval mode (restored after)."""
+def penultimate_batched(model: nn.Module, inputs: Tensor | Dataset, *, batch_size: int = 256, num_workers: int = 0) -> Tensor:
+    """:func:`penultimate` over (N, 3, S, S) inputs or a Dataset of (x, label[, id]), in batches, on the CPU.
+
+    The model runs in eval mode (restored after) on its own device.
+    """
+    from benchmark.infer import batches, model_device
+
     was_training = model.training
     model.eval()
+    device = model_device(model)
     try:
-        return torch.cat([penultimate(model, x[i : i + batch_size]) for i in range(0, x.shape[0], batch_size)])
+        return torch.cat([penultimate(model, x.to(device)).cpu()
+                          for x in batches(inputs, batch_size, num_workers=num_workers)])
     finally:
         model.train(was_training)
 
 
-class FrozenBackboneHead(nn.Module):
-    """(B, 3, S, S) -> ``head(penultimate features of model)``; the backbone always stays in eval mode.
+class BackboneHead(nn.Module):
+    """(B, 3, S, S) -> ``head(penultimate features of model)``.
 
-    The shared shape of last-layer methods (Laplace head, shallow-ensemble heads): only
-    ``head`` differs. Raises when ``model`` has no linear classifier to replace.
+    The shared shape of last-layer methods (Laplace head, shallow-ensemble heads):
+    only ``head`` differs. With ``frozen`` (the default) the backbone always stays
+    in eval mode and only ``head`` can learn; otherwise backbone and head train
+    together. Raises when ``model`` has no linear classifier to replace.
     """
 
-    def __init__(self, model: nn.Module, head: nn.Module, method: str, model_name: str = ""):
+    def __init__(self, model: nn.Module, head: nn.Module, method: str, model_name: str = "", *, frozen: bool = True):
         super().__init__()
         classifier = linear_head(model, method, model_name or type(model).__name__)
         self.in_features, self.num_classes = classifier.in_features, classifier.out_features
-        self.model, self.head = model.eval(), head
+        self.model, self.head, self.frozen = model, head, frozen
+        model.requires_grad_(not frozen)
+        if frozen:
+            model.eval()
 
-    def train(self, mode: bool = True) -> "FrozenBackboneHead":
+    def train(self, mode: bool = True) -> "BackboneHead":
         super().train(mode)
-        self.model.eval()
+        if self.frozen:
+            self.model.eval()
         return self
 
     def forward(self, x: Tensor) -> Tensor:
         return self.head(penultimate(self.model, x))
-

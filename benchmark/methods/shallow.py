@@ -7,13 +7,17 @@ The heads are initialised independently (``nn.Linear``'s default
 ``U(-1/sqrt(D), 1/sqrt(D))``, seeded) and trained together on the mean member
 cross-entropy (:func:`benchmark.train.cross_entropy_any`).
 
-This implementation keeps the backbone frozen at a fine-tuned checkpoint and
-trains only the heads, on the backbone's features (the cheap profile: the
-backbone runs once per training image). With a frozen backbone the heads' only
-sources of diversity are their initialisations and the shared mini-batch
-order, so expect less diversity than heads trained with the backbone.
+Two ways to train (``backbone``):
 
-Cost: one forward, with ``M`` heads in place of one classifier:
+* ``joint`` (the method as published): the backbone starts from the model's
+  initial (pretrained) weights and trains together with the ``M`` heads, every
+  head's loss flowing into the shared features; costs one fine-tune.
+* ``frozen`` (the cheap profile): the backbone stays at a fine-tuned checkpoint
+  and only the heads train, on its features (the backbone runs once per training
+  image). The heads' only sources of diversity are then their initialisations
+  and the shared mini-batch order, so expect less diversity.
+
+Cost either way: one forward, with ``M`` heads in place of one classifier:
 ``GFLOPs = one forward + (M - 1) C D / 1e9``.
 """
 from __future__ import annotations
@@ -23,7 +27,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from benchmark.methods.last_layer import FrozenBackboneHead
+from benchmark.methods.last_layer import BackboneHead
 
 METHOD = "shallow ensemble"
 
@@ -50,11 +54,21 @@ class EnsembleHeads(nn.Module):
         return torch.bmm(f.unsqueeze(0).expand(self.weight.shape[0], -1, -1), self.weight) + self.bias
 
 
-class ShallowEnsemble(FrozenBackboneHead):
-    """(B, 3, S, S) -> (M, B, C): the frozen backbone of ``model`` (eval mode) and trained :class:`EnsembleHeads`."""
+BACKBONES = ("joint", "frozen")
 
-    def __init__(self, model: nn.Module, heads: EnsembleHeads, *, model_name: str = ""):
-        super().__init__(model, heads, METHOD, model_name)
+
+class ShallowEnsemble(BackboneHead):
+    """(B, 3, S, S) -> (M, B, C): the backbone of ``model`` and :class:`EnsembleHeads`.
+
+    ``backbone="frozen"`` keeps the backbone in eval mode without gradients;
+    ``"joint"`` trains it with the heads.
+    """
+
+    def __init__(self, model: nn.Module, heads: EnsembleHeads, *, model_name: str = "", backbone: str = "frozen"):
+        if backbone not in BACKBONES:
+            raise ValueError(f"{METHOD} of model {model_name!r}: backbone must be one of {BACKBONES}, got {backbone!r}")
+        super().__init__(model, heads, METHOD, model_name, frozen=backbone == "frozen")
+        model.get_classifier().requires_grad_(False)  # unused: the heads replace it
         if heads.weight.shape[1:] != (self.in_features, self.num_classes):
             raise ValueError(f"{METHOD} of model {model_name!r}: heads map {heads.weight.shape[1]} features to "
                              f"{heads.weight.shape[2]} classes, the model has {self.in_features} -> {self.num_classes}")

@@ -11,15 +11,12 @@ covers: names or shell patterns (``corrupt-*-3``); ``val`` and ``test`` are requ
 """
 from __future__ import annotations
 
-import fnmatch
-import tempfile
 from dataclasses import asdict
 
-import torch
+from torch import Tensor
 
 from benchmark import cost as costs
 from benchmark import models, store
-from benchmark.data.splits_io import load_split
 from benchmark.infer import predict_logits
 from benchmark.methods import laplace as lap
 from benchmark.methods import lora_ensemble as lora
@@ -27,19 +24,18 @@ from benchmark.methods import mc_dropout as mcd
 from benchmark.methods import shallow as sh
 from benchmark.methods import soups
 from benchmark.methods.last_layer import linear_head, penultimate_batched
-from benchmark.pipeline import config, stages
+from benchmark.pipeline import config, sources, stages
+from benchmark.pipeline.sources import SplitInputs
 from benchmark.train import _score as selection_score
-from benchmark.train import fine_tune, load_weights
 from benchmark.zoo import NAME_RE
 
 SECTION = "baselines"
-REQUIRED_SPLITS = ("val", "test")
 KEYS = {  # kind -> (required keys, optional keys with defaults)
     "soups": ({"models"}, {"splits": None}),
     "mc_dropout": ({"model", "samples"}, {"p": None, "seed": 0, "splits": None}),
     "laplace": ({"model", "prior_precisions"},
                 {"hessian": "kron", "predictive": "probit", "samples": 0, "seed": 0, "splits": None}),
-    "shallow": ({"model", "members", "recipe"}, {"seed": 0, "splits": None}),
+    "shallow": ({"model", "members", "recipe"}, {"backbone": "joint", "seed": 0, "splits": None}),
     "lora_ensemble": ({"model", "members", "rank", "recipe"}, {"alpha": None, "seed": 0, "splits": None}),
 }
 METHODS = {"soups": soups.METHOD, "mc_dropout": mcd.METHOD, "laplace": lap.METHOD, "shallow": sh.METHOD,
@@ -87,27 +83,23 @@ def _model(item: dict, kind: str, name) -> str:
 def _splits(params: dict, item: dict) -> list[str]:
     """The split names the output covers (patterns expanded against the data folder)."""
     patterns = item["splits"] if item["splits"] is not None else (params.get(SECTION) or {}).get("splits")
-    available = [s for s in stages.split_files() if s != stages.TRAIN]
-    if patterns is None:
-        return available
-    if isinstance(patterns, str) or not isinstance(patterns, list) or not patterns:
-        raise ValueError(f"{item['where']}: splits must be a non-empty list of split names or patterns, got {patterns!r}")
-    chosen = []
-    for pat in patterns:
-        hits = [s for s in available if fnmatch.fnmatchcase(s, str(pat))]
-        if not hits:
-            raise ValueError(f"{item['where']}: split {pat!r} matches none of {available}")
-        chosen += [s for s in hits if s not in chosen]
-    missing = [s for s in REQUIRED_SPLITS if s not in chosen]
-    if missing:
-        raise ValueError(f"{item['where']}: splits must include {list(REQUIRED_SPLITS)}; missing {missing}")
-    return chosen
+    return sources.resolve_splits(patterns, [s for s in stages.split_files() if s != stages.TRAIN], f"{item['where']}: splits")
 
 
 def _skeleton(params: dict, name: str):
     """The architecture of zoo entry ``name`` without weights (to check applicability before any work)."""
-    labels = load_split(stages.split_files()[stages.TRAIN], stages.TRAIN).labels
-    return models.create(config.entry(params, name), stages.num_classes(labels), load_weights=False)
+    return models.create(config.entry(params, name), sources.for_params(params).num_classes(), load_weights=False)
+
+
+def _split(params: dict, entry, split: str, *, train: bool = False) -> SplitInputs:
+    """One split prepared for ``entry`` by the suite's data source (``train``: with the fine-tuning augmentation)."""
+    return sources.for_params(params).inputs(split, entry, train=train)
+
+
+def _features(params: dict, model, split: SplitInputs) -> Tensor:
+    """(N, D) penultimate features of ``model`` on a split, on the CPU."""
+    return penultimate_batched(model, split.inputs, batch_size=params["logits"]["batch_size"],
+                               num_workers=sources.for_params(params).num_workers)
 
 
 def check_soup(params: dict, key: str) -> dict:
@@ -160,9 +152,13 @@ def check_shallow(params: dict, key: str) -> dict:
     item = _item(params, "shallow", key)
     name = _model(item, "shallow", item["model"])
     sh.check_members(item["members"], name)
-    if _recipe(params, item, "shallow").shift_pixels:
-        raise ValueError(f"{item['where']}: {sh.METHOD} of model {name!r}: the heads train on features, so recipe "
-                         f"{item['recipe']!r} must have shift_pixels: 0")
+    if item["backbone"] not in sh.BACKBONES:
+        raise ValueError(f"{item['where']}: {sh.METHOD} of model {name!r}: backbone must be one of {list(sh.BACKBONES)}, "
+                         f"got {item['backbone']!r}")
+    if item["backbone"] == "frozen" and _recipe(params, item, "shallow").shift_pixels:
+        raise ValueError(f"{item['where']}: {sh.METHOD} of model {name!r}: with a frozen backbone the heads train on "
+                         f"features, so recipe {item['recipe']!r} must have shift_pixels: 0")
+    _recipe(params, item, "shallow")
     linear_head(_skeleton(params, name), sh.METHOD, name)
     item["splits"] = _splits(params, item)
     return item
@@ -181,10 +177,6 @@ def check_lora(params: dict, key: str) -> dict:
     return item
 
 
-def _val(params: dict, entry) -> tuple[torch.Tensor, torch.Tensor]:
-    return stages._inputs(load_split(stages.split_files()[stages.VAL], stages.VAL), entry)
-
-
 def soup(params: dict, key: str, *, progress: bool = True) -> dict[str, dict]:
     """Uniform and greedy soups of ``baselines.soups.<key>.models`` -> ``<key>-uniform``, ``<key>-greedy``."""
     item = check_soup(params, key)
@@ -193,11 +185,11 @@ def soup(params: dict, key: str, *, progress: bool = True) -> dict[str, dict]:
     entry, ingredients = loaded[0][0], [m for _, m in loaded]
     config.set_threads(params)
     select_by = config.recipes(params)[entry.recipe].select_by
-    x, y = _val(params, entry)
-    bs = params["logits"]["batch_size"]
+    val = _split(params, entry, stages.VAL)
+    bs, workers = params["logits"]["batch_size"], sources.for_params(params).num_workers
 
     def score(model) -> float:
-        return selection_score(predict_logits(model, x, batch_size=bs), y, select_by)
+        return selection_score(predict_logits(model, val.inputs, batch_size=bs, num_workers=workers), val.labels, select_by)
 
     greedy = soups.greedy_soup(ingredients, score, names)
     uniform = soups.uniform_soup(ingredients, names)
@@ -236,12 +228,9 @@ def laplace(params: dict, key: str, *, progress: bool = True) -> dict:
     entry, model = stages.load_trained(params, name)
     head = linear_head(model, lap.METHOD, name)
     config.set_threads(params)
-    bs = params["logits"]["batch_size"]
-    tr = load_split(stages.split_files()[stages.TRAIN], stages.TRAIN)
-    x_tr, y_tr = stages._inputs(tr, entry)
-    x_va, y_va = _val(params, entry)
-    f_tr, f_va = penultimate_batched(model, x_tr, batch_size=bs), penultimate_batched(model, x_va, batch_size=bs)
-    hessian = lap.fit_hessian(f_tr, y_tr, head.weight.detach(), head.bias.detach(), item["hessian"])
+    tr, va = _split(params, entry, stages.TRAIN), _split(params, entry, stages.VAL)  # train: no augmentation
+    f_tr, f_va, y_va = _features(params, model, tr), _features(params, model, va), va.labels
+    hessian = lap.fit_hessian(f_tr, tr.labels, head.weight.detach(), head.bias.detach(), item["hessian"])
     opts = {"predictive": item["predictive"], "samples": item["samples"], "seed": item["seed"]}
     delta, nll = lap.select_prior_precision(hessian, head.weight, head.bias, f_va, y_va, item["prior_precisions"], **opts)
     la_head = lap.LaplaceHead(hessian, head.weight, head.bias, delta, **opts)
@@ -256,33 +245,48 @@ def laplace(params: dict, key: str, *, progress: bool = True) -> dict:
 
 
 def shallow(params: dict, key: str, *, progress: bool = True) -> dict:
-    """Shallow ensemble of ``members`` heads on the frozen backbone of ``model`` -> ``results/methods/<key>``.
+    """Shallow ensemble of ``members`` heads on one backbone of zoo model ``model`` -> ``results/methods/<key>``.
 
-    The heads train on the backbone's train-split features with recipe ``recipe``
-    (selected on validation, in a temporary folder: they take seconds).
+    ``backbone: joint`` trains the backbone from the entry's initial (pretrained)
+    weights together with the heads; ``frozen`` trains only the heads, on the
+    features of the model's fine-tuned checkpoint (seconds). Either way with recipe
+    ``recipe``, selected on validation, resumable in ``results/method_checkpoints/<key>``
+    (the heads alone when frozen).
     """
     item = check_shallow(params, key)
-    name = item["model"]
-    entry, model = stages.load_trained(params, name)
-    head = linear_head(model, sh.METHOD, name)
+    name, m, joint = item["model"], item["members"], item["backbone"] == "joint"
     recipe = _recipe(params, item, "shallow")
-    config.set_threads(params)
-    bs = params["logits"]["batch_size"]
-    tr = load_split(stages.split_files()[stages.TRAIN], stages.TRAIN)
-    (x_tr, y_tr), (x_va, y_va) = stages._inputs(tr, entry), _val(params, entry)
-    f_tr, f_va = (penultimate_batched(model, x, batch_size=bs)[:, :, None, None] for x in (x_tr, x_va))
-    heads = sh.EnsembleHeads(head.in_features, head.out_features, item["members"], seed=item["seed"])
-    with tempfile.TemporaryDirectory() as tmp:
-        record = fine_tune(heads, (f_tr, y_tr), (f_va, y_va), recipe, seed=item["seed"], folder=tmp,
-                           fingerprint=key, progress=progress)
-        load_weights(f"{tmp}/model.safetensors", heads)
-    wrapper = sh.ShallowEnsemble(model, heads, model_name=name)
-    one, m = costs.count_flops(model, entry.img_size), item["members"]
+    src = sources.for_params(params)
+    if joint:
+        entry = config.entry(params, name)
+        model = models.create(entry, src.num_classes())  # the pretrained init; fails fast on missing weights
+    else:
+        entry, model = stages.load_trained(params, name)
+    head = linear_head(model, sh.METHOD, name)
     c, d = head.out_features, head.in_features
-    info = {"family": "shallow_ensemble", "method": f"m{m}", "base": name, "members": m, "backbone": "frozen",
-            "recipe": item["recipe"], "seed": item["seed"], "best_epoch": record["best_epoch"], "val_score": record["best_score"],
-            "gflops": one + (m - 1) * c * d / 1e9, "gflops_one_forward": one,
-            "params": costs.count_params(model) + (m - 1) * (c * d + c), "trainable_params": costs.count_params(heads)}
+    heads = sh.EnsembleHeads(d, c, m, seed=item["seed"])
+    wrapper = sh.ShallowEnsemble(model, heads, model_name=name, backbone=item["backbone"])
+    config.set_threads(params)
+    one = costs.count_flops(model, entry.img_size)  # before training moves the model to its device
+    tr, va = _split(params, entry, stages.TRAIN, train=joint), _split(params, entry, stages.VAL)
+    folder = config.RESULTS / "method_checkpoints" / key
+    run = {"members": m, "seed": item["seed"], "backbone": item["backbone"]}
+    if joint:
+        fp = config.fingerprint(entry.as_dict(), asdict(recipe), run, store.array_hash(tr.ids), store.array_hash(va.ids))
+        record = stages.train_once(wrapper.to(sources.device(params)), tr.fit_data, va.fit_data, recipe, seed=item["seed"],
+                                   folder=folder, fingerprint=fp, params=[p for p in wrapper.parameters() if p.requires_grad],
+                                   progress=progress, num_workers=src.num_workers)
+    else:  # the heads train on the checkpoint's features: its weights are part of the fingerprint
+        weights = store.file_hash(config.paths(name)["checkpoint"] / "model.safetensors")
+        fp = config.fingerprint(entry.as_dict(), asdict(recipe), run, weights, store.array_hash(tr.ids), store.array_hash(va.ids))
+        f_tr, f_va = (_features(params, model, s)[:, :, None, None] for s in (tr, va))
+        record = stages.train_once(heads, (f_tr, tr.labels), (f_va, va.labels), recipe, seed=item["seed"], folder=folder,
+                                   fingerprint=fp, progress=progress)
+    info = {"family": "shallow_ensemble", "method": f"m{m}" + ("" if joint else "-frozen"), "base": name, "members": m,
+            "backbone": item["backbone"], "recipe": item["recipe"], "seed": item["seed"], "best_epoch": record["best_epoch"],
+            "val_score": record["best_score"], "gflops": one + (m - 1) * c * d / 1e9, "gflops_one_forward": one,
+            "params": costs.count_params(model) + (m - 1) * (c * d + c),
+            "trainable_params": sum(p.numel() for p in wrapper.parameters() if p.requires_grad)}
     return stages.method_output(params, key, wrapper, entry, info, splits=item["splits"], progress=progress)
 
 
@@ -295,17 +299,18 @@ def lora_ensemble(params: dict, key: str, *, progress: bool = True) -> dict:
     name = item["model"]
     entry = config.entry(params, name)
     recipe = _recipe(params, item, "lora_ensemble")
-    tr, va = (load_split(stages.split_files()[s], s) for s in (stages.TRAIN, stages.VAL))
-    model = models.create(entry, stages.num_classes(tr.labels))  # the pretrained init; fails fast on missing weights
+    src = sources.for_params(params)
+    model = models.create(entry, src.num_classes())  # the pretrained init; fails fast on missing weights
+    tr, va = _split(params, entry, stages.TRAIN, train=True), _split(params, entry, stages.VAL)
     config.set_threads(params)
     one = costs.count_flops(model, entry.img_size)
     adapter = {k: item[k] for k in ("members", "rank", "alpha", "seed")}
     wrapper = lora.LoRAEnsemble(model, model_name=name, **adapter)
     folder = config.RESULTS / "method_checkpoints" / key
     fp = config.fingerprint(entry.as_dict(), asdict(recipe), adapter, store.array_hash(tr.ids), store.array_hash(va.ids))
-    record = fine_tune(wrapper, stages._inputs(tr, entry), stages._inputs(va, entry), recipe, seed=item["seed"], folder=folder,
-                       fingerprint=fp, params=wrapper.trainable_parameters(), progress=progress)
-    load_weights(folder / "model.safetensors", wrapper)
+    record = stages.train_once(wrapper.to(sources.device(params)), tr.fit_data, va.fit_data, recipe, seed=item["seed"],
+                               folder=folder, fingerprint=fp, params=wrapper.trainable_parameters(), progress=progress,
+                               num_workers=src.num_workers)
     info = {"family": "lora_ensemble", "method": f"m{item['members']}-r{item['rank']}", "base": name, **adapter,
             "recipe": item["recipe"], "targets": wrapper.layer_names[:2] + (["..."] if len(wrapper.layer_names) > 2 else []),
             "best_epoch": record["best_epoch"], "val_score": record["best_score"], "gflops_one_forward": one,

@@ -19,6 +19,7 @@ of logits files work the same for both kinds of suite.
 """
 from __future__ import annotations
 
+import fnmatch
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,7 +27,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from benchmark import models, store
+from benchmark import store
 from benchmark.pipeline import config
 
 TRAIN, VAL = "train", "val"
@@ -98,12 +99,30 @@ class SplitInputs:
         """What :func:`benchmark.train.fine_tune` takes: ``(inputs, labels)`` tensors or the Dataset."""
         return (self.inputs, self.labels) if isinstance(self.inputs, torch.Tensor) else self.inputs
 
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def subset(self, keep) -> "SplitInputs":
+        """The samples at positions ``keep`` (in that order)."""
+        keep = torch.as_tensor(np.asarray(keep), dtype=torch.long)
+        inputs = self.inputs[keep] if isinstance(self.inputs, torch.Tensor) else LabelledSubset(self.inputs, keep)
+        return SplitInputs(self.name, inputs, self.labels[keep], self.ids[keep])
+
+
+class LabelledSubset(torch.utils.data.Subset):
+    """A ``Subset`` that keeps the ``labels`` attribute :func:`benchmark.train.fine_tune` reads."""
+
+    @property
+    def labels(self) -> np.ndarray:
+        return np.asarray(self.dataset.labels)[np.asarray(self.indices)]
+
 
 def embedded_inputs(split, entry) -> tuple[torch.Tensor, torch.Tensor]:
     """An embedded :class:`~benchmark.data.embedded.Split` as model input (N, 3, S, S) and labels."""
+    from benchmark.data.paper.transforms import data_config
     from benchmark.data.transforms import to_model_input
 
-    cfg = models.data_config(entry)
+    cfg = data_config(entry)  # timm's normalisation for the entry (as for the paper suites)
     return to_model_input(split.images, entry.img_size, cfg["mean"], cfg["std"]), torch.from_numpy(split.labels)
 
 
@@ -192,6 +211,29 @@ class PaperSource:
                                    f"{_file(split)} (the data stage's index); rerun the data stage (dvc repro)")
         ds = SplitDataset(s, (train_transform if train else eval_transform)(entry))
         return SplitInputs(split, ds, torch.from_numpy(index.labels), torch.from_numpy(index.ids))
+
+
+def resolve_splits(patterns: list[str] | None, available: list[str], where: str, required=(VAL, "test")) -> list[str]:
+    """Split names matching ``patterns`` (names or shell patterns; None = all of ``available``), in data order.
+
+    Raises ``ValueError`` starting with ``where`` (e.g. ``params.yaml sve.splits``) when a pattern matches nothing or a ``required`` split is left out.
+    """
+    if patterns is None:
+        chosen = list(available)
+    else:
+        if isinstance(patterns, str) or not isinstance(patterns, list) or not patterns:
+            raise ValueError(f"{where} must be a non-empty list of split names or patterns, got {patterns!r}")
+        hits = set()
+        for pat in patterns:
+            found = [s for s in available if fnmatch.fnmatchcase(s, str(pat))]
+            if not found:
+                raise ValueError(f"{where}: split {pat!r} matches none of {available}")
+            hits.update(found)
+        chosen = [s for s in available if s in hits]
+    missing = [s for s in required if s not in chosen]
+    if missing:
+        raise ValueError(f"{where} must include {list(required)}; missing {missing}")
+    return chosen
 
 
 def _file(split: str) -> Path:

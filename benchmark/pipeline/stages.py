@@ -30,21 +30,19 @@ def num_classes(train_labels) -> int:
     return int(train_labels.max()) + 1
 
 
-def _inputs(split, entry) -> tuple[torch.Tensor, torch.Tensor]:
-    """An embedded split as model input and labels (see :func:`sources.embedded_inputs`)."""
-    return sources.embedded_inputs(split, entry)
-
-
 def train(params: dict, name: str, *, progress: bool = True, stop_after_epoch: int | None = None) -> dict:
     """Fine-tune zoo entry ``name``; checkpoint in ``results/checkpoints/<name>/``.
 
     A recipe with ``epochs: 0`` saves the initial (pretrained) weights as the checkpoint.
+    In a torchrun worker the ranks train one DDP model (see :mod:`benchmark.train`); rank 0 writes.
     """
+    from benchmark import distributed
+
     entry = config.entry(params, name)
     recipe = config.recipes(params)[entry.recipe]
     src = sources.for_params(params)
     src.check_recipe(entry.recipe, recipe)
-    dev = sources.device(params)
+    dev = distributed.init(params, sources.device(params))
     model = models.create(entry, src.num_classes())  # fails fast on missing weights
     config.set_threads(params)
     train_data = val_data = None
@@ -70,22 +68,33 @@ def load_trained(params: dict, name: str):
 
 
 def logits(params: dict, name: str, *, progress: bool = True) -> list[str]:
-    """Logits of the trained model on every split but train, one file per split."""
+    """Logits of the trained model on every split but train, one file per split.
+
+    In a torchrun worker each rank computes its shard of every split; rank 0
+    gathers them in sample order and writes the folder (atomically, after every
+    rank has finished); the other ranks write nothing.
+    """
+    import contextlib
+
+    from benchmark import distributed
+
     entry, model = load_trained(params, name)
     src = sources.for_params(params)
-    model.to(sources.device(params))
+    model.to(distributed.init(params, sources.device(params)))
     config.set_threads(params)
     written = []
-    with store.atomic_dir(config.paths(name)["logits"]) as out:
+    with store.atomic_dir(config.paths(name)["logits"]) if distributed.is_main() else contextlib.nullcontext() as out:
         for split_name in split_files():
             if split_name == TRAIN:
                 continue
             s = src.inputs(split_name, entry)
-            z = predict_logits(model, s.inputs, batch_size=params["logits"]["batch_size"], desc=f"{name}/{split_name}",
-                               progress=progress, num_workers=src.num_workers)
-            store.save_logits_file(out / f"{split_name}.safetensors", z, s.labels, s.ids,
-                                   meta={"model": name, "split": split_name, "arch": entry.arch})
+            z = distributed.predict_logits(model, s.inputs, to_all=False, batch_size=params["logits"]["batch_size"],
+                                           desc=f"{name}/{split_name}", progress=progress, num_workers=src.num_workers)
+            if out is not None:
+                store.save_logits_file(out / f"{split_name}.safetensors", z, s.labels, s.ids,
+                                       meta={"model": name, "split": split_name, "arch": entry.arch})
             written.append(split_name)
+        distributed.barrier("every split is done before rank 0 writes the folder")
     return written
 
 
@@ -102,6 +111,17 @@ def cost(params: dict, name: str, *, progress: bool = False) -> dict:
         "threads": torch.get_num_threads(),
     }
     store.write_json(config.paths(name)["cost"], record)
+    return record
+
+
+def train_once(model, train, val, recipe, *, seed: int, folder: Path, fingerprint: str, **kwargs) -> dict:
+    """:func:`~benchmark.train.fine_tune` a method's model unless ``folder/train.json`` records a
+    finished run with this ``fingerprint``; loads the selected weights and returns the record."""
+    done = Path(folder) / "train.json"
+    record = store.read_json(done) if done.exists() else None
+    if record is None or record.get("fingerprint") != fingerprint:
+        record = fine_tune(model, train, val, recipe, seed=seed, folder=folder, fingerprint=fingerprint, **kwargs)
+    load_weights(Path(folder) / "model.safetensors", model)
     return record
 
 
@@ -126,9 +146,11 @@ def method_output(params: dict, name: str, model, entry, info: dict, *, splits=N
     config.set_threads(params)
     c = params["cost"]
     record = dict(info)
+    model.cpu()  # costs are measured on the CPU, logits computed on params' device
     record.setdefault("gflops", costs.count_flops(model, entry.img_size))
     record.setdefault("params", costs.count_params(model))
     record.setdefault("throughput", costs.measure_throughput(model, entry.img_size, batch_size=c["throughput_batch"], iters=c["throughput_iters"]))
+    model.to(sources.device(params))
     with store.atomic_dir(config.paths()["methods"] / name) as out:
         for split_name in files:
             s = src.inputs(split_name, entry)

@@ -27,7 +27,29 @@ import yaml
 
 TEMPLATES = Path(__file__).parent / "templates"
 DERIVED_PARAMS = ("suite", "zoo", "data", "recipes")  # params.yaml keys that follow the suite file
+REQUIRED_PARAMS = ("sve", "baselines")  # params.yaml keys the generated dvc.yaml interpolates
 EVAL_SPLITS = ("test", "shift", "ood")
+SVE_MEMBERS = [1, 2, 4, 8, 16]  # the default sweep where the suite file has an `sve` recipe
+_TRAIN = ["../../benchmark/models.py", "../../benchmark/train.py", "../../benchmark/data/paper/transforms.py"]
+_CHECKPOINT = "results/checkpoints/${item.model}"
+_OUT = ["results/methods/${key}"]
+BASELINE_STAGES = {  # stage name -> how the template renders it (see templates/suite.dvc.yaml.j2)
+    "soup": dict(section="soups", script="soup", comment="uniform and greedy soups of seeded fine-tunes",
+                 deps=["../../benchmark/methods/soups.py", "../../benchmark/data/paper/transforms.py"],
+                 checkpoint="results/checkpoints", outs=["results/methods/${key}-uniform", "results/methods/${key}-greedy"]),
+    "mc_dropout": dict(section="mc_dropout", script="mc_dropout", comment="MC dropout, T masks",
+                       deps=["../../benchmark/methods/mc_dropout.py", "../../benchmark/methods/last_layer.py",
+                             "../../benchmark/data/paper/transforms.py"], checkpoint=_CHECKPOINT, outs=_OUT),
+    "laplace": dict(section="laplace", script="laplace", comment="last-layer Laplace",
+                    deps=["../../benchmark/methods/laplace.py", "../../benchmark/methods/last_layer.py",
+                          "../../benchmark/data/paper/transforms.py"], checkpoint=_CHECKPOINT, outs=_OUT),
+    "shallow": dict(section="shallow", script="shallow", comment="one backbone, M heads (joint: from the init)",
+                    deps=["../../benchmark/methods/shallow.py", "../../benchmark/methods/last_layer.py", *_TRAIN],
+                    checkpoint=_CHECKPOINT, recipe=True, zoo_entry=True, persist=True, outs=_OUT),
+    "lora_ensemble": dict(section="lora_ensemble", script="lora_ensemble", comment="M rank-r adapters (ViTs)",
+                          deps=["../../benchmark/methods/lora_ensemble.py", *_TRAIN], recipe=True, zoo_entry=True,
+                          persist=True, outs=_OUT),
+}
 
 
 def _flow(value) -> str:
@@ -50,7 +72,7 @@ def _context(name: str, root: Path) -> dict:
 
     spec = load_suite(name, suites_dir=root / "suites")
     zoo_file = spec.zoo if spec.zoo.is_absolute() else root / spec.zoo
-    load_zoo(zoo_file, recipes=spec.recipes, check_arch=False)
+    zoo = load_zoo(zoo_file, recipes=spec.recipes, check_arch=False)
     folder = root / "suites" / name
     splits = list(spec.splits)
     return {
@@ -65,6 +87,41 @@ def _context(name: str, root: Path) -> dict:
         "eval_splits": [s for s in EVAL_SPLITS if s in splits],
         "table_splits": [s for s in EVAL_SPLITS if s in splits] + ["val"] + (["corrupt-*-3"] if "corrupt-*" in splits else []),
         "plot_metrics": ["accuracy", "auroc", "aurc", "sac98", "ece", "nll", "brier"] + (["ood_auroc"] if "ood" in splits else []),
+        "baseline_stages": {k: {"recipe": False, "zoo_entry": False, "persist": False, "checkpoint": None, **v}
+                            for k, v in BASELINE_STAGES.items()},
+        **_method_defaults(zoo, spec.recipes),
+    }
+
+
+def _method_defaults(zoo: dict, recipes: dict) -> dict:
+    """Defaults of params.yaml ``sve``, ``baselines`` and ``evaluate.deep_ensembles`` derived from the zoo.
+
+    SVE runs by default (``SVE_MEMBERS``) only where the suite file has an ``sve``
+    recipe; its base is the first pretrained base-role entry (ViTs first). The
+    baselines start unselected, with commented examples naming real zoo entries.
+    """
+    from benchmark.zoo import seed_groups
+
+    pretrained = [e for e in zoo.values() if e.pretrained]
+    bases = [e for e in pretrained if e.role == "base"] or pretrained or list(zoo.values())
+    base = ([e for e in bases if e.arch.startswith("vit")] or bases)[0]
+    groups = seed_groups(zoo)
+    group = groups[0] if groups else []
+    any_vit = next((e.name for e in pretrained if e.arch.startswith("vit")), None)
+    train_recipe = next((r for r, v in recipes.items() if v.get("epochs")), "finetune")
+    return {
+        "sve": {"base": base.name, "members": SVE_MEMBERS if "sve" in recipes else [],
+                "recipe": "sve" if "sve" in recipes else None},
+        "deep_ensembles": [m for m in (2, 5, 8) if groups and m <= min(map(len, groups))],
+        "examples": {
+            "soups": f"soup-{base.name}: {{models: {_flow(group)}}}" if group else None,
+            "mc_dropout": f"mcdrop-{base.name}: {{model: {base.name}, samples: 8, p: 0.1}}",
+            "laplace": f"laplace-{base.name}: {{model: {base.name}, hessian: kron, predictive: probit, "
+                       "prior_precisions: [1.0e-2, 1.0, 100.0, 1.0e+4]}",
+            "shallow": f"shallow-{base.name}: {{model: {base.name}, members: 5, recipe: {train_recipe}}}",
+            "lora_ensemble": f"lora-{any_vit}: {{model: {any_vit}, members: 4, rank: 8, recipe: {train_recipe}}}"
+                             if any_vit else None,
+        },
     }
 
 
@@ -106,6 +163,10 @@ def check(name: str, root=".") -> list[str]:
         keys = [k for k in DERIVED_PARAMS if have.get(k) != want[k]]
         if keys:
             problems.append(f"{params_file}: {keys} differ from the suite file (expected {({k: want[k] for k in keys})})")
+        absent = [k for k in REQUIRED_PARAMS if not isinstance(have.get(k), dict)]
+        if absent:
+            problems.append(f"{params_file}: no {absent} section(s), which the generated dvc.yaml reads "
+                            f"(copy them from the generator: {({k: want[k] for k in absent})})")
     return problems
 
 

@@ -31,7 +31,6 @@ without its classifier).
 """
 from __future__ import annotations
 
-import fnmatch
 import math
 from dataclasses import asdict
 
@@ -39,17 +38,16 @@ import numpy as np
 
 from benchmark import cost as costs
 from benchmark import models, store
-from benchmark.data.embedded import Split, stratified_order
-from benchmark.data.splits_io import load_split
+from benchmark.data.embedded import stratified_order
 from benchmark.methods.sve import SingularValueEnsemble, check_members
-from benchmark.pipeline import config, stages
-from benchmark.train import Recipe, cross_entropy_any, fine_tune, load_weights
+from benchmark.pipeline import config, sources, stages
+from benchmark.pipeline.sources import SplitInputs
+from benchmark.train import Recipe, cross_entropy_any
 from benchmark.zoo import ZooEntry
 
 SECTION = "sve"
 REQUIRED = ("base", "members", "recipe")
 DEFAULTS = {"sigma_init": 0.0, "seed": 0, "patterns": None, "train_subset": None, "splits": None}
-REQUIRED_SPLITS = ("val", "test")
 IMAGES_PER_CALL = 64  # member images per forward when writing logits (M x B beyond ~64 gets slower on CPU)
 
 
@@ -119,32 +117,13 @@ def base_entry(params: dict, cfg: dict) -> ZooEntry:
     return entry
 
 
-def resolve_splits(patterns: list[str] | None, available: list[str]) -> list[str]:
-    """Split names matching ``patterns`` (all of ``available`` if None), in data order; val and test required."""
-    if patterns is None:
-        chosen = list(available)
-    else:
-        chosen = []
-        for pat in patterns:
-            hits = [s for s in available if fnmatch.fnmatchcase(s, pat)]
-            if not hits:
-                raise ValueError(f"params.yaml {SECTION}.splits: {pat!r} matches none of the splits {available}")
-            chosen += [s for s in hits if s not in chosen]
-        chosen = [s for s in available if s in chosen]
-    missing = [s for s in REQUIRED_SPLITS if s not in chosen]
-    if missing:
-        raise ValueError(f"params.yaml {SECTION}.splits must include {list(REQUIRED_SPLITS)}; missing {missing}")
-    return chosen
-
-
-def train_subset(split: Split, n: int | None, seed: int) -> Split:
+def train_subset(split: SplitInputs, n: int | None, seed: int) -> SplitInputs:
     """A stratified seeded subset of ``n`` samples (in split order); the split itself if ``n`` is None."""
     if n is None:
         return split
     if n > len(split):
         raise ValueError(f"params.yaml {SECTION}.train_subset: {n} exceeds the {len(split)} images of split {split.name!r}")
-    keep = np.sort(stratified_order(split.labels, np.random.default_rng([seed, 0x5E5E]))[:n])
-    return Split(images=split.images[keep], labels=split.labels[keep], ids=split.ids[keep], name=split.name)
+    return split.subset(np.sort(stratified_order(split.labels.numpy(), np.random.default_rng([seed, 0x5E5E]))[:n]))
 
 
 def build(entry: ZooEntry, cfg: dict, members: int, num_classes: int) -> SingularValueEnsemble:
@@ -177,7 +156,8 @@ def check(params: dict, members) -> tuple[dict, ZooEntry, Recipe, list[str]]:
     cfg = sve_config(params)
     entry = base_entry(params, cfg)
     recipe = config.recipes(params)[cfg["recipe"]]
-    splits = resolve_splits(cfg["splits"], [s for s in stages.split_files() if s != stages.TRAIN])
+    splits = sources.resolve_splits(cfg["splits"], [s for s in stages.split_files() if s != stages.TRAIN],
+                                    f"params.yaml {SECTION}.splits")
     return cfg, entry, recipe, splits
 
 
@@ -185,22 +165,18 @@ def train_sve(params: dict, members: int, *, progress: bool = True) -> dict:
     """Fine-tune an ``members``-member SVE (params ``sve``) and write its method output; returns ``cost.json``."""
     cfg, entry, recipe, splits = check(params, members)
     name = output_name(members)
-    files = stages.split_files()
-    tr = train_subset(load_split(files[stages.TRAIN], stages.TRAIN), cfg["train_subset"], cfg["seed"])
-    va = load_split(files[stages.VAL], stages.VAL)
+    src = sources.for_params(params)
+    tr = train_subset(src.inputs(stages.TRAIN, entry, train=True), cfg["train_subset"], cfg["seed"])
+    va = src.inputs(stages.VAL, entry)
     config.set_threads(params)
-    model = build(entry, cfg, members, stages.num_classes(tr.labels))
+    model = build(entry, cfg, members, src.num_classes())
     run = {k: cfg[k] for k in ("sigma_init", "seed", "patterns")} | {"members": members}
     fp = config.fingerprint(entry.as_dict(), asdict(recipe), run, store.array_hash(tr.ids), store.array_hash(va.ids))
     folder = config.RESULTS / "method_checkpoints" / name  # not results/checkpoints: the soups depend on that folder
-    done = folder / "train.json"
-    record = store.read_json(done) if done.exists() else None
-    if record is None or record.get("fingerprint") != fp:
-        record = fine_tune(model, stages._inputs(tr, entry), stages._inputs(va, entry), recipe, seed=cfg["seed"],
-                           folder=folder, fingerprint=fp, params=model.trainable_parameters(),
-                           loss_fn=cross_entropy_any, progress=progress)
-    load_weights(folder / "model.safetensors", model)
-    model.eval()
+    record = stages.train_once(model.to(sources.device(params)), tr.fit_data, va.fit_data, recipe, seed=cfg["seed"],
+                               folder=folder, fingerprint=fp, params=model.trainable_parameters(),
+                               loss_fn=cross_entropy_any, progress=progress, num_workers=src.num_workers)
+    model.cpu().eval()
     info = {"family": "sve", "method": f"m{members}", "base": entry.name, "members": members, "arch": entry.arch,
             "img_size": entry.img_size, "sigma_init": float(cfg["sigma_init"]), "seed": cfg["seed"],
             "adapted_layers": len(model.layer_names), "train_images": len(tr), "val_score": record["best_score"],

@@ -1,4 +1,5 @@
 """Baselines: deep ensembles (cached logits), model soups, MC dropout, shallow ensembles."""
+import copy
 import math
 
 import pytest
@@ -315,3 +316,29 @@ def test_shallow_ensemble_errors(tiny):
         ShallowEnsemble(tiny, EnsembleHeads(8, 3, 2), model_name="tiny-net")
     with pytest.raises(ValueError, match=r"shallow ensemble does not apply to model 'plain'"):
         ShallowEnsemble(nn.Sequential(nn.Linear(8, 3)), EnsembleHeads(8, 3, 2), model_name="plain")
+
+
+def test_joint_shallow_ensemble_backprops_every_head_into_the_shared_backbone(tiny):
+    tiny = copy.deepcopy(tiny)
+    heads = EnsembleHeads(tiny.get_classifier().in_features, tiny.get_classifier().out_features, 3, seed=0)
+    joint = ShallowEnsemble(tiny, heads, backbone="joint").train()
+    x = _x()
+    grads = []
+    for m in range(3):  # each member's loss alone reaches the backbone, and differently
+        joint.zero_grad(set_to_none=True)
+        joint(x)[m].logsumexp(-1).sum().backward()
+        grads.append(torch.cat([p.grad.flatten() for n, p in joint.model.named_parameters()
+                                if p.requires_grad and p.grad is not None]))
+    assert all(g.abs().sum() > 0 for g in grads) and not torch.allclose(grads[0], grads[1])
+    assert not any(p.requires_grad for p in joint.model.get_classifier().parameters())
+    assert joint.model.training  # a joint backbone trains (BatchNorm/dropout in train mode)
+
+
+def test_frozen_shallow_ensemble_keeps_the_backbone_out_of_training(tiny):
+    tiny = copy.deepcopy(tiny)
+    heads = EnsembleHeads(tiny.get_classifier().in_features, tiny.get_classifier().out_features, 2, seed=0)
+    frozen = ShallowEnsemble(tiny, heads, backbone="frozen").train()
+    assert not frozen.model.training and not any(p.requires_grad for p in frozen.model.parameters())
+    assert all(p.requires_grad for p in frozen.head.parameters())
+    with pytest.raises(ValueError, match=r"shallow ensemble of model 'x': backbone must be one of \('joint', 'frozen'\)"):
+        ShallowEnsemble(tiny, heads, model_name="x", backbone="both")

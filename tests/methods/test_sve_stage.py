@@ -18,7 +18,8 @@ from benchmark import store
 from benchmark.cost import count_flops
 from benchmark.data.embedded import Split
 from benchmark.data.splits_io import load_split, save_split
-from benchmark.pipeline import evaluate, stages
+from benchmark.pipeline import evaluate, sources, stages
+from benchmark.pipeline.sources import SplitInputs
 from benchmark.pipeline import sve as stage
 from benchmark.train import load_weights
 
@@ -92,7 +93,7 @@ def test_member_logits_match_the_dense_member_of_the_checkpoint(run):
     model = stage.build(entry, cfg, M, CLASSES)
     load_weights(root / "results" / "method_checkpoints" / "sve-m2" / "model.safetensors", model)
     test = load_split(root / "results" / "data" / "test.npz")
-    x, _ = stages._inputs(test, entry)
+    x, _ = sources.embedded_inputs(test, entry)
     saved = torch.as_tensor(np.asarray(store.load_logits_file(root / "results" / "methods" / "sve-m2" / "test.safetensors").logits))
     with torch.no_grad():
         for m in range(M):
@@ -146,24 +147,43 @@ def test_finished_run_is_not_trained_again_and_gives_the_same_output(run):
     assert {k: v for k, v in again.items() if k != "throughput"} == {k: v for k, v in record.items() if k != "throughput"}
 
 
+def _split_inputs(split) -> SplitInputs:
+    return SplitInputs(split.name, torch.from_numpy(split.images).float(), torch.from_numpy(split.labels),
+                       torch.from_numpy(split.ids))
+
+
 def test_train_subset_is_stratified_seeded_and_in_split_order():
-    split = _split("train", 30, 0)
+    split = _split_inputs(_split("train", 30, 0))
     sub = stage.train_subset(split, 12, seed=3)
-    assert np.bincount(sub.labels).tolist() == [4, 4, 4]
-    assert np.all(np.diff(sub.ids) > 0) and set(sub.ids) <= set(split.ids)
-    assert np.array_equal(stage.train_subset(split, 12, seed=3).ids, sub.ids)
-    assert not np.array_equal(stage.train_subset(split, 12, seed=4).ids, sub.ids)
+    assert np.bincount(sub.labels.numpy()).tolist() == [4, 4, 4]
+    assert torch.all(torch.diff(sub.ids) > 0) and set(sub.ids.tolist()) <= set(split.ids.tolist())
+    keep = torch.searchsorted(split.ids, sub.ids)  # the images travel with their ids and labels
+    assert torch.equal(sub.inputs, split.inputs[keep]) and torch.equal(sub.labels, split.labels[keep])
+    assert torch.equal(stage.train_subset(split, 12, seed=3).ids, sub.ids)
+    assert not torch.equal(stage.train_subset(split, 12, seed=4).ids, sub.ids)
     assert stage.train_subset(split, None, seed=3) is split
+
+
+def test_train_subset_of_a_streamed_split_keeps_labels_for_fine_tune():
+    split = _split("train", 30, 0)
+    ds = torch.utils.data.TensorDataset(torch.from_numpy(split.images).float(), torch.from_numpy(split.labels))
+    ds.labels = split.labels
+    streamed = SplitInputs("train", ds, torch.from_numpy(split.labels), torch.from_numpy(split.ids))
+    sub = stage.train_subset(streamed, 12, seed=3)
+    eager = stage.train_subset(_split_inputs(split), 12, seed=3)
+    assert torch.equal(sub.ids, eager.ids) and np.array_equal(sub.inputs.labels, eager.labels.numpy())
+    assert torch.equal(torch.stack([sub.inputs[i][0] for i in range(len(sub))]), eager.inputs)
 
 
 def test_split_patterns_resolve_in_data_order():
     available = ["corrupt-noise-1", "corrupt-noise-3", "ood", "shift", "test", "val"]
-    assert stage.resolve_splits(["val", "test", "corrupt-*-3"], available) == ["corrupt-noise-3", "test", "val"]
-    assert stage.resolve_splits(None, available) == available
-    with pytest.raises(ValueError, match=r"sve.splits: 'nope' matches none"):
-        stage.resolve_splits(["val", "test", "nope"], available)
-    with pytest.raises(ValueError, match=r"must include \['val', 'test'\]; missing \['test'\]"):
-        stage.resolve_splits(["val", "ood"], available)
+    where = "params.yaml sve.splits"
+    assert sources.resolve_splits(["val", "test", "corrupt-*-3"], available, where) == ["corrupt-noise-3", "test", "val"]
+    assert sources.resolve_splits(None, available, where) == available
+    with pytest.raises(ValueError, match=r"sve.splits: split 'nope' matches none"):
+        sources.resolve_splits(["val", "test", "nope"], available, where)
+    with pytest.raises(ValueError, match=r"sve.splits must include \['val', 'test'\]; missing \['test'\]"):
+        sources.resolve_splits(["val", "ood"], available, where)
 
 
 @pytest.mark.parametrize("members", [0, -1, True, 1.5])

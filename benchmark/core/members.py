@@ -13,18 +13,22 @@ def _check_logits(logits: Tensor) -> Tensor:
     return logits
 
 
-def sve_loss(logits: Tensor, labels: Tensor) -> Tensor:
+def member_cross_entropy(logits: Tensor, labels: Tensor, label_smoothing: float = 0.0) -> Tensor:
     """Mean over members of each member's mean cross-entropy on the same batch.
 
-    ``(1 / M) sum_m (1 / B) sum_i -log softmax(logits[m, i])[labels[i]]``; all
-    members are trained jointly on every batch.
+    ``(1 / M) sum_m (1 / B) sum_i -log softmax(logits[m, i])[labels[i]]`` for
+    (M, B, C) logits, all members trained jointly on every batch (SVE, shallow and
+    LoRA ensembles); (B, C) logits are one member (plain cross-entropy). With
+    ``label_smoothing`` each member's target is smoothed as in ``F.cross_entropy``.
     """
+    if isinstance(logits, Tensor) and logits.dim() == 2:
+        logits = logits.unsqueeze(0)
     m, b, c = _check_logits(logits).shape
     if labels.shape != (b,) or labels.dtype.is_floating_point or labels.dtype.is_complex or labels.dtype == torch.bool:
         raise ValueError(f"labels must be an integer tensor of shape ({b},), got {labels.dtype} {tuple(labels.shape)}")
     if b and (labels.min() < 0 or labels.max() >= c):
         raise ValueError(f"labels must lie in [0, {c}), got range [{int(labels.min())}, {int(labels.max())}]")
-    return F.cross_entropy(logits.reshape(m * b, c), labels.repeat(m))
+    return F.cross_entropy(logits.reshape(m * b, c), labels.repeat(m), label_smoothing=label_smoothing)
 
 
 def _entropy(p: Tensor) -> Tensor:

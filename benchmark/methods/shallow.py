@@ -5,7 +5,7 @@ timm classifier (see :mod:`benchmark.methods.last_layer`); the forward returns
 (M, B, C) member logits (the ensemble prediction is the mean of the softmaxes).
 The heads are initialised independently (``nn.Linear``'s default
 ``U(-1/sqrt(D), 1/sqrt(D))``, seeded) and trained together on the mean member
-cross-entropy (:func:`benchmark.train.cross_entropy_any`).
+cross-entropy (:func:`benchmark.core.members.member_cross_entropy`).
 
 Two ways to train (``backbone``):
 

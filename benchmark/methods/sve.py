@@ -4,8 +4,9 @@ Every adapted weight ``W = U S V^T`` keeps its pretrained singular vectors froze
 each of ``M`` members trains its own singular values ``S^(m) = S (1 + eps^(m))``,
 ``eps^(m) ~ N(0, sigma_init^2 I)``, its own bias and its own linear head. All
 members run in one forward: the input is repeated ``M`` times along the batch
-(member-major) and every adapted layer applies each member's singular values to
-its own rows (see :mod:`benchmark.methods.sve_layers`). Non-adapted layers run
+(member-major; channels-last at inference when pointwise convs are adapted, as
+their outputs are) and every adapted layer applies each member's singular values
+to its own rows (see :mod:`benchmark.methods.sve_layers`). Non-adapted layers run
 unchanged on the ``M B`` batch.
 
 Which layers are adapted (regexes searched in ``named_modules()`` names):
@@ -93,13 +94,15 @@ class SingularValueEnsemble(nn.Module):
     parameter counts). Member heads copy the backbone's linear classifier when
     ``reuse_head`` and the class counts agree, else they are drawn independently
     from U(-1/sqrt(D), 1/sqrt(D)) with ``seed``.
-    ``mode`` chooses the layer arithmetic (``factored`` or ``materialized``).
+    ``mode`` chooses the layer arithmetic (``auto``, ``factored`` or ``materialized``,
+    see :mod:`benchmark.methods.sve_layers`); ``auto`` trains factored and runs
+    inference on cached member weights where they pay.
     """
 
     def __init__(self, backbone: nn.Module, *, members: int, num_classes: int | None = None,
                  patterns: Sequence[str] | None = None, sigma_init: float = 0.0, seed: int = 0,
                  pretrained: bool, allow_random_init: bool = False, reuse_head: bool = True,
-                 split_qkv: bool = True, mode: str = "factored"):
+                 split_qkv: bool = True, mode: str = "auto"):
         super().__init__()
         self.members = check_members(members)
         if not (isinstance(sigma_init, (int, float)) and math.isfinite(sigma_init) and sigma_init >= 0):
@@ -139,6 +142,7 @@ class SingularValueEnsemble(nn.Module):
             parent, _, child = name.rpartition(".")
             setattr(backbone.get_submodule(parent) if parent else backbone, child, new)
         self.backbone = backbone
+        self.channels_last = any(isinstance(m, SVEConv1x1) for m in self.sve_layers())  # their output layout
 
         ref = self.sve_layers()[0].U
         if reuse_head and isinstance(head, nn.Linear) and head.out_features == self.num_classes:
@@ -156,7 +160,10 @@ class SingularValueEnsemble(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         """Logits (M, B, C) of all members for ``x`` (B, ...)."""
         b = x.shape[0]
-        feats = self.backbone(x.repeat(self.members, *([1] * (x.dim() - 1))))
+        stacked = x.repeat(self.members, *([1] * (x.dim() - 1)))
+        if self.channels_last and x.dim() == 4 and not (self.training and torch.is_grad_enabled()):
+            stacked = stacked.contiguous(memory_format=torch.channels_last)  # no layout copy at the first 1x1 conv
+        feats = self.backbone(stacked)
         if feats.dim() != 2:
             raise RuntimeError(f"backbone without classifier returned shape {tuple(feats.shape)}, expected (M*B, D)")
         feats = feats.reshape(self.members, b, -1)

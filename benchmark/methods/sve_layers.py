@@ -7,9 +7,9 @@ for a fused q/k/v projection, else 1) and each block is decomposed once,
 bias ``b^(m)`` (out,). Member ``m`` computes ``y = U diag(S^(m)) V^T x + b^(m)``.
 
 The input of every layer holds all members stacked along the batch, member-major:
-rows ``[m B, (m + 1) B)`` belong to member ``m``. Two equivalent ways to compute:
+rows ``[m B, (m + 1) B)`` belong to member ``m``. Ways to compute (``mode``):
 
-``factored`` (default)
+``factored``
     ``x V`` and ``(.) U^T`` are shared GEMMs over all ``M B`` rows; only the
     scaling by ``S^(m)`` and the bias are per member. Costs ``(in + out) r`` per
     row instead of ``in out`` (1.25x for a 4:1 MLP matrix, 2x for a square one)
@@ -18,13 +18,30 @@ rows ``[m B, (m + 1) B)`` belong to member ``m``. Two equivalent ways to compute
     ``W^(m) = U diag(S^(m)) V^T`` is formed for all members every forward
     (``M out in r`` multiply-adds, ``M out in`` memory) and applied with one
     batched matmul: the dense cost per row, plus the materialisation.
+``auto`` (default)
+    ``factored`` while gradients flow to the layer's parameters (training). At
+    inference, per layer and forward, the cheaper of ``factored`` and cached member
+    weights in a simple cost model (:meth:`SVELayer.cache_pays`): cached weights
+    for many rows per member (large batches, high-resolution CNN stages, square
+    ViT matrices), factored for few rows through a wide layer, whose ``M`` weight
+    copies would stream from memory.
+
+Whenever no gradient can reach ``singular_values`` or ``bias`` (``torch.no_grad``,
+``inference_mode`` or frozen parameters), ``materialized`` (and ``auto`` where it
+pays) applies cached member weights with one batched matmul: the dense cost,
+``M out in`` floats held per layer (as much as ``M`` dense copies of it). The
+cache is rebuilt when ``singular_values``, ``U`` or ``V`` change in place (their
+version counters, e.g. an optimizer step) or are replaced (``load_state_dict``,
+``.to()``), and dropped by ``train()``/``eval()``; writes through ``.data``
+bypass the version counter, so call :meth:`SVELayer.clear_cache` after them.
 """
 from __future__ import annotations
 
 import torch
 from torch import Tensor, nn
 
-MODES = ("factored", "materialized")
+MODES = ("auto", "factored", "materialized")
+WEIGHT_READ_COST = 10.0  # multiply-adds one weight read from memory costs (best of 0..25 on a 1-thread CPU)
 
 
 def thin_svd(weight: Tensor, chunks: int) -> tuple[Tensor, Tensor, Tensor]:
@@ -50,7 +67,7 @@ class SVELayer(nn.Module):
     ``S^(m) = S (1 + eps^(m))``. A layer without a bias gets a zero bias per member.
     """
 
-    def __init__(self, weight: Tensor, bias: Tensor | None, eps: Tensor, *, chunks: int = 1, mode: str = "factored"):
+    def __init__(self, weight: Tensor, bias: Tensor | None, eps: Tensor, *, chunks: int = 1, mode: str = "auto"):
         super().__init__()
         if mode not in MODES:
             raise ValueError(f"SVE mode must be one of {MODES}, got {mode!r}")
@@ -67,6 +84,7 @@ class SVELayer(nn.Module):
         base = torch.zeros(self.out_features, dtype=weight.dtype, device=weight.device) if bias is None else bias.detach()
         self.singular_values = nn.Parameter(s.reshape(1, k * rank) * (1 + eps.to(device=s.device, dtype=s.dtype)))
         self.bias = nn.Parameter(base.reshape(1, -1).repeat(members, 1))
+        self._cache: tuple[tuple, Tensor] | None = None  # (key of the tensors it depends on, W^T (M, in, out))
 
     def member_weights(self, members: slice | list[int] = slice(None)) -> Tensor:
         """``W^(m) = U diag(S^(m)) V^T`` for the selected members (default all), (M', out, in)."""
@@ -84,6 +102,9 @@ class SVELayer(nn.Module):
 
     def _members_apply(self, x: Tensor) -> Tensor:
         """``y[m] = x[m] W^(m)^T + b^(m)`` for ``x`` (M, T, in) -> (M, T, out)."""
+        grad = torch.is_grad_enabled() and (self.singular_values.requires_grad or self.bias.requires_grad)
+        if not grad and (self.mode == "materialized" or self.mode == "auto" and self.cache_pays(x.shape[1])):
+            return torch.baddbmm(self.bias.unsqueeze(1), x, self.cached_weights())
         if self.mode == "materialized":
             return torch.baddbmm(self.bias.unsqueeze(1), x, self.member_weights().transpose(1, 2))
         h = (x @ self.V) * self.singular_values.unsqueeze(1)  # (M, T, k r)
@@ -93,6 +114,43 @@ class SVELayer(nn.Module):
         # block-diagonal U: one (r -> o) map per block
         y = torch.einsum("mtkr,kor->mtko", h.view(m, t, self.chunks, self.rank), self.U).reshape(m, t, -1)
         return y + self.bias.unsqueeze(1)
+
+    def cache_pays(self, rows: int) -> bool:
+        """Whether cached weights beat ``factored`` for ``rows`` rows per member.
+
+        Cost in multiply-adds, counting a weight read from memory as ``c =``
+        :data:`WEIGHT_READ_COST`: cached ``M T d + c M d``, factored ``M T a + c a``
+        with ``T = rows``, ``d = in out``, ``a = r (k in + out)`` (``a > d`` as
+        ``r = min(out / k, in)``); the cache pays iff ``M T (a - d) > c (M d - a)``.
+        """
+        dense = self.in_features * self.out_features
+        factored = self.rank * (self.chunks * self.in_features + self.out_features)
+        return rows * self.members * (factored - dense) > WEIGHT_READ_COST * (self.members * dense - factored)
+
+    def cached_weights(self) -> Tensor:
+        """``W^(m)^T`` of all members (M, in, out), contiguous, without autograd; rebuilt when stale."""
+        key = tuple((t._version, t.data_ptr(), t.dtype, t.device) for t in (self.singular_values, self.U, self.V))
+        if self._cache is None or self._cache[0] != key:
+            self._cache = None  # free the stale weights before forming new ones
+            with torch.inference_mode(False), torch.no_grad():  # a plain tensor even if built in inference mode
+                self._cache = (key, self.member_weights().transpose(1, 2).contiguous())
+        return self._cache[1]
+
+    def clear_cache(self) -> None:
+        """Drop the cached member weights (they are rebuilt by the next forward that uses them)."""
+        self._cache = None
+
+    def train(self, mode: bool = True):
+        self.clear_cache()
+        return super().train(mode)
+
+    def _apply(self, fn, recurse=True):
+        self.clear_cache()
+        return super()._apply(fn, recurse)
+
+    def _load_from_state_dict(self, *args, **kwargs):
+        self.clear_cache()
+        super()._load_from_state_dict(*args, **kwargs)
 
     def extra_repr(self) -> str:
         return (f"in={self.in_features}, out={self.out_features}, members={self.members}, "
@@ -119,7 +177,7 @@ class SVELinear(SVELayer):
 class SVEConv1x1(SVELayer):
     """SVE replacement of a pointwise ``nn.Conv2d`` (1x1, groups 1, no padding, any stride)."""
 
-    def __init__(self, conv: nn.Conv2d, eps: Tensor, *, mode: str = "factored"):
+    def __init__(self, conv: nn.Conv2d, eps: Tensor, *, mode: str = "auto"):
         super().__init__(conv.weight.flatten(1), conv.bias, eps, chunks=1, mode=mode)
         self.stride = tuple(conv.stride)
 

@@ -42,7 +42,8 @@ from benchmark.data.embedded import stratified_order
 from benchmark.methods.sve import SingularValueEnsemble, check_members
 from benchmark.pipeline import config, sources, stages
 from benchmark.pipeline.sources import SplitInputs
-from benchmark.train import Recipe, cross_entropy_any
+from benchmark.core.members import member_cross_entropy
+from benchmark.train import Recipe
 from benchmark.zoo import ZooEntry
 
 SECTION = "sve"
@@ -175,7 +176,7 @@ def train_sve(params: dict, members: int, *, progress: bool = True) -> dict:
     folder = config.RESULTS / "method_checkpoints" / name  # not results/checkpoints: the soups depend on that folder
     record = stages.train_once(model.to(sources.device(params)), tr.fit_data, va.fit_data, recipe, seed=cfg["seed"],
                                folder=folder, fingerprint=fp, params=model.trainable_parameters(),
-                               loss_fn=cross_entropy_any, progress=progress, num_workers=src.num_workers)
+                               loss_fn=member_cross_entropy, progress=progress, num_workers=src.num_workers)
     model.cpu().eval()
     info = {"family": "sve", "method": f"m{members}", "base": entry.name, "members": members, "arch": entry.arch,
             "img_size": entry.img_size, "sigma_init": float(cfg["sigma_init"]), "seed": cfg["seed"],

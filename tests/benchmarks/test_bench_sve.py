@@ -1,7 +1,12 @@
 """SVE benchmarks (CPU, one thread): batched vs sequential members; training-step memory.
 
-* ``test_bench_sve_forward``: one batched forward of M = 8 members against the
-  same 8 members exported as dense timm models and run one after the other.
+* ``test_bench_sve_forward``: one batched forward of M = 8 members (inference:
+  cached member weights where they pay, see :mod:`benchmark.methods.sve_layers`)
+  against the same 8 members exported as dense timm models and run one after the
+  other (``sequential``), for CNNs also with channels-last inputs and weights
+  (``sequential-cl``: PyTorch's one-thread 1x1 convolution is much faster on
+  channels-last tensors at small batches). Timed in thread CPU time, so that other
+  processes on a shared machine do not count.
 * ``test_bench_sve_train_step``: time of one training step (AdamW) of SVE at
   M = 8 against a full fine-tune of the same backbone on the same batch (``full``)
   and on M times the batch (``full-Mx-batch``, as many images as SVE runs); the
@@ -21,26 +26,28 @@ import json
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 import timm
 import torch
 
-from benchmark.methods import SingularValueEnsemble, sve_loss
+from benchmark.methods import SingularValueEnsemble, member_cross_entropy
 
 MEMBERS = 8
 CLASSES = 10
 FORWARD_CASES = {  # name: (timm arch, create kwargs, image size, batch)
     "lite0-64px-B1": ("tf_efficientnet_lite0", {}, 64, 1),
     "lite0-64px": ("tf_efficientnet_lite0", {}, 64, 8),
+    "vit_tiny-64px-B1": ("vit_tiny_patch16_224", {"img_size": 64}, 64, 1),
     "vit_tiny-64px": ("vit_tiny_patch16_224", {"img_size": 64}, 64, 8),
 }
 STEP_VARIANTS = ("sve", "sve-materialized", "full", "full-Mx-batch")  # full-Mx-batch: M * B images, like SVE
 STEP_ARCH, STEP_SIZE, STEP_BATCH = "tf_efficientnet_lite0", 64, 16
 
 
-def build_sve(arch: str, kwargs: dict, mode: str = "factored") -> SingularValueEnsemble:
+def build_sve(arch: str, kwargs: dict, mode: str = "auto") -> SingularValueEnsemble:
     """M = 8 members around a randomly initialised backbone (speed and memory do not depend on the weights)."""
     torch.manual_seed(0)
     return SingularValueEnsemble(timm.create_model(arch, pretrained=False, **kwargs), members=MEMBERS,
@@ -48,19 +55,24 @@ def build_sve(arch: str, kwargs: dict, mode: str = "factored") -> SingularValueE
                                  mode=mode)
 
 
-@pytest.mark.parametrize("how", ["batched", "sequential"])
+@pytest.mark.benchmark(timer=time.thread_time)
+@pytest.mark.parametrize("how", ["batched", "sequential", "sequential-cl"])
 @pytest.mark.parametrize("case", list(FORWARD_CASES))
 def test_bench_sve_forward(benchmark, case, how):
     torch.set_num_threads(1)
     arch, kwargs, size, batch = FORWARD_CASES[case]
-    benchmark.group = f"sve-forward-{case}-M{MEMBERS}-B{batch}"
     sve = build_sve(arch, kwargs).eval()
-    dense = [sve.export_member(m) for m in range(MEMBERS)]
+    if how == "sequential-cl" and not sve.channels_last:
+        pytest.skip("no pointwise convolutions adapted: channels-last is for CNNs")
+    benchmark.group = f"sve-forward-{case}-M{MEMBERS}-B{batch}"
+    layout = torch.channels_last if how == "sequential-cl" else torch.contiguous_format
+    dense = [sve.export_member(m).to(memory_format=layout) for m in range(MEMBERS)]
     x = torch.randn(batch, 3, size, size, generator=torch.Generator().manual_seed(0))
+    x_dense = x.contiguous(memory_format=layout)
     with torch.no_grad():
-        batched, sequential = sve(x), torch.stack([d(x) for d in dense])
+        batched, sequential = sve(x), torch.stack([d(x_dense) for d in dense])
         torch.testing.assert_close(batched, sequential, atol=1e-4, rtol=1e-4)
-        benchmark(sve if how == "batched" else lambda x: [d(x) for d in dense], x)
+        benchmark(sve if how == "batched" else lambda x: [d(x) for d in dense], x if how == "batched" else x_dense)
 
 
 def build_step(variant: str):
@@ -76,7 +88,7 @@ def build_step(variant: str):
         params, loss_fn = list(model.parameters()), torch.nn.functional.cross_entropy
     else:
         model = build_sve(STEP_ARCH, {}, mode="materialized" if variant == "sve-materialized" else "factored").train()
-        params, loss_fn = model.trainable_parameters(), sve_loss
+        params, loss_fn = model.trainable_parameters(), member_cross_entropy
     opt = torch.optim.AdamW(params, lr=1e-3)
 
     def step():

@@ -14,7 +14,7 @@ from scipy.stats import entropy
 from torch import nn
 
 from benchmark.methods import (SingularValueEnsemble, load_backbone_weights, member_uncertainty, select_layers,
-                               sve_from_timm, sve_loss)
+                               sve_from_timm, member_cross_entropy)
 from benchmark.methods.sve_layers import SVEConv1x1, SVELinear
 
 torch.set_num_threads(1)
@@ -77,9 +77,10 @@ def reference_member_weight(weight: torch.Tensor, sv: torch.Tensor, chunks: int)
     return torch.cat(blocks).float()
 
 
-@pytest.mark.parametrize("mode", ["factored", "materialized"])
+@pytest.mark.parametrize("grad", [True, False])  # no grad: cached member weights (materialized, auto)
+@pytest.mark.parametrize("mode", ["auto", "factored", "materialized"])
 @pytest.mark.parametrize("chunks", [1, 3])
-def test_linear_layer_matches_per_member_dense_formula(mode, chunks):
+def test_linear_layer_matches_per_member_dense_formula(mode, chunks, grad):
     g = torch.Generator().manual_seed(2)
     lin = nn.Linear(12, 18)
     members, eps = 3, torch.randn(3, chunks * min(18 // chunks, 12), generator=g) * 0.3
@@ -87,16 +88,18 @@ def test_linear_layer_matches_per_member_dense_formula(mode, chunks):
     with torch.no_grad():
         layer.bias.add_(torch.randn(layer.bias.shape, generator=g))
     x = torch.randn(members * 2, 5, 12, generator=g)
-    y = layer(x)
+    with torch.set_grad_enabled(grad):
+        y = layer(x)
     for m in range(members):
         w = reference_member_weight(lin.weight.detach(), layer.singular_values[m].detach(), chunks)
         expected = F.linear(x[2 * m:2 * m + 2], w, layer.bias[m].detach())
         torch.testing.assert_close(y[2 * m:2 * m + 2], expected, atol=1e-5, rtol=1e-4)
 
 
-@pytest.mark.parametrize("mode", ["factored", "materialized"])
+@pytest.mark.parametrize("grad", [True, False])
+@pytest.mark.parametrize("mode", ["auto", "factored", "materialized"])
 @pytest.mark.parametrize("stride", [1, 2])
-def test_pointwise_conv_layer_matches_per_member_conv(mode, stride):
+def test_pointwise_conv_layer_matches_per_member_conv(mode, stride, grad):
     g = torch.Generator().manual_seed(3)
     conv = nn.Conv2d(6, 10, 1, stride=stride, bias=False)
     members = 2
@@ -105,7 +108,8 @@ def test_pointwise_conv_layer_matches_per_member_conv(mode, stride):
     with torch.no_grad():
         layer.bias.add_(torch.randn(layer.bias.shape, generator=g))
     x = torch.randn(members * 3, 6, 7, 7, generator=g)
-    y = layer(x)
+    with torch.set_grad_enabled(grad):
+        y = layer(x)
     for m in range(members):
         w = reference_member_weight(conv.weight.detach().flatten(1), layer.singular_values[m].detach(), 1)
         expected = F.conv2d(x[3 * m:3 * m + 3], w[:, :, None, None], layer.bias[m].detach(), stride=stride)
@@ -226,11 +230,11 @@ def test_one_training_step_reduces_loss():
     trainable = {n for n, p in sve.named_parameters() if p.requires_grad}
     frozen = {n: t.clone() for n, t in sve.state_dict().items() if n not in trainable}
     opt = torch.optim.Adam(sve.trainable_parameters(), lr=1e-2)
-    loss0 = sve_loss(sve(x), y)
+    loss0 = member_cross_entropy(sve(x), y)
     loss0.backward()
     opt.step()
     with torch.no_grad():
-        loss1 = sve_loss(sve(x), y)
+        loss1 = member_cross_entropy(sve(x), y)
     assert loss1.item() < loss0.item()
     assert len(frozen) > len(trainable) and all(torch.equal(t, sve.state_dict()[n]) for n, t in frozen.items())
 
@@ -248,12 +252,18 @@ def test_batchnorm_stays_in_eval_mode_while_training():
 
 # --- loss and uncertainty ----------------------------------------------------------------------------------------
 
-def test_sve_loss_is_mean_member_cross_entropy():
+def test_member_cross_entropy_is_mean_member_cross_entropy():
     g = torch.Generator().manual_seed(8)
     logits, labels = torch.randn(3, 5, 4, generator=g), torch.randint(0, 4, (5,), generator=g)
     logp = logits - logits.exp().sum(-1, keepdim=True).log()
     manual = -np.mean([[logp[m, i, labels[i]].item() for i in range(5)] for m in range(3)])
-    assert sve_loss(logits, labels).item() == pytest.approx(manual, rel=1e-6)
+    assert member_cross_entropy(logits, labels).item() == pytest.approx(manual, rel=1e-6)
+    # (B, C) logits are one member; label smoothing mixes in the uniform target (1 - a) onehot + a / C
+    one = -np.mean([logp[0, i, labels[i]].item() for i in range(5)])
+    assert member_cross_entropy(logits[0], labels).item() == pytest.approx(one, rel=1e-6)
+    smooth = -np.mean([[0.9 * logp[m, i, labels[i]].item() + 0.1 * logp[m, i].mean().item() for i in range(5)]
+                       for m in range(3)])
+    assert member_cross_entropy(logits, labels, 0.1).item() == pytest.approx(smooth, rel=1e-6)
 
 
 def test_member_uncertainty_hand_worked_case():
@@ -332,10 +342,10 @@ def test_weights_that_do_not_fit_are_named(tmp_path):
 
 def test_loss_and_scores_reject_bad_shapes():
     with pytest.raises(ValueError, match="members, batch, classes"):
-        sve_loss(torch.zeros(4, 3), torch.zeros(4, dtype=torch.long))
+        member_cross_entropy(torch.zeros(4), torch.zeros(4, dtype=torch.long))
     with pytest.raises(ValueError, match=r"shape \(4,\)"):
-        sve_loss(torch.zeros(2, 4, 3), torch.zeros(5, dtype=torch.long))
+        member_cross_entropy(torch.zeros(2, 4, 3), torch.zeros(5, dtype=torch.long))
     with pytest.raises(ValueError, match=r"\[0, 3\)"):
-        sve_loss(torch.zeros(2, 4, 3), torch.tensor([0, 1, 2, 3]))
+        member_cross_entropy(torch.zeros(2, 4, 3), torch.tensor([0, 1, 2, 3]))
     with pytest.raises(ValueError, match="members, batch, classes"):
         member_uncertainty(torch.zeros(4, 3))

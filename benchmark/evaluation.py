@@ -1,8 +1,9 @@
 """Evaluation units: a single model or a duo, on every split, as tidy rows.
 
-Pure functions on already-loaded logits (no I/O): the evaluate stage loads
-the logits store, calls these per unit, caches each unit's rows and
-assembles the results table.
+Pure functions on logits tensors (no I/O; memory-mapped tensors work: single
+models and duos read their logits in row blocks and never hold an (N, C)
+probability matrix, see :mod:`benchmark.core.streaming`). The evaluate stage
+calls these per unit, caches each unit's rows and assembles the results table.
 
 ``logits`` arguments map split name -> (logits (N, C), labels (N,)). The
 ``val`` split fits temperatures, ``ood`` (labels -1) is scored against
@@ -11,15 +12,18 @@ assembles the results table.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from math import isfinite
 
 import torch
 
-from benchmark.core.combine import Prediction, duo_prediction, ensemble_prediction, single_prediction
-from benchmark.core.evaluate import evaluate, paired_difference
+from benchmark.core.combine import Prediction, ensemble_prediction, single_prediction
+from benchmark.core.evaluate import evaluate, evaluate_stats, paired_difference_stats
 from benchmark.core.groups import group_summary
 from benchmark.core.members import member_uncertainty
 from benchmark.core.ood import ood_evaluate
+from benchmark.core.streaming import mixture_terms, terms_stats
 from benchmark.core.temperature import fit_duo, fit_temperature
+from benchmark.core.validation import InputError
 
 VAL, TEST, OOD = "val", "test", "ood"
 # confidence name -> member_uncertainty score (negated: higher = more confident)
@@ -68,17 +72,21 @@ def _eval_splits(logits: dict) -> list[str]:
     return [s for s in logits if s not in (VAL, OOD)]
 
 
-def _rows(cfg: EvalConfig, ident: dict, split: str, pred: Prediction, labels: torch.Tensor) -> list[dict]:
-    res = evaluate(pred, labels, n_bootstrap=cfg.n_boot(split), seed=cfg.seed, level=cfg.bootstrap_level,
-                   ece_bins=cfg.ece_bins, sac_threshold=cfg.sac_threshold)
+def _metric_rows(cfg: EvalConfig, ident: dict, split: str, res: dict, prediction: torch.Tensor, labels: torch.Tensor) -> list[dict]:
     n = int(labels.shape[0])
     if split in cfg.groups:
         # WILDS convention for groups unseen in training (OOD split): macro F1 over the true classes only
         present = "true" if split != TEST else "union"
-        summary = group_summary(pred.prediction, labels, cfg.groups[split], present=present)
+        summary = group_summary(prediction, labels, cfg.groups[split], present=present)
         res = dict(res, **{m: (summary[m], float("nan"), float("nan")) for m in GROUP_METRICS})
     return [dict(ident, suite=cfg.suite, split=split, metric=m, value=v, ci_low=lo, ci_high=hi, n=n)
             for m, (v, lo, hi) in res.items()]
+
+
+def _rows(cfg: EvalConfig, ident: dict, split: str, pred: Prediction, labels: torch.Tensor) -> list[dict]:
+    res = evaluate(pred, labels, n_bootstrap=cfg.n_boot(split), seed=cfg.seed, level=cfg.bootstrap_level,
+                   ece_bins=cfg.ece_bins, sac_threshold=cfg.sac_threshold)
+    return _metric_rows(cfg, ident, split, res, pred.prediction, labels)
 
 
 def _ood_rows(cfg: EvalConfig, ident: dict, conf_test: torch.Tensor, conf_ood: torch.Tensor) -> list[dict]:
@@ -87,32 +95,94 @@ def _ood_rows(cfg: EvalConfig, ident: dict, conf_test: torch.Tensor, conf_ood: t
             for m, (v, lo, hi) in res.items()]
 
 
-def method_rows(cfg: EvalConfig, ident: dict, labels: dict, predict) -> tuple[list[dict], dict]:
-    """Rows of one method on every split: ``predict(split) -> Prediction``, ``labels[split]`` the labels.
-
-    Returns the rows and the predictions of the evaluated splits (for paired comparisons).
-    """
+def method_rows(cfg: EvalConfig, ident: dict, labels: dict, predict) -> list[dict]:
+    """Rows of one method on every split: ``predict(split) -> Prediction``, ``labels[split]`` the labels."""
     preds = {s: predict(s) for s in _eval_splits(labels)}
     rows = []
     for s, p in preds.items():
         rows += _rows(cfg, ident, s, p, labels[s])
     if OOD in labels:
         rows += _ood_rows(cfg, ident, preds[TEST].confidence, predict(OOD).confidence)
-    return rows, preds
+    return rows
 
 
 def _labels(logits: dict) -> dict:
     return {s: y for s, (_, y) in logits.items()}
 
 
-def single_unit(cfg: EvalConfig, name: str, logits: dict) -> list[dict]:
-    """Rows of one temperature-scaled model, for every fit mode and split."""
+@dataclass(frozen=True)
+class _Variant:
+    """One row set of a softmax mixture: which mixture, which confidence and which prediction."""
+
+    ident: dict
+    mixture: int  # index into the mixtures' weights
+    confidence: str  # "max": max_c p; "published": p[argmax_c z_base]
+    prediction: str  # "top": argmax_c p; "base": argmax_c z_base
+
+
+class ModelMemo:
+    """Each model's own temperature per fit mode, fitted once for all its units (single rows,
+    unweighted duo); keyed by the model's name, so one memo must see one content per name."""
+
+    def __init__(self):
+        self._temperature: dict[tuple[str, str], float] = {}
+
+    def temperature(self, name: str, logits: dict, fit: str) -> float:
+        if (name, fit) not in self._temperature:
+            self._temperature[name, fit] = single_temperature(logits, fit)
+        return self._temperature[name, fit]
+
+
+def _inverse(t: float, name: str, k: int = 1) -> float:
+    """The mixture weight ``1 / (k T)`` of a temperature, which must be finite and non-zero."""
+    if not isfinite(t) or t == 0:
+        raise InputError(f"{name}: must be a finite non-zero number, got {t!r}")
+    return 1.0 / (k * t)
+
+
+def _mixture_rows(cfg: EvalConfig, members: list[dict], weights: list[list[float]], variants: list[_Variant], *,
+                  keep: tuple[int, ...] = (), release=None) -> tuple[list[list[dict]], dict]:
+    """Rows of each variant of the mixtures ``softmax(sum_j weights[k][j] z_j)`` of ``members`` on every split.
+
+    Returns the rows per variant and the sample stats of the variants ``keep``
+    on the evaluated splits, ``{(variant, split): SampleStats}``. ``release``:
+    see :func:`~benchmark.core.streaming.mixture_terms`.
+    """
+    labels = _labels(members[0])
+    base = any(v.confidence == "published" or v.prediction == "base" for v in variants)
+    rows: list[list[dict]] = [[] for _ in variants]
+    conf_test, kept = {}, {}
+    for split in _eval_splits(labels):
+        y = labels[split]
+        terms, bp = mixture_terms([m[split][0] for m in members], weights, y, base_conf=base, release=release)
+        for i, v in enumerate(variants):
+            t = terms[v.mixture]
+            conf = t.base_conf if v.confidence == "published" else None
+            pred = bp if v.prediction == "base" else None
+            stats = terms_stats(t, y, num_classes=members[0][split][0].shape[1], confidence=conf, prediction=pred, ece_bins=cfg.ece_bins)
+            res = evaluate_stats(stats, n_bootstrap=cfg.n_boot(split), seed=cfg.seed, level=cfg.bootstrap_level, sac_threshold=cfg.sac_threshold)
+            rows[i] += _metric_rows(cfg, v.ident, split, res, t.top if pred is None else pred, y)
+            if split == TEST:
+                conf_test[i] = t.top_conf if conf is None else conf
+            if i in keep:
+                kept[i, split] = stats
+    if OOD in labels:
+        terms, _ = mixture_terms([m[OOD][0] for m in members], weights, base_conf=base, release=release)
+        for i, v in enumerate(variants):
+            t = terms[v.mixture]
+            rows[i] += _ood_rows(cfg, v.ident, conf_test[i], t.base_conf if v.confidence == "published" else t.top_conf)
+    return rows, kept
+
+
+def single_unit(cfg: EvalConfig, name: str, logits: dict, *, memo: ModelMemo | None = None, release=None) -> list[dict]:
+    """Rows of one temperature-scaled model, for every fit mode and split (``release``: see :func:`duo_unit`)."""
+    memo = memo or ModelMemo()
     rows = []
     for fit in cfg.fits:
-        t = single_temperature(logits, fit)
+        t = memo.temperature(name, logits, fit)
         ident = dict(family="single", method="ts", base=name, sidekick="", members=name, fit=fit, confidence="max",
                      temperature_base=t, temperature_side=float("nan"), weight_base=1.0 / t, weight_side=0.0)
-        rows += method_rows(cfg, ident, _labels(logits), lambda s, t=t: single_prediction(logits[s][0], t))[0]
+        rows += _mixture_rows(cfg, [logits], [[_inverse(t, "temperature")]], [_Variant(ident, 0, "max", "top")], release=release)[0][0]
     return rows
 
 
@@ -129,7 +199,7 @@ def ensemble_unit(cfg: EvalConfig, members: list[str], member_logits: list[dict]
         ident = dict(family=family, method=name + suffix, base=members[0], sidekick="", members="+".join(members),
                      fit="none", confidence="max", temperature_base=nan, temperature_side=nan, weight_base=nan, weight_side=nan)
         rows += method_rows(cfg, ident, _labels(member_logits[0]),
-                            lambda s, mode=mode: ensemble_prediction([m[s][0] for m in member_logits], mode=mode))[0]
+                            lambda s, mode=mode: ensemble_prediction([m[s][0] for m in member_logits], mode=mode))
     return rows
 
 
@@ -151,10 +221,10 @@ def multi_member_unit(cfg: EvalConfig, ident: dict, logits: dict) -> list[dict]:
         p = ensemble_prediction(z, mode="probs")
         return p if score is None else Prediction(p.probs, p.prediction, -member_uncertainty(z)[score].to(p.probs.dtype))
 
-    rows = method_rows(cfg, ident, _labels(logits), predict)[0]
+    rows = method_rows(cfg, ident, _labels(logits), predict)
     if logits[VAL][0].ndim == 3 and logits[VAL][0].shape[0] >= 2:
         for conf, score in MEMBER_CONFIDENCES.items():
-            rows += method_rows(cfg, dict(ident, confidence=conf), _labels(logits), lambda s, k=score: predict(s, k))[0]
+            rows += method_rows(cfg, dict(ident, confidence=conf), _labels(logits), lambda s, k=score: predict(s, k))
     return rows
 
 
@@ -165,41 +235,44 @@ def single_temperature(logits: dict, fit: str) -> float:
 
 
 def duo_unit(cfg: EvalConfig, base: str, side: str, logits_b: dict, logits_s: dict, *,
-             temperature=single_temperature) -> tuple[list[dict], list[dict]]:
+             memo: ModelMemo | None = None, release=None) -> tuple[list[dict], list[dict]]:
     """Rows of every duo variant of (base, side), and paired differences duo - base.
 
     The paired differences (weighted duo, same fit and ``max`` confidence, minus
-    the temperature-scaled base) are computed on the bootstrap splits.
-    ``temperature(logits, fit)`` gives each member's own temperature (the
-    unweighted variant); the evaluate stage passes a per-model memo of it.
+    the temperature-scaled base) are computed on the bootstrap splits. ``memo``
+    holds each member's own temperature (the unweighted variant); the evaluate
+    stage shares one across all units of a worker. ``release(block)`` is called
+    with each block of logits rows once used (see
+    :func:`~benchmark.core.streaming.mixture_terms`).
     """
     for s in logits_b:
         if s not in logits_s:
             raise ValueError(f"split {s!r} has logits for {base!r} but not for {side!r}")
+    memo = memo or ModelMemo()
     rows, paired = [], []
     (zb, yv), (zs, _) = logits_b[VAL], logits_s[VAL]
+    weighted = DUO_VARIANTS.index(("weighted", "max"))
+    boot = [s for s in _eval_splits(logits_b) if cfg.n_boot(s)]
     for fit in cfg.fits:
         duo = fit_duo(zb, zs, yv, mode=fit)
-        singles = (temperature(logits_b, fit), temperature(logits_s, fit))
+        singles = (memo.temperature(base, logits_b, fit), memo.temperature(side, logits_s, fit))
+        variants = []
         for method, conf in DUO_VARIANTS:
             tb, ts = (duo.t_base, duo.t_side) if method != "unweighted" else singles
             ident = dict(family="duo", method=method, base=base, sidekick=side, members=f"{base}+{side}", fit=fit,
                          confidence=conf, temperature_base=tb, temperature_side=ts,
                          weight_base=1.0 / (2 * tb), weight_side=1.0 / (2 * ts))
-
-            def pred(split, method=method, conf=conf):
-                return duo_prediction(logits_b[split][0], logits_s[split][0], variant=method, fit=duo,
-                                      single_temperatures=singles, confidence=conf)
-
-            unit_rows, preds = method_rows(cfg, ident, _labels(logits_b), pred)
-            rows += unit_rows
-            if (method, conf) == ("weighted", "max"):
-                for s in _eval_splits(logits_b):
-                    if cfg.n_boot(s) == 0:
-                        continue
-                    diff = paired_difference(preds[s], single_prediction(logits_b[s][0], singles[0]), logits_b[s][1],
-                                             n_bootstrap=cfg.n_boot(s), seed=cfg.seed, level=cfg.bootstrap_level,
-                                             ece_bins=cfg.ece_bins, sac_threshold=cfg.sac_threshold)
-                    paired += [dict(suite=cfg.suite, split=s, base=base, sidekick=side, fit=fit, method=method, metric=m, **d)
-                               for m, d in diff.items()]
+            variants.append(_Variant(ident, int(method == "unweighted"), conf, "base" if method == "uq_only" else "top"))
+        weights = [[duo.w_base, duo.w_side], [_inverse(singles[0], "single_temperatures[0]", 2), _inverse(singles[1], "single_temperatures[1]", 2)]]
+        unit_rows, kept = _mixture_rows(cfg, [logits_b, logits_s], weights, variants, keep=(weighted,) if boot else (),
+                                        release=release)
+        rows += [r for variant_rows in unit_rows for r in variant_rows]
+        for s in boot:  # paired bootstrap: weighted duo vs the temperature-scaled base, same resamples
+            z, y = logits_b[s]
+            (terms,), _ = mixture_terms([z], [[_inverse(singles[0], "temperature")]], y, release=release)
+            diff = paired_difference_stats(kept[weighted, s], terms_stats(terms, y, num_classes=z.shape[1], ece_bins=cfg.ece_bins),
+                                           n_bootstrap=cfg.n_boot(s), seed=cfg.seed, level=cfg.bootstrap_level,
+                                           sac_threshold=cfg.sac_threshold)
+            paired += [dict(suite=cfg.suite, split=s, base=base, sidekick=side, fit=fit, method="weighted", metric=m, **d)
+                       for m, d in diff.items()]
     return rows, paired

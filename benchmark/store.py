@@ -19,8 +19,10 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import mmap
 import os
 import tempfile
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -236,16 +238,51 @@ def _safetensors_header(path: Path, size: int) -> tuple[dict, int]:
     return header, 8 + n
 
 
+_MAPPINGS: list[tuple[int, int, weakref.ref]] = []  # (start address, end address, mmap) of live mappings
+
+
+def _map_array(path: Path, offset: int, dtype: np.dtype, count: int) -> np.ndarray:
+    """``count`` items at byte ``offset`` of a copy-on-write mapping of the whole file, without a copy."""
+    with open(path, "rb") as f:
+        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
+    start = np.frombuffer(mm, np.uint8, count=1).__array_interface__["data"][0]
+    _MAPPINGS[:] = [m for m in _MAPPINGS if m[2]() is not None]
+    _MAPPINGS.append((start, start + len(mm), weakref.ref(mm)))
+    return np.frombuffer(mm, dtype=dtype, count=count, offset=offset)
+
+
+def release_pages(block: torch.Tensor) -> None:
+    """Drop the resident pages behind ``block``, a contiguous slice of logits from :func:`mmap_logits_file`.
+
+    The process's resident memory shrinks by the block's size; touching the
+    block again reads it back from the file (page cache), so its values must
+    not have been changed in place. A no-op for any other tensor, and where
+    the OS has no ``madvise``.
+    """
+    if not hasattr(mmap, "MADV_DONTNEED") or not block.is_contiguous() or block.numel() == 0:
+        return
+    lo = block.data_ptr()
+    hi = lo + block.numel() * block.element_size()
+    for start, end, ref in _MAPPINGS:
+        mm = ref()
+        if mm is not None and start <= lo and hi <= end:
+            page = mmap.PAGESIZE  # whole pages around the block: a page shared with the next block is read again
+            a, b = (lo - start) // page * page, min(-(-(hi - start) // page) * page, end - start)
+            mm.madvise(mmap.MADV_DONTNEED, a, b - a)
+            return
+
+
 def mmap_logits_file(path) -> LogitsFile:
     """:func:`load_logits_file`, with the logits of a ``.safetensors`` file memory-mapped.
 
     The header (8-byte little-endian length, then JSON) is parsed here and the
-    float32 ``logits`` become a copy-on-write ``np.memmap`` (the file is never
-    written) viewed as a tensor: nothing is read until a row is touched, and pages
-    touched count towards the process's resident memory until the tensor is
-    released. Labels and ids are read into memory. Same validation and errors
-    as :func:`load_logits_file`; ``.npz`` files and logits stored in another
-    float type are read whole (converted to float32).
+    float32 ``logits`` become a tensor over a copy-on-write mapping of the file
+    (the file is never written): nothing is read until a row is touched, and
+    touched pages count towards the process's resident memory until the tensor
+    is released or :func:`release_pages` drops them. Labels and ids are read
+    into memory. Same validation and errors as :func:`load_logits_file`;
+    ``.npz`` files and logits stored in another float type are read whole
+    (converted to float32).
     """
     path = Path(path)
     if path.suffix != ".safetensors" or not path.exists():
@@ -269,7 +306,7 @@ def mmap_logits_file(path) -> LogitsFile:
             raise StoreError(f"{path}: cannot read logits file (tensor {name!r}: data offsets {[begin, end]} do not fit "
                              f"shape {list(shape)} {info['dtype']} in a data section of {size - start} bytes)")
         if name == "logits" and dtype == np.float32 and count:
-            arrays[name] = np.memmap(path, dtype=dtype, mode="c", offset=start + begin, shape=shape)
+            arrays[name] = _map_array(path, start + begin, dtype, count).reshape(shape)
         else:
             arrays[name] = np.fromfile(path, dtype=dtype, count=count, offset=start + begin).reshape(shape)
     return _checked_logits_file(path, arrays, meta)

@@ -40,7 +40,15 @@ def evaluate(
     """
     check_bootstrap_args(n_bootstrap, level)
     sac_threshold = check_sac_threshold(sac_threshold)
-    stats = _stats(pred, labels, "pred", ece_bins, brier)
+    return evaluate_stats(_stats(pred, labels, "pred", ece_bins, brier), n_bootstrap=n_bootstrap, seed=seed, level=level,
+                          sac_threshold=sac_threshold)
+
+
+def evaluate_stats(stats: SampleStats, *, n_bootstrap: int = 1000, seed: int = 0, level: float = 0.95,
+                   sac_threshold: float = 0.98) -> dict[str, tuple[float, float, float]]:
+    """:func:`evaluate` of a prediction given by its :class:`~benchmark.core.samples.SampleStats`."""
+    check_bootstrap_args(n_bootstrap, level)
+    sac_threshold = check_sac_threshold(sac_threshold)
     values = point_metrics(stats, sac_threshold=sac_threshold)
     if n_bootstrap == 0:
         return {k: (v, _NAN, _NAN) for k, v in values.items()}
@@ -70,8 +78,15 @@ def paired_difference(
     """
     check_bootstrap_args(n_bootstrap, level)
     sac_threshold = check_sac_threshold(sac_threshold)
-    sa = _stats(pred_a, labels, "pred_a", ece_bins, brier)
-    sb = _stats(pred_b, labels, "pred_b", ece_bins, brier)
+    return paired_difference_stats(_stats(pred_a, labels, "pred_a", ece_bins, brier), _stats(pred_b, labels, "pred_b", ece_bins, brier),
+                                   n_bootstrap=n_bootstrap, seed=seed, level=level, sac_threshold=sac_threshold)
+
+
+def paired_difference_stats(sa: SampleStats, sb: SampleStats, *, n_bootstrap: int = 1000, seed: int = 0, level: float = 0.95,
+                            sac_threshold: float = 0.98) -> dict[str, dict[str, float]]:
+    """:func:`paired_difference` of two predictions given by their :class:`~benchmark.core.samples.SampleStats`."""
+    check_bootstrap_args(n_bootstrap, level)
+    sac_threshold = check_sac_threshold(sac_threshold)
     if sa.num_classes != sb.num_classes:
         raise InputError(f"pred_a has C={sa.num_classes} classes but pred_b has C={sb.num_classes}")
     va, vb = point_metrics(sa, sac_threshold=sac_threshold), point_metrics(sb, sac_threshold=sac_threshold)

@@ -69,8 +69,8 @@ class SampleStats:
         return int(self.order.shape[0])
 
 
-def _per_sample(probs: torch.Tensor, labels: torch.Tensor, ece_bins: int):
-    """NLL, squared error, top-label confidence/class and ECE bin of each sample."""
+def _per_sample(probs: torch.Tensor, labels: torch.Tensor):
+    """NLL, squared error and top-label confidence/class of each sample."""
     n = probs.shape[0]
     eps = torch.finfo(probs.dtype).eps
     nll = torch.empty(n, dtype=torch.float64)
@@ -85,9 +85,7 @@ def _per_sample(probs: torch.Tensor, labels: torch.Tensor, ece_bins: int):
         # sum_c (p_c - [c = y])^2 = sum_c p_c^2 - 2 p_y + 1
         sq[rows] = torch.linalg.vecdot(p, p).to(torch.float64) - 2 * py + 1
         torch.max(p, dim=1, out=(top_conf[rows], top[rows]))
-    edges = torch.linspace(0, 1, ece_bins + 1, dtype=probs.dtype)
-    bins = (torch.bucketize(top_conf, edges, right=False) - 1).clamp(0, ece_bins - 1)
-    return nll, sq, top_conf.to(torch.float64), top, bins
+    return nll, sq, top_conf, top
 
 
 def _pad(t: torch.Tensor, value: float = 0) -> torch.Tensor:
@@ -103,24 +101,37 @@ def sample_stats(probs, labels, *, confidence=None, prediction=None, ece_bins: i
     probs = as_probs(probs, "probs")
     n, c = probs.shape
     labels = as_labels(labels, "labels", n=n, num_classes=c)
+    nll, sq, top_conf, top = _per_sample(probs, labels)
+    return stats_from_terms(nll, sq, top_conf, top, labels, num_classes=c, confidence=confidence, prediction=prediction,
+                            ece_bins=ece_bins, brier=brier)
+
+
+def stats_from_terms(nll, sq, top_conf, top, labels, *, num_classes: int, confidence=None, prediction=None,
+                     ece_bins: int = 15, brier: str = "usual") -> SampleStats:
+    """:func:`sample_stats` from per-sample terms of the probabilities ``p`` (N,) each:
+    ``nll = -log clip(p_y)`` and ``sq = sum_c (p_c - [c = y])^2`` (float64),
+    ``top_conf = max_c p`` (in the probabilities' dtype: it sets the ECE bin)
+    and ``top = argmax_c p`` (see :mod:`benchmark.core.streaming`)."""
+    n = top.shape[0]
+    labels = as_labels(labels, "labels", n=n, num_classes=num_classes)
     check_choice(brier, "brier", BRIER_MODES)
     if not isinstance(ece_bins, Integral) or isinstance(ece_bins, bool) or ece_bins < 1:
         raise InputError(f"ece_bins: must be a positive integer, got {ece_bins!r}")
     ece_bins = int(ece_bins)
-    nll, sq, top_conf, top, bins = _per_sample(probs, labels, ece_bins)
+    edges = torch.linspace(0, 1, ece_bins + 1, dtype=top_conf.dtype)
+    bins = (torch.bucketize(top_conf, edges, right=False) - 1).clamp(0, ece_bins - 1)
+    top_conf = top_conf.to(torch.float64)
     conf = top_conf if confidence is None else as_scores(confidence, "confidence", n=n)
-    pred = top if prediction is None else as_labels(prediction, "prediction", n=n, num_classes=c)
+    pred = top if prediction is None else as_labels(prediction, "prediction", n=n, num_classes=num_classes)
     correct = pred == labels
-    additive = torch.zeros(n, len(ADDITIVE_COLUMNS) + ece_bins, dtype=torch.float64)
-    additive[:, 0], additive[:, 1], additive[:, 2] = correct, nll, sq
-    residual = top_conf - (top == labels).to(torch.float64)
-    additive.scatter_(1, (bins + len(ADDITIVE_COLUMNS))[:, None], residual[:, None])
-
     order, group = ranking.tie_groups(conf)
+    additive = torch.zeros(n + 1, len(ADDITIVE_COLUMNS) + ece_bins, dtype=torch.float64)  # sorted, row 0 the pad
+    additive[1:, 0], additive[1:, 1], additive[1:, 2] = correct[order], nll[order], sq[order]
+    residual = top_conf[order] - (top[order] == labels[order]).to(torch.float64)
+    additive[1:].scatter_(1, (bins[order] + len(ADDITIVE_COLUMNS))[:, None], residual[:, None])
     rank = torch.empty_like(order)
     rank[order] = torch.arange(1, n + 1)
-    wrong_sorted = ~correct[order]
-    err_pos = wrong_sorted.nonzero().flatten()  # 0-based sorted positions
+    err_pos = (~correct[order]).nonzero().flatten()  # 0-based sorted positions
     err_group, errors_in = torch.unique_consecutive(group[err_pos], return_counts=True)
     ends = ranking.group_ends(group)
     sizes = torch.diff(ends, prepend=torch.tensor([-1]))
@@ -133,13 +144,13 @@ def sample_stats(probs, labels, *, confidence=None, prediction=None, ece_bins: i
     return SampleStats(
         order=order,
         rank=rank,
-        additive=_pad(additive[order]),
+        additive=additive,
         labels=_pad(labels[order]),
         prediction=_pad(pred[order]),
         err_idx=_pad(err_pos + 1),
         pure=groups.select(is_pure),
         mixed=groups.select(~is_pure),
         first_kind=_pad(kind[group], -2),
-        num_classes=c,
-        brier_scale=1.0 if brier == "usual" else 1.0 / c,
+        num_classes=num_classes,
+        brier_scale=1.0 if brier == "usual" else 1.0 / num_classes,
     )

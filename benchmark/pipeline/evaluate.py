@@ -1,28 +1,33 @@
 """The evaluate stage: every single model and every pair, cached per unit.
 
-A *unit* (one single model, or one base-sidekick pair) is evaluated once for a
-given content of its members' logits, evaluation settings and numeric-core
-code; its rows are cached in ``results/units/<key>.csv``. When the zoo grows,
-only the new units are computed; the results table is then assembled from the
-cache and the cost files.
+A *unit* (one single model, one base-sidekick pair, one deep ensemble or one
+method output) is evaluated once for a given content of its members' logits,
+evaluation settings and numeric-core code; its rows are cached in
+``results/units/<key>.csv``. When the zoo grows, only the new units are
+computed; the results table is then assembled from the cache and the cost files.
+
+Logits are memory-mapped, never all loaded: each unit maps only its members'
+files, and ``evaluate.workers`` > 1 runs the units in that many worker
+processes (:mod:`benchmark.pipeline.units`); the results do not depend on it.
 """
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import os
 from pathlib import Path
 
 import pandas as pd
 import torch
-from tqdm.auto import tqdm
 
 import benchmark
 from benchmark import store
 from benchmark.core.pairs import enumerate_pairs
-from benchmark.evaluation import (DUO_VARIANTS, EvalConfig, duo_unit, ensemble_unit, multi_member_unit, single_temperature,
-                                  single_unit)
+from benchmark.evaluation import DUO_VARIANTS, EvalConfig
 from benchmark.pipeline import config
+from benchmark.pipeline.units import Context, Unit, cached, read_unit, run_units
 from benchmark.results_schema import COLUMNS, validate_results
+from benchmark.zoo import seed_groups
 
 CODE = ("core", "evaluation.py")  # the code whose change invalidates cached units
 
@@ -46,18 +51,20 @@ def load_costs(names) -> dict[str, dict]:
     return out
 
 
-def load_model_logits(name: str, folder: Path | None = None) -> tuple[dict, str]:
-    """split -> logits file of one model (or method output), and a hash of all its logits files."""
+def model_files(name: str, folder: Path | None = None) -> tuple[dict[str, Path], str]:
+    """split -> logits file of one model (or method output), and a hash of all its logits files
+    (their names and bytes, read in 16 MB chunks)."""
     folder = folder or config.paths(name)["logits"]
     files = sorted(folder.glob("*.safetensors"))
     if not files:
         raise store.StoreError(f"{folder}: no logits of model {name!r}; run `dvc repro logits@{name}`")
     h = hashlib.sha256()
-    out = {}
     for f in files:
-        out[f.stem] = store.load_logits_file(f)
-        h.update(f.name.encode() + f.read_bytes())
-    return out, h.hexdigest()[:16]
+        h.update(f.name.encode())
+        with open(f, "rb") as fh:
+            while chunk := fh.read(1 << 24):
+                h.update(chunk)
+    return {f.stem: f for f in files}, h.hexdigest()[:16]
 
 
 def _check_alignment(models: dict[str, dict], methods: dict[str, dict]) -> None:
@@ -74,28 +81,17 @@ def _check_alignment(models: dict[str, dict], methods: dict[str, dict]) -> None:
             store.check_aligned(ref[split], files[split])
 
 
-def _cached(folder: Path, key: str, compute) -> tuple[pd.DataFrame, pd.DataFrame, bool]:
-    rows_path, paired_path = folder / f"{key}.csv", folder / f"{key}.paired.csv"
-    if rows_path.exists() and paired_path.exists():
-        return pd.read_csv(rows_path, keep_default_na=False, na_values=["NaN", "nan", ""]), pd.read_csv(paired_path), False
-    rows, paired = compute()
-    rows_df, paired_df = pd.DataFrame(rows), pd.DataFrame(paired, columns=["suite", "split", "base", "sidekick", "fit", "method", "metric", "diff", "ci_low", "ci_high", "p_value"])
-    store.write_table(paired_path, paired_df)
-    store.write_table(rows_path, rows_df)
-    return rows_df, paired_df, True
-
-
-def _split_groups(params: dict, logits: dict) -> dict:
-    """split -> group ids (e.g. iWildCam camera locations) where the suite's data index has them."""
+def _split_groups(labels: dict) -> dict:
+    """split -> group ids (e.g. iWildCam camera locations) where the suite's data index has them;
+    ``labels``: split -> labels of the logits."""
     from benchmark.pipeline.sources import read_index
 
-    ref = next(iter(logits.values()))
     out = {}
-    for split in ref:
+    for split, y in labels.items():
         path = config.paths()["data"] / f"{split}.npz"
         index = read_index(path, split) if path.exists() else None
         if index is not None and index.groups is not None:
-            if not torch.equal(torch.as_tensor(index.labels), ref[split][1]):
+            if not torch.equal(torch.as_tensor(index.labels), y):
                 raise store.StoreError(f"{path}: labels differ from the logits of split {split!r}; rerun the pipeline (dvc repro)")
             out[split] = torch.as_tensor(index.groups)
     return out
@@ -107,19 +103,13 @@ def deep_ensemble_groups(zoo: dict, sizes) -> list[list[str]]:
 
     Raises ``ValueError`` naming the method and model when a group has fewer seeds than asked.
     """
-    groups: dict[tuple, list] = {}
-    for e in zoo.values():
-        groups.setdefault((e.arch, e.init, e.img_size, e.recipe), []).append(e)
     out = []
-    for entries in groups.values():
-        if len(entries) < 2:
-            continue
-        names = [e.name for e in sorted(entries, key=lambda e: e.seed)]
+    for names in seed_groups(zoo):
         for m in sizes:
             if isinstance(m, bool) or not isinstance(m, int) or m < 2:
                 raise ValueError(f"evaluate.deep_ensembles: sizes must be integers >= 2, got {m!r}")
             if m > len(names):
-                raise ValueError(f"deep_ensemble m={m} of model {entries[0].arch!r} ({names[0]}, ...): only {len(names)} seeds "
+                raise ValueError(f"deep_ensemble m={m} of model {zoo[names[0]].arch!r} ({names[0]}, ...): only {len(names)} seeds "
                                  f"in the zoo ({names}); add seeds to the zoo or lower evaluate.deep_ensembles")
             out.append(names[:m])
     return out
@@ -144,70 +134,66 @@ def _sum_cost(costs: dict, members) -> dict:
             "balance": costs[members[1]]["gflops"] / costs[members[0]]["gflops"] if len(members) == 2 else float("nan")}
 
 
-def _units(cfg, zoo, costs, logits, pairs, ensembles, methods) -> list[tuple]:
-    """(identity, compute, cost) of every unit; identity[1:] are the names whose logits it reads."""
+def _units(zoo, costs, pairs, ensembles, methods) -> list[tuple[tuple, dict | None, dict]]:
+    """(identity, method info, cost) of every unit; identity[1:] are the names whose logits it reads."""
     nan = float("nan")
-    units = [(("single", n), lambda n=n: (single_unit(cfg, n, logits[n]), []), _sum_cost(costs, [n])) for n in zoo]
-    memo: dict = {}
-
-    def temperature(model_logits: dict, fit: str) -> float:  # each model's own fit, once for all its pairs
-        key = (id(model_logits), fit)
-        if key not in memo:
-            memo[key] = single_temperature(model_logits, fit)
-        return memo[key]
-
-    units += [(("duo", p.base, p.sidekick),
-               lambda b=p.base, s=p.sidekick: duo_unit(cfg, b, s, logits[b], logits[s], temperature=temperature),
-               _sum_cost(costs, [p.base, p.sidekick])) for p in pairs]
-    units += [(("deep_ensemble", *ms), lambda ms=ms: (ensemble_unit(cfg, ms, [logits[m] for m in ms]), []),
-               dict(_sum_cost(costs, ms), balance=nan)) for ms in ensembles]
-    units += [(("method", n), lambda n=n, i=info: (multi_member_unit(cfg, _method_ident(n, i), logits[n]), []),
-               {"gflops": info["gflops"], "params": info["params"], "throughput": info["throughput"], "balance": nan,
-                "overhead_percent": info.get("overhead_percent", nan)})
+    units = [(("single", n), None, _sum_cost(costs, [n])) for n in zoo]
+    units += [(("duo", p.base, p.sidekick), None, _sum_cost(costs, [p.base, p.sidekick])) for p in pairs]
+    units += [(("deep_ensemble", *ms), None, dict(_sum_cost(costs, ms), balance=nan)) for ms in ensembles]
+    units += [(("method", n), info, {"gflops": info["gflops"], "params": info["params"], "throughput": info["throughput"],
+                                     "balance": nan, "overhead_percent": info.get("overhead_percent", nan)})
               for n, info in methods.items()]
     return units
 
 
-def _method_ident(name: str, info: dict) -> dict:
-    """Rows of a method output name the zoo models it was built from (soup ingredients, or its base)."""
-    ingredients = info.get("ingredients")
-    members = "+".join(ingredients) if isinstance(ingredients, list) and ingredients else info["base"]
-    return {"family": info["family"], "method": info["method"], "base": info["base"], "members": members}
+def _workers(ev: dict) -> int:
+    w = ev.get("workers", 1)
+    if isinstance(w, bool) or not isinstance(w, int) or w < 1:
+        raise config.ConfigError(f"evaluate.workers: must be an integer >= 1 (worker processes), got {w!r}")
+    return w
 
 
 def run(params: dict, *, progress: bool = True) -> dict:
     """Evaluate all units, write metrics.csv, paired.csv, models.csv, summary.json."""
     ev = params["evaluate"]
     cfg = EvalConfig.from_params(params.get("suite", "embedded"), ev)
+    workers = _workers(ev)
     zoo = config.zoo(params)
     ensembles = deep_ensemble_groups(zoo, ev.get("deep_ensembles") or [])
     costs = load_costs(zoo)
     methods = method_outputs(config.paths()["methods"])
-    loaded = {name: load_model_logits(name) for name in zoo}
-    loaded |= {name: load_model_logits(name, config.paths()["methods"] / name) for name in methods}
-    _check_alignment({n: loaded[n][0] for n in zoo}, {n: loaded[n][0] for n in methods})
-    logits = {n: {s: (lf.logits, lf.labels) for s, lf in files.items()} for n, (files, _) in loaded.items()}
-    hashes = {n: h for n, (_, h) in loaded.items()}
-    cfg = dataclasses.replace(cfg, groups=_split_groups(params, logits))
+    found = {name: model_files(name) for name in zoo}
+    found |= {name: model_files(name, config.paths()["methods"] / name) for name in methods}
+    files = {n: f for n, (f, _) in found.items()}
+    hashes = {n: h for n, (_, h) in found.items()}
+    mapped = {n: {s: store.mmap_logits_file(f) for s, f in fs.items()} for n, fs in files.items()}  # labels only are read
+    _check_alignment({n: mapped[n] for n in zoo}, {n: mapped[n] for n in methods})
+    cfg = dataclasses.replace(cfg, groups=_split_groups({s: lf.labels for s, lf in next(iter(mapped.values())).items()}))
+    del mapped
     settings = config.fingerprint(cfg.settings(), code_hash())
     bal = ev.get("balance_range")
     pairs = enumerate_pairs([{"name": n, "gflops": c["gflops"], "params": c["params"]} for n, c in costs.items()],
                             balance_range=tuple(bal) if bal else None)
-    units = _units(cfg, zoo, costs, logits, pairs, ensembles, methods)
     folder = config.paths()["units"]
     folder.mkdir(parents=True, exist_ok=True)
-    tables, paired_tables, keys, computed = [], [], set(), 0
-    for ident, compute, cost in tqdm(units, desc="evaluate", disable=not progress):
+    units = []
+    for ident, info, cost in _units(zoo, costs, pairs, ensembles, methods):
         inputs = [hashes[m] for m in ident[1:]]
-        key = config.fingerprint(ident, inputs, settings)
-        keys.add(key)
-        rows, paired, new = _cached(folder, key, compute)
-        computed += new
+        units.append((Unit(ident, config.fingerprint(ident, inputs, settings), info), inputs, cost))
+    todo = [u for u, _, _ in units if not cached(folder, u.key)]
+    ctx = Context(cfg=cfg, files={n: {s: str(f.absolute()) for s, f in fs.items()} for n, fs in files.items()},
+                  folder=str(folder.absolute()))
+    threads = max(1, int(params.get("threads") or os.cpu_count() or 1) // workers)
+    fresh = run_units(todo, ctx, workers=workers, threads=threads, progress=progress)
+    tables, paired_tables = [], []
+    for unit, inputs, cost in units:
+        rows, paired = fresh[unit.key] if unit.key in fresh else read_unit(folder, unit.key)
         for col, val in cost.items():
             rows[col] = val
         rows["inputs_hash"] = config.fingerprint(inputs)
         tables.append(rows)
         paired_tables.append(paired)
+    keys = {u.key for u, _, _ in units}
     for stale in folder.glob("*.csv"):
         if stale.name.split(".")[0] not in keys:
             stale.unlink()
@@ -217,7 +203,7 @@ def run(params: dict, *, progress: bool = True) -> dict:
     store.write_table(p["paired"], pd.concat(paired_tables, ignore_index=True))
     model_cols = ["name", "arch", "init", "img_size", "seed", "role", "gflops", "params", "throughput"]
     store.write_table(p["models"], pd.DataFrame(costs.values())[model_cols])
-    stats = {"units": len(units), "computed": computed, "reused": len(units) - computed, "pairs": len(pairs)}
+    stats = {"units": len(units), "computed": len(fresh), "reused": len(units) - len(fresh), "pairs": len(pairs)}
     store.write_json(p["summary"], summary(results, ev.get("main_fit", "converged")) | {"units": stats})
     store.write_json(folder / "last_run.json", stats)
     return stats

@@ -8,7 +8,6 @@ naming the remote, its URL and the stages, and exits with status 2.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 
@@ -69,14 +68,9 @@ def _print_status(states: dict[str, dict[str, str]], as_json: bool) -> None:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmark.cli_remote")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    add_remote_command(sub)
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as e:
-        return e.code if isinstance(e.code, int) else 2
-    return args.handler(args)
+    from benchmark.cli_util import run_subcommands
+
+    return run_subcommands("python -m benchmark.cli_remote", [add_remote_command], argv)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,6 @@ entry; exit status 2 when anything fails.
 """
 from __future__ import annotations
 
-import argparse
 import functools
 import json
 import sys
@@ -167,15 +166,9 @@ def run_validate_zoo(args) -> int:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmark.cli_zoo")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    add_flops_command(sub)
-    add_validate_zoo_command(sub)
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as e:
-        return e.code if isinstance(e.code, int) else 2
-    return args.handler(args)
+    from benchmark.cli_util import run_subcommands
+
+    return run_subcommands("python -m benchmark.cli_zoo", [add_flops_command, add_validate_zoo_command], argv)
 
 
 if __name__ == "__main__":

@@ -74,7 +74,7 @@ def reference_member_weight(weight: torch.Tensor, sv: torch.Tensor, chunks: int)
         u, _, vh = torch.linalg.svd(w, full_matrices=False)
         r = u.shape[1]
         blocks.append(u @ torch.diag(sv[j * r:(j + 1) * r].double()) @ vh)
-    return torch.cat(blocks).float()
+    return torch.cat(blocks)  # float64
 
 
 @pytest.mark.parametrize("grad", [True, False])  # no grad: cached member weights (materialized, auto)
@@ -91,7 +91,7 @@ def test_linear_layer_matches_per_member_dense_formula(mode, chunks, grad):
     with torch.set_grad_enabled(grad):
         y = layer(x)
     for m in range(members):
-        w = reference_member_weight(lin.weight.detach(), layer.singular_values[m].detach(), chunks)
+        w = reference_member_weight(lin.weight.detach(), layer.singular_values[m].detach(), chunks).float()
         expected = F.linear(x[2 * m:2 * m + 2], w, layer.bias[m].detach())
         torch.testing.assert_close(y[2 * m:2 * m + 2], expected, atol=1e-5, rtol=1e-4)
 
@@ -111,7 +111,7 @@ def test_pointwise_conv_layer_matches_per_member_conv(mode, stride, grad):
     with torch.set_grad_enabled(grad):
         y = layer(x)
     for m in range(members):
-        w = reference_member_weight(conv.weight.detach().flatten(1), layer.singular_values[m].detach(), 1)
+        w = reference_member_weight(conv.weight.detach().flatten(1), layer.singular_values[m].detach(), 1).float()
         expected = F.conv2d(x[3 * m:3 * m + 3], w[:, :, None, None], layer.bias[m].detach(), stride=stride)
         torch.testing.assert_close(y[3 * m:3 * m + 3], expected, atol=1e-5, rtol=1e-4)
 

@@ -12,6 +12,7 @@ from torch import nn
 
 from benchmark.methods import SingularValueEnsemble, member_cross_entropy
 from benchmark.methods.sve_layers import WEIGHT_READ_COST, SVELayer, SVELinear
+from test_sve import reference_member_weight
 
 torch.set_num_threads(1)
 
@@ -19,16 +20,6 @@ torch.set_num_threads(1)
 def small_vit(seed: int = 0) -> nn.Module:
     torch.manual_seed(seed)
     return timm.create_model("test_vit", pretrained=False, img_size=32)
-
-
-def reference_member_weight(weight: torch.Tensor, sv: torch.Tensor, chunks: int) -> torch.Tensor:
-    """U diag(sv) V^T per row block, from an SVD computed here (independent of the module)."""
-    blocks = []
-    for j, w in enumerate(weight.double().chunk(chunks, 0)):
-        u, _, vh = torch.linalg.svd(w, full_matrices=False)
-        r = u.shape[1]
-        blocks.append(u @ torch.diag(sv[j * r:(j + 1) * r].double()) @ vh)
-    return torch.cat(blocks)
 
 
 def expected_linear(layer: SVELinear, weight: torch.Tensor, x: torch.Tensor) -> torch.Tensor:

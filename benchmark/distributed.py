@@ -19,6 +19,7 @@ Fault injection (tests): ``UQBENCH_FAIL_RANK=<r>`` makes rank ``r`` kill itself
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import re
@@ -136,7 +137,13 @@ def is_main() -> bool:
 
 
 def _terminate(signum, frame):
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not interrupt the unwinding
     raise SystemExit(128 + signum)  # unwinds: atomic writes in progress remove their temporary files
+
+
+def _default_sigterm() -> None:
+    """At interpreter exit a SIGTERM just ends the process (raising inside another atexit callback printed a traceback)."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def init(params: dict, device: torch.device) -> torch.device:
@@ -155,6 +162,7 @@ def init(params: dict, device: torch.device) -> torch.device:
     if not dist.is_initialized():
         dist.init_process_group(cfg.backend_for(device))
         signal.signal(signal.SIGTERM, _terminate)  # torchrun stops the other workers with SIGTERM
+        atexit.register(_default_sigterm)  # runs before the callbacks registered earlier (torch's)
     return device
 
 

@@ -26,10 +26,6 @@ def prepare_data(params: dict, out: Path | None = None, *, progress: bool = True
     return sources.for_params(params).prepare(Path(out or config.paths()["data"]))
 
 
-def num_classes(train_labels) -> int:
-    return int(train_labels.max()) + 1
-
-
 def train(params: dict, name: str, *, progress: bool = True, stop_after_epoch: int | None = None) -> dict:
     """Fine-tune zoo entry ``name``; checkpoint in ``results/checkpoints/<name>/``.
 

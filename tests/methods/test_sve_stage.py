@@ -18,7 +18,7 @@ from benchmark import store
 from benchmark.cost import count_flops
 from benchmark.data.embedded import Split
 from benchmark.data.splits_io import load_split, save_split
-from benchmark.pipeline import evaluate, sources, stages
+from benchmark.pipeline import evaluate, sources
 from benchmark.pipeline.sources import SplitInputs
 from benchmark.pipeline import sve as stage
 from benchmark.train import load_weights

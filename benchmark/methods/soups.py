@@ -9,10 +9,12 @@ network; the paper does the same for BN models). Integer buffers (BatchNorm's
 ``num_batches_tracked``) are taken from the first ingredient.
 
 * uniform soup: ``theta = mean_k theta_k`` over all ingredients;
-* greedy soup: sort the ingredients by their validation score (best first),
-  start from the best, and add each next one only if the soup's validation
-  score does not get worse. The result is never worse on validation than its
-  first ingredient (it starts there and only accepts non-decreasing steps).
+* greedy soup (the released code's rule, ``held_out_val_accuracy >
+  best_val_acc_so_far`` in ``mlfoundations/model-soups``): sort the ingredients
+  by their validation score (best first), start from the best, and add each next
+  one only if the soup's validation score strictly improves; a tie leaves the
+  ingredient out. The result is never worse on validation than its first
+  ingredient (it starts there and only accepts improving steps).
 
 A soup is one model: it costs one forward.
 """
@@ -91,7 +93,7 @@ def greedy_soup(models: Sequence[nn.Module], score: Callable[[nn.Module], float]
     for i in order[1:]:
         candidate = _soup([models[j] for j in chosen + [i]], [names[j] for j in chosen + [i]])
         s = float(score(candidate))
-        accepted = s >= best
+        accepted = s > best  # strict, as published: a tie keeps the smaller soup
         history.append({"name": names[i], "score": s, "accepted": accepted})
         if accepted:
             chosen.append(i)

@@ -159,8 +159,8 @@ def test_greedy_soup_never_worse_than_its_first_ingredient(seed):
     assert res.score >= alone[first]
     assert [h["name"] for h in res.history if h["accepted"]] == res.ingredients[1:]
     path = [alone[first]] + [h["score"] for h in res.history if h["accepted"]]
-    assert path == sorted(path)  # each accepted step keeps or improves the validation score
-    assert all(h["score"] < res.score for h in res.history if not h["accepted"])
+    assert all(a < b for a, b in zip(path, path[1:]))  # each accepted step strictly improves the validation score
+    assert all(h["score"] <= res.score for h in res.history if not h["accepted"])
     # the soup's weights are the plain mean of exactly the accepted ingredients
     chosen = [ingredients[names.index(n)] for n in res.ingredients]
     assert torch.allclose(res.model.weight, torch.stack([m.weight for m in chosen]).mean(0))
@@ -178,6 +178,16 @@ def test_greedy_soup_rejects_a_harmful_ingredient():
     res = greedy_soup([bad, good], acc, ["bad", "good"])
     assert res.ingredients == ["good"] and res.history == [{"name": "bad", "score": pytest.approx(0.0), "accepted": False}]
     assert acc(res.model) == 1.0
+
+
+def test_greedy_soup_leaves_out_an_ingredient_that_only_ties():
+    """The released code adds an ingredient only on a strict improvement (``>``): a tie keeps the smaller soup."""
+    ingredients = [_linear(torch.full((2, 5), float(k)), torch.zeros(2)) for k in range(3)]
+    scores = iter([0.5, 0.5, 0.5, 0.5, 0.75])  # alone: 0.5 each; soup {0, 1}: 0.5 (tie); soup {0, 2}: 0.75
+    res = greedy_soup(ingredients, lambda m: next(scores), ["a", "b", "c"])
+    assert [h["accepted"] for h in res.history] == [False, True]
+    assert res.ingredients == ["a", "c"] and res.score == 0.75
+    assert torch.allclose(res.model.weight, torch.full((2, 5), 1.0))  # mean of a (0) and c (2) only
 
 
 def test_soup_errors_name_the_ingredients():

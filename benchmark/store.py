@@ -12,16 +12,15 @@ A logits file holds one model's outputs on one split:
   in the same order are detected before they are combined.
 
 Every write goes to a temporary file in the target folder and is renamed into
-place, so an interrupted run never leaves a half-written file behind.
+place, so an interrupted run never leaves a half-written file behind
+(:mod:`benchmark.atomic`, re-exported here).
 """
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import mmap
 import os
-import tempfile
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,11 +28,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+from benchmark.atomic import (  # noqa: F401 (re-exported: the package's write helpers live in benchmark.store)
+    atomic_dir, atomic_path, clean_leftovers, is_leftover, listing, write_boundary)
 
 
 META_KEY = "benchmark"  # safetensors metadata key of the logits files' JSON metadata
@@ -41,53 +37,6 @@ META_KEY = "benchmark"  # safetensors metadata key of the logits files' JSON met
 
 class StoreError(ValueError):
     """A file is missing, unreadable or does not hold what it must."""
-
-
-@contextlib.contextmanager
-def atomic_path(path: str | os.PathLike, suffix: str | None = None):
-    """Yield a temporary path next to ``path``; rename it onto ``path`` on success.
-
-    On any exception the temporary file is removed and ``path`` is untouched.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix or path.suffix or ".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        yield Path(tmp)
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600 (and writers may recreate the file): the usual modes
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-
-
-@contextlib.contextmanager
-def atomic_dir(path: str | os.PathLike):
-    """Yield a temporary folder next to ``path``; on success it replaces ``path`` whole.
-
-    A reader therefore sees either the old complete folder or the new complete
-    one, never a mix; on any exception the temporary folder is removed.
-    """
-    import shutil
-
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
-    os.chmod(tmp, 0o777 & ~_umask())
-    try:
-        yield tmp
-        old = None
-        if path.exists():
-            old = path.with_name(f".{path.name}.old-{os.getpid()}")
-            os.replace(path, old)
-        os.replace(tmp, path)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
 
 
 def write_text(path, text: str) -> None:
@@ -172,8 +121,7 @@ def load_logits_file(path) -> LogitsFile:
             arrays = load_file(str(path))
             with safe_open(str(path), framework="numpy") as f:
                 meta = dict(f.metadata() or {})
-            if META_KEY in meta:  # one sorted-JSON entry (see save_logits_file)
-                meta = json.loads(meta[META_KEY])
+            meta = _meta_entry(path, meta)
         else:
             raise StoreError(f"{path}: unknown logits file type {path.suffix!r}; use .npz or .safetensors")
     except StoreError:
@@ -183,14 +131,42 @@ def load_logits_file(path) -> LogitsFile:
     return _checked_logits_file(path, arrays, meta)
 
 
+def _meta_entry(path: Path, meta) -> dict:
+    """The JSON object of the ``benchmark`` metadata entry (see :func:`save_logits_file`), else ``meta`` as it is."""
+    if not isinstance(meta, dict):
+        raise StoreError(f"{path}: cannot read logits file (the safetensors metadata is not a mapping)")
+    if META_KEY not in meta:
+        return meta
+    try:
+        out = json.loads(meta[META_KEY])
+    except (TypeError, ValueError) as e:
+        raise StoreError(f"{path}: cannot read logits file (bad {META_KEY!r} metadata: {e})") from None
+    if not isinstance(out, dict):
+        raise StoreError(f"{path}: cannot read logits file (its {META_KEY!r} metadata is {type(out).__name__} JSON, "
+                         "not a JSON object)")
+    return out
+
+
+F32_MAX = float(np.finfo(np.float32).max)
+
+
 def _checked_logits_file(path: Path, arrays: dict, meta: dict) -> LogitsFile:
     """Validate the arrays of a logits file (see :func:`load_logits_file`) and wrap them."""
     for key in ("logits", "labels"):
         if key not in arrays:
             raise StoreError(f"{path}: missing array {key!r} (found {sorted(arrays)}); a logits file needs 'logits' (N, C) and 'labels' (N,)")
+    for key, value in arrays.items():
+        if not isinstance(value, np.ndarray):  # np.load gives the raw bytes of a zip member that is not an .npy
+            raise StoreError(f"{path}: member {key!r} is not a numpy array (.npy) but {type(value).__name__}; "
+                             "write the file with numpy.savez")
     logits, labels = arrays["logits"], arrays["labels"]
     if not np.issubdtype(logits.dtype, np.floating):
         raise StoreError(f"{path}: 'logits' must be floating point, got {logits.dtype}")
+    if logits.dtype.itemsize > 4 and logits.size:
+        big = float(np.abs(logits[np.isfinite(logits)]).max(initial=0.0))  # NaN and Inf: see core.validation
+        if big > F32_MAX:
+            raise StoreError(f"{path}: 'logits' ({logits.dtype}) hold values up to {big:.3g}, beyond the float32 range "
+                             f"(|x| <= {F32_MAX:.3g}) the benchmark computes in; rescale or clip them")
     if logits.ndim not in (2, 3):
         raise StoreError(f"{path}: 'logits' must be (N, C) or (M, N, C), got shape {logits.shape}")
     if labels.ndim != 1 or not np.issubdtype(labels.dtype, np.integer):
@@ -198,6 +174,8 @@ def _checked_logits_file(path: Path, arrays: dict, meta: dict) -> LogitsFile:
     if labels.shape[0] != logits.shape[-2]:
         raise StoreError(f"{path}: 'logits' has N={logits.shape[-2]} rows but 'labels' has {labels.shape[0]}")
     ids = arrays.get("ids")
+    if ids is not None and not np.issubdtype(ids.dtype, np.integer):
+        raise StoreError(f"{path}: 'ids' must be integers, got {ids.dtype} (non-integer ids are refused, not truncated)")
     if ids is not None and ids.shape != labels.shape:
         raise StoreError(f"{path}: 'ids' has shape {ids.shape}, expected {labels.shape}")
     out = LogitsFile(
@@ -289,12 +267,7 @@ def mmap_logits_file(path) -> LogitsFile:
         return load_logits_file(path)
     size = path.stat().st_size
     header, start = _safetensors_header(path, size)
-    meta = header.pop("__metadata__", None) or {}
-    try:
-        if META_KEY in meta:  # one sorted-JSON entry (see save_logits_file)
-            meta = json.loads(meta[META_KEY])
-    except (TypeError, ValueError) as e:
-        raise StoreError(f"{path}: cannot read logits file (bad {META_KEY!r} metadata: {e})") from e
+    meta = _meta_entry(path, header.pop("__metadata__", None) or {})
     arrays = {}
     for name, info in header.items():
         try:

@@ -6,8 +6,11 @@ epoch ``e`` continues exactly as an uninterrupted run would.
 
 Checkpoint folder layout (all writes atomic):
 
-* ``resume.safetensors`` + ``resume.json``: weights, AdamW moments and the
-  finished epoch; removed when training completes.
+* ``resume.safetensors``: weights and AdamW moments, with the finished epoch,
+  fingerprint and history in its metadata: one file, written atomically, so a
+  kill never leaves weights of one epoch with the state of another; removed
+  when training completes.
+* (an older ``resume.json`` beside it is a leftover of the two-file format and never read).
 * ``model.safetensors``: the selected weights (best validation score so far).
 * ``train.json``: recipe, fingerprint, per-epoch history, selected epoch.
 
@@ -26,6 +29,7 @@ random transforms also differ from one process (they follow the global RNG).
 """
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -125,24 +129,54 @@ def _shift(x: torch.Tensor, pixels: int, gen: torch.Generator, start: int = 0, s
     return out.gather(3, cols)
 
 
+RESUME, RESUME_KEY = "resume.safetensors", "resume"  # the file, and its metadata entry holding the state JSON
+
+
 def _save_resume(folder: Path, model: nn.Module, opt: torch.optim.Optimizer, state: dict) -> None:
     tensors = {f"model.{k}": v.detach().contiguous() for k, v in model.state_dict().items()}
     for i, p in enumerate(opt.param_groups[0]["params"]):
         for k, v in opt.state.get(p, {}).items():
             tensors[f"opt.{i}.{k}"] = torch.as_tensor(v).detach().contiguous()
-    with store.atomic_path(folder / "resume.safetensors") as tmp:
-        save_file(tensors, str(tmp))
-    store.write_json(folder / "resume.json", state)
+    with store.atomic_path(folder / RESUME) as tmp:
+        save_file(tensors, str(tmp), metadata={RESUME_KEY: json.dumps(state, sort_keys=True)})
 
 
 def _read_resume(folder: Path, fingerprint: str) -> tuple[dict, dict] | None:
-    """(tensors, state) of the folder's resume checkpoint when its fingerprint is ``fingerprint``."""
-    resume = folder / "resume.json"
-    if resume.exists():
-        state = store.read_json(resume)
-        if state.get("fingerprint") == fingerprint:
-            return load_file(str(folder / "resume.safetensors")), state
-    return None
+    """(tensors, state) of the folder's resume checkpoint when its fingerprint is ``fingerprint``.
+
+    A checkpoint that cannot be read, or whose state does not describe its
+    tensors, is an error naming the file (never silently used or skipped).
+    """
+    path = folder / RESUME
+    (folder / "resume.json").unlink(missing_ok=True)  # the older two-file format: its pair cannot be trusted
+    if not path.exists():
+        return None
+    tensors, meta = read_checkpoint(path, what="resume checkpoint")
+    try:
+        state = json.loads(meta[RESUME_KEY])
+        if not isinstance(state, dict) or not isinstance(state["epoch"], int) or not isinstance(state["record"], dict):
+            raise ValueError("not an object with an integer 'epoch' and a 'record'")
+    except (KeyError, TypeError, ValueError) as e:
+        raise store.StoreError(f"{path}: resume checkpoint without a valid {RESUME_KEY!r} state in its metadata ({e}); "
+                               "delete it to train from the start") from None
+    return (tensors, state) if state.get("fingerprint") == fingerprint else None
+
+
+def read_checkpoint(path, what: str = "checkpoint") -> tuple[dict, dict]:
+    """(tensors, metadata) of a ``.safetensors`` checkpoint; :class:`~benchmark.store.StoreError`
+    naming the file when it is missing or not valid safetensors."""
+    from safetensors import SafetensorError, safe_open
+
+    path = Path(path)
+    if not path.exists():
+        raise store.StoreError(f"{path}: {what} not found")
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            meta = dict(f.metadata() or {})
+        return load_file(str(path)), meta
+    except (SafetensorError, OSError, ValueError) as e:
+        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise store.StoreError(f"{path}: not a valid safetensors {what} ({msg})") from None
 
 
 def _apply_resume(tensors: dict, model: nn.Module, opt: torch.optim.Optimizer) -> None:
@@ -163,7 +197,11 @@ def load_weights(path, model: nn.Module) -> nn.Module:
     path = Path(path)
     if not path.exists():
         raise store.StoreError(f"{path}: checkpoint not found; run the train stage first (dvc repro)")
-    model.load_state_dict(load_file(str(path)), strict=True)
+    tensors, _ = read_checkpoint(path)
+    try:
+        model.load_state_dict(tensors, strict=True)
+    except RuntimeError as e:
+        raise store.StoreError(f"{path}: checkpoint does not fit the model ({str(e).splitlines()[0]})") from None
     return model
 
 
@@ -277,7 +315,6 @@ def fine_tune(model: nn.Module, train, val, recipe: Recipe, *, seed: int, folder
             return record
     if main:
         store.write_json(folder / "train.json", record)
-        for name in ("resume.safetensors", "resume.json"):
-            (folder / name).unlink(missing_ok=True)
+        (folder / RESUME).unlink(missing_ok=True)
     distributed.barrier("rank 0 writes train.json")
     return record

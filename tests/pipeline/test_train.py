@@ -46,11 +46,11 @@ def test_training_learns_and_resume_after_kill_gives_identical_weights(tmp_path)
     train, val = _data(64, 0), _data(32, 1)
     full = fine_tune(_model(), train, val, RECIPE, seed=3, folder=tmp_path / "a", fingerprint="fp", progress=False)
     assert full["history"][-1]["train_loss"] < full["history"][0]["train_loss"]
-    assert not (tmp_path / "a" / "resume.json").exists()
+    assert not (tmp_path / "a" / "resume.safetensors").exists()
 
     # "kill" after the first epoch, then a new process resumes from the checkpoint
     fine_tune(_model(), train, val, RECIPE, seed=3, folder=tmp_path / "b", fingerprint="fp", progress=False, stop_after_epoch=0)
-    assert (tmp_path / "b" / "resume.json").exists()
+    assert (tmp_path / "b" / "resume.safetensors").exists()
     fresh = _model()
     nn.init.zeros_(fresh[0].weight)  # a resumed run must not depend on the new model's init
     resumed = fine_tune(fresh, train, val, RECIPE, seed=3, folder=tmp_path / "b", fingerprint="fp", progress=False)

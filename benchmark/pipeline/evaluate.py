@@ -25,7 +25,7 @@ from benchmark import store
 from benchmark.core.pairs import enumerate_pairs
 from benchmark.evaluation import DUO_VARIANTS, EvalConfig
 from benchmark.pipeline import config
-from benchmark.pipeline.units import Context, Unit, cached, read_unit, run_units
+from benchmark.pipeline.units import Context, Unit, cached, read_unit, remove_stale, run_units
 from benchmark.results_schema import COLUMNS, validate_results
 from benchmark.zoo import seed_groups
 
@@ -55,7 +55,7 @@ def model_files(name: str, folder: Path | None = None) -> tuple[dict[str, Path],
     """split -> logits file of one model (or method output), and a hash of all its logits files
     (their names and bytes, read in 16 MB chunks)."""
     folder = folder or config.paths(name)["logits"]
-    files = sorted(folder.glob("*.safetensors"))
+    files = store.listing(folder, "*.safetensors")  # hidden names: leftovers of a killed write
     if not files:
         raise store.StoreError(f"{folder}: no logits of model {name!r}; run `dvc repro logits@{name}`")
     h = hashlib.sha256()
@@ -118,7 +118,7 @@ def deep_ensemble_groups(zoo: dict, sizes) -> list[list[str]]:
 def method_outputs(folder: Path) -> dict[str, dict]:
     """Outputs of method stages (SVE, MC dropout, soups, ...): ``<folder>/<name>/{cost.json, <split>.safetensors}``."""
     out = {}
-    for cost_file in sorted(folder.glob("*/cost.json")) if folder.exists() else []:
+    for cost_file in store.listing(folder, "*/cost.json"):  # not .name.xxxx/ leftovers of a killed write
         info = store.read_json(cost_file)
         for key in ("family", "method", "base", "gflops", "params", "throughput"):
             if key not in info:
@@ -194,9 +194,7 @@ def run(params: dict, *, progress: bool = True) -> dict:
         tables.append(rows)
         paired_tables.append(paired)
     keys = {u.key for u, _, _ in units}
-    for stale in folder.glob("*.csv"):
-        if stale.name.split(".")[0] not in keys:
-            stale.unlink()
+    remove_stale(folder, keys)
     results = validate_results(pd.concat(tables, ignore_index=True), source="evaluation")[list(COLUMNS)]
     p = config.paths()
     store.write_table(p["metrics"], results)

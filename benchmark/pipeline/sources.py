@@ -37,7 +37,7 @@ INDEX_KEYS = ("labels", "ids", "name")  # + optional "groups"
 def split_files(data_dir: Path | None = None) -> dict[str, Path]:
     """``{split: results/data/<split>.npz}`` (split files or indexes); the val split must exist."""
     data_dir = Path(data_dir or config.paths()["data"])
-    files = {p.stem: p for p in sorted(data_dir.glob("*.npz"))}
+    files = {p.stem: p for p in store.listing(data_dir, "*.npz")}
     if VAL not in files:
         raise store.StoreError(f"{data_dir}: no val split file; run the data stage first (dvc repro data)")
     return files

@@ -4,7 +4,9 @@ A *unit* is one single model, one base-sidekick duo, one deep ensemble or one
 method output. It reads only its members' logits, memory-mapped
 (:func:`benchmark.store.mmap_logits_file`), and writes its rows to
 ``<folder>/<key>.csv`` and ``<key>.paired.csv`` atomically as soon as it is
-done, so a run that fails or is interrupted keeps every unit it finished.
+done, then ``<key>.sha256`` (the hashes of both): a run that fails or is
+interrupted keeps every unit it finished, and a cached unit is used only while
+its files match those hashes.
 
 Units that share their first member (a model's single unit and all pairs with
 it as base) form a *batch*: a worker maps that member once for the batch, and
@@ -70,14 +72,62 @@ def method_ident(name: str, info: dict) -> dict:
     return {"family": info["family"], "method": info["method"], "base": info["base"], "members": members}
 
 
+def _unit_files(folder: Path, key: str) -> dict[str, Path]:
+    return {"rows": folder / f"{key}.csv", "paired": folder / f"{key}.paired.csv"}
+
+
+def _manifest(folder: Path, key: str) -> Path:
+    """``<key>.sha256``: the sha256 of the unit's two CSV files, written after them."""
+    return folder / f"{key}.sha256"
+
+
+def _hashes(files: dict[str, Path]) -> dict[str, str]:
+    import hashlib
+
+    return {part: hashlib.sha256(path.read_bytes()).hexdigest() for part, path in files.items()}
+
+
 def cached(folder: Path, key: str) -> bool:
-    return (folder / f"{key}.csv").exists() and (folder / f"{key}.paired.csv").exists()
+    """Whether the unit's cached files exist and hold what was written (their hashes match its manifest);
+    a partial, corrupted or edited entry is not trusted (the unit is computed again)."""
+    import json
+
+    files, manifest = _unit_files(folder, key), _manifest(folder, key)
+    if not manifest.is_file() or not all(f.is_file() for f in files.values()):
+        return False
+    try:
+        return json.loads(manifest.read_text(encoding="utf-8")) == _hashes(files)
+    except (OSError, ValueError):
+        return False
+
+
+def write_unit(folder: Path, key: str, rows: pd.DataFrame, paired: pd.DataFrame) -> None:
+    """Write the unit's CSV files, then its manifest (atomic writes: an entry is complete once the manifest is)."""
+    files = _unit_files(folder, key)
+    _manifest(folder, key).unlink(missing_ok=True)
+    store.write_table(files["paired"], paired)
+    store.write_table(files["rows"], rows)
+    store.write_json(_manifest(folder, key), _hashes(files))
 
 
 def read_unit(folder: Path, key: str) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The cached rows and paired differences of a unit."""
-    rows = pd.read_csv(folder / f"{key}.csv", keep_default_na=False, na_values=["NaN", "nan", ""])
-    return rows, pd.read_csv(folder / f"{key}.paired.csv")
+    """The cached rows and paired differences of a unit (verified against its manifest)."""
+    if not cached(folder, key):
+        raise store.StoreError(f"{folder / key}.csv: cached unit changed since it was written (hash mismatch); "
+                               "rerun the evaluate stage")
+    files = _unit_files(folder, key)
+    rows = pd.read_csv(files["rows"], keep_default_na=False, na_values=["NaN", "nan", ""])
+    return rows, pd.read_csv(files["paired"])
+
+
+def remove_stale(folder: Path, keys) -> None:
+    """Remove the cached files of units not in ``keys`` (and hidden leftovers of killed writes)."""
+    for path in folder.glob("*"):
+        if path.is_file() and path.name != LAST_RUN and path.name.split(".")[0] not in keys:
+            path.unlink()
+
+
+LAST_RUN = "last_run.json"
 
 
 class Runner:
@@ -112,9 +162,7 @@ class Runner:
                     mapped[name] = self._logits(name)
             rows, paired = self._rows(unit, mapped)
             rows_df, paired_df = pd.DataFrame(rows), pd.DataFrame(paired, columns=PAIRED_COLUMNS)
-            folder = Path(self.ctx.folder)
-            store.write_table(folder / f"{unit.key}.paired.csv", paired_df)
-            store.write_table(folder / f"{unit.key}.csv", rows_df)
+            write_unit(Path(self.ctx.folder), unit.key, rows_df, paired_df)
         except Exception as e:
             raise UnitError(f"evaluate: unit {unit} failed: {type(e).__name__}: {e}") from e
         return rows_df, paired_df

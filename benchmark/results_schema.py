@@ -33,10 +33,13 @@ COLUMNS: dict[str, tuple[str, str]] = {
     "weight_base": ("float64", "logit weight of the base: 1/T for singles, 1/(2T) in a duo"),
     "weight_side": ("float64", "logit weight of the sidekick, 1/(2T) (0 for singles)"),
     "inputs_hash": ("string", "hash of the logits files (dvc.lock md5s) the row was computed from"),
-    "overhead_percent": ("float64", "trainable parameters in % of the pretrained backbone (NaN if not reported)"),
+    "overhead_percent": ("float64", "trainable parameters of all M members and their heads, in % of the pretrained "
+                                    "backbone (NaN if not reported)"),
+    "extra_params_percent": ("float64", "parameters added over one model, in % of the pretrained backbone: the SVE "
+                                        "paper's overhead, (M - 1) members' adapted parameters, no heads (NaN if not reported)"),
 }
 # Columns a producer may leave out: validate_results adds them, empty (NaN or '').
-OPTIONAL_COLUMNS = ("overhead_percent",)
+OPTIONAL_COLUMNS = ("overhead_percent", "extra_params_percent")
 
 
 def empty_results() -> pd.DataFrame:

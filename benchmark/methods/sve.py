@@ -20,6 +20,15 @@ Which layers are adapted (regexes searched in ``named_modules()`` names):
 * ``patterns=[...]``: exactly the ``nn.Linear``/``nn.Conv2d`` layers whose names
   match; each pattern must match a layer, and every match must be adaptable.
 
+Diversity: members must not start as exact clones, since the same gradient would
+then keep them clones through training. The default ``sigma_init`` =
+:data:`SIGMA_INIT` (0.01) is the authors' own (``init_std`` of the released
+``moturkoglu/Singular-Value-Ensemble``, commit 83e7763; the paper gives the
+multiplicative form but no value). ``sigma_init = 0`` is accepted only when the
+member heads are drawn independently (a fresh head per member); with the
+backbone's own head copied into every member (``reuse_head`` and matching class
+counts, e.g. ImageNet) and ``M > 1`` it is refused (:func:`check_diversity`).
+
 BatchNorm: the backbone is frozen, so its BatchNorm layers stay in eval mode
 (running statistics, per-sample) even in ``train()``; training-mode statistics
 would mix the members of the stacked batch.
@@ -36,6 +45,7 @@ from torch import Tensor, nn
 
 from benchmark.methods.sve_layers import MODES, SVEConv1x1, SVELayer, SVELinear, is_adaptable, is_pointwise_conv
 
+SIGMA_INIT = 0.01  # the authors' released default (init_std); see the module docstring
 VIT_PATTERNS = (r"\.attn\.qkv$", r"\.attn\.proj$", r"\.mlp\.fc1$", r"\.mlp\.fc2$")
 QKV_NAME = re.compile(r"(^|\.)qkv$")
 
@@ -78,6 +88,19 @@ def _some(names: Sequence[str], k: int = 8) -> str:
     return f"{shown}, ... ({len(names)} in all)" if len(names) > k else shown or "(none)"
 
 
+def check_diversity(members: int, sigma_init: float, head_copied: bool, where: str = "SVE") -> None:
+    """Refuse a configuration whose ``members`` would be exact clones forever.
+
+    With ``sigma_init == 0`` every member starts from the same singular values; if
+    they also share one head (``head_copied``), they compute the same function,
+    get the same gradients and stay identical: the user would silently get one model.
+    """
+    if members > 1 and sigma_init == 0 and head_copied:
+        raise ValueError(f"{where}: sigma_init = 0 with the backbone's own head copied into all {members} members makes "
+                         f"every member an exact clone of the others for the whole training (one model, no ensemble); "
+                         f"use sigma_init > 0 (the authors' default is {SIGMA_INIT}) or fresh per-member heads")
+
+
 def check_members(members) -> int:
     if isinstance(members, bool) or not isinstance(members, int) or members < 1:
         raise ValueError(f"members must be an integer >= 1, got {members!r}")
@@ -100,7 +123,7 @@ class SingularValueEnsemble(nn.Module):
     """
 
     def __init__(self, backbone: nn.Module, *, members: int, num_classes: int | None = None,
-                 patterns: Sequence[str] | None = None, sigma_init: float = 0.0, seed: int = 0,
+                 patterns: Sequence[str] | None = None, sigma_init: float = SIGMA_INIT, seed: int = 0,
                  pretrained: bool, allow_random_init: bool = False, reuse_head: bool = True,
                  split_qkv: bool = True, mode: str = "auto"):
         super().__init__()
@@ -125,6 +148,8 @@ class SingularValueEnsemble(nn.Module):
         else:
             raise ValueError(f"the backbone's classifier is {type(head).__name__}, not nn.Linear: pass num_classes")
         self.num_classes = num_classes or head.out_features
+        head_copied = reuse_head and isinstance(head, nn.Linear) and head.out_features == self.num_classes
+        check_diversity(self.members, sigma_init, head_copied)
         self.layer_names = select_layers(backbone, patterns, skip=(self.classifier_name,))  # fails before any change
         backbone.reset_classifier(0)
         backbone.requires_grad_(False)
@@ -145,7 +170,7 @@ class SingularValueEnsemble(nn.Module):
         self.channels_last = any(isinstance(m, SVEConv1x1) for m in self.sve_layers())  # their output layout
 
         ref = self.sve_layers()[0].U
-        if reuse_head and isinstance(head, nn.Linear) and head.out_features == self.num_classes:
+        if head_copied:
             w, b = head.weight.detach().expand(self.members, -1, -1), head.bias.detach().expand(self.members, -1)
         else:
             bound = 1 / math.sqrt(dim)
@@ -221,7 +246,7 @@ class SingularValueEnsemble(nn.Module):
 
 def sve_from_timm(arch: str, *, members: int, num_classes: int | None = None,
                   pretrained_state_dict: Mapping[str, Tensor] | str | None = None, allow_random_init: bool = False,
-                  patterns: Sequence[str] | None = None, sigma_init: float = 0.0, seed: int = 0,
+                  patterns: Sequence[str] | None = None, sigma_init: float = SIGMA_INIT, seed: int = 0,
                   **kwargs) -> SingularValueEnsemble:
     """Build timm ``arch``, load ``pretrained_state_dict`` (mapping or file) and wrap it in an SVE.
 

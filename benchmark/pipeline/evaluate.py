@@ -141,7 +141,8 @@ def _units(zoo, costs, pairs, ensembles, methods) -> list[tuple[tuple, dict | No
     units += [(("duo", p.base, p.sidekick), None, _sum_cost(costs, [p.base, p.sidekick])) for p in pairs]
     units += [(("deep_ensemble", *ms), None, dict(_sum_cost(costs, ms), balance=nan)) for ms in ensembles]
     units += [(("method", n), info, {"gflops": info["gflops"], "params": info["params"], "throughput": info["throughput"],
-                                     "balance": nan, "overhead_percent": info.get("overhead_percent", nan)})
+                                     "balance": nan, "overhead_percent": info.get("overhead_percent", nan),
+                                     "extra_params_percent": info.get("extra_params_percent", nan)})
               for n, info in methods.items()]
     return units
 

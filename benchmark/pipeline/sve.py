@@ -9,7 +9,11 @@ base          zoo entry whose ``arch``, pretrained ``init`` and ``img_size`` SVE
 members       ensemble sizes ``M``, one DVC stage ``sve@<M>`` each
 recipe        training recipe in ``recipes`` (SVE trains singular values,
               biases and heads only, so it wants a larger lr than a fine-tune)
-sigma_init    std of the singular-value noise ``S^(m) = S (1 + eps^(m))``
+sigma_init    std of the singular-value noise ``S^(m) = S (1 + eps^(m))``;
+              default 0.01, the authors' released ``init_std``. 0 is refused
+              when the members would be clones (the backbone's head reused for
+              all members, i.e. a 1000-class suite; see
+              :func:`benchmark.methods.sve.check_diversity`)
 seed          seed of the noise and the member heads, the train subset and training
 patterns      regexes of the adapted layers; null = the defaults of
               :func:`benchmark.methods.sve.select_layers`
@@ -26,8 +30,11 @@ fingerprint is not trained again) and, through
 ``cost.json`` in ``results/methods/sve-m<M>/``. Costs (paper convention):
 ``gflops = M x`` GFLOPs of one member as a dense model; ``trainable_params = M
 (singular values + biases + head)``; ``overhead_percent = 100 trainable_params
-/ backbone``; ``params = backbone + trainable_params`` (backbone: pretrained,
-without its classifier).
+/ backbone`` (all M members and their heads: 1.36 % for ViT-B/16, M = 8, 10 classes);
+``extra_params_percent = 100 (M - 1) (singular values + biases) / backbone``,
+the paper's figure, what SVE adds over one fine-tuned model (its ``5 (M - 1) /
+(4 d)``: 1.14 % at M = 8, d = 768); ``params = backbone + trainable_params``
+(backbone: pretrained, without its classifier).
 """
 from __future__ import annotations
 
@@ -39,7 +46,7 @@ import numpy as np
 from benchmark import cost as costs
 from benchmark import models, store
 from benchmark.data.embedded import stratified_order
-from benchmark.methods.sve import SingularValueEnsemble, check_members
+from benchmark.methods.sve import SIGMA_INIT, SingularValueEnsemble, check_diversity, check_members
 from benchmark.pipeline import config, sources, stages
 from benchmark.pipeline.sources import SplitInputs
 from benchmark.core.members import member_cross_entropy
@@ -48,7 +55,7 @@ from benchmark.zoo import ZooEntry
 
 SECTION = "sve"
 REQUIRED = ("base", "members", "recipe")
-DEFAULTS = {"sigma_init": 0.0, "seed": 0, "patterns": None, "train_subset": None, "splits": None}
+DEFAULTS = {"sigma_init": SIGMA_INIT, "seed": 0, "patterns": None, "train_subset": None, "splits": None}
 IMAGES_PER_CALL = 64  # member images per forward when writing logits (M x B beyond ~64 gets slower on CPU)
 
 
@@ -145,7 +152,7 @@ def cost_info(model: SingularValueEnsemble, img_size: int) -> dict:
     ov = model.overhead()
     return {"gflops": model.members * one, "gflops_one_forward": one, "trainable_params": ov["trainable"],
             "backbone_params": ov["backbone"], "params": ov["backbone"] + ov["trainable"],
-            "overhead_percent": ov["percent"], "overhead_percent_extra": ov["percent_extra"]}
+            "overhead_percent": ov["percent"], "extra_params_percent": ov["percent_extra"]}
 
 
 def check(params: dict, members) -> tuple[dict, ZooEntry, Recipe, list[str]]:
@@ -159,6 +166,9 @@ def check(params: dict, members) -> tuple[dict, ZooEntry, Recipe, list[str]]:
     recipe = config.recipes(params)[cfg["recipe"]]
     splits = sources.resolve_splits(cfg["splits"], [s for s in stages.split_files() if s != stages.TRAIN],
                                     f"params.yaml {SECTION}.splits")
+    # build() gives the backbone its 1000-class head; SVE copies it into every member when the suite has 1000 classes
+    check_diversity(members, cfg["sigma_init"], sources.for_params(params).num_classes() == 1000,
+                    f"params.yaml {SECTION} (sve@{members})")
     return cfg, entry, recipe, splits
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import copy
+import inspect
 import math
 import re
 
@@ -15,6 +16,7 @@ from torch import nn
 
 from benchmark.methods import (SingularValueEnsemble, load_backbone_weights, member_uncertainty, select_layers,
                                sve_from_timm, member_cross_entropy)
+from benchmark.methods.sve import SIGMA_INIT
 from benchmark.methods.sve_layers import SVEConv1x1, SVELinear
 
 torch.set_num_threads(1)
@@ -50,7 +52,8 @@ def test_cnn_one_member_reproduces_pretrained_logits(lite0_weights, mode):
     x = torch.randn(4, 3, 64, 64, generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         expected = ref(x)
-        sve = sve_from_timm("tf_efficientnet_lite0", members=1, pretrained_state_dict=lite0_weights, mode=mode).eval()
+        sve = sve_from_timm("tf_efficientnet_lite0", members=1, pretrained_state_dict=lite0_weights, mode=mode,
+                            sigma_init=0.0).eval()
         got = sve(x)
     assert got.shape == (1, 4, 1000)
     assert (got[0] - expected).abs().max().item() <= 1e-4
@@ -61,7 +64,7 @@ def test_cnn_one_member_reproduces_pretrained_logits(lite0_weights, mode):
 def test_vit_one_member_reproduces_logits(split_qkv):
     ref = small_vit().eval()
     sve = SingularValueEnsemble(copy.deepcopy(ref), members=1, pretrained=False, allow_random_init=True,
-                                split_qkv=split_qkv).eval()
+                                split_qkv=split_qkv, sigma_init=0.0).eval()
     x = torch.randn(3, 3, 32, 32, generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         assert (sve(x)[0] - ref(x)).abs().max().item() <= 1e-4
@@ -128,14 +131,69 @@ def test_batched_forward_equals_exported_members(lite0_weights):
 
 # --- initialisation ----------------------------------------------------------------------------------------------
 
-def test_members_differ_only_when_sigma_positive():
-    x = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(6))
-    same = SingularValueEnsemble(small_vit(), members=3, pretrained=False, allow_random_init=True).eval()
-    noisy = SingularValueEnsemble(small_vit(), members=3, pretrained=False, allow_random_init=True, sigma_init=0.1).eval()
+def _pairwise_gap(y: torch.Tensor) -> float:
+    """Smallest max-abs difference between the logits of two members of ``y`` (M, B, C)."""
+    return min((y[i] - y[j]).abs().max().item() for i in range(len(y)) for j in range(i + 1, len(y)))
+
+
+def _step(sve, x, y):
+    opt = torch.optim.AdamW(sve.trainable_parameters(), lr=1e-3)
+    member_cross_entropy(sve.train()(x), y).backward()
+    opt.step()
+    return sve.eval()
+
+
+@pytest.mark.parametrize("kw", [{}, {"sigma_init": 0.0, "num_classes": 5}, {"sigma_init": 0.0, "reuse_head": False}],
+                         ids=["default-sigma-reused-head", "sigma0-fresh-heads", "sigma0-reuse_head-off"])
+def test_members_differ_after_init_and_after_a_training_step(kw):
+    """The default sigma_init is non-zero, and sigma 0 is accepted only with independently drawn heads."""
+    g = torch.Generator().manual_seed(6)
+    x = torch.randn(4, 3, 32, 32, generator=g)
+    sve = SingularValueEnsemble(small_vit(), members=3, pretrained=False, allow_random_init=True, **kw).eval()
     with torch.no_grad():
-        y0, y1 = same(x), noisy(x)
-    assert torch.equal(y0[0], y0[1]) and torch.equal(y0[0], y0[2])
-    assert (y1[0] - y1[1]).abs().max() > 1e-3 and (y1[1] - y1[2]).abs().max() > 1e-3
+        assert _pairwise_gap(sve(x)) > 1e-5
+    y = torch.randint(0, sve.num_classes, (4,), generator=g)
+    _step(sve, x, y)
+    with torch.no_grad():
+        assert _pairwise_gap(sve(x)) > 1e-5
+    if "num_classes" not in kw and kw.get("reuse_head", True):  # heads copied: the singular values carry the diversity
+        sv = sve.backbone.blocks[0].attn.qkv.singular_values
+        assert (sv[0] - sv[1]).abs().max() > 0
+
+
+def test_default_sigma_is_the_authors_init_std():
+    assert SIGMA_INIT == 0.01
+    assert inspect.signature(SingularValueEnsemble).parameters["sigma_init"].default == SIGMA_INIT
+    assert inspect.signature(sve_from_timm).parameters["sigma_init"].default == SIGMA_INIT
+
+
+def test_clone_configuration_is_refused_before_the_backbone_is_touched():
+    """sigma 0 + the backbone's head copied into every member: clones forever (the issue's ImageNet case)."""
+    vit = small_vit()
+    before = {k: v.clone() for k, v in vit.state_dict().items()}
+    with pytest.raises(ValueError, match=r"sigma_init = 0 with the backbone's own head copied into all 3 members makes "
+                                         r"every member an exact clone.*authors' default is 0.01"):
+        SingularValueEnsemble(vit, members=3, pretrained=False, allow_random_init=True, sigma_init=0.0)
+    assert vit.state_dict().keys() == before.keys() and all(torch.equal(v, before[k]) for k, v in vit.state_dict().items())
+    with pytest.raises(ValueError, match="exact clone"):  # same classes as the backbone's head: it is reused
+        SingularValueEnsemble(small_vit(), members=2, num_classes=vit.num_classes, pretrained=False,
+                              allow_random_init=True, sigma_init=0)
+    SingularValueEnsemble(small_vit(), members=1, pretrained=False, allow_random_init=True, sigma_init=0.0)  # one member
+
+
+def test_the_refused_clone_configuration_would_indeed_stay_clones():
+    """Why it is refused: built by hand (no noise, one head), members are identical before and after a step."""
+    g = torch.Generator().manual_seed(8)
+    x, y = torch.randn(4, 3, 32, 32, generator=g), torch.randint(0, 10, (4,), generator=g)
+    sve = SingularValueEnsemble(small_vit(), members=3, pretrained=False, allow_random_init=True, sigma_init=1e-3)
+    with torch.no_grad():
+        for layer in sve.sve_layers():
+            layer.singular_values.copy_(layer.singular_values[:1].expand_as(layer.singular_values))
+    with torch.no_grad():
+        assert _pairwise_gap(sve.eval()(x)) == 0
+    _step(sve, x, y)
+    with torch.no_grad():
+        assert _pairwise_gap(sve(x)) == 0
 
 
 def test_singular_value_init_is_multiplicative_gaussian():

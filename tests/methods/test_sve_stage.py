@@ -113,6 +113,8 @@ def test_cost_counts_m_dense_forwards_and_trainable_parameters(run):
     assert record["trainable_params"] == M * per_member
     assert record["backbone_params"] == backbone and record["params"] == backbone + M * per_member
     assert record["overhead_percent"] == pytest.approx(100 * M * per_member / backbone, rel=1e-12)
+    head = CLASSES * (dense.num_features + 1)  # the paper's figure: what M - 1 more members add, without heads
+    assert record["extra_params_percent"] == pytest.approx(100 * (M - 1) * (per_member - head) / backbone, rel=1e-12)
     assert record["adapted_layers"] == len(pointwise)
     assert (record["family"], record["method"], record["base"], record["members"]) == ("sve", "m2", "lite", M)
     assert record["train_images"] == 18
@@ -211,6 +213,35 @@ def test_bad_params_are_named_before_training(workdir, change, message):
     assert not (workdir / "results" / "method_checkpoints").exists()
 
 
+def test_default_sigma_init_is_the_authors_and_non_zero():
+    params = _params()
+    del params["sve"]["sigma_init"]
+    assert stage.sve_config(params)["sigma_init"] == 0.01
+
+
+def test_clones_on_a_1000_class_suite_are_refused_before_training(workdir, monkeypatch):
+    """A 1000-class suite reuses the backbone's ImageNet head for every member: sigma_init 0 would give clones."""
+    real = sources.for_params
+
+    class Thousand:
+        def __init__(self, src):
+            self.src = src
+
+        def num_classes(self):
+            return 1000
+
+        def __getattr__(self, name):
+            return getattr(self.src, name)
+
+    monkeypatch.setattr(sources, "for_params", lambda p: Thousand(real(p)))
+    with pytest.raises(ValueError, match=r"params.yaml sve \(sve@2\): sigma_init = 0 with the backbone's own head copied "
+                                         r"into all 2 members makes every member an exact clone"):
+        stage.train_sve(_params(sigma_init=0.0), M, progress=False)
+    assert not (workdir / "results" / "method_checkpoints").exists()
+    stage.check(_params(sigma_init=0.0), 1)  # one member: nothing to collapse
+    stage.check(_params(), M)  # non-zero noise: accepted
+
+
 def test_missing_section_is_named():
     with pytest.raises(ValueError, match="missing or malformed section 'sve'"):
         stage.sve_config({"recipes": {}})
@@ -247,7 +278,9 @@ def test_evaluate_puts_sve_rows_with_their_overhead_in_the_results_table(run):
     assert set(rows["method"]) == {"m2"} and set(rows["base"]) == {"lite"}
     assert np.allclose(rows["gflops"], record["gflops"]) and (rows["params"] == record["params"]).all()
     assert np.allclose(rows["overhead_percent"], record["overhead_percent"])
-    assert res.loc[res["family"] != "sve", "overhead_percent"].isna().all()
+    assert np.allclose(rows["extra_params_percent"], record["extra_params_percent"])
+    assert 0 < record["extra_params_percent"] < record["overhead_percent"]
+    assert res.loc[res["family"] != "sve", ["overhead_percent", "extra_params_percent"]].isna().all().all()
     f = store.load_logits_file(root / "results" / "methods" / "sve-m2" / "test.safetensors")
     zt, yt = torch.as_tensor(np.asarray(f.logits)), torch.as_tensor(np.asarray(f.labels))
     acc = float((torch.softmax(zt, -1).mean(0).argmax(-1) == yt).double().mean())  # mean of member softmaxes

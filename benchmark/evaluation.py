@@ -28,7 +28,8 @@ from benchmark.core.validation import InputError
 VAL, TEST, OOD = "val", "test", "ood"
 # confidence name -> member_uncertainty score (negated: higher = more confident)
 MEMBER_CONFIDENCES = {"mutual_info": "mutual_information", "entropy": "predictive_entropy", "agreement": "disagreement"}
-GROUP_METRICS = ("mean_group_accuracy", "worst_group_accuracy", "mean_group_macro_f1", "worst_group_macro_f1")
+GROUP_METRICS = ("mean_group_accuracy", "worst_group_accuracy", "mean_group_macro_f1", "worst_group_macro_f1",
+                 "mean_group_macro_f1_wilds", "worst_group_macro_f1_wilds")
 # (method, confidence) of the duo variants reported for every pair
 DUO_VARIANTS = (("weighted", "max"), ("weighted", "published"), ("unweighted", "max"), ("uq_only", "published"))
 
@@ -75,9 +76,11 @@ def _eval_splits(logits: dict) -> list[str]:
 def _metric_rows(cfg: EvalConfig, ident: dict, split: str, res: dict, prediction: torch.Tensor, labels: torch.Tensor) -> list[dict]:
     n = int(labels.shape[0])
     if split in cfg.groups:
-        # WILDS convention for groups unseen in training (OOD split): macro F1 over the true classes only
-        present = "true" if split != TEST else "union"
-        summary = group_summary(prediction, labels, cfg.groups[split], present=present)
+        # one convention per name on every split: *_macro_f1 as scikit-learn's default (classes in
+        # labels or predictions), *_macro_f1_wilds as WILDS' F1 (classes in the labels only)
+        summary = group_summary(prediction, labels, cfg.groups[split], present="union")
+        wilds = group_summary(prediction, labels, cfg.groups[split], present="true")
+        summary |= {f"{m}_wilds": wilds[m] for m in ("mean_group_macro_f1", "worst_group_macro_f1")}
         res = dict(res, **{m: (summary[m], float("nan"), float("nan")) for m in GROUP_METRICS})
     return [dict(ident, suite=cfg.suite, split=split, metric=m, value=v, ci_low=lo, ci_high=hi, n=n)
             for m, (v, lo, hi) in res.items()]

@@ -44,19 +44,19 @@ def sac_key(threshold: float) -> str:
 
 def metric_names(sac_threshold: float = 0.98) -> tuple[str, ...]:
     """Keys of :func:`compute_metrics`, in order."""
-    return ("accuracy", "macro_f1", "brier", "nll", "ece", "auroc", "aurc", "aurc_trapezoid", "eaurc", "augrc", sac_key(sac_threshold))
+    return ("accuracy", "macro_f1", "macro_f1_wilds", "brier", "nll", "ece", "auroc", "aurc", "aurc_trapezoid", "eaurc", "augrc", sac_key(sac_threshold))
 
 
-def _macro_f1(stats: SampleStats, w: torch.Tensor, w_err: torch.Tensor) -> torch.Tensor:
-    """``mean_k 2 TP_k / (T_k + P_k)`` over classes with ``T_k + P_k > 0``, ``TP = T - FN``."""
+def _macro_f1(stats: SampleStats, w: torch.Tensor, w_err: torch.Tensor) -> dict[str, torch.Tensor]:
+    """``mean_k 2 TP_k / (T_k + P_k)``, ``TP = T - FN``, over the classes with ``T_k + P_k > 0``
+    (``macro_f1``) and over those with ``T_k > 0`` (``macro_f1_wilds``)."""
     b, c = w.shape[0], stats.num_classes
     true = w.new_zeros(b, c).index_add_(1, stats.labels, w).to(torch.float64)
     pred = w.new_zeros(b, c).index_add_(1, stats.prediction, w).to(torch.float64)
     missed = w.new_zeros(b, c).index_add_(1, stats.labels[stats.err_idx], w_err).to(torch.float64)
     denom = true + pred
-    present = denom > 0
-    f1 = torch.where(present, 2 * (true - missed) / denom.clamp_min(1e-300), torch.zeros_like(denom))
-    return f1.sum(1) / present.sum(1)
+    f1 = torch.where(denom > 0, 2 * (true - missed) / denom.clamp_min(1e-300), torch.zeros_like(denom))
+    return {"macro_f1": f1.sum(1) / (denom > 0).sum(1), "macro_f1_wilds": f1.sum(1) / (true > 0).sum(1)}
 
 
 def _lookup(table: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
@@ -142,7 +142,7 @@ def metrics_from_counts(stats: SampleStats, counts: torch.Tensor, *, sac_thresho
     trapezoid = (risk_sum - 0.5 * (risk_1 + e_tot / n)) / (n - 1) if n >= 2 else torch.full((b,), float("nan"), dtype=f64)
     return {
         "accuracy": sums[:, 0] / n,
-        "macro_f1": _macro_f1(stats, counts, w_err),
+        **_macro_f1(stats, counts, w_err),
         "brier": sums[:, 2] / n * stats.brier_scale,
         "nll": sums[:, 1] / n,
         "ece": sums[:, len(ADDITIVE_COLUMNS) :].abs().sum(1) / n,
@@ -176,7 +176,10 @@ def compute_metrics(probs, labels, *, confidence=None, prediction=None, ece_bins
 
     * ``accuracy = mean_i c_i``
     * ``macro_f1 = mean_k 2 TP_k / (2 TP_k + FP_k + FN_k)`` over the classes present
-      in ``y`` or ``yhat`` (scikit-learn ``f1_score(average="macro")``)
+      in ``y`` or ``yhat`` (scikit-learn ``f1_score(average="macro")`` without
+      ``labels``: the Asymmetric Duos code's convention)
+    * ``macro_f1_wilds``: the same mean over the classes present in ``y`` only
+      (``f1_score(..., average="macro", labels=unique(y))``: WILDS' ``F1`` metric)
     * ``brier = mean_i sum_c (p_ic - [c == y_i])^2`` (0..2); ``brier="per_entry"``
       divides by C (the published code: mean over N*C entries)
     * ``nll = -mean_i log clip(p_{i,y_i}, eps, 1 - eps)``, ``eps`` the machine

@@ -250,7 +250,7 @@ def test_duo_and_single_rows_match_core_predictions_and_metrics():
     from benchmark.core.evaluate import evaluate as core_evaluate, paired_difference
     from benchmark.core.ood import ood_evaluate
     from benchmark.core.temperature import fit_duo, fit_temperature
-    from benchmark.evaluation import DUO_VARIANTS, EvalConfig, duo_unit, single_unit
+    from benchmark.evaluation import DUO_VARIANTS, GROUP_METRICS, EvalConfig, duo_unit, single_unit
 
     b, s = _model(1), _model(2)
     groups = {"test": torch.arange(600) % 5}
@@ -278,7 +278,7 @@ def test_duo_and_single_rows_match_core_predictions_and_metrics():
             want_single |= {(fit, split, m): v for m, v in core_evaluate(base[split], b[split][1], n_bootstrap=cfg.n_boot(split), **boot).items()}
         res = ood_evaluate(base["test"].confidence, base["ood"].confidence, n_bootstrap=25, seed=0, level=0.95)
         want_single |= {(fit, "ood", m): v for m, v in res.items()}
-    group_metrics = {"mean_group_accuracy", "worst_group_accuracy", "mean_group_macro_f1", "worst_group_macro_f1"}
+    group_metrics = set(GROUP_METRICS)
     _check([r for r in rows if r["metric"] not in group_metrics], want,
            lambda r: (r["fit"], r["method"], r["confidence"], r["split"], r["metric"]))
     _check([r for r in singles if r["metric"] not in group_metrics], want_single, lambda r: (r["fit"], r["split"], r["metric"]))

@@ -1,0 +1,90 @@
+"""Macro F1 under its two names: ``macro_f1`` (scikit-learn's default, the Asymmetric Duos
+code) and ``macro_f1_wilds`` (WILDS' F1: the classes present in the labels), each one
+convention on every split, checked against scikit-learn and the wilds package itself."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from sklearn.metrics import f1_score
+
+from benchmark.core.metric_info import METRICS
+from benchmark.core.metrics import compute_metrics, metrics_from_counts
+from benchmark.core.samples import sample_stats
+
+# class 3 is predicted but never true, class 4 neither: the two conventions differ
+Y = np.array([0, 0, 0, 1, 1, 2, 2, 2, 2, 1])
+PRED = np.array([0, 1, 0, 1, 3, 2, 2, 3, 2, 1])
+
+
+def _probs(pred, c=5):
+    p = np.full((len(pred), c), 0.1 / (c - 1))
+    p[np.arange(len(pred)), pred] = 0.9
+    return torch.as_tensor(p)
+
+
+def test_both_conventions_against_sklearn_where_they_differ():
+    m = compute_metrics(_probs(PRED), torch.as_tensor(Y))
+    published = f1_score(Y, PRED, average="macro")  # classes 0..3 (union of y and pred)
+    wilds = f1_score(Y, PRED, average="macro", labels=np.unique(Y))  # classes 0..2
+    assert published == pytest.approx(f1_score(Y, PRED, average="macro", labels=[0, 1, 2, 3]))
+    assert abs(published - wilds) > 0.1  # the example discriminates
+    assert m["macro_f1"] == pytest.approx(published, abs=1e-12)
+    assert m["macro_f1_wilds"] == pytest.approx(wilds, abs=1e-12)
+
+
+def test_wilds_convention_is_the_wilds_package_metric():
+    from wilds.common.metrics.all_metrics import F1
+
+    ref = F1(average="macro").compute(torch.as_tensor(PRED), torch.as_tensor(Y), return_dict=False)
+    m = compute_metrics(_probs(PRED), torch.as_tensor(Y))
+    assert m["macro_f1_wilds"] == pytest.approx(float(ref), abs=1e-6)  # wilds returns float32
+
+
+def test_bootstrap_weights_use_the_same_conventions():
+    """A resample given as counts per sorted position scores as sklearn on the resampled samples."""
+    rng = np.random.default_rng(0)
+    stats = sample_stats(_probs(PRED), torch.as_tensor(Y))
+    rank = stats.rank.numpy()  # sorted position (1-based: column 0 of counts is the pad) of each input sample
+    rows, want = [], []
+    for _ in range(20):
+        idx = rng.integers(0, len(Y), len(Y))
+        counts = np.zeros(len(Y) + 1)
+        np.add.at(counts, rank[idx], 1)
+        rows.append(counts)
+        y, p = Y[idx], PRED[idx]
+        want.append((f1_score(y, p, average="macro"), f1_score(y, p, average="macro", labels=np.unique(y))))
+    got = metrics_from_counts(stats, torch.as_tensor(np.stack(rows)))
+    assert got["macro_f1"].numpy() == pytest.approx([w[0] for w in want], abs=1e-12)
+    assert got["macro_f1_wilds"].numpy() == pytest.approx([w[1] for w in want], abs=1e-12)
+    assert any(abs(a - b) > 1e-3 for a, b in want)
+
+
+def test_group_rows_keep_one_convention_per_name_on_every_split():
+    from benchmark.evaluation import GROUP_METRICS, EvalConfig, _metric_rows
+
+    groups = np.array([0, 0, 0, 0, 0, 1, 1, 1, 1, 1])
+    cfg = EvalConfig(suite="t", groups={"test": torch.as_tensor(groups), "shift": torch.as_tensor(groups)})
+    res = {k: (v, float("nan"), float("nan")) for k, v in compute_metrics(_probs(PRED), torch.as_tensor(Y)).items()}
+    by_split = {}
+    for split in ("test", "shift"):
+        rows = _metric_rows(cfg, {}, split, res, torch.as_tensor(PRED), torch.as_tensor(Y))
+        by_split[split] = {r["metric"]: r["value"] for r in rows}
+    assert by_split["test"] == pytest.approx(by_split["shift"], nan_ok=True)  # same data, same numbers on both splits
+    got = by_split["shift"]
+    assert set(GROUP_METRICS) <= set(got)
+    per = {conv: [f1_score(Y[groups == g], PRED[groups == g], average="macro",
+                           **({"labels": np.unique(Y[groups == g])} if conv else {})) for g in (0, 1)] for conv in (False, True)}
+    assert got["mean_group_macro_f1"] == pytest.approx(np.mean(per[False]), abs=1e-12)
+    assert got["worst_group_macro_f1"] == pytest.approx(min(per[False]), abs=1e-12)
+    assert got["mean_group_macro_f1_wilds"] == pytest.approx(np.mean(per[True]), abs=1e-12)
+    assert got["worst_group_macro_f1_wilds"] == pytest.approx(min(per[True]), abs=1e-12)
+    assert per[False] != pytest.approx(per[True])  # the groups discriminate the conventions
+
+
+def test_every_reported_name_is_registered():
+    from benchmark.evaluation import GROUP_METRICS
+
+    for name in ("macro_f1", "macro_f1_wilds", *GROUP_METRICS):
+        assert name in METRICS and METRICS[name].higher_is_better
+    assert "WILDS" in METRICS["macro_f1_wilds"].label

@@ -15,6 +15,7 @@ from benchmark.core.combine import duo_prediction, single_prediction
 from benchmark.core.evaluate import evaluate
 from benchmark.core.temperature import FIT_MODES, FitError, fit_duo, fit_temperature
 from benchmark.core.validation import InputError, as_labels, as_logits
+from benchmark.cli_bundle import COMMANDS as BUNDLE_COMMANDS
 from benchmark.cli_remote import add_remote_command
 from benchmark.cli_zoo import add_flops_command, add_validate_zoo_command
 from benchmark.pipeline.suite_pipeline import add_suite_pipeline_command
@@ -170,7 +171,7 @@ def run_duo(args) -> int:
 
 
 COMMANDS = [add_metrics_command, add_duo_command, add_flops_command, add_validate_zoo_command, add_suite_pipeline_command,
-            add_remote_command]
+            add_remote_command, *BUNDLE_COMMANDS]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,41 @@
+"""A tiny Caltech-256-layout suite run through DVC (the fixture of tests/pipeline/test_paper_suite_pipeline.py,
+with two scratch models and one method output), shared by the bundle tests. Also runnable as a script:
+``python tests/bundle/fixture_run.py DIR`` (for development)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "pipeline"))
+sys.path.insert(0, str(ROOT / "tests" / "data" / "paper"))
+from paper_layouts import write_caltech256  # noqa: E402
+from test_paper_suite_pipeline import PER_CLASS, TINY_ZOO, copy_repo, run, tiny_params  # noqa: E402
+
+METHODS = {  # one method output (MC dropout, no training) so that method units are bundled and verified too
+    "sve": {"base": "res", "members": [], "recipe": "finetune", "sigma_init": 0.02, "seed": 0, "patterns": None,
+            "train_subset": None, "splits": None},
+    "baselines": {"splits": None, "soups": {}, "lora_ensemble": {}, "laplace": {}, "shallow": {},
+                  "mc_dropout": {"mcd-eff": {"model": "eff", "samples": 2, "p": 0.2}}},
+}
+
+
+def caltech_run(tmp: Path) -> Path:
+    """Run the suite pipeline in a copy of the repository under ``tmp``; returns the copy's root."""
+    data = write_caltech256(tmp / "data", counts=(PER_CLASS,) * 3)
+    root = copy_repo(tmp / "repo", ["caltech256"])
+    folder = root / "suites" / "caltech256"
+    params = tiny_params("caltech256", data, finetune={"epochs": 1, "batch_size": 5, "lr": 0.003, "select_by": "accuracy"})
+    params["evaluate"]["workers"] = 1
+    (folder / "params.yaml").write_text(yaml.safe_dump(params | METHODS))
+    (root / "zoo" / "caltech256.yaml").write_text(yaml.safe_dump(TINY_ZOO))
+    run(["git", "init", "-q"], root)
+    run([sys.executable, "-m", "dvc", "init", "-q"], root)
+    run([sys.executable, "-m", "dvc", "repro", "suites/caltech256/dvc.yaml"], root)
+    return root
+
+
+if __name__ == "__main__":
+    print(caltech_run(Path(sys.argv[1])))

@@ -3,9 +3,12 @@
 The release folder ``iwildcam_v2.0/`` holds ``metadata.csv`` (one row per photo:
 ``split``, ``filename``, label ``y``, camera trap ``location_remapped``, ...) and
 the photos under ``train/``. We read ``metadata.csv`` with pandas instead of
-``wilds.get_dataset``: the wilds class needs the release marker file and pulls
-``torch_scatter`` into evaluation, and its splits are exactly the rows of the
-``split`` column, which is what we take. Loader splits (WILDS names):
+``wilds.get_dataset``: the wilds class also needs the release marker file and
+refuses a metadata file missing any class, and its splits are exactly the rows
+of the ``split`` column, which is what we take (the tests check both agree on
+the same files). ``wilds`` is therefore a test dependency only (the reference for
+these splits and for WILDS' macro F1, ``macro_f1_wilds``); its evaluation
+imports ``torch_scatter`` lazily, only for group averages. Loader splits (WILDS names):
 
 * ``train`` (129,809), ``id_val`` (7,314), ``id_test`` (8,154): training traps;
 * ``val`` (14,961), ``test`` (42,791): traps never seen in training (OOD).

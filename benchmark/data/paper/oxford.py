@@ -8,9 +8,12 @@ there produces exactly the layout below).
   with scipy as ``torchvision.datasets.Flowers102`` does, because that class
   verifies the MD5 of the two official ``.mat`` files, which no fixture can
   reproduce. Id = the official image number (``image_00042.jpg`` -> 42).
-* DTD: ``torchvision.datasets.DTD`` for ``train`` / ``val`` / ``test`` of the chosen
-  partition (1,880 each), its class order (sorted folder names). Id = position of
-  ``<class>/<file>`` in the sorted union of the partition's three lists.
+* DTD: ``labels/{train,val,test}<p>.txt`` of the chosen partition (1,880 each),
+  read as ``torchvision.datasets.DTD`` reads them (lines ``<class>/<file>``, class
+  order = the sorted class names of the list), directly rather than through that
+  class: its ``loader=`` argument (to list files without decoding images) exists
+  only from torchvision 0.22. Id = position of ``<class>/<file>`` in the sorted
+  union of the partition's three lists.
 * Pets: the official ``trainval`` (3,680) and ``test`` (3,669) lists of
   ``annotations/``, labels = class id - 1 (what ``torchvision.datasets.OxfordIIITPet``
   reads; parsed here because the class exposes its file list only privately).
@@ -81,37 +84,50 @@ def load_flowers102(root) -> dict:
     return out
 
 
+def _dtd_list(path: Path, root) -> list[str]:
+    """The ``<class>/<file>`` lines of one DTD list file (as torchvision's DTD reads them)."""
+    try:
+        lines = path.read_text().splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise layout_error("dtd", root, f"cannot read {path} ({type(e).__name__}: {e})", DTD_SKETCH) from None
+    keys = []
+    for n, line in enumerate(lines, 1):
+        key = line.strip()
+        if not key:
+            continue
+        parts = key.split("/")
+        if len(parts) != 2 or not all(parts):
+            raise layout_error("dtd", root, f"{path} line {n}: expected '<class>/<file>.jpg', got {line!r}", DTD_SKETCH)
+        keys.append(key)
+    if not keys:
+        raise layout_error("dtd", root, f"{path} lists no images", DTD_SKETCH)
+    return keys
+
+
 def load_dtd(root, *, partition: int = 1) -> dict:
     """Splits ``train``, ``val``, ``test`` of DTD partition ``partition`` (see the module docstring)."""
-    from torchvision.datasets import DTD
-
     if isinstance(partition, bool) or partition not in range(1, 11):
         raise ValueError(f"dtd: partition must be an integer in 1..10, got {partition!r}")
     root = Path(root)
     require_dir(root, "dtd", root, DTD_SKETCH)
     data = require_dir(root / "dtd" / "dtd", "dtd", root, DTD_SKETCH)
-    require_dir(data / "images", "dtd", root, DTD_SKETCH)
-    splits = {}
-    for split in ("train", "val", "test"):
-        require_file(data / "labels" / f"{split}{partition}.txt", "dtd", root, DTD_SKETCH)
-        try:
-            ds = DTD(str(root), split=split, partition=partition, download=False, loader=str)
-            splits[split] = (ds.classes, [ds[i] for i in range(len(ds))])  # loader=str: (path, label), no image read
-        except (OSError, RuntimeError, ValueError) as e:
-            raise layout_error("dtd", root, f"torchvision cannot read {split}{partition}.txt ({e})", DTD_SKETCH) from None
-    classes = {tuple(c) for c, _ in splits.values()}
-    if len(classes) != 1:
+    images = require_dir(data / "images", "dtd", root, DTD_SKETCH)
+    keys = {split: _dtd_list(require_file(data / "labels" / f"{split}{partition}.txt", "dtd", root, DTD_SKETCH), root)
+            for split in ("train", "val", "test")}
+    classes = {split: sorted({k.split("/")[0] for k in ks}) for split, ks in keys.items()}
+    if len({tuple(c) for c in classes.values()}) != 1:
         raise layout_error("dtd", root, f"train/val/test{partition}.txt must cover the same classes", DTD_SKETCH)
-    keys = {split: [str(Path(p).relative_to(data / "images")) for p, _ in items] for split, (_, items) in splits.items()}
+    class_to_idx = {c: i for i, c in enumerate(classes["train"])}
     order = {k: i for i, k in enumerate(sorted(set().union(*keys.values())))}
     out = {}
-    for split, (_, items) in splits.items():
-        absent = next((p for p, _ in items if not Path(p).is_file()), None)
+    for split, ks in keys.items():
+        paths = [images / k for k in ks]
+        absent = next((p for p in paths if not p.is_file()), None)
         if absent is not None:
-            raise layout_error("dtd", root, f"image {absent!r} listed in {split}{partition}.txt not found", DTD_SKETCH)
-        labels = np.array([label for _, label in items], dtype=np.int64)
-        ids = np.array([order[k] for k in keys[split]], dtype=np.int64)
-        out[split] = make_split(split, "dtd", FileImages(p for p, _ in items), np.arange(len(items)), labels, ids)
+            raise layout_error("dtd", root, f"image {str(absent)!r} listed in {split}{partition}.txt not found", DTD_SKETCH)
+        labels = np.array([class_to_idx[k.split("/")[0]] for k in ks], dtype=np.int64)
+        ids = np.array([order[k] for k in ks], dtype=np.int64)
+        out[split] = make_split(split, "dtd", FileImages(str(p) for p in paths), np.arange(len(ks)), labels, ids)
     return out
 
 

@@ -58,6 +58,39 @@ def test_dtd_missing_partition_file(tmp_path):
         load_dtd(root, partition=2)
 
 
+def test_dtd_does_not_need_torchvision_dtd(tmp_path, monkeypatch):
+    """The list files are read directly: a torchvision without DTD(loader=...) (< 0.22) changes nothing."""
+    import torchvision.datasets
+
+    root = write_dtd(tmp_path, per_class=6)
+    want = {k: (s.labels.tolist(), s.ids.tolist(), s.source.paths) for k, s in load_dtd(root).items()}
+
+    def old_dtd(*args, loader=None, **kwargs):  # pragma: no cover - must not be called
+        raise TypeError("DTD.__init__() got an unexpected keyword argument 'loader'")
+
+    monkeypatch.setattr(torchvision.datasets, "DTD", old_dtd)
+    got = {k: (s.labels.tolist(), s.ids.tolist(), s.source.paths) for k, s in load_dtd(root).items()}
+    assert got == want
+
+
+@pytest.mark.parametrize("content, message", [
+    ("banded/banded_0001.jpg\nnot-a-class-path.jpg\n", r"train1.txt line 2: expected '<class>/<file>.jpg', got 'not-a-class-path.jpg'"),
+    ("a/b/c.jpg\n", r"train1.txt line 1: expected '<class>/<file>.jpg'"),
+    ("\n\n", r"train1.txt lists no images"),
+    (b"\xff\xfe\x00garbage", r"cannot read .*train1.txt \(UnicodeDecodeError"),
+    ("dotted/dotted_0001.jpg\n", r"train/val/test1.txt must cover the same classes"),
+    ("blotchy/blotchy_0001.jpg\nbanded/banded_9999.jpg\nzigzagged/zigzagged_0001.jpg\n", r"image '.*banded_9999.jpg' listed in train1.txt not found"),
+])
+def test_dtd_bad_list_file_is_a_layout_error(tmp_path, content, message):
+    root = write_dtd(tmp_path, per_class=6, partitions=(1,))
+    path = root / "dtd" / "dtd" / "labels" / "train1.txt"
+    if "dotted" in str(content):  # a class the other lists lack
+        (root / "dtd" / "dtd" / "images" / "dotted").mkdir()
+    (path.write_bytes if isinstance(content, bytes) else path.write_text)(content)
+    with pytest.raises(DatasetLayoutError, match=message):
+        load_dtd(root)
+
+
 def test_pets_matches_torchvision_and_holds_out_val(tmp_path):
     from torchvision.datasets import OxfordIIITPet
 

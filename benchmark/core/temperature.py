@@ -19,6 +19,15 @@ Both fits minimise the validation NLL of ``softmax(sum_j w_j z_j)``: one model
     ``arange(0.05, 5.05, 0.2)``), first strict minimum of ``F.cross_entropy``
     kept, then one ``torch.optim.LBFGS(lr=0.01, max_iter=50)`` step on the
     temperatures themselves (no line search, no positivity constraint).
+
+Separable validation data (both modes, checked before fitting, see
+:func:`separating_direction`): when some direction ``d`` of the weights makes
+the label's combined logit ``sum_j d_j z_ij`` the largest of every sample, the NLL
+keeps decreasing along ``d`` and has no minimum at finite temperatures (for one
+model: every sample classified correctly, ties allowed; for a duo also a
+combination that is correct only jointly, with weights of any sign, since the
+converged fit is unconstrained). Both fit modes then raise :class:`FitError`
+naming the model(s) and the smallest margin, never a temperature.
 """
 from __future__ import annotations
 
@@ -28,6 +37,7 @@ from math import isfinite
 import torch
 import torch.nn.functional as F
 
+from benchmark.core.separability import separating_direction
 from benchmark.core.validation import InputError, as_labels, as_logits, check_choice, check_same_shape
 
 FIT_MODES = ("converged", "paper-exact")
@@ -35,7 +45,8 @@ _CHUNK_ROWS = 256  # (256, C) temporaries stay in cache and in the heap; 2048 ro
 
 
 class FitError(InputError):
-    """A temperature fit cannot produce a finite optimum for these inputs."""
+    """A temperature fit cannot produce a finite optimum for these inputs (a ``ValueError``:
+    the command-line tools and pipeline stages print it as one line and exit with code 2)."""
 
 
 @dataclass(frozen=True)
@@ -154,7 +165,7 @@ def minimise_nll(logits: list[torch.Tensor], labels: torch.Tensor, w0: list[floa
     w, (f, g, _), ok = _newton(ev64, w, (f, g, h), gtol, max_iter, update_hessian=False)
     if not ok and float(w.abs().max()) <= 1e6:
         w, (f, g, _), ok = _newton(ev64, w, ev64(w, True), gtol, max_iter, update_hessian=True)
-    if ok:
+    if ok and f > 0:  # f == 0: the NLL underflowed, the weights ran off towards a separating direction
         return w, f
     raise FitError(
         f"temperature fit: the validation NLL has no finite minimum (weights run to {w.tolist()}, NLL {f:.3g}, "
@@ -181,10 +192,15 @@ def _lbfgs(params: list[torch.Tensor], loss_fn) -> None:
     optimizer.step(closure)
 
 
-def fit_temperature(logits, labels, mode: str = "converged") -> TemperatureFit:
-    """Temperature ``T`` minimising the NLL of ``softmax(logits / T)`` on (validation) data."""
+def fit_temperature(logits, labels, mode: str = "converged", *, name: str | None = None) -> TemperatureFit:
+    """Temperature ``T`` minimising the NLL of ``softmax(logits / T)`` on (validation) data.
+
+    Raises :class:`FitError` (naming ``name``, the model, when given) when the logits are
+    separable: no finite temperature minimises the NLL (see the module).
+    """
     check_choice(mode, "mode", FIT_MODES)
     z, y = _validate(logits, labels, "logits")
+    _check_separable([z], y, [name or "the model"], mode)
     if mode == "converged":
         w, f = minimise_nll([z], y, [1.0])
         return TemperatureFit(temperature=_temperature(float(w[0]), 1.0), nll=f, mode=mode)
@@ -202,12 +218,17 @@ def fit_temperature(logits, labels, mode: str = "converged") -> TemperatureFit:
     return TemperatureFit(temperature=t_final, nll=f, mode=mode)
 
 
-def fit_duo(base_logits, side_logits, labels, mode: str = "converged") -> DuoFit:
-    """Duo weights/temperatures minimising the NLL of ``softmax(w_b z_b + w_s z_s)``."""
+def fit_duo(base_logits, side_logits, labels, mode: str = "converged", *, names: tuple[str, str] | None = None) -> DuoFit:
+    """Duo weights/temperatures minimising the NLL of ``softmax(w_b z_b + w_s z_s)``.
+
+    Raises :class:`FitError` (naming ``names``, base and sidekick, when given) when the
+    logits are separable, by either member alone or only jointly (see the module).
+    """
     check_choice(mode, "mode", FIT_MODES)
     zb, y = _validate(base_logits, labels, "base_logits")
     zs = as_logits(side_logits, "side_logits")
     check_same_shape(zb, zs, "base_logits", "side_logits")
+    _check_separable([zb, zs], y, [f"{names[0]} (base)", f"{names[1]} (sidekick)"] if names else ["the base", "the sidekick"], mode)
     if mode == "converged":
         w, f = minimise_nll([zb, zs], y, [0.5, 0.5])
         wb, ws = float(w[0]), float(w[1])
@@ -227,6 +248,34 @@ def fit_duo(base_logits, side_logits, labels, mode: str = "converged") -> DuoFit
     wb, ws = 1.0 / (2 * tb_f), 1.0 / (2 * ts_f)
     f = nll_grad_hess([zb, zs], y, torch.tensor([wb, ws], dtype=torch.float64), hessian=False)[0]
     return DuoFit(t_base=tb_f, t_side=ts_f, w_base=wb, w_side=ws, nll=f, mode=mode)
+
+
+_ADVICE = "use a larger or harder validation split"
+
+
+def _check_separable(logits: list[torch.Tensor], labels: torch.Tensor, names: list[str], mode: str) -> None:
+    """:class:`FitError` when some direction of the weights separates the validation data."""
+    sep = separating_direction(logits, labels)
+    if sep is None:
+        return
+    n, m = sep.samples, sep.margin
+    if len(logits) == 2:
+        for j, name in enumerate(names):  # say so when one member alone is separable
+            alone = separating_direction([logits[j]], labels)
+            if alone is not None:
+                logits, names, sep = [logits[j]], [name], alone
+                break
+    head = f"{mode} fit of {' + '.join(names)}: the validation logits"
+    if len(logits) == 1:
+        if sep.direction[0] > 0:
+            what = f"are separable: every one of the {n} samples is classified correctly (smallest margin {sep.margin:.3g}), so the NLL keeps decreasing as T -> 0"
+        else:
+            what = f"have every sample's label at the smallest logit (margin {sep.margin:.3g}), so the NLL keeps decreasing as T -> 0 from below"
+        raise FitError(f"{head} {what} and has no minimum at a finite temperature; {_ADVICE}")
+    db, ds = sep.direction
+    raise FitError(
+        f"{head} are jointly separable: the combination {db:.3g} z_base {ds:+.3g} z_side classifies every one of the {n} "
+        f"samples correctly (smallest margin {m:.3g}), so the duo NLL has no minimum at finite temperatures; {_ADVICE}")
 
 
 def _temperature(w: float, k: float) -> float:

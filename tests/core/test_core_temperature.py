@@ -77,7 +77,7 @@ def test_separable_validation_set_has_no_finite_optimum():
     y = torch.arange(50) % 5
     z = torch.zeros(50, 5)
     z[torch.arange(50), y] = 3.0  # every prediction correct with a margin
-    with pytest.raises(FitError, match="no finite minimum"):
+    with pytest.raises(FitError, match="no minimum at a finite temperature"):
         fit_temperature(z, y)
 
 

@@ -22,7 +22,9 @@ from benchmark.report.tables import (
     missing_notices,
     wide_table,
 )
-from benchmark.store import StoreError, atomic_dir, write_text
+from benchmark.report.extra_plots import write_extra_figures
+from benchmark.report.headline import dvc_metrics
+from benchmark.store import StoreError, atomic_dir, write_json, write_text
 
 MARKER = ".uq-report"  # marks a folder this module wrote, so it may replace it
 
@@ -54,7 +56,8 @@ def default_rows(wide: pd.DataFrame, config) -> pd.DataFrame:
 
 
 def build_report(inputs: ReportInputs, out_dir, *, published: Published | None = None, progress: bool = True) -> Path:
-    """Write ``index.html``, ``plots/`` and ``plots/data/`` under ``out_dir``; return the page path.
+    """Write ``index.html``, ``data/`` (the tables), ``plots/``, ``plots/data/`` and ``headline/``
+    (the compact headline that ``dvc metrics show`` prints) under ``out_dir``; return the page path.
 
     ``published`` defaults to the package's ``published.yaml``. Raises
     ``ValueError`` for a results table with repeated rows and
@@ -69,8 +72,13 @@ def build_report(inputs: ReportInputs, out_dir, *, published: Published | None =
     repro = reproduction_rows(pub, wide, cfg.reproduction_fits)
     with atomic_dir(out) as tmp:
         plots = write_plots(default_rows(wide, cfg), cfg, tmp, progress=progress)
-        html = render_html(page_context(inputs, wide, metrics, plots, repro, notices))
-        write_text(tmp / "index.html", html)
+        context, files = page_context(inputs, wide, metrics, plots, repro, notices)
+        context["figures"] = write_extra_figures(context["headline"], default_rows(wide, cfg), cfg, tmp)
+        for rel, text in files.items():
+            write_text(tmp / rel, text)
+        for rel, obj in dvc_metrics(context["headline"], cfg).items():
+            write_json(tmp / rel, obj)
+        write_text(tmp / "index.html", render_html(context))
         write_text(tmp / MARKER, "written by benchmark.report; this folder is replaced on every run\n")
         _publishable(tmp)
     return out / "index.html"

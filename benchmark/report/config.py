@@ -20,7 +20,10 @@ class ReportConfig:
     ``reference_family`` is the family whose rows are "the base model alone".
     ``reproduction_fits`` are the fit modes compared to the published numbers.
     ``logits_stages`` are the ``dvc.lock`` stage names (before ``@``) whose
-    outputs are a model's logits.
+    outputs are a model's logits. The headline table ranks by ``headline_metric``
+    (the reader can switch among ``headline_metrics``); "cheap" duos have a FLOPs
+    balance of at most ``headline_balance``; ``headline_split`` is the split of
+    the compact headline that ``dvc metrics show`` prints.
     """
 
     title: str = "Cheap uncertainty quantification: leaderboard"
@@ -35,6 +38,10 @@ class ReportConfig:
     logits_stages: tuple[str, ...] = ("logits",)
     formats: tuple[str, ...] = ("png", "svg")
     dpi: int = 110
+    headline_metric: str = "aurc"
+    headline_metrics: tuple[str, ...] = ("accuracy", "aurc", "auroc", "nll", "ece", "sac98")
+    headline_balance: float = 0.2
+    headline_split: str = "test"
 
     @classmethod
     def from_params(cls, params: dict | None, *, source: str = "params.yaml") -> "ReportConfig":
@@ -59,6 +66,10 @@ class ReportConfig:
                 if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
                     raise ValueError(f"{where}.{key} must be a list of non-empty strings, got {value!r}")
                 kw[key] = tuple(value)
+            elif isinstance(default, float):
+                if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
+                    raise ValueError(f"{where}.{key} must be a non-negative number, got {value!r}")
+                kw[key] = float(value)
             elif isinstance(default, int):
                 if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                     raise ValueError(f"{where}.{key} must be a positive integer, got {value!r}")
@@ -68,10 +79,13 @@ class ReportConfig:
                     raise ValueError(f"{where}.{key} must be a non-empty string, got {value!r}")
                 kw[key] = value
         cfg = cls(**kw)
-        for key in ("metrics", "plot_metrics"):
+        for key in ("metrics", "plot_metrics", "headline_metrics"):
             bad = [m for m in getattr(cfg, key) if m not in METRICS]
             if bad:
                 raise ValueError(f"{where}.{key}: unknown metrics {bad}; known: {sorted(METRICS)}")
+        if cfg.headline_metric not in cfg.headline_metrics:
+            raise ValueError(f"{where}.headline_metric: {cfg.headline_metric!r} must be one of headline_metrics "
+                             f"{list(cfg.headline_metrics)}")
         bad = [f for f in cfg.formats if f not in _FORMATS]
         if bad or not cfg.formats:
             raise ValueError(f"{where}.formats: {list(cfg.formats)} must be a non-empty subset of {list(_FORMATS)}")

@@ -32,6 +32,7 @@ class ReportInputs:
     config: ReportConfig = field(default_factory=ReportConfig)
     notices: list[str] = field(default_factory=list)
     sources: dict[str, str] = field(default_factory=dict)
+    paired: pd.DataFrame | None = None  # results/paired.csv: paired-bootstrap differences duo - base
 
 
 def results_from_frame(df: pd.DataFrame, *, source: str = "results table") -> tuple[pd.DataFrame, list[str]]:
@@ -93,6 +94,28 @@ def read_models(path) -> tuple[pd.DataFrame | None, list[str]]:
     return df, []
 
 
+PAIRED_COLUMNS = ("suite", "split", "base", "sidekick", "fit", "method", "metric", "diff", "ci_low", "ci_high")
+
+
+def read_paired(path) -> tuple[pd.DataFrame | None, list[str]]:
+    """Read ``results/paired.csv``; a missing file = None + notice (the headline then shows no intervals)."""
+    path = Path(path)
+    if not path.exists():
+        return None, [f"{path}: paired differences not found; the headline shows differences to the base without intervals."]
+    try:
+        df = pd.read_csv(path, keep_default_na=False, na_values=[""], dtype={c: str for c in PAIRED_COLUMNS[:7]})
+    except pd.errors.EmptyDataError:
+        return None, []
+    except (pd.errors.ParserError, UnicodeDecodeError) as e:
+        raise StoreError(f"{path}: cannot parse paired differences CSV ({e})") from e
+    missing = [c for c in PAIRED_COLUMNS if c not in df.columns]
+    if missing:
+        raise StoreError(f"{path}: missing columns {missing}")
+    for c in PAIRED_COLUMNS[7:]:
+        df[c] = pd.to_numeric(df[c], errors="coerce")
+    return df, []
+
+
 def read_yaml(path):
     """Parse a YAML file with ``yaml.safe_load``; StoreError names the file on failure."""
     path = Path(path)
@@ -145,7 +168,7 @@ def read_mapping(path, if_missing: str) -> tuple[dict | None, list[str]]:
     return data, []
 
 
-def load_inputs(results, models=None, zoo=(), params=None, lock=None) -> ReportInputs:
+def load_inputs(results, models=None, zoo=(), params=None, lock=None, paired=None) -> ReportInputs:
     """Read every input file; the ``report`` block of ``params`` configures the report."""
     res, notes = read_results(results)
     sources = {"results": str(results)}
@@ -168,5 +191,11 @@ def load_inputs(results, models=None, zoo=(), params=None, lock=None) -> ReportI
         lk, n = read_mapping(lock, "the hashes of the models' logits are not shown")
         notes += n
         sources["lock"] = str(lock)
+    pdf = None
+    if paired is not None:
+        pdf, n = read_paired(paired)
+        notes += n
+        sources["paired"] = str(paired)
     cfg = ReportConfig.from_params(prm, source=str(params or "params"))
-    return ReportInputs(results=res, models=mdf, zoo=z, params=prm, lock=lk, config=cfg, notices=notes, sources=sources)
+    return ReportInputs(results=res, models=mdf, zoo=z, params=prm, lock=lk, config=cfg, notices=notes, sources=sources,
+                        paired=pdf)

@@ -5,7 +5,6 @@ network) next to its ``plots/`` folder; it works opened from the file system.
 """
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import pandas as pd
@@ -14,17 +13,16 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from benchmark.core.metric_info import METRICS
 from benchmark.report.plots import PLOT_KINDS
-from benchmark.report.provenance import anchor, model_provenance
+from benchmark.report.headline import compact, headline_context
+from benchmark.report.pagedata import data_script, table_data, to_json
+from benchmark.report.provenance import anchor, file_slug, model_provenance
 from benchmark.report.tables import (
-    EXTRA_COLUMNS,
     fmt_metric,
-    fmt_num,
     match_any,
+    default_view,
     member_names,
-    method_label,
     metric_direction,
     preferred,
-    sort_key,
     split_sort_key,
 )
 
@@ -50,75 +48,16 @@ def table_columns(metrics) -> list[dict]:
         {"key": "balance", "label": "Balance", "num": True, "title": "FLOPs balance = GFLOPs(sidekick) / GFLOPs(base)"},
         {"key": "params", "label": "Params (M)", "num": True, "title": "parameters of all members, millions"},
         {"key": "overhead_percent", "label": "Trainable %", "num": True,
-         "title": "trainable parameters in % of the pretrained backbone (methods that report it, e.g. SVE)"},
+         "title": "trainable parameters of all M members and their heads, in % of the pretrained backbone "
+                  "(methods that report it, e.g. SVE)"},
+        {"key": "extra_params_percent", "label": "Extra %", "num": True,
+         "title": "parameters added over one model, in % of the pretrained backbone: the SVE paper's overhead "
+                  "((M - 1) members' singular values and biases, no heads; 5 (M - 1) / (4 d) for a ViT)"},
         {"key": "throughput", "label": "img/s", "num": True, "title": "measured throughput on the reference CPU"},
     ]
     cols = [c | {"metric": False} for c in cols] + [metric_column(m) for m in metrics]
     cols.append({"key": "n", "label": "n", "num": True, "title": "number of evaluated samples", "metric": False})
     return cols
-
-
-def _interval(r, m) -> str:
-    lo, hi = r.get(f"{m}:lo", math.nan), r.get(f"{m}:hi", math.nan)
-    if pd.isna(lo) or pd.isna(hi):
-        return ""
-    return f"[{fmt_metric(lo)}, {fmt_metric(hi)}]"
-
-
-def _num(v) -> float:
-    """A cost as float; NaN when missing (the schema uses -1 for a missing integer)."""
-    return math.nan if v is None or pd.isna(v) or v < 0 else float(v)
-
-
-def _text(t: str, title: str = "") -> dict:
-    """A text cell; the page sorts it by its text."""
-    return {"text": t, "sort": None, "cls": "t", "title": title}
-
-
-def _cost(v, spec: str, scale: float = 1.0) -> dict:
-    v = _num(v)
-    return {"text": fmt_num(v, spec, scale), "sort": sort_key(v), "cls": ""}
-
-
-def _extras(r: dict) -> str:
-    """Row columns the table does not show (e.g. fitted temperatures), as 'name=value' text."""
-    parts = []
-    for c in EXTRA_COLUMNS:
-        v = r.get(c)
-        if isinstance(v, str) and v:
-            parts.append(f"{c}={v}")
-        elif isinstance(v, (int, float)) and not pd.isna(v):
-            parts.append(f"{c}={v:.4g}")
-    return ", ".join(parts)
-
-
-def table_rows(rows: pd.DataFrame, metrics) -> list[dict]:
-    """Row dicts for the template: filter attributes, cells (text + sort key), provenance."""
-    out = []
-    for r in rows.to_dict("records"):
-        names = member_names(r["members"], r["base"], r["sidekick"])
-        cells = [
-            _text(method_label(r["family"], r["method"])),
-            _text(" + ".join(names)),
-            _text(f"{r['fit']} / {r['confidence']}", _extras(r)),
-            _cost(r["gflops"], ".3g"),
-            _cost(r["balance"], ".3f"),
-            _cost(r["params"], ".1f", 1e6),
-            _cost(r.get("overhead_percent"), ".2f"),
-            _cost(r["throughput"], ".0f"),
-        ]
-        for m in metrics:
-            v = float(r[m]) if m in r and not pd.isna(r[m]) else math.nan
-            cells.append({"text": fmt_metric(v), "sort": sort_key(v), "ci": _interval(r, m), "cls": "nan" if math.isnan(v) else ""})
-        cells.append(_cost(r["n"], ".0f"))
-        out.append({
-            "base": r["base"], "family": r["family"], "fit": r["fit"], "confidence": r["confidence"],
-            "fit_pref": int(r["fit_pref"]), "conf_pref": int(r["conf_pref"]),
-            "balance": sort_key(_num(r["balance"])), "cells": cells,
-            "members": [{"name": n, "anchor": anchor("model", n)} for n in names],
-            "hash": r["inputs_hash"],
-        })
-    return out
 
 
 PREFERRED = "~preferred"  # filter value: the configured variant where the method has it
@@ -133,15 +72,16 @@ def _filter(key: str, label: str, values, preferred_value: str | None = None) ->
     return {"key": key, "label": label, "options": opts, "selected": opts[0][0] if preferred_value in vals else ""}
 
 
-def suites_context(wide: pd.DataFrame, metrics, computed: dict, plots: dict, config) -> list[dict]:
-    """Per suite: filter options and defaults; per tabulated split: columns, rows, plots.
+def suites_context(wide: pd.DataFrame, metrics, computed: dict, plots: dict, config) -> tuple[list[dict], dict]:
+    """Per suite: filter options and defaults; per tabulated split: row count, data file, plots.
 
     ``computed[(suite, split)]`` is the set of metrics with rows for that split:
-    those get a column (a value that is NaN is shown as NaN).
+    those get a column (a value that is NaN is shown as NaN). Returns the
+    suites and ``{relative path: content}`` of the split data files.
     """
     wide = wide.assign(fit_pref=preferred(wide, "fit", config.fit, "confidence"),
                        conf_pref=preferred(wide, "confidence", config.confidence, "fit"))
-    suites = []
+    suites, files = [], {}
     for suite, s in wide.groupby("suite", sort=True):
         splits = sorted((sp for sp in s["split"].unique() if match_any(sp, config.table_splits)), key=split_sort_key)
         sections = []
@@ -150,15 +90,19 @@ def suites_context(wide: pd.DataFrame, metrics, computed: dict, plots: dict, con
             present = [m for m in metrics if m in computed.get((suite, split), ())]
             figs = [{"metric": m, "label": METRICS[m].label, "kinds": plots[(suite, split)][m]}
                     for m in config.plot_metrics if m in plots.get((suite, split), {})]
-            sections.append({"name": split, "anchor": anchor("split", f"{suite}/{split}"), "open": i == 0 or bool(figs),
-                             "columns": table_columns(present), "rows": table_rows(rows, present), "plots": figs})
+            key = f"{suite}/{split}"
+            path = f"data/{file_slug(suite)}_{file_slug(split)}.js"
+            files[path] = data_script(key, table_data(rows, table_columns(present), fit_pref=rows["fit_pref"],
+                                                      conf_pref=rows["conf_pref"]))
+            sections.append({"name": split, "anchor": anchor("split", key), "open": i == 0, "key": key, "file": path,
+                             "total": len(rows), "plots": figs})
         suites.append({
             "name": suite, "anchor": anchor("suite", suite), "splits": sections,
             "filters": [_filter("base", "Base model", s["base"]), _filter("family", "Family", s["family"]),
                         _filter("fit", "Fit", s["fit"], config.fit),
                         _filter("confidence", "Confidence", s["confidence"], config.confidence)],
         })
-    return suites
+    return suites, files
 
 
 def repro_context(rows: list[dict], fits) -> dict:
@@ -186,14 +130,34 @@ def metric_guide(metrics) -> list[dict]:
             for m in metrics if m in METRICS]
 
 
-def page_context(inputs, wide: pd.DataFrame, metrics, plots: dict, repro_rows: list[dict], notices) -> dict:
+def headline_views(view: pd.DataFrame, config) -> dict:
+    """``(suite, split) -> rows`` of the default view for the tabulated splits, in page order."""
+    if view.empty:
+        return {}
+    out = {}
+    for suite, s in view.groupby("suite", sort=True):
+        for split in sorted((sp for sp in s["split"].unique() if match_any(sp, config.table_splits)), key=split_sort_key):
+            out[(suite, split)] = s[s["split"] == split]
+    return out
+
+
+def page_context(inputs, wide: pd.DataFrame, metrics, plots: dict, repro_rows: list[dict], notices,
+                 extra_figures: dict | None = None) -> tuple[dict, dict]:
+    """The template's context and the split data files ``{relative path: content}``."""
     cfg = inputs.config
     used = {n for r in wide.to_dict("records") for n in member_names(r["members"], r["base"], r["sidekick"])}
     computed = inputs.results.groupby(["suite", "split"])["metric"].agg(set).to_dict() if len(wide) else {}
+    suites, files = suites_context(wide, metrics, computed, plots, cfg) if len(wide) else ([], {})
+    head = headline_context(headline_views(default_view(wide, cfg.fit, cfg.confidence), cfg), cfg, zoo=inputs.zoo,
+                            paired=inputs.paired)
+    head["anchors"] = {n: anchor("model", n) for n in sorted(used)}
     return {
         "title": cfg.title,
         "notices": list(notices),
-        "suites": suites_context(wide, metrics, computed, plots, cfg) if len(wide) else [],
+        "headline": head,
+        "headline_json": to_json(compact(head)),
+        "figures": extra_figures or {},
+        "suites": suites,
         "guide": metric_guide(metrics),
         "repro": repro_context(repro_rows, cfg.reproduction_fits),
         "models": model_provenance(used, inputs.zoo, inputs.models, inputs.lock, cfg.logits_stages),
@@ -201,7 +165,7 @@ def page_context(inputs, wide: pd.DataFrame, metrics, plots: dict, repro_rows: l
         "sources": inputs.sources,
         "defaults": {"fit": cfg.fit, "confidence": cfg.confidence},
         "plot_kinds": PLOT_KINDS,
-    }
+    }, files
 
 
 def render_html(context: dict) -> str:

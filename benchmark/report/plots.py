@@ -27,6 +27,7 @@ from tqdm import tqdm
 
 from benchmark.core.metric_info import METRICS
 from benchmark.core.pareto import pareto_front
+from benchmark.report.plotaxes import clip_axis
 from benchmark.report.provenance import file_slug
 from benchmark.report.tables import match_any, method_label
 from benchmark.store import atomic_path, write_table
@@ -106,18 +107,22 @@ def _cost_figure(points: pd.DataFrame, metric: str, title: str, colors, marks, r
     ax = fig.add_subplot()
     x = points[cost].to_numpy(dtype=float)
     y = points["value"].to_numpy(dtype=float)
-    on = _frontier(ax, x, y, hib, color="0.2", lw=1.2, ls="--", label="Pareto frontier")
+    on = _frontier(ax, x, y, hib, color="black", lw=2.0, ls="--", label="Pareto frontier")
     for label, g in points.groupby("label", sort=True):
         is_ref = (g["family"] == reference_family).all()
         c = colors[label]
-        ax.errorbar(g[cost], g["value"], yerr=_yerr(g), fmt="none", ecolor=c, alpha=0.5, lw=1, zorder=2)
+        front = on[points.index.get_indexer(g.index)]
+        ax.errorbar(g[cost], g["value"], yerr=_yerr(g), fmt="none", ecolor=c, alpha=0.4, lw=1, zorder=2)
         ax.scatter(g[cost], g["value"], color=c, marker="*" if is_ref else marks[label], s=110 if is_ref else 30,
-                   edgecolor="black" if is_ref else "white", linewidth=0.6, label=_text(label), zorder=3)
+                   alpha=np.where(front | is_ref, 1.0, 0.45), edgecolor="black" if is_ref else "white", linewidth=0.6,
+                   label=_text(label), zorder=3)
         if is_ref:  # name each base model; alternate above/below so neighbours do not collide
             for i, (xi, yi, base) in enumerate(g.sort_values(cost)[[cost, "value", "base"]].itertuples(index=False)):
                 dx, dy, ha = _LABEL_OFFSETS[i % len(_LABEL_OFFSETS)]
                 ax.annotate(_text(base), (xi, yi), xytext=(dx, dy), textcoords="offset points", fontsize=7, ha=ha)
     ax.scatter(x[on], y[on], s=90, facecolor="none", edgecolor="0.2", lw=0.8, zorder=4, label="on the frontier")
+    clip_axis(ax, y, [f"{lab} ({mem})" for lab, mem in zip(points["label"], points["members"])],
+              lows=points["ci_low"], highs=points["ci_high"], x=x)
     if (x > 0).all():
         ax.set_xscale("log")
         ax.xaxis.set_major_formatter(_PlainLog())  # "0.1", "2", not "10^-1", "2 x 10^0"
@@ -182,6 +187,10 @@ def balance_figure(points: pd.DataFrame, metric: str, title: str, colors, marks,
                     fontsize=7, title_fontsize=7, frameon=False)
     ax.add_artist(leg)
     ax.legend(handles=kinds, title="method", loc="lower left", bbox_to_anchor=(1.01, 0.0), fontsize=7, title_fontsize=7, frameon=False)
+    shown = pd.concat([duo, ref[ref["base"].isin(duo["base"])]])
+    clip_axis(ax, shown["value"], [f"{lab} ({mem})" for lab, mem in zip(shown["label"], shown["members"])],
+              lows=shown["ci_low"], highs=shown["ci_high"],
+              x=np.nan_to_num(shown["balance"].to_numpy(dtype=float), nan=0.0))
     ax.set_xlabel("FLOPs balance = GFLOPs(sidekick) / GFLOPs(base)")
     ax.set_ylabel(_axis_label(metric))
     ax.set_title(_text(title), fontsize=10)

@@ -21,7 +21,8 @@ _PER_METRIC = ["metric", "value", "ci_low", "ci_high"]
 # Per-row columns: every other schema column (costs, hash, fitted temperatures, ...).
 COST = [c for c in COLUMNS if c not in KEY + _PER_METRIC]
 # Those the leaderboard has no column for: shown as a tooltip.
-EXTRA_COLUMNS = [c for c in COST if c not in ("gflops", "params", "throughput", "balance", "overhead_percent", "n", "inputs_hash")]
+EXTRA_COLUMNS = [c for c in COST if c not in ("gflops", "params", "throughput", "balance", "overhead_percent",
+                                              "extra_params_percent", "n", "inputs_hash")]
 _SPLIT_ORDER = {"test": 0, "shift": 1, "ood": 2, "val": 3}
 _CORRUPT = re.compile(r"^corrupt-(.+)-(\d+)$")
 

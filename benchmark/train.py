@@ -62,10 +62,14 @@ class Recipe:
     label_smoothing: float = 0.0
     shift_pixels: int = 0  # random translation augmentation, in input pixels
     select_by: str = "accuracy"  # "accuracy" | "macro_f1" (validation score for model selection)
+    drop_rate: float = 0.0  # dropout the model is built and fine-tuned with (timm drop_rate); MC dropout samples it
 
     def __post_init__(self):
         if isinstance(self.epochs, bool) or not isinstance(self.epochs, int) or self.epochs < 0:
             raise ValueError(f"recipe: epochs must be an integer >= 0, got {self.epochs!r}")
+        if (isinstance(self.drop_rate, bool) or not isinstance(self.drop_rate, (int, float))
+                or not 0 <= self.drop_rate < 1):
+            raise ValueError(f"recipe: drop_rate must be a number in [0, 1), got {self.drop_rate!r}")
         if self.select_by not in ("accuracy", "macro_f1"):
             raise ValueError(f"recipe: select_by must be 'accuracy' or 'macro_f1', got {self.select_by!r}")
         if self.epochs == 0:

@@ -39,7 +39,7 @@ def train(params: dict, name: str, *, progress: bool = True, stop_after_epoch: i
     src = sources.for_params(params)
     src.check_recipe(entry.recipe, recipe)
     dev = distributed.init(params, sources.device(params))
-    model = models.create(entry, src.num_classes())  # fails fast on missing weights
+    model = models.create(entry, src.num_classes(), drop_rate=recipe.drop_rate)  # fails fast on missing weights
     config.set_threads(params)
     train_data = val_data = None
     data_fp = []
@@ -53,9 +53,10 @@ def train(params: dict, name: str, *, progress: bool = True, stop_after_epoch: i
 
 
 def load_trained(params: dict, name: str):
-    """(zoo entry, its trained model in eval mode on the CPU)."""
+    """(zoo entry, its trained model in eval mode on the CPU), built with its recipe's ``drop_rate``."""
     entry = config.entry(params, name)
-    model = models.create(entry, sources.for_params(params).num_classes(), load_weights=False)
+    drop_rate = config.recipes(params)[entry.recipe].drop_rate
+    model = models.create(entry, sources.for_params(params).num_classes(), load_weights=False, drop_rate=drop_rate)
     folder = config.paths(name)["checkpoint"]
     if not (folder / "train.json").exists():
         raise store.StoreError(f"{folder}: training of {name!r} has not finished (no train.json); run `dvc repro train@{name}`")

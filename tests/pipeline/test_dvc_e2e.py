@@ -29,12 +29,13 @@ def tiny_params(params: dict) -> dict:
                      corruptions=["gaussian_noise", "contrast"], severities=[1, 5])
     for r in p["recipes"].values():
         r["epochs"] = 1
+    p["recipes"]["finetune"]["drop_rate"] = 0.2  # MC dropout samples the dropout tiny-a was fine-tuned with
     p["cost"].update(throughput_batch=8, throughput_iters=1)
     p["evaluate"].update(n_bootstrap=20, deep_ensembles=[2])
     p["report"].update(plot_splits=["test"], plot_metrics=["accuracy", "aurc"], formats=["png"])
     b = p["baselines"]
     b["soups"] = {"soup-tiny": {"models": ["tiny-a", "tiny-b"]}}
-    b["mc_dropout"] = {"mcdrop-tiny": {"model": "tiny-a", "samples": 2, "p": 0.2, "seed": 0}}
+    b["mc_dropout"] = {"mcdrop-tiny": {"model": "tiny-a", "samples": 2, "seed": 0}}
     b["laplace"] = {"laplace-tiny": dict(next(iter(b["laplace"].values())), model="tiny-a")}
     b["shallow"], b["lora_ensemble"] = {}, {}
     p["sve"].update(base="tiny-a", members=[1, 2], train_subset=100)

@@ -158,9 +158,11 @@ def read_manifest(bundle: Path) -> dict:
 
 
 def _check_suite(name, where: str) -> None:
+    import benchmark
     from benchmark.data.paper.suites import list_suites
 
-    known = ["embedded", *list_suites()]
+    # the suites of this checkout (cwd) and of the repository the package lives in
+    known = sorted({"embedded", *list_suites(), *list_suites(Path(benchmark.__file__).parents[1] / "suites")})
     if name not in known:
         raise BundleError(f"{where}: unknown suite {name!r}; known: {known}")
 

@@ -14,11 +14,11 @@ sys.path.insert(0, str(ROOT / "tests" / "data" / "paper"))
 from paper_layouts import write_caltech256  # noqa: E402
 from test_paper_suite_pipeline import PER_CLASS, TINY_ZOO, copy_repo, run, tiny_params  # noqa: E402
 
-METHODS = {  # one method output (MC dropout, no training) so that method units are bundled and verified too
+METHODS = {  # one method output (last-layer Laplace, no training) so that method units are bundled and verified too
     "sve": {"base": "res", "members": [], "recipe": "finetune", "sigma_init": 0.02, "seed": 0, "patterns": None,
             "train_subset": None, "splits": None},
-    "baselines": {"splits": None, "soups": {}, "lora_ensemble": {}, "laplace": {}, "shallow": {},
-                  "mc_dropout": {"mcd-eff": {"model": "eff", "samples": 2, "p": 0.2}}},
+    "baselines": {"splits": None, "soups": {}, "lora_ensemble": {}, "mc_dropout": {}, "shallow": {},
+                  "laplace": {"la-res": {"model": "res", "prior_precisions": [1.0, 100.0]}}},
 }
 
 

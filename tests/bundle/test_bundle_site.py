@@ -1,0 +1,129 @@
+"""publish: the static site from bundles only (merge rule, byte-identical output, real Chromium)."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from helpers import manifest, read_rows, write_manifest, write_rows
+
+from benchmark.bundle.schema import load_bundle
+from benchmark.bundle.site import merge
+from benchmark.bundle.verify import SELF_REPORTED, VERIFIED, Report, record, recorded_status
+from benchmark.cli import main
+
+pytestmark = pytest.mark.slow
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+def variant(src: Path, name: str, *, created: str, delta: float, verified: bool) -> Path:
+    """A copy of bundle ``src`` named ``name``: newer, the test accuracy of every single model shifted by ``delta``."""
+    dst = src.parent / name
+    shutil.copytree(src, dst)
+    rows = read_rows(dst)
+    sel = (rows.family == "single") & (rows.metric == "accuracy") & (rows.split == "test")
+    rows.loc[sel, "value"] = [repr(float(v) + delta) for v in rows.loc[sel, "value"]]
+    write_rows(dst, rows)
+    write_manifest(dst, manifest(dst) | {"created": created})
+    (dst / "verification.json").unlink()
+    if verified:  # as if verify had recomputed it (its logits are not these; only the merge rule is tested here)
+        b = load_bundle(dst)
+        record(b, Report(status=VERIFIED, rows=len(b.rows), recomputed=len(b.rows)))
+    return dst
+
+
+def loaded(path):
+    b = load_bundle(path)
+    b.status = recorded_status(b)
+    return b
+
+
+def test_merge_prefers_verified_then_newest_and_flags_conflicts(bundle):
+    old = loaded(bundle)
+    newer_self = loaded(variant(bundle, "b2", created="2999-01-01T00:00:00Z", delta=-0.01, verified=False))
+    assert (old.status, newer_self.status) == (VERIFIED, SELF_REPORTED)
+    merged, conflicts = merge([old, newer_self])
+    assert set(merged["bundle"]) == {"b1"} and conflicts.empty  # verified beats a newer self-reported bundle
+    newer_ver = loaded(variant(bundle, "b3", created="2999-01-02T00:00:00Z", delta=-0.02, verified=True))
+    merged, conflicts = merge([old, newer_self, newer_ver])
+    sel = (merged.family == "single") & (merged.metric == "accuracy") & (merged.split == "test")
+    assert set(merged.loc[sel, "bundle"]) == {"b3"} and set(merged.loc[~sel, "bundle"]) == {"b3"}  # newest verified
+    assert len(merged) == len(old.rows)
+    ref = old.rows.set_index(["fit", "base"]).loc[:, ["family", "metric", "split", "value"]]
+    assert len(conflicts) == sel.sum() and set(conflicts["other_bundle"]) == {"b1"}  # two verified bundles disagree
+    c = conflicts.iloc[0]
+    want = ref[(ref.family == "single") & (ref.metric == "accuracy") & (ref.split == "test")].loc[(c["fit"], c["base"]), "value"]
+    assert c["other_value"] == pytest.approx(want) and c["shown_value"] == pytest.approx(want - 0.02)
+
+
+def test_publish_from_bundles_only_is_byte_identical(bundle, tmp_path, monkeypatch, capsys):
+    variant(bundle, "b2", created="2999-01-01T00:00:00Z", delta=-0.01, verified=False)
+    monkeypatch.chdir(tmp_path)  # no results/, no dvc.lock, no params.yaml here
+    sites = []
+    for name in ("site1", "site2"):
+        assert main(["publish", "--bundles", str(bundle.parent.parent), "--out", name, "--quiet"]) == 0
+        sites.append(tmp_path / name)
+    files = sorted(p.relative_to(sites[0]) for p in sites[0].rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(sites[1]) for p in sites[1].rglob("*") if p.is_file())
+    for f in files:
+        assert (sites[0] / f).read_bytes() == (sites[1] / f).read_bytes(), f
+    names = {f.as_posix() for f in files}
+    assert {"index.html", "caltech256/index.html", "caltech256/entries.html", "caltech256/data/rows.csv",
+            "caltech256/data/rows.json", "bundles/caltech256/b1/index.html", "bundles/caltech256/b1/manifest.json",
+            "bundles/caltech256/b2/index.html"} <= names
+    assert any(n.startswith("caltech256/plots/") for n in names)
+    rows_csv = pd.read_csv(sites[0] / "caltech256" / "data" / "rows.csv")
+    rows_json = pd.DataFrame(json.loads((sites[0] / "caltech256" / "data" / "rows.json").read_text()))
+    assert len(rows_csv) == len(rows_json) == len(read_rows(bundle)) and set(rows_csv["status"]) == {VERIFIED}
+    for html in sites[0].rglob("*.html"):  # relative links only
+        text = html.read_text()
+        assert 'href="/' not in text and 'src="/' not in text and "http://" not in text.replace("http://www.w3.org", "")
+    # a folder that is not a previous site is never replaced
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep")
+    assert main(["publish", "--bundles", str(bundle.parent.parent), "--out", "mine", "--quiet"]) == 2
+    assert "refusing to replace it" in capsys.readouterr().err
+
+
+def test_publish_rejects_a_malformed_bundle(bundle, tmp_path, capsys):
+    rows = read_rows(bundle)
+    rows.loc[0, "metric"] = "top5"
+    write_rows(bundle, rows)
+    assert main(["publish", "--bundles", str(bundle.parent.parent), "--out", str(tmp_path / "s"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "unknown metric 'top5'" in err
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} not found: apt-get install chromium")
+def test_site_opens_in_chromium_with_badges(bundle, tmp_path):
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright not installed: pip install playwright")
+    variant(bundle, "b2", created="2999-01-01T00:00:00Z", delta=-0.01, verified=False)
+    assert main(["publish", "--bundles", str(bundle.parent.parent), "--out", str(tmp_path / "site"), "--quiet"]) == 0
+    args = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=args)
+        page = browser.new_page()
+        problems = []
+        page.on("console", lambda m: m.type == "error" and problems.append(m.text))
+        page.on("pageerror", lambda e: problems.append(str(e)))
+        page.goto((tmp_path / "site" / "index.html").as_uri())
+        badges = page.locator(".badge").all_inner_texts()
+        assert badges.count("verified") >= 2 and "self-reported" in badges  # legend + b1; b2
+        assert page.locator("td", has_text="tests <b>&").count() == 1  # escaped: shown as text
+        assert page.locator("b").count() == 0
+        page.click("text=Leaderboard and plots")
+        assert page.url.endswith("caltech256/index.html") and page.locator("table").count() > 0
+        page.go_back()
+        page.click("text=entries and downloads")
+        assert "verified" in page.locator(".badge").all_inner_texts()
+        page.click("a[href='data/rows.json']")
+        assert json.loads(page.locator("body").inner_text())[0]["suite"] == "caltech256"
+        page.go_back()
+        page.locator("a", has_text="manifest").first.click()
+        assert page.url.endswith("bundles/caltech256/b1/index.html")
+        assert "verified" in page.locator("h1 .badge").inner_text()
+        browser.close()
+    assert problems == []

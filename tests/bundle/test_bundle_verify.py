@@ -1,0 +1,158 @@
+"""submit and verify on a bundle made from the Caltech-256 fixture pipeline (DVC run, session-scoped)."""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import shutil
+
+import pandas as pd
+import pytest
+from helpers import manifest, read_rows, rehash, write_manifest, write_rows
+
+from benchmark.bundle.schema import MAX_FILE_BYTES, load_bundle
+from benchmark.bundle.verify import SELF_REPORTED, VERIFIED, recorded_status
+from benchmark.cli import main
+
+pytestmark = pytest.mark.slow
+
+
+def verify(capsys, *args):
+    rc = main(["verify", *map(str, args), "--quiet"])
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def test_submit_writes_a_small_plain_bundle(pristine, results):
+    files = sorted(p.name for p in pristine.iterdir())
+    assert files == ["dvc.lock", "manifest.json", "models.csv", "rows.csv", "verification.json"]
+    assert all(p.stat().st_size < MAX_FILE_BYTES for p in pristine.iterdir())
+    rows = pd.read_csv(pristine / "rows.csv")
+    ours = pd.read_csv(results / "metrics.csv")
+    pd.testing.assert_frame_equal(rows, ours[rows.columns], check_exact=True)  # every number round-trips exactly
+    m = manifest(pristine)
+    assert m["suite"] == "caltech256" and m["contributor"] == "tests <b>&" and m["params"]["suite"] == "caltech256"
+    assert set(m["zoo"]) == {"res", "eff"} and m["zoo"]["res"]["arch"] == "test_resnet"
+    assert {"python", "torch", "timm", "benchmark"} <= set(m["versions"])
+    # the content hash of every logits file behind the rows, against hashlib
+    expected = {f"{d}/{n}/{f.name}": hashlib.sha256(f.read_bytes()).hexdigest()
+                for d in ("logits", "methods") for n in ("res", "eff", "la-res") for f in (results / d / n).glob("*.safetensors")}
+    assert {k: v["sha256"] for k, v in m["logits"].items()} == expected
+    assert {u["kind"] for u in m["units"]} == {"single", "duo", "method"}
+    assert any(s.startswith("logits@") for s in m["stages"]) and any(s.startswith("laplace@") for s in m["stages"])
+    lock = __import__("yaml").safe_load((results.parent / "dvc.lock").read_text())
+    assert m["stages"]["logits@res"]["outs"] == {o["path"]: o["md5"] for o in lock["stages"]["logits@res"]["outs"]}
+    assert json.loads((pristine / "verification.json").read_text())["status"] == VERIFIED
+    assert recorded_status(load_bundle(pristine)) == VERIFIED
+
+
+def test_fixture_bundle_verifies_from_its_logits(bundle, results, capsys, tmp_path):
+    rc, out, err = verify(capsys, bundle, "--logits", results, "--report", tmp_path / "report.csv")
+    assert rc == 0, err
+    n = len(read_rows(bundle))
+    assert f"{bundle}: verified ({n}/{n} rows recomputed, 0 mismatch(es))" in out
+    report = pd.read_csv(tmp_path / "report.csv", keep_default_na=False)
+    assert len(report) == n and set(report["check"]) == {"ok"}
+
+
+def test_without_logits_it_is_self_reported(bundle, capsys):
+    rc, out, _ = verify(capsys, bundle)
+    assert rc == 0 and f"self-reported (0/{len(read_rows(bundle))} rows recomputed" in out
+    rc, _, err = verify(capsys, bundle, "--strict")  # but verification.json claims verified
+    assert rc == 1 and "claims 'verified'" in err
+
+
+def test_one_edited_number_fails_naming_the_row(bundle, results, capsys):
+    rows = read_rows(bundle)
+    i = rows.index[(rows.family == "duo") & (rows.metric == "nll") & (rows.split == "test") & (rows.method == "weighted")][0]
+    rows.loc[i, "value"] = repr(float(rows.loc[i, "value"]) - 1e-4)
+    write_rows(bundle, rows)  # with the manifest's hash updated, as a forger would
+    assert recorded_status(load_bundle(bundle)) == SELF_REPORTED  # the recorded verification no longer applies
+    rc, _, err = verify(capsys, bundle, "--logits", results)
+    assert rc == 1
+    r = rows.loc[i]
+    bad = [line for line in err.splitlines() if line.startswith("mismatch:")]
+    assert len(bad) == 1, err
+    assert f"split=test, family=duo, method=weighted, base={r.base}, sidekick={r.sidekick}" in bad[0]
+    assert f"fit={r.fit}" in bad[0] and "metric=nll" in bad[0] and "value: bundle" in bad[0]
+
+
+def test_edited_rows_without_new_hash_are_malformed(bundle, capsys):
+    rows = read_rows(bundle)
+    rows.loc[0, "value"] = "0.5"
+    write_rows(bundle, rows, keep_hash=True)
+    rc, _, err = verify(capsys, bundle)
+    assert rc == 2 and err.count("\n") == 1 and "rows.csv: content differs from its sha256" in err
+
+
+def test_edited_logits_file_is_caught(bundle, results, tmp_path, capsys):
+    copy = tmp_path / "results"
+    shutil.copytree(results, copy, ignore=shutil.ignore_patterns("checkpoints", "method_checkpoints", "units"))
+    f = copy / "logits" / "eff" / "test.safetensors"
+    data = bytearray(f.read_bytes())
+    data[-3] ^= 0x01  # one bit of one logit
+    f.write_bytes(bytes(data))
+    rc, out, err = verify(capsys, bundle, "--logits", copy)
+    assert rc == 1 and f"{f}: sha256 differs from the manifest's" in err
+    assert "duo res+eff: 96 rows not recomputed" in out and "single res: 24 rows recomputed, all equal" in out
+    assert "single eff: 24 rows not recomputed" in out
+
+
+def test_manifest_hash_not_matching_the_logits_is_caught(bundle, results, capsys):
+    m = manifest(bundle)
+    m["logits"]["methods/la-res/val.safetensors"]["sha256"] = "0" * 64
+    write_manifest(bundle, m)
+    rc, _, err = verify(capsys, bundle, "--logits", results)
+    assert rc == 1 and "methods/la-res/val.safetensors: sha256 differs from the manifest's" in err
+
+
+def _edit_rows(bundle, col, value):
+    rows = read_rows(bundle)
+    rows.loc[3, col] = value
+    write_rows(bundle, rows)
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda b: (b / "manifest.json").unlink(), "manifest.json: missing manifest"),
+    (lambda b: _edit_rows(b, "metric", "accuracy_at_5"), "row 5 (suite=caltech256"),
+    (lambda b: _edit_rows(b, "value", "high"), "row 5: column 'value' must be a number, got 'high'"),
+    (lambda b: _edit_rows(b, "value", "1.5"), "value 1.5 out of range for"),
+    (lambda b: write_manifest(b, manifest(b) | {"files": manifest(b)["files"] | {"rows": {"path": "../../x/rows.csv", "sha256": "a" * 64}}}),
+     "files.rows: path '../../x/rows.csv' escapes the bundle"),
+    (lambda b: write_manifest(b, manifest(b) | {"suite": "mnist-c"}), "suite: unknown suite 'mnist-c'"),
+    (lambda b: write_manifest(b, manifest(b) | {"units": "all"}), "'units' must be list, got str"),
+    (lambda b: write_manifest(b, manifest(b) | {"zoo": {"res": {"arch": "no_such_net", "init": "scratch", "img_size": 32,
+                                                               "seed": 0, "recipe": "finetune"}}}), "unknown timm architecture"),
+    (lambda b: (b / "manifest.json").write_text("{"), "manifest.json: not valid JSON"),
+])
+def test_bad_bundles_get_one_clear_line(bundle, capsys, edit, message):
+    edit(bundle)
+    rc, out, err = verify(capsys, bundle)
+    assert rc == 2, out + err
+    assert err.count("\n") == 1 and err.startswith("error: ") and message in err, err
+
+
+def test_unknown_metric_message(bundle, capsys):
+    _edit_rows(bundle, "metric", "accuracy_at_5")
+    _, _, err = verify(capsys, bundle)
+    assert "unknown metric 'accuracy_at_5'" in err
+
+
+def test_large_rows_are_gzipped(monkeypatch, caltech, tmp_path):
+    import os
+
+    from benchmark.bundle import pack
+
+    monkeypatch.setattr(pack, "GZIP_ABOVE", 1000)
+    os.chdir(caltech)
+    out = tmp_path / "gz"
+    try:
+        pack.submit("caltech256", out)
+    finally:
+        os.chdir(tmp_path)
+    assert (out / "rows.csv.gz").exists() and not (out / "rows.csv").exists()
+    with gzip.open(out / "rows.csv.gz") as f:
+        n = len(pd.read_csv(f))
+    assert n == len(pd.read_csv(caltech / "suites" / "caltech256" / "results" / "metrics.csv"))
+    assert len(pd.read_csv(out / "rows.csv.gz")) == n  # pandas reads it as it is
+    assert len(load_bundle(out).rows) == n

@@ -1,10 +1,37 @@
-"""Batched inference: logits of a model over a tensor of inputs or a dataset."""
+"""Batched inference: logits of a model over a tensor of inputs or a dataset.
+
+On CUDA the batches go through pinned memory with asynchronous copies both ways
+(at most ``IN_FLIGHT`` batches queued ahead of the GPU), so that preparing the next
+batch on the CPU overlaps the forward of the current one. ``amp`` (params
+``logits.amp``, default off) runs the forward under ``torch.autocast`` in bfloat16 or
+float16; the logits are returned in float32 either way.
+"""
 from __future__ import annotations
+
+import contextlib
+from collections import deque
 
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 from tqdm.auto import tqdm
+
+AMP_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
+IN_FLIGHT = 2  # CUDA: batches whose copies/forwards may be queued before the CPU waits
+
+
+def amp_dtype(value, where: str = "params 'logits': amp") -> torch.dtype | None:
+    """The autocast dtype for an ``amp`` setting: null/false (off), ``bfloat16`` or ``float16``."""
+    if value is None or value is False:
+        return None
+    if value not in AMP_DTYPES:
+        raise ValueError(f"{where} must be null (off), bfloat16 or float16, got {value!r}")
+    return AMP_DTYPES[value]
+
+
+def autocast(device: torch.device, dtype: torch.dtype | None):
+    """``torch.autocast`` on ``device`` in ``dtype``; a no-op context when ``dtype`` is None."""
+    return torch.autocast(device.type, dtype=dtype) if dtype is not None else contextlib.nullcontext()
 
 
 def model_device(model: nn.Module) -> torch.device:
@@ -12,7 +39,7 @@ def model_device(model: nn.Module) -> torch.device:
     return p.device if p is not None else torch.device("cpu")
 
 
-def batches(inputs: torch.Tensor | Dataset, batch_size: int, *, num_workers: int = 0):
+def batches(inputs: torch.Tensor | Dataset, batch_size: int, *, num_workers: int = 0, pin_memory: bool = False):
     """Yield input batches in order: slices of a (N, 3, S, S) tensor, or the first
     element of each item of a ``Dataset`` of (x, label[, id]) tuples, via a DataLoader."""
     if isinstance(inputs, torch.Tensor):
@@ -21,26 +48,44 @@ def batches(inputs: torch.Tensor | Dataset, batch_size: int, *, num_workers: int
         for start in range(0, inputs.shape[0], batch_size):
             yield inputs[start : start + batch_size]
         return
-    for item in DataLoader(inputs, batch_size=batch_size, shuffle=False, num_workers=num_workers):
+    for item in DataLoader(inputs, batch_size=batch_size, shuffle=False, num_workers=num_workers, pin_memory=pin_memory):
         yield item[0] if isinstance(item, (tuple, list)) else item
+
+
+def to_device(x: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """``x`` on ``device``; a CPU tensor bound for CUDA is pinned first, so the copy is asynchronous."""
+    if device.type == "cuda" and x.device.type == "cpu":
+        return (x if x.is_pinned() else x.pin_memory()).to(device, non_blocking=True)
+    return x.to(device)
 
 
 @torch.no_grad()
 def predict_logits(model: nn.Module, inputs: torch.Tensor | Dataset, *, batch_size: int = 256, desc: str | None = None,
-                   progress: bool = False, num_workers: int = 0) -> torch.Tensor:
-    """Logits of ``model`` (eval mode, on its own device) on ``inputs``, in input order, on the CPU.
+                   progress: bool = False, num_workers: int = 0, amp: torch.dtype | None = None) -> torch.Tensor:
+    """Logits of ``model`` (eval mode, on its own device) on ``inputs``, in input order, on the CPU, in float32.
 
     Returns (N, C) for ordinary models and (M, N, C) for multi-member models whose
-    forward returns (M, B, C).
+    forward returns (M, B, C). ``amp``: autocast dtype of the forward (None: off).
     """
     was_training = model.training
     model.eval()
     device = model_device(model)
-    outs = []
+    cuda = device.type == "cuda"
+    outs, pending = [], deque()
     total = -(-len(inputs) // batch_size)
     try:
-        for x in tqdm(batches(inputs, batch_size, num_workers=num_workers), total=total, desc=desc, disable=not progress, leave=False):
-            outs.append(model(x.to(device, non_blocking=True)).float().cpu())
+        for x in tqdm(batches(inputs, batch_size, num_workers=num_workers, pin_memory=cuda), total=total, desc=desc,
+                      disable=not progress, leave=False):
+            with autocast(device, amp):
+                z = model(to_device(x, device))
+            outs.append(z.float().to("cpu", non_blocking=cuda))
+            if cuda:  # bound the work queued ahead: wait for the batch IN_FLIGHT back
+                pending.append(torch.cuda.Event())
+                pending[-1].record()
+                if len(pending) > IN_FLIGHT:
+                    pending.popleft().synchronize()
+        if cuda:
+            torch.cuda.synchronize(device)  # the asynchronous copies to the CPU are complete
     finally:
         model.train(was_training)
     if not outs:

@@ -74,10 +74,15 @@ def logits(params: dict, name: str, *, progress: bool = True) -> list[str]:
     import contextlib
 
     from benchmark import distributed
+    from benchmark.infer import amp_dtype
 
+    amp = amp_dtype(params["logits"].get("amp"))  # optional, default off: the forward under torch.autocast
     entry, model = load_trained(params, name)
     src = sources.for_params(params)
-    model.to(distributed.init(params, sources.device(params)))
+    device = distributed.init(params, sources.device(params))
+    if device.type == "cuda":
+        torch.backends.cudnn.benchmark = True  # fixed batch shapes: the fastest convolution algorithms (as timm's benchmark)
+    model.to(device)
     config.set_threads(params)
     written = []
     with store.atomic_dir(config.paths(name)["logits"]) if distributed.is_main() else contextlib.nullcontext() as out:
@@ -86,7 +91,7 @@ def logits(params: dict, name: str, *, progress: bool = True) -> list[str]:
                 continue
             s = src.inputs(split_name, entry)
             z = distributed.predict_logits(model, s.inputs, to_all=False, batch_size=params["logits"]["batch_size"],
-                                           desc=f"{name}/{split_name}", progress=progress, num_workers=src.num_workers)
+                                           desc=f"{name}/{split_name}", progress=progress, num_workers=src.num_workers, amp=amp)
             if out is not None:
                 store.save_logits_file(out / f"{split_name}.safetensors", z, s.labels, s.ids,
                                        meta={"model": name, "split": split_name, "arch": entry.arch})

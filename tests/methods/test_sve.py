@@ -274,6 +274,9 @@ def test_vit_b16_overhead_matches_derivation(split_qkv):
     if split_qkv:  # the paper's 6d + 9d per block over a 12 d^2 block backbone is 5 (M - 1) / (4 d)
         assert (members - 1) * (sv + bias) / (12 * d * d * depth) == pytest.approx(5 * (members - 1) / (4 * d))
         assert ov["percent_extra"] > 1  # 1.13 %: the paper's own formula gives 1.14 % at d = 768, M = 8
+        # the two published columns: extra_params_percent (paper) and overhead_percent (all members and heads)
+        assert round(ov["percent_extra"], 2) == 1.13 and round(100 * 5 * 7 / (4 * d), 2) == 1.14
+        assert round(ov["percent"], 2) == 1.36
     else:
         assert ov["percent_extra"] < 1
 

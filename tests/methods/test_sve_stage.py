@@ -288,3 +288,14 @@ def test_evaluate_puts_sve_rows_with_their_overhead_in_the_results_table(run):
     # one row per confidence score (max p, mutual information, entropy, agreement): same predictions
     assert set(got["confidence"]) == {"max", "mutual_info", "entropy", "agreement"}
     assert got["value"].tolist() == [pytest.approx(acc)] * 4
+
+
+def test_leaderboard_names_both_overhead_columns_apart():
+    from benchmark.report.leaderboard import table_columns
+    from benchmark.results_schema import COLUMNS, OPTIONAL_COLUMNS
+
+    cols = {c["key"]: c for c in table_columns([])}
+    assert (cols["overhead_percent"]["label"], cols["extra_params_percent"]["label"]) == ("Trainable %", "Extra %")
+    assert "all M members and their heads" in cols["overhead_percent"]["title"]
+    assert "added over one model" in cols["extra_params_percent"]["title"] and "paper" in cols["extra_params_percent"]["title"]
+    assert {"overhead_percent", "extra_params_percent"} <= set(OPTIONAL_COLUMNS) <= set(COLUMNS)

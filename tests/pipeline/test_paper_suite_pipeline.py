@@ -229,7 +229,7 @@ METHODS = {  # every method kind the suite template renders, on the fixture
     "sve": {"base": "lite", "members": [2], "recipe": "sve", "sigma_init": 0.02, "seed": 0, "patterns": None,
             "train_subset": None, "splits": None},
     "baselines": {"splits": ["val", "test"], "soups": {}, "lora_ensemble": {},
-                  "mc_dropout": {"mcd-eff": {"model": "eff", "samples": 3, "p": 0.2}},
+                  "mc_dropout": {"mcd-eff": {"model": "eff", "samples": 3}},  # samples eff's finetune drop_rate
                   "laplace": {"la-res": {"model": "res", "prior_precisions": [1.0, 100.0]}},
                   "shallow": {"sh-eff": {"model": "eff", "members": 2, "recipe": "finetune"}}},
 }
@@ -240,7 +240,8 @@ def test_caltech256_suite_through_dvc(tmp_path):
     data = write_caltech256(tmp_path / "data", counts=(PER_CLASS,) * 3)
     root = copy_repo(tmp_path / "repo", ["caltech256"])
     folder = root / "suites" / "caltech256"
-    params = tiny_params("caltech256", data, finetune={"epochs": 1, "batch_size": 5, "lr": 0.003, "select_by": "accuracy"},
+    params = tiny_params("caltech256", data, finetune={"epochs": 1, "batch_size": 5, "lr": 0.003, "select_by": "accuracy",
+                                                       "drop_rate": 0.2},
                          none={"epochs": 0}, sve={"epochs": 1, "batch_size": 5, "lr": 0.01, "select_by": "accuracy"})
     (folder / "params.yaml").write_text(yaml.safe_dump(params | METHODS))
     (root / "zoo" / "caltech256.yaml").write_text(yaml.safe_dump({"models": {**TINY_ZOO["models"], "lite": LITE0}}))

@@ -1,7 +1,7 @@
-"""DVC stage ``report``: results table -> reports/ (leaderboard page, Pareto plots, plot data).
+"""DVC stage ``report``: results table -> reports/ (leaderboard page, plots, plot data, headline metrics).
 
     python pipelines/report.py --results results/metrics.csv --models results/models.csv \
-        --zoo zoo/embedded.yaml --params params.yaml --lock dvc.lock --out reports
+        --paired results/paired.csv --zoo zoo/embedded.yaml --params params.yaml --lock dvc.lock --out reports
 
 Settings come from the ``report:`` block of the params file. A missing zoo,
 model table or dvc.lock, or an empty results table, is reported on the page.
@@ -23,6 +23,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--zoo", action="append", default=argparse.SUPPRESS,
                    help="zoo YAML (name -> entry, or under 'models'); repeat for several (default: zoo/embedded.yaml)")
     p.add_argument("--params", default="params.yaml", help="params file; its 'report' block configures the report")
+    p.add_argument("--paired", default="results/paired.csv",
+                   help="paired-bootstrap differences duo - base (the headline's intervals; missing = no intervals)")
     p.add_argument("--lock", default="dvc.lock", help="dvc.lock, read for the hashes of each model's logits (not a dependency)")
     p.add_argument("--published", default=argparse.SUPPRESS, help="published numbers YAML (default: the package's published.yaml)")
     p.add_argument("--out", default="reports", help="output folder (replaced as a whole)")
@@ -34,7 +36,7 @@ def main(argv=None) -> int:
     args = parser().parse_args(argv)
     try:
         inputs = load_inputs(args.results, models=args.models, zoo=getattr(args, "zoo", ["zoo/embedded.yaml"]),
-                             params=args.params, lock=args.lock)
+                             params=args.params, lock=args.lock, paired=args.paired)
         published = load_published(args.published) if hasattr(args, "published") else None
         page = build_report(inputs, args.out, published=published, progress=not args.quiet)
     except (StoreError, ValueError) as e:

@@ -25,7 +25,6 @@ pytestmark = [
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright not installed: pip install playwright")
 
 MODELS = {EVIL: 0.5, "resnet50": 4.1, "tiny": 0.06}
-ACC_COL = 8  # Method, Models, Fit/conf., GFLOPs, Balance, Params, Trainable %, img/s, then Accuracy
 
 
 @pytest.fixture(scope="module")
@@ -62,6 +61,7 @@ def page(browser, page_url):
     pg.on("dialog", lambda d: (pg.problems.append(f"dialog: {d.message}"), d.dismiss()))
     pg.goto(page_url)
     pg.wait_for_load_state("load")
+    pg.wait_for_selector("details.split[data-ready]", state="attached")
     yield pg
     pg.close()
 
@@ -73,12 +73,13 @@ def _default(results):
 
 
 def _visible_rows(pg):
-    return pg.locator("table.results tbody tr:visible")
+    """The page renders only the rows that pass the filters."""
+    return pg.locator("table.results tbody tr")
 
 
 def _column(pg, col):
     return pg.eval_on_selector_all(
-        "table.results tbody tr:not([hidden])", f"rows => rows.map(r => r.cells[{col}].getAttribute('data-sort'))")
+        "table.results tbody tr", f"rows => rows.map(r => r.cells[{col}].getAttribute('data-sort'))")
 
 
 def _sorted_as_page(values, ascending):
@@ -89,20 +90,26 @@ def _sorted_as_page(values, ascending):
 def test_loads_without_errors_and_with_expected_rows(page, results):
     default = _default(results)
     assert _visible_rows(page).count() == len(default)
-    assert page.locator("table.results tbody tr").count() == len(results.drop_duplicates(KEY))
     assert page.locator("details.split .count").inner_text() == f"{len(default)} of {len(results.drop_duplicates(KEY))} rows"
-    imgs = page.eval_on_selector_all(".plot-set:not([hidden]) img", "xs => xs.map(i => i.complete && i.naturalWidth)")
+    page.select_option("form.filters select[name=fit]", "")
+    page.select_option("form.filters select[name=confidence]", "")
+    assert _visible_rows(page).count() == len(results.drop_duplicates(KEY))
+    page.locator(".plot-set:not([hidden]) img").first.scroll_into_view_if_needed()
+    page.wait_for_function("[...document.querySelectorAll('.plot-set:not([hidden]) img')].every(i => i.complete && i.naturalWidth)")
+    imgs = page.eval_on_selector_all(".plot-set:not([hidden]) img", "xs => xs.map(i => i.naturalWidth)")
     assert len(imgs) == 2 and all(w > 100 for w in imgs)
     assert page.problems == []
 
 
 def test_clicking_a_header_sorts_with_nan_last(page, results):
+    heads = page.eval_on_selector_all("table.results thead th", "hs => hs.map(h => h.textContent)")
+    ACC_COL = next(i for i, h in enumerate(heads) if h.startswith("Accuracy"))
     header = page.locator("table.results thead th").nth(ACC_COL)
     assert header.inner_text().startswith("Accuracy")
     expected = _default(results)
     expected = results.merge(expected[KEY], on=KEY)
     expected = expected[expected.metric == "accuracy"]["value"]
-    as_text = ["NaN" if np.isnan(v) else f"{v:.7g}" for v in expected]
+    as_text = ["NaN" if np.isnan(v) else f"{v:.6g}" for v in expected]  # the page data: 6 significant digits
     for ascending in (True, False):
         header.locator("button").click()
         assert header.get_attribute("aria-sort") == ("ascending" if ascending else "descending")
@@ -117,7 +124,7 @@ def test_clicking_a_header_sorts_with_nan_last(page, results):
 
 def test_text_column_sorts_alphabetically(page):
     page.locator("table.results thead th").nth(1).locator("button").click()
-    names = page.eval_on_selector_all("table.results tbody tr:not([hidden])", "rs => rs.map(r => r.cells[1].textContent)")
+    names = page.eval_on_selector_all("table.results tbody tr", "rs => rs.map(r => r.cells[1].textContent)")
     assert names == sorted(names, key=lambda s: s.lower()) or names == sorted(names)
     assert len(set(names)) > 3
 
@@ -126,7 +133,7 @@ def test_filters_hide_rows(page, results):
     default = _default(results)
     page.select_option("form.filters select[name=family]", "duo")
     assert _visible_rows(page).count() == (default.family == "duo").sum()
-    families = page.eval_on_selector_all("table.results tbody tr:visible", "rs => rs.map(r => r.dataset.family)")
+    families = page.eval_on_selector_all("table.results tbody tr", "rs => rs.map(r => r.dataset.family)")
     assert set(families) == {"duo"}
     page.select_option("form.filters select[name=family]", "")
     page.fill("form.filters input[name=bmin]", "0.1")
@@ -146,12 +153,14 @@ def test_filters_hide_rows(page, results):
 
 
 def test_script_model_name_is_text(page):
-    assert page.evaluate("document.scripts.length") == 1
+    scripts = page.eval_on_selector_all("script", "ss => ss.map(s => [s.type, s.getAttribute('src')])")
+    assert scripts[:2] == [["application/json", None], ["", None]]  # the headline data, the page's script
+    assert all(src and src.startswith("data/") for _, src in scripts[2:])  # then only its own data files
     cells = page.locator("table.results tbody td.t", has_text=EVIL)
     assert cells.count() > 0
     assert page.locator("article.model h3", has_text=EVIL).inner_text() == EVIL
     page.select_option("form.filters select[name=base]", EVIL)
-    assert {r for r in page.eval_on_selector_all("table.results tbody tr:visible", "rs => rs.map(r => r.dataset.base)")} == {EVIL}
+    assert {r for r in page.eval_on_selector_all("table.results tbody tr", "rs => rs.map(r => r.dataset.base)")} == {EVIL}
     page.locator(f"td.prov a:text-is('{EVIL}')").first.click()
     assert page.evaluate("decodeURIComponent(location.hash)").startswith("#model-")
     assert page.problems == []  # in particular: no alert dialog
@@ -159,6 +168,8 @@ def test_script_model_name_is_text(page):
 
 def test_plot_tabs_switch_metric(page):
     page.locator(".plot-tabs button[data-metric=aurc]").click()
+    page.locator(".plot-set[data-metric=aurc] img").first.scroll_into_view_if_needed()
+    page.wait_for_function("[...document.querySelectorAll('.plot-set[data-metric=aurc] img')].every(i => i.complete && i.naturalWidth)")
     assert page.locator(".plot-set[data-metric=aurc]").is_visible()
     assert not page.locator(".plot-set[data-metric=accuracy]").is_visible()
     assert page.locator(".plot-tabs button[data-metric=aurc]").get_attribute("aria-selected") == "true"

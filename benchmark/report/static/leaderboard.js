@@ -180,6 +180,8 @@
       states.set(det, { data: data, order: data.rows.map(function (_, i) { return i; }), shown: PAGE });
       buildHead(det, data);
       render(det);
+      det.dataset.ready = "1";
+      if (window.performance && performance.mark) performance.mark("uq-table");
     });
   }
 
@@ -344,6 +346,7 @@
   });
   fillSplits();
   renderHeadline();
+  if (window.performance && performance.mark) performance.mark("uq-headline");
 
   /* ---- links into closed <details>: open them ---- */
   function openTarget() {

@@ -1,13 +1,15 @@
 """Commands ``flops`` and ``validate-zoo`` (registered in :mod:`benchmark.cli`; also ``python -m benchmark.cli_zoo``).
 
 ``flops ARCH [--img-size N] [--json]``: GFLOPs (fvcore multiply-adds, as
-published GMACs) and parameters of a timm architecture, built without weights.
+published GMACs) and parameters of a timm architecture (or ``torchvision:<builder>``),
+built without weights.
 
 ``validate-zoo [FILE ...]``: every zoo file (default ``zoo/*.yaml``) without
 network: schema, unique names, timm architecture, pretrained tag known to
-``timm.list_pretrained``, recipe defined (by the suites that use the file, or
-params.yaml), and FLOPs computable at the entry's input size. One line per
-entry; exit status 2 when anything fails.
+``timm.list_pretrained`` (``torchvision:`` entries: builder, weights enum and
+checkpoint known to torchvision), recipe defined (by the suites that use the
+file, or params.yaml), and FLOPs computable at the entry's input size. One line
+per entry; exit status 2 when anything fails.
 """
 from __future__ import annotations
 
@@ -40,10 +42,50 @@ def arch_flops(arch: str, img_size: int, num_classes: int = 1000) -> dict:
     return {"arch": arch, "img_size": img_size, "num_classes": num_classes, "gflops": gflops, "params": count_params(model)}
 
 
+@functools.lru_cache(maxsize=None)
+def torchvision_flops(arch: str, img_size: int, num_classes: int = 1000, weights: str | None = None) -> dict:
+    """GFLOPs and parameters of torchvision builder ``arch`` with the structure of ``weights``
+    (``<Enum>.<checkpoint>``; default: the builder's DEFAULT), random weights."""
+    import torchvision.models
+
+    from benchmark import torchvision_zoo
+    from benchmark.cost import count_flops, count_params
+
+    if weights is None:
+        if arch not in torchvision_zoo.builders():
+            raise ValueError(f"unknown torchvision classification model {arch!r}")
+        enum = torchvision.models.get_model_weights(arch)
+        weights = f"{enum.__name__}.{enum.DEFAULT.name}"
+    w = torchvision_zoo.resolve(f"torchvision model {arch!r}", arch, weights)
+    try:
+        model = torchvision_zoo.build(arch, arch, w, pretrained=False)
+        if num_classes != model.num_classes:
+            model.reset_classifier(num_classes)
+        gflops = count_flops(model, img_size)
+    except Exception as e:  # wrong size for the architecture, ...
+        raise ValueError(f"torchvision {arch} cannot run at {img_size}x{img_size} ({type(e).__name__}: {e})") from None
+    return {"arch": f"torchvision:{arch}", "weights": weights, "img_size": img_size, "num_classes": num_classes,
+            "gflops": gflops, "params": count_params(model), "published_gflops": torchvision_zoo.published_gflops(w)}
+
+
+def entry_flops(entry) -> dict:
+    """:func:`arch_flops` (timm) or :func:`torchvision_flops` of a zoo entry, with a 1000-class head."""
+    if entry.init_kind == "torchvision":
+        return torchvision_flops(entry.arch, entry.img_size, weights=entry.init_source)
+    return arch_flops(entry.arch, entry.img_size)
+
+
 def default_img_size(arch: str) -> int:
     """The pretrained config's input size of ``arch`` (224 when it has none)."""
     import timm
 
+    if arch.startswith("torchvision:"):
+        import torchvision.models
+
+        try:
+            return int(torchvision.models.get_model_weights(arch.partition(":")[2]).DEFAULT.transforms().crop_size[0])
+        except ValueError:  # unknown builder: reported by torchvision_flops
+            return 224
     try:
         cfg = timm.get_pretrained_cfg(arch)
     except RuntimeError:  # unknown tag: reported by arch_flops
@@ -56,7 +98,8 @@ def add_flops_command(subparsers) -> None:
         "flops", help="GFLOPs and parameters of a timm architecture (no weights needed)",
         description="Build a timm architecture without weights and print its GFLOPs (fvcore multiply-adds, "
                     "comparable to published GMACs; attention matmuls counted) and its parameters.")
-    p.add_argument("arch", metavar="ARCH", help="timm architecture, optionally with a pretrained tag (resnet50, vit_base_patch16_224.augreg_in1k)")
+    p.add_argument("arch", metavar="ARCH", help="timm architecture, optionally with a pretrained tag (resnet50, vit_base_patch16_224.augreg_in1k), "
+                                                "or torchvision:<builder> (torchvision:convnext_base)")
     p.add_argument("--img-size", type=int, default=None, metavar="N", help="square input resolution (default: the pretrained input size, else 224)")
     p.add_argument("--num-classes", type=int, default=1000, metavar="C", help="classifier outputs (default 1000)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -69,8 +112,11 @@ def run_flops(args) -> int:
         _err(f"--img-size must be >= 8 and --num-classes >= 1, got {size} and {args.num_classes}")
         return 2
     try:
-        res = arch_flops(args.arch, size, args.num_classes)
-    except ValueError as e:
+        if args.arch.startswith("torchvision:"):
+            res = torchvision_flops(args.arch.partition(":")[2], size, args.num_classes)
+        else:
+            res = arch_flops(args.arch, size, args.num_classes)
+    except ValueError as e:  # ZooError included
         _err(str(e))
         return 2
     if args.json:
@@ -112,7 +158,9 @@ def validate_file(path: Path, recipes, *, flops: bool = True) -> tuple[list[str]
 
     try:
         raw = load_yaml(path)
-    except (ZooError, yaml.YAMLError, OSError) as e:
+    except ZooError as e:  # names the file already (not UTF-8, empty, YAML syntax, tags, duplicate keys)
+        return [], [str(e)]
+    except (yaml.YAMLError, OSError) as e:
         return [], [f"{path}: {e}"]
     if not isinstance(raw, dict) or not isinstance(raw.get("models"), dict) or not raw["models"]:
         return [], [f"{path}: expected a non-empty mapping under 'models:'"]
@@ -120,7 +168,7 @@ def validate_file(path: Path, recipes, *, flops: bool = True) -> tuple[list[str]
     for name, item in raw["models"].items():
         try:
             e = parse_entry(name, item, recipes=recipes, check_arch=True)
-            cost = arch_flops(e.arch, e.img_size) if flops else None
+            cost = entry_flops(e) if flops else None
         except (ZooError, ValueError) as ex:
             errors.append(f"{path}: {ex}" if str(ex).startswith("zoo entry") else f"{path}: zoo entry {name!r}: {ex}")
             continue
@@ -133,7 +181,8 @@ def add_validate_zoo_command(subparsers) -> None:
     p = subparsers.add_parser(
         "validate-zoo", help="check zoo files offline (schema, names, architectures, tags, recipes, FLOPs)",
         description="Validate zoo files without network: schema, unique names, the timm architecture exists, the pretrained "
-                    "tag is in timm.list_pretrained, the recipe is defined, and FLOPs are computable at the entry's img_size.")
+                    "tag is in timm.list_pretrained (torchvision: entries: torchvision knows the builder, weights enum and checkpoint), "
+                    "the recipe is defined, and FLOPs are computable at the entry's img_size.")
     p.add_argument("files", nargs="*", metavar="FILE", help="zoo YAML files (default: every zoo/*.yaml)")
     p.add_argument("--suites-dir", default="suites", metavar="DIR", help="suite files whose recipes the zoos use (default suites/)")
     p.add_argument("--params", default="params.yaml", metavar="FILE", help="params.yaml with the recipes of its own zoo")

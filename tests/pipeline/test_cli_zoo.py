@@ -12,7 +12,7 @@ import pytest
 import torch
 from torch import nn
 
-from benchmark.cli_zoo import arch_flops, main, run_flops, run_validate_zoo
+from benchmark.cli_zoo import entry_flops, main, run_flops, run_validate_zoo
 
 REPO = Path(__file__).resolve().parents[2]
 ENV = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONWARNINGS="ignore")
@@ -147,5 +147,14 @@ def test_paper_zoo_flops_within_2_percent_of_published(name):
     from benchmark.zoo import load_zoo
 
     entry = load_zoo(REPO / "zoo" / "imagenet.yaml", recipes={"none": {}})[name]
-    assert entry.img_size == 224
-    assert arch_flops(entry.arch, entry.img_size)["gflops"] == pytest.approx(PUBLISHED[name], rel=0.02)
+    assert entry.img_size == 224 and entry.init_kind == "torchvision"  # the paper's own torchvision weights
+    assert entry_flops(entry)["gflops"] == pytest.approx(PUBLISHED[name], rel=0.02)
+
+
+def test_flops_of_a_torchvision_builder(capsys):
+    assert main(["flops", "torchvision:shufflenet_v2_x0_5", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["arch"], out["img_size"], out["weights"]) == ("torchvision:shufflenet_v2_x0_5", 224, "ShuffleNet_V2_X0_5_Weights.IMAGENET1K_V1")
+    assert out["gflops"] == pytest.approx(out["published_gflops"], rel=0.02)
+    assert main(["flops", "torchvision:shufflenet_v9"]) == 2
+    assert "error: unknown torchvision classification model 'shufflenet_v9'" in capsys.readouterr().err

@@ -5,6 +5,9 @@ to ``img_size / crop_pct`` with the model's interpolation, centre crop, normalis
 with its mean/std), as the published code builds it with
 ``create_transform(**resolve_data_config({}, model=model))``. When ``img_size`` is
 the config's ``test_input_size``, its ``test_crop_pct`` is used as well.
+A ``torchvision:`` zoo entry (or a model built from one) gets its weights' own
+transform, ``weights.transforms()`` (:mod:`benchmark.torchvision_zoo`), as the
+published code uses for torchvision models.
 """
 from __future__ import annotations
 
@@ -39,28 +42,61 @@ def _pretrained_cfg(model_or_arch) -> tuple[dict, int | None]:
     return (cfg.to_dict() if cfg is not None else {}), None
 
 
+def _torchvision_weights(model_or_arch):
+    """(weights member, default img_size) of a ``torchvision:`` zoo entry or a model built from one, else None."""
+    from benchmark.zoo import ZooEntry
+
+    if isinstance(model_or_arch, ZooEntry) and model_or_arch.init_kind == "torchvision":
+        from benchmark.torchvision_zoo import entry_weights
+
+        return entry_weights(model_or_arch), model_or_arch.img_size
+    weights = getattr(model_or_arch, "tv_weights", None) if isinstance(model_or_arch, nn.Module) else None
+    return (weights, None) if weights is not None else None
+
+
+def _check_size(size) -> None:
+    if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1:
+        raise ValueError(f"img_size must be a positive integer, got {size!r}")
+
+
 def data_config(model_or_arch, img_size: int | None = None) -> dict:
     """timm's data config (input_size, interpolation, mean, std, crop_pct, crop_mode) at ``img_size``.
 
     ``img_size`` defaults to the zoo entry's, else the pretrained input size.
+    For a torchvision model, the same keys describing its ``weights.transforms()``.
     """
     from timm.data import resolve_data_config
 
+    tv = _torchvision_weights(model_or_arch)
+    if tv is not None:
+        from benchmark.torchvision_zoo import data_config as tv_config
+
+        size = img_size if img_size is not None else tv[1]
+        if size is not None:
+            _check_size(size)
+        return tv_config(tv[0], size)
     cfg, default = _pretrained_cfg(model_or_arch)
     size = img_size if img_size is not None else default
     if size is None:
         return resolve_data_config({}, pretrained_cfg=cfg)
-    if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1:
-        raise ValueError(f"img_size must be a positive integer, got {size!r}")
+    _check_size(size)
     shape = (3, int(size), int(size))
     use_test = tuple(cfg.get("test_input_size") or ()) == shape
     return resolve_data_config({"input_size": shape}, pretrained_cfg=cfg, use_test_size=use_test)
 
 
 def eval_transform(model_or_arch, img_size: int | None = None):
-    """PIL RGB image -> normalised (3, S, S) float tensor, the model's timm evaluation transform."""
+    """PIL RGB image -> normalised (3, S, S) float tensor, the model's timm (or torchvision) evaluation transform."""
     from timm.data import create_transform
 
+    tv = _torchvision_weights(model_or_arch)
+    if tv is not None:
+        from benchmark.torchvision_zoo import eval_transform as tv_transform
+
+        size = img_size if img_size is not None else tv[1]
+        if size is not None:
+            _check_size(size)
+        return tv_transform(tv[0], size)
     return create_transform(**data_config(model_or_arch, img_size), is_training=False)
 
 

@@ -3,11 +3,15 @@
 A zoo file is a mapping ``models: {name: entry}``; an entry has
 
 =========  ==============================================================
-arch       timm architecture name (must exist in ``timm.list_models()``)
+arch       timm architecture name (must exist in ``timm.list_models()``);
+           for a ``torchvision:`` init, torchvision's builder name
 init       ``scratch`` | ``pypi:<package>`` (weights shipped in a PyPI
            package, see :data:`PYPI_WEIGHTS`) | ``timm:<tag>`` (timm's
            pretrained weights, e.g. ``timm:tv2_in1k``, a tag that
-           ``timm.list_pretrained("<arch>.*")`` lists; fetched from the hub)
+           ``timm.list_pretrained("<arch>.*")`` lists; fetched from the hub) |
+           ``torchvision:<Weights enum>.<checkpoint>`` (torchvision's model and
+           weights, e.g. ``torchvision:ConvNeXt_Base_Weights.IMAGENET1K_V1``,
+           see :mod:`benchmark.torchvision_zoo`)
 img_size   square input resolution for training, logits and FLOPs (8..1024)
 seed       integer training seed
 recipe     name of a training recipe in ``params.yaml`` ``recipes``
@@ -89,7 +93,12 @@ def parse_entry(name: str, raw, *, recipes=None, check_arch: bool = True) -> Zoo
     arch, init, img, seed, recipe = (raw[k] for k in REQUIRED)
     if not isinstance(arch, str) or not arch:
         raise ZooError(f"{where}: 'arch' must be a timm architecture name")
-    if check_arch:
+    torchvision = isinstance(init, str) and init.startswith("torchvision:")
+    if check_arch and torchvision:
+        from benchmark.torchvision_zoo import resolve
+
+        resolve(where, arch, init.partition(":")[2])  # builder, weights enum and checkpoint, offline
+    elif check_arch:
         import timm
 
         if not timm.is_model(arch):
@@ -113,7 +122,7 @@ def parse_entry(name: str, raw, *, recipes=None, check_arch: bool = True) -> Zoo
 
 def _check_init(where: str, init) -> None:
     if not isinstance(init, str):
-        raise ZooError(f"{where}: 'init' must be 'scratch', 'pypi:<package>' or 'timm:<tag>'")
+        raise ZooError(f"{where}: 'init' must be 'scratch', 'pypi:<package>', 'timm:<tag>' or 'torchvision:<Weights>.<checkpoint>'")
     if init == "scratch":
         return
     kind, _, source = init.partition(":")
@@ -123,8 +132,13 @@ def _check_init(where: str, init) -> None:
     elif kind == "timm":
         if not TAG_RE.match(source):
             raise ZooError(f"{where}: malformed pretrained tag {source!r} in {init!r}; expected e.g. 'timm:in1k' or 'timm:augreg_in21k_ft_in1k'")
+    elif kind == "torchvision":
+        if not re.match(r"^[A-Za-z][A-Za-z0-9_]*_Weights\.[A-Za-z0-9_]+$", source):
+            raise ZooError(f"{where}: malformed torchvision weights {source!r} in {init!r}; expected e.g. "
+                           "'torchvision:ConvNeXt_Base_Weights.IMAGENET1K_V1'")
     else:
-        raise ZooError(f"{where}: unknown init {init!r}; use 'scratch', 'pypi:<package>' or 'timm:<tag>'")
+        raise ZooError(f"{where}: unknown init {init!r}; use 'scratch', 'pypi:<package>', 'timm:<tag>' or "
+                       "'torchvision:<Weights>.<checkpoint>'")
 
 
 def _check_tag(where: str, arch: str, tag: str) -> None:

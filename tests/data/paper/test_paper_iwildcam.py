@@ -58,3 +58,28 @@ def test_missing_column_and_missing_root(tmp_path):
         load_iwildcam(root)
     with pytest.raises(DatasetLayoutError, match=r"(?s)iwildcam: folder '.*iwildcam_v2.0' not found.*metadata.csv"):
         load_iwildcam(tmp_path)
+
+
+def test_both_macro_f1_names_on_every_split_against_wilds_and_sklearn(root):
+    """``macro_f1_wilds`` is what ``IWildCamDataset.eval`` reports (F1-macro_all) and ``macro_f1``
+    scikit-learn's default (the published code), on every split alike."""
+    import torch
+    from sklearn.metrics import f1_score
+    from wilds.datasets.iwildcam_dataset import IWildCamDataset
+
+    from benchmark.core.metrics import compute_metrics
+
+    ref = IWildCamDataset(root_dir=str(root), download=False)
+    differ = 0
+    for name, s in load_iwildcam(root).items():
+        y = s.labels
+        pred = np.where(np.arange(len(y)) % 2 == 0, y, (y + 1) % 6)  # half wrong, some into classes 4, 5 absent here
+        probs = np.full((len(y), 6), 0.02)
+        probs[np.arange(len(y)), pred] = 0.9
+        m = compute_metrics(torch.as_tensor(probs), torch.as_tensor(y))
+        sub = ref.get_subset(name)
+        wilds, _ = ref.eval(torch.as_tensor(pred), ref.y_array[sub.indices], ref.metadata_array[sub.indices])
+        assert m["macro_f1_wilds"] == pytest.approx(wilds["F1-macro_all"], abs=1e-6), name
+        assert m["macro_f1"] == pytest.approx(f1_score(y, pred, average="macro"), abs=1e-12), name
+        differ += abs(m["macro_f1"] - m["macro_f1_wilds"]) > 1e-3
+    assert differ >= 2  # the fixture tells the two conventions apart

@@ -125,3 +125,29 @@ def page_rows(report_dir) -> list[dict]:
                     rec[c["key"]] = s[v[0]] if isinstance(v, list) else s[v]
             rows.append(rec)
     return rows
+
+
+# ---- headless Chromium (tests/report/test_browser*.py, tests/benchmarks/test_bench_report.py) ----
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+def big_results(n_models: int = 12) -> pd.DataFrame:
+    """A results table the size of the embedded run's (about 3,000 rows over 6 splits)."""
+    models = {f"m{i:02d}": round(0.05 * 1.45 ** i, 3) for i in range(n_models)}
+    return synthetic_results(models=models, splits=("test", "shift", "ood", "val", "corrupt-noise-3", "corrupt-blur-3"))
+
+
+def first_render(page) -> dict:
+    """After ``goto``: ms until the headline and the first table were rendered, and the local files loaded."""
+    from pathlib import Path
+    from urllib.parse import unquote, urlsplit
+
+    page.wait_for_selector("details.split[data-ready]", state="attached")
+    marks = page.evaluate("Object.fromEntries(performance.getEntriesByType('mark').map(m => [m.name, m.startTime]))")
+    urls = [page.url] + page.evaluate("""[...document.querySelectorAll('script[src]')].map(s => s.src).concat(
+        [...document.images].filter(i => i.complete && i.naturalWidth).map(i => i.currentSrc))""")
+    files = sorted({Path(unquote(urlsplit(u).path)) for u in urls if u.startswith("file:")})
+    return {"ms": max(marks["uq-headline"], marks["uq-table"]), "files": files,
+            "bytes": sum(f.stat().st_size for f in files)}

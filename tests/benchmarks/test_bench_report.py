@@ -1,0 +1,43 @@
+"""First render of the leaderboard in headless Chromium, on a results table of the embedded run's size.
+
+The time from navigation start until the headline table and the first full table
+are rendered (the page's ``performance.mark``s), opened from the file system.
+Target: under 1 s. Run for real with
+``pytest --benchmark-enable tests/benchmarks/test_bench_report.py``.
+"""
+from __future__ import annotations
+
+import statistics
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "report"))
+from report_synth import CHROMIUM, CHROMIUM_ARGS, big_results, first_render, make_inputs  # noqa: E402
+
+from benchmark.report import ReportConfig, build_report  # noqa: E402
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} not found: apt-get install chromium"),
+]
+sync_api = pytest.importorskip("playwright.sync_api", reason="playwright not installed: pip install playwright")
+
+
+def test_bench_first_render(benchmark, tmp_path):
+    cfg = ReportConfig(plot_metrics=("aurc",), plot_splits=("test",), formats=("png",), dpi=110)
+    url = build_report(make_inputs(big_results(), config=cfg), tmp_path / "reports", progress=False).as_uri()
+    times = []
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+
+        def render():
+            page = browser.new_page(viewport={"width": 1500, "height": 1000})
+            page.goto(url)
+            times.append(first_render(page)["ms"])
+            page.close()
+
+        benchmark.pedantic(render, rounds=5, iterations=1, warmup_rounds=1)
+        browser.close()
+    assert statistics.median(times) < 1000, f"first render {times} ms"

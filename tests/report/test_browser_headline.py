@@ -1,0 +1,105 @@
+"""The headline and the page weight in real headless Chromium, on a results table of the embedded run's size."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from report_synth import CHROMIUM, CHROMIUM_ARGS, big_results, first_render, make_inputs
+
+from benchmark.report import ReportConfig, build_report
+from benchmark.report.tables import KEY
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} not found: apt-get install chromium"),
+]
+sync_api = pytest.importorskip("playwright.sync_api", reason="playwright not installed: pip install playwright")
+MB = 1_000_000
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    res = big_results()
+    assert len(res.drop_duplicates(KEY)) > 2900
+    cfg = ReportConfig(plot_metrics=("aurc",), plot_splits=("test",), formats=("png", "svg"), dpi=60)
+    page = build_report(make_inputs(res, config=cfg), tmp_path_factory.mktemp("big") / "reports", progress=False)
+    return page, res
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser, site):
+    pg = browser.new_page(viewport={"width": 1500, "height": 1000})
+    pg.problems = []
+    pg.on("pageerror", lambda e: pg.problems.append(str(e)))
+    pg.on("console", lambda m: m.type == "error" and pg.problems.append(m.text))
+    pg.goto(site[0].as_uri())
+    pg.wait_for_load_state("load")
+    yield pg
+    pg.close()
+
+
+def _headline(pg) -> list[dict]:
+    return pg.eval_on_selector_all("#headline-table tbody tr", """rs => rs.map(r => ({
+        base: r.dataset.base, role: r.cells[1].textContent, method: r.cells[2].textContent,
+        primary: r.querySelector('td.primary').dataset.sort}))""")
+
+
+def test_headline_is_the_first_table_with_the_rows_of_each_base(page, site):
+    assert page.evaluate("document.querySelector('table').id") == "headline-table"
+    rows = _headline(page)
+    res = site[1]
+    bases = sorted(set(res.loc[(res.family != "single") & (res.split == "test"), "base"]))
+    assert sorted({r["base"] for r in rows}) == bases
+    for b in bases:
+        roles = [r["role"] for r in rows if r["base"] == b]
+        assert roles.count("base alone") == 1
+        cheap = ((res.base == b) & (res.family == "duo") & (res.balance <= 0.2) & (res.split == "test")).any()
+        assert sum(r.startswith("best duo, balance ≤ 0.2") for r in roles) == int(cheap)
+    assert sum(r["role"].startswith("best duo, balance ≤ 0.2") for r in rows) >= 6
+    assert [r["role"] for r in rows if r["method"] == "deep_ensemble · mean"] == ["deep ensemble"]
+    assert page.locator("#headline-table th.primary").inner_text().startswith("AURC")
+    aurc = [float(r["primary"]) for r in rows]
+    assert aurc == sorted(aurc)  # lower is better: best first
+    marks = page.locator("#headline-table .d").count()
+    assert marks == len([r for r in rows if r["role"] != "base alone"]) * 6  # a difference under every value
+    assert page.problems == []
+
+
+def test_switching_the_primary_metric_reorders_the_headline(page):
+    before = _headline(page)
+    page.select_option("form.headline-controls select[name=metric]", "accuracy")
+    after = _headline(page)
+    assert page.locator("#headline-table th.primary").inner_text().startswith("Accuracy")
+    acc = [float(r["primary"]) for r in after]
+    assert acc == sorted(acc, reverse=True)  # higher is better
+    assert [(r["base"], r["method"]) for r in after] != [(r["base"], r["method"]) for r in before]
+    page.select_option("form.headline-controls select[name=split]", label="shift")
+    assert _headline(page) and page.locator(".headline-figs:not([hidden])").count() == 0  # no plots for shift
+    assert page.problems == []
+
+
+def test_page_weight_under_1_mb_and_the_rest_on_demand(page, site):
+    r = first_render(page)
+    assert r["bytes"] < MB, f"first render loads {r['bytes']} bytes: {[(f.name, f.stat().st_size) for f in r['files']]}"
+    data = list((site[0].parent / "data").glob("*.js"))
+    assert len(data) == 6 and sum(f.stat().st_size for f in data) > r["bytes"] / 2  # the other splits wait until opened
+    assert site[0].stat().st_size < 300_000
+    last = page.locator("details.split").last
+    last.locator("summary").click()
+    page.wait_for_function("document.querySelectorAll('details.split[data-ready]').length == 2")
+    assert last.locator("table.results tbody tr").count() == 100  # paged
+    last.locator(".pager button").click()
+    assert last.locator("table.results tbody tr").count() == 200
+    assert page.problems == []
+
+
+def test_notes_are_folded_away(page):
+    assert page.evaluate("document.getElementById('notes') === null || !document.getElementById('notes').open")

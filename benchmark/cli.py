@@ -20,6 +20,7 @@ from benchmark.cli_remote import add_remote_command
 from benchmark.cli_zoo import add_flops_command, add_validate_zoo_command
 from benchmark.pipeline.suite_pipeline import add_suite_pipeline_command
 from benchmark.store import LogitsFile, StoreError, check_aligned, load_logits_file
+from benchmark.yaml_input import cli_int
 
 FILE_HELP = ".npz or .safetensors file with arrays 'logits' (N, C) float and 'labels' (N,) int"
 
@@ -85,8 +86,8 @@ def _print_table(columns: dict[str, dict]) -> None:
 
 
 def _add_bootstrap_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--bootstrap", type=int, default=0, metavar="N", help="bootstrap resamples for 95%% intervals (default 0: none)")
-    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    p.add_argument("--bootstrap", type=cli_int(0), default=0, metavar="N", help="bootstrap resamples for 95%% intervals (default 0: none)")
+    p.add_argument("--seed", type=cli_int(0), default=0, help="bootstrap seed, an integer >= 0 (default 0)")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
 
 

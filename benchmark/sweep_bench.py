@@ -196,12 +196,14 @@ def sweep(root, *, workers: int, interval: float = 0.1) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmark.sweep_bench", description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
+    from benchmark.yaml_input import cli_int
+
     ap.add_argument("--models", type=int, default=40, help="K models: K(K-1)/2 pairs (default 40)")
     ap.add_argument("--workers", type=int, default=2, help="evaluate.workers: worker processes (default 2)")
     ap.add_argument("--test", type=int, default=47_500, help="test samples (default 47,500)")
     ap.add_argument("--val", type=int, default=2_500, help="validation samples (default 2,500)")
     ap.add_argument("--classes", type=int, default=1_000, help="classes (default 1,000)")
-    ap.add_argument("--seed", type=int, default=0, help="seed of the synthetic logits (default 0)")
+    ap.add_argument("--seed", type=cli_int(0), default=0, help="seed of the synthetic logits, an integer >= 0 (default 0)")
     ap.add_argument("--dir", default=None, help="parent folder of the temporary zoo (default: the system temp folder)")
     ap.add_argument("--keep", action="store_true", help="keep the zoo folder (printed) instead of deleting it")
     ap.add_argument("--interval", type=float, default=0.1, help="memory sampling interval in seconds (default 0.1)")

@@ -65,8 +65,16 @@ class Recipe:
     drop_rate: float = 0.0  # dropout the model is built and fine-tuned with (timm drop_rate); MC dropout samples it
 
     def __post_init__(self):
-        if isinstance(self.epochs, bool) or not isinstance(self.epochs, int) or self.epochs < 0:
-            raise ValueError(f"recipe: epochs must be an integer >= 0, got {self.epochs!r}")
+        from benchmark.yaml_input import check_int, check_number
+
+        check_int("recipe", "epochs", self.epochs, minimum=0)  # types first: a float batch size or a string lr
+        check_int("recipe", "batch_size", self.batch_size, optional=True)  # would only fail on the first batch
+        check_int("recipe", "shift_pixels", self.shift_pixels, minimum=0)
+        check_number("recipe", "lr", self.lr, optional=True)
+        for key in ("weight_decay", "warmup_epochs"):
+            check_number("recipe", key, getattr(self, key), minimum=0)
+        check_number("recipe", "warmup_start_factor", self.warmup_start_factor, above=0, maximum=1)
+        check_number("recipe", "label_smoothing", self.label_smoothing, minimum=0, maximum=1)
         if (isinstance(self.drop_rate, bool) or not isinstance(self.drop_rate, (int, float))
                 or not 0 <= self.drop_rate < 1):
             raise ValueError(f"recipe: drop_rate must be a number in [0, 1), got {self.drop_rate!r}")

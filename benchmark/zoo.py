@@ -24,7 +24,8 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import yaml
+from benchmark.yaml_input import check_int
+
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 TAG_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -107,10 +108,13 @@ def parse_entry(name: str, raw, *, recipes=None, check_arch: bool = True) -> Zoo
     _check_init(where, init)
     if check_arch and isinstance(init, str) and init.startswith("timm:"):
         _check_tag(where, arch, init.partition(":")[2])
-    if isinstance(img, bool) or not isinstance(img, int) or not 8 <= img <= 1024:
+    try:
+        check_int(where, "'img_size'", img, minimum=8)
+        check_int(where, "'seed'", seed, minimum=0)
+    except ValueError as e:
+        raise ZooError(str(e)) from None
+    if img > 1024:
         raise ZooError(f"{where}: 'img_size' must be an integer in 8..1024, got {img!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ZooError(f"{where}: 'seed' must be a non-negative integer, got {seed!r}")
     if not isinstance(recipe, str) or (recipes is not None and recipe not in recipes):
         known = sorted(recipes) if recipes is not None else []
         raise ZooError(f"{where}: unknown recipe {recipe!r}; define it in params.yaml 'recipes' (known: {known})")
@@ -162,37 +166,19 @@ def parse_zoo(raw, *, source: str = "zoo", recipes=None, check_arch: bool = True
     }
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """SafeLoader that refuses duplicate keys (YAML would silently keep the last)."""
-
-    def construct_mapping(self, node, deep=False):
-        seen = set()
-        for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                continue
-            key = self.construct_object(key_node, deep=deep)
-            if key in seen:
-                raise ZooError(f"duplicate key {key!r} at line {key_node.start_mark.line + 1}: names must be unique")
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
-
-
 def load_yaml(path):
-    """Safely read a YAML data file, refusing duplicate keys."""
-    return yaml.load(Path(path).read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)  # noqa: S506 (SafeLoader subclass)
+    """Safely read a YAML data file (see :func:`benchmark.yaml_input.read_yaml`; an empty file is None)."""
+    from benchmark.yaml_input import read_yaml
+
+    return read_yaml(path, error=ZooError, mapping=False, allow_empty=True)
 
 
 def load_zoo(path, *, recipes=None, check_arch: bool = True) -> dict[str, ZooEntry]:
     """Read and validate a zoo YAML file (safe loader: data only, unique names)."""
+    from benchmark.yaml_input import read_yaml
+
     path = Path(path)
-    if not path.exists():
-        raise ZooError(f"{path}: zoo file not found")
-    try:
-        raw = load_yaml(path)
-    except ZooError as e:
-        raise ZooError(f"{path}: {e}") from None
-    except yaml.YAMLError as e:
-        raise ZooError(f"{path}: not valid YAML ({e})") from e
+    raw = read_yaml(path, what="zoo file", error=ZooError)
     return parse_zoo(raw, source=str(path), recipes=recipes, check_arch=check_arch)
 
 

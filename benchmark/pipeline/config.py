@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 
 from benchmark.train import Recipe
-from benchmark.zoo import ZooEntry, ZooError, load_yaml, load_zoo
+from benchmark.zoo import ZooEntry, ZooError, load_zoo
 
 RESULTS = Path("results")
 
@@ -19,13 +19,22 @@ class ConfigError(ValueError):
 
 
 def load_params(path="params.yaml") -> dict:
+    """Read params.yaml; its recipes are type-checked here, before any stage does work."""
+    from benchmark.yaml_input import read_yaml
+
     path = Path(path)
     if not path.exists():
         raise ConfigError(f"{path}: not found; run the stages from the repository root")
-    params = load_yaml(path)
+    params = read_yaml(path, what="params file", error=ConfigError)
     for key in ("zoo", "data", "recipes", "logits", "cost", "evaluate"):
         if key not in params:
             raise ConfigError(f"{path}: missing section {key!r}")
+    if not isinstance(params["recipes"], dict):
+        raise ConfigError(f"{path}: 'recipes' must be a mapping of recipe names to recipes")
+    try:
+        recipes(params)
+    except ValueError as e:
+        raise ConfigError(f"{path}: {e}") from None
     return params
 
 

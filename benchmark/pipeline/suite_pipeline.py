@@ -56,12 +56,19 @@ def _flow(value) -> str:
     return yaml.safe_dump(value, default_flow_style=True, sort_keys=False, width=10_000).strip()
 
 
+def _comment(text) -> str:
+    """``text`` as the rest of one YAML comment line: whitespace runs (newlines included) become one
+    space and other control characters are dropped, so free text cannot end the comment."""
+    return " ".join("".join(c for c in str(text) if c.isprintable() or c.isspace()).split())
+
+
 def _environment():
     import jinja2
 
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), undefined=jinja2.StrictUndefined,
                              keep_trailing_newline=True, autoescape=False)  # noqa: S701 (YAML, not HTML)
     env.filters["flow"] = _flow
+    env.filters["comment"] = _comment
     return env
 
 

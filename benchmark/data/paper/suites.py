@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-import yaml
 
 from benchmark.data.paper import caltech, cifar, imagenet, iwildcam, oxford
 from benchmark.data.paper.common import DatasetLayoutError, SampleSplit, layout_error
@@ -235,7 +234,7 @@ def _check_splits(where: str, raw: dict, datasets: dict) -> dict[str, tuple[str,
 
 def load_suite(name_or_path, *, suites_dir=SUITES_DIR) -> SuiteSpec:
     """Read and validate ``suites/<name>.yaml`` (or a path to a suite file)."""
-    from benchmark.zoo import ZooError, load_yaml
+    from benchmark.yaml_input import read_yaml
 
     text = str(name_or_path)
     path = Path(text) if text.endswith((".yaml", ".yml")) or os.sep in text else Path(suites_dir) / f"{text}.yaml"
@@ -243,13 +242,8 @@ def load_suite(name_or_path, *, suites_dir=SUITES_DIR) -> SuiteSpec:
         known = sorted(p.stem for p in Path(suites_dir).glob("*.yaml")) if Path(suites_dir).is_dir() else []
         raise SuiteError(f"suite {text!r}: {path} not found; known suites: {known} (the default 'embedded' suite is built "
                          "from params.yaml 'data', not from a suite file)")
-    try:
-        raw = load_yaml(path)
-    except (ZooError, yaml.YAMLError) as e:  # duplicate keys, YAML syntax
-        raise SuiteError(f"{path}: not a valid suite file ({e})") from None
+    raw = read_yaml(path, what="suite file", error=SuiteError)  # not UTF-8, empty, YAML syntax, tags, duplicates
     where = str(path)
-    if not isinstance(raw, dict):
-        raise SuiteError(f"{where}: expected a mapping with keys {sorted(_KEYS)}")
     missing, unknown = sorted(set(_KEYS) - set(raw)), sorted(set(raw) - set(_KEYS))
     if missing or unknown:
         raise SuiteError(f"{where}: missing keys {missing}, unknown keys {unknown}; a suite has {sorted(_KEYS)}")

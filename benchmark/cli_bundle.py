@@ -69,14 +69,14 @@ def add_verify_command(subparsers) -> None:
 
 def run_verify(args) -> int:
     from benchmark.bundle.schema import load_bundle
-    from benchmark.bundle.verify import VERIFIED, pull_logits, record, recorded_status, verify_bundle
+    from benchmark.bundle.verify import VERIFIED, claimed_status, pull_logits, record, verify_bundle
     from benchmark.remote import RemoteError
     from benchmark.store import StoreError, write_table
 
     if args.workers < 1:
         raise StoreError(f"--workers: must be >= 1, got {args.workers}")
     bundle = load_bundle(args.bundle)
-    claimed = recorded_status(bundle)
+    claimed = claimed_status(bundle)
     logits = Path(args.logits) if args.logits else None
     if args.remote:
         try:

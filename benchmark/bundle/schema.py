@@ -227,7 +227,7 @@ def check_rows(df: pd.DataFrame, suite: str, where: str) -> pd.DataFrame:
     for col in ("value", "ci_low", "ci_high"):
         v = rows[col]
         checks.append((v.notna() & ((v < lo - 1e-9) | (v > hi + 1e-9)),
-                       lambda r, col=col: f"{col} {r[col]!r} out of range for {r['metric']}"))
+                       lambda r, col=col: f"{col} {float(r[col])!r} out of range for {r['metric']}"))
     for bad, msg in checks:
         if bad.any():
             i = int(bad.to_numpy().nonzero()[0][0])

@@ -172,15 +172,22 @@ def record(bundle: Bundle, rep: Report, tolerance: float = TOLERANCE) -> Path:
     return path
 
 
+def _recorded(bundle: Bundle) -> dict:
+    try:
+        data = json.loads((bundle.path / VERIFICATION).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def claimed_status(bundle: Bundle) -> str:
+    """What ``verification.json`` says, whether or not it still applies to the bundle's files."""
+    return VERIFIED if _recorded(bundle).get("status") == VERIFIED else SELF_REPORTED
+
+
 def recorded_status(bundle: Bundle) -> str:
     """``verified`` when ``verification.json`` says so for exactly this manifest and these rows, else ``self-reported``."""
-    path = bundle.path / VERIFICATION
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return SELF_REPORTED
-    if not isinstance(data, dict):
-        return SELF_REPORTED
+    data = _recorded(bundle)
     same = (data.get("manifest_sha256") == sha256_file(bundle.path / MANIFEST)
             and data.get("rows_sha256") == bundle.manifest["files"]["rows"]["sha256"]
             and data.get("recomputed") == data.get("rows") == len(bundle.rows))

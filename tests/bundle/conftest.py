@@ -17,7 +17,13 @@ SUITE = "caltech256"
 
 @pytest.fixture(scope="session")
 def caltech(tmp_path_factory) -> Path:
-    """Root of a repository copy whose suites/caltech256 pipeline has run (results/, dvc.lock)."""
+    """Root of a repository copy whose suites/caltech256 pipeline has run (results/, dvc.lock).
+
+    ``UQBENCH_BUNDLE_FIXTURE=DIR`` reuses a run made by ``python tests/bundle/fixture_run.py DIR`` (development)."""
+    import os
+
+    if os.environ.get("UQBENCH_BUNDLE_FIXTURE"):
+        return Path(os.environ["UQBENCH_BUNDLE_FIXTURE"]) / "repo"
     return caltech_run(tmp_path_factory.mktemp("caltech"))
 
 

@@ -19,12 +19,12 @@ CHROMIUM = Path("/usr/bin/chromium")
 
 
 def variant(src: Path, name: str, *, created: str, delta: float, verified: bool) -> Path:
-    """A copy of bundle ``src`` named ``name``: newer, the test accuracy of every single model shifted by ``delta``."""
+    """A copy of bundle ``src`` named ``name``: newer, the test accuracy of every single model set to 0.5 + ``delta``."""
     dst = src.parent / name
     shutil.copytree(src, dst)
     rows = read_rows(dst)
     sel = (rows.family == "single") & (rows.metric == "accuracy") & (rows.split == "test")
-    rows.loc[sel, "value"] = [repr(float(v) + delta) for v in rows.loc[sel, "value"]]
+    rows.loc[sel, "value"] = repr(0.5 + delta)
     write_rows(dst, rows)
     write_manifest(dst, manifest(dst) | {"created": created})
     (dst / "verification.json").unlink()
@@ -55,7 +55,7 @@ def test_merge_prefers_verified_then_newest_and_flags_conflicts(bundle):
     assert len(conflicts) == sel.sum() and set(conflicts["other_bundle"]) == {"b1"}  # two verified bundles disagree
     c = conflicts.iloc[0]
     want = ref[(ref.family == "single") & (ref.metric == "accuracy") & (ref.split == "test")].loc[(c["fit"], c["base"]), "value"]
-    assert c["other_value"] == pytest.approx(want) and c["shown_value"] == pytest.approx(want - 0.02)
+    assert c["other_value"] == pytest.approx(want) and c["shown_value"] == pytest.approx(0.48)
 
 
 def test_publish_from_bundles_only_is_byte_identical(bundle, tmp_path, monkeypatch, capsys):
@@ -112,7 +112,7 @@ def test_site_opens_in_chromium_with_badges(bundle, tmp_path):
         page.goto((tmp_path / "site" / "index.html").as_uri())
         badges = page.locator(".badge").all_inner_texts()
         assert badges.count("verified") >= 2 and "self-reported" in badges  # legend + b1; b2
-        assert page.locator("td", has_text="tests <b>&").count() == 1  # escaped: shown as text
+        assert page.locator("td", has_text="tests <b>&").count() == 2  # b1, b2; escaped: shown as text
         assert page.locator("b").count() == 0
         page.click("text=Leaderboard and plots")
         assert page.url.endswith("caltech256/index.html") and page.locator("table").count() > 0

@@ -116,7 +116,7 @@ def _edit_rows(bundle, col, value):
     (lambda b: (b / "manifest.json").unlink(), "manifest.json: missing manifest"),
     (lambda b: _edit_rows(b, "metric", "accuracy_at_5"), "row 5 (suite=caltech256"),
     (lambda b: _edit_rows(b, "value", "high"), "row 5: column 'value' must be a number, got 'high'"),
-    (lambda b: _edit_rows(b, "value", "1.5"), "value 1.5 out of range for"),
+    (lambda b: _edit_rows(b, "value", "-0.5"), "value -0.5 out of range for"),
     (lambda b: write_manifest(b, manifest(b) | {"files": manifest(b)["files"] | {"rows": {"path": "../../x/rows.csv", "sha256": "a" * 64}}}),
      "files.rows: path '../../x/rows.csv' escapes the bundle"),
     (lambda b: write_manifest(b, manifest(b) | {"suite": "mnist-c"}), "suite: unknown suite 'mnist-c'"),

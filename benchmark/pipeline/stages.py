@@ -69,7 +69,8 @@ def logits(params: dict, name: str, *, progress: bool = True) -> list[str]:
 
     In a torchrun worker each rank computes its shard of every split; rank 0
     gathers them in sample order and writes the folder (atomically, after every
-    rank has finished); the other ranks write nothing.
+    rank has finished); the other ranks write nothing. params ``logits.amp``
+    (optional, default off): ``bfloat16``/``float16`` autocast of the forward.
     """
     import contextlib
 

@@ -1,0 +1,145 @@
+"""The GPU check (scripts/gpu-check.sh) without a GPU, and the logits stage's amp option on the CPU."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from scipy.special import softmax
+from torch import nn
+
+from benchmark import gpu_check, store
+from benchmark.gpu_check import Row
+from benchmark.gpu_check_pipeline import compare_logits
+from benchmark.infer import amp_dtype, predict_logits
+from benchmark.pipeline import stages
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "scripts" / "gpu-check.sh"
+
+
+def _net():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                         nn.Linear(8, 5)).eval()
+
+
+# -- amp: the logits stage's optional autocast --------------------------------------------------------------
+
+def test_amp_setting_is_validated():
+    assert amp_dtype(None) is None and amp_dtype(False) is None
+    assert amp_dtype("bfloat16") is torch.bfloat16 and amp_dtype("float16") is torch.float16
+    with pytest.raises(ValueError, match=r"params 'logits': amp must be null \(off\), bfloat16 or float16, got 'fp8'"):
+        amp_dtype("fp8")
+    # the stage refuses a bad setting before it reads anything
+    with pytest.raises(ValueError, match="params 'logits': amp must be"):
+        stages.logits({"logits": {"batch_size": 4, "amp": True}}, "no-such-model", progress=False)
+
+
+def test_predict_logits_under_bfloat16_autocast_on_cpu():
+    model, x = _net(), torch.randn(10, 3, 8, 8, generator=torch.Generator().manual_seed(1))
+    seen = []
+    model[0].register_forward_hook(lambda m, i, o: seen.append(o.dtype))
+    z32 = predict_logits(model, x, batch_size=4)
+    assert seen == [torch.float32] * 3
+    seen.clear()
+    z16 = predict_logits(model, x, batch_size=4, amp=torch.bfloat16)
+    assert seen == [torch.bfloat16] * 3  # the convolution really ran in bfloat16
+    assert z16.dtype == torch.float32 and z16.shape == (10, 5) and not torch.equal(z16, z32)
+    torch.testing.assert_close(z16, z32, atol=0.05, rtol=0.05)  # bfloat16 keeps ~3 significant digits
+    assert model.training is False
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_predict_logits_on_cuda_equals_cpu():  # pinned memory, asynchronous copies both ways
+    model, x = _net(), torch.randn(37, 3, 8, 8, generator=torch.Generator().manual_seed(2))
+    cpu = predict_logits(model, x, batch_size=4)
+    gpu = predict_logits(model.cuda(), x, batch_size=4)
+    assert gpu.device.type == "cpu"
+    torch.testing.assert_close(gpu, cpu, atol=1e-4, rtol=1e-4)
+
+
+# -- the table and its outputs --------------------------------------------------------------------------------
+
+ROWS = [Row("b speed a|b", "0.95x", ">= 0.9x", "pass"), Row("c NCCL", "-", "runs", "skipped", "no CUDA device"),
+        Row("d ratio", "2.0x", "reported", "info", "CPU")]
+
+
+def test_table_markdown_and_json(tmp_path):
+    text = gpu_check.table(ROWS)
+    lines = text.splitlines()
+    assert lines[0].split() == ["check", "value", "target", "status"] and len(lines) == 4
+    assert lines[2].endswith("skipped: no CUDA device") and lines[1].endswith("pass")
+    env = {"date": "2026-01-01 00:00 UTC", "torch": "2.x", "device": "NVIDIA H200", "gpus": 1, "cuda": "13.0"}
+    gpu_check.write_out(tmp_path / "t.md", ROWS, env)
+    md = (tmp_path / "t.md").read_text()
+    assert md.startswith("GPU check of 2026-01-01 00:00 UTC on NVIDIA H200 (1 GPU), torch 2.x, CUDA 13.0")
+    assert "| b speed a\\|b | 0.95x | >= 0.9x | pass |" in md  # a | in a cell is escaped
+    gpu_check.write_out(tmp_path / "t.json", ROWS, env)
+    data = json.loads((tmp_path / "t.json").read_text())
+    assert data["environment"] == env and [r["status"] for r in data["rows"]] == ["pass", "skipped", "info"]
+
+
+def test_bad_arguments_exit_2(capsys):
+    for argv in (["--only", "a,x"], ["--budget", "0"], ["--amp", "fp8"]):
+        with pytest.raises(SystemExit) as e:
+            gpu_check.main(argv)
+        assert e.value.code == 2
+    assert "unknown checks ['x']; choose from a,b,c,d,e" in capsys.readouterr().err
+
+
+def _logits_folder(folder: Path, logits: np.ndarray) -> Path:
+    folder.mkdir(parents=True)
+    store.save_logits_file(folder / "test.safetensors", torch.as_tensor(logits), torch.zeros(len(logits), dtype=torch.long),
+                           torch.arange(len(logits)), meta={"model": "m", "split": "test"})
+    return folder
+
+
+def test_compare_logits_against_a_direct_softmax(tmp_path):
+    rng = np.random.default_rng(0)
+    a = rng.normal(size=(400, 5)).astype(np.float32)
+    b = a.copy()
+    b[:3] += np.array([4.0, 0, 0, 0, 0], dtype=np.float32)  # three rows change, some may change argmax
+    diff, agree, n = compare_logits(_logits_folder(tmp_path / "a", a), _logits_folder(tmp_path / "b", b))
+    pa, pb = softmax(a.astype(np.float64), -1), softmax(b.astype(np.float64), -1)
+    assert n == 400 and diff == pytest.approx(np.abs(pa - pb).max(), rel=1e-9)
+    assert agree == pytest.approx((pa.argmax(-1) == pb.argmax(-1)).mean())
+    assert compare_logits(tmp_path / "a", tmp_path / "a")[:2] == (0.0, 1.0)
+
+
+# -- the script without a GPU ------------------------------------------------------------------------------------
+
+def _run(*args, timeout=900):
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="", HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1", PYTHON=sys.executable)
+    return subprocess.run([str(SCRIPT), *args], capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
+
+
+def _skip_lines(out: str) -> str:
+    return "\n".join(ln for ln in out.splitlines() if "skipped" in ln)
+
+
+@pytest.mark.slow  # DVC runs and torchrun launches: about 100 s of CPU time (12 min wall on a machine at load 12)
+def test_script_without_gpu_runs_its_cpu_parts_and_says_what_it_skipped(tmp_path):
+    proc = _run("--out", str(tmp_path / "table.json"))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    skips = _skip_lines(proc.stdout)
+    for check in ("GPU checks skipped", "a train + logits with device cuda vs the CPU", "c torchrun with NCCL",
+                  "e Caltech-256 fixture suite through DVC"):
+        assert check in skips
+    assert "0 failed check(s)" in proc.stdout
+    rows = json.loads((tmp_path / "table.json").read_text())["rows"]
+    assert not [r for r in rows if r["status"] == "fail"]
+    throughput = [r for r in rows if r["check"].startswith("b logits throughput")]
+    assert len(throughput) == 6 and all(r["status"] == "info" for r in throughput)  # 3 models x (float32, bfloat16)
+    assert {r["check"].split()[3] for r in throughput} == {"resnet50", "efficientnet_b0", "vit_base_patch16_224"}
+    passed = {r["check"] for r in rows if r["status"] == "pass"}
+    for check in ("a logits cpu vs cpu, same checkpoints: max |Δ softmax|", "a logits cpu vs cpu, same checkpoints: argmax agreement",
+                  "c train stage, one step, under torchrun (1 process, gloo)", "c DDP step via distributed.wrap (1 process, gloo)",
+                  "c logits of resnet-test under torchrun (1 process, gloo) vs one process: max |Δ softmax|"):
+        assert check in passed
+    assert sum(r["check"].startswith("d SVE batched") for r in rows if r["status"] == "pass") == 2

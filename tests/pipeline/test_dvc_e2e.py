@@ -115,3 +115,42 @@ def test_adding_one_zoo_entry_runs_only_its_stages_and_new_pairs(project):
     assert after["computed"] == 1 + new_pairs  # its single + the pairs it forms; everything else reused
     assert after["reused"] == before["units"]
     assert stages_to_run(project) == set()
+
+
+def test_dvc_commands_at_the_root_show_the_embedded_default_only(project, tmp_path):
+    """`dvc metrics show`, `dvc plots show` and `dvc status` at the root of a copy of the finished run with
+    an unrun paper suite: clean output, a compact headline, nothing of the suite."""
+    root = tmp_path / "copy"
+    shutil.copytree(project, root, symlinks=True)
+    shutil.copy(ROOT / "suites" / "caltech256.yaml", root / "suites" / "caltech256.yaml") if (root / "suites").is_dir() else \
+        (root / "suites").mkdir()
+    shutil.copy(ROOT / "suites" / "caltech256.yaml", root / "suites")
+    shutil.copytree(ROOT / "suites" / "caltech256", root / "suites" / "caltech256", ignore=shutil.ignore_patterns("results", "reports"))
+    assert (root / "suites" / "caltech256" / ".dvc" / "config").is_file()
+    metrics = dvc("metrics", "show", cwd=root)
+    lines = metrics.strip().splitlines()
+    assert "failed" not in metrics.lower() and lines[0].split()[:2] == ["Path", "accuracy"]
+    assert max(map(len, lines)) <= 120, metrics
+    assert {"aurc", "auroc", "ece", "nll", "gflops"} <= set(lines[0].split())
+    paths = [ln.split()[0] for ln in lines[1:]]
+    assert paths and all(p.startswith("reports/headline/") for p in paths) and "reports/headline/tiny-a/alone.json" in paths
+    plots = subprocess.run([sys.executable, "-m", "dvc", "plots", "show"], cwd=root, capture_output=True, text=True,
+                           env=dict(os.environ, HF_HUB_OFFLINE="1"), timeout=600)
+    assert plots.returncode == 0 and "failed" not in (plots.stdout + plots.stderr).lower(), plots.stderr
+    status = dvc("status", cwd=root)
+    assert "suites/" not in status and "up to date" in status, status
+
+
+def test_submit_packs_the_embedded_layout_into_a_bundle_that_verifies(project, tmp_path, monkeypatch):
+    """Issue 15: results/ and dvc.lock at the root (the embedded default) -> a bundle, verified from the logits."""
+    from benchmark.cli import main as cli_main
+
+    out = tmp_path / "leaderboard" / "embedded" / "tiny"
+    monkeypatch.chdir(project)
+    assert cli_main(["submit", "--suite", "embedded", "--out", str(out), "--contributor", "e2e"]) == 0
+    m = json.loads((out / "manifest.json").read_text())
+    assert json.loads((out / "verification.json").read_text())["status"] == "verified"
+    assert {u["kind"] for u in m["units"]} == {"single", "duo", "deep_ensemble", "method"}
+    assert len(pd.read_csv(out / "rows.csv")) == len(pd.read_csv(project / "results" / "metrics.csv"))
+    assert "logits@tiny-a" in m["stages"] and "evaluate" in m["stages"]
+    assert cli_main(["verify", str(out), "--logits", str(project / "results"), "--quiet"]) == 0

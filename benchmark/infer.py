@@ -1,8 +1,8 @@
 """Batched inference: logits of a model over a tensor of inputs or a dataset.
 
-On CUDA the batches go through pinned memory with asynchronous copies both ways
-(at most ``IN_FLIGHT`` batches queued ahead of the GPU), so that preparing the next
-batch on the CPU overlaps the forward of the current one. ``amp`` (params
+On CUDA the batches go through pinned memory and are copied on a side stream while
+the forward of the batch before runs (:func:`cuda_prefetch`); the logits come back
+asynchronously (at most ``IN_FLIGHT`` batches queued ahead of the GPU). ``amp`` (params
 ``logits.amp``, default off) runs the forward under ``torch.autocast`` in bfloat16 or
 float16; the logits are returned in float32 either way.
 """
@@ -52,11 +52,30 @@ def batches(inputs: torch.Tensor | Dataset, batch_size: int, *, num_workers: int
         yield item[0] if isinstance(item, (tuple, list)) else item
 
 
-def to_device(x: torch.Tensor, device: torch.device) -> torch.Tensor:
-    """``x`` on ``device``; a CPU tensor bound for CUDA is pinned first, so the copy is asynchronous."""
-    if device.type == "cuda" and x.device.type == "cpu":
-        return (x if x.is_pinned() else x.pin_memory()).to(device, non_blocking=True)
-    return x.to(device)
+def cuda_prefetch(xs, device: torch.device):
+    """Yield the CPU batches ``xs`` on the CUDA ``device``: each one is pinned and copied on a side stream
+    while the forward of the one before runs (the usual prefetcher, as timm's ``PrefetchLoader``)."""
+    side, main = torch.cuda.Stream(device), torch.cuda.current_stream(device)
+
+    def copy(x: torch.Tensor) -> torch.Tensor:
+        x = x if x.is_pinned() else x.pin_memory()
+        with torch.cuda.stream(side):
+            return x.to(device, non_blocking=True)
+
+    def ready(t: torch.Tensor) -> torch.Tensor:
+        main.wait_stream(side)  # the forward waits for the copies queued so far
+        t.record_stream(main)  # t's memory, allocated on the side stream, is not reused before main is done with it
+        return t
+
+    it = iter(xs)
+    first = next(it, None)
+    if first is None:
+        return
+    cur = copy(first)
+    for x in it:
+        yield ready(cur)  # the consumer queues cur's forward on the main stream ...
+        cur = copy(x)  # ... while the next copy runs on the side stream
+    yield ready(cur)
 
 
 @torch.no_grad()
@@ -74,14 +93,15 @@ def predict_logits(model: nn.Module, inputs: torch.Tensor | Dataset, *, batch_si
     outs, pending = [], deque()
     total = -(-len(inputs) // batch_size)
     try:
-        for x in tqdm(batches(inputs, batch_size, num_workers=num_workers, pin_memory=cuda), total=total, desc=desc,
+        xs = batches(inputs, batch_size, num_workers=num_workers, pin_memory=cuda)
+        for x in tqdm(cuda_prefetch(xs, device) if cuda else (x.to(device) for x in xs), total=total, desc=desc,
                       disable=not progress, leave=False):
             with autocast(device, amp):
-                z = model(to_device(x, device))
+                z = model(x)
             outs.append(z.float().to("cpu", non_blocking=cuda))
             if cuda:  # bound the work queued ahead: wait for the batch IN_FLIGHT back
                 pending.append(torch.cuda.Event())
-                pending[-1].record()
+                pending[-1].record(torch.cuda.current_stream(device))
                 if len(pending) > IN_FLIGHT:
                     pending.popleft().synchronize()
         if cuda:

@@ -143,3 +143,77 @@ def test_script_without_gpu_runs_its_cpu_parts_and_says_what_it_skipped(tmp_path
                   "c logits of resnet-test under torchrun (1 process, gloo) vs one process: max |Δ softmax|"):
         assert check in passed
     assert sum(r["check"].startswith("d SVE batched") for r in rows if r["status"] == "pass") == 2
+
+
+class _Log:
+    """Stand-ins for CUDA streams and CPU batches that record the order of the prefetcher's calls."""
+
+    def __init__(self):
+        self.calls = []
+
+    def stream(self, name):
+        log = self
+
+        class Stream:
+            def wait_stream(self, other):
+                log.calls.append(f"{name}.wait({other.name})")
+
+        s = Stream()
+        s.name = name
+        return s
+
+    def batch(self, i):
+        log = self
+
+        class Batch:
+            def is_pinned(self):
+                return False
+
+            def pin_memory(self):
+                log.calls.append(f"pin{i}")
+                return self
+
+            def to(self, device, non_blocking=False):
+                assert non_blocking
+                log.calls.append(f"copy{i}@{log.current}")
+                return self
+
+            def record_stream(self, s):
+                log.calls.append(f"record{i}({s.name})")
+
+        b = Batch()
+        b.i = i
+        return b
+
+
+def test_cuda_prefetch_overlaps_the_next_copy_with_the_forward(monkeypatch):
+    import contextlib
+
+    from benchmark import infer
+
+    log = _Log()
+    log.current = "main"
+    side, main = log.stream("side"), log.stream("main")
+
+    @contextlib.contextmanager
+    def on(s):
+        before, log.current = log.current, s.name
+        yield
+        log.current = before
+
+    monkeypatch.setattr(infer.torch.cuda, "Stream", lambda device: side)
+    monkeypatch.setattr(infer.torch.cuda, "current_stream", lambda device: main)
+    monkeypatch.setattr(infer.torch.cuda, "stream", on)
+    got = []
+    for b in infer.cuda_prefetch((log.batch(i) for i in range(3)), torch.device("cuda")):
+        log.calls.append(f"forward{b.i}")
+        got.append(b.i)
+    assert got == [0, 1, 2]
+    assert log.calls == [
+        "pin0", "copy0@side",
+        "main.wait(side)", "record0(main)", "forward0",  # batch 0 waits for its copy only ...
+        "pin1", "copy1@side",  # ... and batch 1 is copied (side stream) after batch 0's forward was queued
+        "main.wait(side)", "record1(main)", "forward1",
+        "pin2", "copy2@side", "main.wait(side)", "record2(main)", "forward2",
+    ]
+    assert list(infer.cuda_prefetch(iter([]), torch.device("cuda"))) == []

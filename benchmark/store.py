@@ -150,15 +150,21 @@ def _meta_entry(path: Path, meta) -> dict:
 F32_MAX = float(np.finfo(np.float32).max)
 
 
+def check_arrays(path, arrays: dict) -> None:
+    """Every member read from an ``.npz`` file must be an array: ``np.load`` gives the raw bytes of a zip
+    member that is not an ``.npy`` (e.g. ``logits`` instead of ``logits.npy``)."""
+    for key, value in arrays.items():
+        if not isinstance(value, np.ndarray):
+            raise StoreError(f"{path}: member {key!r} is not a numpy array (.npy) but {type(value).__name__}; "
+                             "write the file with numpy.savez")
+
+
 def _checked_logits_file(path: Path, arrays: dict, meta: dict) -> LogitsFile:
     """Validate the arrays of a logits file (see :func:`load_logits_file`) and wrap them."""
     for key in ("logits", "labels"):
         if key not in arrays:
             raise StoreError(f"{path}: missing array {key!r} (found {sorted(arrays)}); a logits file needs 'logits' (N, C) and 'labels' (N,)")
-    for key, value in arrays.items():
-        if not isinstance(value, np.ndarray):  # np.load gives the raw bytes of a zip member that is not an .npy
-            raise StoreError(f"{path}: member {key!r} is not a numpy array (.npy) but {type(value).__name__}; "
-                             "write the file with numpy.savez")
+    check_arrays(path, arrays)
     logits, labels = arrays["logits"], arrays["labels"]
     if not np.issubdtype(logits.dtype, np.floating):
         raise StoreError(f"{path}: 'logits' must be floating point, got {logits.dtype}")

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmark.data.embedded import Split
-from benchmark.store import StoreError, atomic_path
+from benchmark.store import StoreError, atomic_path, check_arrays
 
 _KEYS = ("images", "labels", "ids", "name")
 
@@ -38,6 +38,7 @@ def load_split(path: str | os.PathLike, name: str | None = None) -> Split:
             arrays = {k: z[k] for k in z.files}
     except Exception as e:  # not a zip, truncated, object arrays, ...
         raise StoreError(f"{path}: cannot read split file ({type(e).__name__}: {e})") from e
+    check_arrays(path, arrays)
     missing = [k for k in _KEYS if k not in arrays]
     if missing:
         raise StoreError(f"{path}: missing array(s) {missing} (found {sorted(arrays)}); a split file needs {list(_KEYS)}")

@@ -75,6 +75,7 @@ def read_index(path: Path, name: str) -> SplitIndex:
         raise
     except Exception as e:  # not a zip, truncated, object arrays, ...
         raise store.StoreError(f"{path}: cannot read split file ({type(e).__name__}: {e})") from e
+    store.check_arrays(path, arrays)
     if str(arrays["name"]) != name:
         raise store.StoreError(f"{path}: holds split {str(arrays['name'])!r}, expected {name!r}")
     n = len(arrays["ids"])

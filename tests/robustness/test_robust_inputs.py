@@ -277,3 +277,19 @@ def test_suite_description_with_newline_keeps_the_generated_dvc_yaml_valid(tmp_p
     assert set(parsed["stages"]) == set(yaml.safe_load(plain)["stages"]) and "evil" not in parsed["stages"]
     line = next(s for s in hostile_out.splitlines() if "plain2 paper suite" in s)
     assert line == "# The plain2 paper suite (two lines: {x: [1} stages: {evil: {cmd: rm -rf /}} # bell)."
+
+
+def test_split_file_member_that_is_not_npy(tmp_path):
+    from benchmark.data.splits_io import load_split
+    from benchmark.pipeline.sources import read_index
+
+    path = tmp_path / "val.npz"
+    with zipfile.ZipFile(path, "w") as z:
+        for key, arr in (("images", np.zeros((2, 28, 28), np.uint8)), ("labels", np.array([0, 1])), ("ids", np.array([3, 4]))):
+            buf = __import__("io").BytesIO()
+            np.save(buf, arr)
+            z.writestr(f"{key}.npy", buf.getvalue())
+        z.writestr("name", b"val")
+    for read in (lambda: load_split(path, "val"), lambda: read_index(path, "val")):
+        with pytest.raises(StoreError, match=r"val\.npz: member 'name' is not a numpy array \(\.npy\) but bytes"):
+            read()

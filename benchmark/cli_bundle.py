@@ -62,7 +62,7 @@ def add_verify_command(subparsers) -> None:
     p.add_argument("--strict", action="store_true",
                    help="exit 1 when the bundle's verification.json claims 'verified' but its rows could not be recomputed here")
     p.add_argument("--report", metavar="CSV", help="write the per-row report (row key, check, detail) to this CSV file")
-    p.add_argument("--workers", type=int, default=1, help="worker processes for the units (default 1)")
+    p.add_argument("--workers", type=int, help="worker processes for the units (default: the run's evaluate.workers)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(handler=run_verify)
 
@@ -73,7 +73,7 @@ def run_verify(args) -> int:
     from benchmark.remote import RemoteError
     from benchmark.store import StoreError, write_table
 
-    if args.workers < 1:
+    if args.workers is not None and args.workers < 1:
         raise StoreError(f"--workers: must be >= 1, got {args.workers}")
     bundle = load_bundle(args.bundle)
     claimed = claimed_status(bundle)

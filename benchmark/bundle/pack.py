@@ -89,7 +89,7 @@ def _lock_stages(lock: dict, paths: set[str]) -> dict:
     return out
 
 
-def units(rows: pd.DataFrame, results: Path, zoo: dict) -> tuple[list[dict], dict[str, dict]]:
+def units(rows: pd.DataFrame, results: Path) -> tuple[list[dict], dict[str, dict]]:
     """The evaluation units behind ``rows`` (grouped by their ``inputs_hash``) and the logits files they read
     (relative to ``results``, with sha256 and size)."""
     hashes: dict[str, str] = {}
@@ -172,7 +172,7 @@ def submit(suite: str, out, *, results=None, lock=None, contributor: str = "", r
     rows = check_rows(pd.read_csv(metrics, dtype=str, keep_default_na=False, na_values=[""]), suite, str(metrics))
     zoo_path = folder / params.get("zoo", "")
     zoo_raw = (load_yaml(zoo_path) or {}).get("models", {}) if zoo_path.is_file() else {}
-    unit_list, logits = units(rows, results, zoo_raw)
+    unit_list, logits = units(rows, results)
     used = sorted({m for u in unit_list for m, f in zip(u["members"], u["folders"]) if f.startswith("logits/")}
                   | {u["info"]["base"] for u in unit_list if u["kind"] == "method" and u["info"]["base"] in zoo_raw})
     missing = [m for m in used if m not in zoo_raw]

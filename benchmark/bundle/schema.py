@@ -70,6 +70,7 @@ class Bundle:
     rows: pd.DataFrame  # canonical dtypes (results schema)
     models: pd.DataFrame | None = None
     lock: dict | None = None
+    status: str = "self-reported"  # set by publish from verification.json
 
     @property
     def suite(self) -> str:

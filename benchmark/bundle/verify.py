@@ -106,10 +106,14 @@ def _compare(unit: dict, mine: pd.DataFrame, theirs: pd.DataFrame, tol: float, r
     return out
 
 
-def verify_bundle(bundle: Bundle, results=None, *, tolerance: float = TOLERANCE, workers: int = 1,
+def verify_bundle(bundle: Bundle, results=None, *, tolerance: float = TOLERANCE, workers: int | None = None,
                   progress: bool = True) -> Report:
-    """Check ``bundle`` against the logits in the results folder ``results`` (None: nothing to recompute)."""
-    from benchmark.evaluation import EvalConfig  # noqa: F401 (imported early: clear ImportError before any work)
+    """Check ``bundle`` against the logits in the results folder ``results`` (None: nothing to recompute).
+
+    ``workers``: processes for the units (default: the run's ``evaluate.workers``)."""
+    if workers is None:
+        w = (bundle.manifest["params"].get("evaluate") or {}).get("workers", 1)
+        workers = w if isinstance(w, int) and not isinstance(w, bool) and w >= 1 else 1
     from benchmark.bundle.pack import folder_hash
     from benchmark.pipeline.units import Context, Unit, run_units
 
@@ -139,7 +143,7 @@ def verify_bundle(bundle: Bundle, results=None, *, tolerance: float = TOLERANCE,
         with tempfile.TemporaryDirectory(prefix="uq-verify-") as tmp:
             ctx = Context(cfg=cfg, files=files, folder=tmp)
             fresh = run_units([unit for _, unit in todo], ctx, workers=workers,
-                              threads=max(1, (os.cpu_count() or 1) // workers), progress=progress)
+                              threads=max(1, int(bundle.manifest["params"].get("threads") or os.cpu_count() or 1) // workers), progress=progress)
     done = {u["inputs_hash"]: unit.key for u, unit in todo}
     for u in units:
         mine = rows[rows["inputs_hash"] == u["inputs_hash"]]
@@ -200,8 +204,8 @@ def pull_logits(bundle: Bundle, remote: str | None, root=".") -> Path:
     from benchmark import remote as dvc_remote
     from benchmark.bundle.pack import suite_folder
 
-    prefix = "" if bundle.suite == "embedded" else f"suites/{bundle.suite}/dvc.yaml:"
+    folder = suite_folder(bundle.suite, root)  # a paper suite's folder is its own DVC project (suites/<name>/.dvc)
     stages = sorted(s for s, info in bundle.manifest["stages"].items()
                     if any(p.startswith(("results/logits/", "results/methods/")) for p in info.get("outs", {})))
-    dvc_remote.pull([prefix + s for s in stages], remote=remote or bundle.manifest["remote"], root=root)
-    return suite_folder(bundle.suite, root) / "results"
+    dvc_remote.pull(stages, remote=remote or bundle.manifest["remote"], root=folder)
+    return folder / "results"

@@ -8,7 +8,7 @@ import shutil
 
 import pandas as pd
 import pytest
-from helpers import manifest, read_rows, rehash, write_manifest, write_rows
+from helpers import manifest, read_rows, write_manifest, write_rows
 
 from benchmark.bundle.schema import MAX_FILE_BYTES, load_bundle
 from benchmark.bundle.verify import SELF_REPORTED, VERIFIED, recorded_status

@@ -8,9 +8,13 @@ DVC cannot pick a ``foreach`` by a parameter value, so every paper suite
 * ``params.yaml``: rendered from ``templates/suite.params.yaml.j2`` when absent, then
   the user's (data root, device, recipes, evaluate and report settings).
 
+* ``.dvc/config``, ``.dvc/.gitignore``: the folder is its own DVC project (a DVC
+  sub-repository), so that ``dvc status``, ``dvc metrics show`` and ``dvc plots
+  show`` at the root concern the embedded default only.
+
 The stages run in the folder (results in ``suites/<name>/results``, the
-leaderboard in ``suites/<name>/reports``); ``dvc repro suites/<name>/dvc.yaml``
-runs one suite and a plain ``dvc repro`` still runs only the embedded suite.
+leaderboard in ``suites/<name>/reports``); ``dvc --cd suites/<name> repro``
+runs one suite and a plain ``dvc repro`` at the root runs only the embedded suite.
 
 Command (registered in :mod:`benchmark.cli`)::
 
@@ -28,6 +32,14 @@ import yaml
 TEMPLATES = Path(__file__).parent / "templates"
 DERIVED_PARAMS = ("suite", "zoo", "data", "recipes")  # params.yaml keys that follow the suite file
 REQUIRED_PARAMS = ("sve", "baselines")  # params.yaml keys the generated dvc.yaml interpolates
+# The files that make a suite folder a DVC sub-repository: the root project's `dvc status`, `dvc metrics show`
+# and `dvc plots show` then skip it; run it with `dvc --cd suites/<name> repro`.
+SUBREPO_FILES = {
+    ".dvc/config": "# This suite folder is its own DVC project (a DVC sub-repository): DVC commands at the\n"
+                   "# repository root see only the embedded default. Run this suite with\n"
+                   "#     dvc --cd suites/{name} repro        (or: cd suites/{name} && dvc repro)\n",
+    ".dvc/.gitignore": "/config.local\n/tmp\n/cache\n",
+}
 EVAL_SPLITS = ("test", "shift", "ood")
 SVE_MEMBERS = [1, 2, 4, 8, 16]  # the default sweep where the suite file has an `sve` recipe
 _TRAIN = ["../../benchmark/models.py", "../../benchmark/train.py", "../../benchmark/data/paper/transforms.py"]
@@ -145,9 +157,9 @@ def write(name: str, root=".") -> list[Path]:
 
     folder = Path(root) / "suites" / name
     written = []
-    for file, text in render(name, root).items():
+    for file, text in {**render(name, root), **{f: t.format(name=name) for f, t in SUBREPO_FILES.items()}}.items():
         path = folder / file
-        if file == "params.yaml" and path.exists():
+        if file in ("params.yaml", ".dvc/config") and path.exists():
             continue
         if not path.exists() or path.read_text(encoding="utf-8") != text:
             store.write_text(path, text)
@@ -163,6 +175,9 @@ def check(name: str, root=".") -> list[str]:
     dvc_file, params_file = folder / "dvc.yaml", folder / "params.yaml"
     if not dvc_file.is_file() or dvc_file.read_text(encoding="utf-8") != expected["dvc.yaml"]:
         problems.append(f"{dvc_file}: {'missing' if not dvc_file.is_file() else 'differs from the generator'}")
+    for file in SUBREPO_FILES:
+        if not (folder / file).is_file():
+            problems.append(f"{folder / file}: missing (the suite folder must be its own DVC project)")
     if not params_file.is_file():
         problems.append(f"{params_file}: missing")
     else:
@@ -181,7 +196,8 @@ def add_suite_pipeline_command(subparsers) -> None:
     p = subparsers.add_parser(
         "suite-pipeline", help="generate a paper suite's DVC pipeline folder suites/<NAME>/",
         description="Write suites/<NAME>/dvc.yaml from the package's template, and suites/<NAME>/params.yaml when it "
-                    "does not exist yet. Run from the repository root. Then: dvc repro suites/<NAME>/dvc.yaml")
+                    "does not exist yet, and .dvc/ (the folder is its own DVC project). Run from the repository root. "
+                    "Then: dvc --cd suites/<NAME> repro")
     p.add_argument("names", nargs="*", metavar="NAME", help="suite names (suites/<NAME>.yaml)")
     p.add_argument("--all", action="store_true", help="every suite in suites/")
     p.add_argument("--check", action="store_true", help="write nothing; exit 2 when a folder differs from the generator")

@@ -156,3 +156,9 @@ def test_large_rows_are_gzipped(monkeypatch, caltech, tmp_path):
     assert n == len(pd.read_csv(caltech / "suites" / "caltech256" / "results" / "metrics.csv"))
     assert len(pd.read_csv(out / "rows.csv.gz")) == n  # pandas reads it as it is
     assert len(load_bundle(out).rows) == n
+
+
+def test_unknown_remote_is_one_clear_line(bundle, caltech, monkeypatch, capsys):
+    monkeypatch.chdir(caltech)  # a DVC project without that remote
+    rc, _, err = verify(capsys, bundle, "--remote", "nowhere")
+    assert rc == 2 and err.count("\n") == 1 and err.startswith("error: --remote nowhere: ") and "nowhere" in err

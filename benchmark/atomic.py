@@ -78,9 +78,11 @@ def clean_leftovers(path) -> list[Path]:
     path = Path(path)
     if not path.parent.is_dir():
         return []
-    pattern = re.compile(rf"^\.{re.escape(path.name)}\.({_RANDOM}.*|old-\d+)$")
+    prefix = f".{path.name}."
+    pattern = re.compile(rf"^{re.escape(prefix)}({_RANDOM}.*|old-\d+)$")
     removed = []
-    for p in path.parent.iterdir():
+    names = [n for n in os.listdir(path.parent) if n.startswith(prefix)]  # cheap: a folder may hold thousands of files
+    for p in (path.parent / n for n in names):
         if pattern.match(p.name):
             if p.is_dir() and not p.is_symlink():
                 shutil.rmtree(p, ignore_errors=True)

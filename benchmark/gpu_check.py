@@ -29,6 +29,7 @@ import statistics
 import sys
 import tempfile
 import time
+import traceback
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -225,6 +226,7 @@ def run_checks(ctx: Ctx, only) -> None:
         try:
             steps[name](ctx)
         except Exception as e:  # one broken check must not hide the others' figures
+            traceback.print_exc()  # the table keeps one line; the log gets the cause
             ctx.add(Row(f"{name} (all)", f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"[:200],
                         "runs", "fail"))
 
@@ -295,7 +297,7 @@ def main(argv=None) -> int:
     print(f"GPU check: {env['device']}, torch {env['torch']}, {env['date']}; checks {','.join(args.only)}; budget {args.budget:.0f} s",
           flush=True)
     start = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="gpu-check-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="gpu-check-", ignore_cleanup_errors=True) as tmp:
         work = args.keep.resolve() if args.keep else Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
         ctx = Ctx(device, work, start + args.budget, cpu_full=args.cpu_full, amp=args.amp)

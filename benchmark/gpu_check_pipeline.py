@@ -39,7 +39,7 @@ def missing(*modules: str) -> list[str]:
 def run(cmd, cwd: Path, timeout: float) -> tuple[int, str, float]:
     """(exit status, last lines of the output, seconds) of ``cmd``; ``python`` on PATH is this interpreter."""
     env = {k: v for k, v in os.environ.items() if k != "UQBENCH_DATA"}
-    env.update(HF_HUB_OFFLINE="1", TQDM_DISABLE="1", PYTHONUNBUFFERED="1",
+    env.update(HF_HUB_OFFLINE="1", TQDM_DISABLE="1", PYTHONUNBUFFERED="1", DVC_NO_ANALYTICS="1",  # no DVC daemon in the folder
                PATH=os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", ""))
     t = time.monotonic()
     try:

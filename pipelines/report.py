@@ -25,6 +25,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--params", default="params.yaml", help="params file; its 'report' block configures the report")
     p.add_argument("--paired", default="results/paired.csv",
                    help="paired-bootstrap differences duo - base (the headline's intervals; missing = no intervals)")
+    p.add_argument("--logits", default="results/logits",
+                   help="models' logits folders (<model>/<split>.safetensors): risk-coverage and reliability curves")
     p.add_argument("--lock", default="dvc.lock", help="dvc.lock, read for the hashes of each model's logits (not a dependency)")
     p.add_argument("--published", default=argparse.SUPPRESS, help="published numbers YAML (default: the package's published.yaml)")
     p.add_argument("--out", default="reports", help="output folder (replaced as a whole)")
@@ -36,7 +38,8 @@ def main(argv=None) -> int:
     args = parser().parse_args(argv)
     try:
         inputs = load_inputs(args.results, models=args.models, zoo=getattr(args, "zoo", ["zoo/embedded.yaml"]),
-                             params=args.params, lock=args.lock, paired=args.paired)
+                             params=args.params, lock=args.lock, paired=args.paired,
+                             logits=args.logits)
         published = load_published(args.published) if hasattr(args, "published") else None
         page = build_report(inputs, args.out, published=published, progress=not args.quiet)
     except (StoreError, ValueError) as e:

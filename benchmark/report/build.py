@@ -22,6 +22,7 @@ from benchmark.report.tables import (
     missing_notices,
     wide_table,
 )
+from benchmark.report.curves_plot import write_curve_figures
 from benchmark.report.extra_plots import write_extra_figures
 from benchmark.report.headline import dvc_metrics
 from benchmark.store import StoreError, atomic_dir, write_json, write_text
@@ -74,6 +75,7 @@ def build_report(inputs: ReportInputs, out_dir, *, published: Published | None =
         plots = write_plots(default_rows(wide, cfg), cfg, tmp, progress=progress)
         context, files = page_context(inputs, wide, metrics, plots, repro, notices)
         context["figures"] = write_extra_figures(context["headline"], default_rows(wide, cfg), cfg, tmp)
+        write_curve_figures(context["headline"], default_rows(wide, cfg), cfg, tmp, inputs.logits_dir, context["figures"])
         for rel, text in files.items():
             write_text(tmp / rel, text)
         for rel, obj in dvc_metrics(context["headline"], cfg).items():

@@ -33,6 +33,7 @@ class ReportInputs:
     notices: list[str] = field(default_factory=list)
     sources: dict[str, str] = field(default_factory=dict)
     paired: pd.DataFrame | None = None  # results/paired.csv: paired-bootstrap differences duo - base
+    logits_dir: str | None = None  # results/logits: risk-coverage and reliability curves of the headline rows
 
 
 def results_from_frame(df: pd.DataFrame, *, source: str = "results table") -> tuple[pd.DataFrame, list[str]]:
@@ -168,7 +169,7 @@ def read_mapping(path, if_missing: str) -> tuple[dict | None, list[str]]:
     return data, []
 
 
-def load_inputs(results, models=None, zoo=(), params=None, lock=None, paired=None) -> ReportInputs:
+def load_inputs(results, models=None, zoo=(), params=None, lock=None, paired=None, logits=None) -> ReportInputs:
     """Read every input file; the ``report`` block of ``params`` configures the report."""
     res, notes = read_results(results)
     sources = {"results": str(results)}
@@ -197,5 +198,7 @@ def load_inputs(results, models=None, zoo=(), params=None, lock=None, paired=Non
         notes += n
         sources["paired"] = str(paired)
     cfg = ReportConfig.from_params(prm, source=str(params or "params"))
+    if logits is not None and not Path(logits).is_dir():
+        notes.append(f"{logits}: logits folder not found; no risk-coverage curves or reliability diagrams.")
     return ReportInputs(results=res, models=mdf, zoo=z, params=prm, lock=lk, config=cfg, notices=notes, sources=sources,
-                        paired=pdf)
+                        paired=pdf, logits_dir=None if logits is None else str(logits))

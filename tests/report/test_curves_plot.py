@@ -1,0 +1,80 @@
+"""Risk-coverage and reliability figures rebuilt from logits: their areas equal the evaluate stage's AURC/ECE."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from benchmark import store
+from benchmark.core.curves import aurc_from_curve, ece_from_bins
+from benchmark.evaluation import EvalConfig, duo_unit, single_unit
+from benchmark.report import ReportConfig
+from benchmark.report.curves_plot import curves_figure, split_curves, write_curve_figures
+from benchmark.report.headline import headline_context
+from benchmark.report.inputs import results_from_frame
+from benchmark.report.tables import default_view, wide_table
+
+COST = {"big": (4.0, 4_000_000), "small": (1.0, 1_000_000)}
+
+
+def _logits(tmp_path):
+    g = torch.Generator().manual_seed(0)
+    files = {}
+    for name, strength in (("big", 2.5), ("small", 1.5)):
+        files[name] = {}
+        for split, n in (("val", 300), ("test", 500)):
+            y = torch.randint(0, 5, (n,), generator=torch.Generator().manual_seed(n))
+            z = torch.randn(n, 5, generator=g)
+            z[torch.arange(n), y] += strength
+            path = tmp_path / "logits" / name / f"{split}.safetensors"
+            store.save_logits_file(path, z, y, ids=torch.arange(n))
+            f = store.load_logits_file(path)
+            files[name][split] = (f.logits, f.labels)
+    return files
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("curves")
+    files = _logits(tmp)
+    cfg = EvalConfig(suite="embedded", fits=("converged",), n_bootstrap=0)
+    rows = single_unit(cfg, "big", files["big"]) + single_unit(cfg, "small", files["small"])
+    rows += duo_unit(cfg, "big", "small", files["big"], files["small"])[0]
+    df = pd.DataFrame(rows)
+    df["gflops"] = [COST[b][0] + (COST[s][0] if s else 0) for b, s in zip(df["base"], df["sidekick"])]
+    df["params"] = [COST[b][1] + (COST[s][1] if s else 0) for b, s in zip(df["base"], df["sidekick"])]
+    df["balance"] = [COST[s][0] / COST[b][0] if s else np.nan for b, s in zip(df["base"], df["sidekick"])]
+    df["throughput"], df["inputs_hash"] = np.nan, ""
+    df["n"] = df.get("n", 500)
+    res, _ = results_from_frame(df)
+    rcfg = ReportConfig(headline_balance=0.5, plot_splits=("test",), formats=("png", "svg"), dpi=50)
+    view = default_view(wide_table(res), rcfg.fit, rcfg.confidence)
+    head = headline_context({("embedded", "test"): view[view.split == "test"]}, rcfg, zoo={}, paired=None)
+    return tmp, view, head, rcfg
+
+
+def test_curves_match_the_evaluated_aurc_and_ece(setup):
+    tmp, view, head, cfg = setup
+    split = head["suites"][0]["splits"][0]
+    curves = split_curves(split, view[view.split == "test"], "aurc", tmp / "logits", "test", "single")
+    assert {c["name"].split(": ")[0] for c in curves} == {"base alone", "best duo, balance ≤ 0.5 (also best overall)"}
+    for c in curves:
+        label = c["name"].split(": ", 1)[1]
+        e = next(e for e in split["entries"] if f"{e['label']} ({e['models']})" == label)
+        assert aurc_from_curve(c["curve"]) == pytest.approx(e["metrics"]["aurc"]["value"], abs=1e-6)  # float32 logits
+        assert ece_from_bins(c["bins"]) == pytest.approx(e["metrics"]["ece"]["value"], abs=1e-6)
+    fig = curves_figure(curves, "t")
+    assert len(fig.axes) == 2 and len(fig.axes[0].lines) == len(curves)
+
+
+def test_figures_are_written_and_missing_logits_are_skipped(setup, tmp_path):
+    tmp, view, head, cfg = setup
+    figures = {}
+    write_curve_figures(head, view, cfg, tmp_path, tmp / "logits", figures)
+    assert [f["files"] for f in figures["embedded/test"]] == [{"png": "plots/curves_embedded_test.png",
+                                                               "svg": "plots/curves_embedded_test.svg"}]
+    assert (tmp_path / "plots" / "curves_embedded_test.png").stat().st_size > 1000
+    empty = {}
+    write_curve_figures(head, view, cfg, tmp_path, tmp / "nowhere", empty)
+    assert empty == {}

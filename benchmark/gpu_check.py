@@ -277,7 +277,8 @@ def parse_only(value: str) -> list[str]:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="scripts/gpu-check.sh", description=__doc__.split("\n\n")[0],
-                                     epilog="Exit status: 0 when no check failed (skipped checks are not failures), 1 otherwise, 2 on bad arguments.")
+                                     epilog="Exit status: 0 when no check failed (skipped checks are not failures), 1 otherwise, "
+                                            "2 on bad arguments.")
     parser.add_argument("--only", type=parse_only, default=list(CHECKS), help="comma-separated checks to run (default a,b,c,d,e)")
     parser.add_argument("--out", type=Path, help="also write the table: JSON if the name ends in .json, else Markdown")
     parser.add_argument("--budget", type=float, default=470.0,

@@ -152,7 +152,8 @@ def check_embedded(ctx: Ctx) -> None:
     stages = [s for m in MODELS for s in (f"train@{m}", f"logits@{m}")]
     if missing("dvc"):
         how = "stage scripts (dvc not installed)"
-        cmds = [[sys.executable, "pipelines/data.py"]] + [[sys.executable, f"pipelines/{s.split('@')[0]}.py", "--model", s.split("@")[1]] for s in stages]
+        cmds = [[sys.executable, "pipelines/data.py"]] + [
+            [sys.executable, f"pipelines/{s.split('@')[0]}.py", "--model", s.split("@")[1]] for s in stages]
     else:
         how = "dvc repro"
         dvc_init(root)
@@ -169,7 +170,8 @@ def check_embedded(ctx: Ctx) -> None:
     shutil.move(root / "results" / "logits", on_device)
     diffs = []
     for m in MODELS:
-        code, out, _ = run([sys.executable, "pipelines/logits.py", "--model", m, "--params", "params-cpu.yaml", "--no-progress"], root, ctx.left())
+        code, out, _ = run([sys.executable, "pipelines/logits.py", "--model", m, "--params", "params-cpu.yaml", "--no-progress"],
+                           root, ctx.left())
         if code:
             ctx.add(Row(f"a logits stage on the CPU from the {dev} checkpoint of {m}", f"exit {code}", "exit 0", "fail", _last_error(out)))
             return
@@ -199,7 +201,8 @@ def check_torchrun(ctx: Ctx) -> None:
     params["distributed"].update(nproc_per_node=n, backend=backend)
     (root / "params-ddp.yaml").write_text(yaml.safe_dump(params))
     where = f"{n} process{'es' if n > 1 else ''}, {backend}"
-    code, out, t = run(_torchrun(n, "pipelines/train.py", "--model", DDP_MODEL, "--params", "params-ddp.yaml", "--no-progress"), root, ctx.left())
+    code, out, t = run(_torchrun(n, "pipelines/train.py", "--model", DDP_MODEL, "--params", "params-ddp.yaml", "--no-progress"),
+                       root, ctx.left())
     record = root / "results" / "checkpoints" / DDP_MODEL / "train.json"
     if code or not record.exists():
         ctx.add(Row(f"c train stage, one step, under torchrun ({where})", f"exit {code}", "exit 0, train.json", "fail", _last_error(out)))
@@ -260,7 +263,8 @@ def _suite_test():
 def check_caltech(ctx: Ctx) -> None:
     lost = missing("dvc", "timm", "PIL", "matplotlib", "jinja2", "fvcore", "pytest")
     if lost:
-        ctx.add(Row("e Caltech-256 fixture suite through DVC", "-", "runs", "skipped", f"missing Python packages: {', '.join(lost)} (carry them)"))
+        ctx.add(Row("e Caltech-256 fixture suite through DVC", "-", "runs", "skipped",
+                    f"missing Python packages: {', '.join(lost)} (carry them)"))
         return
     from benchmark.train import Recipe
 

@@ -140,14 +140,15 @@ def _plain(o):
     return o
 
 
-def _rows_bytes(rows: pd.DataFrame) -> tuple[str, bytes]:
-    data = rows.to_csv(index=False).encode()
+def _csv_bytes(stem: str, df: pd.DataFrame) -> tuple[str, bytes]:
+    """``<stem>.csv``, gzipped (``.csv.gz``, no timestamp) above :data:`GZIP_ABOVE` bytes."""
+    data = df.to_csv(index=False).encode()
     if len(data) <= GZIP_ABOVE:
-        return "rows.csv", data
+        return f"{stem}.csv", data
     data = gzip.compress(data, compresslevel=9, mtime=0)
     if len(data) >= MAX_FILE_BYTES:
-        raise BundleError(f"rows: {len(data)} bytes gzipped; a bundle file must stay under {MAX_FILE_BYTES} (submit fewer rows)")
-    return "rows.csv.gz", data
+        raise BundleError(f"{stem}: {len(data)} bytes gzipped; a bundle file must stay under {MAX_FILE_BYTES} (submit fewer rows)")
+    return f"{stem}.csv.gz", data
 
 
 def submit(suite: str, out, *, results=None, lock=None, contributor: str = "", root=".") -> Path:
@@ -183,10 +184,16 @@ def submit(suite: str, out, *, results=None, lock=None, contributor: str = "", r
         raise BundleError(f"{lock_path}: not a dvc.lock mapping")
     rel = {f"results/{f}" for u in unit_list for f in u["folders"]} | {"results/metrics.csv"}
     rel |= {f"results/cost/{m}.json" for m in used}
-    name, data = _rows_bytes(rows)
+    name, data = _csv_bytes("rows", rows)
+    paired = None
+    if (results / "paired.csv").is_file():
+        paired = _csv_bytes("paired", pd.read_csv(results / "paired.csv", dtype=str, keep_default_na=False))
     with atomic_dir(out) as tmp:
         (tmp / name).write_bytes(data)
         files = {"rows": name}
+        if paired is not None:
+            (tmp / paired[0]).write_bytes(paired[1])
+            files["paired"] = paired[0]
         if (results / "models.csv").is_file():
             (tmp / "models.csv").write_bytes((results / "models.csv").read_bytes())
             files["models"] = "models.csv"

@@ -4,6 +4,7 @@ A bundle is a small folder (``leaderboard/<suite>/<id>/``)::
 
     manifest.json       provenance (see :data:`MANIFEST_KEYS`) and the list of the bundle's files with their sha256
     rows.csv[.gz]       the tidy result rows (benchmark.results_schema), gzip when larger than ~900 kB
+    paired.csv[.gz]     the paired-bootstrap differences duo - base of the run (optional)
     models.csv          the model table of the run (optional)
     dvc.lock            the run's dvc.lock (optional)
     verification.json   written by ``verify --record`` (or ``submit``): the status and what it was checked on
@@ -70,6 +71,7 @@ class Bundle:
     rows: pd.DataFrame  # canonical dtypes (results schema)
     models: pd.DataFrame | None = None
     lock: dict | None = None
+    paired: pd.DataFrame | None = None  # paired-bootstrap differences duo - base (results/paired.csv)
     status: str = "self-reported"  # set by publish from verification.json
 
     @property
@@ -271,9 +273,14 @@ def load_bundle(bundle) -> Bundle:
             lock = yaml.safe_load(p.read_text(encoding="utf-8"))
         except (yaml.YAMLError, UnicodeDecodeError) as e:
             raise BundleError(f"{p}: invalid YAML ({e})") from None
+    paired = None
+    if (p := _bundle_file(bundle, m, "paired")) is not None:
+        from benchmark.report.inputs import read_paired
+
+        paired, _ = read_paired(p)
     _check_zoo(m, bundle / MANIFEST)
     _check_coverage(m, rows, bundle / MANIFEST)
-    return Bundle(bundle, m, rows, models, lock if isinstance(lock, dict) else None)
+    return Bundle(bundle, m, rows, models, lock if isinstance(lock, dict) else None, paired)
 
 
 def _check_zoo(m: dict, where: Path) -> None:

@@ -104,6 +104,16 @@ def _models(bundles) -> pd.DataFrame | None:
     return pd.concat(frames, ignore_index=True).drop_duplicates("name", keep="first").reset_index(drop=True)
 
 
+def _paired(bundles) -> pd.DataFrame | None:
+    """Paired differences of the bundles, the first bundle (in merge priority) winning for a key."""
+    from benchmark.bundle.verify import PAIRED_KEY
+
+    frames = [b.paired for b in bundles if b.paired is not None]
+    if not frames:
+        return None
+    return pd.concat(frames, ignore_index=True).drop_duplicates(PAIRED_KEY, keep="first").reset_index(drop=True)
+
+
 def _suite_report(suite: str, bundles: list, merged: pd.DataFrame, out: Path, progress: bool) -> None:
     """The suite's leaderboard page, built by benchmark.report from the merged rows."""
     from benchmark.report import ReportConfig, ReportInputs, build_report, results_from_frame
@@ -119,7 +129,8 @@ def _suite_report(suite: str, bundles: list, merged: pd.DataFrame, out: Path, pr
                f"entries.html; rows as CSV/JSON in data/."] + notices
     cfg = ReportConfig.from_params(params, source=f"{bundles[0].path / MANIFEST}: params")
     inputs = ReportInputs(results=results, models=_models(bundles), zoo=zoo, params=params, lock=_merged_lock(bundles),
-                          config=cfg, notices=notices, sources={"results": f"the bundles of suite {suite}"})
+                          config=cfg, notices=notices, sources={"results": f"the bundles of suite {suite}"},
+                          paired=_paired(bundles))
     build_report(inputs, out, progress=progress)
 
 

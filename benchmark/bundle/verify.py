@@ -106,6 +106,30 @@ def _compare(unit: dict, mine: pd.DataFrame, theirs: pd.DataFrame, tol: float, r
     return out
 
 
+PAIRED_KEY = ["split", "base", "sidekick", "fit", "method", "metric"]
+PAIRED_VALUES = ["diff", "ci_low", "ci_high", "p_value"]
+
+
+def _compare_paired(unit: dict, bundled: pd.DataFrame, fresh: pd.DataFrame, tol: float, rep: Report) -> None:
+    """The bundle's paired differences of a duo against the recomputed ones (same keys, values to ``tol``)."""
+    base, side = unit["members"]
+    mine = bundled[(bundled["base"] == base) & (bundled["sidekick"] == side)]
+    new = {tuple(str(r[k]) for k in PAIRED_KEY): r for r in fresh.to_dict("records")}
+    for r in mine.to_dict("records"):
+        key = tuple(str(r[k]) for k in PAIRED_KEY)
+        f = new.pop(key, None)
+        label = "paired (" + ", ".join(f"{k}={v}" for k, v in zip(PAIRED_KEY, key, strict=True)) + ")"
+        if f is None:
+            rep.problems.append(f"{label}: the evaluation produces no such paired difference")
+            continue
+        diffs = [f"{c}: bundle {r[c]!r}, recomputed {f[c]!r}" for c in PAIRED_VALUES if c in r and not _close(r[c], f[c], tol)]
+        if diffs:
+            rep.problems.append(f"{label}: {'; '.join(diffs)}")
+    for key in new:
+        rep.problems.append("paired (" + ", ".join(f"{k}={v}" for k, v in zip(PAIRED_KEY, key, strict=True))
+                            + f"): recomputed but missing from the bundle (duo {base}+{side})")
+
+
 def verify_bundle(bundle: Bundle, results=None, *, tolerance: float = TOLERANCE, workers: int | None = None,
                   progress: bool = True) -> Report:
     """Check ``bundle`` against the logits in the results folder ``results`` (None: nothing to recompute).
@@ -152,9 +176,11 @@ def verify_bundle(bundle: Bundle, results=None, *, tolerance: float = TOLERANCE,
             checks += [{**{k: r[k] for k in KEY}, "check": "not recomputed", "detail": "no logits"} for r in mine.to_dict("records")]
             rep.lines.append(f"{name}: {len(mine)} rows not recomputed (logits not available or not matching)")
             continue
-        theirs = fresh[done[u["inputs_hash"]]][0]
+        theirs, paired = fresh[done[u["inputs_hash"]]]
         before = len(rep.problems)
         checks += _compare(u, mine, theirs, tolerance, rep)
+        if u["kind"] == "duo" and bundle.paired is not None:
+            _compare_paired(u, bundle.paired, paired, tolerance, rep)
         rep.recomputed += len(mine)
         bad = len(rep.problems) - before
         rep.lines.append(f"{name}: {len(mine)} rows recomputed, " + (f"{bad} mismatch(es)" if bad else "all equal"))

@@ -25,7 +25,7 @@ def verify(capsys, *args):
 
 def test_submit_writes_a_small_plain_bundle(pristine, results):
     files = sorted(p.name for p in pristine.iterdir())
-    assert files == ["dvc.lock", "manifest.json", "models.csv", "rows.csv", "verification.json"]
+    assert files == ["dvc.lock", "manifest.json", "models.csv", "paired.csv", "rows.csv", "verification.json"]
     assert all(p.stat().st_size < MAX_FILE_BYTES for p in pristine.iterdir())
     rows = pd.read_csv(pristine / "rows.csv")
     ours = pd.read_csv(results / "metrics.csv")
@@ -162,3 +162,17 @@ def test_unknown_remote_is_one_clear_line(bundle, caltech, monkeypatch, capsys):
     monkeypatch.chdir(caltech)  # a DVC project without that remote
     rc, _, err = verify(capsys, bundle, "--remote", "nowhere")
     assert rc == 2 and err.count("\n") == 1 and err.startswith("error: --remote nowhere: ") and "nowhere" in err
+
+
+def test_edited_paired_difference_is_caught(bundle, results, capsys):
+    from helpers import rehash
+
+    paired = pd.read_csv(bundle / "paired.csv", dtype=str, keep_default_na=False)
+    assert len(paired) == len(pd.read_csv(results / "paired.csv")) > 0
+    paired.loc[0, "diff"] = repr(float(paired.loc[0, "diff"]) + 0.01)
+    paired.to_csv(bundle / "paired.csv", index=False)
+    rehash(bundle, "paired")
+    rc, _, err = verify(capsys, bundle, "--logits", results)
+    r = paired.loc[0]
+    assert rc == 1 and f"paired (split={r.split}, base={r.base}, sidekick={r.sidekick}, fit={r.fit}, method={r.method}" in err
+    assert err.count("mismatch:") == 1

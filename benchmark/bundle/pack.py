@@ -169,13 +169,22 @@ def submit(suite: str, out, *, results=None, lock=None, contributor: str = "", r
         raise BundleError(f"{metrics}: not found; run the suite's pipeline first (dvc repro)")
     if not params_path.is_file():
         raise BundleError(f"{params_path}: not found (the params of the run)")
-    params = load_yaml(params_path) or {}
+    def read_yaml(path):
+        try:
+            return load_yaml(path) or {}
+        except (ValueError, OSError) as e:  # ZooError and friends: one line naming the file
+            raise BundleError(str(e) if str(path) in str(e) else f"{path}: {e}") from None
+
+    params = read_yaml(params_path)
+    if not isinstance(params, dict):
+        raise BundleError(f"{params_path}: must be a mapping")
     rows = check_rows(pd.read_csv(metrics, dtype=str, keep_default_na=False, na_values=[""]), suite, str(metrics))
     zoo_path = folder / params.get("zoo", "")
-    zoo_raw = (load_yaml(zoo_path) or {}).get("models", {}) if zoo_path.is_file() else {}
+    zoo_raw = read_yaml(zoo_path).get("models", {}) if zoo_path.is_file() else {}
     unit_list, logits = units(rows, results)
     used = sorted({m for u in unit_list for m, f in zip(u["members"], u["folders"]) if f.startswith("logits/")}
-                  | {u["info"]["base"] for u in unit_list if u["kind"] == "method" and u["info"]["base"] in zoo_raw})
+                  | {n for u in unit_list if u["kind"] == "method"
+                     for n in [u["info"].get("base"), *(u["info"].get("ingredients") or [])] if n in zoo_raw})
     missing = [m for m in used if m not in zoo_raw]
     if missing:
         raise BundleError(f"{zoo_path}: no zoo entry for models {missing} behind the rows")

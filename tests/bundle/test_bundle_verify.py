@@ -8,6 +8,7 @@ import shutil
 
 import pandas as pd
 import pytest
+import yaml
 from helpers import manifest, read_rows, write_manifest, write_rows
 
 from benchmark.bundle.schema import MAX_FILE_BYTES, load_bundle
@@ -176,3 +177,27 @@ def test_edited_paired_difference_is_caught(bundle, results, capsys):
     r = paired.loc[0]
     assert rc == 1 and f"paired (split={r.split}, base={r.base}, sidekick={r.sidekick}, fit={r.fit}, method={r.method}" in err
     assert err.count("mismatch:") == 1
+
+
+def test_submit_reads_the_embedded_layout(caltech, tmp_path, monkeypatch, capsys):
+    """The embedded default's layout: results/, dvc.lock and params.yaml at the root, the zoo path relative to it
+    (the fixture run moved there and renamed; tests/pipeline/test_dvc_e2e.py does it on a real embedded run)."""
+    suite, root = caltech / "suites" / "caltech256", tmp_path / "clone"
+    shutil.copytree(suite / "results", root / "results", ignore=shutil.ignore_patterns("*checkpoints", "units"))
+    for name in ("metrics.csv", "paired.csv"):
+        t = pd.read_csv(root / "results" / name, dtype=str, keep_default_na=False)
+        t.assign(suite="embedded").to_csv(root / "results" / name, index=False)
+    params = yaml.safe_load((suite / "params.yaml").read_text()) | {"suite": "embedded", "zoo": "zoo/embedded.yaml"}
+    (root / "params.yaml").write_text(yaml.safe_dump(params))
+    (root / "zoo").mkdir()
+    shutil.copy(caltech / "zoo" / "caltech256.yaml", root / "zoo" / "embedded.yaml")
+    shutil.copy(suite / "dvc.lock", root / "dvc.lock")
+    monkeypatch.chdir(root)
+    assert main(["submit", "--suite", "embedded", "--out", "leaderboard/embedded/t1"]) == 0
+    out = root / "leaderboard" / "embedded" / "t1"
+    m = manifest(out)
+    assert m["suite"] == "embedded" and set(m["zoo"]) == {"res", "eff"} and "logits@res" in m["stages"]
+    assert "evaluate" in m["stages"] and json.loads((out / "verification.json").read_text())["status"] == VERIFIED
+    capsys.readouterr()
+    rc, out_text, _ = verify(capsys, out, "--logits", root / "results")
+    assert rc == 0 and "t1: verified" in out_text

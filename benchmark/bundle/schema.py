@@ -188,8 +188,13 @@ def _check_unit(u, m: dict, where: str) -> None:
             raise BundleError(f"{where}: folder {f!r} has no file in the manifest's logits")
     if not SHORT_HASH.match(str(_need(u, "inputs_hash", str, where))):
         raise BundleError(f"{where}: inputs_hash {u['inputs_hash']!r} is not 16 hex digits")
-    if kind == "method" and not isinstance(u.get("info"), dict):
-        raise BundleError(f"{where}: a method unit needs its cost.json as 'info'")
+    want = {"single": 1, "duo": 2, "method": 1}.get(kind)
+    if (want is not None and len(members) != want) or (kind == "deep_ensemble" and len(members) < 2):
+        raise BundleError(f"{where}: a {kind} unit has {want or 'at least 2'} member(s), got {len(members)}")
+    if kind == "method":
+        info = u.get("info")
+        if not isinstance(info, dict) or not all(isinstance(info.get(k), str) for k in ("family", "method", "base")):
+            raise BundleError(f"{where}: a method unit needs its cost.json as 'info' (with text family, method, base)")
 
 
 def _read_csv(path: Path, where: str) -> pd.DataFrame:

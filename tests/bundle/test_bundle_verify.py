@@ -125,6 +125,8 @@ def _edit_rows(bundle, col, value):
     (lambda b: write_manifest(b, manifest(b) | {"zoo": {"res": {"arch": "no_such_net", "init": "scratch", "img_size": 32,
                                                                "seed": 0, "recipe": "finetune"}}}), "unknown timm architecture"),
     (lambda b: (b / "manifest.json").write_text("{"), "manifest.json: not valid JSON"),
+    (lambda b: write_manifest(b, manifest(b) | {"units": [u | {"members": u["members"][:1], "folders": u["folders"][:1]}
+                                                          for u in manifest(b)["units"]]}), "a duo unit has 2 member(s), got 1"),
 ])
 def test_bad_bundles_get_one_clear_line(bundle, capsys, edit, message):
     edit(bundle)

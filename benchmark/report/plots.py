@@ -20,6 +20,8 @@ import matplotlib
 import numpy as np
 import pandas as pd
 import seaborn as sns
+from adjustText import adjust_text
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import LogFormatter
@@ -34,7 +36,6 @@ from benchmark.store import atomic_path, write_table
 
 _MARKERS = ["o", "s", "D", "^", "v", "P", "X", "<", ">", "p", "h", "8"]
 _RC = {"svg.hashsalt": "uq-benchmark-report", "svg.fonttype": "none", "font.size": 9}
-_LABEL_OFFSETS = [(6, 5, "left"), (6, -11, "left"), (-6, 5, "right"), (-6, -11, "right")]
 _META = {"png": {"Software": None}, "svg": {"Date": None}, "pdf": {"CreationDate": None}}
 # kind -> (x axis in words, caption)
 PLOT_KINDS = {
@@ -108,6 +109,7 @@ def _cost_figure(points: pd.DataFrame, metric: str, title: str, colors, marks, r
     x = points[cost].to_numpy(dtype=float)
     y = points["value"].to_numpy(dtype=float)
     on = _frontier(ax, x, y, hib, color="black", lw=2.0, ls="--", label="Pareto frontier")
+    names = []
     for label, g in points.groupby("label", sort=True):
         is_ref = (g["family"] == reference_family).all()
         c = colors[label]
@@ -116,10 +118,9 @@ def _cost_figure(points: pd.DataFrame, metric: str, title: str, colors, marks, r
         ax.scatter(g[cost], g["value"], color=c, marker="*" if is_ref else marks[label], s=110 if is_ref else 30,
                    alpha=np.where(front | is_ref, 1.0, 0.45), edgecolor="black" if is_ref else "white", linewidth=0.6,
                    label=_text(label), zorder=3)
-        if is_ref:  # name each base model; alternate above/below so neighbours do not collide
-            for i, (xi, yi, base) in enumerate(g.sort_values(cost)[[cost, "value", "base"]].itertuples(index=False)):
-                dx, dy, ha = _LABEL_OFFSETS[i % len(_LABEL_OFFSETS)]
-                ax.annotate(_text(base), (xi, yi), xytext=(dx, dy), textcoords="offset points", fontsize=7, ha=ha)
+        if is_ref:  # name each base model (placed apart by adjustText once the axes are final)
+            names += [ax.text(xi, yi, _text(base), fontsize=7, zorder=5)
+                      for xi, yi, base in g.sort_values(cost)[[cost, "value", "base"]].itertuples(index=False)]
     ax.scatter(x[on], y[on], s=90, facecolor="none", edgecolor="0.2", lw=0.8, zorder=4, label="on the frontier")
     clip_axis(ax, y, [f"{lab} ({mem})" for lab, mem in zip(points["label"], points["members"])],
               lows=points["ci_low"], highs=points["ci_high"], x=x)
@@ -132,7 +133,26 @@ def _cost_figure(points: pd.DataFrame, metric: str, title: str, colors, marks, r
     ax.set_title(_text(title), fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
+    ref = (points["family"] == reference_family).to_numpy()
+    place_labels(ax, names, x[ref | on], y[ref | on])  # labels keep off the stars and the frontier
     return fig
+
+
+def place_labels(ax, texts, x, y) -> None:
+    """Move point labels apart and off the points (adjustText), with a thin leader line; labels of
+    points outside the axis range are dropped (the note under the axes names them)."""
+    lo, hi = ax.get_ylim()
+    keep = []
+    for t in texts:
+        if lo <= t.get_position()[1] <= hi:
+            keep.append(t)
+        else:
+            t.remove()
+    if keep:
+        FigureCanvasAgg(ax.figure)  # adjustText measures the texts with a renderer
+        ok = np.isfinite(x) & np.isfinite(y) & (y >= lo) & (y <= hi)
+        adjust_text(keep, x=x[ok], y=y[ok], ax=ax, expand=(1.15, 1.3), iter_lim=100,  # deterministic (no time limit)
+                    arrowprops=dict(arrowstyle="-", color="0.45", lw=0.5))
 
 
 def gflops_figure(points: pd.DataFrame, metric: str, title: str, colors, marks, reference_family: str) -> Figure:

@@ -123,7 +123,7 @@ def _skip_lines(out: str) -> str:
     return "\n".join(ln for ln in out.splitlines() if "skipped" in ln)
 
 
-@pytest.mark.slow  # DVC runs and torchrun launches: about 100 s of CPU time (12 min wall on a machine at load 12)
+@pytest.mark.slow  # DVC runs and torchrun launches: 6-12 min wall on the shared 2-core machine (load 12-14)
 def test_script_without_gpu_runs_its_cpu_parts_and_says_what_it_skipped(tmp_path):
     proc = _run("--out", str(tmp_path / "table.json"))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

@@ -123,7 +123,11 @@ def missing_notices(results: pd.DataFrame, config, models: pd.DataFrame | None) 
         hidden = sorted(s for s in splits if not match_any(s, config.table_splits))
         if hidden:
             shown = ", ".join(hidden[:8]) + (" ..." if len(hidden) > 8 else "")
-            notes.append(f"{suite}: {len(hidden)} splits not in report.table_splits are not tabulated: {shown}.")
+            cor = any(_CORRUPT.match(h) for h in hidden)
+            notes.append(f"{suite}: {len(hidden)} further splits are not tabulated here, to keep the page light "
+                         f"({shown}); their numbers are in the results table (results/metrics.csv)"
+                         + ("; the corruption splits are drawn in the severity view of the headline." if cor else ".")
+                         + " The report.table_splits setting chooses the tabulated ones.")
         fams = set(g["family"])
         if config.reference_family not in fams:
             notes.append(f"{suite}: no '{config.reference_family}' rows (report.reference_family): base models alone are not marked.")

@@ -29,6 +29,7 @@ the published closure, so the decision is the published one.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from math import frexp, isfinite
 from typing import Callable
 
@@ -43,13 +44,32 @@ _PLANE_SLACK = 1e-5  # each tangent plane is lowered by this fraction of its ter
 _NEAR_LOSS_ULPS, _NEAR_GRAD, _NEAR_STEP, _YS_NOISE = 24, 1e-4, 1e-6, 2e-4
 
 
+@contextmanager
+def _one_thread():
+    """torch on one thread: blocks of 256 rows are too small to share, and with several threads
+    the waiting ones spin (4 times the CPU time on a busy 2-core machine); results then do not
+    depend on the thread count either. (torch's setting is per process: the project calls the
+    numeric core from one Python thread per process.)"""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def nll_and_grad(logits: list[torch.Tensor], labels: torch.Tensor, w: list[float]) -> tuple[float, list[float]]:
     """Mean NLL of ``softmax(sum_j w_j z_j)`` and its gradient in ``w`` (float32 ``(N, C)`` logits).
 
-    One pass over blocks of rows: ``e = exp(s - max s)`` in float32, then
+    One pass over blocks of rows, on one thread: ``e = exp(s - max s)`` in float32, then
     ``NLL_i = max s_i + log sum e_i - s_{i,y_i}`` and ``grad_j = mean_i (e_i . z_ij / sum e_i - z_{ij,y_i})``,
     each sample's terms summed in float64.
     """
+    with _one_thread():
+        return _nll_and_grad(logits, labels, w)
+
+
+def _nll_and_grad(logits: list[torch.Tensor], labels: torch.Tensor, w: list[float]) -> tuple[float, list[float]]:
     n, c = labels.shape[0], logits[0].shape[1]
     f64 = torch.float64
     zy = [z.gather(1, labels[:, None])[:, 0] for z in logits]

@@ -16,7 +16,6 @@ import math
 from pathlib import Path
 
 import matplotlib
-import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 

@@ -191,3 +191,17 @@ def test_headline_figure_and_severity_table(view):
     assert len(tab) == 2 * len(wanted)
     one = view[(view.split == "corrupt-noise-3") & (view.family == "single") & (view.base == "vit")]["accuracy"].iloc[0]
     assert tab[(tab.label == method_label("single", "ts")) & (tab.models == "vit") & (tab.severity == 3)]["value"].iloc[0] == one
+
+
+def test_two_builds_are_byte_identical(tmp_path):
+    """The publish step (benchmark.bundle) relies on it: no timestamps, fixed SVG ids, deterministic label placement."""
+    import hashlib
+
+    res = synthetic_results(models=MODELS, splits=("test", "corrupt-noise-1", "corrupt-noise-3"))
+    cfg = ReportConfig(plot_metrics=("aurc",), plot_splits=("test",), formats=("png", "svg"), dpi=40)
+    digests = []
+    for i in range(2):
+        out = build_report(make_inputs(res, config=cfg, zoo=ZOO), tmp_path / str(i) / "reports", progress=False).parent
+        digests.append({p.relative_to(out).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+                        for p in sorted(out.rglob("*")) if p.is_file()})
+    assert digests[0] == digests[1] and any(k.startswith("plots/severity_") for k in digests[0])

@@ -24,6 +24,8 @@ from benchmark.bundle.schema import (
 from benchmark.pipeline.config import fingerprint
 from benchmark.store import atomic_dir, read_json, write_text
 
+PART_BYTES = MAX_FILE_BYTES  # a table file (rows, paired) larger than this, gzipped, is split in parts
+
 
 def suite_folder(suite: str, root=".") -> Path:
     """The folder a suite's stages run in: the root for the embedded default, else ``suites/<name>``."""
@@ -140,15 +142,27 @@ def _plain(o):
     return o
 
 
-def _csv_bytes(stem: str, df: pd.DataFrame) -> tuple[str, bytes]:
-    """``<stem>.csv``, gzipped (``.csv.gz``, no timestamp) above :data:`GZIP_ABOVE` bytes."""
+def _csv_parts(stem: str, df: pd.DataFrame) -> list[tuple[str, str, bytes]]:
+    """(role, file name, bytes): ``<stem>.csv``; gzipped (``.csv.gz``, no timestamp) above :data:`GZIP_ABOVE`
+    bytes; in parts ``<stem>.csv.gz``, ``<stem>-001.csv.gz``, ... of consecutive rows when one file would be
+    :data:`PART_BYTES` or more."""
     data = df.to_csv(index=False).encode()
     if len(data) <= GZIP_ABOVE:
-        return f"{stem}.csv", data
-    data = gzip.compress(data, compresslevel=9, mtime=0)
-    if len(data) >= MAX_FILE_BYTES:
-        raise BundleError(f"{stem}: {len(data)} bytes gzipped; a bundle file must stay under {MAX_FILE_BYTES} (submit fewer rows)")
-    return f"{stem}.csv.gz", data
+        return [(stem, f"{stem}.csv", data)]
+    packed = gzip.compress(data, compresslevel=9, mtime=0)
+    if len(packed) < PART_BYTES:
+        return [(stem, f"{stem}.csv.gz", packed)]
+    k = -(-len(packed) * 5 // (4 * PART_BYTES))  # parts of about 80% of the limit (k >= 2)
+    while True:
+        step = -(-len(df) // k)
+        parts = [gzip.compress(df.iloc[i : i + step].to_csv(index=False).encode(), compresslevel=9, mtime=0)
+                 for i in range(0, len(df), step)]
+        if max(map(len, parts)) < PART_BYTES:
+            return [(stem if i == 0 else f"{stem}-{i:03d}", f"{stem}.csv.gz" if i == 0 else f"{stem}-{i:03d}.csv.gz", p)
+                    for i, p in enumerate(parts)]
+        if step == 1:
+            raise BundleError(f"{stem}: one row gzips to {max(map(len, parts))} bytes; cannot stay under {PART_BYTES}")
+        k += 1
 
 
 def submit(suite: str, out, *, results=None, lock=None, contributor: str = "", root=".") -> Path:
@@ -193,16 +207,14 @@ def submit(suite: str, out, *, results=None, lock=None, contributor: str = "", r
         raise BundleError(f"{lock_path}: not a dvc.lock mapping")
     rel = {f"results/{f}" for u in unit_list for f in u["folders"]} | {"results/metrics.csv"}
     rel |= {f"results/cost/{m}.json" for m in used}
-    name, data = _csv_bytes("rows", rows)
-    paired = None
+    tables = _csv_parts("rows", rows)
     if (results / "paired.csv").is_file():
-        paired = _csv_bytes("paired", pd.read_csv(results / "paired.csv", dtype=str, keep_default_na=False))
+        tables += _csv_parts("paired", pd.read_csv(results / "paired.csv", dtype=str, keep_default_na=False))
     with atomic_dir(out) as tmp:
-        (tmp / name).write_bytes(data)
-        files = {"rows": name}
-        if paired is not None:
-            (tmp / paired[0]).write_bytes(paired[1])
-            files["paired"] = paired[0]
+        files = {}
+        for role, name, data in tables:
+            (tmp / name).write_bytes(data)
+            files[role] = name
         if (results / "models.csv").is_file():
             (tmp / "models.csv").write_bytes((results / "models.csv").read_bytes())
             files["models"] = "models.csv"

@@ -3,8 +3,9 @@
 A bundle is a small folder (``leaderboard/<suite>/<id>/``)::
 
     manifest.json       provenance (see :data:`MANIFEST_KEYS`) and the list of the bundle's files with their sha256
-    rows.csv[.gz]       the tidy result rows (benchmark.results_schema), gzip when larger than ~900 kB
-    paired.csv[.gz]     the paired-bootstrap differences duo - base of the run (optional)
+    rows.csv[.gz]       the tidy result rows (benchmark.results_schema), gzip when larger than ~900 kB; when even
+                        that is 1 MB or more, in parts rows.csv.gz, rows-001.csv.gz, ... (manifest roles rows, rows-001, ...)
+    paired.csv[.gz]     the paired-bootstrap differences duo - base of the run (optional; parts as the rows)
     models.csv          the model table of the run (optional)
     dvc.lock            the run's dvc.lock (optional)
     verification.json   written by ``verify --record`` (or ``submit``): the status and what it was checked on
@@ -198,6 +199,16 @@ def _check_unit(u, m: dict, where: str) -> None:
             raise BundleError(f"{where}: a method unit needs its cost.json as 'info' (with text family, method, base)")
 
 
+def part_roles(m: dict, stem: str) -> list[str]:
+    """The manifest roles of a table stored in parts: ``stem``, ``stem-001``, ``stem-002``, ..."""
+    return sorted(r for r in m["files"] if r == stem or re.fullmatch(rf"{stem}-\d{{3}}", r))
+
+
+def rows_digest(m: dict) -> str:
+    """One hash of all the rows' parts (what verification.json is bound to)."""
+    return hashlib.sha256("\n".join(m["files"][r]["sha256"] for r in part_roles(m, "rows")).encode()).hexdigest()
+
+
 def _read_csv(path: Path, where: str) -> pd.DataFrame:
     try:
         raw = path.read_bytes()
@@ -268,8 +279,9 @@ def load_bundle(bundle, *, check_arch: bool = True) -> Bundle:
     ``check_arch=False`` skips looking the zoo entries' architectures and tags up in timm (publish: fast)."""
     bundle = Path(bundle)
     m = read_manifest(bundle)
-    rows_path = _bundle_file(bundle, m, "rows")
-    rows = check_rows(_read_csv(rows_path, str(rows_path)), m["suite"], str(rows_path))
+    paths = [_bundle_file(bundle, m, r) for r in part_roles(m, "rows")]
+    where = str(paths[0]) + (f" (+{len(paths) - 1} parts)" if len(paths) > 1 else "")
+    rows = check_rows(pd.concat([_read_csv(p, str(p)) for p in paths], ignore_index=True), m["suite"], where)
     models = None
     if (p := _bundle_file(bundle, m, "models")) is not None:
         models = _read_csv(p, str(p))
@@ -282,10 +294,11 @@ def load_bundle(bundle, *, check_arch: bool = True) -> Bundle:
         except (yaml.YAMLError, UnicodeDecodeError) as e:
             raise BundleError(f"{p}: invalid YAML ({e})") from None
     paired = None
-    if (p := _bundle_file(bundle, m, "paired")) is not None:
+    if part_roles(m, "paired"):
         from benchmark.report.inputs import read_paired
 
-        paired, _ = read_paired(p)
+        frames = [read_paired(_bundle_file(bundle, m, r))[0] for r in part_roles(m, "paired")]
+        paired = pd.concat([f for f in frames if f is not None], ignore_index=True) if any(f is not None for f in frames) else None
     _check_zoo(m, bundle / MANIFEST, check_arch)
     _check_coverage(m, rows, bundle / MANIFEST)
     return Bundle(bundle, m, rows, models, lock if isinstance(lock, dict) else None, paired)

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from benchmark.bundle.schema import KEY, MANIFEST, RECOMPUTED, VERIFICATION, Bundle, row_label, sha256_file
+from benchmark.bundle.schema import KEY, MANIFEST, RECOMPUTED, VERIFICATION, Bundle, row_label, rows_digest, sha256_file
 from benchmark.pipeline.config import fingerprint
 
 TOLERANCE = 1e-6
@@ -195,7 +195,7 @@ def record(bundle: Bundle, rep: Report, tolerance: float = TOLERANCE) -> Path:
     from benchmark.store import write_text
 
     data = {"status": rep.status, "rows": rep.rows, "recomputed": rep.recomputed, "tolerance": tolerance,
-            "manifest_sha256": sha256_file(bundle.path / MANIFEST), "rows_sha256": bundle.manifest["files"]["rows"]["sha256"],
+            "manifest_sha256": sha256_file(bundle.path / MANIFEST), "rows_sha256": rows_digest(bundle.manifest),
             "checked_with": _versions()}
     path = bundle.path / VERIFICATION
     write_text(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
@@ -219,7 +219,7 @@ def recorded_status(bundle: Bundle) -> str:
     """``verified`` when ``verification.json`` says so for exactly this manifest and these rows, else ``self-reported``."""
     data = _recorded(bundle)
     same = (data.get("manifest_sha256") == sha256_file(bundle.path / MANIFEST)
-            and data.get("rows_sha256") == bundle.manifest["files"]["rows"]["sha256"]
+            and data.get("rows_sha256") == rows_digest(bundle.manifest)
             and data.get("recomputed") == data.get("rows") == len(bundle.rows))
     return VERIFIED if data.get("status") == VERIFIED and same else SELF_REPORTED
 

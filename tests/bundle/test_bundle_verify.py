@@ -203,3 +203,24 @@ def test_submit_reads_the_embedded_layout(caltech, tmp_path, monkeypatch, capsys
     capsys.readouterr()
     rc, out_text, _ = verify(capsys, out, "--logits", root / "results")
     assert rc == 0 and "t1: verified" in out_text
+
+
+def test_rows_over_the_file_limit_are_split_in_parts(monkeypatch, caltech, results, tmp_path, capsys):
+    from benchmark.bundle import pack
+
+    monkeypatch.setattr(pack, "GZIP_ABOVE", 1000)
+    monkeypatch.setattr(pack, "PART_BYTES", 1200)  # the rows gzip to more than this
+    monkeypatch.chdir(caltech)
+    out = tmp_path / "parts"
+    pack.submit("caltech256", out)
+    m = manifest(out)
+    parts = sorted(r for r in m["files"] if r.startswith("rows"))
+    assert len(parts) >= 2 and parts[0] == "rows" and parts[1] == "rows-001"
+    assert all((out / m["files"][r]["path"]).stat().st_size < 1200 for r in parts)
+    text = {"dtype": str, "keep_default_na": False}  # compare the cells as written
+    whole = pd.concat([pd.read_csv(out / m["files"][r]["path"], **text) for r in parts], ignore_index=True)
+    pd.testing.assert_frame_equal(whole, pd.read_csv(results / "metrics.csv", **text)[whole.columns])
+    assert len(load_bundle(out).rows) == len(whole)
+    rc, text, err = verify(capsys, out, "--logits", results, "--record")
+    assert rc == 0 and "verified" in text, err
+    assert recorded_status(load_bundle(out)) == VERIFIED

@@ -14,6 +14,7 @@ import os
 import runpy
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pandas as pd
@@ -103,14 +104,25 @@ def snapshot(root: Path, stage: str) -> dict[str, bytes]:
 
 
 @pytest.fixture(scope="module")
-def base(tmp_path_factory):
-    root = tmp_path_factory.mktemp("kill") / "base"
+def scratch():
+    """A private temporary folder: pytest's basetemp is pruned by other pytest sessions of the same user
+    when they start, and this module's tests run for minutes."""
+    folder = Path(tempfile.mkdtemp(prefix="uqbench-kill-"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def base(scratch):
+    root = scratch / "base"
     _tree(root)
     return root
 
 
 @pytest.mark.slow
-def test_a_kill_at_every_write_boundary_resumes_to_identical_outputs(base, tmp_path):
+def test_a_kill_at_every_write_boundary_resumes_to_identical_outputs(base, scratch):
+    tmp_path = scratch / "every"
+    tmp_path.mkdir()
     before = base
     for stage in SCRIPTS:
         ref = tmp_path / f"{stage}-ref"
@@ -152,9 +164,9 @@ class _Cwd:
 
 
 @pytest.fixture(scope="module")
-def evaluated(base, tmp_path_factory):
+def evaluated(base, scratch):
     """The tree with every stage run once (in this process) and its evaluate outputs."""
-    root = tmp_path_factory.mktemp("evaluated") / "tree"
+    root = scratch / "evaluated"
     shutil.copytree(base, root)
     with _Cwd(root):
         p = config.load_params("params.yaml")

@@ -122,8 +122,7 @@ def test_dvc_commands_at_the_root_show_the_embedded_default_only(project, tmp_pa
     an unrun paper suite: clean output, a compact headline, nothing of the suite."""
     root = tmp_path / "copy"
     shutil.copytree(project, root, symlinks=True)
-    shutil.copy(ROOT / "suites" / "caltech256.yaml", root / "suites" / "caltech256.yaml") if (root / "suites").is_dir() else \
-        (root / "suites").mkdir()
+    (root / "suites").mkdir(exist_ok=True)
     shutil.copy(ROOT / "suites" / "caltech256.yaml", root / "suites")
     shutil.copytree(ROOT / "suites" / "caltech256", root / "suites" / "caltech256", ignore=shutil.ignore_patterns("results", "reports"))
     assert (root / "suites" / "caltech256" / ".dvc" / "config").is_file()

@@ -19,6 +19,7 @@ from benchmark.cli_bundle import COMMANDS as BUNDLE_COMMANDS
 from benchmark.cli_remote import add_remote_command
 from benchmark.cli_zoo import add_flops_command, add_validate_zoo_command
 from benchmark.pipeline.suite_pipeline import add_suite_pipeline_command
+from benchmark.reproduce.cli import add_reproduce_command
 from benchmark.store import LogitsFile, StoreError, check_aligned, load_logits_file
 from benchmark.yaml_input import cli_int
 
@@ -172,7 +173,7 @@ def run_duo(args) -> int:
 
 
 COMMANDS = [add_metrics_command, add_duo_command, add_flops_command, add_validate_zoo_command, add_suite_pipeline_command,
-            add_remote_command, *BUNDLE_COMMANDS]
+            add_remote_command, *BUNDLE_COMMANDS, add_reproduce_command]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,149 @@
+"""The README's result sections, generated from committed files only.
+
+Sources: the embedded default's committed result bundle
+(``leaderboard/embedded/<id>/``: rows, paired differences, models) and
+``results/timings.json``. Each generated block sits between
+``<!-- generated:NAME -->`` and ``<!-- /generated:NAME -->`` in README.md;
+:func:`update` rewrites the blocks, :func:`stale_blocks` lists those that differ
+(tests/test_readme_results.py fails on any, naming the command that regenerates
+them: ``python -m benchmark readme --write``).
+"""
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import pandas as pd
+
+from benchmark.reproduce import timing
+
+SPLIT, FIT, CONF = "test", "converged", "max"
+MODEL_METRICS = [("accuracy", "test acc"), ("nll", "NLL"), ("aurc", "AURC"), ("auroc", "AUROC"), ("sac98", "SAC@98")]
+DUO_METRICS = [("aurc", "AURC"), ("nll", "NLL")]
+_BLOCK = re.compile(r"(<!-- generated:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /generated:(?P=name) -->)", re.S)
+
+
+def fmt(x, digits: int = 3) -> str:
+    """``digits`` significant digits below 0.1, ``digits`` decimals otherwise; '—' for NaN."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "—"
+    x = float(x)
+    if x == 0:
+        return "0"
+    return f"{x:.{digits}g}" if abs(x) < 0.1 else f"{x:.{digits}f}"
+
+
+def _signed(x) -> str:
+    s = fmt(abs(x))
+    return ("−" if x < 0 else "+") + s if s not in ("0", "—") else s
+
+
+def _view(rows: pd.DataFrame) -> pd.DataFrame:
+    return rows[(rows["split"] == SPLIT) & (rows["fit"] == FIT) & (rows["confidence"] == CONF)]
+
+
+def models_table(rows: pd.DataFrame, models: pd.DataFrame | None) -> str:
+    """Every single model, temperature-scaled: GFLOPs and the test metrics, largest GFLOPs first."""
+    v = _view(rows)
+    v = v[v["family"] == "single"]
+    wide = v.pivot_table(index="base", columns="metric", values="value", aggfunc="first")
+    gflops = v.groupby("base")["gflops"].first()
+    role = models.set_index("name")["role"] if models is not None and "role" in models.columns else pd.Series(dtype=str)
+    lines = ["| model | role | GFLOPs | " + " | ".join(label for _, label in MODEL_METRICS) + " |",
+             "|---|---|---|" + "---|" * len(MODEL_METRICS)]
+    for name in sorted(wide.index, key=lambda n: (-float(gflops.get(n, 0)), n)):
+        cells = [fmt(wide.loc[name].get(m)) for m, _ in MODEL_METRICS]
+        lines.append(f"| {name} | {role.get(name, '')} | {fmt(gflops.get(name), 2)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def duos_table(rows: pd.DataFrame, paired: pd.DataFrame) -> str:
+    """Every weighted duo: base alone -> duo and the paired-bootstrap difference with its interval."""
+    v = _view(rows)
+    single = v[v["family"] == "single"].set_index(["base", "metric"])["value"]
+    duo = v[(v["family"] == "duo") & (v["method"] == "weighted")]
+    p = paired[(paired["split"] == SPLIT) & (paired["fit"] == FIT) & (paired["method"] == "weighted")]
+    p = p.set_index(["base", "sidekick", "metric"])
+    head = "| duo (weighted) | FLOPs balance | " + " | ".join(f"{label}: base → duo (diff [95% CI])" for _, label in DUO_METRICS) + " |"
+    lines = [head, "|---|---|" + "---|" * len(DUO_METRICS)]
+    keys = duo[["base", "sidekick"]].drop_duplicates().sort_values(["base", "sidekick"]).itertuples(index=False)
+    for base, side in keys:
+        d = duo[(duo["base"] == base) & (duo["sidekick"] == side)].set_index("metric")
+        cells = []
+        for m, _ in DUO_METRICS:
+            b, x = single.get((base, m), math.nan), d["value"].get(m, math.nan)
+            if (base, side, m) in p.index:
+                r = p.loc[(base, side, m)]
+                mark = " ✱" if (r["ci_high"] < 0 or r["ci_low"] > 0) else ""
+                cells.append(f"{fmt(b)} → {fmt(x)} ({_signed(r['diff'])} [{_signed(r['ci_low'])}, {_signed(r['ci_high'])}]){mark}")
+            else:
+                cells.append(f"{fmt(b)} → {fmt(x)}")
+        bal = d["balance"].iloc[0] if len(d) else math.nan
+        lines.append(f"| {base} + {side} | {fmt(bal, 2)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n\n✱ the 95% interval of the difference excludes 0.\n"
+
+
+def timings_table(record: dict) -> str:
+    """Per stage kind: count, wall and CPU seconds, peak RSS, page faults; then the totals."""
+    kinds = timing.by_kind(timing.stages_frame(record))
+    lines = ["| stage | runs | wall s | user s | sys s | peak RSS MB | minor faults |", "|---|---|---|---|---|---|---|"]
+    for r in kinds.itertuples(index=False):
+        lines.append(f"| {r.kind} | {r.stages} | {r.wall_s:.1f} | {r.user_s:.1f} | {r.sys_s:.1f} | {r.max_rss_mb:.0f} | {int(r.minor_faults):,} |")
+    lines.append(f"| DVC itself (hashing, locks, process starts) | | {record['dvc_overhead_s']:.1f} | | | | |")
+    m = record.get("machine", {})
+    tail = (f"\n`{record['command']}`: **{record['repro_wall_s']:.0f} s** wall"
+            + (f", after an install of {record['install_s']:.0f} s (clone to leaderboard: "
+               f"**{record['install_s'] + record['repro_wall_s']:.0f} s**)" if record.get("install_s") is not None else "")
+            + f"; measured {record.get('date', '?')} on {m.get('cpus', '?')} CPUs ({m.get('cpu', '?')}, "
+              f"torch {m.get('torch', '?')}, kernels {m.get('cpu_capability', '?')}).\n")
+    return "\n".join(lines) + "\n" + tail
+
+
+def blocks(root=".") -> dict[str, str]:
+    """The generated blocks' bodies, from the committed bundle and timings."""
+    from benchmark.bundle.schema import load_bundle
+    from benchmark.reproduce.gate import latest_bundle
+
+    root = Path(root)
+    bundle = load_bundle(latest_bundle(root / "leaderboard" / "embedded"), check_arch=False)
+    out = {"models": models_table(bundle.rows, bundle.models),
+           "duos": duos_table(bundle.rows, bundle.paired if bundle.paired is not None else pd.DataFrame(
+               columns=["split", "fit", "method", "base", "sidekick", "metric", "diff", "ci_low", "ci_high"])),
+           "bundle": f"`{bundle.path.relative_to(root).as_posix()}` (rows of the committed bundle; commit "
+                     f"{(bundle.manifest.get('git') or {}).get('commit', '?')[:12]}).\n"}
+    tfile = root / "results" / "timings.json"
+    if tfile.exists():
+        out["timings"] = timings_table(timing.load(tfile))
+    return out
+
+
+def render(text: str, new: dict[str, str]) -> str:
+    def sub(m):
+        name = m.group("name")
+        return m.group(1) + new[name] + m.group(4) if name in new else m.group(0)
+
+    return _BLOCK.sub(sub, text)
+
+
+def stale_blocks(readme_text: str, new: dict[str, str]) -> list[str]:
+    """Names of generated blocks whose README body differs from ``new`` (or that the README lacks)."""
+    have = {m.group("name"): m.group("body") for m in _BLOCK.finditer(readme_text)}
+    return sorted(n for n in new if have.get(n) != new[n])
+
+
+def update(readme="README.md", root=".") -> list[str]:
+    """Rewrite the generated blocks of ``readme``; return the names that changed."""
+    from benchmark.store import write_text
+
+    path = Path(readme)
+    text = path.read_text()
+    new = blocks(root)
+    stale = stale_blocks(text, new)
+    missing = [n for n in new if f"<!-- generated:{n} -->" not in text]
+    if missing:
+        raise ValueError(f"{path}: no generated block for {missing} (add '<!-- generated:NAME -->' and "
+                         f"'<!-- /generated:NAME -->' lines where each table goes)")
+    if stale:
+        write_text(path, render(text, new))
+    return stale

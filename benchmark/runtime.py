@@ -1,0 +1,108 @@
+"""Process-wide settings applied once when :mod:`benchmark` is imported.
+
+Allocator: PyTorch allocates every activation with ``malloc``; glibc serves
+large blocks with ``mmap`` and returns them to the OS on ``free``, so a training
+step faults the same memory in again and again (on the embedded default, about
+a quarter of the CPU time was system time). :func:`tune_malloc` turns that off
+(``M_MMAP_MAX = 0``, ``M_TRIM_THRESHOLD = 1 GiB``): freed blocks are reused by
+the next step. Measured on a Lite0 training loop (4 steps of 64 images + 3
+inference batches, one thread): 1.15 M -> 0.27 M minor page faults, system time
+2.5 s -> 0.7 s, user time 8.7 s -> 7.8 s, peak RSS +12 %. Numbers do not change
+(allocation addresses never enter a computation). ``UQ_MALLOC=default`` keeps
+glibc's behaviour. Other C libraries (musl, macOS) are left alone.
+
+Timings: when ``UQ_TIMINGS`` names a file, the process appends one JSON line to
+it at exit: its command line, wall time since the process started (imports
+included), user and system CPU time, peak RSS and minor page faults. ``python
+-m benchmark timings`` runs ``dvc repro`` with it set and tabulates the lines
+per stage (:mod:`benchmark.reproduce.timing`).
+"""
+from __future__ import annotations
+
+import atexit
+import ctypes
+import ctypes.util
+import json
+import os
+import sys
+import time
+
+M_TRIM_THRESHOLD, M_MMAP_MAX = -1, -4
+TRIM_THRESHOLD = 1 << 30
+
+_done = False
+
+
+def tune_malloc() -> bool:
+    """Keep freed memory in the process (glibc only); True when the settings took."""
+    if os.environ.get("UQ_MALLOC", "") == "default" or not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):  # not glibc
+        return False
+    return bool(mallopt(M_MMAP_MAX, 0)) and bool(mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD))
+
+
+def _process_start() -> float:
+    """Epoch seconds when this process started (Linux /proc), else now."""
+    try:
+        with open("/proc/self/stat") as f:
+            ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+        return time.time() - uptime + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return time.time()
+
+
+def _record_timing(path: str, start: float) -> None:
+    import resource
+
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    line = {"argv": sys.argv, "cwd": os.getcwd(), "wall_s": round(time.time() - start, 3),
+            "user_s": round(ru.ru_utime + kids.ru_utime, 3), "sys_s": round(ru.ru_stime + kids.ru_stime, 3),
+            "max_rss_mb": round(max(ru.ru_maxrss, kids.ru_maxrss) / 1024, 1), "minor_faults": ru.ru_minflt + kids.ru_minflt}
+    try:
+        with open(path, "a") as f:  # one short line per process: appends of < 4 KiB do not interleave
+            f.write(json.dumps(line) + "\n")
+    except OSError:
+        pass
+
+
+def setup() -> None:
+    """Apply the settings once per process."""
+    global _done
+    if _done:
+        return
+    _done = True
+    tune_malloc()
+    path = os.environ.get("UQ_TIMINGS")
+    if path and os.getpid() == _top_pid():
+        atexit.register(_record_timing, path, _process_start())
+
+
+def _top_pid() -> int:
+    """This process, unless it is a worker of a benchmark process (multiprocessing children are counted by their parent)."""
+    parent = os.environ.get("UQ_TIMINGS_PID")
+    if parent and parent != str(os.getpid()) and _is_ancestor(int(parent)):
+        return -1
+    os.environ["UQ_TIMINGS_PID"] = str(os.getpid())
+    return os.getpid()
+
+
+def _is_ancestor(pid: int) -> bool:
+    p = os.getppid()
+    for _ in range(8):
+        if p == pid:
+            return True
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                p = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            return False
+        if p <= 1:
+            return False
+    return False

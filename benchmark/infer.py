@@ -39,6 +39,29 @@ def model_device(model: nn.Module) -> torch.device:
     return p.device if p is not None else torch.device("cpu")
 
 
+def channels_last(model: nn.Module) -> nn.Module:
+    """Convolutional ``model`` with its 4-D weights in channels-last order (in place; returned).
+
+    On the CPU, oneDNN's convolutions (above all the depthwise ones of
+    EfficientNet/MobileNet) run about 2x faster in training and 1.3-1.6x in
+    inference on channels-last tensors (measured: Lite0 at 48 px, batch 64, two
+    threads: 0.83 -> 0.42 s per training step). A model without convolutions is
+    returned as it is. Checkpoints are saved contiguous, so their files do not change format.
+    """
+    if any(isinstance(m, nn.Conv2d) for m in model.modules()):
+        model.to(memory_format=torch.channels_last)
+    return model
+
+
+def input_format(model: nn.Module) -> torch.memory_format:
+    """The memory format a batch should have for ``model``: channels-last when its first 4-D weight is."""
+    for p in model.parameters():
+        if p.ndim == 4:
+            return torch.channels_last if (p.is_contiguous(memory_format=torch.channels_last) and not p.is_contiguous()) \
+                else torch.contiguous_format
+    return torch.contiguous_format
+
+
 def batches(inputs: torch.Tensor | Dataset, batch_size: int, *, num_workers: int = 0, pin_memory: bool = False):
     """Yield input batches in order: slices of a (N, 3, S, S) tensor, or the first
     element of each item of a ``Dataset`` of (x, label[, id]) tuples, via a DataLoader."""
@@ -93,7 +116,8 @@ def predict_logits(model: nn.Module, inputs: torch.Tensor | Dataset, *, batch_si
     outs, pending = [], deque()
     total = -(-len(inputs) // batch_size)
     try:
-        xs = batches(inputs, batch_size, num_workers=num_workers, pin_memory=cuda)
+        fmt = input_format(model)
+        xs = (x.contiguous(memory_format=fmt) for x in batches(inputs, batch_size, num_workers=num_workers, pin_memory=cuda))
         for x in tqdm(cuda_prefetch(xs, device) if cuda else (x.to(device) for x in xs), total=total, desc=desc,
                       disable=not progress, leave=False):
             with autocast(device, amp):

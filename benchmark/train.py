@@ -258,7 +258,7 @@ def fine_tune(model: nn.Module, train, val, recipe: Recipe, *, seed: int, folder
     (tests). A recipe with ``epochs == 0`` saves the model's weights as they are
     (``train`` and ``val`` are not read and may be None). Returns the ``train.json`` record.
     """
-    from benchmark.infer import model_device
+    from benchmark.infer import input_format, model_device
 
     folder, main, world = Path(folder), distributed.is_main(), distributed.world_size()
     if main:
@@ -272,6 +272,7 @@ def fine_tune(model: nn.Module, train, val, recipe: Recipe, *, seed: int, folder
         distributed.barrier("rank 0 writes the checkpoint")
         return record
     device = model_device(model)
+    fmt = input_format(model)  # channels-last batches for a channels-last model (benchmark.infer.channels_last)
     net = model
     if world > 1:
         model, net = distributed.wrap(model, device)
@@ -298,7 +299,7 @@ def fine_tune(model: nn.Module, train, val, recipe: Recipe, *, seed: int, folder
             step = epoch * steps_per_epoch + i
             for g in opt.param_groups:
                 g["lr"] = recipe.lr * lr_factor(step, total, warmup, recipe.warmup_start_factor)
-            xb = _shift(xb, recipe.shift_pixels, gen, start, size).to(device, non_blocking=True)
+            xb = _shift(xb, recipe.shift_pixels, gen, start, size).to(device, non_blocking=True, memory_format=fmt)
             with distributed.guard("the forward pass"):
                 loss = loss_fn(net(xb), yb.to(device), recipe.label_smoothing)
             value = loss

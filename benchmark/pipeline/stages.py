@@ -15,7 +15,7 @@ import torch
 
 from benchmark import cost as costs
 from benchmark import models, store
-from benchmark.infer import predict_logits
+from benchmark.infer import channels_last, predict_logits
 from benchmark.pipeline import config, sources
 from benchmark.pipeline.sources import TRAIN, VAL, split_files  # noqa: F401 (re-exported for the method stages)
 from benchmark.train import fine_tune, load_weights
@@ -47,7 +47,7 @@ def train(params: dict, name: str, *, progress: bool = True, stop_after_epoch: i
         tr, va = src.inputs(TRAIN, entry, train=True), src.inputs(VAL, entry)
         train_data, val_data, data_fp = tr.fit_data, va.fit_data, [store.array_hash(tr.ids), store.array_hash(va.ids)]
     fp = config.fingerprint(entry.as_dict(), asdict(recipe), *data_fp)
-    return fine_tune(model.to(dev), train_data, val_data, recipe, seed=entry.seed,
+    return fine_tune(channels_last(model.to(dev)), train_data, val_data, recipe, seed=entry.seed,
                      folder=config.paths(name)["checkpoint"], fingerprint=fp, progress=progress,
                      stop_after_epoch=stop_after_epoch, num_workers=src.num_workers)
 
@@ -79,6 +79,7 @@ def logits(params: dict, name: str, *, progress: bool = True) -> list[str]:
 
     amp = amp_dtype(params["logits"].get("amp"))  # optional, default off: the forward under torch.autocast
     entry, model = load_trained(params, name)
+    channels_last(model)
     src = sources.for_params(params)
     device = distributed.init(params, sources.device(params))
     if device.type == "cuda":

@@ -46,6 +46,14 @@ def add_reproduce_command(subparsers) -> None:
 
 
 def run_check(args) -> int:
+    try:
+        return _check(args)
+    except (ValueError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+def _check(args) -> int:
     import pandas as pd
 
     from benchmark.bundle.schema import load_bundle

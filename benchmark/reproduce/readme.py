@@ -84,6 +84,30 @@ def duos_table(rows: pd.DataFrame, paired: pd.DataFrame) -> str:
     return "\n".join(lines) + "\n\n✱ the 95% interval of the difference excludes 0.\n"
 
 
+def seed_groups(zoo: dict) -> dict[str, list[str]]:
+    """Zoo entries that differ only in ``seed`` (and free-text ``role``), named by their first entry: groups of 2+."""
+    groups: dict[tuple, list[str]] = {}
+    for name in sorted(zoo):
+        entry = zoo[name] if isinstance(zoo[name], dict) else {}
+        key = tuple(sorted((k, str(v)) for k, v in entry.items() if k not in ("seed", "role")))
+        groups.setdefault(key, []).append(name)
+    return {names[0]: names for names in groups.values() if len(names) > 1}
+
+
+def seeds_table(rows: pd.DataFrame, zoo: dict) -> str:
+    """Mean, standard deviation and range over the seeds of each seed group, test split."""
+    v = _view(rows)
+    v = v[v["family"] == "single"]
+    lines = ["| model (seeds) | metric | mean | sd | min | max |", "|---|---|---|---|---|---|"]
+    for first, names in seed_groups(zoo).items():
+        for m, label in MODEL_METRICS:
+            x = v[(v["metric"] == m) & v["base"].isin(names)]["value"].astype(float)
+            if len(x) < 2:
+                continue
+            lines.append(f"| {' / '.join(names)} | {label} | {fmt(x.mean())} | {fmt(x.std(ddof=1))} | {fmt(x.min())} | {fmt(x.max())} |")
+    return "\n".join(lines) + "\n"
+
+
 def timings_table(record: dict) -> str:
     """Per stage kind: count, wall and CPU seconds, peak RSS, page faults; then the totals."""
     kinds = timing.by_kind(timing.stages_frame(record))
@@ -108,6 +132,7 @@ def blocks(root=".") -> dict[str, str]:
     root = Path(root)
     bundle = load_bundle(latest_bundle(root / "leaderboard" / "embedded"), check_arch=False)
     out = {"models": models_table(bundle.rows, bundle.models),
+           "seeds": seeds_table(bundle.rows, bundle.manifest.get("zoo") or {}),
            "duos": duos_table(bundle.rows, bundle.paired if bundle.paired is not None else pd.DataFrame(
                columns=["split", "fit", "method", "base", "sidekick", "metric", "diff", "ci_low", "ci_high"])),
            "bundle": f"`{bundle.path.relative_to(root).as_posix()}` (rows of the committed bundle; commit "

@@ -58,9 +58,12 @@ def models_table(rows: pd.DataFrame, models: pd.DataFrame | None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def duos_table(rows: pd.DataFrame, paired: pd.DataFrame) -> str:
-    """Every weighted duo: base alone -> duo and the paired-bootstrap difference with its interval."""
+def duos_table(rows: pd.DataFrame, paired: pd.DataFrame, sidekicks=None) -> str:
+    """Every weighted duo (of a ``sidekicks`` member when given): base alone -> duo and the paired-bootstrap
+    difference with its interval."""
     v = _view(rows)
+    if sidekicks is not None:
+        v = v[(v["family"] != "duo") | v["sidekick"].isin(list(sidekicks))]
     single = v[v["family"] == "single"].set_index(["base", "metric"])["value"]
     duo = v[(v["family"] == "duo") & (v["method"] == "weighted")]
     p = paired[(paired["split"] == SPLIT) & (paired["fit"] == FIT) & (paired["method"] == "weighted")]
@@ -134,7 +137,8 @@ def blocks(root=".") -> dict[str, str]:
     out = {"models": models_table(bundle.rows, bundle.models),
            "seeds": seeds_table(bundle.rows, bundle.manifest.get("zoo") or {}),
            "duos": duos_table(bundle.rows, bundle.paired if bundle.paired is not None else pd.DataFrame(
-               columns=["split", "fit", "method", "base", "sidekick", "metric", "diff", "ci_low", "ci_high"])),
+               columns=["split", "fit", "method", "base", "sidekick", "metric", "diff", "ci_low", "ci_high"]),
+               sidekicks=[n for n, e in (bundle.manifest.get("zoo") or {}).items() if e.get("role") == "sidekick"] or None),
            "bundle": f"`{bundle.path.relative_to(root).as_posix()}` (rows of the committed bundle; commit "
                      f"{(bundle.manifest.get('git') or {}).get('commit', '?')[:12]}).\n"}
     tfile = root / "results" / "timings.json"

@@ -52,7 +52,7 @@ def test_duo_table_by_hand():
     table = readme.duos_table(rows, paired)
     line = next(ln for ln in table.splitlines() if ln.startswith("| b + s"))
     assert "0.02 → 0.015 (−0.005 [−0.007, −0.003]) ✱" in line  # interval excludes 0: marked
-    assert "0.300 → 0.250 (−0.05 [−0.1, +0.01])" in line and line.count("✱") == 1
+    assert "0.300 → 0.250 (−0.05 [−0.100, +0.01])" in line and line.count("✱") == 1
 
 
 def test_seed_groups_and_spread():

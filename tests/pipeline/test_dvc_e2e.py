@@ -98,6 +98,23 @@ def test_second_repro_is_a_noop(project):
     assert "Running stage" not in out
 
 
+def test_submit_packs_the_embedded_layout_into_a_bundle_that_verifies(project, tmp_path, monkeypatch):
+    """Issue 15: results/ and dvc.lock at the root (the embedded default) -> a bundle, verified from the logits.
+
+    Runs before the zoo grows (the module's tests share one project and run in file order)."""
+    from benchmark.cli import main as cli_main
+
+    out = tmp_path / "leaderboard" / "embedded" / "tiny"
+    monkeypatch.chdir(project)
+    assert cli_main(["submit", "--suite", "embedded", "--out", str(out), "--contributor", "e2e"]) == 0
+    m = json.loads((out / "manifest.json").read_text())
+    assert json.loads((out / "verification.json").read_text())["status"] == "verified"
+    assert {u["kind"] for u in m["units"]} == {"single", "duo", "deep_ensemble", "method"}
+    assert len(pd.read_csv(out / "rows.csv")) == len(pd.read_csv(project / "results" / "metrics.csv"))
+    assert "logits@tiny-a" in m["stages"] and "evaluate" in m["stages"]
+    assert cli_main(["verify", str(out), "--logits", str(project / "results"), "--quiet"]) == 0
+
+
 def test_adding_one_zoo_entry_runs_only_its_stages_and_new_pairs(project):
     before = json.loads((project / "results" / "units" / "last_run.json").read_text())
     zoo = yaml.safe_load((project / "zoo" / "embedded.yaml").read_text())
@@ -138,18 +155,3 @@ def test_dvc_commands_at_the_root_show_the_embedded_default_only(project, tmp_pa
     assert plots.returncode == 0 and "failed" not in (plots.stdout + plots.stderr).lower(), plots.stderr
     status = dvc("status", cwd=root)
     assert "suites/" not in status and "up to date" in status, status
-
-
-def test_submit_packs_the_embedded_layout_into_a_bundle_that_verifies(project, tmp_path, monkeypatch):
-    """Issue 15: results/ and dvc.lock at the root (the embedded default) -> a bundle, verified from the logits."""
-    from benchmark.cli import main as cli_main
-
-    out = tmp_path / "leaderboard" / "embedded" / "tiny"
-    monkeypatch.chdir(project)
-    assert cli_main(["submit", "--suite", "embedded", "--out", str(out), "--contributor", "e2e"]) == 0
-    m = json.loads((out / "manifest.json").read_text())
-    assert json.loads((out / "verification.json").read_text())["status"] == "verified"
-    assert {u["kind"] for u in m["units"]} == {"single", "duo", "deep_ensemble", "method"}
-    assert len(pd.read_csv(out / "rows.csv")) == len(pd.read_csv(project / "results" / "metrics.csv"))
-    assert "logits@tiny-a" in m["stages"] and "evaluate" in m["stages"]
-    assert cli_main(["verify", str(out), "--logits", str(project / "results"), "--quiet"]) == 0

@@ -8,6 +8,15 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
 os.environ.setdefault("TQDM_DISABLE", "1")
 
+import pytest  # noqa: E402
 import torch  # noqa: E402
 
 torch.set_num_threads(min(2, os.cpu_count() or 1))
+
+
+@pytest.fixture(autouse=True)
+def _restore_cwd():
+    """A test that changes directory and fails (or forgets) must not move the tests after it."""
+    cwd = os.getcwd()
+    yield
+    os.chdir(cwd)

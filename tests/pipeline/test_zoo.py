@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -5,13 +7,14 @@ from benchmark import models
 from benchmark.data.paper.transforms import data_config
 from benchmark.zoo import PYPI_WEIGHTS, ZooError, load_zoo, parse_entry
 
+ROOT = Path(__file__).resolve().parents[2]
 GOOD = {"arch": "test_resnet", "init": "scratch", "img_size": 32, "seed": 0, "recipe": "scratch"}
 
 
 def test_shipped_zoo_is_valid_and_meets_the_brief():
     from benchmark.pipeline.config import load_params
 
-    zoo = load_zoo("zoo/embedded.yaml", recipes=load_params("params.yaml")["recipes"])
+    zoo = load_zoo(ROOT / "zoo/embedded.yaml", recipes=load_params(ROOT / "params.yaml")["recipes"])
     assert len(zoo) >= 6
     archs = {e.arch for e in zoo.values()}
     assert {"tf_efficientnet_lite0", "tf_efficientnet_lite1", "tf_efficientnet_lite2"} <= archs

@@ -1,5 +1,6 @@
 """The reproducibility gate: row and summary comparisons within tolerances (hand-worked cases)."""
 import math
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -83,5 +84,5 @@ def test_bad_tolerances_name_the_field(raw, msg):
 def test_params_tolerances_parse():
     from benchmark.pipeline.config import load_params
 
-    tol = gate.tolerances(load_params("params.yaml")["reproduce"]["tolerance"])
+    tol = gate.tolerances(load_params(Path(__file__).resolve().parents[2] / "params.yaml")["reproduce"]["tolerance"])
     assert "default" in tol and all(t.atol >= 0 and t.rtol >= 0 for t in tol.values())

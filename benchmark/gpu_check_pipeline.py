@@ -120,8 +120,8 @@ def compare_logits(a: Path, b: Path) -> tuple[float, float, int]:
     from benchmark import store
 
     diff, agree, n = 0.0, 0, 0
-    files = sorted(p.name for p in a.glob("*.safetensors"))
-    if not files or files != sorted(p.name for p in b.glob("*.safetensors")):
+    files = [p.name for p in store.listing(a, "*.safetensors")]
+    if not files or files != [p.name for p in store.listing(b, "*.safetensors")]:
         raise RuntimeError(f"{a} and {b} hold different splits")
     for name in files:
         x, y = store.load_logits_file(a / name), store.load_logits_file(b / name)

@@ -22,7 +22,7 @@ import yaml
 from benchmark.bundle.schema import (
     FORMAT, GZIP_ABOVE, MANIFEST, MAX_FILE_BYTES, BundleError, check_rows, row_label, sha256_file)
 from benchmark.pipeline.config import fingerprint
-from benchmark.store import atomic_dir, read_json, write_text
+from benchmark.store import atomic_dir, listing, read_json, write_text
 
 PART_BYTES = MAX_FILE_BYTES  # a table file (rows, paired) larger than this, gzipped, is split in parts
 
@@ -104,7 +104,7 @@ def units(rows: pd.DataFrame, results: Path) -> tuple[list[dict], dict[str, dict
         return hashes[folder]
 
     methods = {}
-    for cost in sorted((results / "methods").glob("*/cost.json")):
+    for cost in listing(results / "methods", "*/cost.json"):
         methods[f"methods/{cost.parent.name}"] = read_json(cost)
     out = []
     for ih, g in rows.groupby("inputs_hash", sort=True):
@@ -126,7 +126,7 @@ def units(rows: pd.DataFrame, results: Path) -> tuple[list[dict], dict[str, dict
         out.append(unit)
     logits = {}
     for folder in sorted({f for u in out for f in u["folders"]}):
-        for f in sorted((results / folder).glob("*.safetensors")):
+        for f in listing(results / folder, "*.safetensors"):
             logits[f"{folder}/{f.name}"] = {"sha256": sha256_file(f), "bytes": f.stat().st_size}
     return out, logits
 

@@ -138,6 +138,7 @@ def verify_bundle(bundle: Bundle, results=None, *, tolerance: float = TOLERANCE,
     if workers is None:
         w = (bundle.manifest["params"].get("evaluate") or {}).get("workers", 1)
         workers = w if isinstance(w, int) and not isinstance(w, bool) and w >= 1 else 1
+    from benchmark import store
     from benchmark.bundle.pack import folder_hash
     from benchmark.pipeline.units import Context, Unit, run_units
 
@@ -162,7 +163,7 @@ def verify_bundle(bundle: Bundle, results=None, *, tolerance: float = TOLERANCE,
         files = {}
         for u, _ in todo:
             for m, f in zip(u["members"], u["folders"], strict=True):
-                files[m] = {p.stem: str((results / f / p.name).absolute()) for p in sorted((results / f).glob("*.safetensors"))}
+                files[m] = {p.stem: str((results / f / p.name).absolute()) for p in store.listing(results / f, "*.safetensors")}
         cfg = _eval_config(bundle, results, files)
         with tempfile.TemporaryDirectory(prefix="uq-verify-") as tmp:
             ctx = Context(cfg=cfg, files=files, folder=tmp)

@@ -226,3 +226,26 @@ def test_rows_over_the_file_limit_are_split_in_parts(monkeypatch, caltech, resul
     rc, text, err = verify(capsys, out, "--logits", results, "--record")
     assert rc == 0 and "verified" in text, err
     assert recorded_status(load_bundle(out)) == VERIFIED
+
+
+def test_leftovers_of_killed_writes_are_never_packed_or_verified(caltech, results, tmp_path, monkeypatch, capsys):
+    """Hidden ``.name.xxxxxxxx`` folders/files (an interrupted atomic write) are not results: submit and verify skip them."""
+    import shutil
+
+    from benchmark.bundle import pack
+
+    leftovers = [results / "methods" / ".la-res.abcd1234", results / "logits" / "res" / ".test.wxyz9876.safetensors"]
+    shutil.copytree(results / "methods" / "la-res", leftovers[0])
+    (leftovers[0] / "cost.json").write_text('{"gflops": "garbage"}')
+    shutil.copy(results / "logits" / "res" / "test.safetensors", leftovers[1])
+    monkeypatch.chdir(caltech)
+    try:
+        out = tmp_path / "b"
+        pack.submit("caltech256", out)
+        m = manifest(out)
+        assert m["logits"] and not any("/." in k for k in m["logits"])
+        rc, _, err = verify(capsys, out, "--logits", results)
+        assert rc == 0, err
+    finally:
+        shutil.rmtree(leftovers[0])
+        leftovers[1].unlink()

@@ -2,7 +2,8 @@
 
 Every adapted weight ``W = U S V^T`` keeps its pretrained singular vectors frozen;
 each of ``M`` members trains its own singular values ``S^(m) = S (1 + eps^(m))``,
-``eps^(m) ~ N(0, sigma_init^2 I)``, its own bias and its own linear head. All
+``eps^(m) ~ N(0, sigma_init^2 I)``, its own bias and its own linear head, drawn from its own generator
+(:func:`member_generator`), so member ``m`` starts the same whatever ``M``. All
 members run in one forward: the input is repeated ``M`` times along the batch
 (member-major; channels-last at inference when pointwise convs are adapted, as
 their outputs are) and every adapted layer applies each member's singular values
@@ -101,6 +102,11 @@ def check_diversity(members: int, sigma_init: float, head_copied: bool, where: s
                          f"use sigma_init > 0 (the authors' default is {SIGMA_INIT}) or fresh per-member heads")
 
 
+def member_generator(seed: int, member: int) -> torch.Generator:
+    """The generator of member ``member``'s initial noise and head: one stream per member, whatever ``M``."""
+    return torch.Generator().manual_seed(seed * 100_003 + member)
+
+
 def check_members(members) -> int:
     if isinstance(members, bool) or not isinstance(members, int) or members < 1:
         raise ValueError(f"members must be an integer >= 1, got {members!r}")
@@ -155,13 +161,13 @@ class SingularValueEnsemble(nn.Module):
         backbone.requires_grad_(False)
         self.backbone_params = sum(p.numel() for p in backbone.parameters())
 
-        gen = torch.Generator().manual_seed(seed)
+        gens = [member_generator(seed, m) for m in range(self.members)]  # member m's draws do not depend on M
         for name in self.layer_names:
             old = backbone.get_submodule(name)
             chunks = 3 if split_qkv and isinstance(old, nn.Linear) and QKV_NAME.search(name) else 1
             out = old.weight.shape[0]
             rank = min(out // chunks, old.weight[0].numel())
-            eps = torch.randn(self.members, chunks * rank, generator=gen) * sigma_init
+            eps = torch.stack([torch.randn(chunks * rank, generator=g) for g in gens]) * sigma_init
             new = (SVEConv1x1(old, eps, mode=mode) if isinstance(old, nn.Conv2d)
                    else SVELinear(old.weight, old.bias, eps, chunks=chunks, mode=mode))
             parent, _, child = name.rpartition(".")
@@ -174,10 +180,27 @@ class SingularValueEnsemble(nn.Module):
             w, b = head.weight.detach().expand(self.members, -1, -1), head.bias.detach().expand(self.members, -1)
         else:
             bound = 1 / math.sqrt(dim)
-            w = (torch.rand(self.members, self.num_classes, dim, generator=gen) * 2 - 1) * bound
-            b = (torch.rand(self.members, self.num_classes, generator=gen) * 2 - 1) * bound
+            w = torch.stack([(torch.rand(self.num_classes, dim, generator=g) * 2 - 1) * bound for g in gens])
+            b = torch.stack([(torch.rand(self.num_classes, generator=g) * 2 - 1) * bound for g in gens])
         self.head_weight = nn.Parameter(w.to(device=ref.device, dtype=ref.dtype).clone())  # (M, C, D)
         self.head_bias = nn.Parameter(b.to(device=ref.device, dtype=ref.dtype).clone())  # (M, C)
+
+    def first_members(self, members: int) -> "SingularValueEnsemble":
+        """A copy holding members ``0 .. members - 1`` of this ensemble (their parameters, cloned).
+
+        Members are independent (own noise stream, own parameters), so the copy is the
+        ensemble a ``members``-member run with the same seed and batches trains (nested SVE).
+        """
+        if isinstance(members, bool) or not isinstance(members, int) or not 1 <= members <= self.members:
+            raise ValueError(f"members must be an integer in [1, {self.members}], got {members!r}")
+        sub = copy.deepcopy(self)
+        for layer in sub.sve_layers():
+            layer.take_members(members)
+        with torch.no_grad():
+            sub.head_weight = nn.Parameter(self.head_weight[:members].detach().clone(), self.head_weight.requires_grad)
+            sub.head_bias = nn.Parameter(self.head_bias[:members].detach().clone(), self.head_bias.requires_grad)
+        sub.members = members
+        return sub
 
     def sve_layers(self) -> list[SVELayer]:
         return [m for m in self.backbone.modules() if isinstance(m, SVELayer)]

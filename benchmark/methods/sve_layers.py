@@ -136,6 +136,15 @@ class SVELayer(nn.Module):
                 self._cache = (key, self.member_weights().transpose(1, 2).contiguous())
         return self._cache[1]
 
+    def take_members(self, members: int) -> None:
+        """Keep only members ``0 .. members - 1`` (their parameters, cloned); used by nested SVE."""
+        with torch.no_grad():
+            self.singular_values = nn.Parameter(self.singular_values[:members].detach().clone(),
+                                                self.singular_values.requires_grad)
+            self.bias = nn.Parameter(self.bias[:members].detach().clone(), self.bias.requires_grad)
+        self.members = members
+        self.clear_cache()
+
     def clear_cache(self) -> None:
         """Drop the cached member weights (they are rebuilt by the next forward that uses them)."""
         self._cache = None

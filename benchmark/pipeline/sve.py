@@ -6,7 +6,8 @@ members on a zoo entry's pretrained backbone and write its member logits.
 ============  ================================================================
 base          zoo entry whose ``arch``, pretrained ``init`` and ``img_size`` SVE
               starts from (the entry's own fine-tuned checkpoint is not used)
-members       ensemble sizes ``M``, one DVC stage ``sve@<M>`` each
+members       ensemble sizes ``M``; the ``sve`` stage trains the largest once and
+              writes one output per size (nested: its first ``M`` members)
 recipe        training recipe in ``recipes`` (SVE trains singular values,
               biases and heads only, so it wants a larger lr than a fine-tune)
 sigma_init    std of the singular-value noise ``S^(m) = S (1 + eps^(m))``;
@@ -172,25 +173,66 @@ def check(params: dict, members) -> tuple[dict, ZooEntry, Recipe, list[str]]:
     return cfg, entry, recipe, splits
 
 
+def summed_member_cross_entropy(logits, labels, label_smoothing: float = 0.0):
+    """Sum over members of each member's mean cross-entropy on the batch, for (M, B, C) logits.
+
+    Member ``m``'s gradient is that of its own loss, whatever ``M`` (the mean over
+    members would scale it by ``1 / M``): with AdamW's per-parameter updates, the
+    first ``k`` members of an ``M``-member run are the ``k``-member run (nested SVE).
+    """
+    if logits.dim() == 2:
+        return member_cross_entropy(logits, labels, label_smoothing)
+    return sum(member_cross_entropy(z, labels, label_smoothing) for z in logits.unbind(0))
+
+
 def train_sve(params: dict, members: int, *, progress: bool = True) -> dict:
-    """Fine-tune an ``members``-member SVE (params ``sve``) and write its method output; returns ``cost.json``."""
-    cfg, entry, recipe, splits = check(params, members)
-    name = output_name(members)
+    """Fine-tune an ``members``-member SVE (params ``sve``) alone and write its method output; returns ``cost.json``."""
+    return train_sves(params, [members], progress=progress)[0]
+
+
+def train_sves(params: dict, sizes: list[int] | None = None, *, progress: bool = True) -> list[dict]:
+    """Nested SVE: train the largest of ``sizes`` (default params ``sve.members``) once and write one method
+    output ``sve-m<M>`` per size, its first ``M`` members; returns their ``cost.json`` records.
+
+    Member ``m`` has its own noise stream, parameters and loss term and sees the same
+    batches, so the first ``M`` members of the large run are what an ``M``-member run
+    trains (tests/methods/test_sve_nested.py). With a recipe of several epochs, every
+    size takes the epoch the largest ensemble selects on the validation split.
+    """
+    sizes = sorted(sve_config(params)["members"] if sizes is None else sizes)
+    cfg, entry, recipe, splits = check(params, sizes[-1])
+    largest = sizes[-1]
     src = sources.for_params(params)
     tr = train_subset(src.inputs(stages.TRAIN, entry, train=True), cfg["train_subset"], cfg["seed"])
     va = src.inputs(stages.VAL, entry)
     config.set_threads(params)
-    model = build(entry, cfg, members, src.num_classes())
-    run = {k: cfg[k] for k in ("sigma_init", "seed", "patterns")} | {"members": members}
+    model = build(entry, cfg, largest, src.num_classes())
+    run = {k: cfg[k] for k in ("sigma_init", "seed", "patterns")} | {"members": largest, "loss": "summed"}
     fp = config.fingerprint(entry.as_dict(), asdict(recipe), run, store.array_hash(tr.ids), store.array_hash(va.ids))
-    folder = config.RESULTS / "method_checkpoints" / name  # not results/checkpoints: the soups depend on that folder
+    folder = config.RESULTS / "method_checkpoints" / output_name(largest)  # not results/checkpoints: the soups depend on it
     record = stages.train_once(model.to(sources.device(params)), tr.fit_data, va.fit_data, recipe, seed=cfg["seed"],
                                folder=folder, fingerprint=fp, params=model.trainable_parameters(),
-                               loss_fn=member_cross_entropy, progress=progress, num_workers=src.num_workers)
+                               loss_fn=summed_member_cross_entropy, progress=progress, num_workers=src.num_workers)
     model.cpu().eval()
-    info = {"family": "sve", "method": f"m{members}", "base": entry.name, "members": members, "arch": entry.arch,
-            "img_size": entry.img_size, "sigma_init": float(cfg["sigma_init"]), "seed": cfg["seed"],
-            "adapted_layers": len(model.layer_names), "train_images": len(tr), "val_score": record["best_score"],
-            "select_by": recipe.select_by, **cost_info(model, entry.img_size)}
-    return stages.method_output(params, name, model, entry, info, splits=splits,
-                                batch_size=max(1, IMAGES_PER_CALL // members), progress=progress)
+    out = []
+    for m in sizes:
+        sub = model if m == largest else model.first_members(m)
+        info = {"family": "sve", "method": f"m{m}", "base": entry.name, "members": m, "arch": entry.arch,
+                "img_size": entry.img_size, "sigma_init": float(cfg["sigma_init"]), "seed": cfg["seed"],
+                "adapted_layers": len(model.layer_names), "train_images": len(tr), "trained_members": largest,
+                "val_score": record["best_score"] if m == largest else _val_score(sub, va, recipe, src),
+                "select_by": recipe.select_by, **cost_info(sub, entry.img_size)}
+        out.append(stages.method_output(params, output_name(m), sub, entry, info, splits=splits,
+                                        batch_size=max(1, IMAGES_PER_CALL // m), progress=progress))
+    return out
+
+
+def _val_score(model: SingularValueEnsemble, va: SplitInputs, recipe: Recipe, src) -> float:
+    """The validation score :func:`~benchmark.train.fine_tune` records, for a subset of the trained members."""
+    from benchmark import distributed
+    from benchmark.train import _labels, _score
+
+    val = va.fit_data
+    z = distributed.predict_logits(model, val[0] if isinstance(val, tuple) else val, batch_size=4 * recipe.batch_size,
+                                   num_workers=src.num_workers)
+    return _score(z, _labels(val), recipe.select_by)

@@ -1,0 +1,135 @@
+"""Nested SVE: one run of the largest size gives, member for member, what separate smaller runs train.
+
+Member m of an SVE has its own noise stream (``member_generator``), its own parameters
+and its own loss term (``summed_member_cross_entropy``), sees the same batches and is
+updated by AdamW elementwise, so the first M members of a larger run are, in exact
+arithmetic, an M-member run. In floats they agree to rounding only: the frozen backbone
+runs all members as one batch of M B rows, and CPU kernels block their sums by batch size
+(measured: parameters within 2.3e-5, logits within 2.1e-7 after training). Checked on the
+trained parameters and on the written logits; the untrained init is bit-equal.
+"""
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import timm
+import torch
+from safetensors.torch import load_file
+
+from benchmark import store
+from benchmark.methods.sve import SingularValueEnsemble
+from benchmark.pipeline import sve as stage
+from tests.methods.test_sve_stage import _params, _setup
+
+
+def _run(root, monkeypatch, sizes):
+    _setup(root)
+    monkeypatch.chdir(root)
+    params = _params(members=sizes)
+    return stage.train_sves(params, progress=False) if len(sizes) > 1 else [stage.train_sve(params, sizes[0], progress=False)]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """A nested run of sizes [1, 2, 3] and separate runs of sizes 1 and 2, each in its own project."""
+    out = {}
+    with pytest.MonkeyPatch.context() as mp:
+        for key, sizes in (("nested", [3, 1, 2]), ("m1", [1]), ("m2", [2])):
+            root = tmp_path_factory.mktemp(f"sve_{key}")
+            out[key] = root, _run(root, mp, sizes)
+    return out
+
+
+def _logits(root, name, split):
+    return torch.as_tensor(np.asarray(store.load_logits_file(root / "results" / "methods" / name / f"{split}.safetensors").logits))
+
+
+def test_nested_run_writes_one_output_per_size_from_one_training(runs):
+    root, records = runs["nested"]
+    assert [r["members"] for r in records] == [1, 2, 3]
+    assert sorted(p.name for p in (root / "results" / "methods").iterdir()) == ["sve-m1", "sve-m2", "sve-m3"]
+    assert sorted(p.name for p in (root / "results" / "method_checkpoints").iterdir()) == ["sve-m3"]  # trained once
+    for r in records:
+        assert r == store.read_json(root / "results" / "methods" / f"sve-m{r['members']}" / "cost.json")
+        assert r["trained_members"] == 3 and r["gflops"] == pytest.approx(r["members"] * r["gflops_one_forward"], rel=1e-12)
+    one = records[0]
+    for r in records[1:]:  # per-member counts scale with M
+        assert r["trainable_params"] == r["members"] * one["trainable_params"]
+        assert r["backbone_params"] == one["backbone_params"]
+
+
+@pytest.mark.parametrize("size", [1, 2])
+def test_first_members_of_the_nested_run_equal_a_separate_run(runs, size):
+    nested_root, nested = runs["nested"]
+    root, (record,) = runs[f"m{size}"]
+    big = load_file(str(nested_root / "results" / "method_checkpoints" / "sve-m3" / "model.safetensors"))
+    alone = load_file(str(root / "results" / "method_checkpoints" / f"sve-m{size}" / "model.safetensors"))
+    assert set(big) == set(alone)
+    trained = 0
+    for k, v in alone.items():
+        if v.shape != big[k].shape:  # per-member tensors: (M, ...)
+            assert torch.allclose(big[k][:size], v, rtol=0, atol=2e-4), k
+            trained += 1
+        else:
+            assert torch.equal(big[k], v), k
+    assert trained > 10
+    for split in ("val", "test", "ood"):
+        z, ref = _logits(nested_root, f"sve-m{size}", split), _logits(root, f"sve-m{size}", split)
+        assert torch.allclose(z, ref, rtol=0, atol=1e-5), split
+        assert (z.softmax(-1).mean(0).argmax(-1) == ref.softmax(-1).mean(0).argmax(-1)).all(), split
+    mine = nested[size - 1]
+    skip = ("throughput", "trained_members", "val_score")
+    assert {k: v for k, v in mine.items() if k not in skip} == {k: v for k, v in record.items() if k not in skip}
+    assert mine["val_score"] == pytest.approx(record["val_score"], abs=1 / 9)  # 9 val images: at most one flips
+
+
+def test_larger_members_are_not_clones_of_the_first(runs):
+    root, _ = runs["nested"]
+    z = _logits(root, "sve-m3", "test")
+    assert torch.equal(z[:2], _logits(root, "sve-m2", "test"))
+    assert not torch.allclose(z[0], z[2], atol=1e-3) and not torch.allclose(z[1], z[2], atol=1e-3)
+
+
+def test_member_init_does_not_depend_on_the_ensemble_size():
+    base = timm.create_model("test_vit", pretrained=False, img_size=32)
+    small, big = (SingularValueEnsemble(copy.deepcopy(base), members=m, num_classes=4, pretrained=False,
+                                        allow_random_init=True, sigma_init=0.05, seed=7) for m in (2, 5))
+    sub = big.first_members(2)
+    assert sub.members == 2 and big.members == 5
+    for (name, a), (_, b) in zip(small.state_dict().items(), sub.state_dict().items()):
+        assert torch.equal(a, b), name
+    x = torch.randn(3, 3, 32, 32)
+    with torch.no_grad():
+        assert torch.allclose(big(x)[:2], sub(x), atol=1e-6)
+        assert torch.equal(sub(x), small(x))
+    other = SingularValueEnsemble(copy.deepcopy(base), members=2, num_classes=4, pretrained=False,
+                                  allow_random_init=True, sigma_init=0.05, seed=8)
+    assert not torch.equal(other.head_weight, small.head_weight)  # the seed still matters
+    with pytest.raises(ValueError, match=r"members must be an integer in \[1, 5\]"):
+        big.first_members(6)
+
+
+def test_summed_loss_gives_each_member_its_own_gradient():
+    z = torch.randn(3, 4, 5, requires_grad=True)
+    y = torch.tensor([0, 1, 2, 3])
+    stage.summed_member_cross_entropy(z, y).backward()
+    alone = z[:1].detach().clone().requires_grad_(True)
+    stage.summed_member_cross_entropy(alone, y).backward()
+    assert torch.equal(z.grad[:1], alone.grad)
+    ref = sum(torch.nn.functional.cross_entropy(z[m], y) for m in range(3))
+    assert torch.allclose(stage.summed_member_cross_entropy(z, y), ref)
+
+
+def test_root_dvc_yaml_sve_stage_writes_every_configured_size():
+    import yaml
+
+    from tests.methods.test_sve_stage import ROOT
+
+    stage_def = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["sve"]
+    sizes = sorted(yaml.safe_load((ROOT / "params.yaml").read_text())["sve"]["members"])
+    outs = [next(iter(o)) if isinstance(o, dict) else o for o in stage_def["outs"]]
+    assert stage_def["cmd"] == "python pipelines/sve.py"  # nested: no --members
+    assert outs == [f"results/method_checkpoints/{stage.output_name(sizes[-1])}"] + \
+        [f"results/methods/{stage.output_name(m)}" for m in sizes]

@@ -32,23 +32,19 @@ from benchmark.methods import mc_dropout as mcd
 from benchmark.methods import shallow as sh
 from benchmark.methods import soups
 from benchmark.methods.last_layer import linear_head, penultimate_batched
+from benchmark.pipeline import registry
+from benchmark.pipeline.registry import register_method
 from benchmark.pipeline import config, sources, stages
+from benchmark.pipeline.baseline_configs import LaplaceConfig, LoRAConfig, MCDropoutConfig, ShallowConfig, SoupConfig
 from benchmark.pipeline.sources import SplitInputs
 from benchmark.train import _score as selection_score
 from benchmark.zoo import NAME_RE
 
 SECTION = "baselines"
-KEYS = {  # kind -> (required keys, optional keys with defaults)
-    "soups": ({"models"}, {"splits": None}),
-    "mc_dropout": ({"model", "samples"}, {"p": None, "variant": "trained", "seed": 0, "splits": None}),
-    "laplace": ({"model", "prior_precisions"},
-                {"hessian": "kron", "predictive": "probit", "samples": 0, "seed": 0, "splits": None}),
-    "shallow": ({"model", "members", "recipe"}, {"backbone": "joint", "seed": 0, "splits": None}),
-    "lora_ensemble": ({"model", "members", "rank", "recipe"},
-                      {"alpha": None, "variant": lora.DEFAULT_VARIANT, "seed": 0, "splits": None}),
-}
-METHODS = {"soups": soups.METHOD, "mc_dropout": mcd.METHOD, "laplace": lap.METHOD, "shallow": sh.METHOD,
-           "lora_ensemble": lora.METHOD}
+
+
+def _title(kind: str) -> str:
+    return registry.get_method(kind).title
 
 
 def soup_outputs(key: str) -> dict[str, str]:
@@ -62,30 +58,21 @@ def _item(params: dict, kind: str, key: str) -> dict:
     entries = section.get(kind) or {}
     where = f"{SECTION}.{kind}.{key}"
     if key not in entries:
-        raise ValueError(f"{where}: no such {METHODS[kind]} entry in params.yaml (known: {sorted(entries)})")
-    raw = entries[key]
-    required, optional = KEYS[kind]
-    if not isinstance(raw, dict):
-        raise ValueError(f"{where}: must be a mapping with keys {sorted(required)} (+ optional {sorted(optional)})")
-    missing, unknown = sorted(required - set(raw)), sorted(set(raw) - required - set(optional))
-    if missing or unknown:
-        raise ValueError(f"{where}: missing keys {missing}, unknown keys {unknown}; allowed: {sorted(required | set(optional))}")
-    names = soup_outputs(key).values() if kind == "soups" else [key]
+        raise ValueError(f"{where}: no such {_title(kind)} entry in params.yaml (known: {sorted(entries)})")
+    spec = registry.get_method(kind)
+    cfg = registry.parse_config(spec.config, entries[key], where)
     zoo = config.zoo(params)
-    for name in names:
+    for name in spec.output_names(key):
         if not NAME_RE.match(name) or name in zoo:
             raise ValueError(f"{where}: output name {name!r} must be a valid name (letters, digits, '_', '.', '-') "
                              "and differ from every zoo model")
-    item = {**optional, **raw, "where": where, "zoo": zoo}
-    seed = item.get("seed", 0)
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"{where}: seed must be a non-negative integer, got {seed!r}")
+    item = {**asdict(cfg), "where": where, "zoo": zoo}
     return item
 
 
 def _model(item: dict, kind: str, name) -> str:
     if not isinstance(name, str) or name not in item["zoo"]:
-        raise ValueError(f"{item['where']}: {METHODS[kind]} of unknown model {name!r}; the zoo has {sorted(item['zoo'])}")
+        raise ValueError(f"{item['where']}: {_title(kind)} of unknown model {name!r}; the zoo has {sorted(item['zoo'])}")
     return name
 
 
@@ -163,7 +150,7 @@ def check_laplace(params: dict, key: str) -> dict:
 def _recipe(params: dict, item: dict, kind: str):
     recipes = config.recipes(params)
     if item["recipe"] not in recipes:
-        raise ValueError(f"{item['where']}: {METHODS[kind]} of model {item['model']!r}: unknown recipe {item['recipe']!r}; "
+        raise ValueError(f"{item['where']}: {_title(kind)} of model {item['model']!r}: unknown recipe {item['recipe']!r}; "
                          f"define it in params.yaml 'recipes' (known: {sorted(recipes)})")
     return recipes[item["recipe"]]
 
@@ -198,6 +185,10 @@ def check_lora(params: dict, key: str) -> dict:
     return item
 
 
+@register_method(kind="soups", stage="soup", script="soup", family="soup", title=soups.METHOD, config=SoupConfig,
+                 needs=("all-checkpoints",), outputs=lambda key: list(soup_outputs(key).values()),
+                 comment="uniform and greedy soups of seeded fine-tunes",
+                 example=lambda x: f"soup-{x['base']}: {{models: {x['group']}}}" if x["group"] != "[]" else None)
 def soup(params: dict, key: str, *, progress: bool = True) -> dict[str, dict]:
     """Uniform and greedy soups of ``baselines.soups.<key>.models`` -> ``<key>-uniform``, ``<key>-greedy``."""
     item = check_soup(params, key)
@@ -228,6 +219,9 @@ def soup(params: dict, key: str, *, progress: bool = True) -> dict[str, dict]:
     }
 
 
+@register_method(kind="mc_dropout", script="mc_dropout", family="mc_dropout", title=mcd.METHOD, config=MCDropoutConfig,
+                 needs=("checkpoints",), comment="MC dropout, T masks",
+                 example=lambda x: f"mcdrop-{x['base']}: {{model: {x['base']}, samples: 8, p: 0.1}}")
 def mc_dropout(params: dict, key: str, *, progress: bool = True) -> dict:
     """MC dropout with ``samples`` masks on zoo model ``model`` -> ``results/methods/<key>``."""
     item = check_mc_dropout(params, key)
@@ -246,6 +240,10 @@ def mc_dropout(params: dict, key: str, *, progress: bool = True) -> dict:
     return stages.method_output(params, key, wrapper, entry, info, splits=item["splits"], progress=progress)
 
 
+@register_method(kind="laplace", script="laplace", family="laplace", title=lap.METHOD, config=LaplaceConfig,
+                 needs=("checkpoints",), comment="last-layer Laplace",
+                 example=lambda x: f"laplace-{x['base']}: {{model: {x['base']}, hessian: kron, predictive: probit, "
+                                   "prior_precisions: [1.0e-2, 1.0, 100.0, 1.0e+4]}")
 def laplace(params: dict, key: str, *, progress: bool = True) -> dict:
     """Last-layer Laplace of zoo model ``model`` (GGN on train, prior precision by val NLL) -> ``results/methods/<key>``."""
     item = check_laplace(params, key)
@@ -269,6 +267,9 @@ def laplace(params: dict, key: str, *, progress: bool = True) -> dict:
     return stages.method_output(params, key, wrapper, entry, info, splits=item["splits"], progress=progress)
 
 
+@register_method(kind="shallow", script="shallow", family="shallow_ensemble", title=sh.METHOD, config=ShallowConfig,
+                 needs=("checkpoints", "base-model"), persist=True, comment="one backbone, M heads (joint: from the init)",
+                 example=lambda x: f"shallow-{x['base']}: {{model: {x['base']}, members: 5, recipe: {x['train_recipe']}}}")
 def shallow(params: dict, key: str, *, progress: bool = True) -> dict:
     """Shallow ensemble of ``members`` heads on one backbone of zoo model ``model`` -> ``results/methods/<key>``.
 
@@ -315,6 +316,10 @@ def shallow(params: dict, key: str, *, progress: bool = True) -> dict:
     return stages.method_output(params, key, wrapper, entry, info, splits=item["splits"], progress=progress)
 
 
+@register_method(kind="lora_ensemble", script="lora_ensemble", family="lora_ensemble", title=lora.METHOD,
+                 config=LoRAConfig, needs=("base-model",), persist=True, comment="M rank-r adapters (ViTs)",
+                 example=lambda x: f"lora-{x['vit']}: {{model: {x['vit']}, members: 4, rank: 8, recipe: {x['train_recipe']}}}"
+                 if x["vit"] else None)
 def lora_ensemble(params: dict, key: str, *, progress: bool = True) -> dict:
     """LoRA-Ensemble on the pretrained init of ViT zoo model ``model`` -> ``results/methods/<key>``.
 

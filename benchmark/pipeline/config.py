@@ -33,6 +33,9 @@ def load_params(path="params.yaml") -> dict:
         raise ConfigError(f"{path}: 'recipes' must be a mapping of recipe names to recipes")
     try:
         recipes(params)
+        from benchmark.pipeline.registry import check_baselines
+
+        check_baselines(params.get("baselines"))
     except ValueError as e:
         raise ConfigError(f"{path}: {e}") from None
     return params

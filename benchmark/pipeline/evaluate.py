@@ -24,7 +24,9 @@ import benchmark
 from benchmark import store
 from benchmark.core.pairs import enumerate_pairs
 from benchmark.evaluation import DUO_VARIANTS, EvalConfig
+from benchmark.pipeline import registry
 from benchmark.pipeline import config
+from benchmark.pipeline.method_entries import UnitsInput
 from benchmark.pipeline.units import Context, Unit, cached, read_unit, remove_stale, run_units
 from benchmark.results_schema import COLUMNS, validate_results
 from benchmark.zoo import seed_groups
@@ -127,19 +129,14 @@ def method_outputs(folder: Path) -> dict[str, dict]:
     return out
 
 
-def _sum_cost(costs: dict, members) -> dict:
-    """Cost of running ``members`` one after the other; balance = sidekick/base GFLOPs for pairs."""
-    return {"gflops": sum(costs[m]["gflops"] for m in members), "params": sum(costs[m]["params"] for m in members),
-            "throughput": 1.0 / sum(1.0 / costs[m]["throughput"] for m in members),
-            "balance": costs[members[1]]["gflops"] / costs[members[0]]["gflops"] if len(members) == 2 else float("nan")}
-
-
 def _units(zoo, costs, pairs, ensembles, methods) -> list[tuple[tuple, dict | None, dict]]:
-    """(identity, method info, cost) of every unit; identity[1:] are the names whose logits it reads."""
+    """(identity, method info, cost) of every unit; identity[1:] are the names whose logits it reads.
+
+    The logit-only methods of the registry (single, duo, deep ensemble) in registration order, then
+    one unit per method output in ``results/methods/`` (every other registered method writes one)."""
     nan = float("nan")
-    units = [(("single", n), None, _sum_cost(costs, [n])) for n in zoo]
-    units += [(("duo", p.base, p.sidekick), None, _sum_cost(costs, [p.base, p.sidekick])) for p in pairs]
-    units += [(("deep_ensemble", *ms), None, dict(_sum_cost(costs, ms), balance=nan)) for ms in ensembles]
+    x = UnitsInput(zoo=zoo, costs=costs, pairs=pairs, ensembles=ensembles)
+    units = [u for kind in registry.list_methods("logits") for u in registry.get_method(kind).run(x)]
     units += [(("method", n), info, {"gflops": info["gflops"], "params": info["params"], "throughput": info["throughput"],
                                      "balance": nan, "overhead_percent": info.get("overhead_percent", nan),
                                      "extra_params_percent": info.get("extra_params_percent", nan)})

@@ -42,26 +42,37 @@ SUBREPO_FILES = {
 }
 EVAL_SPLITS = ("test", "shift", "ood")
 SVE_MEMBERS = [1, 2, 4, 8, 16]  # the default sweep where the suite file has an `sve` recipe
-_TRAIN = ["../../benchmark/models.py", "../../benchmark/train.py", "../../benchmark/data/paper/transforms.py"]
-_CHECKPOINT = "results/checkpoints/${item.model}"
-_OUT = ["results/methods/${key}"]
-BASELINE_STAGES = {  # stage name -> how the template renders it (see templates/suite.dvc.yaml.j2)
-    "soup": dict(section="soups", script="soup", comment="uniform and greedy soups of seeded fine-tunes",
-                 deps=["../../benchmark/methods/soups.py", "../../benchmark/data/paper/transforms.py"],
-                 checkpoint="results/checkpoints", outs=["results/methods/${key}-uniform", "results/methods/${key}-greedy"]),
-    "mc_dropout": dict(section="mc_dropout", script="mc_dropout", comment="MC dropout, T masks",
-                       deps=["../../benchmark/methods/mc_dropout.py", "../../benchmark/methods/last_layer.py",
-                             "../../benchmark/data/paper/transforms.py"], checkpoint=_CHECKPOINT, outs=_OUT),
-    "laplace": dict(section="laplace", script="laplace", comment="last-layer Laplace",
-                    deps=["../../benchmark/methods/laplace.py", "../../benchmark/methods/last_layer.py",
-                          "../../benchmark/data/paper/transforms.py"], checkpoint=_CHECKPOINT, outs=_OUT),
-    "shallow": dict(section="shallow", script="shallow", comment="one backbone, M heads (joint: from the init)",
-                    deps=["../../benchmark/methods/shallow.py", "../../benchmark/methods/last_layer.py", *_TRAIN],
-                    checkpoint=_CHECKPOINT, recipe=True, zoo_entry=True, persist=True, outs=_OUT),
-    "lora_ensemble": dict(section="lora_ensemble", script="lora_ensemble", comment="M rank-r adapters (ViTs)",
-                          deps=["../../benchmark/methods/lora_ensemble.py", *_TRAIN], recipe=True, zoo_entry=True,
-                          persist=True, outs=_OUT),
-}
+STAGE_SCRIPTS = ("pipelines/data.py", "pipelines/train.py", "pipelines/logits.py", "pipelines/cost.py", "pipelines/sve.py",
+                 "pipelines/evaluate.py", "pipelines/report.py")
+
+
+def method_stages(params: dict | None = None) -> dict[str, dict]:
+    """stage name -> how the template renders the stage of each registered weight-based method
+    (:mod:`benchmark.pipeline.registry`); with ``params``, only the kinds its ``baselines`` has a section for."""
+    from benchmark.pipeline import registry
+
+    section = (params or {}).get("baselines") if params is not None else None
+    out = {}
+    for kind in registry.list_methods("weights"):
+        m = registry.get_method(kind)
+        if isinstance(section, dict) and kind not in section:
+            continue
+        needs = set(m.needs)
+        out[m.stage] = dict(section=kind, script=m.script, comment=m.comment or m.title,
+                            checkpoint="results/checkpoints" if "all-checkpoints" in needs else
+                            "results/checkpoints/${item.model}" if "checkpoints" in needs else None,
+                            recipe="base-model" in needs, zoo_entry="base-model" in needs, persist=m.persist,
+                            outs=[f"results/methods/{n}" for n in m.output_names("${key}")])
+    return out
+
+
+def stage_code(root) -> dict[str, list[str]]:
+    """stage script -> the package paths it depends on (derived from its imports)."""
+    from benchmark.pipeline.stage_deps import script_deps
+    from benchmark.pipeline import registry
+
+    scripts = list(STAGE_SCRIPTS) + [f"pipelines/{registry.get_method(k).script}.py" for k in registry.list_methods("weights")]
+    return {s: script_deps(s, root) for s in dict.fromkeys(scripts)}
 
 
 def _flow(value) -> str:
@@ -106,8 +117,8 @@ def _context(name: str, root: Path) -> dict:
         "eval_splits": [s for s in EVAL_SPLITS if s in splits],
         "table_splits": [s for s in EVAL_SPLITS if s in splits] + ["val"] + (["corrupt-*-3"] if "corrupt-*" in splits else []),
         "plot_metrics": ["accuracy", "auroc", "aurc", "sac98", "ece", "nll", "brier"] + (["ood_auroc"] if "ood" in splits else []),
-        "baseline_stages": {k: {"recipe": False, "zoo_entry": False, "persist": False, "checkpoint": None, **v}
-                            for k, v in BASELINE_STAGES.items()},
+        "baseline_stages": method_stages(_existing_params(folder)),
+        "deps": stage_code(root),
         **_method_defaults(zoo, spec.recipes),
     }
 
@@ -132,16 +143,29 @@ def _method_defaults(zoo: dict, recipes: dict) -> dict:
         "sve": {"base": base.name, "members": SVE_MEMBERS if "sve" in recipes else [],
                 "recipe": "sve" if "sve" in recipes else None},
         "deep_ensembles": [m for m in (2, 5, 8) if groups and m <= min(map(len, groups))],
-        "examples": {
-            "soups": f"soup-{base.name}: {{models: {_flow(group)}}}" if group else None,
-            "mc_dropout": f"mcdrop-{base.name}: {{model: {base.name}, samples: 8, p: 0.1}}",
-            "laplace": f"laplace-{base.name}: {{model: {base.name}, hessian: kron, predictive: probit, "
-                       "prior_precisions: [1.0e-2, 1.0, 100.0, 1.0e+4]}",
-            "shallow": f"shallow-{base.name}: {{model: {base.name}, members: 5, recipe: {train_recipe}}}",
-            "lora_ensemble": f"lora-{any_vit}: {{model: {any_vit}, members: 4, rank: 8, recipe: {train_recipe}}}"
-                             if any_vit else None,
-        },
+        "examples": _examples(base.name, _flow(group) if group else "[]", any_vit, train_recipe),
     }
+
+
+def _examples(base: str, group: str, vit: str | None, train_recipe: str) -> dict[str, str | None]:
+    """stage name -> a commented example entry of each registered weight-based method (its ``example``)."""
+    from benchmark.pipeline import registry
+
+    x = {"base": base, "group": group, "vit": vit, "train_recipe": train_recipe}
+    return {m.stage: (m.example(x) if m.example else None)
+            for m in map(registry.get_method, registry.list_methods("weights"))}
+
+
+def _existing_params(folder: Path) -> dict | None:
+    """The suite folder's params.yaml when it exists (its ``baselines`` kinds select the method stages)."""
+    path = folder / "params.yaml"
+    if not path.is_file():
+        return None
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError:
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def render(name: str, root=".") -> dict[str, str]:

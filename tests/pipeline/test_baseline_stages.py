@@ -9,7 +9,7 @@ from baseline_tree import CLASSES, LEVIT, SIZES, VIT, ZOO, make_tree, params
 
 from benchmark import models, store
 from benchmark.cost import count_flops, count_params
-from benchmark.pipeline import baselines, evaluate, stages
+from benchmark.pipeline import baselines, evaluate, registry, stages
 from benchmark.train import save_weights
 from benchmark.zoo import parse_entry
 
@@ -209,10 +209,10 @@ def bare(tmp_path):
     ("lora_ensemble", {"model": "t-s0", "members": 2, "rank": 2, "recipe": "heads", "variant": "fused"},
      r"LoRA-Ensemble of model 't-s0': variant must be one of \['published', 'fused-qkv'\]"),
     ("mc_dropout", {"model": "levit", "samples": 4, "p": 0.2, "variant": "post-hoc"}, r"MC dropout does not apply to model 'levit' \(LevitDistilled\): its classifier is tuple"),
-    ("mc_dropout", {"model": "t-s0", "samples": 4, "p": 0.2, "seed": "x"}, r"baselines.mc_dropout.b: seed must be a non-negative integer"),
+    ("mc_dropout", {"model": "t-s0", "samples": 4, "p": 0.2, "seed": "x"}, r"baselines.mc_dropout.b: seed must be an integer >= 0"),
     ("mc_dropout", {"model": "t-s0", "T": 4}, r"missing keys \['samples'\], unknown keys \['T'\]"),
     ("laplace", {"model": "levit", "prior_precisions": [1.0]}, r"last-layer Laplace does not apply to model 'levit'"),
-    ("laplace", {"model": "t-s0", "prior_precisions": [0.0]}, r"last-layer Laplace of model 't-s0'\): prior precision must be a positive"),
+    ("laplace", {"model": "t-s0", "prior_precisions": [0.0]}, r"baselines.laplace.b: prior_precisions\[0\] must be > 0, got 0.0"),
     ("laplace", {"model": "t-s0", "prior_precisions": [1.0], "hessian": "full"}, r"last-layer Laplace of model 't-s0': hessian must be one of"),
     ("shallow", {"model": "t-s0", "members": 1, "recipe": "heads"}, r"shallow ensemble of model 't-s0': members must be an integer >= 2"),
     ("shallow", {"model": "t-s0", "members": 2, "recipe": "nope"}, r"shallow ensemble of model 't-s0': unknown recipe 'nope'"),
@@ -227,8 +227,7 @@ def bare(tmp_path):
 ])
 def test_bad_baseline_entries_fail_before_any_work(bare, kind, item, match):
     p = params(bare, **{kind: {"b": item}})
-    stage = {"soups": baselines.soup, "mc_dropout": baselines.mc_dropout, "laplace": baselines.laplace,
-             "shallow": baselines.shallow, "lora_ensemble": baselines.lora_ensemble}[kind]
+    stage = registry.get_method(kind).run
     with pytest.raises(ValueError, match=match):
         stage(p, "b", progress=False)
     assert not (bare / "results" / "methods").exists()

@@ -1,0 +1,194 @@
+"""The method registry: every method the benchmark runs, registered by its own module (as timm's ``register_model``).
+
+A method registers itself with :func:`register_method` on the function that runs it::
+
+    @register_method(kind="toy", family="toy", config=ToyConfig, needs=("checkpoints",))
+    def toy(params: dict, key: str, *, progress: bool = True) -> dict:
+        ...  # reads params.yaml baselines.toy.<key>, writes results/methods/<key>/
+
+* ``kind``: the params section (``baselines.<kind>`` for weight-based methods) and the DVC stage name;
+* ``family``: the ``family`` column of its rows in the results table;
+* ``config``: a frozen dataclass of one params entry, parsed by :func:`parse_config`
+  (field-level validation: unknown, missing or mistyped keys name the file and the field);
+* ``needs``: what its stage reads: ``"checkpoints"`` (the model's trained checkpoint; ``"all-checkpoints"``:
+  every one), ``"logits"`` (the zoo's logits; evaluated inside the evaluate stage), ``"base-model"`` (the zoo
+  entry's pretrained init and ``recipe``: its zoo entry and recipe are stage params);
+* ``outputs``: the names it writes under ``results/methods/`` for one key (default: the key itself);
+* ``script``: its stage script ``pipelines/<script>.py`` (default: the generic ``pipelines/method.py``).
+
+:func:`list_methods` / :func:`get_method` are what stage generation, params validation,
+the evaluate stage, the report and the tests iterate over; :func:`discover` imports the
+modules that register methods (the package's built-ins, then every module of
+:mod:`benchmark.methods`), so a new method is one new module there.
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import pkgutil
+import types
+import typing
+from dataclasses import dataclass
+from typing import Callable
+
+from benchmark.yaml_input import check_int, check_number, check_text
+
+KINDS = ("weights", "logits", "sve")  # weights: baselines.<kind> entries, one stage each; logits: evaluate stage
+NEEDS = ("checkpoints", "all-checkpoints", "logits", "base-model")
+BUILTIN_MODULES = ("benchmark.pipeline.method_entries", "benchmark.pipeline.baselines")
+
+
+@dataclass(frozen=True)
+class Method:
+    """One registered method (see the module docstring)."""
+
+    kind: str
+    family: str
+    run: Callable | None
+    title: str = ""  # how messages name it ("MC dropout")
+    stage: str = ""  # DVC stage name (default: the kind)
+    config: type | None = None
+    needs: tuple[str, ...] = ()
+    outputs: Callable[[str], list[str]] | None = None
+    script: str = "method"
+    section: str = "baselines"
+    group: str = "weights"
+    comment: str = ""
+    example: Callable | None = None  # (zoo entries, recipes) -> example params entry text for the suites' params
+    persist: bool = False  # resumable training in results/method_checkpoints/<key>
+    module: str = ""
+
+    def output_names(self, key: str) -> list[str]:
+        return list(self.outputs(key)) if self.outputs else [key]
+
+
+_REGISTRY: dict[str, Method] = {}
+
+
+def register_method(*, kind: str, family: str, config: type | None = None, needs=(), outputs=None, script: str = "method",
+                    group: str = "weights", comment: str = "", example=None, persist: bool = False,
+                    section: str = "baselines", title: str = "", stage: str = ""):
+    """Decorator registering the run function ``fn(params, key, *, progress)`` of a method."""
+    if group not in KINDS:
+        raise ValueError(f"method {kind!r}: group must be one of {list(KINDS)}, got {group!r}")
+    bad = sorted(set(needs) - set(NEEDS))
+    if bad:
+        raise ValueError(f"method {kind!r}: unknown needs {bad}; known: {list(NEEDS)}")
+
+    def wrap(fn):
+        module = getattr(fn, "__module__", "") or ""
+        old = _REGISTRY.get(kind)
+        if old is not None and old.module != module:
+            raise ValueError(f"method kind {kind!r} is registered twice: by {old.module} and by {module}")
+        _REGISTRY[kind] = Method(kind=kind, family=family, run=fn, title=title or kind, stage=stage or kind, config=config, needs=tuple(needs), outputs=outputs,
+                                 script=script, section=section, group=group, comment=comment, example=example,
+                                 persist=persist, module=module)
+        return fn
+
+    return wrap
+
+
+def discover() -> None:
+    """Import every module that registers methods (idempotent)."""
+    import benchmark.methods as pkg
+
+    for name in BUILTIN_MODULES:
+        importlib.import_module(name)
+    for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
+        importlib.import_module(f"{pkg.__name__}.{info.name}")
+
+
+def list_methods(group: str | None = None) -> list[str]:
+    """Registered method kinds (registration order: built-ins first), optionally of one ``group``."""
+    discover()
+    return [k for k, m in _REGISTRY.items() if group is None or m.group == group]
+
+
+def get_method(kind: str) -> Method:
+    discover()
+    if kind not in _REGISTRY:
+        raise ValueError(f"unknown method kind {kind!r}; registered: {list(_REGISTRY)}")
+    return _REGISTRY[kind]
+
+
+def families() -> list[str]:
+    """The ``family`` of every registered method, in registration order (the report's ordering)."""
+    discover()
+    return list(dict.fromkeys(m.family for m in _REGISTRY.values()))
+
+
+def check_baselines(section, where: str = "baselines") -> None:
+    """params ``baselines``: ``splits`` and one mapping per registered weight-based kind, each entry a valid config."""
+    if section is None:
+        return
+    if not isinstance(section, dict):
+        raise ValueError(f"{where}: must be a mapping of method kinds to entries")
+    kinds = list_methods("weights")
+    unknown = sorted(set(section) - set(kinds) - {"splits"})
+    if unknown:
+        raise ValueError(f"{where}: unknown method kind(s) {unknown}; registered: {kinds} (see benchmark.pipeline.registry)")
+    for kind in kinds:
+        entries = section.get(kind)
+        if entries is None:
+            continue
+        if not isinstance(entries, dict):
+            raise ValueError(f"{where}.{kind}: must be a mapping of entry names to entries ({{}} = none), got {entries!r}")
+        spec = _REGISTRY[kind]
+        for key, raw in entries.items():
+            if spec.config is not None:
+                parse_config(spec.config, raw, f"{where}.{kind}.{key}")
+
+
+# ---- typed configs: one helper for every method's params entry ----
+
+def check(*, minimum=None, above=None, choices=None, min_len: int = 0, unique: bool = False, inf: bool = False):
+    """Field metadata: bounds of a number (``inf``: infinity allowed), choices of a text, a list's length."""
+    return {"minimum": minimum, "above": above, "choices": choices, "min_len": min_len, "unique": unique, "inf": inf}
+
+
+def _check_value(where: str, key: str, value, typ, meta: dict) -> None:
+    origin, args = typing.get_origin(typ), typing.get_args(typ)
+    if origin in (typing.Union, types.UnionType) and type(None) in args:
+        if value is None:
+            return
+        rest = [a for a in args if a is not type(None)]
+        typ = rest[0] if len(rest) == 1 else typing.Union[tuple(rest)]
+        origin, args = typing.get_origin(typ), typing.get_args(typ)
+    if typ is int:
+        check_int(where, key, value, minimum=meta.get("minimum"))
+    elif typ is float:
+        if meta.get("inf") and isinstance(value, float) and value == float("inf"):
+            return
+        check_number(where, key, value, minimum=meta.get("minimum"), above=meta.get("above"))
+    elif typ is str:
+        check_text(where, key, value, choices=meta.get("choices"))
+    elif origin in (list, tuple) or typ in (list, tuple):
+        if not isinstance(value, list) or len(value) < meta.get("min_len", 0):
+            at_least = f" of at least {meta['min_len']}" if meta.get("min_len") else ""
+            raise ValueError(f"{where}: {key} must be a list{at_least}, got {value!r}")
+        if meta.get("unique") and len(set(map(str, value))) != len(value):
+            raise ValueError(f"{where}: {key} must list distinct values, got {value!r}")
+        elem = args[0] if args else None
+        for i, v in enumerate(value):
+            if elem is not None:
+                _check_value(where, f"{key}[{i}]", v, elem, {k: meta.get(k) for k in ("minimum", "above", "choices", "inf")})
+    elif typ is typing.Any:
+        return
+    else:
+        raise TypeError(f"{where}: field {key} has a type the config parser does not handle: {typ!r}")
+
+
+def parse_config(cls, raw, where: str):
+    """``raw`` (one params entry) as the frozen dataclass ``cls``: unknown, missing or mistyped keys are one
+    ``ValueError`` naming ``where`` (file and entry) and the field; numbers given as strings get YAML's hint."""
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    required = {n for n, f in fields.items() if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
+    if not isinstance(raw, dict):
+        raise ValueError(f"{where}: must be a mapping with keys {sorted(required)} (+ optional {sorted(set(fields) - required)})")
+    missing, unknown = sorted(required - set(raw)), sorted(set(raw) - set(fields))
+    if missing or unknown:
+        raise ValueError(f"{where}: missing keys {missing}, unknown keys {unknown}; allowed: {sorted(fields)}")
+    hints = typing.get_type_hints(cls)
+    for name, value in raw.items():
+        _check_value(where, name, value, hints[name], dict(fields[name].metadata))
+    return cls(**raw)

@@ -1,0 +1,97 @@
+"""The method registry: every method is one registered entry, and everything that lists methods iterates over it."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import yaml
+
+from benchmark.pipeline import config, registry, suite_pipeline
+from benchmark.pipeline.registry import check, parse_config
+
+ROOT = Path(__file__).resolve().parents[2]
+WEIGHTS = registry.list_methods("weights")
+
+
+def test_the_registry_holds_every_method_of_the_benchmark():
+    # the issue's list: duo variants, deep ensembles, SVE, soups, MC dropout, Laplace, shallow and LoRA ensembles
+    assert {"single", "duo", "deep_ensemble", "sve", "soups", "mc_dropout", "laplace", "shallow", "lora_ensemble"} <= set(
+        registry.list_methods())
+    assert registry.list_methods("logits")[:3] == ["single", "duo", "deep_ensemble"]  # the evaluate stage's unit order
+    assert len(set(registry.families())) == len(registry.families())
+
+
+@pytest.mark.parametrize("kind", WEIGHTS)
+def test_each_weight_method_has_a_config_a_script_a_params_section_and_a_stage(kind):
+    m = registry.get_method(kind)
+    assert m.config is not None and callable(m.run) and m.family and m.needs
+    assert (ROOT / "pipelines" / f"{m.script}.py").is_file()
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    assert isinstance(params["baselines"][kind], dict), f"params.yaml baselines has no {kind!r} section"
+    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    assert stages[m.stage]["foreach"] == f"${{baselines.{kind}}}"
+    rendered = suite_pipeline.method_stages()
+    assert rendered[m.stage]["section"] == kind
+    for entry in params["baselines"][kind].values():  # the shipped entries parse
+        parse_config(m.config, entry, f"baselines.{kind}")
+
+
+@dataclass(frozen=True)
+class Cfg:
+    model: str
+    lr: float = field(default=0.1, metadata=check(above=0))
+    sizes: list[int] = field(default_factory=lambda: [1], metadata=check(min_len=1, minimum=1))
+    p: float | None = None
+
+
+@pytest.mark.parametrize("raw, match", [
+    ({"lr": 0.1}, r"where: missing keys \['model'\], unknown keys \[\]; allowed: \['lr', 'model', 'p', 'sizes'\]"),
+    ({"model": "a", "LR": 0.1}, r"unknown keys \['LR'\]"),
+    ({"model": 3}, r"where: model must be text, got 3"),
+    ({"model": "a", "lr": "1e-3"}, r"where: lr must be a number, got the string '1e-3': YAML 1.1 reads .* 1.0e-3"),
+    ({"model": "a", "lr": 0}, r"where: lr must be > 0, got 0"),
+    ({"model": "a", "lr": True}, r"where: lr must be a finite number, got True"),
+    ({"model": "a", "sizes": []}, r"where: sizes must be a list of at least 1"),
+    ({"model": "a", "sizes": [1, 2.5]}, r"where: sizes\[1\] must be an integer >= 1, got 2.5"),
+    ({"model": "a", "p": "x"}, r"where: p must be a finite number, got 'x'"),
+    (["model"], r"where: must be a mapping with keys \['model'\]"),
+])
+def test_parse_config_names_the_field_and_the_problem(raw, match):
+    with pytest.raises(ValueError, match=match):
+        parse_config(Cfg, raw, "where")
+
+
+def test_parse_config_fills_defaults_and_accepts_null_for_optional_fields():
+    assert parse_config(Cfg, {"model": "a", "p": None}, "w") == Cfg(model="a", lr=0.1, sizes=[1], p=None)
+
+
+def test_params_file_is_validated_against_the_registry_and_the_error_names_the_file(tmp_path):
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params["baselines"]["laplace"] = {"la": {"model": "lite0-s0", "prior_precisions": ["1e-3"]}}
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump(params))
+    with pytest.raises(config.ConfigError, match=r"p.yaml: baselines.laplace.la: prior_precisions\[0\] must be a number, "
+                                                 r"got the string '1e-3': YAML 1.1"):
+        config.load_params(tmp_path / "p.yaml")
+    params["baselines"]["laplace"] = {}
+    params["baselines"]["nope"] = {}
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump(params))
+    with pytest.raises(config.ConfigError, match=r"p.yaml: baselines: unknown method kind\(s\) \['nope'\]; registered: \["):
+        config.load_params(tmp_path / "p.yaml")
+
+
+def test_a_kind_registered_twice_by_two_modules_is_refused():
+    fn = registry.get_method("laplace").run
+    fake = type(fn)(fn.__code__, fn.__globals__, "other")
+    fake.__module__ = "somewhere.else"
+    with pytest.raises(ValueError, match=r"method kind 'laplace' is registered twice"):
+        registry.register_method(kind="laplace", family="laplace")(fake)
+
+
+def test_the_generic_stage_script_names_an_unknown_kind_in_one_line(tmp_path):
+    proc = subprocess.run([sys.executable, str(ROOT / "pipelines" / "method.py"), "--kind", "nope", "--key", "x",
+                           "--params", str(ROOT / "params.yaml")], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "unknown method kind 'nope'; registered: [" in proc.stderr.strip().splitlines()[-1]

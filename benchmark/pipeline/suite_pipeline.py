@@ -3,8 +3,9 @@
 DVC cannot pick a ``foreach`` by a parameter value, so every paper suite
 ``suites/<name>.yaml`` gets its own pipeline folder ``suites/<name>/``:
 
-* ``dvc.yaml``: rendered from ``templates/suite.dvc.yaml.j2`` (the single source of
-  the stage definitions); regenerated, never edited by hand;
+* ``dvc.yaml``: rendered from ``templates/pipeline.dvc.yaml.j2`` (the single source of
+  the stage definitions, also of the root ``dvc.yaml``: :mod:`benchmark.pipeline.embedded_pipeline`);
+  regenerated, never edited by hand;
 * ``params.yaml``: rendered from ``templates/suite.params.yaml.j2`` when absent, then
   the user's (data root, device, recipes, evaluate and report settings).
 
@@ -30,6 +31,7 @@ from pathlib import Path
 import yaml
 
 TEMPLATES = Path(__file__).parent / "templates"
+TEMPLATE = "pipeline.dvc.yaml.j2"  # every project's dvc.yaml: the root (embedded default) and each suites/<name>/
 DERIVED_PARAMS = ("suite", "zoo", "data", "recipes")  # params.yaml keys that follow the suite file
 REQUIRED_PARAMS = ("sve", "baselines")  # params.yaml keys the generated dvc.yaml interpolates
 # The files that make a suite folder a DVC sub-repository: the root project's `dvc status`, `dvc metrics show`
@@ -119,6 +121,8 @@ def _context(name: str, root: Path) -> dict:
         "plot_metrics": ["accuracy", "auroc", "aurc", "sac98", "ece", "nll", "brier"] + (["ood_auroc"] if "ood" in splits else []),
         "baseline_stages": method_stages(_existing_params(folder)),
         "deps": stage_code(root),
+        "up": "../../", "embedded": False, "sve_nested": False, "sve_members": [],
+        "sve_deps": ["results/data"], "sve_params": ["logits", "cost", "sve"],
         **_method_defaults(zoo, spec.recipes),
     }
 
@@ -171,7 +175,7 @@ def _existing_params(folder: Path) -> dict | None:
 def render(name: str, root=".") -> dict[str, str]:
     """``{"dvc.yaml": text, "params.yaml": text}`` of suite ``name`` in repository ``root``."""
     env, ctx = _environment(), _context(name, Path(root))
-    return {"dvc.yaml": env.get_template("suite.dvc.yaml.j2").render(ctx),
+    return {"dvc.yaml": env.get_template(TEMPLATE).render(ctx),
             "params.yaml": env.get_template("suite.params.yaml.j2").render(ctx)}
 
 

@@ -95,3 +95,35 @@ def test_the_generic_stage_script_names_an_unknown_kind_in_one_line(tmp_path):
                            "--params", str(ROOT / "params.yaml")], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "unknown method kind 'nope'; registered: [" in proc.stderr.strip().splitlines()[-1]
+
+
+def test_evaluate_units_come_from_the_registry_in_the_order_and_with_the_costs_of_before():
+    """The logit-only entries build exactly the units the evaluate stage built by hand (same identities, order,
+    costs), so the cached unit keys and the results rows do not change."""
+    import math
+
+    from benchmark.core.pairs import enumerate_pairs
+    from benchmark.pipeline import evaluate
+
+    costs = {"a": {"gflops": 4.0, "params": 40, "throughput": 10.0}, "b": {"gflops": 1.0, "params": 10, "throughput": 40.0},
+             "a2": {"gflops": 4.0, "params": 40, "throughput": 10.0}}
+    zoo = dict.fromkeys(costs)
+    pairs = enumerate_pairs([{"name": n, **c} for n, c in costs.items()])
+    info = {"gflops": 8.0, "params": 80, "throughput": 5.0, "overhead_percent": 1.5}
+    got = evaluate._units(zoo, costs, pairs, [["a", "a2"]], {"m": info})
+
+    def cost(ms):  # the former evaluate._sum_cost, written out
+        out = {"gflops": sum(costs[m]["gflops"] for m in ms), "params": sum(costs[m]["params"] for m in ms),
+               "throughput": 1.0 / sum(1.0 / costs[m]["throughput"] for m in ms)}
+        out["balance"] = costs[ms[1]]["gflops"] / costs[ms[0]]["gflops"] if len(ms) == 2 else math.nan
+        return out
+
+    want = [(("single", n), None, cost([n])) for n in zoo]
+    want += [(("duo", p.base, p.sidekick), None, cost([p.base, p.sidekick])) for p in pairs]
+    want += [(("deep_ensemble", "a", "a2"), None, dict(cost(["a", "a2"]), balance=math.nan))]
+    want += [(("method", "m"), info, {"gflops": 8.0, "params": 80, "throughput": 5.0, "balance": math.nan,
+                                      "overhead_percent": 1.5, "extra_params_percent": math.nan})]
+    assert [u[0] for u in got] == [u[0] for u in want] and len(pairs) >= 2
+    for (_, gi, gc), (_, wi, wc) in zip(got, want):
+        assert gi == wi and gc.keys() == wc.keys()
+        assert all(gc[k] == wc[k] or (math.isnan(gc[k]) and math.isnan(wc[k])) for k in gc)

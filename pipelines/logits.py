@@ -1,9 +1,29 @@
-"""DVC stage `logits@<model>`: logits of one trained model on every split into results/logits/<model>/.
+"""DVC stage `logits@<model>`: logits of one trained model on every split into results/logits/<model>/;
+with --cost also its fvcore GFLOPs, parameters and CPU throughput into results/cost/<model>.json (what the
+`cost@<model>` stage writes, in this process: one Python start-up and import less per model).
 
-params `distributed` asking for several processes runs it under torchrun (sharded splits).
+params `distributed` asking for several processes runs it under torchrun (sharded splits; rank 0 writes the cost).
 """
-from benchmark.pipeline.entry import model_stage_main
-from benchmark.pipeline.stages import logits
+from benchmark.pipeline.entry import stage_main
+from benchmark.pipeline.stages import cost, logits
+
+
+def logits_and_cost(params: dict, name: str, *, with_cost: bool, progress: bool = True) -> list[str]:
+    from benchmark import distributed
+
+    written = logits(params, name, progress=progress)
+    if with_cost and distributed.is_main():
+        cost(params, name)
+    return written
+
+
+def _args(p) -> None:
+    p.add_argument("--model", required=True, help="zoo entry name")
+    p.add_argument("--cost", action="store_true", help="also write results/cost/<model>.json (as the cost stage does)")
+
 
 if __name__ == "__main__":
-    raise SystemExit(model_stage_main(__doc__, logits, script=__file__, on_failure="no logits were written"))
+    raise SystemExit(stage_main(__doc__, lambda params, a: logits_and_cost(params, a.model, with_cost=a.cost,
+                                                                           progress=not a.no_progress),
+                                _args, script=__file__, stage=lambda a: f"logits@{a.model}",
+                                on_failure="no logits were written"))

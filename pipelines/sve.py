@@ -1,12 +1,24 @@
-"""DVC stage `sve`: fine-tune the largest Singular Value Ensemble of params.yaml sve.members once and write one
-output per size M, its first M members (nested) -> results/methods/sve-m<M>/; `--members M` trains M alone."""
+"""DVC stages of Singular Value Ensembles (params.yaml sve), nested: `sve-train` (--train) trains the largest
+size of sve.members once into results/method_checkpoints/sve/; `sve@<M>` (--members M) writes its first M
+members -> results/methods/sve-m<M>/. --members M --alone trains an M-member SVE by itself."""
 from benchmark.pipeline.entry import stage_main
-from benchmark.pipeline.sve import train_sve, train_sves
+from benchmark.pipeline.sve import nested_output, train_nested, train_sve
+
+
+def _run(params: dict, a) -> object:
+    progress = not a.no_progress
+    if a.train == (a.members is not None):
+        raise ValueError("sve stage: give --train or --members M")
+    if a.train:
+        return train_nested(params, progress=progress)
+    return (train_sve if a.alone else nested_output)(params, a.members, progress=progress)
+
+
+def _args(p) -> None:
+    p.add_argument("--train", action="store_true", help="train the largest size of params.yaml sve.members (stage sve-train)")
+    p.add_argument("--members", type=int, default=None, help="ensemble size M: write its output (stage sve@<M>)")
+    p.add_argument("--alone", action="store_true", help="with --members: train M members by themselves, not nested")
+
 
 if __name__ == "__main__":
-    raise SystemExit(stage_main(
-        __doc__, lambda params, a: (train_sves(params, progress=not a.no_progress) if a.members is None
-                                    else train_sve(params, a.members, progress=not a.no_progress)),
-        lambda p: p.add_argument("--members", type=int, default=None,
-                                 help="train this ensemble size alone (default: every size of params.yaml sve.members, "
-                                      "nested in one run)")))
+    raise SystemExit(stage_main(__doc__, _run, _args))

@@ -6,8 +6,8 @@ members on a zoo entry's pretrained backbone and write its member logits.
 ============  ================================================================
 base          zoo entry whose ``arch``, pretrained ``init`` and ``img_size`` SVE
               starts from (the entry's own fine-tuned checkpoint is not used)
-members       ensemble sizes ``M``; the ``sve`` stage trains the largest once and
-              writes one output per size (nested: its first ``M`` members)
+members       ensemble sizes ``M``: stage ``sve-train`` trains the largest once, and
+              one stage ``sve@<M>`` per size writes its first ``M`` members (nested)
 recipe        training recipe in ``recipes`` (SVE trains singular values,
               biases and heads only, so it wants a larger lr than a fine-tune)
 sigma_init    std of the singular-value noise ``S^(m) = S (1 + eps^(m))``;
@@ -25,8 +25,9 @@ splits        split names or shell patterns the output covers, with val and
 
 The backbone keeps its 1000-class pretrained head until SVE replaces it by
 fresh per-member heads. Output ``sve-m<M>``: the checkpoint in
-``results/method_checkpoints/sve-m<M>/`` (resumable; a finished run with the same
-fingerprint is not trained again) and, through
+``results/method_checkpoints/sve/`` (nested: the largest size, stage ``sve-train``)
+or ``sve-m<M>/`` (``--members M --alone``), resumable (a finished run with the
+same fingerprint is not trained again) and, through
 :func:`benchmark.pipeline.stages.method_output`, member logits (M, N, C) and
 ``cost.json`` in ``results/methods/sve-m<M>/``. Costs (paper convention):
 ``gflops = M x`` GFLOPs of one member as a dense model; ``trainable_params = M
@@ -41,6 +42,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict
+from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -51,7 +54,7 @@ from benchmark.methods.sve import SIGMA_INIT, SingularValueEnsemble, check_diver
 from benchmark.pipeline import config, sources, stages
 from benchmark.pipeline.sources import SplitInputs
 from benchmark.core.members import member_cross_entropy
-from benchmark.train import Recipe
+from benchmark.train import Recipe, load_weights
 from benchmark.zoo import ZooEntry
 
 SECTION = "sve"
@@ -185,46 +188,103 @@ def summed_member_cross_entropy(logits, labels, label_smoothing: float = 0.0):
     return sum(member_cross_entropy(z, labels, label_smoothing) for z in logits.unbind(0))
 
 
-def train_sve(params: dict, members: int, *, progress: bool = True) -> dict:
-    """Fine-tune an ``members``-member SVE (params ``sve``) alone and write its method output; returns ``cost.json``."""
-    return train_sves(params, [members], progress=progress)[0]
+NESTED = "sve"  # results/method_checkpoints/sve: the largest size of sve.members, trained once (stage sve-train)
 
 
-def train_sves(params: dict, sizes: list[int] | None = None, *, progress: bool = True) -> list[dict]:
-    """Nested SVE: train the largest of ``sizes`` (default params ``sve.members``) once and write one method
-    output ``sve-m<M>`` per size, its first ``M`` members; returns their ``cost.json`` records.
+class _Run(NamedTuple):
+    cfg: dict
+    entry: ZooEntry
+    recipe: Recipe
+    splits: list[str]
+    src: object
+    tr: SplitInputs
+    va: SplitInputs
+    model: SingularValueEnsemble
+    fingerprint: str
+    folder: Path
 
-    Member ``m`` has its own noise stream, parameters and loss term and sees the same
-    batches, so the first ``M`` members of the large run are what an ``M``-member run
-    trains (tests/methods/test_sve_nested.py). With a recipe of several epochs, every
-    size takes the epoch the largest ensemble selects on the validation split.
-    """
-    sizes = sorted(sve_config(params)["members"] if sizes is None else sizes)
-    cfg, entry, recipe, splits = check(params, sizes[-1])
-    largest = sizes[-1]
+
+def _training(params: dict, members: int, folder_name: str) -> _Run:
+    """Validated config, the ``members``-member model, its data, fingerprint and checkpoint folder (no training yet)."""
+    cfg, entry, recipe, splits = check(params, members)
     src = sources.for_params(params)
     tr = train_subset(src.inputs(stages.TRAIN, entry, train=True), cfg["train_subset"], cfg["seed"])
     va = src.inputs(stages.VAL, entry)
     config.set_threads(params)
-    model = build(entry, cfg, largest, src.num_classes())
-    run = {k: cfg[k] for k in ("sigma_init", "seed", "patterns")} | {"members": largest, "loss": "summed"}
+    model = build(entry, cfg, members, src.num_classes())
+    run = {k: cfg[k] for k in ("sigma_init", "seed", "patterns")} | {"members": members, "loss": "summed"}
     fp = config.fingerprint(entry.as_dict(), asdict(recipe), run, store.array_hash(tr.ids), store.array_hash(va.ids))
-    folder = config.RESULTS / "method_checkpoints" / output_name(largest)  # not results/checkpoints: the soups depend on it
-    record = stages.train_once(model.to(sources.device(params)), tr.fit_data, va.fit_data, recipe, seed=cfg["seed"],
-                               folder=folder, fingerprint=fp, params=model.trainable_parameters(),
-                               loss_fn=summed_member_cross_entropy, progress=progress, num_workers=src.num_workers)
+    folder = config.RESULTS / "method_checkpoints" / folder_name  # not results/checkpoints: the soups depend on it
+    return _Run(cfg, entry, recipe, splits, src, tr, va, model, fp, folder)
+
+
+def _fit(params, t, progress: bool) -> dict:
+    cfg, _, recipe, _, src, tr, va, model, fp, folder = t
+    return stages.train_once(model.to(sources.device(params)), tr.fit_data, va.fit_data, recipe, seed=cfg["seed"],
+                             folder=folder, fingerprint=fp, params=model.trainable_parameters(),
+                             loss_fn=summed_member_cross_entropy, progress=progress, num_workers=src.num_workers)
+
+
+def _write(params, t, record: dict, members: int, progress: bool) -> dict:
+    """Method output ``sve-m<members>`` from the first ``members`` members of the trained model of ``t``."""
+    cfg, entry, recipe, splits, src, tr, va, model, _, _ = t
     model.cpu().eval()
-    out = []
-    for m in sizes:
-        sub = model if m == largest else model.first_members(m)
-        info = {"family": "sve", "method": f"m{m}", "base": entry.name, "members": m, "arch": entry.arch,
-                "img_size": entry.img_size, "sigma_init": float(cfg["sigma_init"]), "seed": cfg["seed"],
-                "adapted_layers": len(model.layer_names), "train_images": len(tr), "trained_members": largest,
-                "val_score": record["best_score"] if m == largest else _val_score(sub, va, recipe, src),
-                "select_by": recipe.select_by, **cost_info(sub, entry.img_size)}
-        out.append(stages.method_output(params, output_name(m), sub, entry, info, splits=splits,
-                                        batch_size=max(1, IMAGES_PER_CALL // m), progress=progress))
-    return out
+    sub = model if members == model.members else model.first_members(members)
+    info = {"family": "sve", "method": f"m{members}", "base": entry.name, "members": members, "arch": entry.arch,
+            "img_size": entry.img_size, "sigma_init": float(cfg["sigma_init"]), "seed": cfg["seed"],
+            "adapted_layers": len(model.layer_names), "train_images": len(tr), "trained_members": model.members,
+            "val_score": record["best_score"] if sub is model else _val_score(sub, va, recipe, src),
+            "select_by": recipe.select_by, **cost_info(sub, entry.img_size)}
+    return stages.method_output(params, output_name(members), sub, entry, info, splits=splits,
+                                batch_size=max(1, IMAGES_PER_CALL // members), progress=progress)
+
+
+def train_sve(params: dict, members: int, *, progress: bool = True) -> dict:
+    """Fine-tune an ``members``-member SVE (params ``sve``) alone and write its method output; returns ``cost.json``."""
+    t = _training(params, members, output_name(members))
+    return _write(params, t, _fit(params, t, progress), members, progress)
+
+
+def largest(params: dict) -> int:
+    return max(sve_config(params)["members"])
+
+
+def train_nested(params: dict, *, progress: bool = True) -> dict:
+    """Stage ``sve-train``: train the largest size of ``sve.members`` once into ``results/method_checkpoints/sve/``.
+
+    Nested SVE: member ``m`` has its own noise stream, parameters and loss term and
+    sees the same batches, so the first ``M`` members of this run are what an
+    ``M``-member run trains, up to float rounding (tests/methods/test_sve_nested.py).
+    With a recipe of several epochs, every size takes the epoch the largest selects.
+    """
+    return _fit(params, _training(params, largest(params), NESTED), progress)
+
+
+def nested_output(params: dict, members: int, *, progress: bool = True) -> dict:
+    """Stage ``sve@<M>``: method output ``sve-m<M>``, the first ``M`` members of the ``sve-train`` checkpoint."""
+    try:
+        check_members(members)
+    except ValueError as e:
+        raise ValueError(f"sve stage: {e} (--members)") from None
+    sizes = sve_config(params)["members"]
+    if members not in sizes:
+        raise ValueError(f"sve stage: --members {members} is not in params.yaml {SECTION}.members {sizes}")
+    t = _training(params, largest(params), NESTED)
+    done = t.folder / "train.json"
+    record = store.read_json(done) if done.exists() else None
+    if record is None or record.get("fingerprint") != t.fingerprint:
+        raise store.StoreError(f"{done}: no finished nested SVE training for the current params; run `dvc repro sve-train` "
+                               f"(or pipelines/sve.py --train)")
+    load_weights(t.folder / "model.safetensors", t.model)
+    return _write(params, t, record, members, progress)
+
+
+def train_sves(params: dict, sizes: list[int] | None = None, *, progress: bool = True) -> list[dict]:
+    """``sve-train`` then ``sve@<M>`` for every ``M`` of ``sizes`` (default params ``sve.members``), in one process."""
+    if sizes is not None:
+        params = {**params, SECTION: {**params[SECTION], "members": list(sizes)}}
+    train_nested(params, progress=progress)
+    return [nested_output(params, m, progress=progress) for m in sorted(sve_config(params)["members"])]
 
 
 def _val_score(model: SingularValueEnsemble, va: SplitInputs, recipe: Recipe, src) -> float:

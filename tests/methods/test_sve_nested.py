@@ -50,7 +50,7 @@ def test_nested_run_writes_one_output_per_size_from_one_training(runs):
     root, records = runs["nested"]
     assert [r["members"] for r in records] == [1, 2, 3]
     assert sorted(p.name for p in (root / "results" / "methods").iterdir()) == ["sve-m1", "sve-m2", "sve-m3"]
-    assert sorted(p.name for p in (root / "results" / "method_checkpoints").iterdir()) == ["sve-m3"]  # trained once
+    assert sorted(p.name for p in (root / "results" / "method_checkpoints").iterdir()) == ["sve"]  # trained once
     for r in records:
         assert r == store.read_json(root / "results" / "methods" / f"sve-m{r['members']}" / "cost.json")
         assert r["trained_members"] == 3 and r["gflops"] == pytest.approx(r["members"] * r["gflops_one_forward"], rel=1e-12)
@@ -64,7 +64,7 @@ def test_nested_run_writes_one_output_per_size_from_one_training(runs):
 def test_first_members_of_the_nested_run_equal_a_separate_run(runs, size):
     nested_root, nested = runs["nested"]
     root, (record,) = runs[f"m{size}"]
-    big = load_file(str(nested_root / "results" / "method_checkpoints" / "sve-m3" / "model.safetensors"))
+    big = load_file(str(nested_root / "results" / "method_checkpoints" / "sve" / "model.safetensors"))
     alone = load_file(str(root / "results" / "method_checkpoints" / f"sve-m{size}" / "model.safetensors"))
     assert set(big) == set(alone)
     trained = 0
@@ -122,14 +122,39 @@ def test_summed_loss_gives_each_member_its_own_gradient():
     assert torch.allclose(stage.summed_member_cross_entropy(z, y), ref)
 
 
-def test_root_dvc_yaml_sve_stage_writes_every_configured_size():
+def test_root_dvc_yaml_trains_once_and_writes_each_size_from_that_checkpoint():
     import yaml
 
     from tests.methods.test_sve_stage import ROOT
 
-    stage_def = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["sve"]
-    sizes = sorted(yaml.safe_load((ROOT / "params.yaml").read_text())["sve"]["members"])
-    outs = [next(iter(o)) if isinstance(o, dict) else o for o in stage_def["outs"]]
-    assert stage_def["cmd"] == "python pipelines/sve.py"  # nested: no --members
-    assert outs == [f"results/method_checkpoints/{stage.output_name(sizes[-1])}"] + \
-        [f"results/methods/{stage.output_name(m)}" for m in sizes]
+    all_stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    train, out = all_stages["sve-train"], all_stages["sve"]
+    assert train["cmd"] == "python pipelines/sve.py --train"
+    assert [next(iter(o)) for o in train["outs"]] == [f"results/method_checkpoints/{stage.NESTED}"]
+    assert out["foreach"] == "${sve.members}" and out["do"]["cmd"] == "python pipelines/sve.py --members ${item}"
+    assert f"results/method_checkpoints/{stage.NESTED}" in out["do"]["deps"]
+    assert out["do"]["outs"] == ["results/methods/sve-m${item}"]
+
+
+def test_output_without_the_nested_training_is_refused_with_one_line(tmp_path, monkeypatch):
+    _setup(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(store.StoreError, match=r"no finished nested SVE training for the current params; run `dvc repro sve-train`"):
+        stage.nested_output(_params(members=[1, 2]), 1, progress=False)
+    with pytest.raises(ValueError, match=r"--members 4 is not in params.yaml sve.members \[1, 2\]"):
+        stage.nested_output(_params(members=[1, 2]), 4, progress=False)
+    assert not (tmp_path / "results" / "methods").exists()
+
+
+def test_stage_script_needs_train_or_members(tmp_path):
+    import subprocess
+    import sys
+
+    from tests.methods.test_sve_stage import ROOT
+
+    import yaml
+
+    _setup(tmp_path)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(_params()))
+    proc = subprocess.run([sys.executable, str(ROOT / "pipelines" / "sve.py")], cwd=tmp_path, capture_output=True, text=True)
+    assert proc.returncode == 2 and "give --train or --members M" in proc.stderr and "Traceback" not in proc.stderr

@@ -226,8 +226,9 @@ def add_suite_pipeline_command(subparsers) -> None:
         description="Write suites/<NAME>/dvc.yaml from the package's template, and suites/<NAME>/params.yaml when it "
                     "does not exist yet, and .dvc/ (the folder is its own DVC project). Run from the repository root. "
                     "Then: dvc --cd suites/<NAME> repro")
-    p.add_argument("names", nargs="*", metavar="NAME", help="suite names (suites/<NAME>.yaml)")
-    p.add_argument("--all", action="store_true", help="every suite in suites/")
+    p.add_argument("names", nargs="*", metavar="NAME",
+                   help="suite names (suites/<NAME>.yaml); 'embedded': the root dvc.yaml of the embedded default")
+    p.add_argument("--all", action="store_true", help="every suite in suites/ (and the root dvc.yaml once it is generated)")
     p.add_argument("--check", action="store_true", help="write nothing; exit 2 when a folder differs from the generator")
     p.add_argument("--root", default=".", metavar="DIR", help="repository root (default: the current folder)")
     p.set_defaults(handler=run_suite_pipeline)
@@ -237,20 +238,25 @@ def run_suite_pipeline(args) -> int:
     from benchmark.data.paper.suites import SuiteError, list_suites
     from benchmark.zoo import ZooError
 
+    from benchmark.pipeline import embedded_pipeline as emb
+
     root = Path(args.root)
-    names = list_suites(root / "suites") if args.all else args.names
+    names = ([emb.NAME] if emb.is_generated(root) else []) + list_suites(root / "suites") if args.all else args.names
     if not names or (args.all and args.names):
         print("error: give suite names or --all (not both)", file=sys.stderr)
         return 2
     problems = []
     for name in names:
         try:
-            if args.check:
-                problems += check(name, root)
+            if name == emb.NAME:  # the embedded default: the root dvc.yaml (params.yaml is the user's)
+                problems += emb.check(root) if args.check else []
+                written = [] if args.check else emb.write(root)
             else:
-                for path in write(name, root):
-                    print(f"wrote {path}")
-        except (SuiteError, ZooError, OSError) as e:
+                problems += check(name, root) if args.check else []
+                written = [] if args.check else write(name, root)
+            for path in written:
+                print(f"wrote {path}")
+        except (SuiteError, ZooError, OSError, ValueError) as e:
             problems.append(str(e))
     for msg in problems:
         print(f"error: {msg}", file=sys.stderr)

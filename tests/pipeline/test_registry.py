@@ -127,3 +127,33 @@ def test_evaluate_units_come_from_the_registry_in_the_order_and_with_the_costs_o
     for (_, gi, gc), (_, wi, wc) in zip(got, want):
         assert gi == wi and gc.keys() == wc.keys()
         assert all(gc[k] == wc[k] or (math.isnan(gc[k]) and math.isnan(wc[k])) for k in gc)
+
+
+def _stage_view(stages: dict) -> dict:
+    def plain(items):
+        return [x if isinstance(x, str) else yaml.safe_dump(x, sort_keys=True) for x in items or []]
+
+    out = {}
+    for name, st in stages.items():
+        body = st.get("do", st)
+        out[name] = {"foreach": st.get("foreach"), "cmd": body["cmd"], "params": plain(body.get("params")),
+                     "outs": plain(body.get("outs")), "metrics": plain(body.get("metrics")), "deps": plain(body.get("deps"))}
+    return out
+
+
+def test_the_root_dvc_yaml_is_the_template_rendered_for_the_embedded_default():
+    """Same stages, commands, params and outputs as the rendered template, at least its dependencies; once the
+    root dvc.yaml is the generated one, byte for byte (else: python -m benchmark suite-pipeline embedded)."""
+    from benchmark.pipeline import embedded_pipeline
+
+    text = (ROOT / "dvc.yaml").read_text()
+    rendered = embedded_pipeline.render(ROOT)
+    have, want = yaml.safe_load(text), yaml.safe_load(rendered)
+    assert {k: have.get(k) for k in ("vars", "metrics", "plots")} == {k: want.get(k) for k in ("vars", "metrics", "plots")}
+    h, w = _stage_view(have["stages"]), _stage_view(want["stages"])
+    assert list(h) == list(w)
+    for name in h:
+        assert {k: v for k, v in h[name].items() if k != "deps"} == {k: v for k, v in w[name].items() if k != "deps"}, name
+        assert set(h[name]["deps"]) <= set(w[name]["deps"]), (name, sorted(set(h[name]["deps"]) - set(w[name]["deps"])))
+    if embedded_pipeline.is_generated(ROOT):
+        assert text == rendered, "the root dvc.yaml is out of date: python -m benchmark suite-pipeline embedded"

@@ -5,7 +5,7 @@
   ``(identity, method info, cost)`` (:func:`benchmark.pipeline.evaluate.run` takes them in
   registration order, then the method outputs of ``results/methods/``).
 * ``sve`` (group ``sve``): a thin entry over :mod:`benchmark.pipeline.sve` (its own params
-  section ``sve`` and stage script ``pipelines/sve.py``).
+  section ``sve``, stage script ``pipelines/sve.py`` and stages ``sve-train`` + ``sve@<M>`` in the template).
 """
 from __future__ import annotations
 
@@ -55,9 +55,10 @@ def _sve_outputs(members) -> list[str]:
 
 @register_method(kind="sve", family="sve", group="sve", section="sve", script="sve", needs=("base-model",), persist=True,
                  outputs=_sve_outputs, title="Singular Value Ensemble",
-                 comment="Singular Value Ensembles (params.yaml sve)")
+                 comment="Singular Value Ensembles (params.yaml sve): stages sve-train and sve@<M>")
 def sve(params: dict, members, *, progress: bool = True) -> dict:
-    """The SVE stage's work (:func:`benchmark.pipeline.sve.train_sve`), unchanged."""
+    """Stage ``sve@<M>``'s work, unchanged: :func:`benchmark.pipeline.sve.nested_output` (the first ``M`` members of
+    the ensemble stage ``sve-train`` trained, :func:`benchmark.pipeline.sve.train_nested`)."""
     from benchmark.pipeline import sve as stage
 
-    return stage.train_sve(params, int(members), progress=progress)
+    return stage.nested_output(params, int(members), progress=progress)

@@ -44,7 +44,7 @@ SUBREPO_FILES = {
 }
 EVAL_SPLITS = ("test", "shift", "ood")
 SVE_MEMBERS = [1, 2, 4, 8, 16]  # the default sweep where the suite file has an `sve` recipe
-STAGE_SCRIPTS = ("pipelines/data.py", "pipelines/train.py", "pipelines/logits.py", "pipelines/cost.py", "pipelines/sve.py",
+STAGE_SCRIPTS = ("pipelines/data.py", "pipelines/train.py", "pipelines/logits.py", "pipelines/sve.py",
                  "pipelines/evaluate.py", "pipelines/report.py")
 
 
@@ -121,10 +121,16 @@ def _context(name: str, root: Path) -> dict:
         "plot_metrics": ["accuracy", "auroc", "aurc", "sac98", "ece", "nll", "brier"] + (["ood_auroc"] if "ood" in splits else []),
         "baseline_stages": method_stages(_existing_params(folder)),
         "deps": stage_code(root),
-        "up": "../../", "embedded": False, "sve_nested": False, "sve_members": [],
-        "sve_deps": ["results/data"], "sve_params": ["logits", "cost", "sve"],
-        **_method_defaults(zoo, spec.recipes),
+        "up": "../../", "embedded": False, "sve_train_deps": ["results/data"], "sve_deps": ["results/data"],
+        **(defaults := _method_defaults(zoo, spec.recipes)),
+        "sve_members": _sve_members(_existing_params(folder), defaults["sve"]["members"]),
     }
+
+
+def _sve_members(params: dict | None, default: list) -> list:
+    """The SVE sizes of the suite's params.yaml (the generator's default before it exists): none, no SVE stages."""
+    members = ((params or {}).get("sve") or {}).get("members", default) if params is not None else default
+    return members if isinstance(members, list) else default
 
 
 def _method_defaults(zoo: dict, recipes: dict) -> dict:

@@ -103,10 +103,10 @@ def test_dvc_parses_every_suite_folder(tmp_path):
                   root).stdout.split()
         zoo = load_suite(name, suites_dir=ROOT / "suites").zoo
         entries = yaml.safe_load((ROOT / zoo).read_text())["models"]
-        per_model = {f"{stage}@{m}" for stage in ("train", "logits", "cost") for m in entries}
+        per_model = {f"{stage}@{m}" for stage in ("train", "logits") for m in entries}  # logits --cost: no cost stage
         fixed = {"data", "evaluate", "report"}
         members = yaml.safe_load((ROOT / "suites" / name / "params.yaml").read_text())["sve"]["members"]
-        sve = {f"sve@{m}" for m in members}  # baselines: none selected by default
+        sve = {f"sve@{m}" for m in members} | ({"sve-train"} if members else set())  # baselines: none by default
         assert set(out) == per_model | fixed | sve
         if name == "cifar100":
             assert "sve@16" in out  # the SVE paper's setting sweeps M up to 16
@@ -247,11 +247,12 @@ def test_caltech256_suite_through_dvc(tmp_path):
                          none={"epochs": 0}, sve={"epochs": 1, "batch_size": 5, "lr": 0.01, "select_by": "accuracy"})
     (folder / "params.yaml").write_text(yaml.safe_dump(params | METHODS))
     (root / "zoo" / "caltech256.yaml").write_text(yaml.safe_dump({"models": {**TINY_ZOO["models"], "lite": LITE0}}))
+    assert suite_pipeline.write("caltech256", root) == [folder / "dvc.yaml"]  # sve.members selects the SVE stages
     run(["git", "init", "-q"], root)
     run([sys.executable, "-m", "dvc", "init", "-q"], root)
     out = run([sys.executable, "-m", "dvc", "--cd", "suites/caltech256", "repro"], root).stdout
     assert "Running stage 'train@res'" in out
-    for stage in ("sve@2", "mc_dropout@mcd-eff", "laplace@la-res", "shallow@sh-eff"):
+    for stage in ("sve-train", "sve@2", "mc_dropout@mcd-eff", "laplace@la-res", "shallow@sh-eff"):
         assert f"Running stage '{stage}'" in out
     m = pd.read_csv(folder / "results" / "metrics.csv")
     assert set(m["suite"]) == {"caltech256"}

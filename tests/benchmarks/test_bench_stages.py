@@ -1,4 +1,7 @@
-"""Per-stage figures of the model stages (data, train, logits, cost) on a tiny profile of the embedded default.
+"""Per-stage figures of the model stages (data, train, logits --cost) on a tiny profile of the embedded default.
+
+The root pipeline writes each model's cost in its logits stage (``--cost``); the
+standalone cost stage (the suites' pipelines) is measured too, for comparison.
 
 Each stage runs in a fresh subprocess (as DVC runs it: ``python pipelines/<stage>.py``)
 with ``UQ_TIMINGS`` set, so the figures are the ones `python -m benchmark
@@ -24,7 +27,8 @@ from benchmark.reproduce import timing
 
 ROOT = Path(__file__).resolve().parents[2]
 ZOO = {"models": {"tiny": {"arch": "test_resnet", "init": "scratch", "img_size": 16, "seed": 0, "recipe": "scratch"}}}
-STAGES = [("data", []), ("train", ["--model", "tiny"]), ("logits", ["--model", "tiny"]), ("cost", ["--model", "tiny"])]
+STAGES = [("data", "data", []), ("train", "train", ["--model", "tiny"]), ("logits", "logits", ["--model", "tiny", "--cost"]),
+          ("cost-alone", "cost", ["--model", "tiny"])]  # (benchmark id, stage script, arguments)
 
 
 @pytest.fixture(scope="module")
@@ -42,9 +46,9 @@ def tiny(tmp_path_factory):
     return root
 
 
-@pytest.mark.parametrize("stage, args", STAGES, ids=[s for s, _ in STAGES])
-def test_bench_stage(benchmark, tiny, stage, args):
-    log = tiny / f"{stage}.jsonl"
+@pytest.mark.parametrize("name, stage, args", STAGES, ids=[s for s, _, _ in STAGES])
+def test_bench_stage(benchmark, tiny, name, stage, args):
+    log = tiny / f"{name}.jsonl"
     env = dict(os.environ, UQ_TIMINGS=str(log), HF_HUB_OFFLINE="1", TQDM_DISABLE="1", PYTHONPATH=str(ROOT))
     env.pop("UQ_TIMINGS_PID", None)
 
@@ -57,4 +61,6 @@ def test_bench_stage(benchmark, tiny, stage, args):
     rec = timing.read_records(log).iloc[-1].to_dict()
     assert rec["stage"] == (stage if not args else f"{stage}@tiny")
     assert rec["wall_s"] > 0 and rec["max_rss_mb"] > 50
+    if "--cost" in args:
+        assert json.loads((tiny / "results" / "cost" / "tiny.json").read_text())["gflops"] > 0
     benchmark.extra_info.update({k: rec[k] for k in ("wall_s", "user_s", "sys_s", "max_rss_mb", "minor_faults")})

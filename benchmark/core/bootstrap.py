@@ -14,6 +14,7 @@ per-sample terms and everything on ranks are accumulated in float64.
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Sequence
 from numbers import Integral, Real
 
@@ -34,12 +35,28 @@ def check_bootstrap_args(n_bootstrap: int, level: float) -> None:
         raise InputError(f"level: must be in (0, 1), got {level!r}")
 
 
-def resample_indices(n: int, n_bootstrap: int, seed: int, chunk: int = DEFAULT_CHUNK) -> Iterator[torch.Tensor]:
-    """Yield (b, n) int64 tensors of indices drawn with replacement, ``b <= chunk``."""
+KEEP_DRAWS = 1 << 23  # resamples of at most this many indices in all (64 MB) are drawn once per process
+
+
+def _draw(n: int, n_bootstrap: int, seed: int, chunk: int) -> Iterator[torch.Tensor]:
     rng = np.random.default_rng(seed)
     for start in range(0, n_bootstrap, chunk):
         b = min(chunk, n_bootstrap - start)
         yield torch.from_numpy(rng.integers(0, n, size=(b, n), dtype=np.int64))
+
+
+@functools.lru_cache(maxsize=2)
+def _kept(n: int, n_bootstrap: int, seed: int, chunk: int) -> tuple[torch.Tensor, ...]:
+    return tuple(_draw(n, n_bootstrap, seed, chunk))
+
+
+def resample_indices(n: int, n_bootstrap: int, seed: int, chunk: int = DEFAULT_CHUNK) -> Iterator[torch.Tensor]:
+    """Yield (b, n) int64 tensors of indices drawn with replacement, ``b <= chunk``.
+
+    The draws depend only on the arguments; up to :data:`KEEP_DRAWS` indices in all they
+    are kept (read-only) for the next call with the same arguments (every prediction
+    on the same samples is resampled alike)."""
+    return iter(_kept(n, n_bootstrap, seed, chunk)) if n * n_bootstrap <= KEEP_DRAWS else _draw(n, n_bootstrap, seed, chunk)
 
 
 def counts_in_sorted_order(stats: SampleStats, idx: torch.Tensor) -> torch.Tensor:

@@ -7,11 +7,13 @@ thresholds, so the input order never matters.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import torch
 
 from benchmark.core import ranking
-from benchmark.core.bootstrap import DEFAULT_CHUNK, check_bootstrap_args, percentile_interval
+from benchmark.core.bootstrap import DEFAULT_CHUNK, KEEP_DRAWS, check_bootstrap_args, percentile_interval
 from benchmark.core.validation import as_scores
 
 OOD_METRICS = ("ood_auroc", "ood_aupr", "ood_fpr95")
@@ -24,7 +26,7 @@ def _setup(conf_id, conf_ood):
     rank = torch.empty_like(order)
     rank[order] = torch.arange(order.shape[0])
     is_id = (order < a.shape[0]).to(torch.float64)
-    return a.shape[0], b.shape[0], rank, is_id, ranking.group_ends(group)
+    return a.shape[0], b.shape[0], rank, is_id, ranking.group_ends(group), group[rank]
 
 
 def _from_weights(w: torch.Tensor, is_id: torch.Tensor, ends: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -48,10 +50,24 @@ def _from_weights(w: torch.Tensor, is_id: torch.Tensor, ends: torch.Tensor) -> d
     }
 
 
+def _from_group_counts(pos_g: torch.Tensor, neg_g: torch.Tensor) -> dict[str, torch.Tensor]:
+    """:func:`_from_weights` of integer weightings given by their ID and OOD weight per tie group
+    (B, G): the same tensors reach the same formulas (cumulative sums and differences of exact
+    integers are exact), without the (B, N) weights and their cumulative sums over all samples."""
+    pos, neg = torch.cumsum(pos_g, 1), torch.cumsum(neg_g, 1)
+    ood_up = torch.cumsum(torch.flip(neg_g, [1]), 1)
+    all_up = torch.cumsum(torch.flip(pos_g + neg_g, [1]), 1)
+    return {
+        "ood_auroc": ranking.auroc(pos, neg),
+        "ood_aupr": ranking.average_precision(ood_up, all_up),
+        "ood_fpr95": ranking.fpr_at_tpr(pos, neg, 0.95),
+    }
+
+
 def ood_metrics(conf_id, conf_ood) -> dict[str, float]:
     """OOD detection metrics of confidences on ID samples ``conf_id`` (N1,) and OOD
     samples ``conf_ood`` (N2,); see :func:`_from_weights` for the formulas."""
-    _, _, _, is_id, ends = _setup(conf_id, conf_ood)
+    _, _, _, is_id, ends, _ = _setup(conf_id, conf_ood)
     ones = torch.ones(1, is_id.shape[0], dtype=torch.float64)
     return {k: float(v[0]) for k, v in _from_weights(ones, is_id, ends).items()}
 
@@ -60,17 +76,39 @@ def ood_evaluate(conf_id, conf_ood, *, n_bootstrap: int = 1000, seed: int = 0, l
     """``metric -> (value, ci_low, ci_high)``: percentile-bootstrap intervals with the
     ID and the OOD set resampled separately (stratified), NaN bounds for 0 resamples."""
     check_bootstrap_args(n_bootstrap, level)
-    n1, n2, rank, is_id, ends = _setup(conf_id, conf_ood)
+    n1, n2, rank, is_id, ends, group_of = _setup(conf_id, conf_ood)
     ones = torch.ones(1, n1 + n2, dtype=torch.float64)
     values = {k: float(v[0]) for k, v in _from_weights(ones, is_id, ends).items()}
     if n_bootstrap == 0:
         return {k: (v, float("nan"), float("nan")) for k, v in values.items()}
-    rng = np.random.default_rng(seed)
+    g = ends.shape[0]
     parts: dict[str, list[torch.Tensor]] = {k: [] for k in values}
-    for start in range(0, n_bootstrap, DEFAULT_CHUNK):
-        b = min(DEFAULT_CHUNK, n_bootstrap - start)
-        idx = torch.cat([torch.from_numpy(rng.integers(0, n1, size=(b, n1))), n1 + torch.from_numpy(rng.integers(0, n2, size=(b, n2)))], 1)
-        w = torch.zeros(b, n1 + n2, dtype=torch.float64).scatter_add_(1, rank[idx], torch.ones(1, 1, dtype=torch.float64).expand(idx.shape))
-        for k, v in _from_weights(w, is_id, ends).items():
+    for idx_id, idx_ood in _stratified_indices(n1, n2, n_bootstrap, seed):
+        b = idx_id.shape[0]
+        one = torch.ones(1, 1, dtype=torch.float64)
+        pos_g = torch.zeros(b, g, dtype=torch.float64).scatter_add_(1, group_of[:n1][idx_id], one.expand(idx_id.shape))
+        neg_g = torch.zeros(b, g, dtype=torch.float64).scatter_add_(1, group_of[n1:][idx_ood], one.expand(idx_ood.shape))
+        for k, v in _from_group_counts(pos_g, neg_g).items():
             parts[k].append(v)
     return {k: (v, *percentile_interval(torch.cat(parts[k]), level)) for k, v in values.items()}
+
+
+def _draws(n1: int, n2: int, n_bootstrap: int, seed: int):
+    rng = np.random.default_rng(seed)
+    for start in range(0, n_bootstrap, DEFAULT_CHUNK):
+        b = min(DEFAULT_CHUNK, n_bootstrap - start)
+        yield torch.from_numpy(rng.integers(0, n1, size=(b, n1))), torch.from_numpy(rng.integers(0, n2, size=(b, n2)))
+
+
+@functools.lru_cache(maxsize=2)
+def _kept_draws(n1: int, n2: int, n_bootstrap: int, seed: int) -> tuple:
+    return tuple(_draws(n1, n2, n_bootstrap, seed))
+
+
+def _stratified_indices(n1: int, n2: int, n_bootstrap: int, seed: int):
+    """The resamples of :func:`ood_evaluate`: ID and OOD indices per chunk. They depend only on the
+    sizes and the seed, so while they fit in :data:`~benchmark.core.bootstrap.KEEP_DRAWS` integers
+    they are drawn once and reused by every confidence scored on the same samples."""
+    if n_bootstrap * (n1 + n2) <= KEEP_DRAWS:
+        return _kept_draws(n1, n2, n_bootstrap, seed)
+    return _draws(n1, n2, n_bootstrap, seed)

@@ -214,19 +214,23 @@ def run_units(units: list[Unit], ctx: Context, *, workers: int = 1, threads: int
               progress: bool = True) -> dict[str, tuple[pd.DataFrame, pd.DataFrame]]:
     """Evaluate ``units`` (writing their files); ``key -> (rows, paired)``.
 
-    ``workers = 1`` runs them in this process; more starts that many worker
-    processes (``threads`` torch threads each, see :func:`_mp_context`). The
+    ``workers = 1`` runs them in this process, more starts that many worker
+    processes (:func:`_mp_context`); either way with ``threads`` torch threads per process. The
     first unit that fails raises :class:`UnitError` naming it, once the units
     already running have finished (and written their files); queued units are dropped.
     """
     out: dict[str, tuple[pd.DataFrame, pd.DataFrame]] = {}
     with tqdm(total=len(units), desc="evaluate", disable=not progress) as bar:
         if workers <= 1 or len(units) <= 1:
-            runner = Runner(ctx)
-            for batch in batches(units, 1):
-                for key, rows, paired in runner.run_batch(batch):
-                    out[key] = (rows, paired)
-                    bar.update()
+            runner, before = Runner(ctx), torch.get_num_threads()
+            torch.set_num_threads(threads)
+            try:
+                for batch in batches(units, 1):
+                    for key, rows, paired in runner.run_batch(batch):
+                        out[key] = (rows, paired)
+                        bar.update()
+            finally:
+                torch.set_num_threads(before)
             return out
         pool = ProcessPoolExecutor(workers, mp_context=_mp_context(), initializer=_init_worker, initargs=(ctx, threads))
         try:

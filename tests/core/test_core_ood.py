@@ -68,3 +68,28 @@ def test_bad_input(args, message):
     with pytest.raises(InputError) as e:
         ood_metrics(*args)
     assert message in str(e.value)
+
+
+def test_bootstrap_group_counts_equal_the_per_sample_weights():
+    """The bootstrap scores each resample from its ID/OOD counts per tie group; the same resamples
+    scored from (B, N) per-sample weights (the direct definition, ``_from_weights``) give the
+    same numbers bit for bit, ties included, and the kept draws are the seeded draws."""
+    from benchmark.core import ood
+
+    g = torch.Generator().manual_seed(5)
+    a = torch.randint(0, 40, (300,), generator=g).double() / 40  # many ties, across ID and OOD
+    b = torch.randint(0, 30, (120,), generator=g).double() / 40
+    n1, n2, rank, is_id, ends, group_of = ood._setup(a, b)
+    rng = np.random.default_rng(0)
+    for idx_id, idx_ood in ood._stratified_indices(n1, n2, 200, 0):
+        assert torch.equal(idx_id, torch.from_numpy(rng.integers(0, n1, size=idx_id.shape)))
+        assert torch.equal(idx_ood, torch.from_numpy(rng.integers(0, n2, size=idx_ood.shape)))
+        idx = torch.cat([idx_id, n1 + idx_ood], 1)
+        w = torch.zeros(idx.shape[0], n1 + n2, dtype=torch.float64).scatter_add_(1, rank[idx], torch.ones(idx.shape, dtype=torch.float64))
+        direct = ood._from_weights(w, is_id, ends)
+        one = torch.ones(1, 1, dtype=torch.float64)
+        pos = torch.zeros(idx.shape[0], ends.shape[0], dtype=torch.float64).scatter_add_(1, group_of[:n1][idx_id], one.expand(idx_id.shape))
+        neg = torch.zeros(idx.shape[0], ends.shape[0], dtype=torch.float64).scatter_add_(1, group_of[n1:][idx_ood], one.expand(idx_ood.shape))
+        fast = ood._from_group_counts(pos, neg)
+        for k in direct:
+            assert torch.equal(direct[k], fast[k]), k

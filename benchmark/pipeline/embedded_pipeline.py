@@ -48,7 +48,7 @@ def context(root=".") -> dict:
 def render(root=".") -> str:
     from benchmark.pipeline import suite_pipeline
 
-    return suite_pipeline._environment().get_template(suite_pipeline.TEMPLATE).render(context(root))
+    return suite_pipeline.environment().get_template(suite_pipeline.TEMPLATE).render(context(root))
 
 
 def write(root=".") -> list[Path]:

@@ -87,7 +87,7 @@ def _comment(text) -> str:
     return " ".join("".join(c for c in str(text) if c.isprintable() or c.isspace()).split())
 
 
-def _environment():
+def environment():
     import jinja2
 
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), undefined=jinja2.StrictUndefined,
@@ -180,7 +180,7 @@ def _existing_params(folder: Path) -> dict | None:
 
 def render(name: str, root=".") -> dict[str, str]:
     """``{"dvc.yaml": text, "params.yaml": text}`` of suite ``name`` in repository ``root``."""
-    env, ctx = _environment(), _context(name, Path(root))
+    env, ctx = environment(), _context(name, Path(root))
     return {"dvc.yaml": env.get_template(TEMPLATE).render(ctx),
             "params.yaml": env.get_template("suite.params.yaml.j2").render(ctx)}
 

@@ -27,6 +27,8 @@ def parser() -> argparse.ArgumentParser:
                    help="paired-bootstrap differences duo - base (the headline's intervals; missing = no intervals)")
     p.add_argument("--logits", default="results/logits",
                    help="models' logits folders (<model>/<split>.safetensors): risk-coverage and reliability curves")
+    p.add_argument("--methods", default=argparse.SUPPRESS,
+                   help="method outputs (<name>/{cost.json, <split>.safetensors}): their curves (default: 'methods' beside --logits)")
     p.add_argument("--lock", default="dvc.lock", help="dvc.lock, read for the hashes of each model's logits (not a dependency)")
     p.add_argument("--published", default=argparse.SUPPRESS, help="published numbers YAML (default: the package's published.yaml)")
     p.add_argument("--out", default="reports", help="output folder (replaced as a whole)")
@@ -39,7 +41,7 @@ def main(argv=None) -> int:
     try:
         inputs = load_inputs(args.results, models=args.models, zoo=getattr(args, "zoo", ["zoo/embedded.yaml"]),
                              params=args.params, lock=args.lock, paired=args.paired,
-                             logits=args.logits)
+                             logits=args.logits, methods=getattr(args, "methods", None))
         published = load_published(args.published) if hasattr(args, "published") else None
         page = build_report(inputs, args.out, published=published, progress=not args.quiet)
     except (StoreError, ValueError) as e:

@@ -75,7 +75,8 @@ def build_report(inputs: ReportInputs, out_dir, *, published: Published | None =
         plots = write_plots(default_rows(wide, cfg), cfg, tmp, progress=progress)
         context, files = page_context(inputs, wide, metrics, plots, repro, notices)
         context["figures"] = write_extra_figures(context["headline"], default_rows(wide, cfg), cfg, tmp)
-        write_curve_figures(context["headline"], default_rows(wide, cfg), cfg, tmp, inputs.logits_dir, context["figures"])
+        write_curve_figures(context["headline"], default_rows(wide, cfg), cfg, tmp, inputs.logits_dir, context["figures"],
+                            inputs.methods_dir)
         for rel, text in files.items():
             write_text(tmp / rel, text)
         for rel, obj in dvc_metrics(context["headline"], cfg).items():

@@ -34,6 +34,7 @@ class ReportInputs:
     sources: dict[str, str] = field(default_factory=dict)
     paired: pd.DataFrame | None = None  # results/paired.csv: paired-bootstrap differences duo - base
     logits_dir: str | None = None  # results/logits: risk-coverage and reliability curves of the headline rows
+    methods_dir: str | None = None  # results/methods: the same for method outputs (SVE, soups, ...); None = beside logits
 
 
 def results_from_frame(df: pd.DataFrame, *, source: str = "results table") -> tuple[pd.DataFrame, list[str]]:
@@ -169,7 +170,7 @@ def read_mapping(path, if_missing: str) -> tuple[dict | None, list[str]]:
     return data, []
 
 
-def load_inputs(results, models=None, zoo=(), params=None, lock=None, paired=None, logits=None) -> ReportInputs:
+def load_inputs(results, models=None, zoo=(), params=None, lock=None, paired=None, logits=None, methods=None) -> ReportInputs:
     """Read every input file; the ``report`` block of ``params`` configures the report."""
     res, notes = read_results(results)
     sources = {"results": str(results)}
@@ -201,4 +202,5 @@ def load_inputs(results, models=None, zoo=(), params=None, lock=None, paired=Non
     if logits is not None and not Path(logits).is_dir():
         notes.append(f"{logits}: logits folder not found; no risk-coverage curves or reliability diagrams.")
     return ReportInputs(results=res, models=mdf, zoo=z, params=prm, lock=lk, config=cfg, notices=notes, sources=sources,
-                        paired=pdf, logits_dir=None if logits is None else str(logits))
+                        paired=pdf, logits_dir=None if logits is None else str(logits),
+                        methods_dir=None if methods is None else str(methods))

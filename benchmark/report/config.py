@@ -23,7 +23,8 @@ class ReportConfig:
     outputs are a model's logits. The headline table ranks by ``headline_metric``
     (the reader can switch among ``headline_metrics``); "cheap" duos have a FLOPs
     balance of at most ``headline_balance``; ``headline_split`` is the split of
-    the compact headline that ``dvc metrics show`` prints.
+    the compact headline that ``dvc metrics show`` prints. ``workers`` processes
+    draw the Pareto figures (where the platform can fork; the output is the same).
     """
 
     title: str = "Cheap uncertainty quantification: leaderboard"
@@ -42,6 +43,7 @@ class ReportConfig:
     headline_metrics: tuple[str, ...] = ("accuracy", "aurc", "auroc", "nll", "ece", "sac98")
     headline_balance: float = 0.2
     headline_split: str = "test"
+    workers: int = 1  # processes drawing the Pareto figures (forked; the files do not depend on it)
 
     @classmethod
     def from_params(cls, params: dict | None, *, source: str = "params.yaml") -> "ReportConfig":

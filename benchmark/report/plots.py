@@ -14,6 +14,8 @@ from the labels found in the table, so a new family needs no code.
 """
 from __future__ import annotations
 
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import matplotlib
@@ -242,6 +244,39 @@ def frontier_table(points: pd.DataFrame, metric: str) -> pd.DataFrame:
     return f.sort_values(["gflops", "value"], ascending=[True, not hib], kind="stable")
 
 
+def _draw_metric(job) -> tuple[dict, pd.DataFrame] | None:
+    """The figures and frontier file of one (suite, split, metric); ``(entry, points with on_front)``."""
+    suite, split, rows, metric, colors, marks, base_colors, config, out_dir = job
+    with matplotlib.rc_context(_RC):
+        pts = plot_points(rows, metric)
+        if pts["value"].notna().sum() == 0:
+            return None
+        name = f"{file_slug(suite)}_{file_slug(split)}_{file_slug(metric)}"
+        entry: dict = {}
+        label = METRICS[metric].label
+        figs = {
+            "gflops": gflops_figure(pts, metric, f"{suite} / {split}: {label} vs cost", colors, marks, config.reference_family),
+            "balance": balance_figure(pts, metric, f"{suite} / {split}: {label} vs FLOPs balance", base_colors, marks,
+                                      config.reference_family),
+            "overhead": overhead_figure(pts, metric, f"{suite} / {split}: {label} vs trainable parameters", colors, marks,
+                                        config.reference_family),
+        }
+        for kind, fig in figs.items():
+            if fig is not None:
+                paths = save_figure(fig, out_dir / "plots" / f"{kind}_{name}", config.formats, config.dpi)
+                entry[kind] = {p.suffix[1:]: p.relative_to(out_dir).as_posix() for p in paths}
+        front = frontier_table(pts, metric)
+        write_table(out_dir / "plots" / "data" / "frontier" / f"{name}.csv", front.reset_index(drop=True))
+        return entry, pts.assign(metric=metric, on_front=pts.index.isin(front.index))
+
+
+def _pool(workers: int, jobs: int):
+    """A pool of forked drawing processes, or None (one worker, one job, or no fork on this platform)."""
+    if workers <= 1 or jobs <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+        return None
+    return ProcessPoolExecutor(min(workers, jobs), mp_context=multiprocessing.get_context("fork"))
+
+
 def write_plots(view: pd.DataFrame, config, out_dir: Path, *, progress: bool = True) -> dict:
     """Draw every (suite, split, metric) of ``view`` whose split matches ``config.plot_splits``.
 
@@ -250,7 +285,8 @@ def write_plots(view: pd.DataFrame, config, out_dir: Path, *, progress: bool = T
     ``plots/data/pareto_<suite>_<split>.csv`` (every point, long format) and
     ``plots/data/frontier/<suite>_<split>_<metric>.csv`` (the GFLOPs frontier,
     the curves for ``dvc plots``). Returns ``{(suite, split): {metric: {kind:
-    {fmt: path relative to out_dir}}}}``.
+    {fmt: path relative to out_dir}}}}``. ``config.workers`` processes draw the
+    figures; every figure is drawn alone, so the files do not depend on it.
     """
     out_dir = Path(out_dir)
     view = view[[match_any(s, config.plot_splits) for s in view["split"]]] if len(view) else view
@@ -258,31 +294,22 @@ def write_plots(view: pd.DataFrame, config, out_dir: Path, *, progress: bool = T
     labels = [method_label(f, m) for f, m in zip(view["family"], view["method"])]
     colors, marks = palette(labels), markers(labels)
     base_colors = {su: palette(g["base"]) for su, g in view.groupby("suite")}  # per suite: fewer, more distinct colours
-    jobs = [(su, sp, g, m) for (su, sp), g in view.groupby(["suite", "split"], sort=True) for m in metrics]
+    jobs = [(su, sp, g, m, colors, marks, base_colors[su], config, out_dir)
+            for (su, sp), g in view.groupby(["suite", "split"], sort=True) for m in metrics]
     written: dict = {}
     long_parts: dict = {}
-    with matplotlib.rc_context(_RC):
-        for suite, split, rows, metric in tqdm(jobs, desc="report plots", unit="metric", disable=not progress):
-            pts = plot_points(rows, metric)
-            if pts["value"].notna().sum() == 0:
+    pool = _pool(getattr(config, "workers", 1), len(jobs))
+    try:
+        done = pool.map(_draw_metric, jobs) if pool is not None else map(_draw_metric, jobs)
+        for job, got in zip(jobs, tqdm(done, total=len(jobs), desc="report plots", unit="metric", disable=not progress)):
+            if got is None:
                 continue
-            name = f"{file_slug(suite)}_{file_slug(split)}_{file_slug(metric)}"
-            entry = written.setdefault((suite, split), {}).setdefault(metric, {})
-            label = METRICS[metric].label
-            figs = {
-                "gflops": gflops_figure(pts, metric, f"{suite} / {split}: {label} vs cost", colors, marks, config.reference_family),
-                "balance": balance_figure(pts, metric, f"{suite} / {split}: {label} vs FLOPs balance", base_colors[suite], marks,
-                                          config.reference_family),
-                "overhead": overhead_figure(pts, metric, f"{suite} / {split}: {label} vs trainable parameters", colors, marks,
-                                            config.reference_family),
-            }
-            for kind, fig in figs.items():
-                if fig is not None:
-                    paths = save_figure(fig, out_dir / "plots" / f"{kind}_{name}", config.formats, config.dpi)
-                    entry[kind] = {p.suffix[1:]: p.relative_to(out_dir).as_posix() for p in paths}
-            front = frontier_table(pts, metric)
-            write_table(out_dir / "plots" / "data" / "frontier" / f"{name}.csv", front.reset_index(drop=True))
-            long_parts.setdefault((suite, split), []).append(pts.assign(metric=metric, on_front=pts.index.isin(front.index)))
+            suite, split, metric = job[0], job[1], job[3]
+            written.setdefault((suite, split), {})[metric] = got[0]
+            long_parts.setdefault((suite, split), []).append(got[1])
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
     for (suite, split), parts in long_parts.items():
         write_table(out_dir / "plots" / "data" / f"pareto_{file_slug(suite)}_{file_slug(split)}.csv", pd.concat(parts, ignore_index=True))
     return written

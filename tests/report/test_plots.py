@@ -127,3 +127,17 @@ def test_rows_without_gflops_are_left_out():
     res.loc[res.base == "resnet50", "gflops"] = np.nan
     pts = plot_points(_view(res, ReportConfig()), "accuracy")
     assert "resnet50" not in set(pts["base"]) and len(pts) == len(MODELS) - 1
+
+
+def test_drawing_processes_write_the_same_files(written, tmp_path):
+    """``workers`` forked processes draw the same figures and data, byte for byte, in the same order."""
+    import dataclasses
+
+    out, paths, res = written
+    cfg = ReportConfig(plot_metrics=("accuracy", "aurc"), plot_splits=("test",), dpi=60)
+    par = write_plots(_view(res, cfg), dataclasses.replace(cfg, workers=2), tmp_path, progress=False)
+    assert par == paths
+    files = sorted(p.relative_to(out) for p in out.rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file()) and len(files) > 4
+    for f in files:
+        assert (out / f).read_bytes() == (tmp_path / f).read_bytes(), f

@@ -3,7 +3,8 @@
 Every adapted weight ``W = U S V^T`` keeps its pretrained singular vectors frozen;
 each of ``M`` members trains its own singular values ``S^(m) = S (1 + eps^(m))``,
 ``eps^(m) ~ N(0, sigma_init^2 I)``, its own bias and its own linear head, drawn from its own generator
-(:func:`member_generator`), so member ``m`` starts the same whatever ``M``. All
+(:func:`member_generator`), so member ``m`` starts the same whatever ``M``
+(``member_streams=False``: one generator for all members, the former draws). All
 members run in one forward: the input is repeated ``M`` times along the batch
 (member-major; channels-last at inference when pointwise convs are adapted, as
 their outputs are) and every adapted layer applies each member's singular values
@@ -123,6 +124,8 @@ class SingularValueEnsemble(nn.Module):
     parameter counts). Member heads copy the backbone's linear classifier when
     ``reuse_head`` and the class counts agree, else they are drawn independently
     from U(-1/sqrt(D), 1/sqrt(D)) with ``seed``.
+    ``member_streams``: each member's noise and head from its own generator (nested
+    ensembles); False draws all members from one generator (as before nesting).
     ``mode`` chooses the layer arithmetic (``auto``, ``factored`` or ``materialized``,
     see :mod:`benchmark.methods.sve_layers`); ``auto`` trains factored and runs
     inference on cached member weights where they pay.
@@ -131,7 +134,7 @@ class SingularValueEnsemble(nn.Module):
     def __init__(self, backbone: nn.Module, *, members: int, num_classes: int | None = None,
                  patterns: Sequence[str] | None = None, sigma_init: float = SIGMA_INIT, seed: int = 0,
                  pretrained: bool, allow_random_init: bool = False, reuse_head: bool = True,
-                 split_qkv: bool = True, mode: str = "auto"):
+                 split_qkv: bool = True, mode: str = "auto", member_streams: bool = True):
         super().__init__()
         self.members = check_members(members)
         if not (isinstance(sigma_init, (int, float)) and math.isfinite(sigma_init) and sigma_init >= 0):
@@ -161,13 +164,18 @@ class SingularValueEnsemble(nn.Module):
         backbone.requires_grad_(False)
         self.backbone_params = sum(p.numel() for p in backbone.parameters())
 
+        gen = torch.Generator().manual_seed(seed)  # member_streams=False: one stream for all members (draws depend on M)
         gens = [member_generator(seed, m) for m in range(self.members)]  # member m's draws do not depend on M
+
+        def draw(fn, *shape):
+            return torch.stack([fn(*shape, generator=g) for g in gens]) if member_streams else fn(self.members, *shape, generator=gen)
+
         for name in self.layer_names:
             old = backbone.get_submodule(name)
             chunks = 3 if split_qkv and isinstance(old, nn.Linear) and QKV_NAME.search(name) else 1
             out = old.weight.shape[0]
             rank = min(out // chunks, old.weight[0].numel())
-            eps = torch.stack([torch.randn(chunks * rank, generator=g) for g in gens]) * sigma_init
+            eps = draw(torch.randn, chunks * rank) * sigma_init
             new = (SVEConv1x1(old, eps, mode=mode) if isinstance(old, nn.Conv2d)
                    else SVELinear(old.weight, old.bias, eps, chunks=chunks, mode=mode))
             parent, _, child = name.rpartition(".")
@@ -180,8 +188,8 @@ class SingularValueEnsemble(nn.Module):
             w, b = head.weight.detach().expand(self.members, -1, -1), head.bias.detach().expand(self.members, -1)
         else:
             bound = 1 / math.sqrt(dim)
-            w = torch.stack([(torch.rand(self.num_classes, dim, generator=g) * 2 - 1) * bound for g in gens])
-            b = torch.stack([(torch.rand(self.num_classes, generator=g) * 2 - 1) * bound for g in gens])
+            w = (draw(torch.rand, self.num_classes, dim) * 2 - 1) * bound
+            b = (draw(torch.rand, self.num_classes) * 2 - 1) * bound
         self.head_weight = nn.Parameter(w.to(device=ref.device, dtype=ref.dtype).clone())  # (M, C, D)
         self.head_bias = nn.Parameter(b.to(device=ref.device, dtype=ref.dtype).clone())  # (M, C)
 

@@ -6,8 +6,12 @@ members on a zoo entry's pretrained backbone and write its member logits.
 ============  ================================================================
 base          zoo entry whose ``arch``, pretrained ``init`` and ``img_size`` SVE
               starts from (the entry's own fine-tuned checkpoint is not used)
-members       ensemble sizes ``M``: stage ``sve-train`` trains the largest once, and
-              one stage ``sve@<M>`` per size writes its first ``M`` members (nested)
+members       ensemble sizes ``M``: stage ``sve-train`` trains them, one stage
+              ``sve@<M>`` per size writes its output
+nested        true (default): train only the largest size; ``sve-m<M>`` is its first
+              ``M`` members (each member its own noise stream and loss term). false:
+              train every size on its own (one noise stream, mean member loss: the
+              numbers committed before nesting)
 recipe        training recipe in ``recipes`` (SVE trains singular values,
               biases and heads only, so it wants a larger lr than a fine-tune)
 sigma_init    std of the singular-value noise ``S^(m) = S (1 + eps^(m))``;
@@ -25,7 +29,7 @@ splits        split names or shell patterns the output covers, with val and
 
 The backbone keeps its 1000-class pretrained head until SVE replaces it by
 fresh per-member heads. Output ``sve-m<M>``: the checkpoint in
-``results/method_checkpoints/sve/`` (nested: the largest size, stage ``sve-train``)
+``results/method_checkpoints/sve/m<M>/`` (stage ``sve-train``)
 or ``sve-m<M>/`` (``--members M --alone``), resumable (a finished run with the
 same fingerprint is not trained again) and, through
 :func:`benchmark.pipeline.stages.method_output`, member logits (M, N, C) and
@@ -59,7 +63,7 @@ from benchmark.zoo import ZooEntry
 
 SECTION = "sve"
 REQUIRED = ("base", "members", "recipe")
-DEFAULTS = {"sigma_init": SIGMA_INIT, "seed": 0, "patterns": None, "train_subset": None, "splits": None}
+DEFAULTS = {"sigma_init": SIGMA_INIT, "seed": 0, "patterns": None, "train_subset": None, "splits": None, "nested": True}
 IMAGES_PER_CALL = 64  # member images per forward when writing logits (M x B beyond ~64 gets slower on CPU)
 
 
@@ -110,6 +114,8 @@ def sve_config(params: dict) -> dict:
         _int(cfg["train_subset"], f"{w}.train_subset", 1)
     _names(cfg["patterns"], f"{w}.patterns", "regexes")
     _names(cfg["splits"], f"{w}.splits", "split names or patterns")
+    if not isinstance(cfg["nested"], bool):
+        raise ValueError(f"{w}.nested must be true or false, got {cfg['nested']!r}")
     return cfg
 
 
@@ -147,7 +153,8 @@ def build(entry: ZooEntry, cfg: dict, members: int, num_classes: int) -> Singula
     """
     backbone = models.create(entry, 1000)
     return SingularValueEnsemble(backbone, members=members, num_classes=num_classes, patterns=cfg["patterns"],
-                                 sigma_init=float(cfg["sigma_init"]), seed=cfg["seed"], pretrained=True)
+                                 sigma_init=float(cfg["sigma_init"]), seed=cfg["seed"], pretrained=True,
+                                 member_streams=cfg.get("nested", True))
 
 
 def cost_info(model: SingularValueEnsemble, img_size: int) -> dict:
@@ -188,7 +195,7 @@ def summed_member_cross_entropy(logits, labels, label_smoothing: float = 0.0):
     return sum(member_cross_entropy(z, labels, label_smoothing) for z in logits.unbind(0))
 
 
-NESTED = "sve"  # results/method_checkpoints/sve: the largest size of sve.members, trained once (stage sve-train)
+NESTED = "sve"  # results/method_checkpoints/sve/m<M>: what stage sve-train trained (see train_nested)
 
 
 class _Run(NamedTuple):
@@ -212,7 +219,9 @@ def _training(params: dict, members: int, folder_name: str) -> _Run:
     va = src.inputs(stages.VAL, entry)
     config.set_threads(params)
     model = build(entry, cfg, members, src.num_classes())
-    run = {k: cfg[k] for k in ("sigma_init", "seed", "patterns")} | {"members": members, "loss": "summed"}
+    run = {k: cfg[k] for k in ("sigma_init", "seed", "patterns")} | {"members": members}
+    if cfg["nested"]:
+        run["loss"] = "summed"  # and per-member noise streams
     fp = config.fingerprint(entry.as_dict(), asdict(recipe), run, store.array_hash(tr.ids), store.array_hash(va.ids))
     folder = config.RESULTS / "method_checkpoints" / folder_name  # not results/checkpoints: the soups depend on it
     return _Run(cfg, entry, recipe, splits, src, tr, va, model, fp, folder)
@@ -222,7 +231,8 @@ def _fit(params, t, progress: bool) -> dict:
     cfg, _, recipe, _, src, tr, va, model, fp, folder = t
     return stages.train_once(model.to(sources.device(params)), tr.fit_data, va.fit_data, recipe, seed=cfg["seed"],
                              folder=folder, fingerprint=fp, params=model.trainable_parameters(),
-                             loss_fn=summed_member_cross_entropy, progress=progress, num_workers=src.num_workers)
+                             loss_fn=summed_member_cross_entropy if cfg["nested"] else member_cross_entropy,
+                             progress=progress, num_workers=src.num_workers)
 
 
 def _write(params, t, record: dict, members: int, progress: bool) -> dict:
@@ -249,19 +259,28 @@ def largest(params: dict) -> int:
     return max(sve_config(params)["members"])
 
 
-def train_nested(params: dict, *, progress: bool = True) -> dict:
-    """Stage ``sve-train``: train the largest size of ``sve.members`` once into ``results/method_checkpoints/sve/``.
+def trained_sizes(params: dict) -> list[int]:
+    """The sizes stage ``sve-train`` trains: the largest of ``sve.members`` (nested), else every size."""
+    cfg = sve_config(params)
+    return [max(cfg["members"])] if cfg["nested"] else sorted(cfg["members"])
+
+
+def train_nested(params: dict, *, progress: bool = True) -> dict[int, dict]:
+    """Stage ``sve-train``: into ``results/method_checkpoints/sve/m<M>/``, train the largest size of
+    ``sve.members`` once (``sve.nested: true``) or every size on its own (``false``); returns the records.
 
     Nested SVE: member ``m`` has its own noise stream, parameters and loss term and
-    sees the same batches, so the first ``M`` members of this run are what an
+    sees the same batches, so the first ``M`` members of the largest run are what an
     ``M``-member run trains, up to float rounding (tests/methods/test_sve_nested.py).
     With a recipe of several epochs, every size takes the epoch the largest selects.
+    ``nested: false`` keeps the former per-size training (one noise stream for all
+    members, mean member loss): the numbers of separate ``M``-member runs.
     """
-    return _fit(params, _training(params, largest(params), NESTED), progress)
+    return {m: _fit(params, _training(params, m, f"{NESTED}/m{m}"), progress) for m in trained_sizes(params)}
 
 
 def nested_output(params: dict, members: int, *, progress: bool = True) -> dict:
-    """Stage ``sve@<M>``: method output ``sve-m<M>``, the first ``M`` members of the ``sve-train`` checkpoint."""
+    """Stage ``sve@<M>``: method output ``sve-m<M>``, the first ``M`` members of what ``sve-train`` trained."""
     try:
         check_members(members)
     except ValueError as e:
@@ -269,11 +288,12 @@ def nested_output(params: dict, members: int, *, progress: bool = True) -> dict:
     sizes = sve_config(params)["members"]
     if members not in sizes:
         raise ValueError(f"sve stage: --members {members} is not in params.yaml {SECTION}.members {sizes}")
-    t = _training(params, largest(params), NESTED)
+    trained = next(m for m in trained_sizes(params) if m >= members)
+    t = _training(params, trained, f"{NESTED}/m{trained}")
     done = t.folder / "train.json"
     record = store.read_json(done) if done.exists() else None
     if record is None or record.get("fingerprint") != t.fingerprint:
-        raise store.StoreError(f"{done}: no finished nested SVE training for the current params; run `dvc repro sve-train` "
+        raise store.StoreError(f"{done}: no finished SVE training for the current params; run `dvc repro sve-train` "
                                f"(or pipelines/sve.py --train)")
     load_weights(t.folder / "model.safetensors", t.model)
     return _write(params, t, record, members, progress)

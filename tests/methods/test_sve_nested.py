@@ -50,7 +50,7 @@ def test_nested_run_writes_one_output_per_size_from_one_training(runs):
     root, records = runs["nested"]
     assert [r["members"] for r in records] == [1, 2, 3]
     assert sorted(p.name for p in (root / "results" / "methods").iterdir()) == ["sve-m1", "sve-m2", "sve-m3"]
-    assert sorted(p.name for p in (root / "results" / "method_checkpoints").iterdir()) == ["sve"]  # trained once
+    assert sorted(p.name for p in (root / "results" / "method_checkpoints" / "sve").iterdir()) == ["m3"]  # trained once
     for r in records:
         assert r == store.read_json(root / "results" / "methods" / f"sve-m{r['members']}" / "cost.json")
         assert r["trained_members"] == 3 and r["gflops"] == pytest.approx(r["members"] * r["gflops_one_forward"], rel=1e-12)
@@ -64,7 +64,7 @@ def test_nested_run_writes_one_output_per_size_from_one_training(runs):
 def test_first_members_of_the_nested_run_equal_a_separate_run(runs, size):
     nested_root, nested = runs["nested"]
     root, (record,) = runs[f"m{size}"]
-    big = load_file(str(nested_root / "results" / "method_checkpoints" / "sve" / "model.safetensors"))
+    big = load_file(str(nested_root / "results" / "method_checkpoints" / "sve" / "m3" / "model.safetensors"))
     alone = load_file(str(root / "results" / "method_checkpoints" / f"sve-m{size}" / "model.safetensors"))
     assert set(big) == set(alone)
     trained = 0
@@ -139,7 +139,7 @@ def test_root_dvc_yaml_trains_once_and_writes_each_size_from_that_checkpoint():
 def test_output_without_the_nested_training_is_refused_with_one_line(tmp_path, monkeypatch):
     _setup(tmp_path)
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(store.StoreError, match=r"no finished nested SVE training for the current params; run `dvc repro sve-train`"):
+    with pytest.raises(store.StoreError, match=r"no finished SVE training for the current params; run `dvc repro sve-train`"):
         stage.nested_output(_params(members=[1, 2]), 1, progress=False)
     with pytest.raises(ValueError, match=r"--members 4 is not in params.yaml sve.members \[1, 2\]"):
         stage.nested_output(_params(members=[1, 2]), 4, progress=False)
@@ -158,3 +158,33 @@ def test_stage_script_needs_train_or_members(tmp_path):
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(_params()))
     proc = subprocess.run([sys.executable, str(ROOT / "pipelines" / "sve.py")], cwd=tmp_path, capture_output=True, text=True)
     assert proc.returncode == 2 and "give --train or --members M" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_not_nested_trains_every_size_with_the_former_draws(tmp_path, monkeypatch):
+    """``sve.nested: false``: sve-train trains each size by itself, as separate runs did before nesting."""
+    _setup(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    params = _params(members=[1, 2], nested=False)
+    assert stage.trained_sizes(params) == [1, 2]
+    records = stage.train_sves(params, progress=False)
+    assert sorted(p.name for p in (tmp_path / "results" / "method_checkpoints" / "sve").iterdir()) == ["m1", "m2"]
+    assert [r["trained_members"] for r in records] == [1, 2]
+    # the former init: one generator for all members, layer by layer, then the heads
+    cfg, entry, _, _ = stage.check(params, 2)
+    model = stage.build(entry, cfg, 2, 3)
+    gen = torch.Generator().manual_seed(0)
+    first = model.sve_layers()[0]
+    eps = torch.randn(2, first.singular_values.shape[1], generator=gen) * 0.05
+    s = first.singular_values.detach() / (1 + eps)
+    assert torch.allclose(s[0], s[1], rtol=1e-5)  # both members scale the same pretrained singular values
+    # the mean member loss (not the sum): the M=2 output equals an M=2 run by itself
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    _setup(alone)
+    monkeypatch.chdir(alone)
+    rec = stage.train_sve(params, 2, progress=False)
+    for split in ("val", "test", "ood"):
+        assert torch.equal(_logits(tmp_path, "sve-m2", split), _logits(alone, "sve-m2", split)), split
+    assert {k: v for k, v in rec.items() if k != "throughput"} == {k: v for k, v in records[1].items() if k != "throughput"}
+    with pytest.raises(ValueError, match="sve.nested must be true or false"):
+        stage.sve_config(_params(nested="yes"))

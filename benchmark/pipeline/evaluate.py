@@ -47,7 +47,7 @@ def load_costs(names) -> dict[str, dict]:
     for name in names:
         path = config.paths(name)["cost"]
         if not path.exists():
-            raise store.StoreError(f"{path}: missing cost of model {name!r}; run `dvc repro cost@{name}`")
+            raise store.StoreError(f"{path}: missing cost of model {name!r}; run `dvc repro logits@{name}` (it writes the cost record)")
         out[name] = store.read_json(path)
     return out
 

@@ -246,8 +246,8 @@ def test_caltech256_suite_through_dvc(tmp_path):
                                                        "drop_rate": 0.2},
                          none={"epochs": 0}, sve={"epochs": 1, "batch_size": 5, "lr": 0.01, "select_by": "accuracy"})
     (folder / "params.yaml").write_text(yaml.safe_dump(params | METHODS))
-    (root / "zoo" / "caltech256.yaml").write_text(yaml.safe_dump({"models": {**TINY_ZOO["models"], "lite": LITE0}}))
     assert suite_pipeline.write("caltech256", root) == [folder / "dvc.yaml"]  # sve.members selects the SVE stages
+    (root / "zoo" / "caltech256.yaml").write_text(yaml.safe_dump({"models": {**TINY_ZOO["models"], "lite": LITE0}}))
     run(["git", "init", "-q"], root)
     run([sys.executable, "-m", "dvc", "init", "-q"], root)
     out = run([sys.executable, "-m", "dvc", "--cd", "suites/caltech256", "repro"], root).stdout

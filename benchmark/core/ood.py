@@ -55,11 +55,12 @@ def _from_group_counts(pos_g: torch.Tensor, neg_g: torch.Tensor) -> dict[str, to
     (B, G): the same tensors reach the same formulas (cumulative sums and differences of exact
     integers are exact), without the (B, N) weights and their cumulative sums over all samples."""
     pos, neg = torch.cumsum(pos_g, 1), torch.cumsum(neg_g, 1)
-    ood_up = torch.cumsum(torch.flip(neg_g, [1]), 1)
+    neg_up = torch.flip(neg_g, [1])
+    ood_up = torch.cumsum(neg_up, 1)
     all_up = torch.cumsum(torch.flip(pos_g + neg_g, [1]), 1)
     return {
-        "ood_auroc": ranking.auroc(pos, neg),
-        "ood_aupr": ranking.average_precision(ood_up, all_up),
+        "ood_auroc": ranking.auroc(pos, neg, pos_g, neg_g),
+        "ood_aupr": ranking.average_precision(ood_up, all_up, neg_up),
         "ood_fpr95": ranking.fpr_at_tpr(pos, neg, 0.95),
     }
 
@@ -82,12 +83,15 @@ def ood_evaluate(conf_id, conf_ood, *, n_bootstrap: int = 1000, seed: int = 0, l
     if n_bootstrap == 0:
         return {k: (v, float("nan"), float("nan")) for k, v in values.items()}
     g = ends.shape[0]
+    group_id, group_ood = group_of[:n1].contiguous(), group_of[n1:].contiguous()
+    one = torch.ones(1, 1, dtype=torch.float64)
     parts: dict[str, list[torch.Tensor]] = {k: [] for k in values}
     for idx_id, idx_ood in _stratified_indices(n1, n2, n_bootstrap, seed):
         b = idx_id.shape[0]
-        one = torch.ones(1, 1, dtype=torch.float64)
-        pos_g = torch.zeros(b, g, dtype=torch.float64).scatter_add_(1, group_of[:n1][idx_id], one.expand(idx_id.shape))
-        neg_g = torch.zeros(b, g, dtype=torch.float64).scatter_add_(1, group_of[n1:][idx_ood], one.expand(idx_ood.shape))
+        gi = group_id.index_select(0, idx_id.flatten()).view(idx_id.shape)
+        go = group_ood.index_select(0, idx_ood.flatten()).view(idx_ood.shape)
+        pos_g = torch.zeros(b, g, dtype=torch.float64).scatter_add_(1, gi, one.expand(gi.shape))
+        neg_g = torch.zeros(b, g, dtype=torch.float64).scatter_add_(1, go, one.expand(go.shape))
         for k, v in _from_group_counts(pos_g, neg_g).items():
             parts[k].append(v)
     return {k: (v, *percentile_interval(torch.cat(parts[k]), level)) for k, v in values.items()}

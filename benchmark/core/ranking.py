@@ -44,27 +44,29 @@ def increments(cum: torch.Tensor) -> torch.Tensor:
     return torch.diff(cum, dim=1, prepend=torch.zeros_like(cum[:, :1]))
 
 
-def auroc(pos: torch.Tensor, neg: torch.Tensor) -> torch.Tensor:
+def auroc(pos: torch.Tensor, neg: torch.Tensor, pos_g: torch.Tensor | None = None, neg_g: torch.Tensor | None = None) -> torch.Tensor:
     """Tie-averaged AUROC ``P(s_pos > s_neg) + P(s_pos = s_neg) / 2`` (B,).
 
     ``pos``/``neg`` are cumulative positive/negative weights at the group ends.
     ``AUROC = sum_g pos_g (NEG - NEG_g + neg_g / 2) / (POS NEG)`` with per-group
     amounts ``pos_g``, ``neg_g``, cumulative ``NEG_g`` and totals ``POS``, ``NEG``;
-    NaN when either class is empty.
+    NaN when either class is empty. ``pos_g``/``neg_g``: the per-group amounts when the
+    caller has them (the same numbers as :func:`increments` for integer weights).
     """
-    pos_g, neg_g = increments(pos), increments(neg)
+    pos_g = increments(pos) if pos_g is None else pos_g
+    neg_g = increments(neg) if neg_g is None else neg_g
     total_neg = neg[:, -1:]
     num = (pos_g * (total_neg - neg + 0.5 * neg_g)).sum(1)
     return num / (pos[:, -1] * total_neg[:, 0])
 
 
-def average_precision(pos: torch.Tensor, total: torch.Tensor) -> torch.Tensor:
+def average_precision(pos: torch.Tensor, total: torch.Tensor, pos_g: torch.Tensor | None = None) -> torch.Tensor:
     """Average precision, as scikit-learn (no interpolation) (B,):
     ``AP = sum_g (pos_g / POS) (POS_g / K_g)`` with ``K_g`` the cumulative weight of
     all samples; NaN without positives.
     """
     prec = torch.where(total > 0, pos / total.clamp_min(1e-300), torch.zeros_like(pos))
-    return (increments(pos) * prec).sum(1) / pos[:, -1]
+    return ((increments(pos) if pos_g is None else pos_g) * prec).sum(1) / pos[:, -1]
 
 
 def fpr_at_tpr(pos: torch.Tensor, neg: torch.Tensor, tpr: float = 0.95) -> torch.Tensor:

@@ -100,7 +100,9 @@ def embedded_params(ctx: Ctx, device: str) -> dict:
     p["recipes"]["onestep"] = {"epochs": 1, "batch_size": p["data"]["train"], "lr": 0.001}
     p.update(device=device, threads=min(8, os.cpu_count() or 1) if big else 1)
     p["sve"].update(base=MODELS[0], members=[1])
-    p["baselines"].update(soups={}, mc_dropout={}, laplace={}, shallow={}, lora_ensemble={})
+    from benchmark.pipeline import registry
+
+    p["baselines"].update({kind: {} for kind in registry.list_methods("weights")})  # no weight-based baselines
     return p
 
 

@@ -4,8 +4,10 @@ Every table, the page and the Pareto figures of two metrics on three splits in
 PNG and SVG, drawn by ``workers`` forked processes (``report.workers``; the
 files do not depend on it). On the 2-core machine of the embedded default the
 figures dominate (matplotlib text layout and rendering, twice per figure for PNG
-and SVG); two drawing processes about halve the wall time of that part when the
-machine is otherwise idle, at the same CPU time. Run for real with
+and SVG). Measured on the embedded default's real results, on that machine
+loaded by other work (load about 7): one drawing process 53 s wall / 48 s CPU,
+two 76 s wall / 56 s CPU (so ``report.workers`` stays 1; two can only pay on an
+otherwise idle machine, not measured). Run for real with
 ``pytest --benchmark-enable tests/benchmarks/test_bench_report_build.py``.
 """
 from __future__ import annotations

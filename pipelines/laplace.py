@@ -1,5 +1,5 @@
 """DVC stage `laplace@<key>`: last-layer Laplace of params.yaml baselines.laplace.<key> -> results/methods/<key>."""
-from benchmark.pipeline.baselines import laplace
+from benchmark.methods.laplace import laplace
 from benchmark.pipeline.entry import model_stage_main
 
 if __name__ == "__main__":

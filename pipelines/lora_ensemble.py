@@ -1,5 +1,5 @@
 """DVC stage `lora_ensemble@<key>`: LoRA-Ensemble of params.yaml baselines.lora_ensemble.<key> -> results/methods/<key>."""
-from benchmark.pipeline.baselines import lora_ensemble
+from benchmark.methods.lora_ensemble import lora_ensemble
 from benchmark.pipeline.entry import model_stage_main
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 """DVC stage `mc_dropout@<key>`: MC dropout of params.yaml baselines.mc_dropout.<key> -> results/methods/<key>."""
-from benchmark.pipeline.baselines import mc_dropout
+from benchmark.methods.mc_dropout import mc_dropout
 from benchmark.pipeline.entry import model_stage_main
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 """DVC stage `shallow@<key>`: shallow ensemble of params.yaml baselines.shallow.<key> -> results/methods/<key>."""
-from benchmark.pipeline.baselines import shallow
+from benchmark.methods.shallow import shallow
 from benchmark.pipeline.entry import model_stage_main
 
 if __name__ == "__main__":

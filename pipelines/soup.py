@@ -1,5 +1,5 @@
 """DVC stage `soup@<key>`: uniform and greedy model soups of params.yaml baselines.soups.<key> -> results/methods/<key>-{uniform,greedy}."""
-from benchmark.pipeline.baselines import soup
+from benchmark.methods.soups import soup
 from benchmark.pipeline.entry import model_stage_main
 
 if __name__ == "__main__":

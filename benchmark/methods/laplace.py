@@ -27,13 +27,17 @@ the MAP model's logits.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from benchmark.methods.last_layer import BackboneHead
+from benchmark import cost as costs
+from benchmark.methods.last_layer import BackboneHead, linear_head
+from benchmark.pipeline import baselines as bl
+from benchmark.pipeline import config, stages
+from benchmark.pipeline.registry import check, register_method
 
 METHOD = "last-layer Laplace"
 HESSIANS = ("diag", "kron")
@@ -180,3 +184,57 @@ class LastLayerLaplace(BackboneHead):
 
     def __init__(self, model: nn.Module, head: LaplaceHead, *, model_name: str = ""):
         super().__init__(model, head, METHOD, model_name)
+
+
+# ---- the stage: params.yaml baselines.laplace.<key> -> results/methods/ (registered; see benchmark.pipeline.baselines) ----
+
+@dataclass(frozen=True)
+class LaplaceConfig:
+    model: str
+    prior_precisions: list[float] = field(metadata=check(min_len=1, above=0, inf=True))
+    hessian: str = "kron"
+    predictive: str = "probit"
+    samples: int = 0
+    seed: int = bl.seed_field()
+    splits: list[str] | None = bl.splits_field()
+
+
+def check_laplace(params: dict, key: str) -> dict:
+    item = bl.item(params, "laplace", key)
+    name = bl.model(item, "laplace", item["model"])
+    check_options(item["hessian"], item["predictive"], item["samples"], name)
+    grid = item["prior_precisions"]
+    if not isinstance(grid, list) or not grid:
+        raise ValueError(f"{item['where']}: prior_precisions must be a non-empty list of positive numbers, got {grid!r}")
+    for d in grid:
+        check_prior_precision(d, f"{item['where']} ({METHOD} of model {name!r})")
+    linear_head(bl.skeleton(params, name), METHOD, name)
+    item["splits"] = bl.splits(params, item)
+    return item
+
+
+@register_method(kind="laplace", script="laplace", family="laplace", title=METHOD, config=LaplaceConfig,
+                 needs=("checkpoints",), comment="last-layer Laplace",
+                 example=lambda x: f"laplace-{x['base']}: {{model: {x['base']}, hessian: kron, predictive: probit, "
+                                   "prior_precisions: [1.0e-2, 1.0, 100.0, 1.0e+4]}")
+def laplace(params: dict, key: str, *, progress: bool = True) -> dict:
+    """Last-layer Laplace of zoo model ``model`` (GGN on train, prior precision by val NLL) -> ``results/methods/<key>``."""
+    item = check_laplace(params, key)
+    name = item["model"]
+    entry, model = stages.load_trained(params, name)
+    head = linear_head(model, METHOD, name)
+    config.set_threads(params)
+    tr, va = bl.split(params, entry, stages.TRAIN), bl.split(params, entry, stages.VAL)  # train: no augmentation
+    f_tr, f_va, y_va = bl.features(params, model, tr), bl.features(params, model, va), va.labels
+    hessian = fit_hessian(f_tr, tr.labels, head.weight.detach(), head.bias.detach(), item["hessian"])
+    opts = {"predictive": item["predictive"], "samples": item["samples"], "seed": item["seed"]}
+    delta, nll = select_prior_precision(hessian, head.weight, head.bias, f_va, y_va, item["prior_precisions"], **opts)
+    la_head = LaplaceHead(hessian, head.weight, head.bias, delta, **opts)
+    wrapper = LastLayerLaplace(model, la_head, model_name=name)
+    one = costs.count_flops(model, entry.img_size)
+    info = {"family": "laplace", "method": f"{item['hessian']}-{item['predictive']}", "base": name,
+            "hessian": item["hessian"], "predictive": item["predictive"], "samples": item["samples"] if item["predictive"] == "mc" else 0,
+            "prior_precision": delta, "val_nll": {str(d): v for d, v in nll.items()},
+            "gflops": one + la_head.extra_macs() / 1e9, "gflops_one_forward": one,
+            "params": costs.count_params(model) + la_head.stored_floats()}
+    return stages.method_output(params, key, wrapper, entry, info, splits=item["splits"], progress=progress)

@@ -41,12 +41,18 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from benchmark import cost as costs
+from benchmark import models, store
 from benchmark.methods.last_layer import linear_head, penultimate
+from benchmark.pipeline import baselines as bl
+from benchmark.pipeline import config, sources, stages
+from benchmark.pipeline.registry import check, register_method
 
 METHOD = "LoRA-Ensemble"
 TARGETS = (r"\.attn\.qkv$", r"\.attn\.proj$")
@@ -171,3 +177,64 @@ class LoRAEnsemble(nn.Module):
         """Multiply-adds of one member's adapters for one image of ``tokens`` tokens."""
         layers = [m for m in self.model.modules() if isinstance(m, LoRAEnsembleLinear)]
         return tokens * sum(self.rank * (m.chunks * m.base.in_features + m.base.out_features) for m in layers)
+
+
+# ---- the stage: params.yaml baselines.lora_ensemble.<key> -> results/methods/ (registered; see benchmark.pipeline.baselines) ----
+
+@dataclass(frozen=True)
+class LoRAConfig:
+    model: str
+    members: int
+    rank: int
+    recipe: str
+    alpha: float | None = field(default=None, metadata=check(above=0))
+    variant: str = DEFAULT_VARIANT
+    seed: int = bl.seed_field()
+    splits: list[str] | None = bl.splits_field()
+
+
+def check_lora(params: dict, key: str) -> dict:
+    item = bl.item(params, "lora_ensemble", key)
+    name = bl.model(item, "lora_ensemble", item["model"])
+    item["alpha"] = float(item["rank"]) if item["alpha"] is None else item["alpha"]
+    check_adapter(item["members"], item["rank"], item["alpha"], name)
+    check_variant(item["variant"], name)
+    bl.recipe(params, item, "lora_ensemble")
+    skeleton = bl.skeleton(params, name)
+    target_layers(skeleton, name)
+    linear_head(skeleton, METHOD, name)
+    item["splits"] = bl.splits(params, item)
+    return item
+
+
+@register_method(kind="lora_ensemble", script="lora_ensemble", family="lora_ensemble", title=METHOD,
+                 config=LoRAConfig, needs=("base-model",), persist=True, comment="M rank-r adapters (ViTs)",
+                 example=lambda x: f"lora-{x['vit']}: {{model: {x['vit']}, members: 4, rank: 8, recipe: {x['train_recipe']}}}"
+                 if x["vit"] else None)
+def lora_ensemble(params: dict, key: str, *, progress: bool = True) -> dict:
+    """LoRA-Ensemble on the pretrained init of ViT zoo model ``model`` -> ``results/methods/<key>``.
+
+    Adapters and heads train with recipe ``recipe`` (resumable, in ``results/method_checkpoints/<key>``).
+    """
+    item = check_lora(params, key)
+    name = item["model"]
+    entry = config.entry(params, name)
+    recipe = bl.recipe(params, item, "lora_ensemble")
+    src = sources.for_params(params)
+    model = models.create(entry, src.num_classes(), drop_rate=recipe.drop_rate)  # the pretrained init; fails fast
+    tr, va = bl.split(params, entry, stages.TRAIN, train=True), bl.split(params, entry, stages.VAL)
+    config.set_threads(params)
+    one = costs.count_flops(model, entry.img_size)
+    adapter = {k: item[k] for k in ("members", "rank", "alpha", "seed", "variant")}
+    wrapper = LoRAEnsemble(model, model_name=name, **adapter)
+    folder = config.RESULTS / "method_checkpoints" / key
+    fp = config.fingerprint(entry.as_dict(), asdict(recipe), adapter, store.array_hash(tr.ids), store.array_hash(va.ids))
+    record = stages.train_once(wrapper.to(sources.device(params)), tr.fit_data, va.fit_data, recipe, seed=item["seed"],
+                               folder=folder, fingerprint=fp, params=wrapper.trainable_parameters(), progress=progress,
+                               num_workers=src.num_workers)
+    info = {"family": "lora_ensemble", "method": f"m{item['members']}-r{item['rank']}-{item['variant']}", "base": name, **adapter,
+            "recipe": item["recipe"], "targets": wrapper.layer_names[:2] + (["..."] if len(wrapper.layer_names) > 2 else []),
+            "best_epoch": record["best_epoch"], "val_score": record["best_score"], "gflops_one_forward": one,
+            "trainable_params": sum(p.numel() for p in wrapper.trainable_parameters()),
+            "params": costs.count_params(wrapper) - costs.count_params(model.get_classifier())}  # the member heads replace it
+    return stages.method_output(params, key, wrapper, entry, info, splits=item["splits"], progress=progress)

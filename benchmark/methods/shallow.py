@@ -23,11 +23,17 @@ Cost either way: one forward, with ``M`` heads in place of one classifier:
 from __future__ import annotations
 
 import math
+from dataclasses import asdict, dataclass
 
 import torch
 from torch import Tensor, nn
 
-from benchmark.methods.last_layer import BackboneHead
+from benchmark import cost as costs
+from benchmark import models, store
+from benchmark.methods.last_layer import BackboneHead, linear_head
+from benchmark.pipeline import baselines as bl
+from benchmark.pipeline import config, sources, stages
+from benchmark.pipeline.registry import register_method
 
 METHOD = "shallow ensemble"
 
@@ -72,3 +78,80 @@ class ShallowEnsemble(BackboneHead):
         if heads.weight.shape[1:] != (self.in_features, self.num_classes):
             raise ValueError(f"{METHOD} of model {model_name!r}: heads map {heads.weight.shape[1]} features to "
                              f"{heads.weight.shape[2]} classes, the model has {self.in_features} -> {self.num_classes}")
+
+
+# ---- the stage: params.yaml baselines.shallow.<key> -> results/methods/ (registered; see benchmark.pipeline.baselines) ----
+
+@dataclass(frozen=True)
+class ShallowConfig:
+    model: str
+    members: int
+    recipe: str
+    backbone: str = "joint"
+    seed: int = bl.seed_field()
+    splits: list[str] | None = bl.splits_field()
+
+
+def check_shallow(params: dict, key: str) -> dict:
+    item = bl.item(params, "shallow", key)
+    name = bl.model(item, "shallow", item["model"])
+    check_members(item["members"], name)
+    if item["backbone"] not in BACKBONES:
+        raise ValueError(f"{item['where']}: {METHOD} of model {name!r}: backbone must be one of {list(BACKBONES)}, "
+                         f"got {item['backbone']!r}")
+    if item["backbone"] == "frozen" and bl.recipe(params, item, "shallow").shift_pixels:
+        raise ValueError(f"{item['where']}: {METHOD} of model {name!r}: with a frozen backbone the heads train on "
+                         f"features, so recipe {item['recipe']!r} must have shift_pixels: 0")
+    bl.recipe(params, item, "shallow")
+    linear_head(bl.skeleton(params, name), METHOD, name)
+    item["splits"] = bl.splits(params, item)
+    return item
+
+
+@register_method(kind="shallow", script="shallow", family="shallow_ensemble", title=METHOD, config=ShallowConfig,
+                 needs=("checkpoints", "base-model"), persist=True, comment="one backbone, M heads (joint: from the init)",
+                 example=lambda x: f"shallow-{x['base']}: {{model: {x['base']}, members: 5, recipe: {x['train_recipe']}}}")
+def shallow(params: dict, key: str, *, progress: bool = True) -> dict:
+    """Shallow ensemble of ``members`` heads on one backbone of zoo model ``model`` -> ``results/methods/<key>``.
+
+    ``backbone: joint`` trains the backbone from the entry's initial (pretrained)
+    weights together with the heads; ``frozen`` trains only the heads, on the
+    features of the model's fine-tuned checkpoint (seconds). Either way with recipe
+    ``recipe``, selected on validation, resumable in ``results/method_checkpoints/<key>``
+    (the heads alone when frozen).
+    """
+    item = check_shallow(params, key)
+    name, m, joint = item["model"], item["members"], item["backbone"] == "joint"
+    recipe = bl.recipe(params, item, "shallow")
+    src = sources.for_params(params)
+    if joint:
+        entry = config.entry(params, name)
+        model = models.create(entry, src.num_classes(), drop_rate=recipe.drop_rate)  # the pretrained init; fails fast
+    else:
+        entry, model = stages.load_trained(params, name)
+    head = linear_head(model, METHOD, name)
+    c, d = head.out_features, head.in_features
+    heads = EnsembleHeads(d, c, m, seed=item["seed"])
+    wrapper = ShallowEnsemble(model, heads, model_name=name, backbone=item["backbone"])
+    config.set_threads(params)
+    one = costs.count_flops(model, entry.img_size)  # before training moves the model to its device
+    tr, va = bl.split(params, entry, stages.TRAIN, train=joint), bl.split(params, entry, stages.VAL)
+    folder = config.RESULTS / "method_checkpoints" / key
+    run = {"members": m, "seed": item["seed"], "backbone": item["backbone"]}
+    if joint:
+        fp = config.fingerprint(entry.as_dict(), asdict(recipe), run, store.array_hash(tr.ids), store.array_hash(va.ids))
+        record = stages.train_once(wrapper.to(sources.device(params)), tr.fit_data, va.fit_data, recipe, seed=item["seed"],
+                                   folder=folder, fingerprint=fp, params=[p for p in wrapper.parameters() if p.requires_grad],
+                                   progress=progress, num_workers=src.num_workers)
+    else:  # the heads train on the checkpoint's features: its weights are part of the fingerprint
+        weights = store.file_hash(config.paths(name)["checkpoint"] / "model.safetensors")
+        fp = config.fingerprint(entry.as_dict(), asdict(recipe), run, weights, store.array_hash(tr.ids), store.array_hash(va.ids))
+        f_tr, f_va = (bl.features(params, model, s)[:, :, None, None] for s in (tr, va))
+        record = stages.train_once(heads, (f_tr, tr.labels), (f_va, va.labels), recipe, seed=item["seed"], folder=folder,
+                                   fingerprint=fp, progress=progress)
+    info = {"family": "shallow_ensemble", "method": f"m{m}" + ("" if joint else "-frozen"), "base": name, "members": m,
+            "backbone": item["backbone"], "recipe": item["recipe"], "seed": item["seed"], "best_epoch": record["best_epoch"],
+            "val_score": record["best_score"], "gflops": one + (m - 1) * c * d / 1e9, "gflops_one_forward": one,
+            "params": costs.count_params(model) + (m - 1) * (c * d + c),
+            "trainable_params": sum(p.numel() for p in wrapper.parameters() if p.requires_grad)}
+    return stages.method_output(params, key, wrapper, entry, info, splits=item["splits"], progress=progress)

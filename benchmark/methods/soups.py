@@ -27,6 +27,11 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from benchmark.infer import predict_logits
+from benchmark.pipeline import baselines as bl
+from benchmark.pipeline import config, sources, stages
+from benchmark.pipeline.registry import register_method
+
 METHOD = "model soup"
 
 
@@ -100,3 +105,65 @@ def greedy_soup(models: Sequence[nn.Module], score: Callable[[nn.Module], float]
             best, current = s, candidate
     soup = current if len(chosen) > 1 else copy.deepcopy(current).eval()
     return GreedySoup(model=soup, ingredients=[names[j] for j in chosen], score=best, scores=scores, history=history)
+
+
+# ---- the stage: params.yaml baselines.soups.<key> -> results/methods/ (registered; see benchmark.pipeline.baselines) ----
+
+def soup_outputs(key: str) -> dict[str, str]:
+    """Soup kind -> output name of the soup entry ``key``."""
+    return {"uniform": f"{key}-uniform", "greedy": f"{key}-greedy"}
+
+
+@dataclass(frozen=True)
+class SoupConfig:
+    models: list[str]  # at least 2 distinct fine-tunes of one architecture (checked with the zoo)
+    splits: list[str] | None = bl.splits_field()
+
+
+def check_soup(params: dict, key: str) -> dict:
+    item = bl.item(params, "soups", key)
+    names = item["models"]
+    if not isinstance(names, list) or len(names) < 2 or len(set(names)) != len(names):
+        raise ValueError(f"{item['where']}: {METHOD} needs a list of at least 2 distinct models, got {names!r}")
+    entries = [item["zoo"][bl.model(item, "soups", n)] for n in names]
+    for e in entries[1:]:
+        for attr in ("arch", "init", "img_size", "recipe"):
+            if getattr(e, attr) != getattr(entries[0], attr):
+                raise ValueError(f"{item['where']}: {METHOD} ingredients must be fine-tunes of one architecture from one "
+                                 f"init; model {e.name!r} has {attr} {getattr(e, attr)!r} but {names[0]!r} has {getattr(entries[0], attr)!r}")
+    item["splits"] = bl.splits(params, item)
+    return item
+
+
+@register_method(kind="soups", stage="soup", script="soup", family="soup", title=METHOD, config=SoupConfig,
+                 needs=("all-checkpoints",), outputs=lambda key: list(soup_outputs(key).values()),
+                 comment="uniform and greedy soups of seeded fine-tunes",
+                 example=lambda x: f"soup-{x['base']}: {{models: {x['group']}}}" if x["group"] != "[]" else None)
+def soup(params: dict, key: str, *, progress: bool = True) -> dict[str, dict]:
+    """Uniform and greedy soups of ``baselines.soups.<key>.models`` -> ``<key>-uniform``, ``<key>-greedy``."""
+    item = check_soup(params, key)
+    names = item["models"]
+    loaded = [stages.load_trained(params, n) for n in names]
+    entry, ingredients = loaded[0][0], [m for _, m in loaded]
+    config.set_threads(params)
+    select_by = config.recipes(params)[entry.recipe].select_by
+    val = bl.split(params, entry, stages.VAL)
+    bs, workers = params["logits"]["batch_size"], sources.for_params(params).num_workers
+
+    def score(model) -> float:
+        return bl.selection_score(predict_logits(model, val.inputs, batch_size=bs, num_workers=workers), val.labels, select_by)
+
+    greedy = greedy_soup(ingredients, score, names)
+    uniform = uniform_soup(ingredients, names)
+    out = soup_outputs(key)
+    common = {"family": "soup", "arch": entry.arch, "select_by": select_by, "val_scores": greedy.scores,
+              "bn_stats": "averaged"}
+    return {
+        out["uniform"]: stages.method_output(params, out["uniform"], uniform, entry, dict(
+            common, method="uniform", base=names[0], ingredients=names),
+            splits=item["splits"], progress=progress),
+        out["greedy"]: stages.method_output(params, out["greedy"], greedy.model, entry, dict(
+            common, method="greedy", rule="strict improvement (released code)", base=greedy.ingredients[0],
+            ingredients=greedy.ingredients,
+            val_score=greedy.score, history=greedy.history), splits=item["splits"], progress=progress),
+    }

@@ -18,8 +18,9 @@ A method registers itself with :func:`register_method` on the function that runs
 
 :func:`list_methods` / :func:`get_method` are what stage generation, params validation,
 the evaluate stage, the report and the tests iterate over; :func:`discover` imports the
-modules that register methods (the package's built-ins, then every module of
-:mod:`benchmark.methods`), so a new method is one new module there.
+modules that register methods (the package's built-ins, :mod:`benchmark.pipeline.method_entries`, then every
+module of :mod:`benchmark.methods` in name order: each weight-based baseline is its own module there, holding its
+algorithm, config, check and stage function), so a new method is one new module there.
 """
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ from benchmark.yaml_input import check_int, check_number, check_text
 
 KINDS = ("weights", "logits", "sve")  # weights: baselines.<kind> entries, one stage each; logits: evaluate stage
 NEEDS = ("checkpoints", "all-checkpoints", "logits", "base-model")
-BUILTIN_MODULES = ("benchmark.pipeline.method_entries", "benchmark.pipeline.baselines")
+BUILTIN_MODULES = ("benchmark.pipeline.method_entries",)  # the logit-only methods and SVE; every other method: its module in benchmark.methods
 
 
 @dataclass(frozen=True)

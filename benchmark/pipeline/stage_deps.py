@@ -5,7 +5,7 @@ script (module level and inside functions: a superset of what a run imports) is 
 through the package's sources. A module inside a subpackage makes the whole subpackage
 folder a dependency (``benchmark/core``), a top-level module its file; a script that
 reaches the method registry also depends on the folders :func:`benchmark.pipeline.registry.discover`
-imports from (``benchmark/methods``, ``benchmark/pipeline``).
+imports from (``benchmark/methods``, ``benchmark/pipeline``) and on what the modules there import.
 """
 from __future__ import annotations
 
@@ -67,7 +67,15 @@ def _closure(root: Path, script: str) -> frozenset[str]:
 def script_deps(script: str, root=".") -> list[str]:
     """The package paths (folders and files, sorted: folders first) stage script ``script`` depends on."""
     root = Path(root).resolve()
-    modules = _closure(root, script) - {f"{PACKAGE}/__init__.py"}
+    modules = set(_closure(root, script))
+    if REGISTRY in modules:  # discover() imports every module of these folders at run time
+        from benchmark.pipeline.registry import BUILTIN_MODULES
+
+        found = [f.relative_to(root).as_posix() for f in sorted((root / "benchmark" / "methods").glob("*.py"))]
+        found += [_module_file(root, m).relative_to(root).as_posix() for m in BUILTIN_MODULES]
+        for f in found:
+            modules |= {f} | _closure(root, f)
+    modules -= {f"{PACKAGE}/__init__.py"}
     folders, files = set(), set()
     for m in modules:
         parts = m.split("/")

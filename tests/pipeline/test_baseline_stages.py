@@ -1,5 +1,5 @@
 """Baseline stages on a tiny fake tree: the method-output contract, cost formulas, evaluation, bad input."""
-import os
+from contextlib import chdir
 from pathlib import Path
 
 import pandas as pd
@@ -9,7 +9,12 @@ from baseline_tree import CLASSES, LEVIT, SIZES, VIT, ZOO, make_tree, params
 
 from benchmark import models, store
 from benchmark.cost import count_flops, count_params
-from benchmark.pipeline import baselines, evaluate, registry, stages
+from benchmark.methods.laplace import laplace
+from benchmark.methods.lora_ensemble import lora_ensemble
+from benchmark.methods.mc_dropout import mc_dropout
+from benchmark.methods.shallow import shallow
+from benchmark.methods.soups import soup
+from benchmark.pipeline import evaluate, registry, stages
 from benchmark.train import save_weights
 from benchmark.zoo import parse_entry
 
@@ -24,18 +29,6 @@ BASELINES = {
 }
 
 
-class _Cwd:
-    def __init__(self, path: Path):
-        self.path, self.old = path, None
-
-    def __enter__(self):
-        self.old = os.getcwd()
-        os.chdir(self.path)
-
-    def __exit__(self, *exc):
-        os.chdir(self.old)
-
-
 def _one_forward_gflops(name: str) -> float:
     return count_flops(models.create(parse_entry(name, ZOO[name]), CLASSES, load_weights=False), 32)
 
@@ -45,10 +38,10 @@ def run(tmp_path_factory):
     root = tmp_path_factory.mktemp("tree")
     make_tree(root)
     p = params(root, **BASELINES)
-    with _Cwd(root):
-        out = {"soup": baselines.soup(p, "soup-t", progress=False), "mcd-t": baselines.mc_dropout(p, "mcd-t", progress=False),
-               "la-t": baselines.laplace(p, "la-t", progress=False), "la-mc": baselines.laplace(p, "la-mc", progress=False),
-               "sh-t": baselines.shallow(p, "sh-t", progress=False), "sh-j": baselines.shallow(p, "sh-j", progress=False)}
+    with chdir(root):
+        out = {"soup": soup(p, "soup-t", progress=False), "mcd-t": mc_dropout(p, "mcd-t", progress=False),
+               "la-t": laplace(p, "la-t", progress=False), "la-mc": laplace(p, "la-mc", progress=False),
+               "sh-t": shallow(p, "sh-t", progress=False), "sh-j": shallow(p, "sh-j", progress=False)}
         for name in ("t-s0", "t-s1", "t-s2", "r"):
             stages.logits(p, name, progress=False)
             stages.cost(p, name)
@@ -114,7 +107,7 @@ def test_cost_of_each_baseline_follows_its_formula(run):
 
 def test_evaluate_lists_the_baselines_and_deep_ensembles_cost_the_sum(run):
     root, p, _ = run
-    with _Cwd(root):
+    with chdir(root):
         evaluate.run(p, progress=False)
         res = pd.read_csv(root / "results" / "metrics.csv", keep_default_na=False)
     costs = {n: store.read_json(root / "results" / "cost" / f"{n}.json") for n in ("t-s0", "t-s1", "t-s2")}
@@ -135,8 +128,8 @@ def test_evaluate_lists_the_baselines_and_deep_ensembles_cost_the_sum(run):
 def test_lora_ensemble_stage_trains_adapters_and_writes_members(tmp_path):
     make_tree(tmp_path, zoo={**ZOO, **VIT}, checkpoints=())
     p = params(tmp_path, lora_ensemble={"lora-vit": {"model": "vit", "members": 2, "rank": 2, "recipe": "heads"}})
-    with _Cwd(tmp_path):
-        info = baselines.lora_ensemble(p, "lora-vit", progress=False)
+    with chdir(tmp_path):
+        info = lora_ensemble(p, "lora-vit", progress=False)
         z = store.load_logits_file(Path("results/methods/lora-vit/test.safetensors")).logits
         vit = models.create(parse_entry("vit", VIT["vit"]), CLASSES, load_weights=False)
     assert z.shape == (2, SIZES["test"], CLASSES) and not torch.equal(z[0], z[1])
@@ -166,11 +159,11 @@ def _dropout_tree(root: Path, recorded: float) -> dict:
 def test_mc_dropout_samples_the_rate_the_model_was_fine_tuned_with(tmp_path):
     p = _dropout_tree(tmp_path, 0.2)
     p["baselines"]["mc_dropout"] = {"mcd-d": {"model": "d", "samples": 3}, "mcd-x": {"model": "d", "samples": 3, "p": 0.5}}
-    with _Cwd(tmp_path):
-        info = baselines.mc_dropout(p, "mcd-d", progress=False)
+    with chdir(tmp_path):
+        info = mc_dropout(p, "mcd-d", progress=False)
         with pytest.raises(ValueError, match=r"MC dropout of model 'd': p=0.5 differs from the rate the model was trained "
                                              r"with \(drop_rate 0.2\)"):
-            baselines.mc_dropout(p, "mcd-x", progress=False)
+            mc_dropout(p, "mcd-x", progress=False)
     assert (info["method"], info["variant"], info["p"], info["trained_drop_rate"]) == ("T3-trained", "trained", 0.2, 0.2)
     z = store.load_logits_file(tmp_path / "results" / "methods" / "mcd-d" / "test.safetensors").logits
     assert z.shape == (3, SIZES["test"], CLASSES) and not torch.equal(z[0], z[1])
@@ -180,8 +173,8 @@ def test_mc_dropout_trusts_the_checkpoint_record_over_the_recipe(tmp_path):
     """A checkpoint trained before the recipe got its drop_rate (train.json says 0) is refused, not sampled."""
     p = _dropout_tree(tmp_path, 0.0)
     p["baselines"]["mc_dropout"] = {"mcd-d": {"model": "d", "samples": 3}}
-    with _Cwd(tmp_path), pytest.raises(ValueError, match=r"fine-tuned without dropout \(drop_rate 0\)"):
-        baselines.mc_dropout(p, "mcd-d", progress=False)
+    with chdir(tmp_path), pytest.raises(ValueError, match=r"fine-tuned without dropout \(drop_rate 0\)"):
+        mc_dropout(p, "mcd-d", progress=False)
     assert not (tmp_path / "results" / "methods" / "mcd-d").exists()
 
 
@@ -191,7 +184,7 @@ def test_mc_dropout_trusts_the_checkpoint_record_over_the_recipe(tmp_path):
 @pytest.fixture()
 def bare(tmp_path):
     make_tree(tmp_path, zoo={**ZOO, **LEVIT}, checkpoints=())  # no checkpoints: reaching them would raise "training ... has not finished"
-    with _Cwd(tmp_path):
+    with chdir(tmp_path):
         yield tmp_path
 
 
@@ -236,10 +229,10 @@ def test_bad_baseline_entries_fail_before_any_work(bare, kind, item, match):
 def test_output_names_must_not_shadow_zoo_models(bare):
     p = params(bare, mc_dropout={"t-s1": {"model": "t-s0", "samples": 2, "p": 0.1}})
     with pytest.raises(ValueError, match=r"baselines.mc_dropout.t-s1: output name 't-s1' must .* differ from every zoo model"):
-        baselines.mc_dropout(p, "t-s1", progress=False)
+        mc_dropout(p, "t-s1", progress=False)
 
 
 def test_unknown_entry_is_named(bare):
     p = params(bare, laplace={"la": {"model": "t-s0", "prior_precisions": [1.0]}})
     with pytest.raises(ValueError, match=r"baselines.laplace.nope: no such last-layer Laplace entry .*\['la'\]"):
-        baselines.laplace(p, "nope", progress=False)
+        laplace(p, "nope", progress=False)

@@ -15,6 +15,7 @@ import runpy
 import shutil
 import sys
 import tempfile
+from contextlib import chdir
 from pathlib import Path
 
 import pandas as pd
@@ -25,7 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "pipeline"))
 from baseline_tree import ZOO, make_tree, params  # noqa: E402
 
 from benchmark import store  # noqa: E402
-from benchmark.pipeline import baselines, config, evaluate, stages  # noqa: E402
+from benchmark.methods.mc_dropout import mc_dropout  # noqa: E402
+from benchmark.pipeline import config, evaluate, stages  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = {  # stage -> (script, arguments, what it writes)
@@ -64,7 +66,7 @@ def _context():
     global _CTX
     if _CTX is None:
         _CTX = multiprocessing.get_context("forkserver")
-        _CTX.set_forkserver_preload(["benchmark.pipeline.stages", "benchmark.pipeline.baselines",
+        _CTX.set_forkserver_preload(["benchmark.pipeline.stages", "benchmark.methods.mc_dropout",
                                      "benchmark.pipeline.evaluate", "timm", "pandas", "sklearn.metrics"])
     return _CTX
 
@@ -143,7 +145,7 @@ def test_a_kill_at_every_write_boundary_resumes_to_identical_outputs(base, scrat
             assert not changed, f"{stage}, killed at {label}: {changed} differ from an uninterrupted run"
             shutil.rmtree(work)
         if stage == "logits":  # the other model's logits and both costs are inputs of the later stages
-            with _Cwd(ref):
+            with chdir(ref):
                 p = config.load_params("params.yaml")
                 stages.logits(p, "t-s0", progress=False)
                 for name in ("t-s0", "r"):
@@ -151,30 +153,18 @@ def test_a_kill_at_every_write_boundary_resumes_to_identical_outputs(base, scrat
         before = ref
 
 
-class _Cwd:
-    def __init__(self, path: Path):
-        self.path, self.old = path, None
-
-    def __enter__(self):
-        self.old = os.getcwd()
-        os.chdir(self.path)
-
-    def __exit__(self, *exc):
-        os.chdir(self.old)
-
-
 @pytest.fixture(scope="module")
 def evaluated(base, scratch):
     """The tree with every stage run once (in this process) and its evaluate outputs."""
     root = scratch / "evaluated"
     shutil.copytree(base, root)
-    with _Cwd(root):
+    with chdir(root):
         p = config.load_params("params.yaml")
         stages.train(p, "r", progress=False)
         for name in ("t-s0", "r"):
             stages.logits(p, name, progress=False)
             stages.cost(p, name)
-        baselines.mc_dropout(p, "mcd-t", progress=False)
+        mc_dropout(p, "mcd-t", progress=False)
         evaluate.run(p, progress=False)
     return root, p, {name: (root / "results" / name).read_bytes() for name in ("metrics.csv", "paired.csv")}
 
@@ -190,15 +180,15 @@ def test_leftovers_of_killed_writes_are_never_read_as_results(evaluated):
     stray = logits / ".test.safetensors.a1b2c3d4.safetensors"
     shutil.copy(logits / "test.safetensors", stray)
     shutil.copy(logits / "val.safetensors", logits / ".val.safetensors.zzzzzzzz.safetensors")
-    with _Cwd(root):
+    with chdir(root):
         stats = evaluate.run(p, progress=False)
     res = pd.read_csv(root / "results" / "metrics.csv", keep_default_na=False)
     keys = ["family", "method", "members", "base", "sidekick", "split", "fit", "confidence", "metric"]
     assert not res.duplicated(keys).any()
     assert (res["family"] == "mc_dropout").any() and stats["units"] == 4  # 2 singles, 1 duo, 1 method
     assert (root / "results" / "metrics.csv").read_bytes() == expected["metrics.csv"]
-    with _Cwd(root):  # the next write of the method output and of the logits folder removes them
-        baselines.mc_dropout(p, "mcd-t", progress=False)
+    with chdir(root):  # the next write of the method output and of the logits folder removes them
+        mc_dropout(p, "mcd-t", progress=False)
         stages.logits(p, "r", progress=False)
     assert sorted(p.name for p in methods.iterdir()) == ["mcd-t"]
     assert not [f for f in logits.iterdir() if f.name.startswith(".")]
@@ -221,7 +211,7 @@ def test_clean_leftovers_removes_only_those_of_its_target(tmp_path):
 def test_corrupted_cached_unit_is_recomputed_not_used(evaluated):
     root, p, _ = evaluated
     units = root / "results" / "units"
-    with _Cwd(root):
+    with chdir(root):
         evaluate.run(p, progress=False)  # (an earlier test may have rewritten the method output: a new throughput)
     expected = {"metrics.csv": (root / "results" / "metrics.csv").read_bytes()}
     rows = sorted(units.glob("*.paired.csv"))[0].name.split(".")[0]
@@ -230,14 +220,14 @@ def test_corrupted_cached_unit_is_recomputed_not_used(evaluated):
             text = f.read_text()
             f.write_text(text.replace(",0.", ",0.9", 1))
             assert f.read_text() != text
-    with _Cwd(root):
+    with chdir(root):
         stats = evaluate.run(p, progress=False)
     assert stats["computed"] == 1 and stats["reused"] == stats["units"] - 1
     assert (root / "results" / "metrics.csv").read_bytes() == expected["metrics.csv"]
     (units / f"{rows}.sha256").write_text("{}")  # a manifest that does not match is not trusted either
-    with _Cwd(root):
+    with chdir(root):
         assert evaluate.run(p, progress=False)["computed"] == 1
     (units / f"{rows}.sha256").unlink()  # nor a unit without one (e.g. killed before it was written)
-    with _Cwd(root):
+    with chdir(root):
         assert evaluate.run(p, progress=False)["computed"] == 1
     assert (root / "results" / "metrics.csv").read_bytes() == expected["metrics.csv"]

@@ -21,16 +21,14 @@ role       free text shown on the leaderboard (optional)
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from benchmark.yaml_input import check_int
+from benchmark.typed_config import check, parse_config
 
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 TAG_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-REQUIRED = ("arch", "init", "img_size", "seed", "recipe")
-OPTIONAL = ("role",)
 
 
 class ZooError(ValueError):
@@ -54,11 +52,13 @@ PYPI_WEIGHTS: dict[str, PyPIWeights] = {
 
 @dataclass(frozen=True)
 class ZooEntry:
+    """One zoo entry, parsed field by field (:func:`benchmark.typed_config.parse_config`); ``name`` is its key."""
+
     name: str
     arch: str
     init: str
-    img_size: int
-    seed: int
+    img_size: int = field(metadata=check(minimum=8))  # at most 1024, checked in parse_entry
+    seed: int = field(metadata=check(minimum=0))
     recipe: str
     role: str = ""
 
@@ -78,22 +78,18 @@ class ZooEntry:
         return asdict(self)
 
 
-def parse_entry(name: str, raw, *, recipes=None, check_arch: bool = True) -> ZooEntry:
-    """Validate one raw zoo entry and return it as a :class:`ZooEntry`."""
-    where = f"zoo entry {name!r}"
+def parse_entry(name: str, raw, *, recipes=None, check_arch: bool = True, source: str = "") -> ZooEntry:
+    """Validate one raw zoo entry and return it as a :class:`ZooEntry` (``source``: the file, named in errors)."""
+    where = f"{source}: zoo entry {name!r}" if source else f"zoo entry {name!r}"
     if not isinstance(name, str) or not NAME_RE.match(name):
         raise ZooError(f"{where}: names use letters, digits, '_', '.', '-' (at most 64, starting with a letter or digit)")
-    if not isinstance(raw, dict):
-        raise ZooError(f"{where}: must be a mapping with keys {list(REQUIRED)}, got {type(raw).__name__}")
-    missing = [k for k in REQUIRED if k not in raw]
-    if missing:
-        raise ZooError(f"{where}: missing keys {missing}; every entry needs {list(REQUIRED)}")
-    unknown = sorted(set(raw) - set(REQUIRED) - set(OPTIONAL))
-    if unknown:
-        raise ZooError(f"{where}: unknown keys {unknown}; allowed: {list(REQUIRED + OPTIONAL)}")
-    arch, init, img, seed, recipe = (raw[k] for k in REQUIRED)
-    if not isinstance(arch, str) or not arch:
-        raise ZooError(f"{where}: 'arch' must be a timm architecture name")
+    try:  # keys and types, field by field (the shared helper of params entries)
+        entry = parse_config(ZooEntry, raw, where, name=name)
+    except ValueError as e:
+        raise ZooError(str(e)) from None
+    arch, init, img, recipe = entry.arch, entry.init, entry.img_size, entry.recipe
+    if not arch:
+        raise ZooError(f"{where}: arch must be a timm architecture name")
     torchvision = isinstance(init, str) and init.startswith("torchvision:")
     if check_arch and torchvision:
         from benchmark.torchvision_zoo import resolve
@@ -108,20 +104,11 @@ def parse_entry(name: str, raw, *, recipes=None, check_arch: bool = True) -> Zoo
     _check_init(where, init)
     if check_arch and isinstance(init, str) and init.startswith("timm:"):
         _check_tag(where, arch, init.partition(":")[2])
-    try:
-        check_int(where, "'img_size'", img, minimum=8)
-        check_int(where, "'seed'", seed, minimum=0)
-    except ValueError as e:
-        raise ZooError(str(e)) from None
     if img > 1024:
-        raise ZooError(f"{where}: 'img_size' must be an integer in 8..1024, got {img!r}")
-    if not isinstance(recipe, str) or (recipes is not None and recipe not in recipes):
-        known = sorted(recipes) if recipes is not None else []
-        raise ZooError(f"{where}: unknown recipe {recipe!r}; define it in params.yaml 'recipes' (known: {known})")
-    role = raw.get("role", "")
-    if not isinstance(role, str):
-        raise ZooError(f"{where}: 'role' must be text")
-    return ZooEntry(name=name, arch=arch, init=init, img_size=img, seed=seed, recipe=recipe, role=role)
+        raise ZooError(f"{where}: img_size must be an integer in 8..1024, got {img!r}")
+    if recipes is not None and recipe not in recipes:
+        raise ZooError(f"{where}: unknown recipe {recipe!r}; define it in params.yaml 'recipes' (known: {sorted(recipes)})")
+    return entry
 
 
 def _check_init(where: str, init) -> None:
@@ -161,7 +148,7 @@ def parse_zoo(raw, *, source: str = "zoo", recipes=None, check_arch: bool = True
     if not isinstance(raw, dict) or not isinstance(raw.get("models"), dict) or not raw["models"]:
         raise ZooError(f"{source}: expected a non-empty mapping under 'models:'")
     return {
-        name: parse_entry(name, entry, recipes=recipes, check_arch=check_arch)
+        name: parse_entry(name, entry, recipes=recipes, check_arch=check_arch, source=source if source != "zoo" else "")
         for name, entry in raw["models"].items()
     }
 

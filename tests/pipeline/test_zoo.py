@@ -32,9 +32,9 @@ def test_shipped_zoo_is_valid_and_meets_the_brief():
         ({"init": "pypi:not-a-weight-package"}, "no known weight package"),
         ({"init": "timm:bad tag!"}, "malformed pretrained tag"),
         ({"init": "http://example.com/w.pth"}, "unknown init"),
-        ({"img_size": 0}, "'img_size' must be an integer"),
-        ({"seed": -1}, "'seed' must be an integer >= 0, got -1"),
-        ({"seed": 1.5}, "'seed' must be an integer >= 0, got 1.5 (float)"),
+        ({"img_size": 0}, "img_size must be an integer >= 8, got 0"),
+        ({"seed": -1}, "seed must be an integer >= 0, got -1"),
+        ({"seed": 1.5}, "seed must be an integer >= 0, got 1.5 (float)"),
         ({"recipe": "nope"}, "unknown recipe 'nope'"),
         ({"extra": 1}, "unknown keys ['extra']"),
     ],
@@ -52,6 +52,28 @@ def test_missing_key_and_bad_name():
         parse_entry("m1", raw)
     with pytest.raises(ZooError, match="names use letters"):
         parse_entry("../evil", GOOD)
+
+
+def test_entry_errors_name_the_file_and_the_field(tmp_path):
+    p = tmp_path / "zoo.yaml"
+    p.write_text("models:\n  a: {arch: test_resnet, init: scratch, img_size: '1e-3', seed: 0, recipe: r}\n")
+    with pytest.raises(ZooError) as e:
+        load_zoo(p)
+    assert str(e.value) == f"{p}: zoo entry 'a': img_size must be an integer >= 8, got '1e-3' (str)"
+    p.write_text("models:\n  a: {arch: test_resnet, init: scratch, img_size: 32, seed: 0, recipe: r, Role: x}\n")
+    with pytest.raises(ZooError, match=rf"^{p}: zoo entry 'a': missing keys \[\], unknown keys \['Role'\]; allowed: "
+                                       r"\['arch', 'img_size', 'init', 'recipe', 'role', 'seed'\]$"):
+        load_zoo(p)
+    entry = load_zoo(_good(tmp_path))["a"]  # a valid entry: the typed, frozen dataclass
+    assert (entry.name, entry.img_size, entry.role) == ("a", 32, "")
+    with pytest.raises(AttributeError):
+        entry.seed = 1
+
+
+def _good(tmp_path):
+    p = tmp_path / "good.yaml"
+    p.write_text("models:\n  a: {arch: test_resnet, init: scratch, img_size: 32, seed: 0, recipe: r}\n")
+    return p
 
 
 def test_duplicate_names_rejected(tmp_path):

@@ -264,6 +264,8 @@ def test_suite_description_with_newline_keeps_the_generated_dvc_yaml_valid(tmp_p
 
     (tmp_path / "suites").mkdir()
     shutil.copytree(ROOT / "zoo", tmp_path / "zoo")
+    for code in ("pipelines", "benchmark"):  # the stage deps are derived from the stage scripts' imports
+        (tmp_path / code).symlink_to(ROOT / code, target_is_directory=True)
     text = (ROOT / "suites" / "caltech256.yaml").read_text(encoding="utf-8")
     (tmp_path / "suites" / "plain.yaml").write_text(text, encoding="utf-8")
     hostile = json.dumps("two\nlines: {x: [1}\n\tstages: {evil: {cmd: rm -rf /}}\r\n# \x07bell")

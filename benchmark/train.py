@@ -113,7 +113,9 @@ def lr_factor(step: int, total: int, warmup: int, start_factor: float) -> float:
     return 0.5 * (1.0 + math.cos(math.pi * min(step - warmup, rest) / rest))
 
 
-def _score(logits: torch.Tensor, labels: torch.Tensor, select_by: str) -> float:
+def selection_score(logits: torch.Tensor, labels: torch.Tensor, select_by: str) -> float:
+    """Model-selection score on validation logits ``(N, C)`` or member logits ``(M, N, C)`` (mean of the
+    members' softmax): accuracy, or macro F1 (scikit-learn ``f1_score(average="macro")``) for ``select_by: macro_f1``."""
     probs = logits.softmax(-1)
     if probs.ndim == 3:
         probs = probs.mean(0)
@@ -217,7 +219,8 @@ def load_weights(path, model: nn.Module) -> nn.Module:
     return model
 
 
-def _labels(data) -> torch.Tensor:
+def split_labels(data) -> torch.Tensor:
+    """The labels of a split given as ``(inputs, labels)`` or as a dataset with ``.labels``."""
     if isinstance(data, tuple):
         return data[1]
     return torch.as_tensor(data.labels)
@@ -276,7 +279,7 @@ def fine_tune(model: nn.Module, train, val, recipe: Recipe, *, seed: int, folder
     net = model
     if world > 1:
         model, net = distributed.wrap(model, device)
-    n = len(_labels(train))
+    n = len(split_labels(train))
     params = list(model.parameters()) if params is None else list(params)
     opt = torch.optim.AdamW(params, lr=recipe.lr, weight_decay=recipe.weight_decay)
     steps_per_epoch = math.ceil(n / recipe.batch_size)
@@ -315,7 +318,7 @@ def fine_tune(model: nn.Module, train, val, recipe: Recipe, *, seed: int, folder
             bar.set_postfix(loss=f"{losses[-1]:.3f}")
         val_inputs = val[0] if isinstance(val, tuple) else val
         z = distributed.predict_logits(model, val_inputs, batch_size=4 * recipe.batch_size, num_workers=num_workers)
-        score = _score(z, _labels(val), recipe.select_by)
+        score = selection_score(z, split_labels(val), recipe.select_by)
         record["history"].append({"epoch": epoch, "train_loss": sum(losses) / len(losses), f"val_{recipe.select_by}": score})
         if score > record["best_score"]:
             record["best_score"], record["best_epoch"] = score, epoch

@@ -30,7 +30,7 @@ from benchmark.methods.last_layer import penultimate_batched
 from benchmark.pipeline import config, registry, sources, stages
 from benchmark.pipeline.registry import check
 from benchmark.pipeline.sources import SplitInputs
-from benchmark.train import _score as selection_score  # noqa: F401 (benchmark.train is SPEED-MODEL's: re-exported public here)
+from benchmark.train import selection_score  # noqa: F401 (re-exported for the method modules)
 from benchmark.zoo import NAME_RE
 
 SECTION = "baselines"

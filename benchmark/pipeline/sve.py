@@ -310,9 +310,9 @@ def train_sves(params: dict, sizes: list[int] | None = None, *, progress: bool =
 def _val_score(model: SingularValueEnsemble, va: SplitInputs, recipe: Recipe, src) -> float:
     """The validation score :func:`~benchmark.train.fine_tune` records, for a subset of the trained members."""
     from benchmark import distributed
-    from benchmark.train import _labels, _score
+    from benchmark.train import selection_score, split_labels
 
     val = va.fit_data
     z = distributed.predict_logits(model, val[0] if isinstance(val, tuple) else val, batch_size=4 * recipe.batch_size,
                                    num_workers=src.num_workers)
-    return _score(z, _labels(val), recipe.select_by)
+    return selection_score(z, split_labels(val), recipe.select_by)

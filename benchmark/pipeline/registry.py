@@ -96,10 +96,23 @@ def discover() -> None:
         importlib.import_module(f"{pkg.__name__}.{info.name}")
 
 
-def list_methods(group: str | None = None) -> list[str]:
-    """Registered method kinds (registration order: built-ins first), optionally of one ``group``."""
+def _ordered() -> list[Method]:
+    """Every registered method in one fixed order, whichever module was imported first (generated files
+    must not depend on it): the built-ins in ``BUILTIN_MODULES`` order, then the other modules by name,
+    each module's methods in their registration order."""
     discover()
-    return [k for k, m in _REGISTRY.items() if group is None or m.group == group]
+    pos = {k: i for i, k in enumerate(_REGISTRY)}
+
+    def key(m: Method):
+        builtin = BUILTIN_MODULES.index(m.module) if m.module in BUILTIN_MODULES else len(BUILTIN_MODULES)
+        return builtin, m.module, pos[m.kind]
+
+    return sorted(_REGISTRY.values(), key=key)
+
+
+def list_methods(group: str | None = None) -> list[str]:
+    """Registered method kinds (built-ins first, then by module name), optionally of one ``group``."""
+    return [m.kind for m in _ordered() if group is None or m.group == group]
 
 
 def get_method(kind: str) -> Method:
@@ -110,9 +123,8 @@ def get_method(kind: str) -> Method:
 
 
 def families() -> list[str]:
-    """The ``family`` of every registered method, in registration order (the report's ordering)."""
-    discover()
-    return list(dict.fromkeys(m.family for m in _REGISTRY.values()))
+    """The ``family`` of every registered method, in :func:`list_methods` order (the report's ordering)."""
+    return list(dict.fromkeys(m.family for m in _ordered()))
 
 
 def check_baselines(section, where: str = "baselines") -> None:

@@ -157,3 +157,19 @@ def test_the_root_dvc_yaml_is_the_template_rendered_for_the_embedded_default():
         assert set(h[name]["deps"]) <= set(w[name]["deps"]), (name, sorted(set(h[name]["deps"]) - set(w[name]["deps"])))
     if embedded_pipeline.is_generated(ROOT):
         assert text == rendered, "the root dvc.yaml is out of date: python -m benchmark suite-pipeline embedded"
+
+
+def test_method_order_does_not_depend_on_which_module_was_imported_first(monkeypatch):
+    """Generated dvc.yaml files list method stages in list_methods() order: a test or a stage that imported
+    one method module early must not reorder them."""
+    from benchmark.pipeline import registry
+
+    before = registry.list_methods()
+    items = list(registry._REGISTRY.items())  # modules imported in reverse name order (each module's own order kept)
+    shuffled = dict(sorted(items, key=lambda kv: kv[1].module, reverse=True))
+    assert list(shuffled) != list(registry._REGISTRY)
+    monkeypatch.setattr(registry, "_REGISTRY", shuffled)
+    assert registry.list_methods() == before
+    weights = registry.list_methods("weights")
+    modules = [registry.get_method(k).module for k in weights]
+    assert modules == sorted(modules)

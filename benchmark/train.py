@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Callable
 
@@ -43,66 +43,46 @@ from tqdm.auto import tqdm
 
 from benchmark import distributed, store
 from benchmark.core.members import member_cross_entropy
+from benchmark.typed_config import check, parse_config
 
 
 @dataclass(frozen=True)
 class Recipe:
-    """A training recipe (params.yaml ``recipes.<name>``).
+    """A training recipe (params.yaml ``recipes.<name>``, a suite file's ``recipes``), parsed field by field by
+    :func:`benchmark.typed_config.parse_config` (:meth:`from_params`); :meth:`validate` holds the checks across fields.
 
     ``epochs: 0`` means no training: the initial (e.g. pretrained) weights are
     the checkpoint; such a recipe takes no other hyper-parameters.
     """
 
-    epochs: int
-    batch_size: int | None = None
-    lr: float | None = None
-    weight_decay: float = 0.0
-    warmup_epochs: float = 0.0
-    warmup_start_factor: float = 0.1
-    label_smoothing: float = 0.0
-    shift_pixels: int = 0  # random translation augmentation, in input pixels
-    select_by: str = "accuracy"  # "accuracy" | "macro_f1" (validation score for model selection)
-    drop_rate: float = 0.0  # dropout the model is built and fine-tuned with (timm drop_rate); MC dropout samples it
+    epochs: int = field(metadata=check(minimum=0))
+    batch_size: int | None = None  # >= 1 when training (validate)
+    lr: float | None = None  # > 0 when training (validate)
+    weight_decay: float = field(default=0.0, metadata=check(minimum=0))
+    warmup_epochs: float = field(default=0.0, metadata=check(minimum=0))
+    warmup_start_factor: float = field(default=0.1, metadata=check(above=0, maximum=1))
+    label_smoothing: float = field(default=0.0, metadata=check(minimum=0, maximum=1))
+    shift_pixels: int = field(default=0, metadata=check(minimum=0))  # random translation augmentation, in input pixels
+    select_by: str = field(default="accuracy", metadata=check(choices=("accuracy", "macro_f1")))  # validation score for model selection
+    drop_rate: float = field(default=0.0, metadata=check(minimum=0))  # dropout the model is built and fine-tuned with (timm drop_rate); MC dropout samples it
 
-    def __post_init__(self):
-        from benchmark.yaml_input import check_int, check_number
-
-        check_int("recipe", "epochs", self.epochs, minimum=0)  # types first: a float batch size or a string lr
-        check_int("recipe", "batch_size", self.batch_size, optional=True)  # would only fail on the first batch
-        check_int("recipe", "shift_pixels", self.shift_pixels, minimum=0)
-        check_number("recipe", "lr", self.lr, optional=True)
-        for key in ("weight_decay", "warmup_epochs"):
-            check_number("recipe", key, getattr(self, key), minimum=0)
-        check_number("recipe", "warmup_start_factor", self.warmup_start_factor, above=0, maximum=1)
-        check_number("recipe", "label_smoothing", self.label_smoothing, minimum=0, maximum=1)
-        if (isinstance(self.drop_rate, bool) or not isinstance(self.drop_rate, (int, float))
-                or not 0 <= self.drop_rate < 1):
-            raise ValueError(f"recipe: drop_rate must be a number in [0, 1), got {self.drop_rate!r}")
-        if self.select_by not in ("accuracy", "macro_f1"):
-            raise ValueError(f"recipe: select_by must be 'accuracy' or 'macro_f1', got {self.select_by!r}")
+    def validate(self) -> None:
+        """Checks across fields (the field types and bounds are checked by ``parse_config``)."""
+        if self.drop_rate >= 1:
+            raise ValueError(f"drop_rate must be a number in [0, 1), got {self.drop_rate!r}")
         if self.epochs == 0:
-            if (self.batch_size, self.lr) != (None, None):
-                raise ValueError("recipe: epochs 0 means no training; it takes no batch_size or lr")
+            given = [f.name for f in fields(self) if f.name not in ("epochs", "select_by") and getattr(self, f.name) != f.default]
+            if given:
+                raise ValueError(f"epochs 0 means no training; it takes no other keys than select_by, got {given}")
             return
-        if self.batch_size is None or self.batch_size < 1 or self.lr is None or self.lr <= 0 or self.weight_decay < 0:
-            raise ValueError(f"recipe: training (epochs {self.epochs}) needs batch_size >= 1, lr > 0 and weight_decay >= 0; "
-                             f"got batch_size {self.batch_size!r}, lr {self.lr!r}, weight_decay {self.weight_decay!r}")
+        if self.batch_size is None or self.batch_size < 1 or self.lr is None or self.lr <= 0:
+            raise ValueError(f"training (epochs {self.epochs}) needs batch_size >= 1, lr > 0; "
+                             f"got batch_size {self.batch_size!r}, lr {self.lr!r}")
 
     @classmethod
-    def from_params(cls, name: str, raw) -> "Recipe":
-        if not isinstance(raw, dict):
-            raise ValueError(f"recipe {name!r}: must be a mapping")
-        allowed = set(cls.__dataclass_fields__)
-        unknown = sorted(set(raw) - allowed)
-        if unknown:
-            raise ValueError(f"recipe {name!r}: unknown keys {unknown}; allowed {sorted(allowed)}")
-        if raw.get("epochs") == 0 and set(raw) - {"epochs", "select_by"}:
-            raise ValueError(f"recipe {name!r}: epochs 0 means no training; it takes no other keys than select_by, "
-                             f"got {sorted(set(raw) - {'epochs', 'select_by'})}")
-        try:
-            return cls(**raw)
-        except (TypeError, ValueError) as e:
-            raise ValueError(f"recipe {name!r}: {str(e).removeprefix('recipe: ')}") from None
+    def from_params(cls, name: str, raw, where: str = "") -> "Recipe":
+        """``raw`` (one ``recipes`` entry) as a Recipe; errors name ``where`` (the file) and ``recipe <name>``."""
+        return parse_config(cls, raw, f"{where + ': ' if where else ''}recipe {name!r}")
 
 
 def lr_factor(step: int, total: int, warmup: int, start_factor: float) -> float:
@@ -115,16 +95,17 @@ def lr_factor(step: int, total: int, warmup: int, start_factor: float) -> float:
 
 def selection_score(logits: torch.Tensor, labels: torch.Tensor, select_by: str) -> float:
     """Model-selection score on validation logits ``(N, C)`` or member logits ``(M, N, C)`` (mean of the
-    members' softmax): accuracy, or macro F1 (scikit-learn ``f1_score(average="macro")``) for ``select_by: macro_f1``."""
+    members' softmax): accuracy, or macro F1 (:func:`benchmark.core.groups.macro_f1`: the classes in the labels or
+    the predictions, as scikit-learn ``f1_score(average="macro")``) for ``select_by: macro_f1``."""
     probs = logits.softmax(-1)
     if probs.ndim == 3:
         probs = probs.mean(0)
     pred = probs.argmax(-1)
     if select_by == "accuracy":
         return (pred == labels).double().mean().item()
-    from sklearn.metrics import f1_score
+    from benchmark.core.groups import macro_f1
 
-    return float(f1_score(labels.numpy(), pred.numpy(), average="macro"))
+    return macro_f1(pred, labels)
 
 
 def _shift(x: torch.Tensor, pixels: int, gen: torch.Generator, start: int = 0, size: int | None = None) -> torch.Tensor:

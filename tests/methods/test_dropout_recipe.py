@@ -14,8 +14,9 @@ ENTRY = parse_entry("d", {"arch": "test_efficientnet", "init": "scratch", "img_s
 def test_recipe_drop_rate_defaults_to_zero_and_is_validated():
     assert Recipe.from_params("r", {"epochs": 1, "batch_size": 4, "lr": 0.1}).drop_rate == 0.0
     assert Recipe.from_params("r", {"epochs": 1, "batch_size": 4, "lr": 0.1, "drop_rate": 0.2}).drop_rate == 0.2
-    for bad in (1.0, -0.1, "0.2", True):
-        with pytest.raises(ValueError, match=r"recipe 'r': drop_rate must be a number in \[0, 1\), got"):
+    for bad, why in ((1.0, r"must be a number in \[0, 1\), got 1.0"), (-0.1, "must be >= 0"),
+                     ("0.2", "must be a number, got the string '0.2': YAML 1.1"), (True, "must be a finite number")):
+        with pytest.raises(ValueError, match=rf"recipe 'r': drop_rate {why}"):
             Recipe.from_params("r", {"epochs": 1, "batch_size": 4, "lr": 0.1, "drop_rate": bad})
     with pytest.raises(ValueError, match=r"recipe 'p': epochs 0 means no training"):  # nothing is fine-tuned with it
         Recipe.from_params("p", {"epochs": 0, "drop_rate": 0.2})

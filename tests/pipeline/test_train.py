@@ -67,7 +67,7 @@ def test_stale_checkpoint_with_other_fingerprint_is_discarded(tmp_path):
 
 
 def test_bad_recipe_is_named():
-    with pytest.raises(ValueError, match="recipe 'r': unknown keys"):
+    with pytest.raises(ValueError, match=r"recipe 'r': missing keys \[\], unknown keys \['momentum'\]"):
         Recipe.from_params("r", {"epochs": 1, "batch_size": 2, "lr": 0.1, "momentum": 0.9})
     with pytest.raises(ValueError, match="recipe 'r': epochs 0 means no training"):
         Recipe.from_params("r", {"epochs": 0, "batch_size": 2, "lr": 0.1})

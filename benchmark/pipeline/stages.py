@@ -139,28 +139,56 @@ def method_output(params: dict, name: str, model, entry, info: dict, *, splits=N
     ``base``; ``gflops``, ``params`` and ``throughput`` are measured unless given.
     The evaluate stage picks the folder up as one more method.
     """
+    files = output_splits(name, info, splits)
+    record = dict(info)
+    model.cpu()  # costs are measured on the CPU, logits computed on params' device
+    record.update({k: v for k, v in model_costs(params, model, entry.img_size).items() if k not in record})
+    predictions = predict_splits(params, model, entry, files, batch_size=batch_size, desc=name, progress=progress)
+    return write_method_output(params, name, predictions, record)
+
+
+def output_splits(name: str, info: dict, splits=None) -> list[str]:
+    """The splits a method output ``name`` covers (default: every split but train); checks ``info``'s keys."""
     for key in ("family", "method", "base"):
         if key not in info:
             raise ValueError(f"method output {name!r}: info needs {key!r}")
-    files = {s: p for s, p in split_files().items() if s != TRAIN and (splits is None or s in splits)}
+    files = [s for s in split_files() if s != TRAIN and (splits is None or s in splits)]
     missing = sorted({VAL, "test"} - set(files))
     if missing or (splits is not None and set(splits) - set(files)):
         raise ValueError(f"method output {name!r}: splits {sorted(set(splits or []) - set(files)) or missing} do not exist in {config.paths()['data']}")
-    src = sources.for_params(params)
+    return files
+
+
+def model_costs(params: dict, model, img_size: int) -> dict:
+    """``gflops``, ``params`` and CPU ``throughput`` (params ``cost``) of ``model`` at ``img_size`` (on the CPU)."""
     config.set_threads(params)
     c = params["cost"]
-    record = dict(info)
-    model.cpu()  # costs are measured on the CPU, logits computed on params' device
-    record.setdefault("gflops", costs.count_flops(model, entry.img_size))
-    record.setdefault("params", costs.count_params(model))
-    record.setdefault("throughput", costs.measure_throughput(model, entry.img_size, batch_size=c["throughput_batch"], iters=c["throughput_iters"]))
+    model.cpu()
+    return {"gflops": costs.count_flops(model, img_size), "params": costs.count_params(model),
+            "throughput": costs.measure_throughput(model, img_size, batch_size=c["throughput_batch"], iters=c["throughput_iters"])}
+
+
+def predict_splits(params: dict, model, entry, splits, *, batch_size: int | None = None, desc: str = "",
+                   progress: bool = True) -> dict[str, tuple]:
+    """split -> (logits, labels, ids) of ``model`` on each of ``splits`` (inputs prepared for ``entry``), on params' device."""
+    src = sources.for_params(params)
+    config.set_threads(params)
     model.to(sources.device(params))
+    out = {}
+    for split_name in splits:
+        s = src.inputs(split_name, entry)
+        z = predict_logits(model, s.inputs, batch_size=batch_size or params["logits"]["batch_size"], desc=f"{desc}/{split_name}",
+                           progress=progress, num_workers=src.num_workers)
+        out[split_name] = (z, s.labels, s.ids)
+    return out
+
+
+def write_method_output(params: dict, name: str, predictions: dict[str, tuple], record: dict) -> dict:
+    """``results/methods/<name>/``: one logits file per split of ``predictions`` (split -> logits, labels, ids)
+    and ``cost.json`` = ``record``, the folder written atomically; returns ``record``."""
     with store.atomic_dir(config.paths()["methods"] / name) as out:
-        for split_name in files:
-            s = src.inputs(split_name, entry)
-            z = predict_logits(model, s.inputs, batch_size=batch_size or params["logits"]["batch_size"], desc=f"{name}/{split_name}",
-                               progress=progress, num_workers=src.num_workers)
-            store.save_logits_file(out / f"{split_name}.safetensors", z, s.labels, s.ids,
-                                   meta={"model": name, "split": split_name, "family": info["family"]})
+        for split_name, (z, labels, ids) in predictions.items():
+            store.save_logits_file(out / f"{split_name}.safetensors", z, labels, ids,
+                                   meta={"model": name, "split": split_name, "family": record["family"]})
         store.write_json(out / "cost.json", record)
     return record

@@ -58,7 +58,7 @@ from benchmark.methods.sve import SIGMA_INIT, SingularValueEnsemble, check_diver
 from benchmark.pipeline import config, sources, stages
 from benchmark.pipeline.sources import SplitInputs
 from benchmark.core.members import member_cross_entropy
-from benchmark.train import Recipe, load_weights
+from benchmark.train import Recipe, selection_score
 from benchmark.zoo import ZooEntry
 
 SECTION = "sve"
@@ -157,9 +157,10 @@ def build(entry: ZooEntry, cfg: dict, members: int, num_classes: int) -> Singula
                                  member_streams=cfg.get("nested", True))
 
 
-def cost_info(model: SingularValueEnsemble, img_size: int) -> dict:
-    """GFLOPs (``M x`` one dense member) and parameter counts of an SVE (see the module docstring)."""
-    one = costs.count_flops(model.export_member(0), img_size)
+def cost_info(model: SingularValueEnsemble, img_size: int, one: float | None = None) -> dict:
+    """GFLOPs (``M x`` one dense member: ``one``, counted when not given) and parameter counts of an SVE
+    (see the module docstring)."""
+    one = costs.count_flops(model.export_member(0), img_size) if one is None else one
     ov = model.overhead()
     return {"gflops": model.members * one, "gflops_one_forward": one, "trainable_params": ov["trainable"],
             "backbone_params": ov["backbone"], "params": ov["backbone"] + ov["trainable"],
@@ -211,18 +212,24 @@ class _Run(NamedTuple):
     folder: Path
 
 
-def _training(params: dict, members: int, folder_name: str) -> _Run:
-    """Validated config, the ``members``-member model, its data, fingerprint and checkpoint folder (no training yet)."""
+def _plan(params: dict, members: int) -> tuple:
+    """Validated config, base entry, recipe, splits, data source, train/val inputs and the run's fingerprint."""
     cfg, entry, recipe, splits = check(params, members)
     src = sources.for_params(params)
     tr = train_subset(src.inputs(stages.TRAIN, entry, train=True), cfg["train_subset"], cfg["seed"])
     va = src.inputs(stages.VAL, entry)
-    config.set_threads(params)
-    model = build(entry, cfg, members, src.num_classes())
     run = {k: cfg[k] for k in ("sigma_init", "seed", "patterns")} | {"members": members}
     if cfg["nested"]:
         run["loss"] = "summed"  # and per-member noise streams
     fp = config.fingerprint(entry.as_dict(), asdict(recipe), run, store.array_hash(tr.ids), store.array_hash(va.ids))
+    return cfg, entry, recipe, splits, src, tr, va, fp
+
+
+def _training(params: dict, members: int, folder_name: str) -> _Run:
+    """Validated config, the ``members``-member model, its data, fingerprint and checkpoint folder (no training yet)."""
+    cfg, entry, recipe, splits, src, tr, va, fp = _plan(params, members)
+    config.set_threads(params)
+    model = build(entry, cfg, members, src.num_classes())
     folder = config.RESULTS / "method_checkpoints" / folder_name  # not results/checkpoints: the soups depend on it
     return _Run(cfg, entry, recipe, splits, src, tr, va, model, fp, folder)
 
@@ -235,18 +242,57 @@ def _fit(params, t, progress: bool) -> dict:
                              progress=progress, num_workers=src.num_workers)
 
 
-def _write(params, t, record: dict, members: int, progress: bool) -> dict:
-    """Method output ``sve-m<members>`` from the first ``members`` members of the trained model of ``t``."""
-    cfg, entry, recipe, splits, src, tr, va, model, _, _ = t
-    model.cpu().eval()
+OUTPUTS = "outputs"  # <trained folder>/outputs: member logits of every output split + sizes.json (stage sve-train)
+
+
+def _size_info(t, record: dict, members: int, val_logits, one: float, params: dict) -> dict:
+    """``cost.json`` of output ``sve-m<members>``: the first ``members`` members of the trained model of ``t``."""
+    cfg, entry, recipe, _, _, tr, va, model, _, _ = t
     sub = model if members == model.members else model.first_members(members)
-    info = {"family": "sve", "method": f"m{members}", "base": entry.name, "members": members, "arch": entry.arch,
+    c = params["cost"]
+    return {"family": "sve", "method": f"m{members}", "base": entry.name, "members": members, "arch": entry.arch,
             "img_size": entry.img_size, "sigma_init": float(cfg["sigma_init"]), "seed": cfg["seed"],
             "adapted_layers": len(model.layer_names), "train_images": len(tr), "trained_members": model.members,
-            "val_score": record["best_score"] if sub is model else _val_score(sub, va, recipe, src),
-            "select_by": recipe.select_by, **cost_info(sub, entry.img_size)}
-    return stages.method_output(params, output_name(members), sub, entry, info, splits=splits,
-                                batch_size=max(1, IMAGES_PER_CALL // members), progress=progress)
+            "val_score": record["best_score"] if sub is model else selection_score(val_logits[:members], va.labels, recipe.select_by),
+            "select_by": recipe.select_by, **cost_info(sub, entry.img_size, one),
+            "throughput": costs.measure_throughput(sub, entry.img_size, batch_size=c["throughput_batch"], iters=c["throughput_iters"])}
+
+
+def _predict(params, t, progress: bool) -> dict:
+    """split -> (member logits (M, N, C), labels, ids) of the trained model of ``t`` on the output splits."""
+    model = t.model.cpu().eval()
+    return stages.predict_splits(params, model, t.entry, t.splits, batch_size=max(1, IMAGES_PER_CALL // model.members),
+                                 desc=output_name(model.members), progress=progress)
+
+
+def _sizes(cfg: dict, trained: int) -> list[int]:
+    """The output sizes a model of ``trained`` members serves: its first M members (nested) or itself."""
+    return sorted(m for m in cfg["members"] if m <= trained and (cfg["nested"] or m == trained))
+
+
+def _write_members(params, t, record: dict, progress: bool) -> dict:
+    """Stage ``sve-train``'s second half: one forward of all trained members on every output split, into
+    ``<folder>/outputs/`` (member logits + ``sizes.json``: the ``cost.json`` of every size it serves), so that
+    stage ``sve@<M>`` only slices (no model, no second forward)."""
+    model = t.model
+    predictions = _predict(params, t, progress)
+    config.set_threads(params)
+    model.cpu()
+    one = costs.count_flops(model.export_member(0), t.entry.img_size)
+    sizes = {str(m): _size_info(t, record, m, predictions[stages.VAL][0], one, params) for m in _sizes(t.cfg, model.members)}
+    with store.atomic_dir(t.folder / OUTPUTS) as out:
+        for split_name, (z, labels, ids) in predictions.items():
+            store.save_logits_file(out / f"{split_name}.safetensors", z, labels, ids,
+                                   meta={"model": output_name(model.members), "split": split_name, "family": "sve"})
+        store.write_json(out / "sizes.json", {"fingerprint": t.fingerprint, "splits": t.splits, "sizes": sizes})
+    return sizes
+
+
+def _write(params, t, record: dict, members: int, progress: bool) -> dict:
+    """Method output ``sve-m<members>`` of the trained model of ``t`` (all its members; ``--alone``)."""
+    predictions = _predict(params, t, progress)
+    info = _size_info(t, record, members, predictions[stages.VAL][0], costs.count_flops(t.model.export_member(0), t.entry.img_size), params)
+    return stages.write_method_output(params, output_name(members), predictions, info)
 
 
 def train_sve(params: dict, members: int, *, progress: bool = True) -> dict:
@@ -276,27 +322,39 @@ def train_nested(params: dict, *, progress: bool = True) -> dict[int, dict]:
     ``nested: false`` keeps the former per-size training (one noise stream for all
     members, mean member loss): the numbers of separate ``M``-member runs.
     """
-    return {m: _fit(params, _training(params, m, f"{NESTED}/m{m}"), progress) for m in trained_sizes(params)}
+    records = {}
+    for m in trained_sizes(params):
+        t = _training(params, m, f"{NESTED}/m{m}")
+        records[m] = _fit(params, t, progress)
+        _write_members(params, t, records[m], progress)
+    return records
 
 
 def nested_output(params: dict, members: int, *, progress: bool = True) -> dict:
-    """Stage ``sve@<M>``: method output ``sve-m<M>``, the first ``M`` members of what ``sve-train`` trained."""
+    """Stage ``sve@<M>``: method output ``sve-m<M>``, the first ``M`` members of what ``sve-train`` trained
+    (sliced from the member logits it wrote; no model is built)."""
     try:
         check_members(members)
     except ValueError as e:
         raise ValueError(f"sve stage: {e} (--members)") from None
-    sizes = sve_config(params)["members"]
-    if members not in sizes:
-        raise ValueError(f"sve stage: --members {members} is not in params.yaml {SECTION}.members {sizes}")
+    cfg = sve_config(params)
+    if members not in cfg["members"]:
+        raise ValueError(f"sve stage: --members {members} is not in params.yaml {SECTION}.members {cfg['members']}")
     trained = next(m for m in trained_sizes(params) if m >= members)
-    t = _training(params, trained, f"{NESTED}/m{trained}")
-    done = t.folder / "train.json"
+    folder = config.RESULTS / "method_checkpoints" / NESTED / f"m{trained}"
+    done, index = folder / "train.json", folder / OUTPUTS / "sizes.json"
+    fingerprint = _plan(params, trained)[-1]
     record = store.read_json(done) if done.exists() else None
-    if record is None or record.get("fingerprint") != t.fingerprint:
+    written = store.read_json(index) if index.exists() and record is not None else None
+    if (written is None or {record.get("fingerprint"), written.get("fingerprint")} != {fingerprint}
+            or str(members) not in written.get("sizes", {})):
         raise store.StoreError(f"{done}: no finished SVE training for the current params; run `dvc repro sve-train` "
                                f"(or pipelines/sve.py --train)")
-    load_weights(t.folder / "model.safetensors", t.model)
-    return _write(params, t, record, members, progress)
+    predictions = {}
+    for split_name in written["splits"]:
+        f = store.load_logits_file(folder / OUTPUTS / f"{split_name}.safetensors")
+        predictions[split_name] = (f.logits[:members], f.labels, f.ids)
+    return stages.write_method_output(params, output_name(members), predictions, written["sizes"][str(members)])
 
 
 def train_sves(params: dict, sizes: list[int] | None = None, *, progress: bool = True) -> list[dict]:
@@ -305,14 +363,3 @@ def train_sves(params: dict, sizes: list[int] | None = None, *, progress: bool =
         params = {**params, SECTION: {**params[SECTION], "members": list(sizes)}}
     train_nested(params, progress=progress)
     return [nested_output(params, m, progress=progress) for m in sorted(sve_config(params)["members"])]
-
-
-def _val_score(model: SingularValueEnsemble, va: SplitInputs, recipe: Recipe, src) -> float:
-    """The validation score :func:`~benchmark.train.fine_tune` records, for a subset of the trained members."""
-    from benchmark import distributed
-    from benchmark.train import selection_score, split_labels
-
-    val = va.fit_data
-    z = distributed.predict_logits(model, val[0] if isinstance(val, tuple) else val, batch_size=4 * recipe.batch_size,
-                                   num_workers=src.num_workers)
-    return selection_score(z, split_labels(val), recipe.select_by)

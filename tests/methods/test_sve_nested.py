@@ -54,6 +54,13 @@ def test_nested_run_writes_one_output_per_size_from_one_training(runs):
     for r in records:
         assert r == store.read_json(root / "results" / "methods" / f"sve-m{r['members']}" / "cost.json")
         assert r["trained_members"] == 3 and r["gflops"] == pytest.approx(r["members"] * r["gflops_one_forward"], rel=1e-12)
+    outputs = root / "results" / "method_checkpoints" / "sve" / "m3" / stage.OUTPUTS  # sve-train's one forward
+    assert sorted(store.read_json(outputs / "sizes.json")["sizes"]) == ["1", "2", "3"]
+    for split in ("val", "test", "ood"):  # each size is the first M members of that forward, sliced
+        members = store.load_logits_file(outputs / f"{split}.safetensors").logits
+        assert members.shape[0] == 3
+        for m in (1, 2, 3):
+            assert torch.equal(_logits(root, f"sve-m{m}", split), members[:m]), (split, m)
     one = records[0]
     for r in records[1:]:  # per-member counts scale with M
         assert r["trainable_params"] == r["members"] * one["trainable_params"]

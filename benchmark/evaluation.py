@@ -16,7 +16,7 @@ from math import isfinite
 
 import torch
 
-from benchmark.core.combine import Prediction, ensemble_prediction, single_prediction
+from benchmark.core.combine import Prediction, duo_predicts_base, duo_weights, ensemble_prediction, single_prediction
 from benchmark.core.evaluate import evaluate, evaluate_stats, paired_difference_stats
 from benchmark.core.groups import group_summary
 from benchmark.core.members import member_uncertainty
@@ -136,11 +136,11 @@ class ModelMemo:
         return self._temperature[name, fit]
 
 
-def _inverse(t: float, name: str, k: int = 1) -> float:
-    """The mixture weight ``1 / (k T)`` of a temperature, which must be finite and non-zero."""
+def _inverse(t: float, name: str) -> float:
+    """The mixture weight ``1 / T`` of a temperature, which must be finite and non-zero."""
     if not isfinite(t) or t == 0:
         raise InputError(f"{name}: must be a finite non-zero number, got {t!r}")
-    return 1.0 / (k * t)
+    return 1.0 / t
 
 
 def _mixture_rows(cfg: EvalConfig, members: list[dict], weights: list[list[float]], variants: list[_Variant], *,
@@ -265,8 +265,8 @@ def duo_unit(cfg: EvalConfig, base: str, side: str, logits_b: dict, logits_s: di
             ident = dict(family="duo", method=method, base=base, sidekick=side, members=f"{base}+{side}", fit=fit,
                          confidence=conf, temperature_base=tb, temperature_side=ts,
                          weight_base=1.0 / (2 * tb), weight_side=1.0 / (2 * ts))
-            variants.append(_Variant(ident, int(method == "unweighted"), conf, "base" if method == "uq_only" else "top"))
-        weights = [[duo.w_base, duo.w_side], [_inverse(singles[0], "single_temperatures[0]", 2), _inverse(singles[1], "single_temperatures[1]", 2)]]
+            variants.append(_Variant(ident, int(method == "unweighted"), conf, "base" if duo_predicts_base(method) else "top"))
+        weights = [duo_weights("weighted", fit=duo), duo_weights("unweighted", single_temperatures=singles)]
         unit_rows, kept = _mixture_rows(cfg, [logits_b, logits_s], weights, variants, keep=(weighted,) if boot else (),
                                         release=release)
         rows += [r for variant_rows in unit_rows for r in variant_rows]

@@ -52,7 +52,7 @@ def _git(root: Path) -> dict:
     return {"commit": commit or None, "dirty": bool(out("status", "--porcelain", "--untracked-files=no")) if commit else None}
 
 
-def _versions() -> dict:
+def package_versions() -> dict:
     import timm
     import torch
 
@@ -167,10 +167,10 @@ def _csv_parts(stem: str, df: pd.DataFrame) -> list[tuple[str, str, bytes]]:
 
 def submit(suite: str, out, *, results=None, lock=None, contributor: str = "", root=".") -> Path:
     """Write the bundle folder ``out`` from the suite's finished run; returns ``out``."""
-    from benchmark.bundle.schema import _check_suite
+    from benchmark.bundle.schema import check_suite
     from benchmark.zoo import load_yaml
 
-    _check_suite(suite, "--suite")
+    check_suite(suite, "--suite")
     root, out = Path(root), Path(out)
     folder = suite_folder(suite, root)
     results = Path(results) if results else folder / "results"
@@ -227,7 +227,7 @@ def submit(suite: str, out, *, results=None, lock=None, contributor: str = "", r
         manifest = {
             "format": FORMAT, "suite": suite, "contributor": contributor,
             "created": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z"),
-            "git": _git(root), "versions": _versions(), "device": _device(params), "remote": _remote(root),
+            "git": _git(root), "versions": package_versions(), "device": _device(params), "remote": _remote(root),
             "params": params, "zoo": {m: zoo_raw[m] for m in used},
             "files": {role: {"path": f, "sha256": sha256_file(tmp / f), "bytes": (tmp / f).stat().st_size} for role, f in files.items()},
             "stages": _lock_stages(lock_data or {}, rel), "logits": logits, "units": unit_list,

@@ -135,7 +135,7 @@ def read_manifest(bundle: Path) -> dict:
         _need(m, key, typ, str(where))
     if m["format"] != FORMAT:
         raise BundleError(f"{where}: format {m['format']!r} not supported (expected {FORMAT!r})")
-    _check_suite(m["suite"], f"{where}: suite")
+    check_suite(m["suite"], f"{where}: suite")
     for role, f in m["files"].items():
         w = f"{where}: files.{role}"
         if not isinstance(f, dict):
@@ -161,7 +161,7 @@ def read_manifest(bundle: Path) -> dict:
     return m
 
 
-def _check_suite(name, where: str) -> None:
+def check_suite(name, where: str) -> None:
     import benchmark
 
     # the suite files (suites/<name>.yaml, as benchmark.data.paper.list_suites, whose import pulls the dataset

@@ -32,7 +32,7 @@ from tqdm.auto import tqdm
 
 from benchmark.bundle.schema import KEY, MANIFEST, VERIFICATION, BundleError, load_bundle
 from benchmark.bundle.verify import TOLERANCE, VERIFIED, recorded_status
-from benchmark.report.build import _publishable
+from benchmark.report.build import publishable
 from benchmark.results_schema import COLUMNS
 from benchmark.store import StoreError, atomic_dir, write_text
 
@@ -192,7 +192,7 @@ def publish(bundles_dir, out, *, progress: bool = True) -> Path:
                            "conflicts": len(conflicts)})
         _render("site_index.html.j2", tmp / "index.html", suites=suites, rule=RULE)
         write_text(tmp / MARKER, "written by `python -m benchmark publish`; this folder is replaced on every run\n")
-        _publishable(tmp)
+        publishable(tmp)
     return out / "index.html"
 
 

@@ -60,12 +60,12 @@ def _eval_config(bundle: Bundle, results: Path, files: dict):
     if (results / "data").is_dir() and results.name == "results" and files:
         # group ids (e.g. iWildCam locations) come from the run's data index, as in the evaluate stage
         from benchmark import store
-        from benchmark.pipeline.evaluate import _split_groups
+        from benchmark.pipeline.evaluate import split_groups
 
         first = next(iter(files.values()))
         labels = {s: store.mmap_logits_file(p).labels for s, p in first.items()}
         with contextlib.chdir(results.parent):
-            cfg = dataclasses.replace(cfg, groups=_split_groups(labels))
+            cfg = dataclasses.replace(cfg, groups=split_groups(labels))
     return cfg
 
 
@@ -192,12 +192,12 @@ def verify_bundle(bundle: Bundle, results=None, *, tolerance: float = TOLERANCE,
 
 def record(bundle: Bundle, rep: Report, tolerance: float = TOLERANCE) -> Path:
     """Write ``verification.json`` next to the manifest (what ``publish`` reads for the badge)."""
-    from benchmark.bundle.pack import _versions
+    from benchmark.bundle.pack import package_versions
     from benchmark.store import write_text
 
     data = {"status": rep.status, "rows": rep.rows, "recomputed": rep.recomputed, "tolerance": tolerance,
             "manifest_sha256": sha256_file(bundle.path / MANIFEST), "rows_sha256": rows_digest(bundle.manifest),
-            "checked_with": _versions()}
+            "checked_with": package_versions()}
     path = bundle.path / VERIFICATION
     write_text(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
     return path

@@ -15,6 +15,13 @@ Asymmetric Duo (base ``z_b``, sidekick ``z_s``; ``p_duo = softmax(w_b z_b + w_s 
 Confidence ``"max"`` is ``max_c p``. ``"published"`` is the score the published
 evaluation code used for that variant: ``p_duo[argmax z_b]`` for ``weighted`` and
 ``uq_only``, and ``max_c p`` for ``unweighted``.
+
+The duo's mixture weights (:func:`duo_weights`) are defined here and its
+probabilities are computed by :mod:`benchmark.core.streaming` (the evaluate
+stage's own code), so a duo built here equals the evaluate stage's duo to the bit.
+Single models and ensembles use this module's explicit ``exp / sum`` softmax
+(the evaluate stage's method and ensemble rows); ``torch.softmax`` differs from it
+in the last float bit, so switching would change published numbers.
 """
 from __future__ import annotations
 
@@ -26,6 +33,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
+from benchmark.core.streaming import mixture_probs
 from benchmark.core.validation import InputError, as_float_matrix, as_logits, check_choice, check_same_shape
 
 if TYPE_CHECKING:
@@ -63,26 +71,23 @@ def _softmax_(block: torch.Tensor) -> None:
     block.div_(block.sum(1, keepdim=True))
 
 
-def _rowwise(like: torch.Tensor, fill, base: torch.Tensor | None = None):
+def _rowwise(like: torch.Tensor, fill):
     """Build probabilities in cache-sized row chunks, with a single (N, C) allocation.
 
     ``fill(rows, out)`` writes the probabilities of ``rows`` into ``out``. Returns
-    ``(probs, max p, argmax p, argmax base or None)``.
+    ``(probs, max p, argmax p)``.
     """
     n, c = like.shape
     probs = torch.empty(n, c, dtype=like.dtype)
     conf, pred = torch.empty(n, dtype=like.dtype), torch.empty(n, dtype=torch.int64)
-    base_pred = None if base is None else torch.empty(n, dtype=torch.int64)
     for s in range(0, n, _ROWS):
         rows = slice(s, s + _ROWS)
         fill(rows, probs[rows])
         torch.max(probs[rows], 1, out=(conf[rows], pred[rows]))
-        if base is not None:
-            torch.argmax(base[rows], 1, out=base_pred[rows])
-    return probs, conf, pred, base_pred
+    return probs, conf, pred
 
 
-def _softmax_of_sum(terms: list[tuple[torch.Tensor, float]], base: torch.Tensor | None = None):
+def _softmax_of_sum(terms: list[tuple[torch.Tensor, float]]):
     """``p = softmax(sum_j w_j z_j)`` for ``terms = [(z_j, w_j), ...]``, row-chunked (see :func:`_rowwise`)."""
 
     def fill(rows, out):
@@ -91,15 +96,39 @@ def _softmax_of_sum(terms: list[tuple[torch.Tensor, float]], base: torch.Tensor 
             out.add_(z[rows], alpha=w)
         _softmax_(out)
 
-    return _rowwise(terms[0][0], fill, base)
+    return _rowwise(terms[0][0], fill)
 
 
 def single_prediction(logits, temperature: float = 1.0) -> Prediction:
     """``p = softmax(logits / T)``; prediction ``argmax p``, confidence ``max p``."""
     z = as_logits(logits, "logits")
     t = _check_temperature(temperature, "temperature")
-    probs, conf, pred, _ = _softmax_of_sum([(z, 1.0 / t)])
+    probs, conf, pred = _softmax_of_sum([(z, 1.0 / t)])
     return Prediction(probs=probs, prediction=pred, confidence=conf)
+
+
+def duo_weights(variant: str, *, fit: DuoFit | None = None,
+                single_temperatures: tuple[float, float] | None = None) -> tuple[float, float]:
+    """The mixture weights ``(w_b, w_s)`` of a duo variant: the fitted ``(fit.w_base, fit.w_side)``
+    for ``weighted`` and ``uq_only``, ``(1 / (2 T_base), 1 / (2 T_side))`` for ``unweighted``."""
+    check_choice(variant, "variant", DUO_VARIANTS)
+    if variant == "unweighted":
+        if single_temperatures is None or len(single_temperatures) != 2:
+            raise InputError("single_temperatures: the unweighted duo needs (T_base, T_side), each fitted alone")
+        tb = _check_temperature(single_temperatures[0], "single_temperatures[0]")
+        ts = _check_temperature(single_temperatures[1], "single_temperatures[1]")
+        return 1 / (2 * tb), 1 / (2 * ts)
+    if fit is None:
+        raise InputError(f"fit: the {variant} duo needs a DuoFit (fit_duo on validation logits)")
+    for name in ("w_base", "w_side"):
+        if not isfinite(getattr(fit, name)):
+            raise InputError(f"fit.{name}: must be finite, got {getattr(fit, name)!r}")
+    return fit.w_base, fit.w_side
+
+
+def duo_predicts_base(variant: str) -> bool:
+    """Whether the duo variant predicts the base model's class (``uq_only``) rather than ``argmax p_duo``."""
+    return variant == "uq_only"
 
 
 def duo_prediction(
@@ -122,23 +151,13 @@ def duo_prediction(
     zb = as_logits(base_logits, "base_logits")
     zs = as_logits(side_logits, "side_logits")
     check_same_shape(zb, zs, "base_logits", "side_logits")
+    probs, conf, pred = mixture_probs([zb, zs], duo_weights(variant, fit=fit, single_temperatures=single_temperatures))
     if variant == "unweighted":
-        if single_temperatures is None or len(single_temperatures) != 2:
-            raise InputError("single_temperatures: the unweighted duo needs (T_base, T_side), each fitted alone")
-        tb = _check_temperature(single_temperatures[0], "single_temperatures[0]")
-        ts = _check_temperature(single_temperatures[1], "single_temperatures[1]")
-        probs, conf, pred, _ = _softmax_of_sum([(zb, 1 / (2 * tb)), (zs, 1 / (2 * ts))])
         return Prediction(probs=probs, prediction=pred, confidence=conf)
-    if fit is None:
-        raise InputError(f"fit: the {variant} duo needs a DuoFit (fit_duo on validation logits)")
-    for name in ("w_base", "w_side"):
-        if not isfinite(getattr(fit, name)):
-            raise InputError(f"fit.{name}: must be finite, got {getattr(fit, name)!r}")
-    need_base = variant == "uq_only" or confidence == "published"
-    probs, conf, pred, base_pred = _softmax_of_sum([(zb, fit.w_base), (zs, fit.w_side)], base=zb if need_base else None)
+    base_pred = zb.argmax(1) if duo_predicts_base(variant) or confidence == "published" else None
     if confidence == "published":
         conf = probs.gather(1, base_pred[:, None])[:, 0]
-    return Prediction(probs=probs, prediction=base_pred if variant == "uq_only" else pred, confidence=conf)
+    return Prediction(probs=probs, prediction=base_pred if duo_predicts_base(variant) else pred, confidence=conf)
 
 
 def ensemble_prediction(member_logits: Sequence[torch.Tensor] | torch.Tensor, *, mode: str = "probs") -> Prediction:
@@ -157,7 +176,7 @@ def ensemble_prediction(member_logits: Sequence[torch.Tensor] | torch.Tensor, *,
     for i, m in enumerate(members[1:], 1):
         check_same_shape(members[0], m, "member_logits[0]", f"member_logits[{i}]")
     if mode == "logits":
-        probs, conf, pred, _ = _softmax_of_sum([(m, 1.0 / len(members)) for m in members])
+        probs, conf, pred = _softmax_of_sum([(m, 1.0 / len(members)) for m in members])
         return Prediction(probs=probs, prediction=pred, confidence=conf)
 
     def fill(rows, out):
@@ -168,5 +187,5 @@ def ensemble_prediction(member_logits: Sequence[torch.Tensor] | torch.Tensor, *,
             out.add_(block)
         out.div_(len(members))
 
-    probs, conf, pred, _ = _rowwise(members[0], fill)
+    probs, conf, pred = _rowwise(members[0], fill)
     return Prediction(probs=probs, prediction=pred, confidence=conf)

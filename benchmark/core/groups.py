@@ -12,12 +12,14 @@ ids ``g`` (N,) (non-negative integers; group ``k`` is every sample with
   ``y`` only (``present="true"``, the WILDS convention ``labels=unique(y_true)``).
 * ``worst group`` = the minimum over groups with at least ``min_count`` samples.
 
-Counting uses ``bincount`` over ``k * C + c`` (no ``torch_scatter``).
+Counting uses ``bincount`` over ``k * C + c`` (no ``torch_scatter``); the F1 itself is
+:func:`benchmark.core.metrics.macro_f1_table`, as for the bootstrap.
 """
 from __future__ import annotations
 
 import torch
 
+from benchmark.core.metrics import macro_f1_table
 from benchmark.core.validation import InputError, as_labels, check_choice
 
 PRESENT = ("union", "true")
@@ -43,11 +45,8 @@ def _counts(yhat, y, g):
 
 
 def _macro(tp, true, predicted, present: str) -> torch.Tensor:
-    denom = (true + predicted).double()
-    f1 = torch.where(denom > 0, 2 * tp.double() / denom.clamp_min(1), torch.zeros_like(denom))
-    mask = (denom > 0) if present == "union" else (true > 0)
-    k = mask.sum(1)
-    return torch.where(k > 0, (f1 * mask).sum(1) / k.clamp_min(1), torch.full_like(k, float("nan"), dtype=torch.float64))
+    union, wilds = macro_f1_table(tp, true, predicted)
+    return union if present == "union" else wilds
 
 
 def macro_f1(pred, labels, *, present: str = "union") -> float:

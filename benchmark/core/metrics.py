@@ -47,16 +47,30 @@ def metric_names(sac_threshold: float = 0.98) -> tuple[str, ...]:
     return ("accuracy", "macro_f1", "macro_f1_wilds", "brier", "nll", "ece", "auroc", "aurc", "aurc_trapezoid", "eaurc", "augrc", sac_key(sac_threshold))
 
 
+def macro_f1_table(tp: torch.Tensor, true: torch.Tensor, predicted: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Macro F1 of each row of (R, C) per-class counts: rows are weightings of the samples (the
+    bootstrap) or groups (:mod:`benchmark.core.groups`); the one definition of macro F1 in the package.
+
+    ``tp`` = #{yhat = y = c}, ``true`` = #{y = c}, ``predicted`` = #{yhat = c} (weighted counts
+    allowed). ``F1_c = 2 TP_c / (T_c + P_c)``, averaged over the classes with ``T_c + P_c > 0``
+    (scikit-learn ``f1_score(average="macro")``: ``macro_f1``) and over those with ``T_c > 0``
+    (WILDS' ``labels=unique(y)``: ``macro_f1_wilds``). Returns both, float64 (R,), NaN where
+    no class counts.
+    """
+    tp, true, predicted = tp.to(torch.float64), true.to(torch.float64), predicted.to(torch.float64)
+    denom = true + predicted
+    f1 = torch.where(denom > 0, 2 * tp / denom.clamp_min(1e-300), torch.zeros_like(denom))
+    return f1.sum(1) / (denom > 0).sum(1), f1.sum(1) / (true > 0).sum(1)
+
+
 def _macro_f1(stats: SampleStats, w: torch.Tensor, w_err: torch.Tensor) -> dict[str, torch.Tensor]:
-    """``mean_k 2 TP_k / (T_k + P_k)``, ``TP = T - FN``, over the classes with ``T_k + P_k > 0``
-    (``macro_f1``) and over those with ``T_k > 0`` (``macro_f1_wilds``)."""
+    """:func:`macro_f1_table` of ``B`` weightings of the samples (``TP = T - missed``)."""
     b, c = w.shape[0], stats.num_classes
     true = w.new_zeros(b, c).index_add_(1, stats.labels, w).to(torch.float64)
     pred = w.new_zeros(b, c).index_add_(1, stats.prediction, w).to(torch.float64)
     missed = w.new_zeros(b, c).index_add_(1, stats.labels[stats.err_idx], w_err).to(torch.float64)
-    denom = true + pred
-    f1 = torch.where(denom > 0, 2 * (true - missed) / denom.clamp_min(1e-300), torch.zeros_like(denom))
-    return {"macro_f1": f1.sum(1) / (denom > 0).sum(1), "macro_f1_wilds": f1.sum(1) / (true > 0).sum(1)}
+    union, wilds = macro_f1_table(true - missed, true, pred)
+    return {"macro_f1": union, "macro_f1_wilds": wilds}
 
 
 def _lookup(table: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:

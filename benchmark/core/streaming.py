@@ -14,7 +14,9 @@ that :func:`~benchmark.core.samples.sample_stats` computes from the probabilitie
 (for :func:`~benchmark.core.evaluate.evaluate_stats` and
 :func:`~benchmark.core.evaluate.paired_difference_stats`). The values agree with the probability-matrix path to float32
 rounding (``torch.softmax`` instead of :mod:`~benchmark.core.combine`'s
-explicit ``exp / sum``, about 1e-6 relative).
+explicit ``exp / sum``, about 1e-6 relative). :func:`mixture_probs` is the same
+mixture as a probability matrix, for the callers that need one: an Asymmetric
+Duo is computed by this module alone, as terms or as a matrix.
 """
 from __future__ import annotations
 
@@ -71,6 +73,36 @@ def _argmax(block: torch.Tensor) -> torch.Tensor:
     return torch.from_numpy(np.argmax(block.numpy(), axis=1))
 
 
+def _mixture_block(logits, rows: slice, blocks, w, s: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """``out = softmax(sum_j w_j blocks[j])`` for one block of ``rows`` (``s``: scratch of the block's shape)."""
+    torch.mul(blocks[0], w[0], out=s)
+    for b, wj in zip(blocks[1:], w[1:]):
+        s.add_(b, alpha=wj)
+    if not torch.isfinite(s.sum()):  # a non-finite member (any weight) or an overflow
+        _raise_non_finite(logits, rows)
+    return torch.softmax(s, 1, out=out)
+
+
+def mixture_probs(logits: Sequence[torch.Tensor], weights: Sequence[float]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The probability matrix of one mixture ``p = softmax(sum_j weights[j] logits[j])``, in row blocks.
+
+    Returns ``(p (N, C), max_c p (N,), argmax_c p (N,) int64)``: bit for bit the
+    ``p``, ``top_conf`` and ``top`` that :func:`mixture_terms` computes for the
+    same mixture, for callers that need the whole matrix (the ``duo`` command,
+    the curves figure, through :func:`~benchmark.core.combine.duo_prediction`).
+    """
+    _check_members(logits, [weights])
+    n, c = logits[0].shape
+    probs, top = torch.empty(n, c, dtype=logits[0].dtype), torch.empty(n, dtype=torch.int64)
+    s = torch.empty(min(_ROWS, n), c, dtype=logits[0].dtype)
+    for start in range(0, n, _ROWS):
+        rows = slice(start, start + _ROWS)
+        blocks = [z[rows] for z in logits]
+        p = _mixture_block(logits, rows, blocks, weights, s[: blocks[0].shape[0]], probs[rows])
+        top[rows] = _argmax(p)
+    return probs, probs.gather(1, top[:, None])[:, 0], top
+
+
 def mixture_terms(logits: Sequence[torch.Tensor], weights: Sequence[Sequence[float]], labels=None, *,
                   base_conf: bool = False, release=None) -> tuple[list[MixtureTerms], torch.Tensor | None]:
     """Terms of the mixtures ``p_k = softmax(sum_j weights[k][j] logits[j])``, in one pass over the rows.
@@ -97,12 +129,7 @@ def mixture_terms(logits: Sequence[torch.Tensor], weights: Sequence[Sequence[flo
             base_pred[rows] = _argmax(blocks[0])
         for w, o in zip(weights, out):
             s = s[: blocks[0].shape[0]]
-            torch.mul(blocks[0], w[0], out=s)
-            for b, wj in zip(blocks[1:], w[1:]):
-                s.add_(b, alpha=wj)
-            if not torch.isfinite(s.sum()):  # a non-finite member (any weight) or an overflow
-                _raise_non_finite(logits, rows)
-            p = torch.softmax(s, 1, out=probs[: s.shape[0]])
+            p = _mixture_block(logits, rows, blocks, w, s, probs[: s.shape[0]])
             top = _argmax(p)
             o["top"][rows] = top
             o["top_conf"][rows] = p.gather(1, top[:, None])[:, 0]

@@ -82,7 +82,7 @@ def _check_alignment(models: dict[str, dict], methods: dict[str, dict]) -> None:
             store.check_aligned(ref[split], files[split])
 
 
-def _split_groups(labels: dict) -> dict:
+def split_groups(labels: dict) -> dict:
     """split -> group ids (e.g. iWildCam camera locations) where the suite's data index has them;
     ``labels``: split -> labels of the logits."""
     from benchmark.pipeline.sources import read_index
@@ -165,7 +165,7 @@ def run(params: dict, *, progress: bool = True) -> dict:
     hashes = {n: h for n, (_, h) in found.items()}
     mapped = {n: {s: store.mmap_logits_file(f) for s, f in fs.items()} for n, fs in files.items()}  # labels only are read
     _check_alignment({n: mapped[n] for n in zoo}, {n: mapped[n] for n in methods})
-    cfg = dataclasses.replace(cfg, groups=_split_groups({s: lf.labels for s, lf in next(iter(mapped.values())).items()}))
+    cfg = dataclasses.replace(cfg, groups=split_groups({s: lf.labels for s, lf in next(iter(mapped.values())).items()}))
     del mapped
     settings = config.fingerprint(cfg.settings(), code_hash())
     bal = ev.get("balance_range")

@@ -41,7 +41,7 @@ def check_out_dir(out_dir) -> Path:
     return out
 
 
-def _publishable(root: Path) -> None:
+def publishable(root: Path) -> None:
     """Temporary files and folders are private (0600/0700): give the report the umask's modes."""
     umask = os.umask(0)
     os.umask(umask)
@@ -83,5 +83,5 @@ def build_report(inputs: ReportInputs, out_dir, *, published: Published | None =
             write_json(tmp / rel, obj)
         write_text(tmp / "index.html", render_html(context))
         write_text(tmp / MARKER, "written by benchmark.report; this folder is replaced on every run\n")
-        _publishable(tmp)
+        publishable(tmp)
     return out / "index.html"

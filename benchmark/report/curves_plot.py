@@ -29,7 +29,7 @@ from benchmark import store
 from benchmark.core.combine import duo_prediction, ensemble_prediction, single_prediction
 from benchmark.core.curves import aurc_from_curve, ece_from_bins, reliability, risk_coverage
 from benchmark.core.temperature import DuoFit
-from benchmark.report.plots import _RC, _text, palette, save_figure
+from benchmark.report.plots import RC_PARAMS, palette, plain_text, save_figure
 from benchmark.report.provenance import file_slug
 from benchmark.report.tables import match_any, member_names, method_label
 
@@ -183,9 +183,9 @@ def curves_figure(curves: list[dict], title: str) -> Figure:
             top.plot(cv["coverage"], cv["selective_risk"], lw=1.3, **style)
             ok = b["count"] > 0
             bottom.plot(b["confidence"][ok], b["accuracy"][ok], marker="o", ms=3, lw=1.1,
-                        label=_text(f"{c['name']}\nAURC {aurc_from_curve(cv):.4f}, ECE {ece_from_bins(b):.4f}"), **style)
+                        label=plain_text(f"{c['name']}\nAURC {aurc_from_curve(cv):.4f}, ECE {ece_from_bins(b):.4f}"), **style)
         bottom.plot([0, 1], [0, 1], color="0.6", ls=":", lw=1, label="perfect calibration")
-        top.set_title(_text(panel), fontsize=9)
+        top.set_title(plain_text(panel), fontsize=9)
         top.set_xlim(0, 1)
         top.set_ylim(0, 1.05 * risk_top if risk_top > 0 else None)
         top.set_xlabel("coverage (most confident first)", fontsize=8)
@@ -197,7 +197,7 @@ def curves_figure(curves: list[dict], title: str) -> Figure:
         bottom.legend(loc="upper left", bbox_to_anchor=(0.0, -0.2), fontsize=6.5, frameon=False)
     axes[0, 0].set_ylabel("selective risk (error rate among the answered)", fontsize=8)
     axes[1, 0].set_ylabel("accuracy in the bin", fontsize=8)
-    fig.suptitle(_text(title), fontsize=10)
+    fig.suptitle(plain_text(title), fontsize=10)
     return fig
 
 
@@ -210,7 +210,7 @@ def write_curve_figures(head: dict, view: pd.DataFrame, config, out_dir: Path, l
         return
     methods = method_folders(Path(logits_dir).parent / "methods" if methods_dir is None else methods_dir)
     metric = config.headline_metric
-    with matplotlib.rc_context(_RC):
+    with matplotlib.rc_context(RC_PARAMS):
         for suite in head["suites"]:
             for split in suite["splits"]:
                 if not match_any(split["name"], config.plot_splits):

@@ -24,7 +24,7 @@ from matplotlib.ticker import MaxNLocator
 
 from benchmark.core.metric_info import METRICS
 from benchmark.report.plotaxes import clip_axis
-from benchmark.report.plots import _RC, _axis_label, _text, palette, save_figure
+from benchmark.report.plots import RC_PARAMS, axis_label, palette, plain_text, save_figure
 from benchmark.report.provenance import file_slug
 from benchmark.report.tables import match_any, member_names, method_label
 
@@ -69,16 +69,16 @@ def headline_figure(split: dict, metric: str, title: str) -> Figure | None:
         name = {"alone": "base alone", "cheap": "best duo, balance ≤ cap", "best": "best duo overall"}.get(kind, r.legend)
         ckey = {"alone": "base alone", "cheap": "cheap", "best": "best"}.get(kind, r.legend)
         ax.scatter([r.value], [ypos[r.base]], marker=mk, s=110 if kind == "alone" else 45, color=colors[ckey],
-                   edgecolor="black", linewidth=0.5, zorder=3, label=None if name in seen else _text(name))
+                   edgecolor="black", linewidth=0.5, zorder=3, label=None if name in seen else plain_text(name))
         seen.add(name)
     for b, g in pts.groupby("base"):
         ax.plot([g["value"].min(), g["value"].max()], [ypos[b]] * 2, color="0.75", lw=1, zorder=1)
     clip_axis(ax, pts["value"], [f"{r.label} ({r.models})" for r in pts.itertuples()],
               x=[ypos[b] for b in pts["base"]], axis="x")
-    ax.set_yticks(range(len(bases)), [_text(b) for b in bases])
+    ax.set_yticks(range(len(bases)), [plain_text(b) for b in bases])
     ax.set_ylim(-0.6, len(bases) - 0.4)
-    ax.set_xlabel(_axis_label(metric))
-    ax.set_title(_text(title), fontsize=10)
+    ax.set_xlabel(axis_label(metric))
+    ax.set_title(plain_text(title), fontsize=10)
     ax.grid(True, axis="x", alpha=0.3)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
     return fig
@@ -118,11 +118,11 @@ def severity_figure(table: pd.DataFrame, metric: str, title: str) -> Figure | No
     table = table.assign(name=[f"{lab} ({mod})" for lab, mod in zip(table["label"], table["models"])])
     mean = table.groupby(["name", "severity"], sort=True)["value"].mean().reset_index()
     for name, g in mean.groupby("name", sort=True):
-        main.plot(g["severity"], g["value"], marker="o", ms=4, color=colors[name], label=_text(name))
+        main.plot(g["severity"], g["value"], marker="o", ms=4, color=colors[name], label=plain_text(name))
     main.set_xlabel("corruption severity")
     main.xaxis.set_major_locator(MaxNLocator(integer=True))
-    main.set_ylabel(_axis_label(metric))
-    main.set_title(_text(f"{title}: mean over {len(types)} corruption types"), fontsize=9)
+    main.set_ylabel(axis_label(metric))
+    main.set_title(plain_text(f"{title}: mean over {len(types)} corruption types"), fontsize=9)
     main.grid(True, alpha=0.3)
     main.legend(loc="upper left", bbox_to_anchor=(0.0, -0.14), fontsize=7, frameon=False)
     for i, t in enumerate(types):
@@ -130,7 +130,7 @@ def severity_figure(table: pd.DataFrame, metric: str, title: str) -> Figure | No
         for name, g in table[table["ctype"] == t].groupby("name", sort=True):
             g = g.sort_values("severity")
             ax.plot(g["severity"], g["value"], marker="o", ms=2.5, lw=1, color=colors[name])
-        ax.set_title(_text(t), fontsize=7)
+        ax.set_title(plain_text(t), fontsize=7)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.tick_params(labelsize=6)
         ax.grid(True, alpha=0.3)
@@ -146,7 +146,7 @@ def write_extra_figures(head: dict, view: pd.DataFrame, config, out_dir: Path) -
     metric = config.headline_metric
     label = METRICS[metric].label
     figures: dict = {}
-    with matplotlib.rc_context(_RC):
+    with matplotlib.rc_context(RC_PARAMS):
         for suite in head["suites"]:
             for split in suite["splits"]:
                 if not match_any(split["name"], config.plot_splits):

@@ -37,7 +37,7 @@ from benchmark.report.tables import match_any, method_label
 from benchmark.store import atomic_path, write_table
 
 _MARKERS = ["o", "s", "D", "^", "v", "P", "X", "<", ">", "p", "h", "8"]
-_RC = {"svg.hashsalt": "uq-benchmark-report", "svg.fonttype": "none", "font.size": 9}
+RC_PARAMS = {"svg.hashsalt": "uq-benchmark-report", "svg.fonttype": "none", "font.size": 9}
 _META = {"png": {"Software": None}, "svg": {"Date": None}, "pdf": {"CreationDate": None}}
 # kind -> (x axis in words, caption)
 PLOT_KINDS = {
@@ -71,7 +71,7 @@ def plot_points(rows: pd.DataFrame, metric: str) -> pd.DataFrame:
     return p[np.isfinite(p["gflops"].astype(float)) & (p["gflops"].astype(float) > 0)].reset_index(drop=True)
 
 
-def _text(s: str) -> str:
+def plain_text(s: str) -> str:
     """Matplotlib text that never turns into mathtext."""
     return str(s).replace("$", r"\$")
 
@@ -90,7 +90,7 @@ def _frontier(ax, x, y, hib: bool, **kw):
     return ok
 
 
-def _axis_label(metric: str) -> str:
+def axis_label(metric: str) -> str:
     info = METRICS[metric]
     return f"{info.label} ({'higher' if info.higher_is_better else 'lower'} is better)"
 
@@ -119,9 +119,9 @@ def _cost_figure(points: pd.DataFrame, metric: str, title: str, colors, marks, r
         ax.errorbar(g[cost], g["value"], yerr=_yerr(g), fmt="none", ecolor=c, alpha=0.4, lw=1, zorder=2)
         ax.scatter(g[cost], g["value"], color=c, marker="*" if is_ref else marks[label], s=110 if is_ref else 30,
                    alpha=np.where(front | is_ref, 1.0, 0.45), edgecolor="black" if is_ref else "white", linewidth=0.6,
-                   label=_text(label), zorder=3)
+                   label=plain_text(label), zorder=3)
         if is_ref:  # name each base model (placed apart by adjustText once the axes are final)
-            names += [ax.text(xi, yi, _text(base), fontsize=7, zorder=5)
+            names += [ax.text(xi, yi, plain_text(base), fontsize=7, zorder=5)
                       for xi, yi, base in g.sort_values(cost)[[cost, "value", "base"]].itertuples(index=False)]
     ax.scatter(x[on], y[on], s=90, facecolor="none", edgecolor="0.2", lw=0.8, zorder=4, label="on the frontier")
     clip_axis(ax, y, [f"{lab} ({mem})" for lab, mem in zip(points["label"], points["members"])],
@@ -131,8 +131,8 @@ def _cost_figure(points: pd.DataFrame, metric: str, title: str, colors, marks, r
         ax.xaxis.set_major_formatter(_PlainLog())  # "0.1", "2", not "10^-1", "2 x 10^0"
         ax.xaxis.set_minor_formatter(_PlainLog(labelOnlyBase=False))
     ax.set_xlabel(xlabel)
-    ax.set_ylabel(_axis_label(metric))
-    ax.set_title(_text(title), fontsize=10)
+    ax.set_ylabel(axis_label(metric))
+    ax.set_title(plain_text(title), fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
     ref = (points["family"] == reference_family).to_numpy()
@@ -202,8 +202,8 @@ def balance_figure(points: pd.DataFrame, metric: str, title: str, colors, marks,
         for r in alone.itertuples():
             ax.axhline(r.value, color=c, ls=":", lw=0.8, zorder=1)
             ax.scatter([0.0], [r.value], color=c, marker="*", s=130, edgecolor="black", linewidth=0.6, zorder=4)
-    bases = [Line2D([], [], color=colors[b], lw=1.3, label=_text(b)) for b in sorted(duo["base"].unique())]
-    kinds = [Line2D([], [], color="0.4", marker=marks[m], ls="none", label=_text(m)) for m in sorted(duo["label"].unique())]
+    bases = [Line2D([], [], color=colors[b], lw=1.3, label=plain_text(b)) for b in sorted(duo["base"].unique())]
+    kinds = [Line2D([], [], color="0.4", marker=marks[m], ls="none", label=plain_text(m)) for m in sorted(duo["label"].unique())]
     kinds.append(Line2D([], [], color="0.4", marker="*", ms=10, ls="none", label="base alone (balance 0)"))
     leg = ax.legend(handles=bases, title="base (frontier line)", loc="upper left", bbox_to_anchor=(1.01, 1.0),
                     fontsize=7, title_fontsize=7, frameon=False)
@@ -214,8 +214,8 @@ def balance_figure(points: pd.DataFrame, metric: str, title: str, colors, marks,
               lows=shown["ci_low"], highs=shown["ci_high"],
               x=np.nan_to_num(shown["balance"].to_numpy(dtype=float), nan=0.0))
     ax.set_xlabel("FLOPs balance = GFLOPs(sidekick) / GFLOPs(base)")
-    ax.set_ylabel(_axis_label(metric))
-    ax.set_title(_text(title), fontsize=10)
+    ax.set_ylabel(axis_label(metric))
+    ax.set_title(plain_text(title), fontsize=10)
     ax.set_xlim(left=-0.02)
     ax.grid(True, alpha=0.3)
     return fig
@@ -224,7 +224,7 @@ def balance_figure(points: pd.DataFrame, metric: str, title: str, colors, marks,
 def save_figure(fig: Figure, stem: Path, formats, dpi: int) -> list[Path]:
     """Write ``stem.<fmt>`` for every format, each atomically."""
     paths = []
-    with matplotlib.rc_context(_RC):
+    with matplotlib.rc_context(RC_PARAMS):
         for fmt in formats:
             path = stem.with_name(f"{stem.name}.{fmt}")
             with atomic_path(path) as tmp:
@@ -247,7 +247,7 @@ def frontier_table(points: pd.DataFrame, metric: str) -> pd.DataFrame:
 def _draw_metric(job) -> tuple[dict, pd.DataFrame] | None:
     """The figures and frontier file of one (suite, split, metric); ``(entry, points with on_front)``."""
     suite, split, rows, metric, colors, marks, base_colors, config, out_dir = job
-    with matplotlib.rc_context(_RC):
+    with matplotlib.rc_context(RC_PARAMS):
         pts = plot_points(rows, metric)
         if pts["value"].notna().sum() == 0:
             return None

@@ -88,3 +88,45 @@ def test_every_reported_name_is_registered():
     for name in ("macro_f1", "macro_f1_wilds", *GROUP_METRICS):
         assert name in METRICS and METRICS[name].higher_is_better
     assert "WILDS" in METRICS["macro_f1_wilds"].label
+
+
+def test_model_selection_scores_macro_f1_as_sklearn():
+    """train.selection_score's ``macro_f1`` is the package's one macro F1 (scikit-learn's classes):
+    on single logits (N, C) and on member logits (M, N, C) scored by the mean of member softmaxes."""
+    from benchmark.train import selection_score
+
+    g = torch.Generator().manual_seed(3)
+    y = torch.randint(0, 6, (200,), generator=g)
+    z = torch.randn(200, 8, generator=g) * 2  # classes 6 and 7 only ever predicted: the conventions differ
+    pred = z.softmax(-1).argmax(-1).numpy()
+    assert set(pred) - set(y.numpy())
+    assert selection_score(z, y, "macro_f1") == pytest.approx(f1_score(y.numpy(), pred, average="macro"), abs=1e-12)
+    members = torch.randn(3, 200, 8, generator=g)
+    mean_pred = members.softmax(-1).mean(0).argmax(-1).numpy()
+    assert selection_score(members, y, "macro_f1") == pytest.approx(f1_score(y.numpy(), mean_pred, average="macro"), abs=1e-12)
+    assert selection_score(z, y, "accuracy") == pytest.approx(float((pred == y.numpy()).mean()), abs=1e-12)
+
+
+def test_one_definition_serves_the_bootstrap_and_the_groups():
+    """macro_f1_table on weighted (B, C) counts and on per-group integer counts, against sklearn's sample weights."""
+    from benchmark.core.groups import group_macro_f1
+    from benchmark.core.metrics import macro_f1_table
+
+    rng = np.random.default_rng(1)
+    y, p = rng.integers(0, 5, 60), rng.integers(0, 7, 60)
+    w = rng.integers(0, 3, (4, 60)).astype(float)
+    tp = np.stack([np.bincount(y, wi * (y == p), minlength=7) for wi in w])
+    true = np.stack([np.bincount(y, wi, minlength=7) for wi in w])
+    predicted = np.stack([np.bincount(p, wi, minlength=7) for wi in w])
+    union, wilds = macro_f1_table(*(torch.as_tensor(a) for a in (tp, true, predicted)))
+    for i, wi in enumerate(w):
+        keep = wi > 0
+        labels = np.unique(np.concatenate([y[keep], p[keep]]))
+        assert union[i].item() == pytest.approx(f1_score(y, p, average="macro", labels=labels, sample_weight=wi), abs=1e-12)
+        assert wilds[i].item() == pytest.approx(f1_score(y, p, average="macro", labels=np.unique(y[keep]), sample_weight=wi), abs=1e-12)
+    groups = rng.integers(0, 4, 60)
+    for present, f1 in (("union", group_macro_f1(p, y, groups)[0]), ("true", group_macro_f1(p, y, groups, present="true")[0])):
+        for k in range(4):
+            m = groups == k
+            labels = np.unique(np.concatenate([y[m], p[m]]) if present == "union" else y[m])
+            assert f1[k].item() == pytest.approx(f1_score(y[m], p[m], average="macro", labels=labels), abs=1e-12)

@@ -141,3 +141,38 @@ def test_bad_input_is_named(bad, match):
         zb = zb.long()
     with pytest.raises(InputError, match=match):
         mixture_terms([zb, zs], weights, y)
+
+
+@pytest.mark.parametrize("variant, confidence", [("weighted", "max"), ("weighted", "published"), ("uq_only", "published"),
+                                                 ("unweighted", "max")])
+def test_duo_prediction_is_the_evaluate_stage_mixture_to_the_bit(variant, confidence):
+    """combine.duo_prediction (the duo command, the curves figure) and the evaluate stage's mixture_terms
+    compute one duo mixture with one piece of code: equal bit for bit, not only to rounding."""
+    from benchmark.core.combine import duo_weights
+    from benchmark.core.streaming import mixture_probs
+
+    zb, zs, y = _members(3)
+    fit = _fit(0.6, 0.35)
+    temps = (1.3, 0.7)
+    w = duo_weights(variant, fit=fit, single_temperatures=temps)
+    assert w == ((1 / 2.6, 1 / 1.4) if variant == "unweighted" else (0.6, 0.35))
+    (t,), base = mixture_terms([zb, zs], [w], y, base_conf=True)
+    pred = duo_prediction(zb, zs, variant=variant, fit=fit, single_temperatures=temps, confidence=confidence)
+    published = confidence == "published" and variant != "unweighted"
+    assert torch.equal(pred.confidence, t.base_conf if published else t.top_conf)
+    assert torch.equal(pred.prediction, base if variant == "uq_only" else t.top)
+    probs, top_conf, top = mixture_probs([zb, zs], w)
+    assert torch.equal(pred.probs, probs) and torch.equal(top, t.top) and torch.equal(top_conf, t.top_conf)
+    want = torch.softmax(w[0] * zb.double() + w[1] * zs.double(), 1)  # independent: float64, one call
+    torch.testing.assert_close(probs.double(), want, rtol=1e-6, atol=1e-7)
+
+
+def test_mixture_probs_names_a_bad_member():
+    from benchmark.core.streaming import mixture_probs
+
+    zb, zs, _ = _members(4)
+    zs[300, 2] = float("nan")
+    with pytest.raises(InputError, match=r"logits\[1\]: contains NaN \(first non-finite value in row 300\)"):
+        mixture_probs([zb, zs], [0.5, 0.5])
+    with pytest.raises(InputError, match=r"weights\[0\]: must be 2 finite numbers"):
+        mixture_probs([zb, zb], [0.5])

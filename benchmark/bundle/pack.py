@@ -180,7 +180,8 @@ def submit(suite: str, out, *, results=None, lock=None, contributor: str = "", r
         raise BundleError(f"{out}: already exists; a bundle is never overwritten, choose a new id")
     metrics = results / "metrics.csv"
     if not metrics.is_file():
-        raise BundleError(f"{metrics}: not found; run the suite's pipeline first (dvc repro)")
+        raise BundleError(f"{metrics}: not found; run the suite's pipeline first (dvc repro"
+                          f"{'' if suite == 'embedded' else f' suites/{suite}/dvc.yaml'})")
     if not params_path.is_file():
         raise BundleError(f"{params_path}: not found (the params of the run)")
     def read_yaml(path):

@@ -231,8 +231,14 @@ def pull_logits(bundle: Bundle, remote: str | None, root=".") -> Path:
     from benchmark import remote as dvc_remote
     from benchmark.bundle.pack import suite_folder
 
-    folder = suite_folder(bundle.suite, root)  # a paper suite's folder is its own DVC project (suites/<name>/.dvc)
+    folder = suite_folder(bundle.suite, root)
     stages = sorted(s for s, info in bundle.manifest["stages"].items()
                     if any(p.startswith(("results/logits/", "results/methods/")) for p in info.get("outs", {})))
-    dvc_remote.pull(stages, remote=remote or bundle.manifest["remote"], root=folder)
+    if bundle.suite != "embedded":  # a paper suite: stages of suites/<name>/dvc.yaml in the root DVC project
+        from benchmark.pipeline import suite_pipeline
+
+        if not suite_pipeline.is_materialised(bundle.suite, root):
+            suite_pipeline.write(bundle.suite, root)  # ask for the suite: its dvc.yaml (params.yaml is kept)
+        stages = [f"suites/{bundle.suite}/dvc.yaml:{s}" for s in stages]
+    dvc_remote.pull(stages, remote=remote or bundle.manifest["remote"], root=root)
     return folder / "results"

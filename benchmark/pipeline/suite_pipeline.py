@@ -1,26 +1,27 @@
-"""Each paper suite's DVC pipeline folder, generated from one template.
+"""Each paper suite's DVC pipeline, generated from one template when the suite is asked for.
 
 DVC cannot pick a ``foreach`` by a parameter value, so every paper suite
-``suites/<name>.yaml`` gets its own pipeline folder ``suites/<name>/``:
+``suites/<name>.yaml`` gets its own pipeline folder ``suites/<name>/``, a plain
+folder of the root DVC project:
 
-* ``dvc.yaml``: rendered from ``templates/pipeline.dvc.yaml.j2`` (the single source of
-  the stage definitions, also of the root ``dvc.yaml``: :mod:`benchmark.pipeline.embedded_pipeline`);
-  regenerated, never edited by hand;
-* ``params.yaml``: rendered from ``templates/suite.params.yaml.j2`` when absent, then
-  the user's (data root, device, recipes, evaluate and report settings).
+* ``params.yaml`` (committed): rendered from ``templates/suite.params.yaml.j2`` when
+  absent, then the user's (data root, device, recipes, evaluate and report settings);
+* ``dvc.yaml`` (not committed; not git-ignored either, as DVC refuses a git-ignored dvc.yaml): rendered from
+  ``templates/pipeline.dvc.yaml.j2`` (the single source of the stage definitions, also
+  of the root ``dvc.yaml``: :mod:`benchmark.pipeline.embedded_pipeline`) by
+  ``suite-pipeline <name>``; regenerated, never edited by hand;
+* ``dvc.lock`` (written by ``dvc repro``, not ignored: commit it with a suite run you share).
 
-* ``.dvc/config``, ``.dvc/.gitignore``: the folder is its own DVC project (a DVC
-  sub-repository), so that ``dvc status``, ``dvc metrics show`` and ``dvc plots
-  show`` at the root concern the embedded default only.
-
-The stages run in the folder (results in ``suites/<name>/results``, the
-leaderboard in ``suites/<name>/reports``); ``dvc --cd suites/<name> repro``
-runs one suite and a plain ``dvc repro`` at the root runs only the embedded suite.
-
-Command (registered in :mod:`benchmark.cli`)::
+A suite is asked for by materialising its ``dvc.yaml``: DVC commands at the root
+(``dvc status``, ``dvc metrics show``, ``dvc plots show``) see the embedded default
+and the materialised suites only, never an unasked one. The stages run in the folder
+(results in ``suites/<name>/results``, the leaderboard in ``suites/<name>/reports``),
+their outputs go to the root project's cache and remote::
 
     python -m benchmark suite-pipeline caltech256     # write suites/caltech256/dvc.yaml (+ params.yaml)
-    python -m benchmark suite-pipeline --all --check  # exit 2 when a folder differs from the generator
+    dvc repro suites/caltech256/dvc.yaml              # run it (a plain `dvc repro` runs the embedded default)
+    python -m benchmark suite-pipeline --all --check  # exit 2 when a committed file or a materialised
+                                                      # dvc.yaml differs from the generator
 """
 from __future__ import annotations
 
@@ -34,14 +35,6 @@ TEMPLATES = Path(__file__).parent / "templates"
 TEMPLATE = "pipeline.dvc.yaml.j2"  # every project's dvc.yaml: the root (embedded default) and each suites/<name>/
 DERIVED_PARAMS = ("suite", "zoo", "data", "recipes")  # params.yaml keys that follow the suite file
 REQUIRED_PARAMS = ("sve", "baselines")  # params.yaml keys the generated dvc.yaml interpolates
-# The files that make a suite folder a DVC sub-repository: the root project's `dvc status`, `dvc metrics show`
-# and `dvc plots show` then skip it; run it with `dvc --cd suites/<name> repro`.
-SUBREPO_FILES = {
-    ".dvc/config": "# This suite folder is its own DVC project (a DVC sub-repository): DVC commands at the\n"
-                   "# repository root see only the embedded default. Run this suite with\n"
-                   "#     dvc --cd suites/{name} repro        (or: cd suites/{name} && dvc repro)\n",
-    ".dvc/.gitignore": "/config.local\n/tmp\n/cache\n",
-}
 EVAL_SPLITS = ("test", "shift", "ood")
 SVE_MEMBERS = [1, 2, 4, 8, 16]  # the default sweep where the suite file has an `sve` recipe
 STAGE_SCRIPTS = ("pipelines/data.py", "pipelines/train.py", "pipelines/logits.py", "pipelines/sve.py",
@@ -185,15 +178,29 @@ def render(name: str, root=".") -> dict[str, str]:
             "params.yaml": env.get_template("suite.params.yaml.j2").render(ctx)}
 
 
-def write(name: str, root=".") -> list[Path]:
-    """Write ``suites/<name>/dvc.yaml`` (always) and ``params.yaml`` (when absent); the paths written."""
+def leftover_subrepo(name: str, root=".") -> list[str]:
+    """A ``suites/<name>/.dvc`` folder left from when each suite was its own DVC project: DVC then treats the
+    folder as a sub-repository and refuses ``dvc repro suites/<name>/dvc.yaml`` ("is dvc-ignored")."""
+    path = Path(root) / "suites" / name / ".dvc"
+    if not path.exists():
+        return []
+    return [f"{path}: a leftover DVC sub-repository (suite folders now belong to the root DVC project, which "
+            f"would ignore this folder); delete it (rm -r {path}; anything in its cache/ can be recomputed by "
+            f"`dvc repro suites/{name}/dvc.yaml`)"]
+
+
+def write(name: str, root=".", *, pipeline: bool = True) -> list[Path]:
+    """Write ``suites/<name>/dvc.yaml`` (with ``pipeline``: the suite is asked for) and ``params.yaml`` (when
+    absent); the paths written. Raises ``ValueError`` for a leftover sub-repository folder."""
     from benchmark import store
 
+    if problems := leftover_subrepo(name, root):
+        raise ValueError(problems[0])
     folder = Path(root) / "suites" / name
     written = []
-    for file, text in {**render(name, root), **{f: t.format(name=name) for f, t in SUBREPO_FILES.items()}}.items():
+    for file, text in render(name, root).items():
         path = folder / file
-        if file in ("params.yaml", ".dvc/config") and path.exists():
+        if (file == "params.yaml" and path.exists()) or (file == "dvc.yaml" and not pipeline):
             continue
         if not path.exists() or path.read_text(encoding="utf-8") != text:
             store.write_text(path, text)
@@ -201,17 +208,20 @@ def write(name: str, root=".") -> list[Path]:
     return written
 
 
+def is_materialised(name: str, root=".") -> bool:
+    """Whether suite ``name`` was asked for (its ``dvc.yaml`` written)."""
+    return (Path(root) / "suites" / name / "dvc.yaml").is_file()
+
+
 def check(name: str, root=".") -> list[str]:
-    """Differences between ``suites/<name>/`` and the generator: dvc.yaml whole, params.yaml's derived keys."""
+    """Differences between ``suites/<name>/`` and the generator: params.yaml's derived keys, and the
+    dvc.yaml whole where the suite is materialised (an absent dvc.yaml is a suite not asked for)."""
     folder = Path(root) / "suites" / name
     expected = render(name, root)
-    problems = []
+    problems = leftover_subrepo(name, root)
     dvc_file, params_file = folder / "dvc.yaml", folder / "params.yaml"
-    if not dvc_file.is_file() or dvc_file.read_text(encoding="utf-8") != expected["dvc.yaml"]:
-        problems.append(f"{dvc_file}: {'missing' if not dvc_file.is_file() else 'differs from the generator'}")
-    for file in SUBREPO_FILES:
-        if not (folder / file).is_file():
-            problems.append(f"{folder / file}: missing (the suite folder must be its own DVC project)")
+    if dvc_file.is_file() and dvc_file.read_text(encoding="utf-8") != expected["dvc.yaml"]:
+        problems.append(f"{dvc_file}: out of date (differs from the generator)")
     if not params_file.is_file():
         problems.append(f"{params_file}: missing")
     else:
@@ -228,14 +238,16 @@ def check(name: str, root=".") -> list[str]:
 
 def add_suite_pipeline_command(subparsers) -> None:
     p = subparsers.add_parser(
-        "suite-pipeline", help="generate a paper suite's DVC pipeline folder suites/<NAME>/",
-        description="Write suites/<NAME>/dvc.yaml from the package's template, and suites/<NAME>/params.yaml when it "
-                    "does not exist yet, and .dvc/ (the folder is its own DVC project). Run from the repository root. "
-                    "Then: dvc --cd suites/<NAME> repro")
+        "suite-pipeline", help="write a paper suite's DVC pipeline suites/<NAME>/dvc.yaml (ask for the suite)",
+        description="Write suites/<NAME>/dvc.yaml from the package's template (not committed: the suite is then "
+                    "'asked for' and DVC commands at the root include it), and suites/<NAME>/params.yaml when it does "
+                    "not exist yet. Run from the repository root. Then: dvc repro suites/<NAME>/dvc.yaml")
     p.add_argument("names", nargs="*", metavar="NAME",
                    help="suite names (suites/<NAME>.yaml); 'embedded': the root dvc.yaml of the embedded default")
-    p.add_argument("--all", action="store_true", help="every suite in suites/ (and the root dvc.yaml once it is generated)")
-    p.add_argument("--check", action="store_true", help="write nothing; exit 2 when a folder differs from the generator")
+    p.add_argument("--all", action="store_true",
+                   help="regenerate what exists: the root dvc.yaml (once it is generated), every suite's params.yaml "
+                        "where absent, the dvc.yaml of the suites already asked for (no other suite is materialised)")
+    p.add_argument("--check", action="store_true", help="write nothing; exit 2 when a file differs from the generator")
     p.add_argument("--root", default=".", metavar="DIR", help="repository root (default: the current folder)")
     p.set_defaults(handler=run_suite_pipeline)
 
@@ -251,22 +263,24 @@ def run_suite_pipeline(args) -> int:
     if not names or (args.all and args.names):
         print("error: give suite names or --all (not both)", file=sys.stderr)
         return 2
-    problems = []
+    problems, stale = [], []
     for name in names:
         try:
             if name == emb.NAME:  # the embedded default: the root dvc.yaml (params.yaml is the user's)
-                problems += emb.check(root) if args.check else []
+                found = emb.check(root) if args.check else []
                 written = [] if args.check else emb.write(root)
             else:
-                problems += check(name, root) if args.check else []
-                written = [] if args.check else write(name, root)
+                found = check(name, root) if args.check else []
+                written = [] if args.check else write(name, root, pipeline=not args.all or is_materialised(name, root))
             for path in written:
                 print(f"wrote {path}")
         except (SuiteError, ZooError, OSError, ValueError) as e:
-            problems.append(str(e))
+            found = [str(e)]
+        problems += found
+        stale += [name] if found else []
     for msg in problems:
         print(f"error: {msg}", file=sys.stderr)
     if args.check and problems:
-        print(f"regenerate with: python -m benchmark suite-pipeline {' '.join(names)} (params.yaml is kept when it "
+        print(f"regenerate with: python -m benchmark suite-pipeline {' '.join(stale)} (params.yaml is kept when it "
               "exists: fix the keys named above, or delete it first)", file=sys.stderr)
     return 2 if problems else 0

@@ -33,7 +33,8 @@ def caltech_run(tmp: Path) -> Path:
     (root / "zoo" / "caltech256.yaml").write_text(yaml.safe_dump(TINY_ZOO))
     run(["git", "init", "-q"], root)
     run([sys.executable, "-m", "dvc", "init", "-q"], root)
-    run([sys.executable, "-m", "dvc", "--cd", "suites/caltech256", "repro"], root)  # the suite folder is its own DVC project
+    run([sys.executable, "-m", "benchmark", "suite-pipeline", "caltech256"], root)  # ask for the suite: its dvc.yaml
+    run([sys.executable, "-m", "dvc", "repro", "suites/caltech256/dvc.yaml"], root)  # from the root (one DVC project)
     return root
 
 

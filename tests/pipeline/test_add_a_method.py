@@ -116,8 +116,8 @@ def test_a_toy_method_is_one_module_one_test_and_one_params_entry(tmp_path):
     assert stages["toy"]["do"]["cmd"] == "python ../../pipelines/method.py --kind toy --key ${key}"
 
     assert (repo / ".dvc" / "config").is_file()  # the repository is a DVC project (its git files)
-    out = run([sys.executable, "-m", "dvc", "--cd", "suites/caltech256", "repro"], repo).stdout
-    assert "Running stage 'toy@toy-res'" in out
+    out = run([sys.executable, "-m", "dvc", "repro", "suites/caltech256/dvc.yaml"], repo).stdout  # from the root
+    assert "Running stage 'suites/caltech256/dvc.yaml:toy@toy-res'" in out
     m = pd.read_csv(folder / "results" / "metrics.csv")
     toy = m[m.family == "toy"]
     assert not toy.empty and set(toy["base"]) == {"res"} and set(toy["method"]) == {"x0.5"} and "test" in set(toy["split"])

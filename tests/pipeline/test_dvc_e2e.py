@@ -136,13 +136,15 @@ def test_adding_one_zoo_entry_runs_only_its_stages_and_new_pairs(project):
 
 def test_dvc_commands_at_the_root_show_the_embedded_default_only(project, tmp_path):
     """`dvc metrics show`, `dvc plots show` and `dvc status` at the root of a copy of the finished run with
-    an unrun paper suite: clean output, a compact headline, nothing of the suite."""
+    an unrun paper suite (as committed: its params.yaml, no dvc.yaml): clean output, a compact headline, nothing
+    of the suite; once the suite is asked for (its dvc.yaml materialised), `dvc status` includes it."""
     root = tmp_path / "copy"
     shutil.copytree(project, root, symlinks=True)
     (root / "suites").mkdir(exist_ok=True)
     shutil.copy(ROOT / "suites" / "caltech256.yaml", root / "suites")
-    shutil.copytree(ROOT / "suites" / "caltech256", root / "suites" / "caltech256", ignore=shutil.ignore_patterns("results", "reports"))
-    assert (root / "suites" / "caltech256" / ".dvc" / "config").is_file()
+    shutil.copytree(ROOT / "suites" / "caltech256", root / "suites" / "caltech256",
+                    ignore=shutil.ignore_patterns("results", "reports", "dvc.yaml", "dvc.lock"))
+    assert sorted(p.name for p in (root / "suites" / "caltech256").iterdir()) == ["params.yaml"]  # a plain folder
     metrics = dvc("metrics", "show", cwd=root)
     lines = metrics.strip().splitlines()
     assert "failed" not in metrics.lower() and lines[0].split()[:2] == ["Path", "accuracy"]
@@ -155,3 +157,6 @@ def test_dvc_commands_at_the_root_show_the_embedded_default_only(project, tmp_pa
     assert plots.returncode == 0 and "failed" not in (plots.stdout + plots.stderr).lower(), plots.stderr
     status = dvc("status", cwd=root)
     assert "suites/" not in status and "up to date" in status, status
+    run([sys.executable, "-m", "benchmark", "suite-pipeline", "caltech256"], root)  # ask for the suite
+    pending = set(json.loads(dvc("status", "--json", cwd=root) or "{}"))
+    assert "suites/caltech256/dvc.yaml:data" in pending and all(s.startswith("suites/caltech256/") for s in pending), pending

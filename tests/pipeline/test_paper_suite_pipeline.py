@@ -42,15 +42,23 @@ def run(cmd, cwd):
 
 
 def copy_repo(dst: Path, suites=()) -> Path:
-    """What DVC needs of the repository: code, stage scripts, zoos, the suite files and folders."""
-    ignore = shutil.ignore_patterns("__pycache__", "results", "reports", "dvc.lock")
+    """What DVC needs of the repository: code, stage scripts, zoos, the suite files and folders (as committed:
+    params.yaml, no dvc.yaml, which a checkout materialises on request)."""
+    ignore = shutil.ignore_patterns("__pycache__", "results", "reports", "dvc.lock", "dvc.yaml", ".dvc")
     for name in ("benchmark", "pipelines", "zoo"):
         shutil.copytree(ROOT / name, dst / name, ignore=ignore)
     (dst / "suites").mkdir()
+    shutil.copy(ROOT / "suites" / ".gitignore", dst / "suites")
     for s in suites:
         shutil.copy(ROOT / "suites" / f"{s}.yaml", dst / "suites")
         shutil.copytree(ROOT / "suites" / s, dst / "suites" / s, ignore=ignore)
     return dst
+
+
+def dvc_project(root: Path) -> None:
+    """``git init`` + ``dvc init`` in ``root`` (one DVC project: suite folders are plain folders of it)."""
+    run(["git", "init", "-q"], root)
+    run([sys.executable, "-m", "dvc", "init", "-q"], root)
 
 
 def tiny_params(suite: str, data_root, **recipes) -> dict:
@@ -69,38 +77,71 @@ def tiny_params(suite: str, data_root, **recipes) -> dict:
 
 def test_committed_suite_folders_equal_the_generator():
     names = list_suites(ROOT / "suites")
-    assert names and all((ROOT / "suites" / n / "dvc.yaml").is_file() for n in names)
+    assert names and all((ROOT / "suites" / n / "params.yaml").is_file() for n in names)
     for name in names:
         assert suite_pipeline.check(name, ROOT) == [], f"regenerate: python -m benchmark suite-pipeline {name}"
     assert cli_main(["suite-pipeline", "--all", "--check", "--root", str(ROOT)]) == 0
+    # committed: params.yaml; never a suite's dvc.yaml (materialised on request) nor a sub-repository marker
+    tracked = subprocess.run(["git", "ls-files", "suites"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    assert {f"suites/{n}/params.yaml" for n in names} <= set(tracked)
+    assert not [f for f in tracked if f.endswith("/dvc.yaml") or "/.dvc/" in f], tracked
+    # not git-ignored: DVC refuses a git-ignored dvc.yaml; dvc.lock stays committable (a shared suite run)
+    ignored = subprocess.run(["git", "check-ignore", "--no-index", "suites/caltech256/dvc.yaml", "suites/caltech256/dvc.lock"],
+                             cwd=ROOT, capture_output=True, text=True)
+    assert ignored.returncode == 1 and ignored.stdout == "", ignored.stdout
 
 
 def test_check_detects_drift_and_write_keeps_params(tmp_path, capsys):
-    root = copy_repo(tmp_path, ["caltech256"])
+    root = copy_repo(tmp_path, ["caltech256", "dtd"])
     folder = root / "suites" / "caltech256"
+    # unasked suites: nothing to check beyond params.yaml, and --all materialises none of them
+    assert cli_main(["suite-pipeline", "--all", "--check", "--root", str(root)]) == 0
+    assert cli_main(["suite-pipeline", "--all", "--root", str(root)]) == 0
+    assert not list(root.glob("suites/*/dvc.yaml"))
+    # asking for one suite writes its dvc.yaml; --all then keeps that one current and still skips the other
+    assert suite_pipeline.write("caltech256", root) == [folder / "dvc.yaml"]
+    assert "dvc repro suites/caltech256/dvc.yaml" in (folder / "dvc.yaml").read_text()
+    pristine = (folder / "dvc.yaml").read_text()
+    assert cli_main(["suite-pipeline", "--all", "--check", "--root", str(root)]) == 0
+    capsys.readouterr()
+    (folder / "dvc.yaml").write_text(pristine.replace("persist: true", "persist: false"))
+    assert cli_main(["suite-pipeline", "--all", "--check", "--root", str(root)]) == 2
+    err = capsys.readouterr().err
+    assert "suites/caltech256/dvc.yaml: out of date" in err
+    assert "regenerate with: python -m benchmark suite-pipeline caltech256 " in err and " dtd" not in err
+    assert cli_main(["suite-pipeline", "--all", "--root", str(root)]) == 0
+    assert (folder / "dvc.yaml").read_text() == pristine and not (root / "suites" / "dtd" / "dvc.yaml").exists()
+    # a folder left over from the sub-repository layout: named, with what to do
+    (root / "suites" / "dtd" / ".dvc").mkdir()
+    assert cli_main(["suite-pipeline", "--all", "--check", "--root", str(root)]) == 2
+    err = capsys.readouterr().err
+    assert "suites/dtd/.dvc: a leftover DVC sub-repository" in err and "rm -r" in err
+    assert cli_main(["suite-pipeline", "dtd", "--root", str(root)]) == 2 and not (root / "suites" / "dtd" / "dvc.yaml").exists()
+    (root / "suites" / "dtd" / ".dvc").rmdir()
     (folder / "dvc.yaml").write_text((folder / "dvc.yaml").read_text().replace("persist: true", "persist: false"))
     params = yaml.safe_load((folder / "params.yaml").read_text())
     params["recipes"]["finetune"]["lr"] = 0.5
     params["data_root"] = "/my/data"
     (folder / "params.yaml").write_text(yaml.safe_dump(params))
     problems = suite_pipeline.check("caltech256", root)
-    assert any("dvc.yaml: differs" in p for p in problems) and any("['recipes'] differ" in p for p in problems)
+    assert any("dvc.yaml: out of date" in p for p in problems) and any("['recipes'] differ" in p for p in problems)
     assert cli_main(["suite-pipeline", "caltech256", "--check", "--root", str(root)]) == 2
     assert "regenerate with" in capsys.readouterr().err
     written = suite_pipeline.write("caltech256", root)
     assert written == [folder / "dvc.yaml"]  # the user's params.yaml is kept
-    assert (folder / "dvc.yaml").read_text() == (ROOT / "suites" / "caltech256" / "dvc.yaml").read_text()
+    assert (folder / "dvc.yaml").read_text() == suite_pipeline.render("caltech256", root)["dvc.yaml"]
     assert yaml.safe_load((folder / "params.yaml").read_text())["data_root"] == "/my/data"
 
 
 def test_dvc_parses_every_suite_folder(tmp_path):
     names = list_suites(ROOT / "suites")
     root = copy_repo(tmp_path, names)
-    run(["git", "init", "-q"], root)
-    run([sys.executable, "-m", "dvc", "init", "-q"], root)
-    for name in names:  # each suite folder is its own DVC project
-        out = run([sys.executable, "-m", "dvc", "--cd", f"suites/{name}", "stage", "list", "--fail", "--name-only"],
+    dvc_project(root)
+    assert cli_main(["suite-pipeline", *names, "--root", str(root)]) == 0
+    for name in names:  # from the root: the suite folders are plain folders of the root project
+        out = run([sys.executable, "-m", "dvc", "stage", "list", "--fail", "--name-only", f"suites/{name}/dvc.yaml"],
                   root).stdout.split()
+        out = [s.removeprefix(f"suites/{name}/dvc.yaml:") for s in out]
         zoo = load_suite(name, suites_dir=ROOT / "suites").zoo
         entries = yaml.safe_load((ROOT / zoo).read_text())["models"]
         per_model = {f"{stage}@{m}" for stage in ("train", "logits") for m in entries}  # logits --cost: no cost stage
@@ -248,12 +289,11 @@ def test_caltech256_suite_through_dvc(tmp_path):
     (folder / "params.yaml").write_text(yaml.safe_dump(params | METHODS))
     assert suite_pipeline.write("caltech256", root) == [folder / "dvc.yaml"]  # sve.members selects the SVE stages
     (root / "zoo" / "caltech256.yaml").write_text(yaml.safe_dump({"models": {**TINY_ZOO["models"], "lite": LITE0}}))
-    run(["git", "init", "-q"], root)
-    run([sys.executable, "-m", "dvc", "init", "-q"], root)
-    out = run([sys.executable, "-m", "dvc", "--cd", "suites/caltech256", "repro"], root).stdout
-    assert "Running stage 'train@res'" in out
-    for stage in ("sve-train", "sve@2", "mc_dropout@mcd-eff", "laplace@la-res", "shallow@sh-eff"):
-        assert f"Running stage '{stage}'" in out
+    dvc_project(root)
+    # from the root, as the README says: the suite folder is a plain folder of the root DVC project
+    out = run([sys.executable, "-m", "dvc", "repro", "suites/caltech256/dvc.yaml"], root).stdout
+    for stage in ("data", "train@res", "sve-train", "sve@2", "mc_dropout@mcd-eff", "laplace@la-res", "shallow@sh-eff"):
+        assert f"Running stage 'suites/caltech256/dvc.yaml:{stage}'" in out  # DVC names stages by their dvc.yaml
     m = pd.read_csv(folder / "results" / "metrics.csv")
     assert set(m["suite"]) == {"caltech256"}
     assert set(m["family"]) == {"single", "duo", "sve", "mc_dropout", "laplace", "shallow_ensemble"}
@@ -273,10 +313,21 @@ def test_caltech256_suite_through_dvc(tmp_path):
     assert test.ids.tolist() == list(parts[2].indices) and test.labels.tolist() == [i // PER_CLASS for i in parts[2].indices]
     assert tuple(test.logits.shape) == (len(parts[2]), 257)
     assert (folder / "reports" / "index.html").stat().st_size > 1000
-    status = run([sys.executable, "-m", "dvc", "--cd", "suites/caltech256", "status", "--json"], root).stdout
+    status = run([sys.executable, "-m", "dvc", "status", "--json", "suites/caltech256/dvc.yaml"], root).stdout
     assert json.loads(status or "{}") == {}
-    # a plain `dvc status` / `dvc repro` at the root concerns the embedded pipeline only
+    lock = yaml.safe_load((folder / "dvc.lock").read_text())["stages"]  # the suite's own lock, deps from the suite folder
+    assert "train@res" in lock and any(d["path"] == "../../pipelines/train.py" for d in lock["train@res"]["deps"])
+    assert all((folder / d["path"]).exists() for s in lock.values() for d in s.get("deps", []))
+    assert (root / ".dvc" / "cache").is_dir() and not (folder / ".dvc").exists()  # the root project's cache
+    # ... and the root project's remote serves the suite (a foreach group named through the suite's dvc.yaml)
+    run([sys.executable, "-m", "dvc", "remote", "add", "-d", "team", str(root.parent / "remote")], root)
+    pushed = run([sys.executable, "-m", "benchmark", "remote", "push", "suites/caltech256/dvc.yaml:logits"], root).stdout
+    assert "to remote 'team'" in pushed and "suites/caltech256/dvc.yaml:logits@res" in pushed, pushed
+    # the root project next to it: `dvc status` lists the embedded pipeline's stages, the (asked for, run) suite is
+    # up to date; another suite, not asked for, never appears
     for name in ("dvc.yaml", "params.yaml"):
         shutil.copy(ROOT / name, root / name)
+    shutil.copy(ROOT / "suites" / "dtd.yaml", root / "suites")
+    shutil.copytree(ROOT / "suites" / "dtd", root / "suites" / "dtd", ignore=shutil.ignore_patterns("dvc.yaml", "results"))
     pending = json.loads(run([sys.executable, "-m", "dvc", "status", "--json"], root).stdout or "{}")
-    assert "data" in pending and not [s for s in pending if "suites/" in s]
+    assert "data" in pending and not [s for s in pending if "suites/" in s], pending

@@ -80,3 +80,11 @@ def arch_cost(arch: str, img_size: int, *, num_classes: int = 1000) -> dict:
         raise ValueError(f"unknown timm architecture {arch!r}")
     model = timm.create_model(arch, pretrained=False, num_classes=num_classes)
     return {"arch": arch, "img_size": img_size, "gflops": count_flops(model, img_size), "params": count_params(model)}
+
+
+def sum_cost(costs: dict, members) -> dict:
+    """Cost of running ``members`` one after the other (``costs``: model -> its cost record): GFLOPs and parameters add,
+    throughput = 1 / sum(1 / throughput); ``balance`` = sidekick / base GFLOPs for a pair (NaN otherwise)."""
+    return {"gflops": sum(costs[m]["gflops"] for m in members), "params": sum(costs[m]["params"] for m in members),
+            "throughput": 1.0 / sum(1.0 / costs[m]["throughput"] for m in members),
+            "balance": costs[members[1]]["gflops"] / costs[members[0]]["gflops"] if len(members) == 2 else float("nan")}

@@ -24,14 +24,13 @@ from benchmark.core.ood import ood_evaluate
 from benchmark.core.streaming import mixture_terms, terms_stats
 from benchmark.core.temperature import fit_duo, fit_temperature
 from benchmark.core.validation import InputError
+from benchmark.methods.duo import VARIANTS as DUO_VARIANTS  # the (method, confidence) variants reported for every pair
 
 VAL, TEST, OOD = "val", "test", "ood"
 # confidence name -> member_uncertainty score (negated: higher = more confident)
 MEMBER_CONFIDENCES = {"mutual_info": "mutual_information", "entropy": "predictive_entropy", "agreement": "disagreement"}
 GROUP_METRICS = ("mean_group_accuracy", "worst_group_accuracy", "mean_group_macro_f1", "worst_group_macro_f1",
                  "mean_group_macro_f1_wilds", "worst_group_macro_f1_wilds")
-# (method, confidence) of the duo variants reported for every pair
-DUO_VARIANTS = (("weighted", "max"), ("weighted", "published"), ("unweighted", "max"), ("uq_only", "published"))
 
 
 @dataclass(frozen=True)

@@ -22,10 +22,10 @@ import torch
 import benchmark
 from benchmark import store
 from benchmark.core.pairs import enumerate_pairs
-from benchmark.evaluation import DUO_VARIANTS, EvalConfig
+from benchmark.evaluation import EvalConfig
+from benchmark.methods.duo import VARIANTS as DUO_VARIANTS
 from benchmark.pipeline import registry
 from benchmark.pipeline import config
-from benchmark.pipeline.method_entries import UnitsInput
 from benchmark.pipeline.units import Context, Unit, cached, read_unit, remove_stale, run_units
 from benchmark.results_schema import COLUMNS, validate_results
 from benchmark.zoo import seed_groups
@@ -134,7 +134,7 @@ def _units(zoo, costs, pairs, ensembles, methods) -> list[tuple[tuple, dict | No
     The logit-only methods of the registry (single, duo, deep ensemble) in registration order, then
     one unit per method output in ``results/methods/`` (every other registered method writes one)."""
     nan = float("nan")
-    x = UnitsInput(zoo=zoo, costs=costs, pairs=pairs, ensembles=ensembles)
+    x = registry.LogitsInput(zoo=zoo, costs=costs, pairs=pairs, ensembles=ensembles)
     units = [u for kind in registry.list_methods("logits") for u in registry.get_method(kind).run(x)]
     units += [(("method", n), info, {"gflops": info["gflops"], "params": info["params"], "throughput": info["throughput"],
                                      "balance": nan, "overhead_percent": info.get("overhead_percent", nan),

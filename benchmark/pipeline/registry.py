@@ -18,9 +18,12 @@ A method registers itself with :func:`register_method` on the function that runs
 
 :func:`list_methods` / :func:`get_method` are what stage generation, params validation,
 the evaluate stage, the report and the tests iterate over; :func:`discover` imports the
-modules that register methods (the package's built-ins, :mod:`benchmark.pipeline.method_entries`, then every
-module of :mod:`benchmark.methods` in name order: each weight-based baseline is its own module there, holding its
-algorithm, config, check and stage function), so a new method is one new module there.
+modules that register methods: every module of :mod:`benchmark.methods` (the papers' methods ``single``, ``duo``,
+``deep_ensemble`` and ``sve`` first, then the others by name). Each method is its own module there, holding its
+algorithm (or its evaluation units), config, check and stage function, so a new method is one new module there.
+
+Methods of group ``logits`` (evaluated inside the evaluate stage from the zoo's logits) register a function
+``units(x: LogitsInput) -> [(identity, method info, cost)]`` listing their evaluation units.
 """
 from __future__ import annotations
 
@@ -33,7 +36,9 @@ from benchmark.typed_config import check, parse_config  # noqa: F401 (the method
 
 KINDS = ("weights", "logits", "sve")  # weights: baselines.<kind> entries, one stage each; logits: evaluate stage
 NEEDS = ("checkpoints", "all-checkpoints", "logits", "base-model")
-BUILTIN_MODULES = ("benchmark.pipeline.method_entries",)  # the logit-only methods and SVE; every other method: its module in benchmark.methods
+# the methods of the papers first, in this order (the evaluate stage's unit order); every other method: its module in
+# benchmark.methods, by name
+BUILTIN_MODULES = ("benchmark.methods.single", "benchmark.methods.duo", "benchmark.methods.deep_ensemble", "benchmark.methods.sve")
 
 
 @dataclass(frozen=True)
@@ -58,6 +63,16 @@ class Method:
 
     def output_names(self, key: str) -> list[str]:
         return list(self.outputs(key)) if self.outputs else [key]
+
+
+@dataclass(frozen=True)
+class LogitsInput:
+    """What the methods of group ``logits`` build their evaluation units from."""
+
+    zoo: dict
+    costs: dict  # model -> its cost record (gflops, params, throughput)
+    pairs: list  # base-sidekick pairs (benchmark.core.pairs)
+    ensembles: list  # member tuples of the deep ensembles
 
 
 _REGISTRY: dict[str, Method] = {}

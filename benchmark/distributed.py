@@ -25,7 +25,7 @@ import os
 import re
 import signal
 import sys
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
@@ -42,7 +42,7 @@ class RankFailure(RuntimeError):
 def _int(value, name: str, low: int, high: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
         bound = f">= {low}" if high is None else f"in [{low}, {high}]"
-        raise ValueError(f"params 'distributed': {name} must be an integer {bound}, got {value!r}")
+        raise ValueError(f"{name} must be an integer {bound}, got {value!r}")
     return value
 
 
@@ -65,10 +65,10 @@ class DistConfig:
         if self.node_rank is not None:
             _int(self.node_rank, "node_rank", 0, self.nnodes - 1)
         if not isinstance(self.master_addr, str) or not self.master_addr:
-            raise ValueError(f"params 'distributed': master_addr must be a host name or address, got {self.master_addr!r}")
+            raise ValueError(f"master_addr must be a host name or address, got {self.master_addr!r}")
         _int(self.master_port, "master_port", 1, 65535)
         if self.backend not in BACKENDS:
-            raise ValueError(f"params 'distributed': backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
+            raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
 
     @property
     def world_size(self) -> int:
@@ -103,17 +103,18 @@ class DistConfig:
 
 
 def config(params: dict) -> DistConfig:
-    """Validated ``params['distributed']`` (missing: one process)."""
-    raw = params.get("distributed")
-    if raw is None:
-        return DistConfig()
-    if not isinstance(raw, dict):
-        raise ValueError(f"params 'distributed' must be a mapping, got {raw!r}")
-    allowed = [f.name for f in fields(DistConfig)]
-    unknown = sorted(set(raw) - set(allowed))
-    if unknown:
-        raise ValueError(f"params 'distributed': unknown keys {unknown}; allowed {allowed}")
-    cfg = DistConfig(**raw)
+    """Validated ``params['distributed']`` (missing: one process): the typed block of a loaded params file
+    (:func:`benchmark.pipeline.config.load_params`), else the block parsed field by field."""
+    parsed = getattr(params, "typed", None)
+    if parsed is not None:
+        cfg = parsed.distributed
+    else:
+        raw = params.get("distributed")
+        if raw is None:
+            return DistConfig()
+        from benchmark.typed_config import parse_config
+
+        cfg = parse_config(DistConfig, raw, "params 'distributed'")
     if cfg.world_size > 1 and cfg.backend == "nccl" and params.get("device", "cpu") == "cpu":
         cfg.backend_for(torch.device("cpu"))  # raises: nccl needs CUDA
     return cfg

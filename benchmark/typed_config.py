@@ -8,7 +8,7 @@ the same way, its errors naming the nested path. Checks across fields (ranges th
 go in the dataclass's ``validate(self)`` hook, which :func:`parse_config` calls after the field checks; a
 ``ValueError`` it raises is prefixed with the file and entry. Used by :mod:`benchmark.pipeline.registry`
 (method configs), :mod:`benchmark.zoo` (zoo entries), :mod:`benchmark.train` (recipes),
-:mod:`benchmark.params_config` (params.yaml) and :mod:`benchmark.data.paper.suites` (suite files).
+:mod:`benchmark.pipeline.params_config` (params.yaml) and :mod:`benchmark.data.paper.suites` (suite files).
 """
 from __future__ import annotations
 

@@ -7,7 +7,9 @@ import os
 from pathlib import Path
 
 import torch
+import yaml
 
+from benchmark.pipeline.params_config import Params, parse_params
 from benchmark.train import Recipe
 from benchmark.zoo import ZooEntry, ZooError, load_zoo
 
@@ -18,41 +20,98 @@ class ConfigError(ValueError):
     """params.yaml is missing a key or has a bad value."""
 
 
-def load_params(path="params.yaml") -> dict:
-    """Read params.yaml; its recipes are type-checked here, before any stage does work."""
+class ParamsDict(dict):
+    """The data of a params file (a plain mapping) with its parsed :class:`~benchmark.pipeline.params_config.Params` as
+    ``.typed``: stage code reads settings from ``typed(params)``; the mapping stays for the code not yet moved."""
+
+    typed: Params
+
+
+yaml.SafeDumper.add_representer(ParamsDict, yaml.SafeDumper.represent_dict)  # yaml.safe_dump(load_params(...))
+
+_PARAMS: dict[Path, tuple[str | None, dict, Params]] = {}
+_ZOO: dict[tuple, dict[str, ZooEntry]] = {}
+
+
+def load_params(path="params.yaml") -> ParamsDict:
+    """Read and parse params.yaml (every block typed, :mod:`benchmark.pipeline.params_config`) before any stage does work;
+    once per process: the parse is cached on the resolved path and a hash of the file's bytes. Returns a fresh copy
+    of the mapping (callers may change it) whose ``.typed`` is the parsed :class:`Params`."""
+    import copy
+
     from benchmark.yaml_input import read_yaml
 
     path = Path(path)
     if not path.exists():
         raise ConfigError(f"{path}: not found; run the stages from the repository root")
-    params = read_yaml(path, what="params file", error=ConfigError)
-    for key in ("zoo", "data", "recipes", "logits", "cost", "evaluate"):
-        if key not in params:
-            raise ConfigError(f"{path}: missing section {key!r}")
-    if not isinstance(params["recipes"], dict):
-        raise ConfigError(f"{path}: 'recipes' must be a mapping of recipe names to recipes")
-    try:
-        recipes(params)
-        from benchmark.pipeline.registry import check_baselines
+    key = path.resolve()
+    try:  # the file's bytes, hashed: a rewrite within the file system's time resolution is not missed
+        stamp = hashlib.sha256(key.read_bytes()).hexdigest()
+    except OSError:
+        stamp = None  # read_yaml names the problem
+    hit = _PARAMS.get(key)
+    if hit is None or hit[0] != stamp:
+        raw = read_yaml(path, what="params file", error=ConfigError)
+        try:
+            parsed = parse_params(raw, str(path))
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
+        _PARAMS[key] = hit = (stamp, raw, parsed)
+    out = ParamsDict(copy.deepcopy(hit[1]))
+    out.typed = hit[2]
+    return out
 
-        check_baselines(params.get("baselines"))
+
+def typed(params) -> Params:
+    """The :class:`Params` of ``params``: the one :func:`load_params` parsed, or ``params`` parsed now (a mapping
+    built in code, e.g. by a test); ``ConfigError`` naming the field."""
+    if isinstance(params, Params):
+        return params
+    parsed = getattr(params, "typed", None)
+    if parsed is not None:
+        return parsed
+    try:
+        return parse_params(params, "params")
     except ValueError as e:
-        raise ConfigError(f"{path}: {e}") from None
-    return params
+        raise ConfigError(str(e)) from None
 
 
 def recipes(params) -> dict[str, Recipe]:
-    return {name: Recipe.from_params(name, raw) for name, raw in params["recipes"].items()}
+    """params ``recipes`` as :class:`Recipe` objects (a mapping built in code: only its recipes are parsed)."""
+    parsed = params if isinstance(params, Params) else getattr(params, "typed", None)
+    if parsed is not None:
+        return dict(parsed.recipes)
+    raw = params["recipes"]
+    if not isinstance(raw, dict):
+        raise ConfigError(f"params: recipes must be a mapping of recipe names to recipes, got {raw!r}")
+    return {name: Recipe.from_params(name, r, "params: recipes") for name, r in raw.items()}
 
 
 def zoo(params) -> dict[str, ZooEntry]:
-    return load_zoo(params["zoo"], recipes=params["recipes"])
+    """The zoo params ``zoo`` names, validated against its recipes; read once per process (cached on the file's
+    resolved path, modification time and size and the recipe names)."""
+    parsed = params if isinstance(params, Params) else getattr(params, "typed", None)
+    zoo_file = parsed.zoo if parsed is not None else params["zoo"]
+    names = tuple(sorted(recipes(params)))
+    path = Path(zoo_file)
+    try:
+        st = path.resolve().stat()
+        key = (path.resolve(), st.st_mtime_ns, st.st_size, names)
+    except OSError:
+        key = None
+    if key is None or key not in _ZOO:
+        entries = load_zoo(zoo_file, recipes=names)
+        if key is None:
+            return entries
+        _ZOO[key] = entries
+    return dict(_ZOO[key])
 
 
 def entry(params, name: str) -> ZooEntry:
     entries = zoo(params)
     if name not in entries:
-        raise ZooError(f"unknown model {name!r}; the zoo {params['zoo']} has {sorted(entries)}")
+        raise ZooError(f"unknown model {name!r}; the zoo {params.zoo if isinstance(params, Params) else params['zoo']} "
+                       f"has {sorted(entries)}")
     return entries[name]
 
 
@@ -63,7 +122,7 @@ def fingerprint(*parts) -> str:
 
 
 def set_threads(params) -> None:
-    n = int(params.get("threads") or os.cpu_count() or 1)
+    n = typed(params).threads or os.cpu_count() or 1
     torch.set_num_threads(n)
 
 

@@ -1,0 +1,127 @@
+"""params.yaml as typed objects: one frozen dataclass per block, parsed once by :func:`parse_params`.
+
+Every block goes through :func:`benchmark.typed_config.parse_config` (the helpers of method configs, recipes, zoo
+entries and suite files): a wrong type, an unknown or a missing key is one ``ValueError`` naming the file and the
+field (``params.yaml: evaluate: workers must be an integer >= 1, got 'two' (str)``; a number written ``1e-3`` gets
+YAML 1.1's hint). :func:`benchmark.pipeline.config.load_params` reads the file once per process (cached on the
+resolved path, modification time and size) and hangs the :class:`Params` on the mapping it returns
+(:func:`benchmark.pipeline.config.typed`).
+
+Blocks still kept as mappings (validated where they are used): ``data`` (the embedded suite's block, validated by
+:func:`benchmark.data.embedded.resolve_config`, or a paper suite's ``spec``), ``sve`` (:mod:`benchmark.pipeline.sve`),
+``report`` (:class:`benchmark.report.config.ReportConfig`); ``baselines`` is checked entry by entry against the
+method registry's typed configs (:func:`benchmark.pipeline.registry.check_baselines`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from benchmark.distributed import DistConfig
+from benchmark.train import Recipe
+from benchmark.typed_config import check, parse_config
+
+DEVICES = ("auto", "cpu", "cuda")
+AMP = ("bfloat16", "float16")
+
+
+@dataclass(frozen=True)
+class LogitsParams:
+    """``logits``: the batch size of the logits forward passes, optional autocast (``amp``)."""
+
+    batch_size: int = field(metadata=check(minimum=1))
+    amp: str | None = field(default=None, metadata=check(choices=AMP))
+
+
+@dataclass(frozen=True)
+class CostParams:
+    """``cost``: images per timed forward and timed forwards after one warm-up."""
+
+    throughput_batch: int = field(metadata=check(minimum=1))
+    throughput_iters: int = field(metadata=check(minimum=1))
+
+
+@dataclass(frozen=True)
+class EvaluateParams:
+    """``evaluate`` (defaults: those of :class:`benchmark.evaluation.EvalConfig`)."""
+
+    fits: tuple[str, ...] = field(default=("converged", "paper-exact"), metadata=check(min_len=1, unique=True))
+    n_bootstrap: int = field(default=1000, metadata=check(minimum=0))
+    bootstrap_splits: tuple[str, ...] = ("test",)
+    deep_ensembles: tuple[int, ...] = field(default=(), metadata=check(minimum=2, unique=True))
+    bootstrap_level: float = field(default=0.95, metadata=check(above=0, maximum=1))
+    seed: int = field(default=0, metadata=check(minimum=0))
+    ece_bins: int = field(default=15, metadata=check(minimum=1))
+    sac_threshold: float = field(default=0.98, metadata=check(above=0, maximum=1))
+    balance_range: tuple[float, ...] | None = field(default=None, metadata=check(minimum=0))
+    main_fit: str = "converged"
+    workers: int = field(default=1, metadata=check(minimum=1))  # worker processes for the units; results do not depend on it
+
+    def validate(self) -> None:
+        if self.balance_range is not None and (len(self.balance_range) != 2 or self.balance_range[0] > self.balance_range[1]):
+            raise ValueError(f"balance_range must be null or [low, high] with low <= high, got {list(self.balance_range)}")
+        if self.main_fit not in self.fits:
+            raise ValueError(f"main_fit {self.main_fit!r} must be one of fits {list(self.fits)}")
+
+    def eval_config(self, suite: str):
+        """The :class:`benchmark.evaluation.EvalConfig` of these settings (what the unit cache is keyed on)."""
+        from benchmark.evaluation import EvalConfig
+
+        return EvalConfig(suite=suite, fits=self.fits, n_bootstrap=self.n_bootstrap, bootstrap_splits=self.bootstrap_splits,
+                          bootstrap_level=self.bootstrap_level, seed=self.seed, ece_bins=self.ece_bins,
+                          sac_threshold=self.sac_threshold)
+
+
+@dataclass(frozen=True)
+class ToleranceParams:
+    """One ``reproduce.tolerance`` entry: ``|fresh - committed| <= atol + rtol * |committed|``."""
+
+    atol: float = field(metadata=check(minimum=0))
+    rtol: float = field(default=0.0, metadata=check(minimum=0))
+
+
+@dataclass(frozen=True)
+class ReproduceParams:
+    """``reproduce``: the tolerances of the from-scratch gate, per metric (``default`` required)."""
+
+    tolerance: dict[str, ToleranceParams]
+
+    def validate(self) -> None:
+        if "default" not in self.tolerance:
+            raise ValueError("tolerance needs a 'default' entry {atol, rtol}")
+
+
+@dataclass(frozen=True)
+class Params:
+    """The whole params file (the embedded default's ``params.yaml`` or a suite's ``suites/<name>/params.yaml``)."""
+
+    zoo: str
+    data: dict
+    recipes: dict[str, Recipe]
+    logits: LogitsParams
+    cost: CostParams
+    evaluate: EvaluateParams
+    suite: str = "embedded"
+    threads: int | None = field(default=None, metadata=check(minimum=1))  # torch threads per stage (null: all cores)
+    device: str = field(default="cpu", metadata=check(choices=DEVICES))
+    data_root: str | None = None
+    num_workers: int = field(default=0, metadata=check(minimum=0))  # DataLoader processes (paper suites)
+    distributed: DistConfig = field(default_factory=DistConfig)
+    sve: dict | None = None
+    baselines: dict | None = None
+    report: dict | None = None
+    reproduce: ReproduceParams | None = None
+
+    def validate(self) -> None:
+        from benchmark.pipeline.registry import check_baselines
+
+        check_baselines(self.baselines)  # each entry parsed by its method's typed config
+
+
+PARSES = {"count": 0}
+"""How many times a params mapping was parsed in this process (a test checks that a file is parsed once)."""
+
+
+def parse_params(raw, where: str = "params.yaml") -> Params:
+    """``raw`` (the data of a params file) as :class:`Params`; ``ValueError`` naming ``where`` and the field."""
+    PARSES["count"] += 1
+    return parse_config(Params, raw, where)

@@ -1,0 +1,124 @@
+"""Typed configuration (issue 12 item 3): params.yaml, recipes, zoo entries and suite files are parsed field by
+field by one set of helpers (benchmark.typed_config); a wrong type, an unknown or a missing key is one line naming
+the file and the field (stage CLI: exit code 2, no traceback); params.yaml is parsed once per process."""
+from __future__ import annotations
+
+import copy
+import dataclasses
+from pathlib import Path
+
+import pytest
+import yaml
+
+from benchmark.evaluation import EvalConfig
+from benchmark.pipeline import config
+from benchmark.pipeline.entry import model_stage_main
+from benchmark.pipeline.params_config import PARSES, EvaluateParams, Params
+from benchmark.train import Recipe
+
+ROOT = Path(__file__).resolve().parents[2]
+RAW = yaml.safe_load((ROOT / "params.yaml").read_text())
+
+
+def _write(tmp_path: Path, change=None, name: str = "params.yaml") -> Path:
+    p = copy.deepcopy(RAW)
+    p["zoo"] = str(ROOT / p["zoo"])
+    if change:
+        change(p)
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(p))
+    return path
+
+
+def _stage_error(path: Path, capsys, fn=lambda params, name, progress: None) -> str:
+    """Run a stage's command line on params file ``path``: exit code 2 and one line on stderr, returned."""
+    assert model_stage_main("test stage", fn, ["--params", str(path), "--model", "lite0-s0"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    return err.strip()
+
+
+def test_the_committed_params_files_parse():
+    for path in [ROOT / "params.yaml", *sorted((ROOT / "suites").glob("*/params.yaml"))]:
+        p = config.load_params(path).typed
+        assert isinstance(p, Params) and p.logits.batch_size >= 1 and p.recipes
+        assert all(isinstance(r, Recipe) for r in p.recipes.values())
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda p: p["evaluate"].update(workers="two"), "evaluate: workers must be an integer >= 1, got 'two' (str)"),
+    (lambda p: p["evaluate"].update(bootstrap_level=True), "evaluate: bootstrap_level must be a finite number, got True"),
+    (lambda p: p["logits"].update(batchsize=3), "logits: missing keys [], unknown keys ['batchsize']"),
+    (lambda p: p["cost"].pop("throughput_iters"), "cost: missing keys ['throughput_iters'], unknown keys []"),
+    (lambda p: p.update(thread=2), "missing keys [], unknown keys ['thread']"),
+    (lambda p: p["distributed"].update(nnodes="2"), "distributed: nnodes must be an integer, got '2' (str)"),
+    (lambda p: p["reproduce"]["tolerance"]["auroc"].update(atol="5e-2"),
+     "reproduce: tolerance.auroc: atol must be a number, got the string '5e-2': YAML 1.1"),
+    (lambda p: p["recipes"]["finetune"].update(epochs=2.5), "recipes.finetune: epochs must be an integer >= 0, got 2.5"),
+    (lambda p: p["recipes"]["scratch"].update(momentum=0.9), "recipes.scratch: missing keys [], unknown keys ['momentum']"),
+    (lambda p: p["recipes"]["sve"].pop("epochs"), "recipes.sve: missing keys ['epochs']"),
+    (lambda p: p["baselines"]["mc_dropout"]["mcdrop-lite0-s0"].update(samples="8"),
+     "baselines.mc_dropout.mcdrop-lite0-s0: samples must be an integer"),
+])
+def test_a_bad_params_field_is_one_line_naming_file_and_field(tmp_path, capsys, change, message):
+    path = _write(tmp_path, change)
+    err = _stage_error(path, capsys)
+    assert err.startswith(f"error: {path}: {message}"), err
+
+
+def test_lr_1e_3_gets_the_yaml_hint(tmp_path, capsys):
+    path = tmp_path / "params.yaml"
+    text = (ROOT / "params.yaml").read_text().replace("    lr: 0.002\n", "    lr: 1e-3\n", 1)
+    path.write_text(text.replace("zoo: zoo/embedded.yaml", f"zoo: {ROOT / 'zoo/embedded.yaml'}", 1))
+    assert yaml.safe_load(path.read_text())["recipes"]["finetune"]["lr"] == "1e-3"  # YAML 1.1: a string
+    err = _stage_error(path, capsys)
+    assert err.startswith(f"error: {path}: recipes.finetune: lr must be a number, got the string '1e-3': YAML 1.1")
+    assert "1.0e-3" in err
+
+
+def test_a_recipe_outside_params_names_its_entry():
+    with pytest.raises(ValueError, match=r"^suites/x.yaml: recipe 'r': lr must be a number, got the string '1e-3'"):
+        Recipe.from_params("r", {"epochs": 1, "batch_size": 2, "lr": "1e-3"}, "suites/x.yaml")
+    with pytest.raises(ValueError, match=r"recipe 'r': warmup_start_factor must be <= 1, got 1.5"):
+        Recipe.from_params("r", {"epochs": 1, "batch_size": 2, "lr": 0.1, "warmup_start_factor": 1.5})
+
+
+def test_a_bad_zoo_entry_is_one_line_naming_file_and_field(tmp_path, capsys):
+    zoo = yaml.safe_load((ROOT / "zoo/embedded.yaml").read_text())
+    zoo["models"]["lite0-s0"]["img_size"] = "224"
+    zoo_file = tmp_path / "zoo.yaml"
+    zoo_file.write_text(yaml.safe_dump(zoo))
+    path = _write(tmp_path, lambda p: p.update(zoo=str(zoo_file)))
+    err = _stage_error(path, capsys, fn=lambda params, name, progress: config.entry(params, name))
+    assert err.startswith(f"error: {zoo_file}: zoo entry 'lite0-s0': img_size must be an integer >= 8, got '224'")
+
+
+def test_params_are_parsed_once_per_process(tmp_path):
+    path = _write(tmp_path)
+    before = PARSES["count"]
+    first = config.load_params(path)
+    assert PARSES["count"] == before + 1
+    for _ in range(3):
+        again = config.load_params(path)
+        assert again.typed is first.typed and again == first
+        assert config.typed(again) is first.typed and config.recipes(again) == dict(first.typed.recipes)
+    assert PARSES["count"] == before + 1  # read again, not parsed again
+    again["evaluate"]["workers"] = 99  # a caller's copy: the next load is not changed by it
+    assert config.load_params(path)["evaluate"]["workers"] == RAW["evaluate"]["workers"]
+    _write(tmp_path, lambda p: p["evaluate"].update(workers=1))  # the file changes: parsed again
+    assert config.load_params(path).typed.evaluate.workers == 1
+    assert PARSES["count"] == before + 2
+    assert yaml.safe_load(yaml.safe_dump(config.load_params(path)))["evaluate"]["workers"] == 1  # still plain YAML data
+
+
+def test_typed_blocks_give_the_same_settings_as_the_raw_mapping():
+    p = config.load_params(ROOT / "params.yaml")
+    raw = RAW["evaluate"]
+    assert p.typed.evaluate.eval_config(p.typed.suite) == EvalConfig.from_params(RAW["suite"], raw)
+    assert p.typed.evaluate.eval_config("embedded").settings() == EvalConfig.from_params("embedded", raw).settings()
+    assert p.typed.evaluate.workers == raw["workers"] and p.typed.evaluate.deep_ensembles == tuple(raw["deep_ensembles"])
+    assert p.typed.logits.batch_size == RAW["logits"]["batch_size"] and p.typed.threads == RAW["threads"]
+    assert {n: dataclasses.asdict(r) for n, r in p.typed.recipes.items()} == {
+        n: {**{f.name: f.default for f in dataclasses.fields(Recipe) if f.name != "epochs"}, **r} for n, r in RAW["recipes"].items()}
+    assert EvaluateParams() == EvaluateParams(**{f.name: getattr(EvalConfig, f.name) for f in dataclasses.fields(EvalConfig)
+                                                 if f.name not in ("suite", "groups")}, deep_ensembles=())

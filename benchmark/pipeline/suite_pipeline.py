@@ -185,8 +185,8 @@ def leftover_subrepo(name: str, root=".") -> list[str]:
     if not path.exists():
         return []
     return [f"{path}: a leftover DVC sub-repository (suite folders now belong to the root DVC project, which "
-            f"would ignore this folder); delete it (rm -r {path}; anything in its cache/ can be recomputed by "
-            f"`dvc repro suites/{name}/dvc.yaml`)"]
+            f"would ignore this folder); delete it (rm -r {path}; copy its cache/, if any, into .dvc/cache first "
+            f"to keep computed outputs: same layout)"]
 
 
 def write(name: str, root=".", *, pipeline: bool = True) -> list[Path]:

@@ -249,3 +249,25 @@ def test_leftovers_of_killed_writes_are_never_packed_or_verified(caltech, result
     finally:
         shutil.rmtree(leftovers[0])
         leftovers[1].unlink()
+
+
+def test_suite_logits_come_back_through_the_root_remote(bundle, caltech, tmp_path, monkeypatch, capsys):
+    """Issue 16 item 6: a suite's outputs live in the root DVC project, so its remote serves them; verify --remote
+    pulls them into a checkout that lacks them (and whose suite was not asked for yet: no dvc.yaml)."""
+    import subprocess
+    import sys
+
+    repo = tmp_path / "clone"
+    shutil.copytree(caltech, repo, symlinks=True)
+    env = dict(__import__("os").environ, HF_HUB_OFFLINE="1")
+    for cmd in (["dvc", "remote", "add", "-d", "team", str(tmp_path / "remote")], ["dvc", "push", "-q"]):
+        subprocess.run([sys.executable, "-m", *cmd], cwd=repo, env=env, check=True, capture_output=True, timeout=600)
+    folder = repo / "suites" / "caltech256"
+    for gone in (folder / "results" / "logits", folder / "results" / "methods", repo / ".dvc" / "cache"):
+        shutil.rmtree(gone)
+    (folder / "dvc.yaml").unlink()
+    monkeypatch.chdir(repo)
+    rc, out, err = verify(capsys, bundle, "--remote", "team")
+    assert rc == 0 and "verified" in out and not err, err
+    assert (folder / "dvc.yaml").is_file()  # asked for again: the same generator, the committed params.yaml
+    assert sorted(p.name for p in (folder / "results" / "logits").iterdir()) == ["eff", "res"]

@@ -122,3 +122,27 @@ def test_typed_blocks_give_the_same_settings_as_the_raw_mapping():
         n: {**{f.name: f.default for f in dataclasses.fields(Recipe) if f.name != "epochs"}, **r} for n, r in RAW["recipes"].items()}
     assert EvaluateParams() == EvaluateParams(**{f.name: getattr(EvalConfig, f.name) for f in dataclasses.fields(EvalConfig)
                                                  if f.name not in ("suite", "groups")}, deep_ensembles=())
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ("num_classes: 257", "num_classes: '257'", "num_classes must be an integer >= 2, got '257' (str)"),
+    ("num_classes: 257", "num_classes: 257\nclasses: 257", "missing keys [], unknown keys ['classes']"),
+    ("zoo: zoo/caltech256.yaml\n", "", "missing keys ['zoo'], unknown keys []"),
+    ("lr: 1.0e-4", "lr: 1e-4", "recipe 'finetune': lr must be a number, got the string '1e-4': YAML 1.1"),
+    ("options: {fractions: [0.7, 0.15], seed: 42}", "options: [0.7, 0.15]", "datasets.caltech256: options must be a mapping"),
+])
+def test_a_bad_suite_file_field_is_one_line_naming_file_and_field(tmp_path, capsys, old, new, message):
+    from benchmark.cli import main as cli_main
+    from benchmark.data.paper.suites import SuiteError, load_suite
+
+    text = (ROOT / "suites" / "caltech256.yaml").read_text()
+    assert old in text
+    (tmp_path / "suites").mkdir()
+    path = tmp_path / "suites" / "broken.yaml"
+    path.write_text(text.replace(old, new, 1))
+    with pytest.raises(SuiteError) as e:
+        load_suite(path)
+    assert str(e.value).startswith(f"{path}: {message}"), str(e.value)
+    assert cli_main(["suite-pipeline", "--root", str(tmp_path), "broken"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err and f"{path}: {message}" in err, err

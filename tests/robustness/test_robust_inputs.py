@@ -37,7 +37,8 @@ BAD_YAML = {  # bytes -> what the one-line message must say
 
 
 def _params(zoo="zoo.yaml", **recipe) -> dict:
-    return {"zoo": str(zoo), "data": {"suite": "embedded"}, "logits": {"batch_size": 8}, "cost": {}, "evaluate": {},
+    return {"zoo": str(zoo), "data": {"suite": "embedded"}, "logits": {"batch_size": 8},
+            "cost": {"throughput_batch": 2, "throughput_iters": 1}, "evaluate": {},
             "recipes": {"r": {"epochs": 1, "batch_size": 16, "lr": 0.01, **recipe}}}
 
 
@@ -115,7 +116,8 @@ def test_recipe_fields_are_type_checked_before_anything_runs(tmp_path, capsys, r
     ran = []
     rc, err = _stage(["--params", str(params)], capsys, run=lambda p, a: ran.append(1))
     assert rc == 2 and not ran
-    _one_line(err, f"error: {params}: {message}")
+    in_file = message.replace("recipe 'r'", "recipes.r")  # the field's path in the params file
+    _one_line(err, f"error: {params}: {in_file}")
 
 
 def test_yaml_1_1_reads_exponent_without_dot_as_a_string(tmp_path, capsys):

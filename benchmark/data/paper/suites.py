@@ -36,12 +36,12 @@ from typing import Callable
 from benchmark.data.paper import caltech, cifar, imagenet, iwildcam, oxford
 from benchmark.data.paper.common import DatasetLayoutError, SampleSplit, layout_error
 from benchmark.data.paper.transforms import SplitDataset, eval_transform, train_transform
+from benchmark.typed_config import check, parse_config
 
 DATA_ROOT_ENV = "UQBENCH_DATA"
 SUITES_DIR = Path("suites")
 SELECT_BY = ("accuracy", "macro_f1")
 SPLIT_RE = re.compile(r"^(train|val|test|shift|ood|corrupt-\*|corrupt-[a-z0-9_]+-[1-5])$")
-_KEYS = {"description": str, "num_classes": int, "select_by": str, "zoo": str, "datasets": dict, "splits": dict, "recipes": dict}
 
 
 @dataclass(frozen=True)
@@ -67,6 +67,30 @@ LOADERS: dict[str, Loader] = {
 
 class SuiteError(ValueError):
     """A suite file is malformed; the message names the file and the key."""
+
+
+@dataclass(frozen=True)
+class DatasetEntry:
+    """One ``datasets`` entry of a suite file (its loader's options are checked against the loader's signature)."""
+
+    root: str
+    loader: str | None = None  # default: the entry's key
+    options: dict | None = None  # keyword arguments of the loader
+
+
+@dataclass(frozen=True)
+class SuiteFile:
+    """A suite file as written, parsed field by field (:func:`benchmark.typed_config.parse_config`); its
+    recipes are parsed by :meth:`benchmark.train.Recipe.from_params`, its splits and loaders checked in
+    :func:`load_suite`."""
+
+    description: str
+    num_classes: int = field(metadata=check(minimum=2))
+    select_by: str = field(metadata=check(choices=SELECT_BY))
+    zoo: str
+    datasets: dict[str, DatasetEntry] = field(metadata=check(min_len=1))
+    splits: dict[str, str] = field(metadata=check(min_len=1))
+    recipes: dict[str, dict]
 
 
 @dataclass(frozen=True)
@@ -179,42 +203,35 @@ def _matches(pattern_key: str, name: str) -> bool:
 
 
 def _check_recipes(where: str, raw: dict, select_by: str) -> dict[str, dict]:
+    """Each recipe parsed as a :class:`benchmark.train.Recipe` (field by field) and selecting by the suite's score."""
     from benchmark.train import Recipe
 
     out = {}
     for name, r in raw.items():
-        if not isinstance(r, dict) or not isinstance(r.get("epochs"), int) or isinstance(r.get("epochs"), bool):
-            raise SuiteError(f"{where}: recipe {name!r} must be a mapping with an integer 'epochs'")
         if r.get("select_by", select_by) != select_by:
             raise SuiteError(f"{where}: recipe {name!r} selects by {r['select_by']!r} but the suite by {select_by!r}")
         r = {**r, "select_by": select_by}
-        if r["epochs"] == 0:
-            if set(r) - {"epochs", "select_by"}:
-                raise SuiteError(f"{where}: recipe {name!r} has epochs 0 (no training); it takes no other keys than select_by")
-        else:
-            try:
-                Recipe.from_params(name, r)
-            except ValueError as e:
-                raise SuiteError(f"{where}: {e}") from None
+        try:
+            Recipe.from_params(name, r, where)
+        except ValueError as e:
+            raise SuiteError(str(e)) from None
         out[name] = r
     return out
 
 
-def _check_datasets(where: str, raw: dict) -> dict[str, DatasetSpec]:
+def _check_datasets(where: str, raw: dict[str, DatasetEntry]) -> dict[str, DatasetSpec]:
     out = {}
     for key, d in raw.items():
-        if not isinstance(d, dict) or not isinstance(d.get("root"), str) or set(d) - {"loader", "root", "options"}:
-            raise SuiteError(f"{where}: dataset {key!r} must be a mapping with 'root' (text) and optional 'loader', 'options'")
-        loader = d.get("loader", key)
+        loader = d.loader or key
         if loader not in LOADERS:
             raise SuiteError(f"{where}: dataset {key!r}: unknown loader {loader!r}; known {sorted(LOADERS)}")
-        options = d.get("options") or {}
+        options = d.options or {}
         params = inspect.signature(LOADERS[loader].fn).parameters
         allowed = [p for p, v in params.items() if v.kind is inspect.Parameter.KEYWORD_ONLY]
-        bad = sorted(set(options) - set(allowed)) if isinstance(options, dict) else ["<not a mapping>"]
+        bad = sorted(set(options) - set(allowed))
         if bad:
             raise SuiteError(f"{where}: dataset {key!r}: unknown options {bad} for loader {loader!r}; allowed {allowed}")
-        out[key] = DatasetSpec(key=key, loader=loader, root=d["root"], options=dict(options))
+        out[key] = DatasetSpec(key=key, loader=loader, root=d.root, options=dict(options))
     return out
 
 
@@ -244,19 +261,15 @@ def load_suite(name_or_path, *, suites_dir=SUITES_DIR) -> SuiteSpec:
                          "from params.yaml 'data', not from a suite file)")
     raw = read_yaml(path, what="suite file", error=SuiteError)  # not UTF-8, empty, YAML syntax, tags, duplicates
     where = str(path)
-    missing, unknown = sorted(set(_KEYS) - set(raw)), sorted(set(raw) - set(_KEYS))
-    if missing or unknown:
-        raise SuiteError(f"{where}: missing keys {missing}, unknown keys {unknown}; a suite has {sorted(_KEYS)}")
-    for key, typ in _KEYS.items():
-        if not isinstance(raw[key], typ) or isinstance(raw[key], bool):
-            raise SuiteError(f"{where}: {key!r} must be {typ.__name__}, got {raw[key]!r}")
-    if raw["num_classes"] < 2 or raw["select_by"] not in SELECT_BY or not raw["datasets"] or not raw["splits"]:
-        raise SuiteError(f"{where}: num_classes must be >= 2, select_by one of {SELECT_BY}, datasets and splits non-empty")
-    datasets = _check_datasets(where, raw["datasets"])
-    splits = _check_splits(where, raw["splits"], datasets)
-    recipes = _check_recipes(where, raw["recipes"], raw["select_by"])
-    spec = SuiteSpec(name=path.stem, path=path, description=raw["description"], num_classes=raw["num_classes"],
-                     select_by=raw["select_by"], zoo=Path(raw["zoo"]), datasets=datasets, splits=splits, recipes=recipes)
+    try:  # keys and types, field by field (the helpers of params, recipes and zoo entries)
+        f = parse_config(SuiteFile, raw, where)
+    except ValueError as e:
+        raise SuiteError(str(e)) from None
+    datasets = _check_datasets(where, f.datasets)
+    splits = _check_splits(where, f.splits, datasets)
+    recipes = _check_recipes(where, f.recipes, f.select_by)
+    spec = SuiteSpec(name=path.stem, path=path, description=f.description, num_classes=f.num_classes,
+                     select_by=f.select_by, zoo=Path(f.zoo), datasets=datasets, splits=splits, recipes=recipes)
     required = ["val", "test"] + (["train"] if spec.trains() else [])
     if [s for s in required if s not in splits]:
         raise SuiteError(f"{where}: splits must include {required} (train because a recipe trains)")

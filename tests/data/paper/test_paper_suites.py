@@ -145,8 +145,12 @@ BASE = (SUITES / "caltech256.yaml").read_text()
     ("{fractions: [0.7, 0.15], seed: 42}", "{seed: 42, shuffle: true}", r"unknown options \['shuffle'\] for loader 'caltech256'"),
     ("  test: caltech256/test", "  test: imagenet/test", "must be '<dataset>/<split>'"),
     ("warmup_start_factor: 0.1}", "warmup_start_factor: 0.1, select_by: macro_f1}", "selects by 'macro_f1' but the suite by 'accuracy'"),
-    ("finetune: {epochs: 10,", "finetune: {epochs: 0,", "epochs 0 \\(no training\\); it takes no other keys"),
-    ("select_by: accuracy", "select_by: auroc", "select_by one of"),
+    ("finetune: {epochs: 10,", "finetune: {epochs: 0,", "recipe 'finetune': epochs 0 means no training; it takes no other keys"),
+    ("select_by: accuracy", "select_by: auroc", r"select_by must be text \(one of \['accuracy', 'macro_f1'\]\), got 'auroc'"),
+    ("num_classes: 257", "num_classes: 257.0", r"num_classes must be an integer >= 2, got 257.0"),
+    ("  caltech256:\n    root: .", "  caltech256:\n    root: 7", r"datasets.caltech256: root must be text, got 7"),
+    ("finetune: {epochs: 10, batch_size: 64, lr: 1.0e-4", "finetune: {epochs: 10, batch_size: 64, lr: 1e-4",
+     r"recipe 'finetune': lr must be a number, got the string '1e-4': YAML 1.1"),
 ])
 def test_malformed_suite_names_file_and_problem(tmp_path, old, new, message):
     assert old in BASE

@@ -106,7 +106,7 @@ def config(params: dict) -> DistConfig:
     """Validated ``params['distributed']`` (missing: one process): the typed block of a loaded params file
     (:func:`benchmark.pipeline.config.load_params`), else the block parsed field by field."""
     parsed = getattr(params, "typed", None)
-    if parsed is not None:
+    if parsed is not None and params == getattr(params, "parsed_from", None):  # not changed since it was loaded
         cfg = parsed.distributed
     else:
         raw = params.get("distributed")

@@ -44,7 +44,8 @@ RECIPE = {"scratch": {"epochs": 1, "batch_size": 16, "lr": 0.01}}
 
 def params(workers: int, *, fits=("converged",), n_bootstrap: int = 0, deep_ensembles=()) -> dict:
     """Stage parameters of the sweep (relative paths: run it in the zoo's folder)."""
-    return {"suite": "synthetic", "zoo": "zoo.yaml", "threads": workers, "recipes": RECIPE,
+    return {"suite": "synthetic", "zoo": "zoo.yaml", "threads": workers, "recipes": RECIPE, "data": {},  # logits given
+            "logits": {"batch_size": 256}, "cost": {"throughput_batch": 64, "throughput_iters": 5},  # (costs given too)
             "evaluate": {"fits": list(fits), "n_bootstrap": n_bootstrap, "bootstrap_splits": ["test"],
                          "deep_ensembles": list(deep_ensembles), "workers": workers}}
 

@@ -148,7 +148,7 @@ def soup(params: dict, key: str, *, progress: bool = True) -> dict[str, dict]:
     config.set_threads(params)
     select_by = config.recipes(params)[entry.recipe].select_by
     val = bl.split(params, entry, stages.VAL)
-    bs, workers = params["logits"]["batch_size"], sources.for_params(params).num_workers
+    bs, workers = config.typed(params).logits.batch_size, sources.for_params(params).num_workers
 
     def score(model) -> float:
         return bl.selection_score(predict_logits(model, val.inputs, batch_size=bs, num_workers=workers), val.labels, select_by)

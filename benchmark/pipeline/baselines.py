@@ -90,7 +90,7 @@ def split(params: dict, entry, split: str, *, train: bool = False) -> SplitInput
 
 def features(params: dict, model, split: SplitInputs) -> Tensor:
     """(N, D) penultimate features of ``model`` on a split, on the CPU."""
-    return penultimate_batched(model, split.inputs, batch_size=params["logits"]["batch_size"],
+    return penultimate_batched(model, split.inputs, batch_size=config.typed(params).logits.batch_size,
                                num_workers=sources.for_params(params).num_workers)
 
 

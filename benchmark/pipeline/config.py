@@ -25,6 +25,7 @@ class ParamsDict(dict):
     ``.typed``: stage code reads settings from ``typed(params)``; the mapping stays for the code not yet moved."""
 
     typed: Params
+    parsed_from: dict  # the data ``typed`` was parsed from (the mapping may have been changed since)
 
 
 yaml.SafeDumper.add_representer(ParamsDict, yaml.SafeDumper.represent_dict)  # yaml.safe_dump(load_params(...))
@@ -58,7 +59,7 @@ def load_params(path="params.yaml") -> ParamsDict:
             raise ConfigError(str(e)) from None
         _PARAMS[key] = hit = (stamp, raw, parsed)
     out = ParamsDict(copy.deepcopy(hit[1]))
-    out.typed = hit[2]
+    out.typed, out.parsed_from = hit[2], hit[1]
     return out
 
 
@@ -68,7 +69,7 @@ def typed(params) -> Params:
     if isinstance(params, Params):
         return params
     parsed = getattr(params, "typed", None)
-    if parsed is not None:
+    if parsed is not None and params == params.parsed_from:  # a caller may have changed its copy: parse that
         return parsed
     try:
         return parse_params(params, "params")
@@ -78,7 +79,7 @@ def typed(params) -> Params:
 
 def recipes(params) -> dict[str, Recipe]:
     """params ``recipes`` as :class:`Recipe` objects (a mapping built in code: only its recipes are parsed)."""
-    parsed = params if isinstance(params, Params) else getattr(params, "typed", None)
+    parsed = typed(params) if isinstance(params, (Params, ParamsDict)) else None
     if parsed is not None:
         return dict(parsed.recipes)
     raw = params["recipes"]
@@ -90,7 +91,7 @@ def recipes(params) -> dict[str, Recipe]:
 def zoo(params) -> dict[str, ZooEntry]:
     """The zoo params ``zoo`` names, validated against its recipes; read once per process (cached on the file's
     resolved path, modification time and size and the recipe names)."""
-    parsed = params if isinstance(params, Params) else getattr(params, "typed", None)
+    parsed = typed(params) if isinstance(params, (Params, ParamsDict)) else None
     zoo_file = parsed.zoo if parsed is not None else params["zoo"]
     names = tuple(sorted(recipes(params)))
     path = Path(zoo_file)

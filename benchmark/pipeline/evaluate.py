@@ -22,7 +22,7 @@ import torch
 import benchmark
 from benchmark import store
 from benchmark.core.pairs import enumerate_pairs
-from benchmark.evaluation import EvalConfig
+from benchmark.evaluation import EvalConfig  # noqa: F401 (the settings type of the units, used by tests)
 from benchmark.methods.duo import VARIANTS as DUO_VARIANTS
 from benchmark.pipeline import registry
 from benchmark.pipeline import config
@@ -143,20 +143,14 @@ def _units(zoo, costs, pairs, ensembles, methods) -> list[tuple[tuple, dict | No
     return units
 
 
-def _workers(ev: dict) -> int:
-    w = ev.get("workers", 1)
-    if isinstance(w, bool) or not isinstance(w, int) or w < 1:
-        raise config.ConfigError(f"evaluate.workers: must be an integer >= 1 (worker processes), got {w!r}")
-    return w
-
-
 def run(params: dict, *, progress: bool = True) -> dict:
     """Evaluate all units, write metrics.csv, paired.csv, models.csv, summary.json."""
-    ev = params["evaluate"]
-    cfg = EvalConfig.from_params(params.get("suite", "embedded"), ev)
-    workers = _workers(ev)
+    typed = config.typed(params)
+    ev = typed.evaluate  # params evaluate, parsed field by field (benchmark.pipeline.params_config)
+    cfg = ev.eval_config(typed.suite)
+    workers = ev.workers
     zoo = config.zoo(params)
-    ensembles = deep_ensemble_groups(zoo, ev.get("deep_ensembles") or [])
+    ensembles = deep_ensemble_groups(zoo, list(ev.deep_ensembles))
     costs = load_costs(zoo)
     methods = method_outputs(config.paths()["methods"])
     found = {name: model_files(name) for name in zoo}
@@ -168,9 +162,8 @@ def run(params: dict, *, progress: bool = True) -> dict:
     cfg = dataclasses.replace(cfg, groups=split_groups({s: lf.labels for s, lf in next(iter(mapped.values())).items()}))
     del mapped
     settings = config.fingerprint(cfg.settings(), code_hash())
-    bal = ev.get("balance_range")
     pairs = enumerate_pairs([{"name": n, "gflops": c["gflops"], "params": c["params"]} for n, c in costs.items()],
-                            balance_range=tuple(bal) if bal else None)
+                            balance_range=ev.balance_range or None)
     folder = config.paths()["units"]
     folder.mkdir(parents=True, exist_ok=True)
     units = []
@@ -201,7 +194,7 @@ def run(params: dict, *, progress: bool = True) -> dict:
     model_cols = ["name", "arch", "init", "img_size", "seed", "role", "gflops", "params", "throughput"]
     store.write_table(p["models"], pd.DataFrame(costs.values())[model_cols])
     stats = {"units": len(units), "computed": len(fresh), "reused": len(units) - len(fresh), "pairs": len(pairs)}
-    store.write_json(p["summary"], summary(results, ev.get("main_fit", "converged")))  # run stats: last_run.json only
+    store.write_json(p["summary"], summary(results, ev.main_fit))  # run stats: last_run.json only
     store.write_json(folder / "last_run.json", stats)
     return stats
 

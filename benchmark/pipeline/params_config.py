@@ -14,6 +14,7 @@ method registry's typed configs (:func:`benchmark.pipeline.registry.check_baseli
 """
 from __future__ import annotations
 
+import typing
 from dataclasses import dataclass, field
 
 from benchmark.distributed import DistConfig
@@ -21,7 +22,6 @@ from benchmark.train import Recipe
 from benchmark.typed_config import check, parse_config
 
 DEVICES = ("auto", "cpu", "cuda")
-AMP = ("bfloat16", "float16")
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,12 @@ class LogitsParams:
     """``logits``: the batch size of the logits forward passes, optional autocast (``amp``)."""
 
     batch_size: int = field(metadata=check(minimum=1))
-    amp: str | None = field(default=None, metadata=check(choices=AMP))
+    amp: typing.Any = None  # null/false (off), bfloat16 or float16 (benchmark.infer.amp_dtype)
+
+    def validate(self) -> None:
+        from benchmark.infer import amp_dtype
+
+        amp_dtype(self.amp, "amp")
 
 
 @dataclass(frozen=True)

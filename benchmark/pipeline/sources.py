@@ -167,15 +167,13 @@ class PaperSource:
     def __init__(self, params: dict):
         from benchmark.data.paper.suites import load_suite
 
-        self.spec = load_suite(params["data"]["spec"])
-        if params.get("suite") != self.spec.name:
-            raise config.ConfigError(f"params 'suite' is {params.get('suite')!r} but data.spec {params['data']['spec']!r} "
+        typed = config.typed(params)  # suite, data_root and num_workers parsed field by field
+        self.spec = load_suite(typed.data["spec"])
+        if typed.suite != self.spec.name:
+            raise config.ConfigError(f"params 'suite' is {typed.suite!r} but data.spec {typed.data['spec']!r} "
                                      f"is suite {self.spec.name!r}; they must agree (the results are labelled with it)")
-        self.data_root = params.get("data_root")
-        workers = params.get("num_workers", 0)
-        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
-            raise config.ConfigError(f"params 'num_workers' must be an integer >= 0, got {workers!r}")
-        self.num_workers = workers
+        self.data_root = typed.data_root
+        self.num_workers = typed.num_workers
         self._splits = None
 
     def splits(self) -> dict:

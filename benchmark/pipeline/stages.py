@@ -92,7 +92,7 @@ def logits(params: dict, name: str, *, progress: bool = True) -> list[str]:
             if split_name == TRAIN:
                 continue
             s = src.inputs(split_name, entry)
-            z = distributed.predict_logits(model, s.inputs, to_all=False, batch_size=params["logits"]["batch_size"],
+            z = distributed.predict_logits(model, s.inputs, to_all=False, batch_size=config.typed(params).logits.batch_size,
                                            desc=f"{name}/{split_name}", progress=progress, num_workers=src.num_workers, amp=amp)
             if out is not None:
                 store.save_logits_file(out / f"{split_name}.safetensors", z, s.labels, s.ids,
@@ -107,11 +107,11 @@ def cost(params: dict, name: str, *, progress: bool = False) -> dict:
     entry = config.entry(params, name)
     config.set_threads(params)
     model = models.create(entry, sources.for_params(params).num_classes(), load_weights=False)
-    c = params["cost"]
+    c = config.typed(params).cost
     record = {
         "name": name, "arch": entry.arch, "init": entry.init, "img_size": entry.img_size, "seed": entry.seed,
         "role": entry.role, "gflops": costs.count_flops(model, entry.img_size), "params": costs.count_params(model),
-        "throughput": costs.measure_throughput(model, entry.img_size, batch_size=c["throughput_batch"], iters=c["throughput_iters"]),
+        "throughput": costs.measure_throughput(model, entry.img_size, batch_size=c.throughput_batch, iters=c.throughput_iters),
         "threads": torch.get_num_threads(),
     }
     store.write_json(config.paths(name)["cost"], record)
@@ -162,10 +162,10 @@ def output_splits(name: str, info: dict, splits=None) -> list[str]:
 def model_costs(params: dict, model, img_size: int) -> dict:
     """``gflops``, ``params`` and CPU ``throughput`` (params ``cost``) of ``model`` at ``img_size`` (on the CPU)."""
     config.set_threads(params)
-    c = params["cost"]
+    c = config.typed(params).cost
     model.cpu()
     return {"gflops": costs.count_flops(model, img_size), "params": costs.count_params(model),
-            "throughput": costs.measure_throughput(model, img_size, batch_size=c["throughput_batch"], iters=c["throughput_iters"])}
+            "throughput": costs.measure_throughput(model, img_size, batch_size=c.throughput_batch, iters=c.throughput_iters)}
 
 
 def predict_splits(params: dict, model, entry, splits, *, batch_size: int | None = None, desc: str = "",
@@ -177,7 +177,7 @@ def predict_splits(params: dict, model, entry, splits, *, batch_size: int | None
     out = {}
     for split_name in splits:
         s = src.inputs(split_name, entry)
-        z = predict_logits(model, s.inputs, batch_size=batch_size or params["logits"]["batch_size"], desc=f"{desc}/{split_name}",
+        z = predict_logits(model, s.inputs, batch_size=batch_size or config.typed(params).logits.batch_size, desc=f"{desc}/{split_name}",
                            progress=progress, num_workers=src.num_workers)
         out[split_name] = (z, s.labels, s.ids)
     return out

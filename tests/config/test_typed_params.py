@@ -49,6 +49,7 @@ def test_the_committed_params_files_parse():
     (lambda p: p["evaluate"].update(workers="two"), "evaluate: workers must be an integer >= 1, got 'two' (str)"),
     (lambda p: p["evaluate"].update(bootstrap_level=True), "evaluate: bootstrap_level must be a finite number, got True"),
     (lambda p: p["logits"].update(batchsize=3), "logits: missing keys [], unknown keys ['batchsize']"),
+    (lambda p: p["logits"].update(amp="fp8"), "logits: amp must be null (off), bfloat16 or float16, got 'fp8'"),
     (lambda p: p["cost"].pop("throughput_iters"), "cost: missing keys ['throughput_iters'], unknown keys []"),
     (lambda p: p.update(thread=2), "missing keys [], unknown keys ['thread']"),
     (lambda p: p["distributed"].update(nnodes="2"), "distributed: nnodes must be an integer, got '2' (str)"),
@@ -103,11 +104,13 @@ def test_params_are_parsed_once_per_process(tmp_path):
         assert again.typed is first.typed and again == first
         assert config.typed(again) is first.typed and config.recipes(again) == dict(first.typed.recipes)
     assert PARSES["count"] == before + 1  # read again, not parsed again
-    again["evaluate"]["workers"] = 99  # a caller's copy: the next load is not changed by it
+    again["evaluate"]["workers"] = 99  # a caller's copy: the next load is not changed by it, its typed view is
+    assert config.typed(again).evaluate.workers == 99 and first.typed.evaluate.workers == RAW["evaluate"]["workers"]
     assert config.load_params(path)["evaluate"]["workers"] == RAW["evaluate"]["workers"]
+    assert PARSES["count"] == before + 2  # the changed copy, parsed when asked
     _write(tmp_path, lambda p: p["evaluate"].update(workers=1))  # the file changes: parsed again
     assert config.load_params(path).typed.evaluate.workers == 1
-    assert PARSES["count"] == before + 2
+    assert PARSES["count"] == before + 3
     assert yaml.safe_load(yaml.safe_dump(config.load_params(path)))["evaluate"]["workers"] == 1  # still plain YAML data
 
 

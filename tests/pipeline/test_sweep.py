@@ -109,7 +109,7 @@ def test_workers_must_be_a_positive_integer(tree, monkeypatch, value):
     p = _params(1)
     p["evaluate"]["workers"] = value
     monkeypatch.chdir(tree)
-    with pytest.raises(ConfigError, match=r"evaluate.workers: must be an integer >= 1 \(worker processes\), got"):
+    with pytest.raises(ConfigError, match=r"^params: evaluate: workers must be an integer >= 1, got"):
         evaluate.run(p, progress=False)
 
 

@@ -5,11 +5,14 @@ other point on the floor of the plot. :func:`robust_range` finds the range of
 the non-outliers (Tukey's far-out fences, 3 IQR, and half the
 non-outliers' span beyond them); :func:`clip_axis` sets it and
 draws each outlier as a triangle on the edge it is beyond, naming it and its
-value under the axes.
+value under the axes. The note is wrapped as matplotlib's ``wrap=True`` wraps
+it, found by bisection (:func:`wrap_words`): the long note was re-measured word
+by word on every layout pass and draw, a third of the time spent saving a figure.
 """
 from __future__ import annotations
 
 import numpy as np
+from matplotlib.text import Annotation
 
 FENCE = 3.0  # IQRs beyond the quartiles: Tukey's "far out"
 PAD = 0.08   # of the non-outlier span, on each side
@@ -56,6 +59,45 @@ def robust_range(values, lows=None, highs=None, pad: float = PAD) -> tuple[float
     return lo - pad * span, hi + pad * span, out
 
 
+def wrap_words(text: str, width: float, measure) -> str:
+    """``text`` with its lines broken at spaces so that each is at most ``width`` wide.
+
+    The same lines as matplotlib's ``Text(wrap=True)``: each line takes words
+    while ``measure(line)`` (the rendered width) stays within ``width``, and at
+    least one word. Matplotlib measures every longer prefix of the remaining
+    words in turn; since a prefix never gets narrower when a word is added, the
+    first one that is too wide is found by bisection (about log2(words)
+    measurements per line instead of one per word).
+    """
+    lines = []
+    for para in text.split("\n"):
+        words = para.split(" ")
+        while words:
+            n = len(words)
+            if n == 1 or measure(" ".join(words)) <= width:
+                lines.append(" ".join(words))
+                break
+            lo, hi = 2, n  # the first too-wide prefix length is in [lo, hi]; words[:hi] is too wide
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if measure(" ".join(words[:mid])) > width:
+                    hi = mid
+                else:
+                    lo = mid + 1
+            lines.append(" ".join(words[:hi - 1]))
+            words = words[hi - 1:]
+    return "\n".join(lines)
+
+
+class _WrappedNote(Annotation):
+    """An annotation whose ``wrap=True`` lines come from :func:`wrap_words` (same lines, fewer measurements)."""
+
+    def _get_wrapped_text(self):  # matplotlib's hook for wrap=True (a newer matplotlib without it wraps itself)
+        if not self.get_wrap() or self.get_usetex():
+            return self.get_text()
+        return wrap_words(self.get_text(), self._get_wrap_line_width(), self._get_rendered_text_width)
+
+
 def clip_axis(ax, values, names, *, lows=None, highs=None, x=None, axis: str = "y") -> list[str]:
     """Limit ``axis`` to the non-outliers; mark each outlier on the edge; return the note lines.
 
@@ -76,6 +118,7 @@ def clip_axis(ax, values, names, *, lows=None, highs=None, x=None, axis: str = "
             ax.scatter(*xy, marker=marker, s=60, color="0.35", edgecolor="black", lw=0.5, zorder=6, clip_on=False)
             notes.append(f"{names[i]}: {v[i]:.4g}")
         text = "outside the axis range, drawn as triangles on its edge: " + "; ".join(notes)
-        ax.annotate(text.replace("$", r"\$"), xy=(0, 0), xycoords="axes fraction", xytext=(0, -34),
-                    textcoords="offset points", fontsize=6.5, color="0.3", va="top", wrap=True)
+        note = ax.annotate(text.replace("$", r"\$"), xy=(0, 0), xycoords="axes fraction", xytext=(0, -34),
+                           textcoords="offset points", fontsize=6.5, color="0.3", va="top", wrap=True)
+        note.__class__ = _WrappedNote  # the same annotation, wrapped faster
     return notes

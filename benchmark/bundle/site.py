@@ -22,6 +22,7 @@ plots are written by benchmark.report with fixed metadata and SVG hash salt.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -114,8 +115,9 @@ def _paired(bundles) -> pd.DataFrame | None:
     return pd.concat(frames, ignore_index=True).drop_duplicates(PAIRED_KEY, keep="first").reset_index(drop=True)
 
 
-def _suite_report(suite: str, bundles: list, merged: pd.DataFrame, out: Path, progress: bool) -> None:
-    """The suite's leaderboard page, built by benchmark.report from the merged rows."""
+def _suite_report(suite: str, bundles: list, merged: pd.DataFrame, out: Path, progress: bool, workers: int | None = None) -> None:
+    """The suite's leaderboard page, built by benchmark.report from the merged rows (``workers``: drawing
+    processes, default the bundle's report.workers)."""
     from benchmark.report import ReportConfig, ReportInputs, build_report, results_from_frame
 
     params = bundles[0].manifest["params"]
@@ -128,6 +130,8 @@ def _suite_report(suite: str, bundles: list, merged: pd.DataFrame, out: Path, pr
     notices = [f"Merged from {len(bundles)} bundle(s), {n_ver} verified: badges, contributors and provenance on "
                f"entries.html; rows as CSV/JSON in data/."] + notices
     cfg = ReportConfig.from_params(params, source=f"{bundles[0].path / MANIFEST}: params")
+    if workers is not None:
+        cfg = dataclasses.replace(cfg, workers=workers)
     inputs = ReportInputs(results=results, models=_models(bundles), zoo=zoo, params=params, lock=_merged_lock(bundles),
                           config=cfg, notices=notices, sources={"results": f"the bundles of suite {suite}"},
                           paired=_paired(bundles))
@@ -154,8 +158,10 @@ def _bundle_page(b, out: Path) -> str:
     return rel
 
 
-def publish(bundles_dir, out, *, progress: bool = True) -> Path:
-    """Write the site under ``out`` (replaced as a whole); returns the index page."""
+def publish(bundles_dir, out, *, progress: bool = True, workers: int | None = None) -> Path:
+    """Write the site under ``out`` (replaced as a whole); returns the index page.
+
+    ``workers`` processes draw the figures (default: each bundle's report.workers); the site does not depend on it."""
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir()) and not (out / MARKER).exists()):
         raise StoreError(f"{out}: exists and is not an empty folder or a previous site ({MARKER}); refusing to replace it")
@@ -173,7 +179,7 @@ def publish(bundles_dir, out, *, progress: bool = True) -> Path:
     with atomic_dir(out) as tmp:
         for suite, bs in tqdm(sorted(by_suite.items()), desc="publish", disable=not progress):
             merged, conflicts = merge(bs)
-            _suite_report(suite, bs, merged, tmp / suite, progress=False)
+            _suite_report(suite, bs, merged, tmp / suite, progress=False, workers=workers)
             entries = []
             for b in bs:
                 rel = _bundle_page(b, tmp)

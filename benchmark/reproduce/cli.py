@@ -61,8 +61,7 @@ def _check(args) -> int:
     from benchmark.reproduce import gate
     from benchmark.report.inputs import read_results
 
-    params = load_params(args.params)
-    tol = gate.tolerances((params.get("reproduce") or {}).get("tolerance"))
+    tol = gate.of_params(load_params(args.params).typed.reproduce)  # parsed field by field with the params file
     bundle = load_bundle(Path(args.bundle) if args.bundle else gate.latest_bundle("leaderboard/embedded"), check_arch=False)
     fresh, _ = read_results(Path(args.results) / "metrics.csv")
     rows = gate.compare(bundle.rows, fresh, tol)

@@ -37,19 +37,21 @@ class Tolerance:
 
 
 def tolerances(raw: dict | None) -> dict[str, Tolerance]:
-    """``{metric: Tolerance}`` from params ``reproduce.tolerance`` (``{metric: {atol, rtol}}``, key ``default`` required)."""
-    if not isinstance(raw, dict) or "default" not in raw:
+    """``{metric: Tolerance}`` from params ``reproduce.tolerance`` (``{metric: {atol, rtol}}``, key ``default`` required),
+    parsed field by field (:class:`benchmark.pipeline.params_config.ReproduceParams`)."""
+    from benchmark.pipeline.params_config import ReproduceParams
+    from benchmark.typed_config import parse_config
+
+    if raw is None:
+        return of_params(None)
+    return of_params(parse_config(ReproduceParams, {"tolerance": raw}, "params reproduce"))
+
+
+def of_params(reproduce) -> dict[str, Tolerance]:
+    """``{metric: Tolerance}`` of the typed params block ``reproduce`` (:class:`~benchmark.pipeline.params_config.Params`)."""
+    if reproduce is None:
         raise ValueError("params reproduce.tolerance: a mapping with a 'default' entry {atol, rtol} is required")
-    out = {}
-    for metric, spec in raw.items():
-        if not isinstance(spec, dict) or set(spec) - {"atol", "rtol"} or "atol" not in spec:
-            raise ValueError(f"params reproduce.tolerance.{metric}: expected {{atol: number, rtol: number}}, got {spec!r}")
-        for k, v in spec.items():
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
-                raise ValueError(f"params reproduce.tolerance.{metric}.{k}: a number >= 0, got {v!r} "
-                                 "(YAML reads 1e-3 without a dot as a string: write 1.0e-3)")
-        out[str(metric)] = Tolerance(float(spec["atol"]), float(spec.get("rtol", 0.0)))
-    return out
+    return {str(m): Tolerance(float(t.atol), float(t.rtol)) for m, t in reproduce.tolerance.items()}
 
 
 def compare(committed: pd.DataFrame, fresh: pd.DataFrame, tol: dict[str, Tolerance]) -> pd.DataFrame:

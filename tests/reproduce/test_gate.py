@@ -73,7 +73,8 @@ def test_summary_comparison_uses_the_metric_of_each_key():
     (None, "'default' entry"),
     ({"nll": {"atol": 0.1}}, "'default' entry"),
     ({"default": {"atol": "1e-3"}}, "1.0e-3"),
-    ({"default": {"atol": 0.1, "foo": 1}}, "expected"),
+    ({"default": {"atol": 0.1, "foo": 1}}, r"tolerance.default: missing keys \[\], unknown keys \['foo'\]"),
+    ({"default": {"atol": 0.1}, "nll": [0.1]}, r"tolerance.nll: must be a mapping"),
     ({"default": {"atol": -1}}, ">= 0"),
 ])
 def test_bad_tolerances_name_the_field(raw, msg):

@@ -89,17 +89,16 @@ def recipes(params) -> dict[str, Recipe]:
 
 
 def zoo(params) -> dict[str, ZooEntry]:
-    """The zoo params ``zoo`` names, validated against its recipes; read once per process (cached on the file's
-    resolved path, modification time and size and the recipe names)."""
+    """The zoo params ``zoo`` names, validated against its recipes; parsed once per process (cached on the file's
+    resolved path, a hash of its bytes and the recipe names)."""
     parsed = typed(params) if isinstance(params, (Params, ParamsDict)) else None
     zoo_file = parsed.zoo if parsed is not None else params["zoo"]
     names = tuple(sorted(recipes(params)))
     path = Path(zoo_file)
-    try:
-        st = path.resolve().stat()
-        key = (path.resolve(), st.st_mtime_ns, st.st_size, names)
+    try:  # the file's bytes, hashed (as load_params): a rewrite within the file system's time resolution is not missed
+        key = (path.resolve(), hashlib.sha256(path.read_bytes()).hexdigest(), names)
     except OSError:
-        key = None
+        key = None  # load_zoo names the problem
     if key is None or key not in _ZOO:
         entries = load_zoo(zoo_file, recipes=names)
         if key is None:

@@ -149,3 +149,19 @@ def test_a_bad_suite_file_field_is_one_line_naming_file_and_field(tmp_path, caps
     assert cli_main(["suite-pipeline", "--root", str(tmp_path), "broken"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err and f"{path}: {message}" in err, err
+
+
+def test_suite_and_zoo_files_are_parsed_once_per_process(tmp_path):
+    from benchmark.data.paper.suites import load_suite
+
+    path = tmp_path / "small.yaml"
+    text = (ROOT / "suites" / "caltech256.yaml").read_text()
+    path.write_text(text)
+    first = load_suite(path)
+    assert load_suite(path) is first  # cached on the path and the file's bytes
+    path.write_text(text.replace("num_classes: 257", "num_classes: 256"))
+    assert load_suite(path).num_classes == 256  # changed: parsed again
+    params = config.load_params(_write(tmp_path))
+    assert config.zoo(params) == config.zoo(params) and config.zoo(params) is not config.zoo(params)  # a copy each call
+    zoo_entry = next(iter(config.zoo(params).values()))
+    assert all(config.zoo(params)[n] is e for n, e in config.zoo(params).items()) and zoo_entry.name in config.zoo(params)

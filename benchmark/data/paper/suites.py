@@ -25,6 +25,7 @@ as a recipe trains. The data root is the ``data_root`` argument (params.yaml
 """
 from __future__ import annotations
 
+import hashlib
 import inspect
 import os
 import re
@@ -63,6 +64,9 @@ LOADERS: dict[str, Loader] = {
     "pets": Loader(oxford.load_pets, oxford.PETS_SKETCH),
 }
 """Dataset loaders by name: ``fn(root, **options) -> {split: SampleSplit}`` and the layout sketch of its root."""
+
+
+_LOADED: dict[tuple[str, str], "SuiteSpec"] = {}
 
 
 class SuiteError(ValueError):
@@ -259,6 +263,12 @@ def load_suite(name_or_path, *, suites_dir=SUITES_DIR) -> SuiteSpec:
         known = sorted(p.stem for p in Path(suites_dir).glob("*.yaml")) if Path(suites_dir).is_dir() else []
         raise SuiteError(f"suite {text!r}: {path} not found; known suites: {known} (the default 'embedded' suite is built "
                          "from params.yaml 'data', not from a suite file)")
+    try:  # parsed once per process: cached on the path and a hash of the file's bytes
+        key = (str(path), hashlib.sha256(path.read_bytes()).hexdigest())
+    except OSError:
+        key = None  # read_yaml names the problem
+    if key in _LOADED:
+        return _LOADED[key]
     raw = read_yaml(path, what="suite file", error=SuiteError)  # not UTF-8, empty, YAML syntax, tags, duplicates
     where = str(path)
     try:  # keys and types, field by field (the helpers of params, recipes and zoo entries)
@@ -273,6 +283,8 @@ def load_suite(name_or_path, *, suites_dir=SUITES_DIR) -> SuiteSpec:
     required = ["val", "test"] + (["train"] if spec.trains() else [])
     if [s for s in required if s not in splits]:
         raise SuiteError(f"{where}: splits must include {required} (train because a recipe trains)")
+    if key is not None:
+        _LOADED[key] = spec
     return spec
 
 

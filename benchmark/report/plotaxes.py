@@ -5,12 +5,12 @@ other point on the floor of the plot. :func:`robust_range` finds the range of
 the non-outliers (Tukey's far-out fences, 3 IQR, and half the
 non-outliers' span beyond them); :func:`clip_axis` sets it and
 draws each outlier as a triangle on the edge it is beyond, naming it and its
-value under the axes. The note is wrapped as matplotlib's ``wrap=True`` wraps
-it, found by bisection (:func:`wrap_words`): the long note was re-measured word
-by word on every layout pass and draw, a third of the time spent saving a figure.
+value under the axes (wrapped by matplotlib, its lines kept between draws:
+:class:`_WrappedNote`).
 """
 from __future__ import annotations
 
+import matplotlib
 import numpy as np
 from matplotlib.text import Annotation
 
@@ -59,43 +59,27 @@ def robust_range(values, lows=None, highs=None, pad: float = PAD) -> tuple[float
     return lo - pad * span, hi + pad * span, out
 
 
-def wrap_words(text: str, width: float, measure) -> str:
-    """``text`` with its lines broken at spaces so that each is at most ``width`` wide.
-
-    The same lines as matplotlib's ``Text(wrap=True)``: each line takes words
-    while ``measure(line)`` (the rendered width) stays within ``width``, and at
-    least one word. Matplotlib measures every longer prefix of the remaining
-    words in turn; since a prefix never gets narrower when a word is added, the
-    first one that is too wide is found by bisection (about log2(words)
-    measurements per line instead of one per word).
-    """
-    lines = []
-    for para in text.split("\n"):
-        words = para.split(" ")
-        while words:
-            n = len(words)
-            if n == 1 or measure(" ".join(words)) <= width:
-                lines.append(" ".join(words))
-                break
-            lo, hi = 2, n  # the first too-wide prefix length is in [lo, hi]; words[:hi] is too wide
-            while lo < hi:
-                mid = (lo + hi) // 2
-                if measure(" ".join(words[:mid])) > width:
-                    hi = mid
-                else:
-                    lo = mid + 1
-            lines.append(" ".join(words[:hi - 1]))
-            words = words[hi - 1:]
-    return "\n".join(lines)
-
-
 class _WrappedNote(Annotation):
-    """An annotation whose ``wrap=True`` lines come from :func:`wrap_words` (same lines, fewer measurements)."""
+    """An annotation that remembers its ``wrap=True`` lines while nothing they depend on changes.
 
-    def _get_wrapped_text(self):  # matplotlib's hook for wrap=True (a newer matplotlib without it wraps itself)
-        if not self.get_wrap() or self.get_usetex():
-            return self.get_text()
-        return wrap_words(self.get_text(), self._get_wrap_line_width(), self._get_rendered_text_width)
+    Matplotlib wraps a text again on every measurement and draw, trying every
+    prefix of the words, and for SVG with a fresh renderer each time (so its
+    text-size cache does not help): the long note was a third of the time spent
+    saving such a figure. The lines are matplotlib's own, kept per text, line
+    width, dpi, font and renderer kind.
+    """
+
+    def _get_wrapped_text(self):  # matplotlib's hook for wrap=True (a matplotlib without it wraps as before)
+        if not self.get_wrap() or self.get_usetex() or self._renderer is None:
+            return super()._get_wrapped_text()
+        r = self._renderer
+        key = (self.get_text(), self._get_wrap_line_width(), self.get_figure(root=True).dpi, type(r),
+               type(getattr(r, "_renderer", r)), hash(self.get_fontproperties()),
+               matplotlib.rcParams["text.hinting"], matplotlib.rcParams["text.hinting_factor"])
+        cache = self.__dict__.setdefault("_wrap_cache", {})
+        if key not in cache:
+            cache[key] = super()._get_wrapped_text()
+        return cache[key]
 
 
 def clip_axis(ax, values, names, *, lows=None, highs=None, x=None, axis: str = "y") -> list[str]:
@@ -120,5 +104,5 @@ def clip_axis(ax, values, names, *, lows=None, highs=None, x=None, axis: str = "
         text = "outside the axis range, drawn as triangles on its edge: " + "; ".join(notes)
         note = ax.annotate(text.replace("$", r"\$"), xy=(0, 0), xycoords="axes fraction", xytext=(0, -34),
                            textcoords="offset points", fontsize=6.5, color="0.3", va="top", wrap=True)
-        note.__class__ = _WrappedNote  # the same annotation, wrapped faster
+        note.__class__ = _WrappedNote  # the same annotation, its wrapped lines kept
     return notes

@@ -1,8 +1,7 @@
-"""The outlier note under a value axis is wrapped like matplotlib's ``wrap=True``, with fewer measurements.
+"""The outlier note under a value axis keeps its ``wrap=True`` lines between draws (:class:`_WrappedNote`).
 
-:func:`benchmark.report.plotaxes.wrap_words` finds each line break by bisection;
-the reference here is matplotlib's own ``Text._get_wrapped_text`` (every prefix in
-turn) on the same text, and a plain re-statement of that greedy rule.
+The reference is matplotlib's own ``Text._get_wrapped_text`` on the same text,
+and figures saved with a plain wrapped annotation (the same bytes).
 """
 from __future__ import annotations
 
@@ -15,7 +14,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.text import Annotation
 
-from benchmark.report.plotaxes import _WrappedNote, clip_axis, wrap_words
+from benchmark.report.plotaxes import _WrappedNote, clip_axis
 from benchmark.report.plots import RC_PARAMS, _META
 
 NOTE = ("outside the axis range, drawn as triangles on its edge: single · ts (lcnet035): 0.6567; single · ts "
@@ -25,41 +24,21 @@ NOTE = ("outside the axis range, drawn as triangles on its edge: single · ts (l
         "a second paragraph  with two spaces")
 
 
-def _greedy(text: str, width: float, measure) -> str:
-    """Matplotlib's rule restated: add words while the line fits; at least one word per line."""
-    out = []
-    for para in text.split("\n"):
-        words = para.split(" ")
-        while words:
-            take = 1
-            while take < len(words) and measure(" ".join(words[:take + 1])) <= width:
-                take += 1
-            out.append(" ".join(words[:take]))
-            words = words[take:]
-    return "\n".join(out)
-
-
-@pytest.mark.parametrize("width", [1, 10, 37, 80, 200, 10_000])
-def test_same_lines_as_the_greedy_rule(width):
-    calls = []
-
-    def measure(s):
-        calls.append(s)
-        return len(s)
-
-    got = wrap_words(NOTE, width, measure)
-    assert got == _greedy(NOTE, width, len)
-    if width == 10_000:
-        assert got == NOTE
-    assert all(len(line) <= width or " " not in line for line in got.split("\n"))
-
-
-def test_bisection_measures_far_fewer_prefixes():
-    n = []
-    wrap_words(NOTE * 3, 120, lambda s: n.append(s) or len(s))
-    linear = []
-    _greedy(NOTE * 3, 120, lambda s: linear.append(s) or len(s))
-    assert len(n) < len(linear) / 2, (len(n), len(linear))
+def test_lines_are_kept_until_text_or_width_changes(monkeypatch):
+    with matplotlib.rc_context(RC_PARAMS):
+        fig, note = _note_figure(_WrappedNote, (6.6, 4.4), 110)
+        measured = []
+        real = note._get_rendered_text_width
+        monkeypatch.setattr(note, "_get_rendered_text_width", lambda s: measured.append(s) or real(s))
+        first = note._get_wrapped_text()
+        n = len(measured)
+        assert note._get_wrapped_text() == first and len(measured) == n  # kept: nothing measured again
+        note.set_text(NOTE.replace("0.6567", "0.65"))
+        assert note._get_wrapped_text() != first and len(measured) > n  # another text: wrapped again
+        assert note._get_wrapped_text() == Annotation._get_wrapped_text(note)
+        fig.set_size_inches(3.3, 4.4)  # narrower: more lines
+        assert note._get_wrapped_text().count("\n") > first.count("\n")
+        assert note._get_wrapped_text() == Annotation._get_wrapped_text(note)
 
 
 def _note_figure(cls, figsize, dpi):
@@ -79,8 +58,8 @@ def test_same_lines_as_matplotlib_wrap(figsize, dpi):
     with matplotlib.rc_context(RC_PARAMS):
         _, ref = _note_figure(Annotation, figsize, dpi)
         _, ours = _note_figure(_WrappedNote, figsize, dpi)
-        expected = Annotation._get_wrapped_text(ref)  # matplotlib's own: every prefix in turn
-        assert ours._get_wrapped_text() == expected
+        expected = Annotation._get_wrapped_text(ref)  # matplotlib's own
+        assert ours._get_wrapped_text() == expected == Annotation._get_wrapped_text(ours)
         assert expected.count("\n") >= 2  # the note really is wrapped at this size
 
 

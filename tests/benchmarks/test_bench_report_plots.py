@@ -4,8 +4,13 @@ One (suite, split, metric) of a results table of the embedded run's size, the
 unit of work of the report stage's drawing processes (``report.workers``) and of
 ``python -m benchmark publish``: building the figures (adjustText places the
 base-model names), constrained layout and ``savefig`` once per format. Measured
-on the committed embedded bundle (2-core machine, loaded): saving is about 55%
-of publish's CPU time, building the figures about 25%. Run for real with
+on the committed embedded bundle (2-core machine, loaded): saving the figures is
+about half of publish's CPU time (about 17 of 34 s; the layout, run once per
+format, about 7 s), building them about a fifth. Laying a figure out once for
+both formats would save about a quarter of saving, but the SVG is laid out with
+its own 72-dpi text metrics, and reusing the PNG's layout changes it (the
+outlier note ran past the right edge in a browser), so each format keeps its own.
+Run for real with
 ``pytest --benchmark-enable tests/benchmarks/test_bench_report_plots.py``.
 """
 from __future__ import annotations

@@ -18,6 +18,7 @@ import typing
 from dataclasses import dataclass, field
 
 from benchmark.distributed import DistConfig
+from benchmark.methods.sve import SIGMA_INIT
 from benchmark.train import Recipe
 from benchmark.typed_config import check, parse_config
 
@@ -77,6 +78,21 @@ class EvaluateParams:
 
 
 @dataclass(frozen=True)
+class SveParams:
+    """``sve``: Singular Value Ensembles (the fields: :mod:`benchmark.pipeline.sve`)."""
+
+    base: str  # zoo entry whose arch, pretrained init and img_size SVE starts from
+    members: tuple[int, ...] = field(metadata=check(minimum=1, unique=True))  # the ensemble sizes M ([] = no SVE)
+    recipe: str  # a recipe of params.yaml recipes (checked against them by the SVE stage)
+    sigma_init: float = field(default=SIGMA_INIT, metadata=check(minimum=0))  # the authors' released init_std
+    seed: int = field(default=0, metadata=check(minimum=0))
+    patterns: tuple[str, ...] | None = field(default=None, metadata=check(min_len=1))  # null: the default layers
+    train_subset: int | None = field(default=None, metadata=check(minimum=1))  # null: the whole train split
+    splits: tuple[str, ...] | None = field(default=None, metadata=check(min_len=1))  # null: every split but train
+    nested: bool = True  # train the largest size once; sve-m<M> = its first M members
+
+
+@dataclass(frozen=True)
 class ToleranceParams:
     """One ``reproduce.tolerance`` entry: ``|fresh - committed| <= atol + rtol * |committed|``."""
 
@@ -111,7 +127,7 @@ class Params:
     data_root: str | None = None
     num_workers: int = field(default=0, metadata=check(minimum=0))  # DataLoader processes (paper suites)
     distributed: DistConfig = field(default_factory=DistConfig)
-    sve: dict | None = None
+    sve: SveParams | None = None
     baselines: dict | None = None
     report: dict | None = None
     reproduce: ReproduceParams | None = None

@@ -44,7 +44,6 @@ the paper's figure, what SVE adds over one fine-tuned model (its ``5 (M - 1) /
 """
 from __future__ import annotations
 
-import math
 from dataclasses import asdict
 from pathlib import Path
 from typing import NamedTuple
@@ -54,8 +53,10 @@ import numpy as np
 from benchmark import cost as costs
 from benchmark import models, store
 from benchmark.data.embedded import stratified_order
-from benchmark.methods.sve import SIGMA_INIT, SingularValueEnsemble, check_diversity, check_members
+from benchmark.methods.sve import SingularValueEnsemble, check_diversity, check_members
 from benchmark.pipeline import config, sources, stages
+from benchmark.pipeline.params_config import SveParams
+from benchmark.typed_config import parse_config
 from benchmark.pipeline.sources import SplitInputs
 from benchmark.core.members import member_cross_entropy
 from benchmark.train import Recipe, selection_score
@@ -63,7 +64,6 @@ from benchmark.zoo import ZooEntry
 
 SECTION = "sve"
 REQUIRED = ("base", "members", "recipe")
-DEFAULTS = {"sigma_init": SIGMA_INIT, "seed": 0, "patterns": None, "train_subset": None, "splits": None, "nested": True}
 IMAGES_PER_CALL = 64  # member images per forward when writing logits (M x B beyond ~64 gets slower on CPU)
 
 
@@ -71,65 +71,38 @@ def output_name(members: int) -> str:
     return f"sve-m{members}"
 
 
-def _int(value, where: str, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ValueError(f"{where} must be an integer >= {low}, got {value!r}")
-    return value
-
-
-def _names(value, where: str, what: str) -> list[str] | None:
-    if value is None:
-        return None
-    if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
-        raise ValueError(f"{where} must be null or a non-empty list of {what}, got {value!r}")
-    return value
-
-
-def sve_config(params: dict) -> dict:
-    """The ``sve`` block with defaults filled in; raises ``ValueError`` naming the bad key."""
-    raw = params.get(SECTION)
-    if not isinstance(raw, dict):
-        raise ValueError(f"params.yaml: missing or malformed section {SECTION!r}; it needs {list(REQUIRED)} "
-                         f"(+ optional {sorted(DEFAULTS)})")
-    missing, unknown = [k for k in REQUIRED if k not in raw], sorted(set(raw) - set(REQUIRED) - set(DEFAULTS))
-    if missing or unknown:
-        raise ValueError(f"params.yaml {SECTION}: missing keys {missing}, unknown keys {unknown}; "
-                         f"allowed: {list(REQUIRED) + sorted(DEFAULTS)}")
-    cfg = {**DEFAULTS, **raw}
-    w = f"params.yaml {SECTION}"
-    if not isinstance(cfg["base"], str) or not cfg["base"]:
-        raise ValueError(f"{w}.base must name a zoo entry, got {cfg['base']!r}")
-    sizes = cfg["members"]
-    if (not isinstance(sizes, list) or not sizes or any(isinstance(m, bool) or not isinstance(m, int) or m < 1 for m in sizes)
-            or len(set(sizes)) != len(sizes)):
-        raise ValueError(f"{w}.members must be a non-empty list of distinct integers >= 1, got {sizes!r}")
-    if cfg["recipe"] not in params.get("recipes", {}):
-        raise ValueError(f"{w}.recipe: unknown recipe {cfg['recipe']!r}; define it in params.yaml recipes "
+def sve_config(params: dict) -> SveParams:
+    """The typed ``sve`` block (the one :func:`~benchmark.pipeline.config.load_params` parsed, or ``params["sve"]``
+    parsed now, e.g. a copy with other sizes); raises ``ValueError`` naming the field."""
+    typed = getattr(params, "typed", None)
+    if typed is not None and typed.sve is not None and params == params.parsed_from:
+        cfg = typed.sve
+    else:
+        raw = params.get(SECTION)
+        if not isinstance(raw, dict):
+            raise ValueError(f"params.yaml: missing or malformed section {SECTION!r}; it needs {list(REQUIRED)} "
+                             f"(see benchmark.pipeline.params_config.SveParams)")
+        cfg = parse_config(SveParams, raw, f"params.yaml {SECTION}")
+    if not cfg.members:
+        raise ValueError(f"params.yaml {SECTION}.members is [] (no SVE: the pipeline has no SVE stage); list the sizes M "
+                         f"to run, e.g. [1, 2, 4, 8]")
+    if cfg.recipe not in params.get("recipes", {}):
+        raise ValueError(f"params.yaml {SECTION}.recipe: unknown recipe {cfg.recipe!r}; define it in params.yaml recipes "
                          f"(known: {sorted(params.get('recipes', {}))})")
-    sigma = cfg["sigma_init"]
-    if isinstance(sigma, bool) or not isinstance(sigma, (int, float)) or not math.isfinite(sigma) or sigma < 0:
-        raise ValueError(f"{w}.sigma_init must be a finite number >= 0, got {sigma!r}")
-    _int(cfg["seed"], f"{w}.seed", 0)
-    if cfg["train_subset"] is not None:
-        _int(cfg["train_subset"], f"{w}.train_subset", 1)
-    _names(cfg["patterns"], f"{w}.patterns", "regexes")
-    _names(cfg["splits"], f"{w}.splits", "split names or patterns")
-    if not isinstance(cfg["nested"], bool):
-        raise ValueError(f"{w}.nested must be true or false, got {cfg['nested']!r}")
     return cfg
 
 
 def base_entry(params: dict, cfg: dict) -> ZooEntry:
     """The zoo entry named by ``sve.base``; it must exist, have pretrained weights and not clash with the outputs."""
     zoo = config.zoo(params)
-    base = cfg["base"]
+    base = cfg.base
     if base not in zoo:
         raise ValueError(f"params.yaml {SECTION}.base: unknown zoo entry {base!r}; the zoo {params['zoo']} has {sorted(zoo)}")
     entry = zoo[base]
     if not entry.pretrained:
         raise ValueError(f"params.yaml {SECTION}.base: zoo entry {base!r} has init 'scratch'; SVE needs a pretrained "
                          "backbone (its singular vectors are the members' shared basis)")
-    clash = sorted(output_name(m) for m in cfg["members"] if output_name(m) in zoo)
+    clash = sorted(output_name(m) for m in cfg.members if output_name(m) in zoo)
     if clash:
         raise ValueError(f"params.yaml {SECTION}: output names {clash} are zoo entries; rename those entries")
     return entry
@@ -152,9 +125,9 @@ def build(entry: ZooEntry, cfg: dict, members: int, num_classes: int) -> Singula
     :meth:`~benchmark.methods.sve.SingularValueEnsemble.export_member`.
     """
     backbone = models.create(entry, 1000)
-    return SingularValueEnsemble(backbone, members=members, num_classes=num_classes, patterns=cfg["patterns"],
-                                 sigma_init=float(cfg["sigma_init"]), seed=cfg["seed"], pretrained=True,
-                                 member_streams=cfg.get("nested", True))
+    return SingularValueEnsemble(backbone, members=members, num_classes=num_classes, patterns=cfg.patterns,
+                                 sigma_init=cfg.sigma_init, seed=cfg.seed, pretrained=True,
+                                 member_streams=cfg.nested)
 
 
 def cost_info(model: SingularValueEnsemble, img_size: int, one: float | None = None) -> dict:
@@ -175,11 +148,11 @@ def check(params: dict, members) -> tuple[dict, ZooEntry, Recipe, list[str]]:
         raise ValueError(f"sve stage: {e} (--members)") from None
     cfg = sve_config(params)
     entry = base_entry(params, cfg)
-    recipe = config.recipes(params)[cfg["recipe"]]
-    splits = sources.resolve_splits(cfg["splits"], [s for s in stages.split_files() if s != stages.TRAIN],
+    recipe = config.recipes(params)[cfg.recipe]
+    splits = sources.resolve_splits(None if cfg.splits is None else list(cfg.splits), [s for s in stages.split_files() if s != stages.TRAIN],
                                     f"params.yaml {SECTION}.splits")
     # build() gives the backbone its 1000-class head; SVE copies it into every member when the suite has 1000 classes
-    check_diversity(members, cfg["sigma_init"], sources.for_params(params).num_classes() == 1000,
+    check_diversity(members, cfg.sigma_init, sources.for_params(params).num_classes() == 1000,
                     f"params.yaml {SECTION} (sve@{members})")
     return cfg, entry, recipe, splits
 
@@ -216,10 +189,10 @@ def _plan(params: dict, members: int) -> tuple:
     """Validated config, base entry, recipe, splits, data source, train/val inputs and the run's fingerprint."""
     cfg, entry, recipe, splits = check(params, members)
     src = sources.for_params(params)
-    tr = train_subset(src.inputs(stages.TRAIN, entry, train=True), cfg["train_subset"], cfg["seed"])
+    tr = train_subset(src.inputs(stages.TRAIN, entry, train=True), cfg.train_subset, cfg.seed)
     va = src.inputs(stages.VAL, entry)
-    run = {k: cfg[k] for k in ("sigma_init", "seed", "patterns")} | {"members": members}
-    if cfg["nested"]:
+    run = {"sigma_init": cfg.sigma_init, "seed": cfg.seed, "patterns": cfg.patterns, "members": members}
+    if cfg.nested:
         run["loss"] = "summed"  # and per-member noise streams
     fp = config.fingerprint(entry.as_dict(), asdict(recipe), run, store.array_hash(tr.ids), store.array_hash(va.ids))
     return cfg, entry, recipe, splits, src, tr, va, fp
@@ -236,9 +209,9 @@ def _training(params: dict, members: int, folder_name: str) -> _Run:
 
 def _fit(params, t, progress: bool) -> dict:
     cfg, _, recipe, _, src, tr, va, model, fp, folder = t
-    return stages.train_once(model.to(sources.device(params)), tr.fit_data, va.fit_data, recipe, seed=cfg["seed"],
+    return stages.train_once(model.to(sources.device(params)), tr.fit_data, va.fit_data, recipe, seed=cfg.seed,
                              folder=folder, fingerprint=fp, params=model.trainable_parameters(),
-                             loss_fn=summed_member_cross_entropy if cfg["nested"] else member_cross_entropy,
+                             loss_fn=summed_member_cross_entropy if cfg.nested else member_cross_entropy,
                              progress=progress, num_workers=src.num_workers)
 
 
@@ -251,7 +224,7 @@ def _size_info(t, record: dict, members: int, val_logits, one: float, params: di
     sub = model if members == model.members else model.first_members(members)
     c = params["cost"]
     return {"family": "sve", "method": f"m{members}", "base": entry.name, "members": members, "arch": entry.arch,
-            "img_size": entry.img_size, "sigma_init": float(cfg["sigma_init"]), "seed": cfg["seed"],
+            "img_size": entry.img_size, "sigma_init": cfg.sigma_init, "seed": cfg.seed,
             "adapted_layers": len(model.layer_names), "train_images": len(tr), "trained_members": model.members,
             "val_score": record["best_score"] if sub is model else selection_score(val_logits[:members], va.labels, recipe.select_by),
             "select_by": recipe.select_by, **cost_info(sub, entry.img_size, one),
@@ -267,7 +240,7 @@ def _predict(params, t, progress: bool) -> dict:
 
 def _sizes(cfg: dict, trained: int) -> list[int]:
     """The output sizes a model of ``trained`` members serves: its first M members (nested) or itself."""
-    return sorted(m for m in cfg["members"] if m <= trained and (cfg["nested"] or m == trained))
+    return sorted(m for m in cfg.members if m <= trained and (cfg.nested or m == trained))
 
 
 def _write_members(params, t, record: dict, progress: bool) -> dict:
@@ -302,13 +275,13 @@ def train_sve(params: dict, members: int, *, progress: bool = True) -> dict:
 
 
 def largest(params: dict) -> int:
-    return max(sve_config(params)["members"])
+    return max(sve_config(params).members)
 
 
 def trained_sizes(params: dict) -> list[int]:
     """The sizes stage ``sve-train`` trains: the largest of ``sve.members`` (nested), else every size."""
     cfg = sve_config(params)
-    return [max(cfg["members"])] if cfg["nested"] else sorted(cfg["members"])
+    return [max(cfg.members)] if cfg.nested else sorted(cfg.members)
 
 
 def train_nested(params: dict, *, progress: bool = True) -> dict[int, dict]:
@@ -338,8 +311,8 @@ def nested_output(params: dict, members: int, *, progress: bool = True) -> dict:
     except ValueError as e:
         raise ValueError(f"sve stage: {e} (--members)") from None
     cfg = sve_config(params)
-    if members not in cfg["members"]:
-        raise ValueError(f"sve stage: --members {members} is not in params.yaml {SECTION}.members {cfg['members']}")
+    if members not in cfg.members:
+        raise ValueError(f"sve stage: --members {members} is not in params.yaml {SECTION}.members {list(cfg.members)}")
     trained = next(m for m in trained_sizes(params) if m >= members)
     folder = config.RESULTS / "method_checkpoints" / NESTED / f"m{trained}"
     done, index = folder / "train.json", folder / OUTPUTS / "sizes.json"
@@ -362,4 +335,4 @@ def train_sves(params: dict, sizes: list[int] | None = None, *, progress: bool =
     if sizes is not None:
         params = {**params, SECTION: {**params[SECTION], "members": list(sizes)}}
     train_nested(params, progress=progress)
-    return [nested_output(params, m, progress=progress) for m in sorted(sve_config(params)["members"])]
+    return [nested_output(params, m, progress=progress) for m in sorted(sve_config(params).members)]

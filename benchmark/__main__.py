@@ -1,3 +1,3 @@
-from benchmark.cli import main
+from benchmark.cli.main import main
 
 raise SystemExit(main())

@@ -1,9 +1,9 @@
 """DVC stage `data`: build the suite's splits (embedded: whole splits; paper suite: an index) into results/data/."""
 from pathlib import Path
 
-from benchmark import store
-from benchmark.pipeline.entry import stage_main
-from benchmark.pipeline.stages import prepare_data
+from benchmark.stages.entry import stage_main
+from benchmark.stages.per_model import prepare_data
+from benchmark.storage import store
 
 
 def _run(params, args) -> None:

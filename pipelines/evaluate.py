@@ -1,6 +1,6 @@
 """DVC stage `evaluate`: every single model and every base-sidekick duo -> results/*.csv, summary.json."""
-from benchmark.pipeline.entry import stage_main
-from benchmark.pipeline.evaluate import run
+from benchmark.evaluation.stage import run
+from benchmark.stages.entry import stage_main
 
 if __name__ == "__main__":
     raise SystemExit(stage_main(__doc__, lambda params, a: print(run(params, progress=not a.no_progress))))

@@ -4,12 +4,12 @@ with --cost also its fvcore GFLOPs, parameters and CPU throughput into results/c
 
 params `distributed` asking for several processes runs it under torchrun (sharded splits; rank 0 writes the cost).
 """
-from benchmark.pipeline.entry import stage_main
-from benchmark.pipeline.stages import cost, logits
+from benchmark.stages.entry import stage_main
+from benchmark.stages.per_model import cost, logits
 
 
 def logits_and_cost(params: dict, name: str, *, with_cost: bool, progress: bool = True) -> list[str]:
-    from benchmark import distributed
+    from benchmark.models import distributed
 
     written = logits(params, name, progress=progress)
     if with_cost and distributed.is_main():

@@ -12,13 +12,13 @@ import argparse
 import sys
 
 from benchmark.report import build_report, load_inputs, load_published
-from benchmark.store import StoreError
+from benchmark.storage.store import StoreError
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="pipelines/report.py", description=__doc__.split("\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--results", default="results/metrics.csv", help="tidy results table (benchmark.results_schema)")
+    p.add_argument("--results", default="results/metrics.csv", help="tidy results table (benchmark.storage.results_schema)")
     p.add_argument("--models", default="results/models.csv", help="model table (name, arch, init, ..., gflops, params)")
     p.add_argument("--zoo", action="append", default=argparse.SUPPRESS,
                    help="zoo YAML (name -> entry, or under 'models'); repeat for several (default: zoo/embedded.yaml)")

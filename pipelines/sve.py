@@ -1,8 +1,8 @@
 """DVC stages of Singular Value Ensembles (params.yaml sve), nested: `sve-train` (--train) trains the largest
 size of sve.members once into results/method_checkpoints/sve/; `sve@<M>` (--members M) writes its first M
 members -> results/methods/sve-m<M>/. --members M --alone trains an M-member SVE by itself."""
-from benchmark.pipeline.entry import stage_main
-from benchmark.pipeline.sve import nested_output, train_nested, train_sve
+from benchmark.methods.sve_stage import nested_output, train_nested, train_sve
+from benchmark.stages.entry import stage_main
 
 
 def _run(params: dict, a) -> object:

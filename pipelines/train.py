@@ -2,8 +2,8 @@
 
 params `distributed` asking for several processes runs it under torchrun (DDP).
 """
-from benchmark.pipeline.entry import model_stage_main
-from benchmark.pipeline.stages import train
+from benchmark.stages.entry import model_stage_main
+from benchmark.stages.per_model import train
 
 if __name__ == "__main__":
     raise SystemExit(model_stage_main(__doc__, train, script=__file__,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU path, checked and measured in one prepared run (at most 8 minutes): see benchmark/gpu_check.py
+# The GPU path, checked and measured in one prepared run (at most 8 minutes): see benchmark/gpu/check.py
 # and README "GPU check". Without CUDA it runs the CPU-capable parts with small sizes and says which
 # GPU checks it skipped. Exit status: 0 = no failed check, 1 = a check failed, 2 = bad arguments.
 #   scripts/gpu-check.sh [--only a,b,c,d,e] [--out table.md|table.json] [--budget 470] [--help]
@@ -10,4 +10,4 @@ if [ -z "$PY" ]; then
   if [ -x .venv/bin/python ]; then PY=.venv/bin/python; else PY=python3; fi
 fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
-exec "$PY" -m benchmark.gpu_check "$@"
+exec "$PY" -m benchmark.gpu.check "$@"

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import torch
 
-from benchmark.cli import main
+from benchmark.cli.main import main
 from benchmark.core.combine import duo_prediction, single_prediction
 from benchmark.core.metrics import compute_metrics
 from benchmark.core.temperature import fit_duo, fit_temperature
-from benchmark.store import load_logits_file, save_logits_file
+from benchmark.storage.store import load_logits_file, save_logits_file
 
 METRIC_KEYS = {"accuracy", "macro_f1", "brier", "nll", "ece", "auroc", "aurc", "eaurc", "augrc", "sac98"}
 

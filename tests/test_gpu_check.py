@@ -13,11 +13,12 @@ import torch
 from scipy.special import softmax
 from torch import nn
 
-from benchmark import gpu_check, store
-from benchmark.gpu_check import Row
-from benchmark.gpu_check_pipeline import compare_logits
-from benchmark.infer import amp_dtype, predict_logits
-from benchmark.pipeline import stages
+from benchmark.gpu import check as gpu_check
+from benchmark.gpu.check import Row
+from benchmark.gpu.pipeline_checks import compare_logits
+from benchmark.models.infer import amp_dtype, predict_logits
+from benchmark.stages import per_model
+from benchmark.storage import store
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "gpu-check.sh"
@@ -38,7 +39,7 @@ def test_amp_setting_is_validated():
         amp_dtype("fp8")
     # the stage refuses a bad setting before it reads anything
     with pytest.raises(ValueError, match="params 'logits': amp must be"):
-        stages.logits({"logits": {"batch_size": 4, "amp": True}}, "no-such-model", progress=False)
+        per_model.logits({"logits": {"batch_size": 4, "amp": True}}, "no-such-model", progress=False)
 
 
 def test_predict_logits_under_bfloat16_autocast_on_cpu():
@@ -189,7 +190,7 @@ class _Log:
 def test_cuda_prefetch_overlaps_the_next_copy_with_the_forward(monkeypatch):
     import contextlib
 
-    from benchmark import infer
+    from benchmark.models import infer
 
     log = _Log()
     log.current = "main"

@@ -18,9 +18,9 @@ import torchvision.models as tvm
 from PIL import Image
 from torch import nn
 
-from benchmark import models, torchvision_zoo
 from benchmark.data.paper import data_config, eval_transform, train_transform
-from benchmark.zoo import ZooError, load_zoo, parse_entry
+from benchmark.models import factory, torchvision_zoo
+from benchmark.models.zoo import ZooError, load_zoo, parse_entry
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL = {  # builder -> (checkpoint, dotted path of torchvision's own classifier layer)
@@ -67,7 +67,7 @@ def test_bad_names_are_refused_with_one_clear_line(arch, init, message):
 
 
 def test_validate_zoo_checks_torchvision_entries(tmp_path, capsys):
-    from benchmark.cli_zoo import run_validate_zoo
+    from benchmark.cli.zoo_commands import run_validate_zoo
 
     zoo = tmp_path / "zoo.yaml"
     zoo.write_text(
@@ -89,13 +89,13 @@ def test_validate_zoo_checks_torchvision_entries(tmp_path, capsys):
 @pytest.mark.parametrize("arch", sorted(SMALL))
 def test_fvcore_flops_within_2_percent_of_torchvisions_published_ops(arch):
     """torchvision's ``_ops`` are GFLOPS counted as multiply-adds, like fvcore's (cost.py)."""
-    from benchmark.cli_zoo import entry_flops
+    from benchmark.cli.zoo_commands import entry_flops
 
     entry = _entry(arch)
     w = torchvision_zoo.entry_weights(entry)
     res = entry_flops(entry)  # what validate-zoo reports: count_flops on the model models.create builds
     assert res["gflops"] == pytest.approx(w.meta["_ops"], rel=0.02) and res["published_gflops"] == w.meta["_ops"]
-    assert res["params"] == w.meta["num_params"] == sum(p.numel() for p in models.create(entry, 1000, load_weights=False).parameters())
+    assert res["params"] == w.meta["num_params"] == sum(p.numel() for p in factory.create(entry, 1000, load_weights=False).parameters())
 
 
 @pytest.mark.parametrize("arch", ["mobilenet_v3_small", "resnet18"])
@@ -105,7 +105,7 @@ def test_eval_transform_is_the_weights_own(arch):
     img = _photo()
     ref = w.transforms()(img)
     assert torch.equal(eval_transform(entry)(img), ref) and ref.shape == (3, 224, 224)
-    model = models.create(entry, 5, load_weights=False)
+    model = factory.create(entry, 5, load_weights=False)
     assert torch.equal(eval_transform(model)(img), ref)  # a built model carries its weights
     cfg = data_config(entry)
     t = w.transforms()
@@ -125,7 +125,7 @@ def test_eval_transform_at_another_size_scales_the_resize():
 @pytest.mark.parametrize("arch", sorted(SMALL))
 def test_head_replacement_for_a_suites_class_count(arch):
     entry = _entry(arch)
-    model = models.create(entry, 7, load_weights=False).eval()
+    model = factory.create(entry, 7, load_weights=False).eval()
     original = tvm.get_model(arch, weights=None)
     old_head = original.get_submodule(SMALL[arch][1])
     assert isinstance(model.get_classifier(), nn.Linear) and model.get_classifier().out_features == 7
@@ -143,11 +143,11 @@ def test_head_replacement_for_a_suites_class_count(arch):
 
 def test_builds_are_deterministic_and_dropout_adds_no_weights():
     entry = _entry("mnasnet0_5")
-    a, b = models.create(entry, 10, load_weights=False), models.create(entry, 10, load_weights=False, drop_rate=0.3)
+    a, b = factory.create(entry, 10, load_weights=False), factory.create(entry, 10, load_weights=False, drop_rate=0.3)
     assert a.state_dict().keys() == b.state_dict().keys()
     assert all(torch.equal(v, b.state_dict()[k]) for k, v in a.state_dict().items())
     assert b.head_drop.p == 0.3 and a.head_drop.p == 0.0
-    other = models.create(_entry("mnasnet0_5", seed=1), 10, load_weights=False)
+    other = factory.create(_entry("mnasnet0_5", seed=1), 10, load_weights=False)
     assert not torch.equal(other.head.weight, a.head.weight)
 
 
@@ -168,13 +168,13 @@ def test_pretrained_weights_load_from_torchs_cache_and_keep_the_body(tmp_path, m
     state = tvm.mobilenet_v3_small(weights=None).state_dict()
     _cache_checkpoint(tmp_path, monkeypatch, w, state)
     entry = _entry("mobilenet_v3_small")
-    same = models.create(entry, 1000)  # ImageNet: torchvision's own head
+    same = factory.create(entry, 1000)  # ImageNet: torchvision's own head
     assert torch.equal(same.head.weight, state["classifier.3.weight"])
     assert torch.equal(same.body.get_submodule("classifier.0").weight, state["classifier.0.weight"])
-    tuned = models.create(entry, 10)  # a suite's class count: a new head drawn with HEAD_SEED
+    tuned = factory.create(entry, 10)  # a suite's class count: a new head drawn with HEAD_SEED
     body = {k: v for k, v in tuned.body.state_dict().items()}
     assert all(torch.equal(body[k], v) for k, v in state.items() if not k.startswith("classifier.3."))
-    assert tuned.head.out_features == 10 and torch.equal(tuned.head.weight, models.create(entry, 10).head.weight)
+    assert tuned.head.out_features == 10 and torch.equal(tuned.head.weight, factory.create(entry, 10).head.weight)
     assert "TORCH_FORCE_WEIGHTS_ONLY_LOAD" not in __import__("os").environ  # restored after loading
 
 
@@ -189,7 +189,7 @@ def test_checkpoints_are_read_with_weights_only(tmp_path, monkeypatch, capsys):
     path = _cache_checkpoint(tmp_path, monkeypatch, w, {"fc.weight": torch.zeros(1)})
     path.write_bytes(pickle.dumps({"fc.weight": _Payload()}))
     with pytest.raises(ZooError, match=r"zoo entry 'tv': cannot load torchvision weights ResNet18_Weights.IMAGENET1K_V1 \("):
-        models.create(_entry("resnet18"), 10)
+        factory.create(_entry("resnet18"), 10)
     assert "unpickled code ran" not in capsys.readouterr().out
 
 
@@ -203,5 +203,5 @@ def test_offline_without_cache_fails_at_once_and_plainly(tmp_path, monkeypatch):
     monkeypatch.setattr(socket.socket, "connect", lambda self, a: (seen.append(a), real(self, a))[1])
     with pytest.raises(ZooError, match=r"^zoo entry 'tv': cannot load torchvision weights ResNet18_Weights.IMAGENET1K_V1 "
                                        r"\(HF_HUB_OFFLINE is set and .*resnet18-f37072fd.pth is not in torch's cache\)"):
-        models.create(_entry("resnet18"), 10)
+        factory.create(_entry("resnet18"), 10)
     assert seen == []

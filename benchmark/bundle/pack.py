@@ -3,7 +3,7 @@
 Where a suite's run lives: the embedded default in the repository root
 (``results/``, ``dvc.lock``, ``params.yaml``), a paper suite in its pipeline
 folder ``suites/<name>/`` (``results/``, ``dvc.lock``, ``params.yaml``; see
-:mod:`benchmark.pipeline.suite_pipeline`).
+:mod:`benchmark.dvcgen.suite_pipeline`).
 """
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ import yaml
 
 from benchmark.bundle.schema import (
     FORMAT, GZIP_ABOVE, MANIFEST, MAX_FILE_BYTES, BundleError, check_rows, row_label, sha256_file)
-from benchmark.pipeline.config import fingerprint
-from benchmark.store import atomic_dir, listing, read_json, write_text
+from benchmark.stages.stage_config import fingerprint
+from benchmark.storage.store import atomic_dir, listing, read_json, write_text
 
 PART_BYTES = MAX_FILE_BYTES  # a table file (rows, paired) larger than this, gzipped, is split in parts
 
@@ -35,7 +35,7 @@ def suite_folder(suite: str, root=".") -> Path:
 
 def folder_hash(folder: Path) -> str:
     """The hash the evaluate stage gives a model's logits folder (rows' ``inputs_hash`` is built from it)."""
-    from benchmark.pipeline.evaluate import model_files
+    from benchmark.evaluation.stage import model_files
 
     return model_files(folder.name, folder)[1]
 
@@ -168,7 +168,7 @@ def _csv_parts(stem: str, df: pd.DataFrame) -> list[tuple[str, str, bytes]]:
 def submit(suite: str, out, *, results=None, lock=None, contributor: str = "", root=".") -> Path:
     """Write the bundle folder ``out`` from the suite's finished run; returns ``out``."""
     from benchmark.bundle.schema import check_suite
-    from benchmark.zoo import load_yaml
+    from benchmark.models.zoo import load_yaml
 
     check_suite(suite, "--suite")
     root, out = Path(root), Path(out)

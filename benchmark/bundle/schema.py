@@ -3,7 +3,7 @@
 A bundle is a small folder (``leaderboard/<suite>/<id>/``)::
 
     manifest.json       provenance (see :data:`MANIFEST_KEYS`) and the list of the bundle's files with their sha256
-    rows.csv[.gz]       the tidy result rows (benchmark.results_schema), gzip when larger than ~900 kB; when even
+    rows.csv[.gz]       the tidy result rows (benchmark.storage.results_schema), gzip when larger than ~900 kB; when even
                         that is 1 MB or more, in parts rows.csv.gz, rows-001.csv.gz, ... (manifest roles rows, rows-001, ...)
     paired.csv[.gz]     the paired-bootstrap differences duo - base of the run (optional; parts as the rows)
     models.csv          the model table of the run (optional)
@@ -27,8 +27,8 @@ from pathlib import Path, PurePosixPath
 import pandas as pd
 
 from benchmark.core.metric_info import METRICS
-from benchmark.results_schema import COLUMNS, OPTIONAL_COLUMNS, validate_results
-from benchmark.store import StoreError
+from benchmark.storage.results_schema import COLUMNS, OPTIONAL_COLUMNS, validate_results
+from benchmark.storage.store import StoreError
 
 FORMAT = "uq-bundle/1"
 MANIFEST = "manifest.json"
@@ -305,7 +305,7 @@ def load_bundle(bundle, *, check_arch: bool = True) -> Bundle:
 
 
 def _check_zoo(m: dict, where: Path, check_arch: bool = True) -> None:
-    from benchmark.zoo import ZooError, parse_entry
+    from benchmark.models.zoo import ZooError, parse_entry
 
     recipes = m["params"].get("recipes")
     for name, raw in m["zoo"].items():

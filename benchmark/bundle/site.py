@@ -34,8 +34,8 @@ from tqdm.auto import tqdm
 from benchmark.bundle.schema import KEY, MANIFEST, VERIFICATION, BundleError, load_bundle
 from benchmark.bundle.verify import TOLERANCE, VERIFIED, recorded_status
 from benchmark.report.build import publishable
-from benchmark.results_schema import COLUMNS
-from benchmark.store import StoreError, atomic_dir, write_text
+from benchmark.storage.results_schema import COLUMNS
+from benchmark.storage.store import StoreError, atomic_dir, write_text
 
 MARKER = ".uq-site"
 RULE = ("Rows are keyed by suite, split, family, method, base, sidekick, members, fit, confidence and metric. "

@@ -6,7 +6,7 @@ folder holding the logits (``--logits``, or the suite's results after a pull
 through a DVC remote): every logits file must have the sha256 the manifest
 lists, every unit's logits folder the hash its rows' ``inputs_hash`` was made
 from, and every unit is evaluated again by
-:func:`benchmark.pipeline.units.run_units` (the evaluate stage's unit runner)
+:func:`benchmark.evaluation.runner.run_units` (the evaluate stage's unit runner)
 with the run's ``evaluate`` params; each row's value, interval, sample count and
 temperatures must agree to the tolerance (1e-6). A bundle whose rows were all
 recomputed is *verified*; without logits it is *self-reported*.
@@ -25,7 +25,7 @@ from pathlib import Path
 import pandas as pd
 
 from benchmark.bundle.schema import KEY, MANIFEST, RECOMPUTED, VERIFICATION, Bundle, row_label, rows_digest, sha256_file
-from benchmark.pipeline.config import fingerprint
+from benchmark.stages.stage_config import fingerprint
 
 TOLERANCE = 1e-6
 VERIFIED, SELF_REPORTED = "verified", "self-reported"
@@ -53,14 +53,14 @@ def _close(a, b, tol: float) -> bool:
 
 
 def _eval_config(bundle: Bundle, results: Path, files: dict):
-    from benchmark.evaluation import EvalConfig
+    from benchmark.evaluation.rows import EvalConfig
 
     params = bundle.manifest["params"]
     cfg = EvalConfig.from_params(params.get("suite", "embedded"), params.get("evaluate") or {})
     if (results / "data").is_dir() and results.name == "results" and files:
         # group ids (e.g. iWildCam locations) come from the run's data index, as in the evaluate stage
-        from benchmark import store
-        from benchmark.pipeline.evaluate import split_groups
+        from benchmark.evaluation.stage import split_groups
+        from benchmark.storage import store
 
         first = next(iter(files.values()))
         labels = {s: store.mmap_logits_file(p).labels for s, p in first.items()}
@@ -138,9 +138,9 @@ def verify_bundle(bundle: Bundle, results=None, *, tolerance: float = TOLERANCE,
     if workers is None:
         w = (bundle.manifest["params"].get("evaluate") or {}).get("workers", 1)
         workers = w if isinstance(w, int) and not isinstance(w, bool) and w >= 1 else 1
-    from benchmark import store
     from benchmark.bundle.pack import folder_hash
-    from benchmark.pipeline.units import Context, Unit, run_units
+    from benchmark.evaluation.runner import Context, Unit, run_units
+    from benchmark.storage import store
 
     rows = bundle.rows
     rep = Report(rows=len(rows))
@@ -193,7 +193,7 @@ def verify_bundle(bundle: Bundle, results=None, *, tolerance: float = TOLERANCE,
 def record(bundle: Bundle, rep: Report, tolerance: float = TOLERANCE) -> Path:
     """Write ``verification.json`` next to the manifest (what ``publish`` reads for the badge)."""
     from benchmark.bundle.pack import package_versions
-    from benchmark.store import write_text
+    from benchmark.storage.store import write_text
 
     data = {"status": rep.status, "rows": rep.rows, "recomputed": rep.recomputed, "tolerance": tolerance,
             "manifest_sha256": sha256_file(bundle.path / MANIFEST), "rows_sha256": rows_digest(bundle.manifest),
@@ -226,16 +226,16 @@ def recorded_status(bundle: Bundle) -> str:
 
 
 def pull_logits(bundle: Bundle, remote: str | None, root=".") -> Path:
-    """``dvc pull`` the outputs of the stages behind the bundle's logits (through :mod:`benchmark.remote`) into
+    """``dvc pull`` the outputs of the stages behind the bundle's logits (through :mod:`benchmark.storage.remote`) into
     this checkout of the suite; returns the suite's results folder. Raises ``RemoteError`` on failure."""
-    from benchmark import remote as dvc_remote
     from benchmark.bundle.pack import suite_folder
+    from benchmark.storage import remote as dvc_remote
 
     folder = suite_folder(bundle.suite, root)
     stages = sorted(s for s, info in bundle.manifest["stages"].items()
                     if any(p.startswith(("results/logits/", "results/methods/")) for p in info.get("outs", {})))
     if bundle.suite != "embedded":  # a paper suite: stages of suites/<name>/dvc.yaml in the root DVC project
-        from benchmark.pipeline import suite_pipeline
+        from benchmark.dvcgen import suite_pipeline
 
         if not suite_pipeline.is_materialised(bundle.suite, root):
             suite_pipeline.write(bundle.suite, root)  # ask for the suite: its dvc.yaml (params.yaml is kept)

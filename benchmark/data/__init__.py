@@ -1,8 +1,8 @@
 """Datasets of the benchmark: the embedded default suite, corruptions, model-input transforms."""
 from benchmark.data.corruptions import CORRUPTIONS, SEVERITY_PARAMS, corrupt
 from benchmark.data.embedded import DEFAULT_CONFIG, TINY_CONFIG, Split, build_embedded_suite, split_names
+from benchmark.data.model_input import to_model_input
 from benchmark.data.splits_io import load_split, save_split
-from benchmark.data.transforms import to_model_input
 
 __all__ = [
     "CORRUPTIONS",

@@ -28,9 +28,9 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 from tqdm.auto import tqdm
 
+from benchmark.config.typed import check, parse_config
 from benchmark.data import sources
 from benchmark.data.corruptions import CORRUPTIONS, SEVERITIES, check_corruption, corrupt
-from benchmark.typed_config import check, parse_config
 
 ID_OFFSETS = {"mnist": 0, "digits": 100_000, "animal": 200_000}
 SOURCE_SIZES = {"mnist": 5000, "digits": 1797, "animal": 10_000}
@@ -107,7 +107,7 @@ def parse_corrupt_split_name(name: str) -> tuple[str, int]:
 @dataclass(frozen=True)
 class EmbeddedData:
     """The params.yaml ``data`` block of the embedded suite (defaults: :data:`DEFAULT_CONFIG`), typed by
-    :func:`benchmark.typed_config.parse_config`; the sizes are bounded by what the packages ship."""
+    :func:`benchmark.config.typed.parse_config`; the sizes are bounded by what the packages ship."""
 
     suite: str = field(default="embedded", metadata=check(choices=("embedded",)))
     seed: int = field(default=0, metadata=check(minimum=0))

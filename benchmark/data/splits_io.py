@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmark.data.embedded import Split
-from benchmark.store import StoreError, atomic_path, check_arrays
+from benchmark.storage.store import StoreError, atomic_path, check_arrays
 
 _KEYS = ("images", "labels", "ids", "name")
 

@@ -1,4 +1,4 @@
-"""The benchmark's methods, one module each, registered with :func:`benchmark.pipeline.registry.register_method`.
+"""The benchmark's methods, one module each, registered with :func:`benchmark.stages.registry.register_method`.
 
 * evaluated from the zoo's cached logits inside the evaluate stage: :mod:`~benchmark.methods.single`,
   :mod:`~benchmark.methods.duo` (Asymmetric Duos), :mod:`~benchmark.methods.deep_ensemble`;

@@ -1,11 +1,11 @@
 """Deep ensembles: the average of the member softmaxes of independently seeded fine-tunes of one zoo model (sizes in
 params ``evaluate.deep_ensembles``). Group ``logits``: one evaluation unit per member tuple, evaluated inside the
-evaluate stage (:func:`benchmark.evaluation.ensemble_unit`); GFLOPs = the sum over members.
+evaluate stage (:func:`benchmark.evaluation.rows.ensemble_unit`); GFLOPs = the sum over members.
 """
 from __future__ import annotations
 
-from benchmark.cost import sum_cost
-from benchmark.pipeline.registry import LogitsInput, register_method
+from benchmark.models.cost import sum_cost
+from benchmark.stages.registry import LogitsInput, register_method
 
 
 @register_method(kind="deep_ensemble", family="deep_ensemble", group="logits", needs=("logits",), section="",

@@ -33,11 +33,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from benchmark import cost as costs
+from benchmark.methods import baselines as bl
 from benchmark.methods.last_layer import BackboneHead, linear_head
-from benchmark.pipeline import baselines as bl
-from benchmark.pipeline import config, stages
-from benchmark.pipeline.registry import check, register_method
+from benchmark.models import cost as costs
+from benchmark.stages import per_model, stage_config
+from benchmark.stages.registry import check, register_method
 
 METHOD = "last-layer Laplace"
 HESSIANS = ("diag", "kron")
@@ -186,7 +186,7 @@ class LastLayerLaplace(BackboneHead):
         super().__init__(model, head, METHOD, model_name)
 
 
-# ---- the stage: params.yaml baselines.laplace.<key> -> results/methods/ (registered; see benchmark.pipeline.baselines) ----
+# ---- the stage: params.yaml baselines.laplace.<key> -> results/methods/ (registered; see benchmark.methods.baselines) ----
 
 @dataclass(frozen=True)
 class LaplaceConfig:
@@ -221,10 +221,10 @@ def laplace(params: dict, key: str, *, progress: bool = True) -> dict:
     """Last-layer Laplace of zoo model ``model`` (GGN on train, prior precision by val NLL) -> ``results/methods/<key>``."""
     item = check_laplace(params, key)
     name = item["model"]
-    entry, model = stages.load_trained(params, name)
+    entry, model = per_model.load_trained(params, name)
     head = linear_head(model, METHOD, name)
-    config.set_threads(params)
-    tr, va = bl.split(params, entry, stages.TRAIN), bl.split(params, entry, stages.VAL)  # train: no augmentation
+    stage_config.set_threads(params)
+    tr, va = bl.split(params, entry, per_model.TRAIN), bl.split(params, entry, per_model.VAL)  # train: no augmentation
     f_tr, f_va, y_va = bl.features(params, model, tr), bl.features(params, model, va), va.labels
     hessian = fit_hessian(f_tr, tr.labels, head.weight.detach(), head.bias.detach(), item["hessian"])
     opts = {"predictive": item["predictive"], "samples": item["samples"], "seed": item["seed"]}
@@ -237,4 +237,4 @@ def laplace(params: dict, key: str, *, progress: bool = True) -> dict:
             "prior_precision": delta, "val_nll": {str(d): v for d, v in nll.items()},
             "gflops": one + la_head.extra_macs() / 1e9, "gflops_one_forward": one,
             "params": costs.count_params(model) + la_head.stored_floats()}
-    return stages.method_output(params, key, wrapper, entry, info, splits=item["splits"], progress=progress)
+    return per_model.method_output(params, key, wrapper, entry, info, splits=item["splits"], progress=progress)

@@ -37,7 +37,7 @@ def penultimate_batched(model: nn.Module, inputs: Tensor | Dataset, *, batch_siz
 
     The model runs in eval mode (restored after) on its own device.
     """
-    from benchmark.infer import batches, model_device
+    from benchmark.models.infer import batches, model_device
 
     was_training = model.training
     model.eval()

@@ -47,12 +47,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from benchmark import cost as costs
-from benchmark import models, store
+from benchmark.methods import baselines as bl
 from benchmark.methods.last_layer import linear_head, penultimate
-from benchmark.pipeline import baselines as bl
-from benchmark.pipeline import config, sources, stages
-from benchmark.pipeline.registry import check, register_method
+from benchmark.models import factory
+from benchmark.models import cost as costs
+from benchmark.stages import per_model, stage_config, suite_source
+from benchmark.stages.registry import check, register_method
+from benchmark.storage import store
 
 METHOD = "LoRA-Ensemble"
 TARGETS = (r"\.attn\.qkv$", r"\.attn\.proj$")
@@ -179,7 +180,7 @@ class LoRAEnsemble(nn.Module):
         return tokens * sum(self.rank * (m.chunks * m.base.in_features + m.base.out_features) for m in layers)
 
 
-# ---- the stage: params.yaml baselines.lora_ensemble.<key> -> results/methods/ (registered; see benchmark.pipeline.baselines) ----
+# ---- the stage: params.yaml baselines.lora_ensemble.<key> -> results/methods/ (registered; see benchmark.methods.baselines) ----
 
 @dataclass(frozen=True)
 class LoRAConfig:
@@ -218,18 +219,18 @@ def lora_ensemble(params: dict, key: str, *, progress: bool = True) -> dict:
     """
     item = check_lora(params, key)
     name = item["model"]
-    entry = config.entry(params, name)
+    entry = stage_config.entry(params, name)
     recipe = bl.recipe(params, item, "lora_ensemble")
-    src = sources.for_params(params)
-    model = models.create(entry, src.num_classes(), drop_rate=recipe.drop_rate)  # the pretrained init; fails fast
-    tr, va = bl.split(params, entry, stages.TRAIN, train=True), bl.split(params, entry, stages.VAL)
-    config.set_threads(params)
+    src = suite_source.for_params(params)
+    model = factory.create(entry, src.num_classes(), drop_rate=recipe.drop_rate)  # the pretrained init; fails fast
+    tr, va = bl.split(params, entry, per_model.TRAIN, train=True), bl.split(params, entry, per_model.VAL)
+    stage_config.set_threads(params)
     one = costs.count_flops(model, entry.img_size)
     adapter = {k: item[k] for k in ("members", "rank", "alpha", "seed", "variant")}
     wrapper = LoRAEnsemble(model, model_name=name, **adapter)
-    folder = config.RESULTS / "method_checkpoints" / key
-    fp = config.fingerprint(entry.as_dict(), asdict(recipe), adapter, store.array_hash(tr.ids), store.array_hash(va.ids))
-    record = stages.train_once(wrapper.to(sources.device(params)), tr.fit_data, va.fit_data, recipe, seed=item["seed"],
+    folder = stage_config.RESULTS / "method_checkpoints" / key
+    fp = stage_config.fingerprint(entry.as_dict(), asdict(recipe), adapter, store.array_hash(tr.ids), store.array_hash(va.ids))
+    record = per_model.train_once(wrapper.to(suite_source.device(params)), tr.fit_data, va.fit_data, recipe, seed=item["seed"],
                                folder=folder, fingerprint=fp, params=wrapper.trainable_parameters(), progress=progress,
                                num_workers=src.num_workers)
     info = {"family": "lora_ensemble", "method": f"m{item['members']}-r{item['rank']}-{item['variant']}", "base": name, **adapter,
@@ -237,4 +238,4 @@ def lora_ensemble(params: dict, key: str, *, progress: bool = True) -> dict:
             "best_epoch": record["best_epoch"], "val_score": record["best_score"], "gflops_one_forward": one,
             "trainable_params": sum(p.numel() for p in wrapper.trainable_parameters()),
             "params": costs.count_params(wrapper) - costs.count_params(model.get_classifier())}  # the member heads replace it
-    return stages.method_output(params, key, wrapper, entry, info, splits=item["splits"], progress=progress)
+    return per_model.method_output(params, key, wrapper, entry, info, splits=item["splits"], progress=progress)

@@ -28,12 +28,13 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import Tensor, nn
 
-from benchmark import cost as costs
-from benchmark import models, store
+from benchmark.methods import baselines as bl
 from benchmark.methods.last_layer import BackboneHead, linear_head
-from benchmark.pipeline import baselines as bl
-from benchmark.pipeline import config, sources, stages
-from benchmark.pipeline.registry import register_method
+from benchmark.models import factory
+from benchmark.models import cost as costs
+from benchmark.stages import per_model, stage_config, suite_source
+from benchmark.stages.registry import register_method
+from benchmark.storage import store
 
 METHOD = "shallow ensemble"
 
@@ -80,7 +81,7 @@ class ShallowEnsemble(BackboneHead):
                              f"{heads.weight.shape[2]} classes, the model has {self.in_features} -> {self.num_classes}")
 
 
-# ---- the stage: params.yaml baselines.shallow.<key> -> results/methods/ (registered; see benchmark.pipeline.baselines) ----
+# ---- the stage: params.yaml baselines.shallow.<key> -> results/methods/ (registered; see benchmark.methods.baselines) ----
 
 @dataclass(frozen=True)
 class ShallowConfig:
@@ -123,35 +124,35 @@ def shallow(params: dict, key: str, *, progress: bool = True) -> dict:
     item = check_shallow(params, key)
     name, m, joint = item["model"], item["members"], item["backbone"] == "joint"
     recipe = bl.recipe(params, item, "shallow")
-    src = sources.for_params(params)
+    src = suite_source.for_params(params)
     if joint:
-        entry = config.entry(params, name)
-        model = models.create(entry, src.num_classes(), drop_rate=recipe.drop_rate)  # the pretrained init; fails fast
+        entry = stage_config.entry(params, name)
+        model = factory.create(entry, src.num_classes(), drop_rate=recipe.drop_rate)  # the pretrained init; fails fast
     else:
-        entry, model = stages.load_trained(params, name)
+        entry, model = per_model.load_trained(params, name)
     head = linear_head(model, METHOD, name)
     c, d = head.out_features, head.in_features
     heads = EnsembleHeads(d, c, m, seed=item["seed"])
     wrapper = ShallowEnsemble(model, heads, model_name=name, backbone=item["backbone"])
-    config.set_threads(params)
+    stage_config.set_threads(params)
     one = costs.count_flops(model, entry.img_size)  # before training moves the model to its device
-    tr, va = bl.split(params, entry, stages.TRAIN, train=joint), bl.split(params, entry, stages.VAL)
-    folder = config.RESULTS / "method_checkpoints" / key
+    tr, va = bl.split(params, entry, per_model.TRAIN, train=joint), bl.split(params, entry, per_model.VAL)
+    folder = stage_config.RESULTS / "method_checkpoints" / key
     run = {"members": m, "seed": item["seed"], "backbone": item["backbone"]}
     if joint:
-        fp = config.fingerprint(entry.as_dict(), asdict(recipe), run, store.array_hash(tr.ids), store.array_hash(va.ids))
-        record = stages.train_once(wrapper.to(sources.device(params)), tr.fit_data, va.fit_data, recipe, seed=item["seed"],
+        fp = stage_config.fingerprint(entry.as_dict(), asdict(recipe), run, store.array_hash(tr.ids), store.array_hash(va.ids))
+        record = per_model.train_once(wrapper.to(suite_source.device(params)), tr.fit_data, va.fit_data, recipe, seed=item["seed"],
                                    folder=folder, fingerprint=fp, params=[p for p in wrapper.parameters() if p.requires_grad],
                                    progress=progress, num_workers=src.num_workers)
     else:  # the heads train on the checkpoint's features: its weights are part of the fingerprint
-        weights = store.file_hash(config.paths(name)["checkpoint"] / "model.safetensors")
-        fp = config.fingerprint(entry.as_dict(), asdict(recipe), run, weights, store.array_hash(tr.ids), store.array_hash(va.ids))
+        weights = store.file_hash(stage_config.paths(name)["checkpoint"] / "model.safetensors")
+        fp = stage_config.fingerprint(entry.as_dict(), asdict(recipe), run, weights, store.array_hash(tr.ids), store.array_hash(va.ids))
         f_tr, f_va = (bl.features(params, model, s)[:, :, None, None] for s in (tr, va))
-        record = stages.train_once(heads, (f_tr, tr.labels), (f_va, va.labels), recipe, seed=item["seed"], folder=folder,
+        record = per_model.train_once(heads, (f_tr, tr.labels), (f_va, va.labels), recipe, seed=item["seed"], folder=folder,
                                    fingerprint=fp, progress=progress)
     info = {"family": "shallow_ensemble", "method": f"m{m}" + ("" if joint else "-frozen"), "base": name, "members": m,
             "backbone": item["backbone"], "recipe": item["recipe"], "seed": item["seed"], "best_epoch": record["best_epoch"],
             "val_score": record["best_score"], "gflops": one + (m - 1) * c * d / 1e9, "gflops_one_forward": one,
             "params": costs.count_params(model) + (m - 1) * (c * d + c),
             "trainable_params": sum(p.numel() for p in wrapper.parameters() if p.requires_grad)}
-    return stages.method_output(params, key, wrapper, entry, info, splits=item["splits"], progress=progress)
+    return per_model.method_output(params, key, wrapper, entry, info, splits=item["splits"], progress=progress)

@@ -27,10 +27,10 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from benchmark.infer import predict_logits
-from benchmark.pipeline import baselines as bl
-from benchmark.pipeline import config, sources, stages
-from benchmark.pipeline.registry import register_method
+from benchmark.methods import baselines as bl
+from benchmark.models.infer import predict_logits
+from benchmark.stages import per_model, stage_config, suite_source
+from benchmark.stages.registry import register_method
 
 METHOD = "model soup"
 
@@ -107,7 +107,7 @@ def greedy_soup(models: Sequence[nn.Module], score: Callable[[nn.Module], float]
     return GreedySoup(model=soup, ingredients=[names[j] for j in chosen], score=best, scores=scores, history=history)
 
 
-# ---- the stage: params.yaml baselines.soups.<key> -> results/methods/ (registered; see benchmark.pipeline.baselines) ----
+# ---- the stage: params.yaml baselines.soups.<key> -> results/methods/ (registered; see benchmark.methods.baselines) ----
 
 def soup_outputs(key: str) -> dict[str, str]:
     """Soup kind -> output name of the soup entry ``key``."""
@@ -143,12 +143,12 @@ def soup(params: dict, key: str, *, progress: bool = True) -> dict[str, dict]:
     """Uniform and greedy soups of ``baselines.soups.<key>.models`` -> ``<key>-uniform``, ``<key>-greedy``."""
     item = check_soup(params, key)
     names = item["models"]
-    loaded = [stages.load_trained(params, n) for n in names]
+    loaded = [per_model.load_trained(params, n) for n in names]
     entry, ingredients = loaded[0][0], [m for _, m in loaded]
-    config.set_threads(params)
-    select_by = config.recipes(params)[entry.recipe].select_by
-    val = bl.split(params, entry, stages.VAL)
-    bs, workers = config.typed(params).logits.batch_size, sources.for_params(params).num_workers
+    stage_config.set_threads(params)
+    select_by = stage_config.recipes(params)[entry.recipe].select_by
+    val = bl.split(params, entry, per_model.VAL)
+    bs, workers = stage_config.typed(params).logits.batch_size, suite_source.for_params(params).num_workers
 
     def score(model) -> float:
         return bl.selection_score(predict_logits(model, val.inputs, batch_size=bs, num_workers=workers), val.labels, select_by)
@@ -159,10 +159,10 @@ def soup(params: dict, key: str, *, progress: bool = True) -> dict[str, dict]:
     common = {"family": "soup", "arch": entry.arch, "select_by": select_by, "val_scores": greedy.scores,
               "bn_stats": "averaged"}
     return {
-        out["uniform"]: stages.method_output(params, out["uniform"], uniform, entry, dict(
+        out["uniform"]: per_model.method_output(params, out["uniform"], uniform, entry, dict(
             common, method="uniform", base=names[0], ingredients=names),
             splits=item["splits"], progress=progress),
-        out["greedy"]: stages.method_output(params, out["greedy"], greedy.model, entry, dict(
+        out["greedy"]: per_model.method_output(params, out["greedy"], greedy.model, entry, dict(
             common, method="greedy", rule="strict improvement (released code)", base=greedy.ingredients[0],
             ingredients=greedy.ingredients,
             val_score=greedy.score, history=greedy.history), splits=item["splits"], progress=progress),

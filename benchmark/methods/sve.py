@@ -45,8 +45,8 @@ from collections.abc import Mapping, Sequence
 import torch
 from torch import Tensor, nn
 
-from benchmark.pipeline.registry import register_method
 from benchmark.methods.sve_layers import MODES, SVEConv1x1, SVELayer, SVELinear, is_adaptable, is_pointwise_conv
+from benchmark.stages.registry import register_method
 
 SIGMA_INIT = 0.01  # the authors' released default (init_std); see the module docstring
 VIT_PATTERNS = (r"\.attn\.qkv$", r"\.attn\.proj$", r"\.mlp\.fc1$", r"\.mlp\.fc2$")
@@ -331,18 +331,18 @@ def load_backbone_weights(model: nn.Module, source: Mapping[str, Tensor] | str) 
 
 
 def _output_names(members) -> list[str]:
-    from benchmark.pipeline import sve
+    from benchmark.methods import sve_stage
 
-    return [sve.output_name(int(members))]
+    return [sve_stage.output_name(int(members))]
 
 
 @register_method(kind="sve", family="sve", group="sve", section="sve", script="sve", needs=("base-model",), persist=True,
                  outputs=_output_names, title="Singular Value Ensemble",
                  comment="Singular Value Ensembles (params.yaml sve): stages sve-train and sve@<M>")
 def sve_output(params: dict, members, *, progress: bool = True) -> dict:
-    """Stage ``sve@<M>``: :func:`benchmark.pipeline.sve.nested_output` (the first ``M`` members of the ensemble that
-    stage ``sve-train`` trained, :func:`benchmark.pipeline.sve.train_nested`). Its own params section ``sve``, stage
+    """Stage ``sve@<M>``: :func:`benchmark.methods.sve_stage.nested_output` (the first ``M`` members of the ensemble that
+    stage ``sve-train`` trained, :func:`benchmark.methods.sve_stage.train_nested`). Its own params section ``sve``, stage
     script ``pipelines/sve.py`` and stages ``sve-train`` + ``sve@<M>`` in the template."""
-    from benchmark.pipeline import sve as stage
+    from benchmark.methods import sve_stage as stage
 
     return stage.nested_output(params, int(members), progress=progress)

@@ -4,8 +4,8 @@
 ``plots/`` (PNG, SVG and the CSV curves for ``dvc plots``). Method families are
 read from the results table; none is named in the code.
 """
+from benchmark.config.report_config import ReportConfig
 from benchmark.report.build import build_report
-from benchmark.report.config import ReportConfig
 from benchmark.report.inputs import ReportInputs, load_inputs, results_from_frame
 from benchmark.report.published import load_published, parse_published
 

@@ -1,7 +1,7 @@
 """Build the whole report folder from loaded inputs, atomically.
 
 Everything is written into a temporary folder next to ``out_dir`` that replaces
-it at the end (:func:`benchmark.store.atomic_dir`), so a failed run leaves the
+it at the end (:func:`benchmark.storage.store.atomic_dir`), so a failed run leaves the
 previous report untouched.
 """
 from __future__ import annotations
@@ -11,6 +11,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from benchmark.report.curves_plot import write_curve_figures
+from benchmark.report.extra_plots import write_extra_figures
+from benchmark.report.headline import dvc_metrics
 from benchmark.report.inputs import ReportInputs
 from benchmark.report.leaderboard import page_context, render_html
 from benchmark.report.plots import write_plots
@@ -22,10 +25,7 @@ from benchmark.report.tables import (
     missing_notices,
     wide_table,
 )
-from benchmark.report.curves_plot import write_curve_figures
-from benchmark.report.extra_plots import write_extra_figures
-from benchmark.report.headline import dvc_metrics
-from benchmark.store import StoreError, atomic_dir, write_json, write_text
+from benchmark.storage.store import StoreError, atomic_dir, write_json, write_text
 
 MARKER = ".uq-report"  # marks a folder this module wrote, so it may replace it
 
@@ -62,7 +62,7 @@ def build_report(inputs: ReportInputs, out_dir, *, published: Published | None =
 
     ``published`` defaults to the package's ``published.yaml``. Raises
     ``ValueError`` for a results table with repeated rows and
-    :class:`benchmark.store.StoreError` for an output folder it may not replace.
+    :class:`benchmark.storage.store.StoreError` for an output folder it may not replace.
     """
     cfg = inputs.config
     out = check_out_dir(out_dir)

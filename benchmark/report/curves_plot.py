@@ -25,13 +25,13 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from benchmark import store
 from benchmark.core.combine import duo_prediction, ensemble_prediction, single_prediction
 from benchmark.core.curves import aurc_from_curve, ece_from_bins, reliability, risk_coverage
 from benchmark.core.temperature import DuoFit
 from benchmark.report.plots import RC_PARAMS, palette, plain_text, save_figure
 from benchmark.report.provenance import file_slug
 from benchmark.report.tables import match_any, member_names, method_label
+from benchmark.storage import store
 
 
 def _find_row(rows: pd.DataFrame, label: str, models: str):

@@ -2,7 +2,7 @@
 
 Missing *optional* inputs do not stop the report: they become notices that the
 page shows ("what is missing"). Unreadable or malformed files raise
-:class:`benchmark.store.StoreError` naming the file and the problem.
+:class:`benchmark.storage.store.StoreError` naming the file and the problem.
 """
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from benchmark.report.config import ReportConfig
-from benchmark.results_schema import COLUMNS, OPTIONAL_COLUMNS, empty_results, validate_results
-from benchmark.store import StoreError
+from benchmark.config.report_config import ReportConfig
+from benchmark.storage.results_schema import COLUMNS, OPTIONAL_COLUMNS, empty_results, validate_results
+from benchmark.storage.store import StoreError
 
 # Without these a results row means nothing; the other columns can be left empty.
 REQUIRED_COLUMNS = ("suite", "split", "family", "method", "base", "metric", "value")

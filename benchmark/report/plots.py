@@ -34,7 +34,7 @@ from benchmark.core.pareto import pareto_front
 from benchmark.report.plotaxes import clip_axis
 from benchmark.report.provenance import file_slug
 from benchmark.report.tables import match_any, method_label
-from benchmark.store import atomic_path, write_table
+from benchmark.storage.store import atomic_path, write_table
 
 _MARKERS = ["o", "s", "D", "^", "v", "P", "X", "<", ">", "p", "h", "8"]
 RC_PARAMS = {"svg.hashsalt": "uq-benchmark-report", "svg.fonttype": "none", "font.size": 9}

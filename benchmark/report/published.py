@@ -10,7 +10,7 @@ import pandas as pd
 
 from benchmark.core.metric_info import METRICS
 from benchmark.report.tables import member_names, method_label
-from benchmark.store import StoreError
+from benchmark.storage.store import StoreError
 
 DEFAULT_PATH = Path(__file__).with_name("published.yaml")
 _REQUIRED = ("suite", "split", "family", "base", "metric", "value", "source")

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from benchmark.core.metric_info import METRICS
-from benchmark.results_schema import COLUMNS
+from benchmark.storage.results_schema import COLUMNS
 
 # One leaderboard row = one value of these columns.
 KEY = ["suite", "split", "family", "method", "base", "sidekick", "members", "fit", "confidence"]

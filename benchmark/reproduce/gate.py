@@ -38,9 +38,9 @@ class Tolerance:
 
 def tolerances(raw: dict | None) -> dict[str, Tolerance]:
     """``{metric: Tolerance}`` from params ``reproduce.tolerance`` (``{metric: {atol, rtol}}``, key ``default`` required),
-    parsed field by field (:class:`benchmark.pipeline.params_config.ReproduceParams`)."""
-    from benchmark.pipeline.params_config import ReproduceParams
-    from benchmark.typed_config import parse_config
+    parsed field by field (:class:`benchmark.stages.params_config.ReproduceParams`)."""
+    from benchmark.config.typed import parse_config
+    from benchmark.stages.params_config import ReproduceParams
 
     if raw is None:
         return of_params(None)
@@ -48,7 +48,7 @@ def tolerances(raw: dict | None) -> dict[str, Tolerance]:
 
 
 def of_params(reproduce) -> dict[str, Tolerance]:
-    """``{metric: Tolerance}`` of the typed params block ``reproduce`` (:class:`~benchmark.pipeline.params_config.Params`)."""
+    """``{metric: Tolerance}`` of the typed params block ``reproduce`` (:class:`~benchmark.stages.params_config.Params`)."""
     if reproduce is None:
         raise ValueError("params reproduce.tolerance: a mapping with a 'default' entry {atol, rtol} is required")
     return {str(m): Tolerance(float(t.atol), float(t.rtol)) for m, t in reproduce.tolerance.items()}

@@ -163,7 +163,7 @@ def stale_blocks(readme_text: str, new: dict[str, str]) -> list[str]:
 
 def update(readme="README.md", root=".") -> list[str]:
     """Rewrite the generated blocks of ``readme``; return the names that changed."""
-    from benchmark.store import write_text
+    from benchmark.storage.store import write_text
 
     path = Path(readme)
     text = path.read_text()

@@ -2,7 +2,7 @@
 
 Every process that imports :mod:`benchmark` appends its wall time (imports
 included), user/system CPU time, peak RSS and minor page faults to the file named
-by ``UQ_TIMINGS`` (:mod:`benchmark.runtime`). :func:`run_repro` runs ``dvc
+by ``UQ_TIMINGS`` (:mod:`benchmark.config.runtime`). :func:`run_repro` runs ``dvc
 repro`` with it set and writes ``results/timings.json``; the README's timing
 table is rendered from that file (:mod:`benchmark.reproduce.readme`). DVC's own
 work (hashing, locking, starting processes) is the total minus the stages.
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from benchmark import store
+from benchmark.storage import store
 
 _SCRIPT = re.compile(r"pipelines/(\w+)\.py$")
 _ITEM_FLAGS = ("--model", "--members", "--key")

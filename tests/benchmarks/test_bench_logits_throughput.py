@@ -3,7 +3,7 @@
 * ``test_bench_timm_inference``: timm's method (``benchmark.py``, ``InferenceBenchmarkRunner``):
   ``model.eval()``, ``torch.no_grad()``, one fixed random batch, warm-up steps, then the same
   batch forwarded again and again; images/s = batch / step time.
-* ``test_bench_predict_logits``: the logits stage's path, ``benchmark.infer.predict_logits`` over
+* ``test_bench_predict_logits``: the logits stage's path, ``benchmark.models.infer.predict_logits`` over
   ``BATCHES`` x batch images (slicing, forward, ``.float().cpu()``, ``torch.cat``).
 
 Both run the zoo's first ``role: base`` entry (random weights: speed does not depend on them) at
@@ -25,9 +25,9 @@ import timm
 import torch
 import yaml
 
-from benchmark import models
-from benchmark.infer import predict_logits
-from benchmark.zoo import load_zoo
+from benchmark.models import factory
+from benchmark.models.infer import predict_logits
+from benchmark.models.zoo import load_zoo
 
 ROOT = Path(__file__).resolve().parents[2]
 CLASSES = 10  # the embedded suite: MNIST digits
@@ -50,7 +50,7 @@ def setup():
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     entry, batch = _base()
-    ours = models.create(entry, CLASSES, load_weights=False).eval()
+    ours = factory.create(entry, CLASSES, load_weights=False).eval()
     # as timm's BenchmarkRunner builds it (create_model drops the None-valued options)
     ref = timm.create_model(entry.arch, num_classes=CLASSES, in_chans=3, drop_rate=0.0).eval()
     ref.load_state_dict(ours.state_dict(), strict=True)

@@ -10,7 +10,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from fixture_run import caltech_run  # noqa: E402
 
-from benchmark.cli import main as cli_main  # noqa: E402
+from benchmark.cli.main import main as cli_main  # noqa: E402
 
 SUITE = "caltech256"
 

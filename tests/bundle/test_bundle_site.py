@@ -12,7 +12,7 @@ from helpers import manifest, read_rows, write_manifest, write_rows
 from benchmark.bundle.schema import load_bundle
 from benchmark.bundle.site import merge
 from benchmark.bundle.verify import SELF_REPORTED, VERIFIED, Report, record, recorded_status
-from benchmark.cli import main
+from benchmark.cli.main import main
 
 pytestmark = pytest.mark.slow
 CHROMIUM = Path("/usr/bin/chromium")

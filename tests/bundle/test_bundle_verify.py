@@ -13,7 +13,7 @@ from helpers import manifest, read_rows, write_manifest, write_rows
 
 from benchmark.bundle.schema import MAX_FILE_BYTES, load_bundle
 from benchmark.bundle.verify import SELF_REPORTED, VERIFIED, recorded_status
-from benchmark.cli import main
+from benchmark.cli.main import main
 
 pytestmark = pytest.mark.slow
 

@@ -8,7 +8,7 @@ import pytest
 import benchmark.report
 from benchmark.bundle.schema import load_bundle
 from benchmark.bundle.site import find_bundles, publish
-from benchmark.cli import main
+from benchmark.cli.main import main
 
 LEADERBOARD = Path(__file__).resolve().parents[2] / "leaderboard"
 

@@ -1,5 +1,5 @@
 """Typed configuration (issue 12 item 3): params.yaml, recipes, zoo entries and suite files are parsed field by
-field by one set of helpers (benchmark.typed_config); a wrong type, an unknown or a missing key is one line naming
+field by one set of helpers (benchmark.config.typed); a wrong type, an unknown or a missing key is one line naming
 the file and the field (stage CLI: exit code 2, no traceback); params.yaml is parsed once per process."""
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from benchmark.evaluation import EvalConfig
-from benchmark.pipeline import config
-from benchmark.pipeline.entry import model_stage_main
-from benchmark.pipeline.params_config import PARSES, EvaluateParams, Params
-from benchmark.train import Recipe
+from benchmark.evaluation.rows import EvalConfig
+from benchmark.models.train import Recipe
+from benchmark.stages import stage_config
+from benchmark.stages.entry import model_stage_main
+from benchmark.stages.params_config import PARSES, EvaluateParams, Params
 
 ROOT = Path(__file__).resolve().parents[2]
 RAW = yaml.safe_load((ROOT / "params.yaml").read_text())
@@ -40,7 +40,7 @@ def _stage_error(path: Path, capsys, fn=lambda params, name, progress: None) -> 
 
 def test_the_committed_params_files_parse():
     for path in [ROOT / "params.yaml", *sorted((ROOT / "suites").glob("*/params.yaml"))]:
-        p = config.load_params(path).typed
+        p = stage_config.load_params(path).typed
         assert isinstance(p, Params) and p.logits.batch_size >= 1 and p.recipes
         assert all(isinstance(r, Recipe) for r in p.recipes.values())
 
@@ -90,32 +90,32 @@ def test_a_bad_zoo_entry_is_one_line_naming_file_and_field(tmp_path, capsys):
     zoo_file = tmp_path / "zoo.yaml"
     zoo_file.write_text(yaml.safe_dump(zoo))
     path = _write(tmp_path, lambda p: p.update(zoo=str(zoo_file)))
-    err = _stage_error(path, capsys, fn=lambda params, name, progress: config.entry(params, name))
+    err = _stage_error(path, capsys, fn=lambda params, name, progress: stage_config.entry(params, name))
     assert err.startswith(f"error: {zoo_file}: zoo entry 'lite0-s0': img_size must be an integer >= 8, got '224'")
 
 
 def test_params_are_parsed_once_per_process(tmp_path):
     path = _write(tmp_path)
     before = PARSES["count"]
-    first = config.load_params(path)
+    first = stage_config.load_params(path)
     assert PARSES["count"] == before + 1
     for _ in range(3):
-        again = config.load_params(path)
+        again = stage_config.load_params(path)
         assert again.typed is first.typed and again == first
-        assert config.typed(again) is first.typed and config.recipes(again) == dict(first.typed.recipes)
+        assert stage_config.typed(again) is first.typed and stage_config.recipes(again) == dict(first.typed.recipes)
     assert PARSES["count"] == before + 1  # read again, not parsed again
     again["evaluate"]["workers"] = 99  # a caller's copy: the next load is not changed by it, its typed view is
-    assert config.typed(again).evaluate.workers == 99 and first.typed.evaluate.workers == RAW["evaluate"]["workers"]
-    assert config.load_params(path)["evaluate"]["workers"] == RAW["evaluate"]["workers"]
+    assert stage_config.typed(again).evaluate.workers == 99 and first.typed.evaluate.workers == RAW["evaluate"]["workers"]
+    assert stage_config.load_params(path)["evaluate"]["workers"] == RAW["evaluate"]["workers"]
     assert PARSES["count"] == before + 2  # the changed copy, parsed when asked
     _write(tmp_path, lambda p: p["evaluate"].update(workers=1))  # the file changes: parsed again
-    assert config.load_params(path).typed.evaluate.workers == 1
+    assert stage_config.load_params(path).typed.evaluate.workers == 1
     assert PARSES["count"] == before + 3
-    assert yaml.safe_load(yaml.safe_dump(config.load_params(path)))["evaluate"]["workers"] == 1  # still plain YAML data
+    assert yaml.safe_load(yaml.safe_dump(stage_config.load_params(path)))["evaluate"]["workers"] == 1  # still plain YAML data
 
 
 def test_typed_blocks_give_the_same_settings_as_the_raw_mapping():
-    p = config.load_params(ROOT / "params.yaml")
+    p = stage_config.load_params(ROOT / "params.yaml")
     raw = RAW["evaluate"]
     assert p.typed.evaluate.eval_config(p.typed.suite) == EvalConfig.from_params(RAW["suite"], raw)
     assert p.typed.evaluate.eval_config("embedded").settings() == EvalConfig.from_params("embedded", raw).settings()
@@ -135,7 +135,7 @@ def test_typed_blocks_give_the_same_settings_as_the_raw_mapping():
     ("options: {fractions: [0.7, 0.15], seed: 42}", "options: [0.7, 0.15]", "datasets.caltech256: options must be a mapping"),
 ])
 def test_a_bad_suite_file_field_is_one_line_naming_file_and_field(tmp_path, capsys, old, new, message):
-    from benchmark.cli import main as cli_main
+    from benchmark.cli.main import main as cli_main
     from benchmark.data.paper.suites import SuiteError, load_suite
 
     text = (ROOT / "suites" / "caltech256.yaml").read_text()
@@ -161,7 +161,7 @@ def test_suite_and_zoo_files_are_parsed_once_per_process(tmp_path):
     assert load_suite(path) is first  # cached on the path and the file's bytes
     path.write_text(text.replace("num_classes: 257", "num_classes: 256"))
     assert load_suite(path).num_classes == 256  # changed: parsed again
-    params = config.load_params(_write(tmp_path))
-    assert config.zoo(params) == config.zoo(params) and config.zoo(params) is not config.zoo(params)  # a copy each call
-    zoo_entry = next(iter(config.zoo(params).values()))
-    assert all(config.zoo(params)[n] is e for n, e in config.zoo(params).items()) and zoo_entry.name in config.zoo(params)
+    params = stage_config.load_params(_write(tmp_path))
+    assert stage_config.zoo(params) == stage_config.zoo(params) and stage_config.zoo(params) is not stage_config.zoo(params)  # a copy each call
+    zoo_entry = next(iter(stage_config.zoo(params).values()))
+    assert all(stage_config.zoo(params)[n] is e for n, e in stage_config.zoo(params).items()) and zoo_entry.name in stage_config.zoo(params)

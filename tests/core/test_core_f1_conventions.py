@@ -61,7 +61,7 @@ def test_bootstrap_weights_use_the_same_conventions():
 
 
 def test_group_rows_keep_one_convention_per_name_on_every_split():
-    from benchmark.evaluation import GROUP_METRICS, EvalConfig, _metric_rows
+    from benchmark.evaluation.rows import GROUP_METRICS, EvalConfig, _metric_rows
 
     groups = np.array([0, 0, 0, 0, 0, 1, 1, 1, 1, 1])
     cfg = EvalConfig(suite="t", groups={"test": torch.as_tensor(groups), "shift": torch.as_tensor(groups)})
@@ -83,7 +83,7 @@ def test_group_rows_keep_one_convention_per_name_on_every_split():
 
 
 def test_every_reported_name_is_registered():
-    from benchmark.evaluation import GROUP_METRICS
+    from benchmark.evaluation.rows import GROUP_METRICS
 
     for name in ("macro_f1", "macro_f1_wilds", *GROUP_METRICS):
         assert name in METRICS and METRICS[name].higher_is_better
@@ -93,7 +93,7 @@ def test_every_reported_name_is_registered():
 def test_model_selection_scores_macro_f1_as_sklearn():
     """train.selection_score's ``macro_f1`` is the package's one macro F1 (scikit-learn's classes):
     on single logits (N, C) and on member logits (M, N, C) scored by the mean of member softmaxes."""
-    from benchmark.train import selection_score
+    from benchmark.models.train import selection_score
 
     g = torch.Generator().manual_seed(3)
     y = torch.randint(0, 6, (200,), generator=g)

@@ -125,8 +125,8 @@ def test_newton_never_reports_an_underflowed_nll_as_converged():
 
 
 def test_cli_duo_reports_separable_validation_logits_in_one_line(tmp_path, capsys):
-    from benchmark.cli import main
-    from benchmark.store import save_logits_file
+    from benchmark.cli.main import main
+    from benchmark.storage.store import save_logits_file
 
     z, y = _separable(9, n=200, c=6)
     paths = {}
@@ -146,9 +146,9 @@ def test_cli_duo_reports_separable_validation_logits_in_one_line(tmp_path, capsy
 
 @pytest.mark.parametrize("fit", FIT_MODES)
 def test_evaluate_stage_unit_names_the_models_in_one_line(tmp_path, fit):
-    from benchmark.evaluation import EvalConfig
-    from benchmark.pipeline.units import Context, Runner, Unit, UnitError
-    from benchmark.store import save_logits_file
+    from benchmark.evaluation.rows import EvalConfig
+    from benchmark.evaluation.runner import Context, Runner, Unit, UnitError
+    from benchmark.storage.store import save_logits_file
 
     z, y = _separable(10, n=120, c=5)
     g = torch.Generator().manual_seed(11)

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from benchmark.data import Split, load_split, save_split
-from benchmark.store import StoreError
+from benchmark.storage.store import StoreError
 
 
 @pytest.fixture

@@ -8,13 +8,13 @@ import torch
 from torch import nn
 
 from benchmark.core.combine import ensemble_prediction, single_prediction
-from benchmark.cost import count_flops
-from benchmark.evaluation import EvalConfig, ensemble_unit, multi_member_unit
+from benchmark.evaluation.rows import EvalConfig, ensemble_unit, multi_member_unit
+from benchmark.evaluation.stage import deep_ensemble_groups
 from benchmark.methods.mc_dropout import MCDropout
 from benchmark.methods.shallow import EnsembleHeads, ShallowEnsemble
 from benchmark.methods.soups import average_state_dicts, greedy_soup, uniform_soup
-from benchmark.pipeline.evaluate import deep_ensemble_groups
-from benchmark.zoo import ZooEntry
+from benchmark.models.cost import count_flops
+from benchmark.models.zoo import ZooEntry
 
 CFG = EvalConfig(suite="t", fits=("converged",), n_bootstrap=0)
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from benchmark import models, store
-from benchmark.train import Recipe, fine_tune
-from benchmark.zoo import parse_entry
+from benchmark.models import factory
+from benchmark.models.train import Recipe, fine_tune
+from benchmark.models.zoo import parse_entry
+from benchmark.storage import store
 
 ENTRY = parse_entry("d", {"arch": "test_efficientnet", "init": "scratch", "img_size": 32, "seed": 0, "recipe": "drop"})
 
@@ -30,8 +31,8 @@ def _train_mode_outputs(model, x):
 
 def test_model_is_built_with_the_recipe_dropout():
     x = torch.randn(4, 3, 32, 32, generator=torch.Generator().manual_seed(0))
-    plain = models.create(ENTRY, 3, load_weights=False)
-    drop = models.create(ENTRY, 3, load_weights=False, drop_rate=0.2)
+    plain = factory.create(ENTRY, 3, load_weights=False)
+    drop = factory.create(ENTRY, 3, load_weights=False, drop_rate=0.2)
     assert (plain.drop_rate, drop.drop_rate) == (0.0, 0.2)
     assert plain.state_dict().keys() == drop.state_dict().keys()  # no weights: checkpoints load either way
     a, b = _train_mode_outputs(plain, x)
@@ -44,7 +45,7 @@ def test_train_json_records_the_drop_rate(tmp_path):
     g = torch.Generator().manual_seed(1)
     x, y = torch.randn(16, 3, 32, 32, generator=g), torch.arange(16) % 3
     recipe = Recipe.from_params("drop", {"epochs": 1, "batch_size": 8, "lr": 0.01, "drop_rate": 0.2})
-    model = models.create(ENTRY, 3, load_weights=False, drop_rate=recipe.drop_rate)
+    model = factory.create(ENTRY, 3, load_weights=False, drop_rate=recipe.drop_rate)
     record = fine_tune(model, (x, y), (x[:6], y[:6]), recipe, seed=0, folder=tmp_path, fingerprint="f", progress=False)
     assert record["recipe"]["drop_rate"] == 0.2
     assert store.read_json(tmp_path / "train.json")["recipe"]["drop_rate"] == 0.2

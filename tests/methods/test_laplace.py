@@ -7,10 +7,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from benchmark.cost import count_flops
 from benchmark.methods.laplace import (LaplaceHead, LastLayerLaplace, fit_hessian, predictive_nll,
                                        select_prior_precision)
 from benchmark.methods.last_layer import penultimate_batched
+from benchmark.models.cost import count_flops
 
 D, C, N = 3, 4, 50
 

@@ -7,8 +7,8 @@ import timm
 import torch
 import torch.nn.functional as F
 
-from benchmark.cost import count_flops
 from benchmark.methods.lora_ensemble import LoRAEnsemble, LoRAEnsembleLinear
+from benchmark.models.cost import count_flops
 
 M, R = 3, 2
 

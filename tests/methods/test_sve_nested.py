@@ -18,9 +18,9 @@ import timm
 import torch
 from safetensors.torch import load_file
 
-from benchmark import store
+from benchmark.methods import sve_stage as stage
 from benchmark.methods.sve import SingularValueEnsemble
-from benchmark.pipeline import sve as stage
+from benchmark.storage import store
 from tests.methods.test_sve_stage import _params, _setup
 
 

@@ -14,14 +14,15 @@ import yaml
 from safetensors.torch import load_file
 from torch import nn
 
-from benchmark import store
-from benchmark.cost import count_flops
 from benchmark.data.embedded import Split
 from benchmark.data.splits_io import load_split, save_split
-from benchmark.pipeline import evaluate, sources
-from benchmark.pipeline.sources import SplitInputs
-from benchmark.pipeline import sve as stage
-from benchmark.train import load_weights
+from benchmark.evaluation import stage as evaluate
+from benchmark.methods import sve_stage as stage
+from benchmark.models.cost import count_flops
+from benchmark.models.train import load_weights
+from benchmark.stages import suite_source
+from benchmark.stages.suite_source import SplitInputs
+from benchmark.storage import store
 
 ROOT = Path(__file__).resolve().parents[2]
 ARCH, IMG, CLASSES, M = "tf_efficientnet_lite0", 32, 3, 2
@@ -93,7 +94,7 @@ def test_member_logits_match_the_dense_member_of_the_checkpoint(run):
     model = stage.build(entry, cfg, M, CLASSES)
     load_weights(root / "results" / "method_checkpoints" / "sve-m2" / "model.safetensors", model)
     test = load_split(root / "results" / "data" / "test.npz")
-    x, _ = sources.embedded_inputs(test, entry)
+    x, _ = suite_source.embedded_inputs(test, entry)
     saved = torch.as_tensor(np.asarray(store.load_logits_file(root / "results" / "methods" / "sve-m2" / "test.safetensors").logits))
     with torch.no_grad():
         for m in range(M):
@@ -180,12 +181,12 @@ def test_train_subset_of_a_streamed_split_keeps_labels_for_fine_tune():
 def test_split_patterns_resolve_in_data_order():
     available = ["corrupt-noise-1", "corrupt-noise-3", "ood", "shift", "test", "val"]
     where = "params.yaml sve.splits"
-    assert sources.resolve_splits(["val", "test", "corrupt-*-3"], available, where) == ["corrupt-noise-3", "test", "val"]
-    assert sources.resolve_splits(None, available, where) == available
+    assert suite_source.resolve_splits(["val", "test", "corrupt-*-3"], available, where) == ["corrupt-noise-3", "test", "val"]
+    assert suite_source.resolve_splits(None, available, where) == available
     with pytest.raises(ValueError, match=r"sve.splits: split 'nope' matches none"):
-        sources.resolve_splits(["val", "test", "nope"], available, where)
+        suite_source.resolve_splits(["val", "test", "nope"], available, where)
     with pytest.raises(ValueError, match=r"sve.splits must include \['val', 'test'\]; missing \['test'\]"):
-        sources.resolve_splits(["val", "ood"], available, where)
+        suite_source.resolve_splits(["val", "ood"], available, where)
 
 
 @pytest.mark.parametrize("members", [0, -1, True, 1.5])
@@ -223,7 +224,7 @@ def test_default_sigma_init_is_the_authors_and_non_zero():
 
 def test_clones_on_a_1000_class_suite_are_refused_before_training(workdir, monkeypatch):
     """A 1000-class suite reuses the backbone's ImageNet head for every member: sigma_init 0 would give clones."""
-    real = sources.for_params
+    real = suite_source.for_params
 
     class Thousand:
         def __init__(self, src):
@@ -235,7 +236,7 @@ def test_clones_on_a_1000_class_suite_are_refused_before_training(workdir, monke
         def __getattr__(self, name):
             return getattr(self.src, name)
 
-    monkeypatch.setattr(sources, "for_params", lambda p: Thousand(real(p)))
+    monkeypatch.setattr(suite_source, "for_params", lambda p: Thousand(real(p)))
     with pytest.raises(ValueError, match=r"params.yaml sve \(sve@2\): sigma_init = 0 with the backbone's own head copied "
                                          r"into all 2 members makes every member an exact clone"):
         stage.train_sve(_params(sigma_init=0.0), M, progress=False)
@@ -294,7 +295,7 @@ def test_evaluate_puts_sve_rows_with_their_overhead_in_the_results_table(run):
 
 def test_leaderboard_names_both_overhead_columns_apart():
     from benchmark.report.leaderboard import table_columns
-    from benchmark.results_schema import COLUMNS, OPTIONAL_COLUMNS
+    from benchmark.storage.results_schema import COLUMNS, OPTIONAL_COLUMNS
 
     cols = {c["key"]: c for c in table_columns([])}
     assert (cols["overhead_percent"]["label"], cols["extra_params_percent"]["label"]) == ("Trainable %", "Extra %")

@@ -12,11 +12,12 @@ import numpy as np
 import torch
 import yaml
 
-from benchmark import models, store
 from benchmark.data.embedded import Split
 from benchmark.data.splits_io import save_split
-from benchmark.train import save_weights
-from benchmark.zoo import parse_entry
+from benchmark.models import factory
+from benchmark.models.train import save_weights
+from benchmark.models.zoo import parse_entry
+from benchmark.storage import store
 
 CLASSES = 3
 SIZES = {"train": 48, "val": 24, "test": 24, "shift": 16, "ood": 12}
@@ -56,7 +57,7 @@ def make_tree(root: Path, *, zoo: dict = ZOO, checkpoints=("t-s0", "t-s1", "t-s2
         save_split(data / f"{name}.npz", Split(images=rng.integers(0, 256, (n, 28, 28), dtype=np.uint8), labels=labels,
                                                ids=np.arange(start, start + n, dtype=np.int64), name=name))
         start += n
-    base = models.create(parse_entry("t-s0", ZOO["t-s0"]), CLASSES, load_weights=False)
+    base = factory.create(parse_entry("t-s0", ZOO["t-s0"]), CLASSES, load_weights=False)
     for name in checkpoints:
         entry = parse_entry(name, ZOO[name])
         if entry.arch == "test_efficientnet":
@@ -66,7 +67,7 @@ def make_tree(root: Path, *, zoo: dict = ZOO, checkpoints=("t-s0", "t-s1", "t-s2
                 for p in model.parameters():
                     p.add_(torch.randn(p.shape, generator=g) * 0.02)
         else:
-            model = models.create(entry, CLASSES, load_weights=False)
+            model = factory.create(entry, CLASSES, load_weights=False)
         folder = root / "results" / "checkpoints" / name
         save_weights(folder / "model.safetensors", model)
         store.write_json(folder / "train.json", {"seed": entry.seed})

@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 
 from torch import nn
 
-from benchmark.pipeline import stages
-from benchmark.pipeline.registry import check, parse_config, register_method
+from benchmark.stages import per_model
+from benchmark.stages.registry import check, parse_config, register_method
 
 
 @dataclass(frozen=True)
@@ -50,15 +50,15 @@ class Scaled(nn.Module):
 @register_method(kind="toy", family="toy", title="toy", config=ToyConfig, needs=("checkpoints",))
 def toy(params, key, *, progress=True):
     cfg = parse_config(ToyConfig, params["baselines"]["toy"][key], f"baselines.toy.{key}")
-    entry, model = stages.load_trained(params, cfg.model)
+    entry, model = per_model.load_trained(params, cfg.model)
     info = {"family": "toy", "method": f"x{cfg.scale}", "base": cfg.model}
-    return stages.method_output(params, key, Scaled(model, cfg.scale), entry, info, splits=["val", "test"],
-                                progress=progress)
+    return per_model.method_output(params, key, Scaled(model, cfg.scale), entry, info, splits=["val", "test"],
+                                   progress=progress)
 '''
 
 TOY_TEST = '''import pytest
 
-from benchmark.pipeline.registry import get_method, parse_config
+from benchmark.stages.registry import get_method, parse_config
 
 
 def test_toy_config():

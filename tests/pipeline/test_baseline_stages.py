@@ -7,16 +7,18 @@ import pytest
 import torch
 from baseline_tree import CLASSES, LEVIT, SIZES, VIT, ZOO, make_tree, params
 
-from benchmark import models, store
-from benchmark.cost import count_flops, count_params
+from benchmark.evaluation import stage as evaluate
 from benchmark.methods.laplace import laplace
 from benchmark.methods.lora_ensemble import lora_ensemble
 from benchmark.methods.mc_dropout import mc_dropout
 from benchmark.methods.shallow import shallow
 from benchmark.methods.soups import soup
-from benchmark.pipeline import evaluate, registry, stages
-from benchmark.train import save_weights
-from benchmark.zoo import parse_entry
+from benchmark.models import factory
+from benchmark.models.cost import count_flops, count_params
+from benchmark.models.train import save_weights
+from benchmark.models.zoo import parse_entry
+from benchmark.stages import per_model, registry
+from benchmark.storage import store
 
 BASELINES = {
     "soups": {"soup-t": {"models": ["t-s0", "t-s1", "t-s2"]}},
@@ -30,7 +32,7 @@ BASELINES = {
 
 
 def _one_forward_gflops(name: str) -> float:
-    return count_flops(models.create(parse_entry(name, ZOO[name]), CLASSES, load_weights=False), 32)
+    return count_flops(factory.create(parse_entry(name, ZOO[name]), CLASSES, load_weights=False), 32)
 
 
 @pytest.fixture(scope="module")
@@ -43,8 +45,8 @@ def run(tmp_path_factory):
                "la-t": laplace(p, "la-t", progress=False), "la-mc": laplace(p, "la-mc", progress=False),
                "sh-t": shallow(p, "sh-t", progress=False), "sh-j": shallow(p, "sh-j", progress=False)}
         for name in ("t-s0", "t-s1", "t-s2", "r"):
-            stages.logits(p, name, progress=False)
-            stages.cost(p, name)
+            per_model.logits(p, name, progress=False)
+            per_model.cost(p, name)
     yield root, p, out
 
 
@@ -76,7 +78,7 @@ def test_joint_shallow_ensemble_trains_the_backbone_from_its_init(run):
     from safetensors.torch import load_file
 
     saved = load_file(str(root / "results" / "method_checkpoints" / "sh-j" / "model.safetensors"))
-    init = models.create(parse_entry("t-s1", ZOO["t-s1"]), CLASSES).state_dict()  # the entry's initial weights
+    init = factory.create(parse_entry("t-s1", ZOO["t-s1"]), CLASSES).state_dict()  # the entry's initial weights
     trained = [k for k, v in init.items() if v.is_floating_point() and not torch.equal(saved[f"model.{k}"], v)]
     classifier = {f"{n}.{p}" for n in ("head.fc", "fc", "classifier", "head") for p in ("weight", "bias")}
     assert trained and set(trained) - classifier  # backbone tensors moved
@@ -87,18 +89,18 @@ def test_joint_shallow_ensemble_trains_the_backbone_from_its_init(run):
 def test_cost_of_each_baseline_follows_its_formula(run):
     root, _, out = run
     one = _one_forward_gflops("t-s0")
-    d = models.create(parse_entry("t-s0", ZOO["t-s0"]), CLASSES, load_weights=False).num_features
+    d = factory.create(parse_entry("t-s0", ZOO["t-s0"]), CLASSES, load_weights=False).num_features
     for name in ("soup-t-uniform", "soup-t-greedy"):
         assert out["soup"][name]["gflops"] == pytest.approx(one)  # a soup is one model
     assert out["mcd-t"]["gflops"] == pytest.approx(4 * one)  # T x one forward
-    assert out["mcd-t"]["params"] == count_params(models.create(parse_entry("t-s0", ZOO["t-s0"]), CLASSES, load_weights=False))
+    assert out["mcd-t"]["params"] == count_params(factory.create(parse_entry("t-s0", ZOO["t-s0"]), CLASSES, load_weights=False))
     c = CLASSES
     assert out["la-t"]["gflops"] == pytest.approx(one + (d * (d + 1) + (d + 1) * c + c * c) / 1e9)  # kron probit head
     assert out["la-mc"]["gflops"] == pytest.approx(one + (3 - 1) * c * d / 1e9)  # 3 sampled heads replace 1
     assert out["la-t"]["prior_precision"] in (0.1, 10.0, 1000.0)
     assert out["sh-t"]["gflops"] == pytest.approx(one + (3 - 1) * c * d / 1e9)  # 3 heads replace 1
     assert out["sh-t"]["trainable_params"] == 3 * (c * d + c)
-    backbone = count_params(models.create(parse_entry("t-s1", ZOO["t-s1"]), CLASSES, load_weights=False)) - (c * d + c)
+    backbone = count_params(factory.create(parse_entry("t-s1", ZOO["t-s1"]), CLASSES, load_weights=False)) - (c * d + c)
     assert out["sh-j"]["gflops"] == pytest.approx(_one_forward_gflops("t-s1") + (2 - 1) * c * d / 1e9)
     assert out["sh-j"]["trainable_params"] == backbone + 2 * (c * d + c)  # backbone + heads; the old classifier is unused
     nll = out["la-t"]["val_nll"]
@@ -131,7 +133,7 @@ def test_lora_ensemble_stage_trains_adapters_and_writes_members(tmp_path):
     with chdir(tmp_path):
         info = lora_ensemble(p, "lora-vit", progress=False)
         z = store.load_logits_file(Path("results/methods/lora-vit/test.safetensors")).logits
-        vit = models.create(parse_entry("vit", VIT["vit"]), CLASSES, load_weights=False)
+        vit = factory.create(parse_entry("vit", VIT["vit"]), CLASSES, load_weights=False)
     assert z.shape == (2, SIZES["test"], CLASSES) and not torch.equal(z[0], z[1])
     assert (tmp_path / "results" / "method_checkpoints" / "lora-vit" / "train.json").exists()
     assert (info["variant"], info["method"]) == ("published", "m2-r2-published")
@@ -149,7 +151,7 @@ def _dropout_tree(root: Path, recorded: float) -> dict:
     make_tree(root, zoo=zoo, checkpoints=())
     p = params(root)
     p["recipes"]["drop"] = {"epochs": 1, "batch_size": 16, "lr": 0.01, "drop_rate": 0.2}
-    model = models.create(parse_entry("d", zoo["d"]), CLASSES, load_weights=False, drop_rate=0.2)
+    model = factory.create(parse_entry("d", zoo["d"]), CLASSES, load_weights=False, drop_rate=0.2)
     folder = root / "results" / "checkpoints" / "d"
     save_weights(folder / "model.safetensors", model)
     store.write_json(folder / "train.json", {"seed": 0, "recipe": {**p["recipes"]["drop"], "drop_rate": recorded}})

@@ -12,7 +12,7 @@ import pytest
 import torch
 from torch import nn
 
-from benchmark.cli_zoo import entry_flops, main, run_flops, run_validate_zoo
+from benchmark.cli.zoo_commands import entry_flops, main, run_flops, run_validate_zoo
 
 REPO = Path(__file__).resolve().parents[2]
 ENV = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONWARNINGS="ignore")
@@ -59,17 +59,17 @@ def test_flops_text_default_size_and_errors(capsys):
 
 
 def test_flops_module_runs_without_network():
-    r = subprocess.run([sys.executable, "-m", "benchmark.cli_zoo", "flops", "resnet50", "--json"],
+    r = subprocess.run([sys.executable, "-m", "benchmark.cli.zoo_commands", "flops", "resnet50", "--json"],
                        capture_output=True, text=True, cwd=REPO, env=ENV, timeout=300)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["gflops"] == pytest.approx(4.1, rel=0.02)
 
 
 def test_flops_via_python_m_benchmark():
-    from benchmark import cli
+    from benchmark.cli import main as cli
 
     if not any(getattr(add, "__name__", "") == "add_flops_command" for add in cli.COMMANDS):
-        pytest.skip("`flops` not registered in benchmark.cli yet (the lead adds add_flops_command to COMMANDS)")
+        pytest.skip("`flops` not registered in benchmark.cli.main yet (the lead adds add_flops_command to COMMANDS)")
     r = subprocess.run([sys.executable, "-m", "benchmark", "flops", "resnet50", "--json"],
                        capture_output=True, text=True, cwd=REPO, env=ENV, timeout=300)
     assert r.returncode == 0, r.stderr
@@ -144,7 +144,7 @@ PUBLISHED = {"convnext_base": 15.36, "convnext_large": 34.36, "convnext_small": 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n == "convnext_large" else n for n in sorted(PUBLISHED)])
 def test_paper_zoo_flops_within_2_percent_of_published(name):
-    from benchmark.zoo import load_zoo
+    from benchmark.models.zoo import load_zoo
 
     entry = load_zoo(REPO / "zoo" / "imagenet.yaml", recipes={"none": {}})[name]
     assert entry.img_size == 224 and entry.init_kind == "torchvision"  # the paper's own torchvision weights

@@ -2,7 +2,7 @@ import pytest
 import torch
 from torch import nn
 
-from benchmark.cost import arch_cost, count_flops, measure_throughput
+from benchmark.models.cost import arch_cost, count_flops, measure_throughput
 
 
 @pytest.mark.parametrize("arch, published", [("resnet50", 4.1), ("efficientnet_b0", 0.39), ("vit_base_patch16_224", 17.6)])

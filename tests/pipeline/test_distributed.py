@@ -17,8 +17,9 @@ import yaml
 from safetensors.torch import load_file
 from torch import nn
 
-from benchmark import distributed, store
-from benchmark.train import Recipe, fine_tune
+from benchmark.models import distributed
+from benchmark.models.train import Recipe, fine_tune
+from benchmark.storage import store
 
 HERE = Path(__file__).resolve()
 ROOT = HERE.parents[2]
@@ -90,7 +91,7 @@ def _predictions() -> dict[str, torch.Tensor]:
 
 def _worker(out: Path) -> None:
     """torchrun worker: fine-tunes and predictions; rank 0 saves the records; each rank logs what it wrote."""
-    import benchmark.train as train_module
+    import benchmark.models.train as train_module
 
     torch.set_num_threads(1)
     distributed.init({}, torch.device("cpu"))
@@ -153,10 +154,10 @@ def _logits_stage(root: Path, params_file: str, **env):
 
 
 def test_logits_stage_two_processes_write_the_one_process_files(tree, monkeypatch):
-    from benchmark.pipeline import stages
+    from benchmark.stages import per_model
 
     monkeypatch.chdir(tree)
-    stages.logits(yaml.safe_load((tree / "one.yaml").read_text()), "t-s0", progress=False)
+    per_model.logits(yaml.safe_load((tree / "one.yaml").read_text()), "t-s0", progress=False)
     out = tree / "results" / "logits" / "t-s0"
     one = {p.name: store.load_logits_file(p) for p in out.glob("*.safetensors")}
     proc = _logits_stage(tree, "two.yaml")
@@ -182,7 +183,7 @@ def test_a_killed_rank_fails_the_run_and_writes_no_logits(tree):
 
 
 def test_bad_distributed_params_are_named(tree, capsys):
-    from benchmark.pipeline.entry import model_stage_main
+    from benchmark.stages.entry import model_stage_main
 
     for block, message in [({"nproc_per_node": 0}, "nproc_per_node must be an integer >= 1, got 0"),
                            ({"backend": "mpi"}, "backend must be one of auto, gloo, nccl, got 'mpi'"),

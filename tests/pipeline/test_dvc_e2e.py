@@ -102,7 +102,7 @@ def test_submit_packs_the_embedded_layout_into_a_bundle_that_verifies(project, t
     """Issue 15: results/ and dvc.lock at the root (the embedded default) -> a bundle, verified from the logits.
 
     Runs before the zoo grows (the module's tests share one project and run in file order)."""
-    from benchmark.cli import main as cli_main
+    from benchmark.cli.main import main as cli_main
 
     out = tmp_path / "leaderboard" / "embedded" / "tiny"
     monkeypatch.chdir(project)

@@ -16,11 +16,13 @@ import yaml
 from safetensors.torch import load_file
 from timm.data import create_transform, resolve_data_config
 
-from benchmark import models, store
-from benchmark.cli import main as cli_main
+from benchmark.cli.main import main as cli_main
 from benchmark.data.paper import DatasetLayoutError, list_suites, load_suite
-from benchmark.pipeline import config, entry, sources, stages, suite_pipeline
-from benchmark.train import Recipe, fine_tune
+from benchmark.dvcgen import suite_pipeline
+from benchmark.models import factory
+from benchmark.models.train import Recipe, fine_tune
+from benchmark.stages import entry, per_model as stages, stage_config, suite_source
+from benchmark.storage import store
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "data" / "paper"))
@@ -171,7 +173,7 @@ def test_missing_data_root_is_one_clear_error(tmp_path, monkeypatch, capsys):
     params["data_root"] = None
     folder = _suite_folder(tmp_path, "caltech256", TINY_ZOO, params)
     monkeypatch.chdir(folder)
-    p = config.load_params()
+    p = stage_config.load_params()
     with pytest.raises(DatasetLayoutError) as e:
         stages.prepare_data(p, progress=False)
     msg = str(e.value)
@@ -220,7 +222,7 @@ def test_imagenet_like_suite_without_training(tmp_path, monkeypatch):
     zoo = {"models": {"res": dict(TINY_ZOO["models"]["res"], recipe="none")}}
     folder = _suite_folder(tmp_path, "imagenet", zoo, tiny_params("imagenet", data))
     monkeypatch.chdir(folder)
-    p = config.load_params()
+    p = stage_config.load_params()
     p["num_workers"] = 2  # images decoded in DataLoader worker processes
     assert sorted(stages.prepare_data(p, progress=False)) == ["shift", "test", "val"]
     spec = load_suite("imagenet", suites_dir=ROOT / "suites")
@@ -231,7 +233,7 @@ def test_imagenet_like_suite_without_training(tmp_path, monkeypatch):
         assert np.array_equal(idx["ids"], s.ids) and np.array_equal(idx["labels"], s.labels)
     record = stages.train(p, "res", progress=False)
     assert record["trained"] is False
-    fresh = models.create(config.entry(p, "res"), spec.num_classes).state_dict()
+    fresh = factory.create(stage_config.entry(p, "res"), spec.num_classes).state_dict()
     saved = load_file("results/checkpoints/res/model.safetensors")
     assert all(torch.equal(saved[k], fresh[k]) for k in fresh)
     assert stages.logits(p, "res", progress=False) == ["shift", "test", "val"]
@@ -239,7 +241,7 @@ def test_imagenet_like_suite_without_training(tmp_path, monkeypatch):
     assert tuple(test.logits.shape) == (len(want["test"]), 1000)
     assert np.array_equal(test.ids.numpy(), want["test"].ids) and np.array_equal(test.labels.numpy(), want["test"].labels)
     # the same model on the same images, one by one with the transform the published code builds from the model
-    model = models.create(config.entry(p, "res"), 1000).eval()
+    model = factory.create(stage_config.entry(p, "res"), 1000).eval()
     tf = create_transform(**resolve_data_config({"input_size": (3, 32, 32)}, model=model))
     x = torch.stack([tf(want["test"].image(i)) for i in range(3)])
     with torch.no_grad():
@@ -247,21 +249,21 @@ def test_imagenet_like_suite_without_training(tmp_path, monkeypatch):
 
 
 def test_device_param():
-    assert sources.device({}) == torch.device("cpu")  # the embedded suite: unchanged CPU behaviour
-    assert sources.device({"device": "auto"}) == torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    with pytest.raises(config.ConfigError, match="'device' must be auto, cpu or cuda, got 'gpu'"):
-        sources.device({"device": "gpu"})
+    assert suite_source.device({}) == torch.device("cpu")  # the embedded suite: unchanged CPU behaviour
+    assert suite_source.device({"device": "auto"}) == torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    with pytest.raises(stage_config.ConfigError, match="'device' must be auto, cpu or cuda, got 'gpu'"):
+        suite_source.device({"device": "gpu"})
     if not torch.cuda.is_available():
-        with pytest.raises(config.ConfigError, match="torch sees no CUDA device"):
-            sources.device({"device": "cuda"})
+        with pytest.raises(stage_config.ConfigError, match="torch sees no CUDA device"):
+            suite_source.device({"device": "cuda"})
 
 
 def test_paper_recipe_must_select_like_the_suite(tmp_path, monkeypatch):
     params = tiny_params("iwildcam", tmp_path, finetune={"epochs": 1, "batch_size": 4, "lr": 0.01})
     folder = _suite_folder(tmp_path, "iwildcam", TINY_ZOO, params)
     monkeypatch.chdir(folder)
-    with pytest.raises(config.ConfigError, match="recipe 'finetune' selects by 'accuracy' but suite 'iwildcam' by 'macro_f1'"):
-        stages.train(config.load_params(), "res", progress=False)
+    with pytest.raises(stage_config.ConfigError, match="recipe 'finetune' selects by 'accuracy' but suite 'iwildcam' by 'macro_f1'"):
+        stages.train(stage_config.load_params(), "res", progress=False)
 
 
 # -- (2) one paper suite end to end through DVC, on CPU ---------------------------------------------------
@@ -300,7 +302,7 @@ def test_caltech256_suite_through_dvc(tmp_path):
     assert set(m.loc[m.family == "single", "base"]) == {"res", "eff", "lite"}
     duos = m[m.family == "duo"]
     assert ("res", "eff") in set(zip(duos["base"], duos["sidekick"], strict=True))
-    index = sources.read_index(folder / "results" / "data" / "test.npz", "test")
+    index = suite_source.read_index(folder / "results" / "data" / "test.npz", "test")
     for name, lead in (("sve-m2", (2,)), ("mcd-eff", (3,)), ("la-res", ()), ("sh-eff", (2,))):
         lf = store.load_logits_file(folder / "results" / "methods" / name / "test.safetensors")
         assert np.array_equal(lf.ids.numpy(), index.ids) and tuple(lf.logits.shape) == (*lead, len(index.ids), 257)

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from benchmark.pipeline import config, registry, suite_pipeline
-from benchmark.pipeline.registry import check, parse_config
+from benchmark.dvcgen import suite_pipeline
+from benchmark.stages import registry, stage_config
+from benchmark.stages.registry import check, parse_config
 
 ROOT = Path(__file__).resolve().parents[2]
 WEIGHTS = registry.list_methods("weights")
@@ -72,14 +73,14 @@ def test_params_file_is_validated_against_the_registry_and_the_error_names_the_f
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     params["baselines"]["laplace"] = {"la": {"model": "lite0-s0", "prior_precisions": ["1e-3"]}}
     (tmp_path / "p.yaml").write_text(yaml.safe_dump(params))
-    with pytest.raises(config.ConfigError, match=r"p.yaml: baselines.laplace.la: prior_precisions\[0\] must be a number, "
+    with pytest.raises(stage_config.ConfigError, match=r"p.yaml: baselines.laplace.la: prior_precisions\[0\] must be a number, "
                                                  r"got the string '1e-3': YAML 1.1"):
-        config.load_params(tmp_path / "p.yaml")
+        stage_config.load_params(tmp_path / "p.yaml")
     params["baselines"]["laplace"] = {}
     params["baselines"]["nope"] = {}
     (tmp_path / "p.yaml").write_text(yaml.safe_dump(params))
-    with pytest.raises(config.ConfigError, match=r"p.yaml: baselines: unknown method kind\(s\) \['nope'\]; registered: \["):
-        config.load_params(tmp_path / "p.yaml")
+    with pytest.raises(stage_config.ConfigError, match=r"p.yaml: baselines: unknown method kind\(s\) \['nope'\]; registered: \["):
+        stage_config.load_params(tmp_path / "p.yaml")
 
 
 def test_a_kind_registered_twice_by_two_modules_is_refused():
@@ -103,14 +104,14 @@ def test_evaluate_units_come_from_the_registry_in_the_order_and_with_the_costs_o
     import math
 
     from benchmark.core.pairs import enumerate_pairs
-    from benchmark.pipeline import evaluate
+    from benchmark.evaluation import stage
 
     costs = {"a": {"gflops": 4.0, "params": 40, "throughput": 10.0}, "b": {"gflops": 1.0, "params": 10, "throughput": 40.0},
              "a2": {"gflops": 4.0, "params": 40, "throughput": 10.0}}
     zoo = dict.fromkeys(costs)
     pairs = enumerate_pairs([{"name": n, **c} for n, c in costs.items()])
     info = {"gflops": 8.0, "params": 80, "throughput": 5.0, "overhead_percent": 1.5}
-    got = evaluate._units(zoo, costs, pairs, [["a", "a2"]], {"m": info})
+    got = stage._units(zoo, costs, pairs, [["a", "a2"]], {"m": info})
 
     def cost(ms):  # the former evaluate._sum_cost, written out
         out = {"gflops": sum(costs[m]["gflops"] for m in ms), "params": sum(costs[m]["params"] for m in ms),
@@ -144,7 +145,7 @@ def _stage_view(stages: dict) -> dict:
 def test_the_root_dvc_yaml_is_the_template_rendered_for_the_embedded_default():
     """Same stages, commands, params and outputs as the rendered template, at least its dependencies; once the
     root dvc.yaml is the generated one, byte for byte (else: python -m benchmark suite-pipeline embedded)."""
-    from benchmark.pipeline import embedded_pipeline
+    from benchmark.dvcgen import embedded_pipeline
 
     text = (ROOT / "dvc.yaml").read_text()
     rendered = embedded_pipeline.render(ROOT)
@@ -162,7 +163,7 @@ def test_the_root_dvc_yaml_is_the_template_rendered_for_the_embedded_default():
 def test_method_order_does_not_depend_on_which_module_was_imported_first(monkeypatch):
     """Generated dvc.yaml files list method stages in list_methods() order: a test or a stage that imported
     one method module early must not reorder them."""
-    from benchmark.pipeline import registry
+    from benchmark.stages import registry
 
     before = registry.list_methods()
     items = list(registry._REGISTRY.items())  # modules imported in reverse name order (each module's own order kept)

@@ -1,4 +1,4 @@
-"""Sharing DVC outputs through a remote (benchmark.remote): a local-folder remote carries a logits file
+"""Sharing DVC outputs through a remote (benchmark.storage.remote): a local-folder remote carries a logits file
 to a second clone without rerunning its stage; an unreachable or empty remote fails with one message
 naming the remote, its URL and the stage."""
 from __future__ import annotations
@@ -11,16 +11,16 @@ from pathlib import Path
 import pytest
 import torch
 
-from benchmark import remote
-from benchmark.cli_remote import main as cli_main
-from benchmark.store import load_logits_file
+from benchmark.cli.remote_commands import main as cli_main
+from benchmark.storage import remote
+from benchmark.storage.store import load_logits_file
 
 MAKE_LOGITS = '''"""Stage logits@<model>: a seeded logits file; each run appends the model to ran.log (not a DVC output)."""
 import sys
 
 import torch
 
-from benchmark.store import save_logits_file
+from benchmark.storage.store import save_logits_file
 
 model = sys.argv[1]
 g = torch.Generator().manual_seed(len(model))
@@ -147,7 +147,7 @@ def test_cli_prints_one_error_line_for_an_unreachable_remote(source, tmp_path):
     dst = clone(source, tmp_path)
     url = _unreachable(tmp_path, "parent-is-a-file")
     add_local_remote(dst, "broken", url)
-    proc = subprocess.run([sys.executable, "-m", "benchmark.cli_remote", "remote", "push", "logits@tiny", "-r", "broken"],
+    proc = subprocess.run([sys.executable, "-m", "benchmark.cli.remote_commands", "remote", "push", "logits@tiny", "-r", "broken"],
                           cwd=dst, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2 and proc.stdout == ""
     lines = proc.stderr.strip().splitlines()

@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 import torch
 
-from benchmark import store
-from benchmark.store import StoreError, check_aligned, load_logits_file, save_logits_file
+from benchmark.storage import store
+from benchmark.storage.store import StoreError, check_aligned, load_logits_file, save_logits_file
 
 
 def test_atomic_write_failure_keeps_old_file(tmp_path):
@@ -79,7 +79,7 @@ def test_logits_files_are_byte_reproducible_across_processes(tmp_path):
     import subprocess
     import sys
 
-    code = ("import torch; from benchmark.store import save_logits_file; "
+    code = ("import torch; from benchmark.storage.store import save_logits_file; "
             "save_logits_file(__import__('sys').argv[1], torch.arange(6.).reshape(3, 2), torch.tensor([0, 1, 0]), torch.arange(3), "
             "meta={'model': 'm', 'split': 's', 'family': 'f', 'arch': 'a'})")
     for name in ("a", "b", "c"):

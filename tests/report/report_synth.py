@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from benchmark.report import ReportConfig, ReportInputs, results_from_frame
-from benchmark.results_schema import COLUMNS
+from benchmark.storage.results_schema import COLUMNS
 
 EVIL = "<script>alert(1)</script>"
 # name -> GFLOPs
@@ -30,7 +30,7 @@ def _metrics(rng, quality: float) -> dict[str, float]:
     }
 
 
-# (method, confidence) of every duo, as benchmark.evaluation writes them
+# (method, confidence) of every duo, as benchmark.evaluation.rows writes them
 DUO_VARIANTS = (("weighted", "max"), ("weighted", "published"), ("unweighted", "max"), ("uq_only", "published"))
 
 

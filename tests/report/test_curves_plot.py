@@ -6,14 +6,14 @@ import pandas as pd
 import pytest
 import torch
 
-from benchmark import store
 from benchmark.core.curves import aurc_from_curve, ece_from_bins
-from benchmark.evaluation import EvalConfig, duo_unit, ensemble_unit, multi_member_unit, single_unit
+from benchmark.evaluation.rows import EvalConfig, duo_unit, ensemble_unit, multi_member_unit, single_unit
 from benchmark.report import ReportConfig
 from benchmark.report.curves_plot import PANELS, curves_figure, method_folders, split_curves, write_curve_figures
 from benchmark.report.headline import headline_context
 from benchmark.report.inputs import results_from_frame
 from benchmark.report.tables import default_view, wide_table
+from benchmark.storage import store
 
 COST = {"big": (4.0, 4_000_000), "small": (1.0, 1_000_000)}
 

@@ -8,14 +8,14 @@ import pandas as pd
 import pytest
 from report_synth import make_inputs, synthetic_results
 
+from benchmark.config.report_config import ReportConfig as Cfg
 from benchmark.report import ReportConfig, build_report
-from benchmark.report.config import ReportConfig as Cfg
 from benchmark.report.extra_plots import headline_figure, severity_table
 from benchmark.report.headline import compact, dvc_metrics, headline, headline_context, seed_groups, seed_spread
+from benchmark.report.inputs import results_from_frame
 from benchmark.report.plotaxes import outliers, robust_range
 from benchmark.report.plots import balance_figure, gflops_figure, markers, palette, plot_points
 from benchmark.report.tables import default_view, method_label, wide_table
-from benchmark.report.inputs import results_from_frame
 
 MODELS = {"vit": 4.6, "vit_s1": 4.6, "vit_s2": 4.6, "res": 4.1, "eff": 0.39, "mnv3": 0.06}
 ZOO = {"vit": {"arch": "vit", "seed": 0}, "vit_s1": {"arch": "vit", "seed": 1}, "vit_s2": {"arch": "vit", "seed": 2},

@@ -22,8 +22,8 @@ from benchmark.report import (
 from benchmark.report.inputs import read_results, read_zoo
 from benchmark.report.published import reproduction_rows
 from benchmark.report.tables import KEY, default_view, wide_table
-from benchmark.results_schema import COLUMNS
-from benchmark.store import StoreError
+from benchmark.storage.results_schema import COLUMNS
+from benchmark.storage.store import StoreError
 
 ROOT = Path(__file__).resolve().parents[2]
 FAST = ReportConfig(plot_metrics=("accuracy",), plot_splits=("test",), formats=("png",), dpi=40)

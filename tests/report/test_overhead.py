@@ -11,7 +11,7 @@ from benchmark.report import ReportConfig, build_report, results_from_frame
 from benchmark.report.build import default_rows
 from benchmark.report.plots import overhead_points, plot_points, write_plots
 from benchmark.report.tables import wide_table
-from benchmark.results_schema import COLUMNS, OPTIONAL_COLUMNS, validate_results
+from benchmark.storage.results_schema import COLUMNS, OPTIONAL_COLUMNS, validate_results
 
 MODELS = {"big": 4.0, "small": 0.5}
 SVE = {1: 0.84, 2: 1.69, 4: 3.37}  # members -> overhead in %

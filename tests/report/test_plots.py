@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 from report_synth import MODELS, synthetic_results
 
+from benchmark.config.report_config import ReportConfig
 from benchmark.report.build import default_rows
-from benchmark.report.config import ReportConfig
 from benchmark.report.plots import (
     gflops_figure,
     markers,

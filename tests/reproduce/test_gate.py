@@ -83,7 +83,7 @@ def test_bad_tolerances_name_the_field(raw, msg):
 
 
 def test_params_tolerances_parse():
-    from benchmark.pipeline.config import load_params
+    from benchmark.stages.stage_config import load_params
 
     tol = gate.tolerances(load_params(Path(__file__).resolve().parents[2] / "params.yaml")["reproduce"]["tolerance"])
     assert "default" in tol and all(t.atol >= 0 and t.rtol >= 0 for t in tol.values())

@@ -6,7 +6,7 @@ import sys
 
 import pandas as pd
 
-from benchmark import runtime
+from benchmark.config import runtime
 from benchmark.reproduce import readme, timing
 
 
@@ -32,7 +32,7 @@ def test_a_process_importing_the_package_appends_its_record(tmp_path):
 def test_malloc_tuning_takes_on_glibc():
     if not sys.platform.startswith("linux"):
         return
-    code = "from benchmark import runtime; print(runtime.tune_malloc())"
+    code = "from benchmark.config import runtime; print(runtime.tune_malloc())"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "True"
     off = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,

@@ -11,14 +11,14 @@ import torch
 import yaml
 from torch import nn
 
-from benchmark.cli import main as cli_main
+from benchmark.cli.main import main as cli_main
 from benchmark.data.paper.suites import SuiteError, load_suite
-from benchmark.pipeline import config
-from benchmark.pipeline.config import ConfigError, load_params
-from benchmark.pipeline.entry import stage_main
-from benchmark.store import StoreError
-from benchmark.train import Recipe, fine_tune, load_weights, save_weights
-from benchmark.zoo import ZooError, load_zoo
+from benchmark.models.train import Recipe, fine_tune, load_weights, save_weights
+from benchmark.models.zoo import ZooError, load_zoo
+from benchmark.stages import stage_config
+from benchmark.stages.entry import stage_main
+from benchmark.stages.stage_config import ConfigError, load_params
+from benchmark.storage.store import StoreError
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -65,7 +65,7 @@ def test_bad_zoo_file(tmp_path, capsys, case):
     assert str(e.value).startswith(f"{zoo}: ") and "\n" not in str(e.value)
     params = tmp_path / "params.yaml"
     params.write_text(yaml.safe_dump(_params(zoo)))
-    rc, err = _stage(["--params", str(params)], capsys, run=lambda p, a: config.zoo(p))
+    rc, err = _stage(["--params", str(params)], capsys, run=lambda p, a: stage_config.zoo(p))
     assert rc == 2
     _one_line(err, f"error: {zoo}: ")
 
@@ -233,7 +233,7 @@ def test_bad_logits_file(tmp_path, capsys, case):
     assert rc == 2
     _one_line(capsys.readouterr().err, f"error: {path}: ", message)
     if suffix == ".safetensors":  # the memory-mapped reader of the evaluate stage says the same
-        from benchmark.store import mmap_logits_file
+        from benchmark.storage.store import mmap_logits_file
 
         with pytest.raises(StoreError, match="metadata"):
             mmap_logits_file(path)
@@ -254,7 +254,7 @@ def test_negative_or_non_integer_seed_is_a_usage_error(argv, capsys):
 
 
 def test_sweep_bench_refuses_a_negative_seed(capsys):
-    from benchmark.sweep_bench import main
+    from benchmark.evaluation.sweep_bench import main
 
     with pytest.raises(SystemExit) as e:
         main(["--seed", "-1"])
@@ -262,7 +262,7 @@ def test_sweep_bench_refuses_a_negative_seed(capsys):
 
 
 def test_suite_description_with_newline_keeps_the_generated_dvc_yaml_valid(tmp_path):
-    from benchmark.pipeline.suite_pipeline import render
+    from benchmark.dvcgen.suite_pipeline import render
 
     (tmp_path / "suites").mkdir()
     shutil.copytree(ROOT / "zoo", tmp_path / "zoo")
@@ -285,7 +285,7 @@ def test_suite_description_with_newline_keeps_the_generated_dvc_yaml_valid(tmp_p
 
 def test_split_file_member_that_is_not_npy(tmp_path):
     from benchmark.data.splits_io import load_split
-    from benchmark.pipeline.sources import read_index
+    from benchmark.stages.suite_source import read_index
 
     path = tmp_path / "val.npz"
     with zipfile.ZipFile(path, "w") as z:

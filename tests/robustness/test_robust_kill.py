@@ -4,7 +4,7 @@ as results and are removed by the next write; a corrupted cached unit is recompu
 
 The stages run as their scripts (``pipelines/*.py``) in child processes forked from a fork server that has
 imported the package once; ``UQBENCH_TEST_KILL_AT=k`` makes a child SIGKILL itself at its k-th write
-boundary (:func:`benchmark.atomic.write_boundary`): nothing of it runs after that, as after a real kill.
+boundary (:func:`benchmark.storage.atomic.write_boundary`): nothing of it runs after that, as after a real kill.
 """
 from __future__ import annotations
 
@@ -25,9 +25,11 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "pipeline"))
 from baseline_tree import ZOO, make_tree, params  # noqa: E402
 
-from benchmark import store  # noqa: E402
+from benchmark.evaluation import stage as evaluate
 from benchmark.methods.mc_dropout import mc_dropout  # noqa: E402
-from benchmark.pipeline import config, evaluate, stages  # noqa: E402
+from benchmark.stages import stage_config
+from benchmark.stages import per_model  # noqa: E402
+from benchmark.storage import store  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = {  # stage -> (script, arguments, what it writes)
@@ -66,8 +68,8 @@ def _context():
     global _CTX
     if _CTX is None:
         _CTX = multiprocessing.get_context("forkserver")
-        _CTX.set_forkserver_preload(["benchmark.pipeline.stages", "benchmark.methods.mc_dropout",
-                                     "benchmark.pipeline.evaluate", "timm", "pandas", "sklearn.metrics"])
+        _CTX.set_forkserver_preload(["benchmark.stages.per_model", "benchmark.methods.mc_dropout",
+                                     "benchmark.evaluation.stage", "timm", "pandas", "sklearn.metrics"])
     return _CTX
 
 
@@ -146,10 +148,10 @@ def test_a_kill_at_every_write_boundary_resumes_to_identical_outputs(base, scrat
             shutil.rmtree(work)
         if stage == "logits":  # the other model's logits and both costs are inputs of the later stages
             with chdir(ref):
-                p = config.load_params("params.yaml")
-                stages.logits(p, "t-s0", progress=False)
+                p = stage_config.load_params("params.yaml")
+                per_model.logits(p, "t-s0", progress=False)
                 for name in ("t-s0", "r"):
-                    stages.cost(p, name)
+                    per_model.cost(p, name)
         before = ref
 
 
@@ -159,11 +161,11 @@ def evaluated(base, scratch):
     root = scratch / "evaluated"
     shutil.copytree(base, root)
     with chdir(root):
-        p = config.load_params("params.yaml")
-        stages.train(p, "r", progress=False)
+        p = stage_config.load_params("params.yaml")
+        per_model.train(p, "r", progress=False)
         for name in ("t-s0", "r"):
-            stages.logits(p, name, progress=False)
-            stages.cost(p, name)
+            per_model.logits(p, name, progress=False)
+            per_model.cost(p, name)
         mc_dropout(p, "mcd-t", progress=False)
         evaluate.run(p, progress=False)
     return root, p, {name: (root / "results" / name).read_bytes() for name in ("metrics.csv", "paired.csv")}
@@ -189,7 +191,7 @@ def test_leftovers_of_killed_writes_are_never_read_as_results(evaluated):
     assert (root / "results" / "metrics.csv").read_bytes() == expected["metrics.csv"]
     with chdir(root):  # the next write of the method output and of the logits folder removes them
         mc_dropout(p, "mcd-t", progress=False)
-        stages.logits(p, "r", progress=False)
+        per_model.logits(p, "r", progress=False)
     assert sorted(p.name for p in methods.iterdir()) == ["mcd-t"]
     assert not [f for f in logits.iterdir() if f.name.startswith(".")]
 

@@ -13,8 +13,8 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "pipeline"))
 from baseline_tree import make_tree, params  # noqa: E402
 
-from benchmark.cost import count_flops, count_params  # noqa: E402
-from benchmark.pipeline import stages  # noqa: E402
+from benchmark.models.cost import count_flops, count_params  # noqa: E402
+from benchmark.stages import per_model  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -42,12 +42,12 @@ def test_logits_with_cost_writes_what_the_cost_stage_writes(tree, name, monkeypa
     folded = json.loads((tree / "results" / "cost" / f"{name}.json").read_text())
     monkeypatch.chdir(tree)
     p = yaml.safe_load((tree / "params.yaml").read_text())
-    alone = stages.cost(p, name)  # the cost stage's function, in this process
+    alone = per_model.cost(p, name)  # the cost stage's function, in this process
     assert set(folded) == set(alone)
     assert {k: v for k, v in folded.items() if k != "throughput"} == {k: v for k, v in alone.items() if k != "throughput"}
     assert folded["throughput"] > 0
     # independent check of the counts: fvcore on the trained model (weights do not change FLOPs or sizes)
-    _, model = stages.load_trained(p, name)
+    _, model = per_model.load_trained(p, name)
     assert folded["gflops"] == count_flops(model, folded["img_size"]) and folded["params"] == count_params(model)
 
 
@@ -74,4 +74,4 @@ def test_root_dvc_yaml_has_no_cost_stage_and_logits_owns_the_cost_files():
     assert {"results/cost/${key}.json": {"cache": False}} in do["outs"]
     assert "cost" in do["params"] and {"zoo/embedded.yaml": ["models.${key}"]} in do["params"]
     assert "results/cost" in stages_["evaluate"]["deps"]
-    assert stages.config.paths("x")["cost"] == stages.config.RESULTS / "cost" / "x.json"  # where evaluate reads them
+    assert per_model.stage_config.paths("x")["cost"] == per_model.stage_config.RESULTS / "cost" / "x.json"  # where evaluate reads them

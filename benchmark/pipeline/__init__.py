@@ -1,1 +1,0 @@
-"""Stage logic behind the thin scripts in ``pipelines/`` (one module per stage)."""

@@ -58,6 +58,12 @@ class EvalConfig:
                 kw[k] = tuple(kw[k])
         return cls(suite=suite, **kw)
 
+    @classmethod
+    def from_typed(cls, suite: str, ev) -> "EvalConfig":
+        """From the typed ``evaluate`` block (:class:`benchmark.stages.params_config.EvaluateParams`)."""
+        return cls(suite=suite, fits=tuple(ev.fits), n_bootstrap=ev.n_bootstrap, bootstrap_splits=tuple(ev.bootstrap_splits),
+                   bootstrap_level=ev.bootstrap_level, seed=ev.seed, ece_bins=ev.ece_bins, sac_threshold=ev.sac_threshold)
+
     def settings(self) -> dict:
         """The knobs that change results (what the unit cache is keyed on)."""
         return {k: v for k, v in self.__dict__.items() if k != "groups"}

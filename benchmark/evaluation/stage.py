@@ -21,7 +21,7 @@ import torch
 
 import benchmark
 from benchmark.core.pairs import enumerate_pairs
-from benchmark.evaluation.rows import EvalConfig  # noqa: F401 (the settings type of the units, used by tests)
+from benchmark.evaluation.rows import EvalConfig
 from benchmark.evaluation.runner import Context, Unit, cached, read_unit, remove_stale, run_units
 from benchmark.methods.duo import VARIANTS as DUO_VARIANTS
 from benchmark.models.zoo import seed_groups
@@ -146,7 +146,7 @@ def run(params: dict, *, progress: bool = True) -> dict:
     """Evaluate all units, write metrics.csv, paired.csv, models.csv, summary.json."""
     typed = stage_config.typed(params)
     ev = typed.evaluate  # params evaluate, parsed field by field (benchmark.stages.params_config)
-    cfg = ev.eval_config(typed.suite)
+    cfg = EvalConfig.from_typed(typed.suite, ev)
     workers = ev.workers
     zoo = stage_config.zoo(params)
     ensembles = deep_ensemble_groups(zoo, list(ev.deep_ensembles))

@@ -7,16 +7,19 @@ YAML 1.1's hint). :func:`benchmark.stages.stage_config.load_params` reads the fi
 resolved path, modification time and size) and hangs the :class:`Params` on the mapping it returns
 (:func:`benchmark.stages.stage_config.typed`).
 
-Blocks still kept as mappings (validated where they are used): ``data`` (the embedded suite's block, validated by
-:func:`benchmark.data.embedded.resolve_config`, or a paper suite's ``spec``), ``sve`` (:mod:`benchmark.methods.sve_stage`),
-``report`` (:class:`benchmark.config.report_config.ReportConfig`); ``baselines`` is checked entry by entry against the
-method registry's typed configs (:func:`benchmark.stages.registry.check_baselines`).
+Typed here: ``logits``, ``cost``, ``evaluate``, ``distributed``, ``recipes``, ``sve`` (:class:`SveParams`),
+``report`` (:class:`benchmark.config.report_config.ReportConfig`), ``reproduce``. ``data`` stays a mapping at this
+level because its shape depends on the suite: the embedded suite's block is typed by
+:class:`benchmark.data.embedded.EmbeddedData`, a paper suite's by its suite file (:mod:`benchmark.data.paper.suites`);
+``baselines`` is checked entry by entry against the method registry's typed configs
+(:func:`benchmark.stages.registry.check_baselines`).
 """
 from __future__ import annotations
 
 import typing
 from dataclasses import dataclass, field
 
+from benchmark.config.report_config import ReportConfig
 from benchmark.config.typed import check, parse_config
 from benchmark.methods.sve import SIGMA_INIT
 from benchmark.models.distributed import DistConfig
@@ -67,14 +70,6 @@ class EvaluateParams:
             raise ValueError(f"balance_range must be null or [low, high] with low <= high, got {list(self.balance_range)}")
         if self.main_fit not in self.fits:
             raise ValueError(f"main_fit {self.main_fit!r} must be one of fits {list(self.fits)}")
-
-    def eval_config(self, suite: str):
-        """The :class:`benchmark.evaluation.rows.EvalConfig` of these settings (what the unit cache is keyed on)."""
-        from benchmark.evaluation.rows import EvalConfig
-
-        return EvalConfig(suite=suite, fits=self.fits, n_bootstrap=self.n_bootstrap, bootstrap_splits=self.bootstrap_splits,
-                          bootstrap_level=self.bootstrap_level, seed=self.seed, ece_bins=self.ece_bins,
-                          sac_threshold=self.sac_threshold)
 
 
 @dataclass(frozen=True)
@@ -129,7 +124,7 @@ class Params:
     distributed: DistConfig = field(default_factory=DistConfig)
     sve: SveParams | None = None
     baselines: dict | None = None
-    report: dict | None = None
+    report: ReportConfig | None = None
     reproduce: ReproduceParams | None = None
 
     def validate(self) -> None:

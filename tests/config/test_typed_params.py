@@ -117,8 +117,8 @@ def test_params_are_parsed_once_per_process(tmp_path):
 def test_typed_blocks_give_the_same_settings_as_the_raw_mapping():
     p = stage_config.load_params(ROOT / "params.yaml")
     raw = RAW["evaluate"]
-    assert p.typed.evaluate.eval_config(p.typed.suite) == EvalConfig.from_params(RAW["suite"], raw)
-    assert p.typed.evaluate.eval_config("embedded").settings() == EvalConfig.from_params("embedded", raw).settings()
+    assert EvalConfig.from_typed(p.typed.suite, p.typed.evaluate) == EvalConfig.from_params(RAW["suite"], raw)
+    assert EvalConfig.from_typed("embedded", p.typed.evaluate).settings() == EvalConfig.from_params("embedded", raw).settings()
     assert p.typed.evaluate.workers == raw["workers"] and p.typed.evaluate.deep_ensembles == tuple(raw["deep_ensembles"])
     assert p.typed.logits.batch_size == RAW["logits"]["batch_size"] and p.typed.threads == RAW["threads"]
     assert {n: dataclasses.asdict(r) for n, r in p.typed.recipes.items()} == {

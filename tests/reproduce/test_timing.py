@@ -54,6 +54,9 @@ def test_by_kind_sums_and_the_readme_table(tmp_path):
     table = readme.timings_table(rec)
     assert "| train | 2 | 30.0 | 45.0 | 3.0 | 1200 | 4,000 |" in table
     assert "**40 s** wall" in table and "**140 s**" in table
+    assert f"the target of {readme.TARGET_S} s is met" in table  # 140 s
+    slow = readme.timings_table({**rec, "repro_wall_s": readme.TARGET_S - 99.0})  # 100 + 501 s: one second over
+    assert f"the target of {readme.TARGET_S} s is **not met**" in slow
     path = tmp_path / "timings.json"
     path.write_text(json.dumps(rec))
     assert timing.load(path)["repro_wall_s"] == 40.0

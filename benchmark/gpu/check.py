@@ -33,7 +33,7 @@ import traceback
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]  # the repository (this file: benchmark/gpu/check.py)
 CHECKS = ("a", "b", "c", "d", "e")
 STATUSES = ("pass", "fail", "info", "skipped")
 ARCHS = ("resnet50", "efficientnet_b0", "vit_base_patch16_224")

@@ -8,6 +8,7 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
 os.environ.setdefault("TQDM_DISABLE", "1")
 
+import benchmark  # noqa: E402,F401  (first: pins the CPU numerics before torch runs a kernel, as in the stages)
 import pytest  # noqa: E402
 import torch  # noqa: E402
 

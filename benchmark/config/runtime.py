@@ -11,6 +11,10 @@ inference batches, one thread): 1.15 M -> 0.27 M minor page faults, system time
 (allocation addresses never enter a computation). ``UQ_MALLOC=default`` keeps
 glibc's behaviour. Other C libraries (musl, macOS) are left alone.
 
+Numerics: :func:`benchmark.config.numerics.pin` pins the CPU kernels (ISA caps, MKL's reproducibility mode)
+before torch is imported, so that other x86 CPU kinds produce the same bytes (``UQ_NUMERICS=native``: this
+CPU's own kernels).
+
 Timings: when ``UQ_TIMINGS`` names a file, the process appends one JSON line to
 it at exit: its command line, wall time since the process started (imports
 included), user and system CPU time, peak RSS and minor page faults. ``python
@@ -26,6 +30,8 @@ import json
 import os
 import sys
 import time
+
+from benchmark.config import numerics
 
 M_TRIM_THRESHOLD, M_MMAP_MAX = -1, -4
 TRIM_THRESHOLD = 1 << 30
@@ -78,6 +84,7 @@ def setup() -> None:
     if _done:
         return
     _done = True
+    numerics.pin()
     tune_malloc()
     path = os.environ.get("UQ_TIMINGS")
     if path and os.getpid() == _top_pid():

@@ -41,6 +41,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 from tqdm.auto import tqdm
 
+from benchmark.config import numerics
 from benchmark.config.typed import check, parse_config
 from benchmark.core.members import member_cross_entropy
 from benchmark.models import distributed
@@ -266,7 +267,8 @@ def fine_tune(model: nn.Module, train, val, recipe: Recipe, *, seed: int, folder
     opt = torch.optim.AdamW(params, lr=recipe.lr, weight_decay=recipe.weight_decay)
     steps_per_epoch = math.ceil(n / recipe.batch_size)
     total, warmup = recipe.epochs * steps_per_epoch, round(recipe.warmup_epochs * steps_per_epoch)
-    record = {"recipe": asdict(recipe), "fingerprint": fingerprint, "seed": seed, "history": [], "best_epoch": -1, "best_score": -1.0}
+    record = {"recipe": asdict(recipe), "fingerprint": fingerprint, "seed": seed, "history": [], "best_epoch": -1, "best_score": -1.0,
+              "numerics": numerics.state()}  # CPU kernels (benchmark.config.numerics): what byte-identity rests on
     start_epoch = 0
     found = distributed.broadcast_object(_read_resume(folder, fingerprint) if main else None)
     if found is not None:

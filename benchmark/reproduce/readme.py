@@ -128,7 +128,7 @@ def timings_table(record: dict) -> str:
                f"{'met' if record['install_s'] + record['repro_wall_s'] <= TARGET_S else '**not met**'})"
                if record.get("install_s") is not None else "")
             + f"; measured {record.get('date', '?')} on {m.get('cpus', '?')} CPUs ({m.get('cpu', '?')}, "
-              f"torch {m.get('torch', '?')}, kernels {m.get('cpu_capability', '?')}).\n")
+              f"torch {m.get('torch', '?')}, kernels {m.get('cpu_capability', '?')}{' pinned' if m.get('pinned') else ''}).\n")
     return "\n".join(lines) + "\n" + tail
 
 

@@ -72,8 +72,10 @@ def machine() -> dict:
         pass
     import torch
 
+    from benchmark.config import numerics
+
     return {"cpus": os.cpu_count(), "cpu": model, "python": platform.python_version(), "torch": torch.__version__,
-            "cpu_capability": torch.backends.cpu.get_cpu_capability()}
+            **numerics.state()}
 
 
 def run_repro(out, *, force: bool = False, dvc_args=(), install_s: float | None = None, cwd=".") -> dict:

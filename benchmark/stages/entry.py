@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
+from benchmark.config import numerics
 from benchmark.models import distributed
 from benchmark.stages.stage_config import load_params
 
@@ -33,6 +34,7 @@ def stage_main(description: str, run: Callable[[dict, argparse.Namespace], objec
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
     try:
+        numerics.check_pinned()
         params = load_params(args.params)
         if script is not None:
             cfg = distributed.config(params)

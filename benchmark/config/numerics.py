@@ -1,0 +1,106 @@
+"""CPU numerics pinned so that two x86 CPU kinds produce the same bytes.
+
+A fine-tune amplifies a last-bit rounding difference into a different model, and
+PyTorch's CPU kernels round differently per CPU: ATen picks vectorised kernels by
+the CPU's instruction set (AVX2 or AVX-512), oneDNN's JIT convolutions do too, and
+MKL picks code paths by ISA *and* vendor. Measured on the embedded default
+(``README``, "Reproducibility"): an AMD EPYC with AVX2 only, an AMD EPYC with
+AVX-512 and an Intel Xeon with AVX-512 gave three different checkpoints of every
+model, and the test-split AURC of one model doubled between them.
+
+Pinning (the default, ``UQ_NUMERICS`` unset or ``pinned``) sets, before torch is
+imported:
+
+* ``ATEN_CPU_CAPABILITY=avx2``: ATen's vectorised kernels at AVX2 on every x86 CPU;
+* ``ONEDNN_MAX_CPU_ISA=AVX2``: oneDNN's JIT kernels (convolutions) capped at AVX2;
+* ``MKL_CBWR=AVX2,STRICT``: MKL's conditional numerical reproducibility mode
+  (same code path on Intel and AMD, independent of memory alignment);
+
+and the stages fix the number of torch threads (params ``threads``), so a
+reduction is split the same way on any machine. ``UQ_NUMERICS=native`` keeps
+each CPU's fastest kernels (same machine kind: still byte-identical).
+
+Checked (``tests/reproduce/test_numerics.py`` and the simulation in
+:mod:`benchmark.reproduce.simulate`): with the AVX2 caps, a Zen 5 machine with
+AVX-512 trains byte for byte the checkpoints that an AMD EPYC without AVX-512
+trained (``../shared/reference-runs/amd-epyc-avx2``), and under pinning the
+bytes do not change when MKL's own ISA switch or the visible cores change.
+
+Nothing here imports torch: :func:`pin` must run before it (``import benchmark``
+calls it through :mod:`benchmark.config.runtime`).
+"""
+from __future__ import annotations
+
+import os
+import platform
+
+ENV = "UQ_NUMERICS"
+MODES = ("pinned", "native")
+PINNED = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_CBWR": "AVX2,STRICT"}
+# what a stage records of the numerics it ran with (train.json, cost records, timings)
+_applied: dict = {}
+
+
+def requested_mode(environ=None) -> str:
+    """``UQ_NUMERICS`` (default ``pinned``); anything else is a clear error."""
+    environ = os.environ if environ is None else environ
+    mode = environ.get(ENV, "pinned") or "pinned"
+    if mode not in MODES:
+        raise ValueError(f"{ENV}={mode!r}: must be one of {list(MODES)}")
+    return mode
+
+
+def cpu_flags() -> set[str]:
+    """The CPU feature flags of this Linux machine (empty elsewhere)."""
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def pinnable(machine: str | None = None, flags: set[str] | None = None) -> bool:
+    """Pinning needs an x86-64 CPU with AVX2 and FMA (every x86 server CPU since 2013)."""
+    machine = platform.machine().lower() if machine is None else machine.lower()
+    if machine not in ("x86_64", "amd64"):
+        return False
+    flags = cpu_flags() if flags is None else flags
+    return {"avx2", "fma"} <= flags
+
+
+def pin(environ=None) -> dict:
+    """Apply the requested mode to ``environ`` (default: this process's environment) and return what was applied.
+
+    Must run before torch runs its first CPU kernel (ATen fixes its choice then): :func:`state` tells
+    whether it took."""
+    environ = os.environ if environ is None else environ
+    mode = requested_mode(environ)
+    applied = {"mode": mode, "pinned": False}
+    if mode == "pinned" and pinnable():
+        environ.update(PINNED)
+        applied["pinned"] = True
+    if environ is os.environ:
+        _applied.clear()
+        _applied.update(applied)
+    return applied
+
+
+def state() -> dict:
+    """What this process runs with: the mode, whether pinning took, and torch's CPU capability."""
+    import torch
+
+    capability = torch.backends.cpu.get_cpu_capability()
+    return {"numerics": _applied.get("mode", requested_mode()),
+            "pinned": bool(_applied.get("pinned")) and capability == PINNED["ATEN_CPU_CAPABILITY"].upper(),
+            "cpu_capability": capability}
+
+
+def check_pinned() -> None:
+    """Raise ValueError when pinning was asked for on a CPU that supports it but did not take (torch ran a CPU kernel before
+    :mod:`benchmark` was imported): the outputs would not be byte-identical across CPU kinds."""
+    if _applied.get("pinned") and not state()["pinned"]:
+        raise ValueError(f"CPU numerics not pinned: torch chose {state()['cpu_capability']} kernels before benchmark "
+                           f"was imported (import benchmark first, or set {ENV}=native to run with this CPU's own kernels)")

@@ -11,6 +11,12 @@ Splits (names as in the results table):
 * ``ood``: animal-mnist silhouettes (another label space); labels are -1.
 * ``corrupt-<type>-<severity>``: the test split (or a stratified seeded subset
   of it, ``corruption_subset``) through :func:`benchmark.data.corruptions.corrupt`.
+* ``corruption_pool: true`` instead: one split per severity, ``corrupt-all-<severity>``,
+  holding every corruption type: the subset is cut into as many disjoint stratified
+  parts as there are types and part ``k`` goes through type ``k`` (so every clean
+  image appears once per severity and ids stay unique). A pooled split averages the
+  types, so its metrics move far less between training seeds than those of one type
+  on a few hundred images (README, "Signal above noise").
 
 Sample ids encode the source: ``ID_OFFSETS[source] + index in the source
 array`` (mnist 0.., digits 100000.., animal 200000..). A corrupted image keeps
@@ -48,6 +54,7 @@ DEFAULT_CONFIG: dict = {
     "corruptions": ["gaussian_noise", "impulse_noise", "gaussian_blur", "contrast", "pixelate", "rotate"],
     "severities": [1, 2, 3, 4, 5],
     "corruption_subset": None,
+    "corruption_pool": False,
 }
 """Defaults of the params.yaml ``data`` block; ``corruption_subset: null`` = the whole test split."""
 
@@ -121,6 +128,7 @@ class EmbeddedData:
     severities: tuple[int, ...] = field(default=tuple(DEFAULT_CONFIG["severities"]),
                                         metadata=check(minimum=SEVERITIES[0], maximum=SEVERITIES[-1], unique=True))
     corruption_subset: int | None = field(default=None, metadata=check(minimum=1))  # null: the whole test split
+    corruption_pool: bool = False  # one split per severity with every type (corrupt-all-<severity>)
 
     def validate(self) -> None:
         n = SOURCE_SIZES["mnist"]
@@ -131,6 +139,10 @@ class EmbeddedData:
         if self.corruption_subset is not None and self.corruption_subset > self.test:
             raise ValueError(f"corruption_subset = {self.corruption_subset} exceeds test = {self.test}; use null for the "
                              "whole test split")
+        per_type = (self.corruption_subset or self.test) // max(1, len(self.corruptions))
+        if self.corruption_pool and self.corruptions and per_type < 10:
+            raise ValueError(f"corruption_pool: {self.corruption_subset or self.test} images shared by {len(self.corruptions)} "
+                             f"corruption types leave {per_type} per type; at least 10 are needed")
 
 
 def resolve_config(cfg: Mapping | None, where: str = "params.yaml data") -> dict:
@@ -140,9 +152,14 @@ def resolve_config(cfg: Mapping | None, where: str = "params.yaml data") -> dict
     return {**asdict(c), "corruptions": list(c.corruptions), "severities": list(c.severities)}
 
 
+POOLED = "all"  # the corruption "type" of a pooled split: corrupt-all-<severity>
+
+
 def split_names(cfg: Mapping | None) -> list[str]:
     """Names of the splits :func:`build_embedded_suite` returns for ``cfg``, in that order."""
     c = resolve_config(cfg)
+    if c["corruption_pool"]:
+        return [*CLEAN_SPLITS, *(f"corrupt-{POOLED}-{s}" for s in c["severities"] if c["corruptions"])]
     return [*CLEAN_SPLITS, *(corrupt_split_name(n, s) for n in c["corruptions"] for s in c["severities"])]
 
 
@@ -186,7 +203,25 @@ def build_embedded_suite(cfg: Mapping | None = None) -> dict[str, Split]:
         keep = stratified_order(test.labels, stream["corruption_subset"])[: c["corruption_subset"]]
         test = Split(images=test.images[keep], labels=test.labels[keep], ids=test.ids[keep], name="test")
     jobs = [(n, s) for n in c["corruptions"] for s in c["severities"]]
+    if c["corruption_pool"]:
+        return out | _pooled(test, c["corruptions"], c["severities"], seed, stream["corruption_subset"])
     for name, sev in tqdm(jobs, desc="corrupting test split", disable=not jobs):
         split = corrupt_split_name(name, sev)
         out[split] = Split(images=corrupt(test.images, name, sev, seed), labels=test.labels, ids=test.ids, name=split)
+    return out
+
+
+def _pooled(test: Split, corruptions, severities, seed: int, rng: np.random.Generator) -> dict[str, Split]:
+    """``corrupt-all-<severity>``: ``test`` cut into ``len(corruptions)`` disjoint stratified parts (part k through
+    corruption k), concatenated in part order; every image once per severity, with its clean id."""
+    if not corruptions:
+        return {}
+    order = stratified_order(test.labels, rng)
+    parts = np.array_split(order[: len(order) - len(order) % len(corruptions)], len(corruptions))
+    out = {}
+    for sev in tqdm(severities, desc="corrupting test split (pooled types)"):
+        name = f"corrupt-{POOLED}-{sev}"
+        images = np.concatenate([corrupt(test.images[p], kind, sev, seed) for kind, p in zip(corruptions, parts)])
+        index = np.concatenate(parts)
+        out[name] = Split(images=images, labels=test.labels[index], ids=test.ids[index], name=name)
     return out

@@ -154,3 +154,51 @@ def test_animal_source_is_28x28_silhouettes():
     images, labels = sources.load_animal()
     assert images.shape == (10_000, 28, 28) and images.dtype == np.uint8
     np.testing.assert_array_equal(np.bincount(labels), np.full(len(sources.ANIMAL_CLASSES), 1000))
+
+
+POOLED = {**TINY_CONFIG, "test": 200, "corruption_subset": 120, "corruptions": ["gaussian_noise", "contrast", "rotate"],
+          "severities": [1, 4], "corruption_pool": True}
+
+
+@pytest.fixture(scope="module")
+def pooled_suite():
+    return build_embedded_suite(POOLED)
+
+
+def test_pooled_corruptions_one_split_per_severity(pooled_suite):
+    assert split_names(POOLED) == [*CLEAN, "corrupt-all-1", "corrupt-all-4"]
+    assert list(pooled_suite) == split_names(POOLED)
+    for sev in (1, 4):
+        assert len(pooled_suite[f"corrupt-all-{sev}"]) == POOLED["corruption_subset"]
+
+
+def test_pooled_split_is_each_clean_image_once_through_exactly_one_type(pooled_suite):
+    """Independent check: every image of a pooled split is its clean test image (found by id) through one of the
+    types, each type covers an equal, class-balanced share, and the type of an image is the same at every severity."""
+    from benchmark.data.corruptions import corrupt
+
+    test = pooled_suite["test"]
+    pos = {i: k for k, i in enumerate(test.ids.tolist())}
+    kinds_by_sev = []
+    for sev in (1, 4):
+        split = pooled_suite[f"corrupt-all-{sev}"]
+        assert np.unique(split.ids).size == len(split)
+        rows = np.array([pos[i] for i in split.ids.tolist()])
+        np.testing.assert_array_equal(split.labels, test.labels[rows])
+        kinds = []
+        for img, r in zip(split.images, rows):
+            hits = [k for k in POOLED["corruptions"] if np.array_equal(corrupt(test.images[r][None], k, sev, 0)[0], img)]
+            assert len(hits) == 1, f"image of id {test.ids[r]} matches {hits}"
+            kinds.append(hits[0])
+        kinds = np.array(kinds)
+        per = POOLED["corruption_subset"] // len(POOLED["corruptions"])
+        for k in POOLED["corruptions"]:
+            assert (kinds == k).sum() == per
+            assert (np.bincount(split.labels[kinds == k], minlength=10) == per // 10).all()  # stratified parts
+        kinds_by_sev.append(dict(zip(split.ids.tolist(), kinds)))
+    assert kinds_by_sev[0] == kinds_by_sev[1]
+
+
+def test_pooled_corruptions_need_ten_images_per_type():
+    with pytest.raises(ValueError, match="leave 3 per type; at least 10 are needed"):
+        resolve_config({**POOLED, "corruption_subset": 9})

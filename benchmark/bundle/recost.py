@@ -58,7 +58,7 @@ def model_costs(entries: dict, num_classes: int) -> dict[str, dict]:
         key = (e.arch, e.img_size, e.init if e.init_kind == "torchvision" else "", num_classes)
         if key not in built:
             model = factory.create(e, num_classes, load_weights=False)
-            built[key] = {"gflops": cost.count_flops(model, e.img_size), "params": cost.count_params(model)}
+            built[key] = cost.static_cost(model, e.img_size)  # as the cost stage (benchmark.stages.per_model.cost)
         out[name] = {"name": name, "arch": e.arch, "init": e.init, "img_size": e.img_size, "seed": e.seed, "role": e.role,
                      **built[key], "throughput": NAN}
     return out

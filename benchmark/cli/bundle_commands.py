@@ -62,6 +62,8 @@ def add_verify_command(subparsers) -> None:
     p.add_argument("bundle", metavar="BUNDLE", help="bundle folder leaderboard/<suite>/<id> (with manifest.json)")
     p.add_argument("--logits", metavar="DIR", help="results folder holding logits/<model>/ and methods/<name>/")
     p.add_argument("--remote", metavar="NAME", help="dvc pull the logits through this DVC remote into this checkout first")
+    p.add_argument("--pull", action="store_true", help="dvc pull the logits through the DVC remote the manifest names, if "
+                                                       "it names one (a remote of this checkout's DVC config)")
     p.add_argument("--record-to", metavar="DIR",
                    help="write the verification record to DIR/<suite>/<id>.json when verified (else remove an old one); "
                         "publish --verified DIR reads the badges from there. DIR must be outside the bundles folder")
@@ -89,12 +91,15 @@ def run_verify(args) -> int:
             raise StoreError(f"--record-to {args.record_to}: inside the bundles folder {inside}; records live outside it")
     logits = Path(args.logits) if args.logits else None
     source = f"local results folder {args.logits}" if args.logits else ""
-    if args.remote:
+    remote = args.remote or (bundle.manifest["remote"] if args.pull else None)
+    if remote:
         try:
-            logits = pull_logits(bundle, args.remote)
+            logits = pull_logits(bundle, remote)
         except RemoteError as e:
-            raise StoreError(f"--remote {args.remote}: {e}") from None
-        source = f"pulled through DVC remote {args.remote}"
+            raise StoreError(f"--remote {remote}: {e}") from None
+        source = f"pulled through DVC remote {remote}"
+    elif args.pull:
+        print(f"{bundle.path}: its manifest names no DVC remote: nothing to pull")
     if logits is not None and not logits.is_dir():
         raise StoreError(f"--logits {logits}: not a folder")
     try:

@@ -57,9 +57,14 @@ class BundleError(StoreError):
 
 
 def show(text) -> str:
-    """``text`` for a one-line message: as is when printable, else escaped (newlines, control characters)."""
+    """``text`` (e.g. a path) for a one-line message: as is when printable, else escaped (newlines, control characters)."""
     text = str(text)
     return text if text.isprintable() else ascii(text)
+
+
+def q(value) -> str:
+    """A value for a one-line message, quoted: ``repr`` (``ascii`` when it holds characters that are not printable)."""
+    return repr(value) if not isinstance(value, str) or value.isprintable() else ascii(value)
 
 
 def role_names(role: str) -> tuple[str, ...]:
@@ -73,7 +78,7 @@ def role_names(role: str) -> tuple[str, ...]:
         return ("models.csv",)
     if role == "lock":
         return ("dvc.lock",)
-    raise BundleError(f"unknown file role {show(role)!s}; known: rows, rows-001..rows-{MAX_PARTS:03d}, paired, "
+    raise BundleError(f"unknown file role {q(role)}; known: rows, rows-001..rows-{MAX_PARTS:03d}, paired, "
                       f"paired-001.., models, lock")
 
 
@@ -149,6 +154,7 @@ class Folder:
         """The bytes of the regular file ``name`` directly inside the folder (at most ``cap``)."""
         if name not in self.entries or "/" in name or name in (".", ".."):
             raise BundleError(f"{self.where(name)}: missing")
+        self._regular(name, self.entries[name])  # as listed (lstat), then again on the open descriptor
         flags = os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
         try:
             fd = os.open(name, flags, dir_fd=self._fd) if self._fd is not None else os.open(self.path / name, flags)
@@ -218,7 +224,7 @@ def _pairs(pairs):
     out = {}
     for k, v in pairs:
         if k in out:
-            raise _Reject(f"duplicate key {show(k)}")
+            raise _Reject(f"duplicate key {q(k)}")
         out[k] = v
     return out
 
@@ -275,7 +281,7 @@ def plain(obj, where: str, depth: int = 0):
     if isinstance(obj, dict):
         for k, v in obj.items():
             if not isinstance(k, str):
-                raise BundleError(f"{where}: key {show(k)} is not text")
+                raise BundleError(f"{where}: key {q(k)} is not text")
             _check_text(k, where)
             plain(v, where, depth + 1)
     elif isinstance(obj, list):
@@ -326,7 +332,7 @@ def strict_yaml(data: bytes, where: str):
             if isinstance(ev, yaml.AliasEvent) or getattr(ev, "anchor", None) is not None:
                 raise BundleError(f"{where}: YAML anchors and aliases are not allowed")
             if getattr(ev, "tag", None) not in (None, "!"):
-                raise BundleError(f"{where}: explicit YAML tag {show(ev.tag)} is not allowed")
+                raise BundleError(f"{where}: explicit YAML tag {q(ev.tag)} is not allowed")
             if isinstance(ev, yaml.CollectionStartEvent):
                 depth += 1
                 if depth > MAX_DEPTH:
@@ -357,9 +363,9 @@ def _strict_loader():
                 for key_node, _ in node.value:
                     key = self.construct_object(key_node, deep=True)
                     if not isinstance(key, str):
-                        raise _Reject(f"mapping key {show(key)} is not text")
+                        raise _Reject(f"mapping key {q(key)} is not text")
                     if key in seen:
-                        raise _Reject(f"duplicate key {show(key)}")
+                        raise _Reject(f"duplicate key {q(key)}")
                     seen.add(key)
                 return super().construct_mapping(node, deep=deep)
 
@@ -384,10 +390,10 @@ def read_csv(data: bytes, where: str, columns, *, required=()) -> "pd.DataFrame"
         raise BundleError(f"{where}: empty table (no header)")
     if len(header) != len(set(header)):
         dup = sorted({c for c in header if header.count(c) > 1})
-        raise BundleError(f"{where}: repeated columns {[show(c) for c in dup]}")
+        raise BundleError(f"{where}: repeated columns {', '.join(q(c) for c in dup)}")
     unknown = [c for c in header if c not in columns]
     if unknown:
-        raise BundleError(f"{where}: unknown columns {[show(c) for c in unknown[:5]]}; known: {list(columns)}")
+        raise BundleError(f"{where}: unknown columns [{', '.join(q(c) for c in unknown[:5])}]; known: {list(columns)}")
     missing = [c for c in required if c not in header]
     if missing:
         raise BundleError(f"{where}: missing columns {missing}")

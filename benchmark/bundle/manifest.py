@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 
-from benchmark.bundle.intake import MANIFEST, BundleError, role_names, show
+from benchmark.bundle.intake import MANIFEST, BundleError, q, role_names, show
 from benchmark.models.zoo import NAME_RE as NAME  # zoo entry names: also logits and method folder names
 
 FORMAT = "uq-bundle/1"
@@ -63,7 +63,7 @@ def _keys(obj: dict, required: set, optional: set, where: str) -> None:
         raise BundleError(f"{where}: missing key {missing[0]!r}")
     extra = sorted(set(obj) - required - optional)
     if extra:
-        raise BundleError(f"{where}: unknown key {show(extra[0])}")
+        raise BundleError(f"{where}: unknown key {q(extra[0])}")
 
 
 def _count(obj, limit: int, where: str) -> None:
@@ -74,7 +74,7 @@ def _count(obj, limit: int, where: str) -> None:
 def _name(value, where: str, pattern: re.Pattern = NAME) -> str:
     _type(value, str, where)
     if not pattern.match(value):
-        raise BundleError(f"{where}: {show(value)} does not match {pattern.pattern}")
+        raise BundleError(f"{where}: {q(value)} does not match {pattern.pattern}")
     return value
 
 
@@ -104,7 +104,7 @@ def check_created(value, where: str, now: dt.datetime | None = None) -> str:
     """``YYYY-MM-DDTHH:MM:SSZ``, a real date and time, not after ``now`` (+ :data:`CLOCK_SKEW`)."""
     _type(value, str, where)
     if not CREATED.match(value):
-        raise BundleError(f"{where}: {show(value)[:40]} is not a UTC time YYYY-MM-DDTHH:MM:SSZ")
+        raise BundleError(f"{where}: {q(value)[:40]} is not a UTC time YYYY-MM-DDTHH:MM:SSZ")
     try:
         t = dt.datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.timezone.utc)
     except ValueError:
@@ -145,13 +145,13 @@ def _files(files: dict, where: str) -> None:
     _count(files, 2 * 99 + 4, where)
     for role, f in files.items():
         w = f"{where}.{show(role)}"
-        names = role_names(role) if isinstance(role, str) else role_names(str(role))
+        names = role_names(role)
         _type(f, dict, w)
         _keys(f, {"path", "sha256", "bytes"}, set(), w)
         if f["path"] not in names:
-            raise BundleError(f"{w}: path {show(f['path'])} must be one of {list(names)}")
+            raise BundleError(f"{w}: path {q(f['path'])} must be one of {list(names)}")
         if not SHA256.match(_type(f["sha256"], str, f"{w}.sha256")):
-            raise BundleError(f"{w}: sha256 {show(f['sha256'])[:70]} is not 64 hex digits")
+            raise BundleError(f"{w}: sha256 {q(f['sha256'])[:70]} is not 64 hex digits")
         if _type(f["bytes"], int, f"{w}.bytes") < 0:
             raise BundleError(f"{w}.bytes: must be >= 0")
     if "rows" not in files:
@@ -165,7 +165,7 @@ def _files(files: dict, where: str) -> None:
 def _logits(logits: dict, where: str) -> None:
     _count(logits, MAX_LOGITS, where)
     for rel, f in logits.items():
-        w = f"{where}[{show(rel)}]"
+        w = f"{where}[{q(rel)}]"
         if not LOGITS_FILE.match(rel):
             raise BundleError(f"{w}: must be <logits|methods>/<name>/<split>.safetensors inside the results folder")
         _type(f, dict, w)
@@ -179,23 +179,23 @@ def _logits(logits: dict, where: str) -> None:
 def _stages(stages: dict, where: str) -> None:
     _count(stages, MAX_STAGES, where)
     for name, s in stages.items():
-        w = f"{where}[{show(name)}]"
+        w = f"{where}[{q(name)}]"
         _name(name, f"{where}: stage name", STAGE)
         _type(s, dict, w)
         _keys(s, {"outs"}, set(), w)
         _count(_type(s["outs"], dict, f"{w}.outs"), 1_000, f"{w}.outs")
         for path, md5 in s["outs"].items():
             if not OUT_PATH.match(path) or ".." in path.split("/"):
-                raise BundleError(f"{w}.outs: path {show(path)[:80]} is not a results/... path")
+                raise BundleError(f"{w}.outs: path {q(path)[:80]} is not a results/... path")
             if md5 is not None and not (isinstance(md5, str) and MD5.match(md5)):
-                raise BundleError(f"{w}.outs[{path}]: {show(md5)[:80]} is not an md5")
+                raise BundleError(f"{w}.outs[{path}]: {q(md5)[:80]} is not an md5")
 
 
 def _unit(u, logit_folders: set, where: str) -> None:
     _type(u, dict, where)
     kind = _type(u.get("kind"), str, f"{where}.kind")
     if kind not in UNIT_KINDS:
-        raise BundleError(f"{where}: kind {show(kind)} unknown; one of {list(UNIT_KINDS)}")
+        raise BundleError(f"{where}: kind {q(kind)} unknown; one of {list(UNIT_KINDS)}")
     _keys(u, {"kind", "members", "folders", "inputs_hash"} | ({"info"} if kind == "method" else set()), set(), where)
     members, folders = _type(u["members"], list, f"{where}.members"), _type(u["folders"], list, f"{where}.folders")
     if not 1 <= len(members) <= MAX_MEMBERS or len(members) != len(folders):
@@ -204,11 +204,11 @@ def _unit(u, logit_folders: set, where: str) -> None:
     for m, f in zip(members, folders):
         _name(m, f"{where}.members")
         if f != f"{prefix}/{m}":
-            raise BundleError(f"{where}: folder {show(f)} of member {m} must be {prefix}/{m}")
+            raise BundleError(f"{where}: folder {q(f)} of member {m} must be {prefix}/{m}")
         if f not in logit_folders:
             raise BundleError(f"{where}: folder {f} has no file in the manifest's logits")
     if not SHORT_HASH.match(_type(u["inputs_hash"], str, f"{where}.inputs_hash")):
-        raise BundleError(f"{where}: inputs_hash {show(u['inputs_hash'])[:40]} is not 16 hex digits")
+        raise BundleError(f"{where}: inputs_hash {q(u['inputs_hash'])[:40]} is not 16 hex digits")
     want = {"single": 1, "duo": 2, "method": 1}.get(kind)
     if (want is not None and len(members) != want) or (kind == "deep_ensemble" and len(members) < 2):
         raise BundleError(f"{where}: a {kind} unit has {want or 'at least 2'} member(s), got {len(members)}")
@@ -235,7 +235,7 @@ def check_manifest(m, where: str, *, now: dt.datetime | None = None) -> dict:
     for key, (typ, _) in MANIFEST_KEYS.items():
         _type(m[key], typ, f"{where}: {key}")
     if m["format"] != FORMAT:
-        raise BundleError(f"{where}: format {show(m['format'])[:40]} not supported (expected {FORMAT!r})")
+        raise BundleError(f"{where}: format {q(m['format'])[:40]} not supported (expected {FORMAT!r})")
     check_suite(m["suite"], f"{where}: suite")
     _text(m["contributor"], f"{where}: contributor")
     check_created(m["created"], f"{where}: created", now)
@@ -250,7 +250,7 @@ def check_manifest(m, where: str, *, now: dt.datetime | None = None) -> dict:
         _name(m["remote"], f"{where}: remote")
     _strings(m["params"], f"{where}: params")
     if "suite" in m["params"] and m["params"]["suite"] != m["suite"]:
-        raise BundleError(f"{where}: params.suite {show(m['params']['suite'])[:70]} differs from suite {m['suite']!r}")
+        raise BundleError(f"{where}: params.suite {q(m['params']['suite'])[:70]} differs from suite {m['suite']!r}")
     _count(m["zoo"], MAX_ZOO, f"{where}: zoo")
     _strings(m["zoo"], f"{where}: zoo")
     _files(m["files"], f"{where}: files")

@@ -27,7 +27,7 @@ from pathlib import Path
 import pandas as pd
 
 from benchmark.bundle import intake
-from benchmark.bundle.intake import MANIFEST, MAX_FILE_BYTES, BundleError, show
+from benchmark.bundle.intake import MANIFEST, MAX_FILE_BYTES, BundleError, q, show
 from benchmark.bundle.manifest import BUNDLE_ID, FORMAT, MANIFEST_KEYS, NAME, SHORT_HASH, check_manifest, check_suite  # noqa: F401
 from benchmark.core.metric_info import METRICS
 from benchmark.storage.results_schema import COLUMNS, OPTIONAL_COLUMNS, validate_results
@@ -92,11 +92,11 @@ def identity(path, m: dict) -> tuple[str, str]:
     """(suite, id) of the bundle folder ``path``: ``.../<suite>/<id>`` with ``<suite>`` the manifest's suite."""
     path = Path(os.path.abspath(path))
     if not BUNDLE_ID.match(path.name):
-        raise BundleError(f"{show(path)}: bundle id {show(path.name)} must match {BUNDLE_ID.pattern} "
+        raise BundleError(f"{show(path)}: bundle id {q(path.name)} must match {BUNDLE_ID.pattern} "
                           "(the folder leaderboard/<suite>/<id>)")
     if path.parent.name != m["suite"]:
         raise BundleError(f"{show(path)}: a bundle of suite {m['suite']!r} must be in a folder named {m['suite']!r} "
-                          f"(leaderboard/{m['suite']}/{path.name}), not {show(path.parent.name)!s}")
+                          f"(leaderboard/{m['suite']}/{path.name}), not {q(path.parent.name)}")
     return m["suite"], path.name
 
 
@@ -108,7 +108,7 @@ def _numbers(df: pd.DataFrame, columns, where: str) -> None:
         bad = num.isna() & df[c].notna() & ~df[c].isin(["nan", "NaN"])
         if bad.any():
             i = int(bad.to_numpy().nonzero()[0][0])
-            raise BundleError(f"{where}: row {i + 2}: column {c!r} must be a number, got {show(df[c].iloc[i])[:40]}")
+            raise BundleError(f"{where}: row {i + 2}: column {c!r} must be a number, got {q(df[c].iloc[i])[:40]}")
         if (num.abs() == math.inf).any():
             i = int((num.abs() == math.inf).to_numpy().nonzero()[0][0])
             raise BundleError(f"{where}: row {i + 2}: column {c!r} must be finite, got {df[c].iloc[i]}")
@@ -125,7 +125,7 @@ def _names(df: pd.DataFrame, columns, where: str, *, empty=(), joined=()) -> Non
             ok = ok | (col == "")
         if not ok.all():
             i = int((~ok).to_numpy().nonzero()[0][0])
-            raise BundleError(f"{where}: row {i + 2}: column {c!r}: {show(col.iloc[i])[:70]} does not match {NAME.pattern}")
+            raise BundleError(f"{where}: row {i + 2}: column {c!r}: {q(col.iloc[i])[:70]} does not match {NAME.pattern}")
 
 
 def check_rows(df: pd.DataFrame, suite: str, where: str) -> pd.DataFrame:
@@ -140,10 +140,10 @@ def check_rows(df: pd.DataFrame, suite: str, where: str) -> pd.DataFrame:
            empty=("sidekick",), joined=("members",))
     rows = validate_results(df, source=where)[list(COLUMNS)]
     checks = [
-        (~rows["metric"].isin(list(METRICS)), lambda r: f"unknown metric {show(r['metric'])[:40]} (known: see benchmark/core/metric_info.py)"),
-        (rows["suite"] != suite, lambda r: f"suite {show(r['suite'])[:40]} differs from the manifest's {suite!r}"),
+        (~rows["metric"].isin(list(METRICS)), lambda r: f"unknown metric {q(r['metric'])[:40]} (known: see benchmark/core/metric_info.py)"),
+        (rows["suite"] != suite, lambda r: f"suite {q(r['suite'])[:40]} differs from the manifest's {suite!r}"),
         (rows["n"] < 0, lambda r: f"n must be >= 0, got {r['n']}"),
-        (~rows["inputs_hash"].str.fullmatch(SHORT_HASH.pattern.strip("^$")), lambda r: f"inputs_hash {show(r['inputs_hash'])[:40]} is not 16 hex digits"),
+        (~rows["inputs_hash"].str.fullmatch(SHORT_HASH.pattern.strip("^$")), lambda r: f"inputs_hash {q(r['inputs_hash'])[:40]} is not 16 hex digits"),
     ]
     for col in ("gflops", "params", "throughput", "balance", "overhead_percent", "extra_params_percent"):
         checks.append((rows[col] < 0, lambda r, col=col: f"{col} must be >= 0, got {r[col]}"))
@@ -194,7 +194,7 @@ def _models(df: pd.DataFrame, where: str) -> pd.DataFrame:
     _numbers(df, ["img_size", "seed", "gflops", "params", "throughput"], where)
     _names(df, ["name", "arch", "role"], where, empty=("role",))
     if df["name"].duplicated().any():
-        raise BundleError(f"{where}: model {show(df['name'][df['name'].duplicated()].iloc[0])} listed twice")
+        raise BundleError(f"{where}: model {q(df['name'][df['name'].duplicated()].iloc[0])} listed twice")
     if (df["init"].fillna("").str.len() > 200).any() or not df["init"].fillna("").map(str.isprintable).all():
         raise BundleError(f"{where}: column 'init' must be printable text of at most 200 characters")
     out = df.copy()
@@ -220,7 +220,7 @@ def _lock(obj, where: str) -> dict:
         raise BundleError(f"{where}: not a dvc.lock mapping with 'stages'")
     for name, s in obj.get("stages", {}).items():
         if not isinstance(s, dict):
-            raise BundleError(f"{where}: stages.{show(name)[:70]} must be a mapping")
+            raise BundleError(f"{where}: stages.{q(name)[:70]} must be a mapping")
     return obj
 
 

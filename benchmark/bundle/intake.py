@@ -71,7 +71,7 @@ def role_names(role: str) -> tuple[str, ...]:
     """The file names a manifest role may have; :class:`BundleError` for an unknown role."""
     if role in TABLES:
         return f"{role}.csv", f"{role}.csv.gz"
-    m = _PART.match(role) if isinstance(role, str) else None
+    m = _PART.fullmatch(role) if isinstance(role, str) else None
     if m and 1 <= int(m[2]) <= MAX_PARTS:
         return (f"{role}.csv.gz",)
     if role == "models":

@@ -73,7 +73,7 @@ def _count(obj, limit: int, where: str) -> None:
 
 def _name(value, where: str, pattern: re.Pattern = NAME) -> str:
     _type(value, str, where)
-    if not pattern.match(value):
+    if not pattern.fullmatch(value):
         raise BundleError(f"{where}: {q(value)} does not match {pattern.pattern}")
     return value
 
@@ -103,7 +103,7 @@ def _strings(obj, where: str, limit: int = MAX_STRING) -> None:
 def check_created(value, where: str, now: dt.datetime | None = None) -> str:
     """``YYYY-MM-DDTHH:MM:SSZ``, a real date and time, not after ``now`` (+ :data:`CLOCK_SKEW`)."""
     _type(value, str, where)
-    if not CREATED.match(value):
+    if not CREATED.fullmatch(value):
         raise BundleError(f"{where}: {q(value)[:40]} is not a UTC time YYYY-MM-DDTHH:MM:SSZ")
     try:
         t = dt.datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.timezone.utc)
@@ -150,7 +150,7 @@ def _files(files: dict, where: str) -> None:
         _keys(f, {"path", "sha256", "bytes"}, set(), w)
         if f["path"] not in names:
             raise BundleError(f"{w}: path {q(f['path'])} must be one of {list(names)}")
-        if not SHA256.match(_type(f["sha256"], str, f"{w}.sha256")):
+        if not SHA256.fullmatch(_type(f["sha256"], str, f"{w}.sha256")):
             raise BundleError(f"{w}: sha256 {q(f['sha256'])[:70]} is not 64 hex digits")
         if _type(f["bytes"], int, f"{w}.bytes") < 0:
             raise BundleError(f"{w}.bytes: must be >= 0")
@@ -166,11 +166,11 @@ def _logits(logits: dict, where: str) -> None:
     _count(logits, MAX_LOGITS, where)
     for rel, f in logits.items():
         w = f"{where}[{q(rel)}]"
-        if not LOGITS_FILE.match(rel):
+        if not LOGITS_FILE.fullmatch(rel):
             raise BundleError(f"{w}: must be <logits|methods>/<name>/<split>.safetensors inside the results folder")
         _type(f, dict, w)
         _keys(f, {"sha256"}, {"bytes"}, w)
-        if not isinstance(f["sha256"], str) or not SHA256.match(f["sha256"]):
+        if not isinstance(f["sha256"], str) or not SHA256.fullmatch(f["sha256"]):
             raise BundleError(f"{w}: needs a sha256 of 64 hex digits")
         if "bytes" in f and _type(f["bytes"], int, f"{w}.bytes") < 0:
             raise BundleError(f"{w}.bytes: must be >= 0")
@@ -185,9 +185,9 @@ def _stages(stages: dict, where: str) -> None:
         _keys(s, {"outs"}, set(), w)
         _count(_type(s["outs"], dict, f"{w}.outs"), 1_000, f"{w}.outs")
         for path, md5 in s["outs"].items():
-            if not OUT_PATH.match(path) or ".." in path.split("/"):
+            if not OUT_PATH.fullmatch(path) or ".." in path.split("/"):
                 raise BundleError(f"{w}.outs: path {q(path)[:80]} is not a results/... path")
-            if md5 is not None and not (isinstance(md5, str) and MD5.match(md5)):
+            if md5 is not None and not (isinstance(md5, str) and MD5.fullmatch(md5)):
                 raise BundleError(f"{w}.outs[{path}]: {q(md5)[:80]} is not an md5")
 
 
@@ -207,7 +207,7 @@ def _unit(u, logit_folders: set, where: str) -> None:
             raise BundleError(f"{where}: folder {q(f)} of member {m} must be {prefix}/{m}")
         if f not in logit_folders:
             raise BundleError(f"{where}: folder {f} has no file in the manifest's logits")
-    if not SHORT_HASH.match(_type(u["inputs_hash"], str, f"{where}.inputs_hash")):
+    if not SHORT_HASH.fullmatch(_type(u["inputs_hash"], str, f"{where}.inputs_hash")):
         raise BundleError(f"{where}: inputs_hash {q(u['inputs_hash'])[:40]} is not 16 hex digits")
     want = {"single": 1, "duo": 2, "method": 1}.get(kind)
     if (want is not None and len(members) != want) or (kind == "deep_ensemble" and len(members) < 2):
@@ -240,7 +240,7 @@ def check_manifest(m, where: str, *, now: dt.datetime | None = None) -> dict:
     _text(m["contributor"], f"{where}: contributor")
     check_created(m["created"], f"{where}: created", now)
     _keys(m["git"], {"commit", "dirty"}, set(), f"{where}: git")
-    if m["git"]["commit"] is not None and not (isinstance(m["git"]["commit"], str) and GIT_COMMIT.match(m["git"]["commit"])):
+    if m["git"]["commit"] is not None and not (isinstance(m["git"]["commit"], str) and GIT_COMMIT.fullmatch(m["git"]["commit"])):
         raise BundleError(f"{where}: git.commit must be 40 hex digits or null")
     if m["git"]["dirty"] is not None and not isinstance(m["git"]["dirty"], bool):
         raise BundleError(f"{where}: git.dirty must be true, false or null")
@@ -252,6 +252,8 @@ def check_manifest(m, where: str, *, now: dt.datetime | None = None) -> dict:
     if "suite" in m["params"] and m["params"]["suite"] != m["suite"]:
         raise BundleError(f"{where}: params.suite {q(m['params']['suite'])[:70]} differs from suite {m['suite']!r}")
     _count(m["zoo"], MAX_ZOO, f"{where}: zoo")
+    for name in m["zoo"]:
+        _name(name, f"{where}: zoo: entry name")
     _strings(m["zoo"], f"{where}: zoo")
     _files(m["files"], f"{where}: files")
     _stages(m["stages"], f"{where}: stages")

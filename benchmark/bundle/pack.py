@@ -175,7 +175,7 @@ def submit(suite: str, out, *, results=None, lock=None, contributor: str = "", r
 
     check_suite(suite, "--suite")
     root, out = Path(root), Path(out)
-    if not BUNDLE_ID.match(out.name) or Path(os.path.abspath(out)).parent.name != suite:
+    if not BUNDLE_ID.fullmatch(out.name) or Path(os.path.abspath(out)).parent.name != suite:
         raise BundleError(f"--out {show(out)}: a bundle's folder is leaderboard/{suite}/<id> with <id> matching "
                           f"{BUNDLE_ID.pattern} (its identity on the site)")
     if not isinstance(contributor, str) or len(contributor) > MAX_TEXT or not contributor.isprintable():

@@ -91,7 +91,7 @@ def rows_digest(m: dict) -> str:
 def identity(path, m: dict) -> tuple[str, str]:
     """(suite, id) of the bundle folder ``path``: ``.../<suite>/<id>`` with ``<suite>`` the manifest's suite."""
     path = Path(os.path.abspath(path))
-    if not BUNDLE_ID.match(path.name):
+    if not BUNDLE_ID.fullmatch(path.name):
         raise BundleError(f"{show(path)}: bundle id {q(path.name)} must match {BUNDLE_ID.pattern} "
                           "(the folder leaderboard/<suite>/<id>)")
     if path.parent.name != m["suite"]:

@@ -87,7 +87,9 @@ CASES = {
                                  "info.family: '<b>x</b>' does not match"),
     "method cost negative": (lambda m: m["units"][_first("method")(m)]["info"].__setitem__("gflops", -1), "info.gflops: must be a number >= 0"),
     "method cost text": (lambda m: m["units"][_first("method")(m)]["info"].__setitem__("params", "many"), "info.params: must be a number >= 0"),
-    "zoo name not a name": (lambda m: m["zoo"].__setitem__("a/b", m["zoo"]["res"]), "zoo entry 'a/b': names use letters"),
+    "zoo name not a name": (lambda m: m["zoo"].__setitem__("a/b", m["zoo"]["res"]), "zoo: entry name: 'a/b' does not match"),
+    "name with a trailing newline": (lambda m: m["zoo"].__setitem__("res\n", m["zoo"]["res"]), "zoo: entry name: 'res\\n' does not"),
+    "remote with a trailing newline": (_set(["remote"], "origin\n"), "remote: 'origin\\n' does not match"),
     "params suite of another": (_set(["params", "suite"], "embedded"), "params.suite 'embedded' differs from suite"),
     "long text in params": (_set(["params", "note"], "x" * (mf.MAX_STRING + 1)), "params: text of 2001 characters"),
 }

@@ -112,6 +112,11 @@ def _numbers(df: pd.DataFrame, columns, where: str) -> None:
         if (num.abs() == math.inf).any():
             i = int((num.abs() == math.inf).to_numpy().nonzero()[0][0])
             raise BundleError(f"{where}: row {i + 2}: column {c!r} must be finite, got {df[c].iloc[i]}")
+        if COLUMNS.get(c, ("",))[0] == "int64" or c in ("img_size", "seed"):
+            big = num.abs() > 2**53  # beyond exact integers (and int64's range)
+            if big.any():
+                i = int(big.to_numpy().nonzero()[0][0])
+                raise BundleError(f"{where}: row {i + 2}: column {c!r}: {q(df[c].iloc[i])[:40]} is out of range")
 
 
 def _names(df: pd.DataFrame, columns, where: str, *, empty=(), joined=()) -> None:

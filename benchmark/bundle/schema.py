@@ -27,7 +27,7 @@ from pathlib import Path
 import pandas as pd
 
 from benchmark.bundle import intake
-from benchmark.bundle.intake import MANIFEST, MAX_FILE_BYTES, BundleError, q, show
+from benchmark.bundle.intake import MANIFEST, MAX_FILE_BYTES, BundleError, q, show  # noqa: F401 (re-exported)
 from benchmark.bundle.manifest import BUNDLE_ID, FORMAT, MANIFEST_KEYS, NAME, SHORT_HASH, check_manifest, check_suite  # noqa: F401
 from benchmark.core.metric_info import METRICS
 from benchmark.storage.results_schema import COLUMNS, OPTIONAL_COLUMNS, validate_results

@@ -1,6 +1,9 @@
 """Result bundles: pack a finished run (``submit``), check it against logits (``verify``),
 build the static leaderboard site from all bundles (``publish``).
 
-Modules: :mod:`~benchmark.bundle.schema` (files, manifest, row invariants),
-:mod:`~benchmark.bundle.pack`, :mod:`~benchmark.bundle.verify`, :mod:`~benchmark.bundle.site`.
+Modules: :mod:`~benchmark.bundle.intake` (the only reader of a bundle's files: links, sizes,
+hashes, strict JSON/YAML), :mod:`~benchmark.bundle.manifest` (the manifest's fields),
+:mod:`~benchmark.bundle.schema` (the bundle: identity, rows, :func:`~benchmark.bundle.schema.load_bundle`),
+:mod:`~benchmark.bundle.pack`, :mod:`~benchmark.bundle.verify` (recompute, verification records),
+:mod:`~benchmark.bundle.recost` (costs and models.csv), :mod:`~benchmark.bundle.site`.
 """

@@ -11,6 +11,7 @@ import datetime as dt
 import gzip
 import json
 import math
+import os
 import platform
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+from benchmark.bundle.intake import MAX_UNPACKED_BYTES
 from benchmark.bundle.schema import (
     FORMAT, GZIP_ABOVE, MANIFEST, MAX_FILE_BYTES, BundleError, check_rows, row_label, sha256_file)
 from benchmark.stages.stage_config import fingerprint
@@ -145,19 +147,19 @@ def _plain(o):
 def _csv_parts(stem: str, df: pd.DataFrame) -> list[tuple[str, str, bytes]]:
     """(role, file name, bytes): ``<stem>.csv``; gzipped (``.csv.gz``, no timestamp) above :data:`GZIP_ABOVE`
     bytes; in parts ``<stem>.csv.gz``, ``<stem>-001.csv.gz``, ... of consecutive rows when one file would be
-    :data:`PART_BYTES` or more."""
+    :data:`PART_BYTES` or more, or inflate to more than the intake's limit (:data:`MAX_UNPACKED_BYTES`)."""
     data = df.to_csv(index=False).encode()
     if len(data) <= GZIP_ABOVE:
         return [(stem, f"{stem}.csv", data)]
     packed = gzip.compress(data, compresslevel=9, mtime=0)
-    if len(packed) < PART_BYTES:
+    if len(packed) < PART_BYTES and len(data) <= MAX_UNPACKED_BYTES:
         return [(stem, f"{stem}.csv.gz", packed)]
-    k = -(-len(packed) * 5 // (4 * PART_BYTES))  # parts of about 80% of the limit (k >= 2)
+    k = max(-(-len(packed) * 5 // (4 * PART_BYTES)), -(-len(data) * 5 // (4 * MAX_UNPACKED_BYTES)), 2)  # ~80% of a limit
     while True:
         step = -(-len(df) // k)
-        parts = [gzip.compress(df.iloc[i : i + step].to_csv(index=False).encode(), compresslevel=9, mtime=0)
-                 for i in range(0, len(df), step)]
-        if max(map(len, parts)) < PART_BYTES:
+        texts = [df.iloc[i : i + step].to_csv(index=False).encode() for i in range(0, len(df), step)]
+        parts = [gzip.compress(t, compresslevel=9, mtime=0) for t in texts]
+        if max(map(len, parts)) < PART_BYTES and max(map(len, texts)) <= MAX_UNPACKED_BYTES:
             return [(stem if i == 0 else f"{stem}-{i:03d}", f"{stem}.csv.gz" if i == 0 else f"{stem}-{i:03d}.csv.gz", p)
                     for i, p in enumerate(parts)]
         if step == 1:
@@ -167,11 +169,17 @@ def _csv_parts(stem: str, df: pd.DataFrame) -> list[tuple[str, str, bytes]]:
 
 def submit(suite: str, out, *, results=None, lock=None, contributor: str = "", root=".") -> Path:
     """Write the bundle folder ``out`` from the suite's finished run; returns ``out``."""
-    from benchmark.bundle.schema import check_suite
+    from benchmark.bundle.intake import show
+    from benchmark.bundle.manifest import BUNDLE_ID, MAX_TEXT, check_suite
     from benchmark.models.zoo import load_yaml
 
     check_suite(suite, "--suite")
     root, out = Path(root), Path(out)
+    if not BUNDLE_ID.fullmatch(out.name) or Path(os.path.abspath(out)).parent.name != suite:
+        raise BundleError(f"--out {show(out)}: a bundle's folder is leaderboard/{suite}/<id> with <id> matching "
+                          f"{BUNDLE_ID.pattern} (its identity on the site)")
+    if not isinstance(contributor, str) or len(contributor) > MAX_TEXT or not contributor.isprintable():
+        raise BundleError(f"--contributor: printable text on one line of at most {MAX_TEXT} characters")
     folder = suite_folder(suite, root)
     results = Path(results) if results else folder / "results"
     lock_path = Path(lock) if lock else folder / "dvc.lock"
@@ -234,5 +242,7 @@ def submit(suite: str, out, *, results=None, lock=None, contributor: str = "", r
             "stages": _lock_stages(lock_data or {}, rel), "logits": logits, "units": unit_list,
         }
         write_text(tmp / MANIFEST, json.dumps(_plain(manifest), indent=1, sort_keys=True, allow_nan=False, default=str) + "\n")
+        if (tmp / MANIFEST).stat().st_size > MAX_FILE_BYTES:
+            raise BundleError(f"{MANIFEST}: {(tmp / MANIFEST).stat().st_size} bytes; a bundle file must stay under 1 MB")
     print(f"submit: wrote {out} ({len(rows)} rows, {len(unit_list)} units, {len(logits)} logits files)", file=sys.stderr)
     return out

@@ -7,15 +7,25 @@ Layout (relative links only: works from ``file://`` and any static host)::
     <suite>/entries.html               the suite's bundles (badge, contributor, provenance link), conflicts
     <suite>/data/rows.{csv,json}       the merged rows behind the tables, with bundle and status columns
     <suite>/data/entries.{csv,json}, conflicts.{csv,json}
-    bundles/<suite>/<id>/index.html    a bundle's provenance (manifest rendered) + manifest.json, rows, verification.json
+    bundles/<suite>/<id>/index.html    a bundle's provenance (manifest rendered) + its validated files
+
+Bundles are found at ``<bundles>/<suite>/<id>/`` only (their identity, see
+:func:`benchmark.bundle.schema.identity`); each is read and checked on its own, and one that
+fails (at intake or at any later step of its own) is reported in one line and left out, as
+is a suite whose page cannot be built: the rest of the site is written, and
+:func:`publish` returns the problems (the CLI then exits 3). A bundle's badge is
+*verified* only when ``--verified DIR`` holds this project's verification record of it
+(:func:`benchmark.bundle.verify.recorded_status`); nothing in a bundle can claim it. The
+page of a suite is configured by the repository (``params.yaml`` for the embedded default,
+``suites/<name>/params.yaml`` for a paper suite), never by a bundle.
 
 Merge rule (:func:`merge`, also on the index page): rows are keyed by
 (suite, split, family, method, base, sidekick, members, fit, confidence, metric).
 For a key given by several bundles the row shown comes from a verified bundle
-before a self-reported one, then from the newest bundle (manifest ``created``),
-then from the bundle id first in sort order. Two bundles of the same status
-whose values for a key differ by more than 1e-6 are a *conflict*: the chosen
-row is shown and both are listed in ``conflicts``.
+before a self-reported one, then from the newest bundle (manifest ``created``, a
+checked UTC time that cannot be in the future), then from the bundle id first in
+sort order. Two bundles of the same status whose values for a key differ by more
+than 1e-6 are a *conflict*: the chosen row is shown and both are listed in ``conflicts``.
 
 Same bundles, byte-identical site: no build time is written, everything is sorted,
 plots are written by benchmark.report with fixed metadata and SVG hash salt.
@@ -24,14 +34,18 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
+import os
+import shutil
+import stat
+import tempfile
 from pathlib import Path
 
 import pandas as pd
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from tqdm.auto import tqdm
 
-from benchmark.bundle.schema import KEY, MANIFEST, VERIFICATION, BundleError, load_bundle
+from benchmark.bundle.intake import MANIFEST, show
+from benchmark.bundle.schema import KEY, REPORTED, BundleError, load_bundle
 from benchmark.bundle.verify import TOLERANCE, VERIFIED, recorded_status
 from benchmark.report.build import publishable
 from benchmark.storage.results_schema import COLUMNS
@@ -41,16 +55,37 @@ MARKER = ".uq-site"
 RULE = ("Rows are keyed by suite, split, family, method, base, sidekick, members, fit, confidence and metric. "
         "When several bundles give the same key, the row shown comes from a verified bundle before a self-reported one, "
         "then from the newest bundle (manifest 'created'), then from the bundle id first in sort order. "
-        f"Two bundles of the same status whose values differ by more than {TOLERANCE:g} are listed as conflicts.")
+        f"Two bundles of the same status whose values differ by more than {TOLERANCE:g} are listed as conflicts. "
+        "A bundle is verified only when this project recomputed every row, costs included, from its logits; "
+        "throughput is the contributor's own measurement and is never verified.")
 _ENV = Environment(loader=FileSystemLoader(Path(__file__).parent / "templates"), autoescape=True,
                    undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
 
 
-def find_bundles(root) -> list[Path]:
+def find_bundles(root) -> tuple[list[Path], list[str]]:
+    """The bundle folders ``root/<suite>/<id>/`` (never through a link) and one line per thing that is not one
+    (a link, a manifest at another depth). Hidden names (``.x``: leftovers of interrupted writes) are skipped."""
     root = Path(root)
-    if not root.is_dir():
-        raise BundleError(f"{root}: bundles folder not found")
-    return sorted(p.parent for p in root.rglob(MANIFEST) if not any(part.startswith(".") for part in p.relative_to(root).parts))
+    try:
+        if not stat.S_ISDIR(os.lstat(root).st_mode):
+            raise BundleError(f"{show(root)}: bundles folder is not a folder")
+    except FileNotFoundError:
+        raise BundleError(f"{show(root)}: bundles folder not found") from None
+    found, problems = [], []
+    for top, dirs, files in os.walk(root, followlinks=False):
+        rel = Path(top).relative_to(root)
+        depth = len(rel.parts)
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for d in list(dirs):
+            if os.path.islink(os.path.join(top, d)):
+                problems.append(f"{show(Path(top) / d)}: a symbolic link under the bundles folder; left out")
+                dirs.remove(d)
+        if depth == 2:
+            found.append(Path(top))
+            dirs[:] = []  # a bundle has no sub-folders (load_bundle refuses them)
+        elif MANIFEST in files:
+            problems.append(f"{show(Path(top) / MANIFEST)}: a bundle must be at {show(root)}/<suite>/<id>/; left out")
+    return sorted(found), problems
 
 
 def merge(bundles: list) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -60,18 +95,17 @@ def merge(bundles: list) -> tuple[pd.DataFrame, pd.DataFrame]:
     allrows["_rank"] = (allrows["status"] != VERIFIED).astype(int)
     order = allrows.sort_values(["_rank", "created", "bundle"], ascending=[True, False, True], kind="mergesort")
     chosen = order.drop_duplicates(KEY, keep="first")
-    conflicts = []
-    for _, g in order[order.duplicated(KEY, keep=False)].groupby(KEY, sort=True):
-        top = g.iloc[0]
-        for _, r in g.iloc[1:].iterrows():
-            a, b = float(top["value"]), float(r["value"])
-            differ = not (math.isnan(a) and math.isnan(b)) and not abs(a - b) <= TOLERANCE
-            if r["status"] == top["status"] and differ:
-                conflicts.append({**{k: top[k] for k in KEY}, "shown_bundle": top["bundle"], "shown_value": a,
-                                  "other_bundle": r["bundle"], "other_value": b, "status": r["status"]})
+    others = order[order.duplicated(KEY, keep="first")][KEY + ["bundle", "value", "status"]]
+    pairs = others.merge(chosen[KEY + ["bundle", "value", "status"]], on=KEY, suffixes=("_other", "_shown"))
+    a, b = pairs["value_shown"].astype(float), pairs["value_other"].astype(float)
+    differ = ~(a.isna() & b.isna()) & ~((a - b).abs() <= TOLERANCE)
+    pairs = pairs[(pairs["status_other"] == pairs["status_shown"]) & differ]
+    conflicts = pd.DataFrame({**{k: pairs[k] for k in KEY}, "shown_bundle": pairs["bundle_shown"],
+                              "shown_value": pairs["value_shown"], "other_bundle": pairs["bundle_other"],
+                              "other_value": pairs["value_other"], "status": pairs["status_other"]})
+    conflicts = conflicts.sort_values(KEY + ["other_bundle"], kind="mergesort").reset_index(drop=True)
     merged = chosen.drop(columns=["_rank"]).sort_values(KEY, kind="mergesort").reset_index(drop=True)
-    cols = list(KEY) + ["shown_bundle", "shown_value", "other_bundle", "other_value", "status"]
-    return merged, pd.DataFrame(conflicts, columns=cols)
+    return merged, conflicts
 
 
 def _json_records(df: pd.DataFrame) -> str:
@@ -115,12 +149,24 @@ def _paired(bundles) -> pd.DataFrame | None:
     return pd.concat(frames, ignore_index=True).drop_duplicates(PAIRED_KEY, keep="first").reset_index(drop=True)
 
 
-def _suite_report(suite: str, bundles: list, merged: pd.DataFrame, out: Path, progress: bool, workers: int | None = None) -> None:
-    """The suite's leaderboard page, built by benchmark.report from the merged rows (``workers``: drawing
-    processes, default the bundle's report.workers)."""
+def repo_params(suite: str, repo=".") -> tuple[dict, Path, list[str]]:
+    """The repository's params of ``suite`` (what configures its page): ``params.yaml`` for the embedded default,
+    ``suites/<name>/params.yaml`` for a paper suite; missing = {} (the report's defaults) + notice."""
+    from benchmark.bundle.pack import suite_folder
+    from benchmark.report.inputs import read_mapping
+
+    path = suite_folder(suite, repo) / "params.yaml"
+    params, notices = read_mapping(path, "the page uses the report's default settings")
+    return params or {}, path, notices
+
+
+def _suite_report(suite: str, bundles: list, merged: pd.DataFrame, out: Path, progress: bool, workers: int | None = None,
+                  repo=".") -> None:
+    """The suite's leaderboard page, built by benchmark.report from the merged rows, configured by the repository's
+    params of the suite (``workers``: drawing processes, default its report.workers)."""
     from benchmark.report import ReportConfig, ReportInputs, build_report, results_from_frame
 
-    params = bundles[0].manifest["params"]
+    params, path, notes = repo_params(suite, repo)
     results, notices = results_from_frame(merged[list(COLUMNS)].copy(), source=f"bundles of suite {suite}")
     zoo: dict = {}
     for b in bundles:
@@ -128,8 +174,9 @@ def _suite_report(suite: str, bundles: list, merged: pd.DataFrame, out: Path, pr
             zoo.setdefault(name, entry)
     n_ver = sum(b.status == VERIFIED for b in bundles)
     notices = [f"Merged from {len(bundles)} bundle(s), {n_ver} verified: badges, contributors and provenance on "
-               f"entries.html; rows as CSV/JSON in data/."] + notices
-    cfg = ReportConfig.from_params(params, source=f"{bundles[0].path / MANIFEST}: params")
+               f"entries.html; rows as CSV/JSON in data/. Throughput (img/s) is each contributor's own measurement, "
+               f"not verified."] + notes + notices
+    cfg = ReportConfig.from_params(params, source=str(path))
     if workers is not None:
         cfg = dataclasses.replace(cfg, workers=workers)
     inputs = ReportInputs(results=results, models=_models(bundles), zoo=zoo, params=params, lock=_merged_lock(bundles),
@@ -139,70 +186,122 @@ def _suite_report(suite: str, bundles: list, merged: pd.DataFrame, out: Path, pr
 
 
 def _bundle_page(b, out: Path) -> str:
-    """Copy a bundle's small files and render its provenance page; returns its folder relative to the site."""
-    rel = f"bundles/{b.suite}/{b.name}"
+    """Write a bundle's validated files and its provenance page; returns its folder relative to the site."""
+    rel = f"bundles/{b.suite}/{b.name}"  # the validated identity: nothing else can write here
     folder = out / rel
     folder.mkdir(parents=True, exist_ok=True)
-    names = [MANIFEST] + [f["path"] for f in b.manifest["files"].values()]
-    if (b.path / VERIFICATION).is_file():
-        names.append(VERIFICATION)
-    for n in sorted(set(names)):
-        (folder / n).parent.mkdir(parents=True, exist_ok=True)
-        (folder / n).write_bytes((b.path / n).read_bytes())
+    for name, data in sorted(b.files.items()):  # fixed names (manifest.json and the known roles), bytes as checked
+        (folder / name).write_bytes(data)
     m = b.manifest
     units = [{"kind": u["kind"], "members": " + ".join(u["members"]), "hash": u["inputs_hash"],
               "rows": int((b.rows["inputs_hash"] == u["inputs_hash"]).sum())} for u in m["units"]]
-    _render("bundle.html.j2", folder / "index.html", b=b, m=m, units=units, files=sorted(set(names)),
+    _render("bundle.html.j2", folder / "index.html", b=b, m=m, units=units, files=sorted(b.files),
             logits=sorted(m["logits"].items()), stages=sorted(m["stages"].items()), up="../../../",
-            manifest_json=json.dumps(m, indent=1, sort_keys=True))
+            reported=REPORTED, manifest_json=json.dumps(m, indent=1, sort_keys=True))
     return rel
 
 
-def publish(bundles_dir, out, *, progress: bool = True, workers: int | None = None) -> Path:
-    """Write the site under ``out`` (replaced as a whole); returns the index page.
+def _load(paths, verified, progress: bool) -> tuple[list, list[str]]:
+    bundles, problems = [], []
+    for path in tqdm(paths, desc="read bundles", disable=not progress):
+        try:
+            b = load_bundle(path, check_arch=False)  # the architectures are checked by verify (CI), not on every publish
+            b.status = recorded_status(verified, b)
+            bundles.append(b)
+        except Exception as e:  # noqa: BLE001 - one bad bundle is reported and left out, never stops the site
+            problems.append(_left_out(path, e))
+    return bundles, problems
 
-    ``workers`` processes draw the figures (default: each bundle's report.workers); the site does not depend on it."""
+
+def _left_out(what, e: Exception) -> str:
+    msg = " ".join(str(e).split())
+    msg = msg if isinstance(e, (BundleError, StoreError)) else f"{type(e).__name__}: {msg}"
+    return f"left out {show(what)}: {msg[:500]}"
+
+
+def _suite(suite: str, bs: list, tmp: Path, progress: bool, workers, repo) -> dict:
+    """Write one suite's pages and data under ``tmp``; returns its entry for the index page."""
+    merged, conflicts = merge(bs)
+    _suite_report(suite, bs, merged, tmp / suite, progress=False, workers=workers, repo=repo)
+    entries = []
+    for b in bs:
+        rel = _bundle_page(b, tmp)
+        entries.append({"bundle": b.name, "status": b.status, "contributor": b.manifest["contributor"],
+                        "created": b.manifest["created"], "commit": b.manifest["git"].get("commit") or "",
+                        "rows": len(b.rows), "shown": int((merged["bundle"] == b.name).sum()),
+                        "provenance": f"../{rel}/index.html"})
+    edf = pd.DataFrame(entries)
+    rows = merged.rename(columns={c: f"{c}_reported" for c in REPORTED})  # measured by the contributor, not verified
+    data = {"rows": _write_data(tmp / suite / "data", "rows", rows),
+            "entries": _write_data(tmp / suite / "data", "entries", edf),
+            "conflicts": _write_data(tmp / suite / "data", "conflicts", conflicts)}
+    _render("entries.html.j2", tmp / suite / "entries.html", suite=suite, entries=entries, data=data, rule=RULE,
+            reported=REPORTED, conflicts=conflicts.to_dict("records"))
+    return {"name": suite, "entries": [dict(e, provenance=e["provenance"][3:]) for e in entries],
+            "verified": sum(e["status"] == VERIFIED for e in entries), "rows": len(merged), "conflicts": len(conflicts)}
+
+
+def _isolate(suite: str, bs: list, tmp: Path, workers, repo) -> tuple[list, list[str]]:
+    """The bundles of a suite whose page failed that can be published: each is tried alone (in a scratch folder);
+    those failing alone are left out."""
+    keep, problems = [], []
+    for b in bs:
+        with tempfile.TemporaryDirectory(dir=tmp, prefix=".try-") as scratch:
+            try:
+                _suite(suite, [b], Path(scratch), False, workers, repo)
+                keep.append(b)
+            except Exception as e:  # noqa: BLE001
+                problems.append(_left_out(b.path, e))
+    return keep, problems
+
+
+def publish(bundles_dir, out, *, progress: bool = True, workers: int | None = None, verified=None,
+            repo=".") -> tuple[Path, list[str]]:
+    """Write the site under ``out`` (replaced as a whole); returns the index page and the problems (one line each:
+    bundles and suites left out). ``verified``: the folder of verification records (``verify --record-to``); without
+    it every bundle is self-reported. ``repo``: the repository whose params configure the suites' pages.
+
+    ``workers`` processes draw the figures (default: each suite's report.workers); the site does not depend on it."""
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir()) and not (out / MARKER).exists()):
         raise StoreError(f"{out}: exists and is not an empty folder or a previous site ({MARKER}); refusing to replace it")
-    bundles = []
-    for path in find_bundles(bundles_dir):
-        b = load_bundle(path, check_arch=False)  # the architectures are checked by verify (CI), not on every publish
-        b.status = recorded_status(b)
-        bundles.append(b)
+    paths, problems = find_bundles(bundles_dir)
+    bundles, bad = _load(paths, verified, progress)
+    problems += bad
     if not bundles:
-        raise BundleError(f"{bundles_dir}: no bundles (folders with {MANIFEST}); make one with `python -m benchmark submit`")
+        raise BundleError(f"{bundles_dir}: no valid bundle (folders <suite>/<id>/ with {MANIFEST})"
+                          + (f"; {len(problems)} left out, first: {problems[0]}" if problems else "")
+                          + "; make one with `python -m benchmark submit`")
     by_suite: dict[str, list] = {}
     for b in sorted(bundles, key=lambda b: ((b.status != VERIFIED), _neg(b.manifest["created"]), b.name)):
         by_suite.setdefault(b.suite, []).append(b)
     suites = []
     with atomic_dir(out) as tmp:
         for suite, bs in tqdm(sorted(by_suite.items()), desc="publish", disable=not progress):
-            merged, conflicts = merge(bs)
-            _suite_report(suite, bs, merged, tmp / suite, progress=False, workers=workers)
-            entries = []
+            try:
+                suites.append(_suite(suite, bs, tmp, progress, workers, repo))
+                continue
+            except Exception as e:  # noqa: BLE001 - find the bundles that break it, publish the others
+                first = _left_out(f"suite {suite}", e)
+            shutil.rmtree(tmp / suite, ignore_errors=True)
             for b in bs:
-                rel = _bundle_page(b, tmp)
-                entries.append({"bundle": b.name, "status": b.status, "contributor": b.manifest["contributor"],
-                                "created": b.manifest["created"], "commit": b.manifest["git"].get("commit") or "",
-                                "rows": len(b.rows), "shown": int((merged["bundle"] == b.name).sum()),
-                                "provenance": f"../{rel}/index.html"})
-            edf = pd.DataFrame(entries)
-            data = {"rows": _write_data(tmp / suite / "data", "rows", merged),
-                    "entries": _write_data(tmp / suite / "data", "entries", edf),
-                    "conflicts": _write_data(tmp / suite / "data", "conflicts", conflicts)}
-            _render("entries.html.j2", tmp / suite / "entries.html", suite=suite, entries=entries, data=data, rule=RULE,
-                    conflicts=conflicts.to_dict("records"))
-            suites.append({"name": suite, "entries": [dict(e, provenance=e["provenance"][3:]) for e in entries],
-                           "verified": sum(e["status"] == VERIFIED for e in entries), "rows": len(merged),
-                           "conflicts": len(conflicts)})
-        _render("site_index.html.j2", tmp / "index.html", suites=suites, rule=RULE)
+                shutil.rmtree(tmp / "bundles" / suite / b.name, ignore_errors=True)
+            keep, bad = _isolate(suite, bs, tmp, workers, repo)
+            problems += bad
+            try:
+                if not keep:
+                    raise RuntimeError("no bundle of it can be published")
+                suites.append(_suite(suite, keep, tmp, progress, workers, repo))
+            except Exception:  # noqa: BLE001
+                problems.append(first)
+                shutil.rmtree(tmp / suite, ignore_errors=True)
+                shutil.rmtree(tmp / "bundles" / suite, ignore_errors=True)
+        _render("site_index.html.j2", tmp / "index.html", suites=suites, rule=RULE, problems=len(problems))
         write_text(tmp / MARKER, "written by `python -m benchmark publish`; this folder is replaced on every run\n")
         publishable(tmp)
-    return out / "index.html"
+    return out / "index.html", problems
 
 
 def _neg(created: str) -> tuple:
     """Sort key putting the newest ISO timestamp first."""
     return tuple(-ord(c) for c in created)
-

@@ -8,15 +8,23 @@ lists, every unit's logits folder the hash its rows' ``inputs_hash`` was made
 from, and every unit is evaluated again by
 :func:`benchmark.evaluation.runner.run_units` (the evaluate stage's unit runner)
 with the run's ``evaluate`` params; each row's value, interval, sample count and
-temperatures must agree to the tolerance (1e-6). A bundle whose rows were all
-recomputed is *verified*; without logits it is *self-reported*.
+temperatures must agree to the tolerance (1e-6), and so must its costs (gflops,
+params, balance, overhead, recomputed by :mod:`benchmark.bundle.recost`) and
+``models.csv``. A bundle whose rows were all recomputed, costs included, is
+*verified*; otherwise *self-reported*. Throughput is the contributor's measurement
+and is never verified.
+
+The status is written *outside* the bundle (:func:`record`, ``verify --record-to DIR``:
+``DIR/<suite>/<id>.json``, bound to the bundle's identity, its manifest's sha256 and
+its rows), in a folder that the workflow creates; ``publish --verified DIR`` reads the
+badge from there only (:func:`recorded_status`). A bundle never carries its own.
 """
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import json
-import math
 import os
 import tempfile
 from dataclasses import dataclass, field
@@ -24,39 +32,57 @@ from pathlib import Path
 
 import pandas as pd
 
-from benchmark.bundle.schema import KEY, MANIFEST, RECOMPUTED, VERIFICATION, Bundle, row_label, rows_digest, sha256_file
-from benchmark.stages.stage_config import fingerprint
+from benchmark.bundle import intake, recost
+from benchmark.bundle.manifest import evaluate_params
+from benchmark.bundle.schema import COSTS, KEY, MANIFEST, RECOMPUTED, REPORTED, Bundle, BundleError, row_label, rows_digest, sha256_file
 
 TOLERANCE = 1e-6
 VERIFIED, SELF_REPORTED = "verified", "self-reported"
+RECORD_FORMAT = "uq-verification/1"
+MAX_BOOTSTRAP = 20_000  # verify refuses to spend more than this per split and unit (the params come from the bundle)
+MAX_RECORD_BYTES = 65_536
 
 
 @dataclass
 class Report:
     status: str = SELF_REPORTED
     rows: int = 0
-    recomputed: int = 0
+    recomputed: int = 0  # rows whose values were recomputed
+    costs: int = 0  # rows whose costs were recomputed
+    models_checked: bool | None = None  # models.csv checked (None: the bundle has none)
     problems: list[str] = field(default_factory=list)  # mismatches: each names the row or file
     lines: list[str] = field(default_factory=list)  # per-unit report
     table: pd.DataFrame | None = None  # per-row: key columns + check, detail
+    reported: tuple[str, ...] = tuple(REPORTED)  # columns shown as reported by the contributor, never verified
 
     @property
     def ok(self) -> bool:
         return not self.problems
 
-
-def _close(a, b, tol: float) -> bool:
-    a, b = float(a), float(b)
-    if math.isnan(a) or math.isnan(b):
-        return math.isnan(a) and math.isnan(b)
-    return abs(a - b) <= tol * max(1.0, abs(a), abs(b))
+    def why_not_verified(self) -> str:
+        """One line: what keeps the bundle from being verified ('' when it is)."""
+        if self.status == VERIFIED:
+            return ""
+        if self.problems:
+            return f"{len(self.problems)} mismatch(es)"
+        parts = []
+        if self.recomputed < self.rows:
+            parts.append(f"{self.rows - self.recomputed} of {self.rows} rows not recomputed (no logits: give --logits or --remote)")
+        if self.costs < self.rows:
+            parts.append(f"the costs of {self.rows - self.costs} rows not recomputed")
+        if self.models_checked is False:
+            parts.append("models.csv not checked")
+        return "; ".join(parts) or "not recomputed"
 
 
 def _eval_config(bundle: Bundle, results: Path, files: dict):
     from benchmark.evaluation.rows import EvalConfig
 
-    params = bundle.manifest["params"]
-    cfg = EvalConfig.from_params(params.get("suite", "embedded"), params.get("evaluate") or {})
+    where = intake.show(bundle.path / MANIFEST)
+    ev = evaluate_params(bundle.manifest, where)
+    if ev.n_bootstrap > MAX_BOOTSTRAP:
+        raise BundleError(f"{where}: params.evaluate.n_bootstrap {ev.n_bootstrap}: verify recomputes at most {MAX_BOOTSTRAP}")
+    cfg = EvalConfig.from_typed(bundle.suite, ev)
     if (results / "data").is_dir() and results.name == "results" and files:
         # group ids (e.g. iWildCam locations) come from the run's data index, as in the evaluate stage
         from benchmark.evaluation.stage import split_groups
@@ -85,19 +111,28 @@ def _check_files(bundle: Bundle, results: Path, rep: Report) -> set[str]:
     return folders - missing - bad
 
 
-def _compare(unit: dict, mine: pd.DataFrame, theirs: pd.DataFrame, tol: float, rep: Report) -> list[dict]:
-    """Per-row checks of one unit; mismatches go to ``rep.problems``."""
-    fresh = {tuple(str(r[k]) for k in KEY): r for r in theirs.to_dict("records")}
+def _compare(unit: dict, mine: pd.DataFrame, theirs: pd.DataFrame | None, costs: dict | None, tol: float,
+             rep: Report) -> list[dict]:
+    """Per-row checks of one unit (values when ``theirs``, costs when ``costs``); mismatches go to ``rep.problems``."""
+    fresh = {tuple(str(r[k]) for k in KEY): r for r in theirs.to_dict("records")} if theirs is not None else {}
     out = []
     for r in mine.to_dict("records"):
-        key = tuple(str(r[k]) for k in KEY)
-        f = fresh.pop(key, None)
-        if f is None:
-            check, detail = "mismatch", "the evaluation produces no such row"
+        diffs, missing = [], []
+        if theirs is not None:
+            f = fresh.pop(tuple(str(r[k]) for k in KEY), None)
+            if f is None:
+                diffs.append("the evaluation produces no such row")
+            else:
+                diffs += [f"{c}: bundle {r[c]!r}, recomputed {f[c]!r}" for c in RECOMPUTED if not recost.close(r[c], f[c], tol)]
         else:
-            diffs = [f"{c}: bundle {r[c]!r}, recomputed {f[c]!r}" for c in RECOMPUTED if not _close(r[c], f[c], tol)]
-            check, detail = ("mismatch", "; ".join(diffs)) if diffs else ("ok", "")
-        if check != "ok":
+            missing.append("values (no logits)")
+        if costs is not None:
+            diffs += [f"{c}: bundle {r[c]!r}, recomputed {costs[c]!r}" for c in COSTS if not recost.close(r[c], costs[c], tol)]
+        else:
+            missing.append("costs")
+        check = "mismatch" if diffs else "not recomputed" if missing else "ok"
+        detail = "; ".join(diffs) if diffs else ("not recomputed: " + ", ".join(missing) if missing else "")
+        if diffs:
             rep.problems.append(f"row ({row_label(r)}): {detail}")
         out.append({**{k: r[k] for k in KEY}, "check": check, "detail": detail})
     for key in fresh:
@@ -122,7 +157,7 @@ def _compare_paired(unit: dict, bundled: pd.DataFrame, fresh: pd.DataFrame, tol:
         if f is None:
             rep.problems.append(f"{label}: the evaluation produces no such paired difference")
             continue
-        diffs = [f"{c}: bundle {r[c]!r}, recomputed {f[c]!r}" for c in PAIRED_VALUES if c in r and not _close(r[c], f[c], tol)]
+        diffs = [f"{c}: bundle {r[c]!r}, recomputed {f[c]!r}" for c in PAIRED_VALUES if c in r and not recost.close(r[c], f[c], tol)]
         if diffs:
             rep.problems.append(f"{label}: {'; '.join(diffs)}")
     for key in new:
@@ -130,23 +165,55 @@ def _compare_paired(unit: dict, bundled: pd.DataFrame, fresh: pd.DataFrame, tol:
                             + f"): recomputed but missing from the bundle (duo {base}+{side})")
 
 
+def _shapes(bundle: Bundle, results: Path, ok_folders: set[str]) -> tuple[int | None, dict[str, int]]:
+    """The class count C of the logits and each method output's member count M, from the verified logits files."""
+    from benchmark.storage import store
+
+    num_classes, members = None, {}
+    for rel in sorted(bundle.manifest["logits"]):
+        folder = rel.rsplit("/", 1)[0]
+        if folder not in ok_folders:
+            continue
+        z = store.mmap_logits_file(results / rel).logits
+        if num_classes is None:
+            num_classes = int(z.shape[-1])
+        if folder.startswith("methods/"):
+            members.setdefault(folder.split("/")[1], int(z.shape[0]) if z.ndim == 3 else 1)
+    return num_classes, members
+
+
+def _costs(bundle: Bundle, results: Path | None, ok_folders: set[str], rep: Report) -> recost.Costs | None:
+    if results is None or not ok_folders:
+        return None
+    num_classes, members = _shapes(bundle, results, ok_folders)
+    if num_classes is None:
+        return None
+    try:
+        return recost.recompute(bundle, num_classes, members)
+    except (ValueError, RuntimeError, TypeError) as e:  # an architecture that cannot be built or counted here
+        rep.lines.append(f"costs not recomputed: {type(e).__name__}: {' '.join(str(e).split())[:300]}")
+        return None
+
+
 def verify_bundle(bundle: Bundle, results=None, *, tolerance: float = TOLERANCE, workers: int | None = None,
                   progress: bool = True) -> Report:
     """Check ``bundle`` against the logits in the results folder ``results`` (None: nothing to recompute).
 
-    ``workers``: processes for the units (default: the run's ``evaluate.workers``)."""
-    if workers is None:
-        w = (bundle.manifest["params"].get("evaluate") or {}).get("workers", 1)
-        workers = w if isinstance(w, int) and not isinstance(w, bool) and w >= 1 else 1
+    ``workers``: processes for the units (default: the run's ``evaluate.workers``, at most the CPU count)."""
     from benchmark.bundle.pack import folder_hash
     from benchmark.evaluation.runner import Context, Unit, run_units
+    from benchmark.stages.stage_config import fingerprint
     from benchmark.storage import store
 
+    cpus = os.cpu_count() or 1
+    if workers is None:
+        workers = min(evaluate_params(bundle.manifest, intake.show(bundle.path / MANIFEST)).workers, cpus)
     rows = bundle.rows
     rep = Report(rows=len(rows))
     checks: list[dict] = []
     todo: list[tuple[dict, Unit]] = []
     units = bundle.manifest["units"]
+    ok_folders: set[str] = set()
     if results is not None:
         results = Path(results)
         ok_folders = _check_files(bundle, results, rep)
@@ -165,64 +232,84 @@ def verify_bundle(bundle: Bundle, results=None, *, tolerance: float = TOLERANCE,
             for m, f in zip(u["members"], u["folders"], strict=True):
                 files[m] = {p.stem: str((results / f / p.name).absolute()) for p in store.listing(results / f, "*.safetensors")}
         cfg = _eval_config(bundle, results, files)
+        threads = bundle.manifest["params"].get("threads")
+        threads = threads if isinstance(threads, int) and not isinstance(threads, bool) and 1 <= threads <= cpus else cpus
         with tempfile.TemporaryDirectory(prefix="uq-verify-") as tmp:
             ctx = Context(cfg=cfg, files=files, folder=tmp)
-            fresh = run_units([unit for _, unit in todo], ctx, workers=workers,
-                              threads=max(1, int(bundle.manifest["params"].get("threads") or os.cpu_count() or 1) // workers), progress=progress)
+            fresh = run_units([unit for _, unit in todo], ctx, workers=workers, threads=max(1, threads // workers), progress=progress)
+    costs = _costs(bundle, results, ok_folders, rep)
     done = {u["inputs_hash"]: unit.key for u, unit in todo}
     for u in units:
         mine = rows[rows["inputs_hash"] == u["inputs_hash"]]
         name = f"{u['kind']} {'+'.join(u['members'])}"
-        if u["inputs_hash"] not in done:
-            checks += [{**{k: r[k] for k in KEY}, "check": "not recomputed", "detail": "no logits"} for r in mine.to_dict("records")]
-            rep.lines.append(f"{name}: {len(mine)} rows not recomputed (logits not available or not matching)")
-            continue
-        theirs, paired = fresh[done[u["inputs_hash"]]]
+        expected = costs.units.get(u["inputs_hash"]) if costs is not None else None
+        theirs, paired = fresh[done[u["inputs_hash"]]] if u["inputs_hash"] in done else (None, None)
         before = len(rep.problems)
-        checks += _compare(u, mine, theirs, tolerance, rep)
-        if u["kind"] == "duo" and bundle.paired is not None:
+        checks += _compare(u, mine, theirs, expected, tolerance, rep)
+        if theirs is not None and u["kind"] == "duo" and bundle.paired is not None:
             _compare_paired(u, bundle.paired, paired, tolerance, rep)
-        rep.recomputed += len(mine)
         bad = len(rep.problems) - before
-        rep.lines.append(f"{name}: {len(mine)} rows recomputed, " + (f"{bad} mismatch(es)" if bad else "all equal"))
+        rep.recomputed += len(mine) if theirs is not None else 0
+        rep.costs += len(mine) if expected is not None else 0
+        what = ("rows recomputed" if theirs is not None else "rows not recomputed (logits not available or not matching)")
+        why = costs.missing.get(u["inputs_hash"]) if costs is not None else None
+        cost_note = "" if expected is not None else f"; costs not recomputed{f' ({why})' if why else ''}"
+        rep.lines.append(f"{name}: {len(mine)} {what}{cost_note}, " + (f"{bad} mismatch(es)" if bad else "no mismatch"))
+    if bundle.models is not None:
+        rep.models_checked = costs is not None
+        if costs is not None:
+            rep.problems += recost.compare_models(bundle.models, costs.models, tolerance)
     rep.table = pd.DataFrame(checks)
-    rep.status = VERIFIED if rep.ok and rep.recomputed == rep.rows else SELF_REPORTED
+    full = rep.recomputed == rep.costs == rep.rows and rep.models_checked is not False
+    rep.status = VERIFIED if rep.ok and full else SELF_REPORTED
     return rep
 
 
-def record(bundle: Bundle, rep: Report, tolerance: float = TOLERANCE) -> Path:
-    """Write ``verification.json`` next to the manifest (what ``publish`` reads for the badge)."""
+def _record_path(folder, bundle: Bundle) -> Path:
+    return Path(folder) / bundle.suite / f"{bundle.name}.json"
+
+
+def _manifest_sha256(bundle: Bundle) -> str:
+    return hashlib.sha256(bundle.files[MANIFEST]).hexdigest() if MANIFEST in bundle.files else sha256_file(bundle.path / MANIFEST)
+
+
+def record(folder, bundle: Bundle, rep: Report, *, tolerance: float = TOLERANCE, source: str = "") -> Path | None:
+    """Write the verification of ``bundle`` to ``folder/<suite>/<id>.json`` (outside the bundle) when it is verified;
+    otherwise remove any earlier record of it. Returns the record's path, or None."""
     from benchmark.bundle.pack import package_versions
     from benchmark.storage.store import write_text
 
-    data = {"status": rep.status, "rows": rep.rows, "recomputed": rep.recomputed, "tolerance": tolerance,
-            "manifest_sha256": sha256_file(bundle.path / MANIFEST), "rows_sha256": rows_digest(bundle.manifest),
-            "checked_with": package_versions()}
-    path = bundle.path / VERIFICATION
+    path = _record_path(folder, bundle)
+    if rep.status != VERIFIED:
+        path.unlink(missing_ok=True)
+        return None
+    data = {"format": RECORD_FORMAT, "bundle": f"{bundle.suite}/{bundle.name}", "status": rep.status, "rows": rep.rows,
+            "recomputed": rep.recomputed, "costs_recomputed": rep.costs, "tolerance": tolerance,
+            "manifest_sha256": _manifest_sha256(bundle), "rows_sha256": rows_digest(bundle.manifest),
+            "reported_not_verified": list(rep.reported), "logits": source, "checked_with": package_versions()}
+    path.parent.mkdir(parents=True, exist_ok=True)
     write_text(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
     return path
 
 
-def _recorded(bundle: Bundle) -> dict:
+def recorded_status(folder, bundle: Bundle) -> str:
+    """``verified`` when ``folder`` holds a verification record of exactly this bundle (identity, manifest, rows),
+    else ``self-reported``; a record that does not match, or cannot be read, is ignored."""
+    if folder is None:
+        return SELF_REPORTED
+    path = _record_path(folder, bundle)
     try:
-        data = json.loads((bundle.path / VERIFICATION).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def claimed_status(bundle: Bundle) -> str:
-    """What ``verification.json`` says, whether or not it still applies to the bundle's files."""
-    return VERIFIED if _recorded(bundle).get("status") == VERIFIED else SELF_REPORTED
-
-
-def recorded_status(bundle: Bundle) -> str:
-    """``verified`` when ``verification.json`` says so for exactly this manifest and these rows, else ``self-reported``."""
-    data = _recorded(bundle)
-    same = (data.get("manifest_sha256") == sha256_file(bundle.path / MANIFEST)
+        with intake.Folder(path.parent) as f:
+            data = intake.strict_json(f.read(path.name, cap=MAX_RECORD_BYTES), intake.show(path))
+    except BundleError:
+        return SELF_REPORTED
+    n = len(bundle.rows)
+    same = (isinstance(data, dict) and data.get("format") == RECORD_FORMAT
+            and data.get("bundle") == f"{bundle.suite}/{bundle.name}"
+            and data.get("manifest_sha256") == _manifest_sha256(bundle)
             and data.get("rows_sha256") == rows_digest(bundle.manifest)
-            and data.get("recomputed") == data.get("rows") == len(bundle.rows))
-    return VERIFIED if data.get("status") == VERIFIED and same else SELF_REPORTED
+            and data.get("rows") == data.get("recomputed") == data.get("costs_recomputed") == n)
+    return VERIFIED if same and data.get("status") == VERIFIED else SELF_REPORTED
 
 
 def pull_logits(bundle: Bundle, remote: str | None, root=".") -> Path:

@@ -1,10 +1,11 @@
 """Command line of the result bundles: ``submit``, ``verify`` and ``publish`` (registered in :mod:`benchmark.cli.main`).
 
     python -m benchmark submit --suite embedded --out leaderboard/embedded/2026-11-30-lead
-    python -m benchmark verify leaderboard/embedded/2026-11-30-lead --logits results
-    python -m benchmark publish --out site/
+    python -m benchmark verify leaderboard/embedded/2026-11-30-lead --logits results [--record-to DIR] [--strict]
+    python -m benchmark publish --out site/ [--verified DIR]
 
-Exit codes: 0 fine, 1 a row or logits file does not match (verify), 2 malformed input.
+Exit codes: 0 fine, 1 a row, cost or logits file does not match (verify), or the bundle did not end verified
+(``verify --strict``), 2 malformed input, 3 the site was written but some bundles or suites were left out (publish).
 """
 from __future__ import annotations
 
@@ -16,51 +17,57 @@ def add_submit_command(subparsers) -> None:
     p = subparsers.add_parser(
         "submit", help="pack a finished run into a result bundle (rows + provenance manifest)",
         description="Pack a suite's finished run (results/metrics.csv, models.csv, the zoo entries and params used, dvc.lock, "
-                    "the sha256 of every logits file behind the rows, versions, device, git commit) into a small bundle folder, "
-                    "then recompute its rows from the local logits and record the status (verification.json).")
+                    "the sha256 of every logits file behind the rows, versions, device, git commit) into a small bundle folder "
+                    "leaderboard/<suite>/<id>, then recompute its rows and costs from the local logits as a check (the "
+                    "site's badge comes from the verification this project's workflow runs, never from the bundle).")
     p.add_argument("--suite", required=True, help="'embedded' or a paper suite (suites/<name>.yaml)")
-    p.add_argument("--out", required=True, metavar="DIR", help="new bundle folder, e.g. leaderboard/<suite>/<id>")
+    p.add_argument("--out", required=True, metavar="DIR", help="new bundle folder leaderboard/<suite>/<id> (id: a-z, 0-9, . _ -)")
     p.add_argument("--results", metavar="DIR", help="results folder (default: results/ or suites/<name>/results)")
     p.add_argument("--lock", metavar="FILE", help="dvc.lock of the run (default: ./dvc.lock or suites/<name>/dvc.lock)")
-    p.add_argument("--contributor", default="", metavar="TEXT", help="who ran it (free text)")
-    p.add_argument("--no-verify", action="store_true", help="do not recompute the rows now (the bundle stays self-reported)")
+    p.add_argument("--contributor", default="", metavar="TEXT", help="who ran it (one line, at most 200 characters)")
+    p.add_argument("--no-verify", action="store_true", help="do not recompute the rows now")
     p.set_defaults(handler=run_submit)
 
 
 def run_submit(args) -> int:
     from benchmark.bundle.pack import submit, suite_folder
     from benchmark.bundle.schema import load_bundle
-    from benchmark.bundle.verify import record, verify_bundle
+    from benchmark.bundle.verify import verify_bundle
 
     out = submit(args.suite, args.out, results=args.results, lock=args.lock, contributor=args.contributor)
+    bundle = load_bundle(out)  # what verify and publish will read: the intake's checks
     if args.no_verify:
-        print(f"{out}: self-reported (not verified: --no-verify)")
+        print(f"{out}: written (not recomputed: --no-verify)")
         return 0
-    bundle = load_bundle(out)
     rep = verify_bundle(bundle, Path(args.results) if args.results else suite_folder(args.suite) / "results")
     for line in rep.problems[:20]:
         print(f"mismatch: {line}", file=sys.stderr)
     if not rep.ok:
-        print(f"{out}: written but its rows do not recompute from the logits ({len(rep.problems)} problem(s)); not recorded",
-              file=sys.stderr)
+        print(f"{out}: written but its rows do not recompute from the logits ({len(rep.problems)} problem(s))", file=sys.stderr)
         return 1
-    record(bundle, rep)
-    print(f"{out}: {rep.status} ({rep.recomputed}/{rep.rows} rows recomputed)")
+    print(f"{out}: recomputes here ({rep.recomputed}/{rep.rows} rows, costs of {rep.costs}); "
+          + ("" if rep.status == "verified" else f"would not be verified: {rep.why_not_verified()}; ")
+          + "the badge on the site comes from the project's own verification")
     return 0
 
 
 def add_verify_command(subparsers) -> None:
     p = subparsers.add_parser(
         "verify", help="check a result bundle and recompute its rows from logits",
-        description="Check a bundle's schema and invariants (exit 2 when malformed), then, where logits are available, "
-                    "check every logits file's sha256 and recompute every row with the evaluate stage's code (to 1e-6). "
-                    "Exit 1 on any mismatch. Status: 'verified' when all rows were recomputed, else 'self-reported'.")
-    p.add_argument("bundle", metavar="BUNDLE", help="bundle folder (with manifest.json)")
+        description="Check a bundle's files, manifest and rows (exit 2 when malformed or hostile, one line), then, where logits "
+                    "are available, check every logits file's sha256 and recompute every row with the evaluate stage's code "
+                    "and every cost (GFLOPs and parameters with fvcore from the zoo entries, balance, overhead) and models.csv "
+                    "(to 1e-6). Exit 1 on any mismatch. Status: 'verified' when every row and cost was recomputed, else "
+                    "'self-reported'. Throughput is the contributor's measurement: never verified.")
+    p.add_argument("bundle", metavar="BUNDLE", help="bundle folder leaderboard/<suite>/<id> (with manifest.json)")
     p.add_argument("--logits", metavar="DIR", help="results folder holding logits/<model>/ and methods/<name>/")
     p.add_argument("--remote", metavar="NAME", help="dvc pull the logits through this DVC remote into this checkout first")
-    p.add_argument("--record", action="store_true", help="write the status to BUNDLE/verification.json (read by publish)")
-    p.add_argument("--strict", action="store_true",
-                   help="exit 1 when the bundle's verification.json claims 'verified' but its rows could not be recomputed here")
+    p.add_argument("--pull", action="store_true", help="dvc pull the logits through the DVC remote the manifest names, if "
+                                                       "it names one (a remote of this checkout's DVC config)")
+    p.add_argument("--record-to", metavar="DIR",
+                   help="write the verification record to DIR/<suite>/<id>.json when verified (else remove an old one); "
+                        "publish --verified DIR reads the badges from there. DIR must be outside the bundles folder")
+    p.add_argument("--strict", action="store_true", help="exit 1 unless the bundle ends verified (every row and cost recomputed)")
     p.add_argument("--report", metavar="CSV", help="write the per-row report (row key, check, detail) to this CSV file")
     p.add_argument("--workers", type=int, help="worker processes for the units (default: the run's evaluate.workers)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -68,38 +75,53 @@ def add_verify_command(subparsers) -> None:
 
 
 def run_verify(args) -> int:
+    import os
+
     from benchmark.bundle.schema import load_bundle
-    from benchmark.bundle.verify import VERIFIED, claimed_status, pull_logits, record, verify_bundle
+    from benchmark.bundle.verify import VERIFIED, pull_logits, record, verify_bundle
     from benchmark.storage.remote import RemoteError
     from benchmark.storage.store import StoreError, write_table
 
     if args.workers is not None and args.workers < 1:
         raise StoreError(f"--workers: must be >= 1, got {args.workers}")
     bundle = load_bundle(args.bundle)
-    claimed = claimed_status(bundle)
+    if args.record_to:
+        here, inside = Path(os.path.abspath(args.record_to)), Path(os.path.abspath(bundle.path)).parent.parent
+        if here == inside or inside in here.parents:
+            raise StoreError(f"--record-to {args.record_to}: inside the bundles folder {inside}; records live outside it")
     logits = Path(args.logits) if args.logits else None
-    if args.remote:
+    source = f"local results folder {args.logits}" if args.logits else ""
+    remote = args.remote or (bundle.manifest["remote"] if args.pull else None)
+    if remote:
         try:
-            logits = pull_logits(bundle, args.remote)
+            logits = pull_logits(bundle, remote)
         except RemoteError as e:
-            raise StoreError(f"--remote {args.remote}: {e}") from None
+            raise StoreError(f"--remote {remote}: {e}") from None
+        source = f"pulled through DVC remote {remote}"
+    elif args.pull:
+        print(f"{bundle.path}: its manifest names no DVC remote: nothing to pull")
     if logits is not None and not logits.is_dir():
         raise StoreError(f"--logits {logits}: not a folder")
-    rep = verify_bundle(bundle, logits, workers=args.workers, progress=not args.quiet)
+    try:
+        rep = verify_bundle(bundle, logits, workers=args.workers, progress=not args.quiet)
+    except (ValueError, RuntimeError, OSError) as e:  # logits that pass their hash but cannot be evaluated (StoreError too)
+        msg = " ".join(str(e).split())
+        raise StoreError(msg if isinstance(e, StoreError) else f"{bundle.path}: the recompute failed: {type(e).__name__}: {msg[:500]}") from None
     for line in rep.lines:
         print(line)
     for p in rep.problems:
         print(f"mismatch: {p}", file=sys.stderr)
     if args.report and rep.table is not None:
         write_table(args.report, rep.table)
-    print(f"{bundle.path}: {rep.status} ({rep.recomputed}/{rep.rows} rows recomputed, {len(rep.problems)} mismatch(es))")
+    print(f"{bundle.path}: {rep.status} ({rep.recomputed}/{rep.rows} rows recomputed, costs of {rep.costs}, "
+          f"{len(rep.problems)} mismatch(es); {', '.join(rep.reported)}: reported, not verified)")
+    if args.record_to:
+        path = record(args.record_to, bundle, rep, source=source)
+        print(f"{bundle.path}: " + (f"verification recorded in {path}" if path else "nothing recorded (not verified)"))
     if not rep.ok:
         return 1
-    if args.record:
-        record(bundle, rep)
-    if args.strict and claimed == VERIFIED and rep.status != VERIFIED:
-        print(f"{bundle.path}: verification.json claims 'verified' but the rows could not be recomputed here "
-              "(give --logits or --remote, or delete verification.json)", file=sys.stderr)
+    if args.strict and rep.status != VERIFIED:
+        print(f"{bundle.path}: not verified (--strict): {rep.why_not_verified()}", file=sys.stderr)
         return 1
     return 0
 
@@ -108,11 +130,17 @@ def add_publish_command(subparsers) -> None:
     p = subparsers.add_parser(
         "publish", help="build the static leaderboard site from all result bundles",
         description="Build the static site (index, one page per suite, provenance of every bundle, CSV/JSON of every table) "
-                    "from the bundles under --bundles; no training, no results/ needed. The same bundles give a byte-identical site.")
+                    "from the bundles under --bundles (at <bundles>/<suite>/<id>/); no training, no results/ needed. A bundle "
+                    "that cannot be read is reported and left out (exit 3 once the rest of the site is written). The same "
+                    "bundles and records give a byte-identical site.")
     p.add_argument("--out", required=True, metavar="DIR", help="site folder (replaced as a whole)")
     p.add_argument("--bundles", default="leaderboard", metavar="DIR", help="folder searched for bundles (default leaderboard/)")
+    p.add_argument("--verified", metavar="DIR", help="verification records written by `verify --record-to DIR`: the only "
+                                                     "source of 'verified' badges (without it every bundle is self-reported)")
+    p.add_argument("--repo", default=".", metavar="DIR", help="repository whose params.yaml (embedded) and "
+                                                             "suites/<name>/params.yaml configure the suites' pages (default .)")
     p.add_argument("--workers", type=int, help="processes drawing the figures, as report.workers for the report stage "
-                                               "(default: the bundle's report.workers); the site does not depend on it")
+                                               "(default: the suite's report.workers); the site does not depend on it")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(handler=run_publish)
 
@@ -123,10 +151,14 @@ def run_publish(args) -> int:
 
     if args.workers is not None and args.workers < 1:
         raise StoreError(f"--workers: must be >= 1, got {args.workers}")
-    page = publish(args.bundles, args.out, progress=not args.quiet, workers=args.workers)
-    print(f"publish: wrote {page}")
-    return 0
+    if args.verified is not None and not Path(args.verified).is_dir():
+        raise StoreError(f"--verified {args.verified}: not a folder (made by `verify --record-to`)")
+    page, problems = publish(args.bundles, args.out, progress=not args.quiet, workers=args.workers,
+                             verified=args.verified, repo=args.repo)
+    for line in problems:
+        print(f"publish: {line}", file=sys.stderr)
+    print(f"publish: wrote {page}" + (f"; {len(problems)} left out" if problems else ""))
+    return 3 if problems else 0
 
 
 COMMANDS = [add_submit_command, add_verify_command, add_publish_command]
-

@@ -37,7 +37,7 @@ from benchmark.methods import baselines as bl
 from benchmark.methods.last_layer import BackboneHead, linear_head
 from benchmark.models import cost as costs
 from benchmark.stages import per_model, stage_config
-from benchmark.stages.registry import check, register_method
+from benchmark.stages.registry import check, register_cost, register_method
 
 METHOD = "last-layer Laplace"
 HESSIANS = ("diag", "kron")
@@ -231,10 +231,33 @@ def laplace(params: dict, key: str, *, progress: bool = True) -> dict:
     delta, nll = select_prior_precision(hessian, head.weight, head.bias, f_va, y_va, item["prior_precisions"], **opts)
     la_head = LaplaceHead(hessian, head.weight, head.bias, delta, **opts)
     wrapper = LastLayerLaplace(model, la_head, model_name=name)
-    one = costs.count_flops(model, entry.img_size)
     info = {"family": "laplace", "method": f"{item['hessian']}-{item['predictive']}", "base": name,
             "hessian": item["hessian"], "predictive": item["predictive"], "samples": item["samples"] if item["predictive"] == "mc" else 0,
-            "prior_precision": delta, "val_nll": {str(d): v for d, v in nll.items()},
-            "gflops": one + la_head.extra_macs() / 1e9, "gflops_one_forward": one,
-            "params": costs.count_params(model) + la_head.stored_floats()}
+            "prior_precision": delta, "val_nll": {str(d): v for d, v in nll.items()}, **laplace_cost(model, la_head, entry.img_size)}
     return per_model.method_output(params, key, wrapper, entry, info, splits=item["splits"], progress=progress)
+
+
+def laplace_cost(model: nn.Module, la_head: LaplaceHead, img_size: int) -> dict:
+    """cost.json's ``gflops`` (one forward + the predictive's extra multiply-adds), ``gflops_one_forward`` and
+    ``params`` (the model + the numbers the predictive stores)."""
+    one = costs.count_flops(model, img_size)
+    return {"gflops": one + la_head.extra_macs() / 1e9, "gflops_one_forward": one,
+            "params": costs.count_params(model) + la_head.stored_floats()}
+
+
+@register_cost("laplace")
+def laplace_output_cost(info: dict, entry, num_classes: int, members: int, params: dict) -> dict:
+    """:func:`laplace_cost` of an output described by its cost record ``info``, rebuilt without weights (the sizes
+    only depend on the shapes: a GGN fitted on one zero feature serves)."""
+    from benchmark.models import factory
+
+    samples = info.get("samples", 0)
+    check_options(info.get("hessian"), info.get("predictive"), samples, entry.name)
+    if members != (samples if info["predictive"] == "mc" else 1):
+        raise ValueError(f"{info['predictive']} predictive with samples {samples}, but the logits have {members} member(s)")
+    model = factory.create(entry, num_classes, load_weights=False)
+    head = linear_head(model, METHOD, entry.name)
+    w, b = head.weight.detach(), head.bias.detach()
+    hessian = fit_hessian(w.new_zeros(1, w.shape[1]), torch.zeros(1, dtype=torch.long), w, b, info["hessian"])
+    la_head = LaplaceHead(hessian, w, b, 1.0, predictive=info["predictive"], samples=samples)
+    return laplace_cost(model, la_head, entry.img_size)

@@ -52,7 +52,7 @@ from benchmark.methods.last_layer import linear_head, penultimate
 from benchmark.models import factory
 from benchmark.models import cost as costs
 from benchmark.stages import per_model, stage_config, suite_source
-from benchmark.stages.registry import check, register_method
+from benchmark.stages.registry import check, register_cost, register_method
 from benchmark.storage import store
 
 METHOD = "LoRA-Ensemble"
@@ -225,9 +225,8 @@ def lora_ensemble(params: dict, key: str, *, progress: bool = True) -> dict:
     model = factory.create(entry, src.num_classes(), drop_rate=recipe.drop_rate)  # the pretrained init; fails fast
     tr, va = bl.split(params, entry, per_model.TRAIN, train=True), bl.split(params, entry, per_model.VAL)
     stage_config.set_threads(params)
-    one = costs.count_flops(model, entry.img_size)
     adapter = {k: item[k] for k in ("members", "rank", "alpha", "seed", "variant")}
-    wrapper = LoRAEnsemble(model, model_name=name, **adapter)
+    wrapper, cost = lora_ensemble_cost(model, entry.img_size, name, adapter)
     folder = stage_config.RESULTS / "method_checkpoints" / key
     fp = stage_config.fingerprint(entry.as_dict(), asdict(recipe), adapter, store.array_hash(tr.ids), store.array_hash(va.ids))
     record = per_model.train_once(wrapper.to(suite_source.device(params)), tr.fit_data, va.fit_data, recipe, seed=item["seed"],
@@ -235,7 +234,24 @@ def lora_ensemble(params: dict, key: str, *, progress: bool = True) -> dict:
                                num_workers=src.num_workers)
     info = {"family": "lora_ensemble", "method": f"m{item['members']}-r{item['rank']}-{item['variant']}", "base": name, **adapter,
             "recipe": item["recipe"], "targets": wrapper.layer_names[:2] + (["..."] if len(wrapper.layer_names) > 2 else []),
-            "best_epoch": record["best_epoch"], "val_score": record["best_score"], "gflops_one_forward": one,
-            "trainable_params": sum(p.numel() for p in wrapper.trainable_parameters()),
-            "params": costs.count_params(wrapper) - costs.count_params(model.get_classifier())}  # the member heads replace it
+            "best_epoch": record["best_epoch"], "val_score": record["best_score"], **cost,
+            "trainable_params": sum(p.numel() for p in wrapper.trainable_parameters())}
     return per_model.method_output(params, key, wrapper, entry, info, splits=item["splits"], progress=progress)
+
+
+def lora_ensemble_cost(model: nn.Module, img_size: int, name: str, adapter: dict) -> tuple["LoRAEnsemble", dict]:
+    """``model`` wrapped with ``adapter`` (members, rank, alpha, seed, variant) and cost.json's ``gflops`` (what fvcore
+    counts on the wrapper), ``gflops_one_forward`` (the model alone) and ``params`` (the member heads replace its own)."""
+    one = costs.count_flops(model, img_size)
+    wrapper = LoRAEnsemble(model, model_name=name, **adapter)
+    return wrapper, {"gflops": costs.count_flops(wrapper, img_size), "gflops_one_forward": one,
+                     "params": costs.count_params(wrapper) - costs.count_params(model.get_classifier())}
+
+
+@register_cost("lora_ensemble")
+def lora_ensemble_output_cost(info: dict, entry, num_classes: int, members: int, params: dict) -> dict:
+    """:func:`lora_ensemble_cost` of an output described by its cost record, the model built without weights."""
+    if info.get("members") != members:
+        raise ValueError(f"members {info.get('members')!r}, but the logits have {members}")
+    adapter = {k: info[k] for k in ("members", "rank", "alpha", "seed", "variant")}
+    return lora_ensemble_cost(factory.create(entry, num_classes, load_weights=False), entry.img_size, entry.name, adapter)[1]

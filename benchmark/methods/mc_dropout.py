@@ -40,7 +40,7 @@ from benchmark.methods import baselines as bl
 from benchmark.methods.last_layer import linear_head, penultimate
 from benchmark.models import cost as costs
 from benchmark.stages import per_model, stage_config
-from benchmark.stages.registry import check, register_method
+from benchmark.stages.registry import check, register_cost, register_method
 
 METHOD = "MC dropout"
 VARIANTS = ("trained", "post-hoc")
@@ -160,10 +160,25 @@ def mc_dropout(params: dict, key: str, *, progress: bool = True) -> dict:
     wrapper = MCDropout(model, item["samples"], item["p"], seed=item["seed"], model_name=name,
                         variant=item["variant"], train_rate=trained)
     stage_config.set_threads(params)
-    one = costs.count_flops(model, entry.img_size)
     info = {"family": "mc_dropout", "method": f"T{wrapper.samples}-{wrapper.variant}", "base": name,
             "variant": wrapper.variant, "samples": wrapper.samples,
-            "p": wrapper.p, "seed": wrapper.seed, "trained_drop_rate": trained,
-            "gflops": wrapper.samples * one, "gflops_one_forward": one,
-            "gflops_as_run": costs.count_flops(wrapper, entry.img_size), "params": costs.count_params(model)}
+            "p": wrapper.p, "seed": wrapper.seed, "trained_drop_rate": trained, **mc_dropout_cost(model, wrapper.samples, entry.img_size),
+            "gflops_as_run": costs.count_flops(wrapper, entry.img_size)}
     return per_model.method_output(params, key, wrapper, entry, info, splits=item["splits"], progress=progress)
+
+
+def mc_dropout_cost(model: nn.Module, samples: int, img_size: int) -> dict:
+    """cost.json's ``gflops`` (``samples`` forwards: the paper convention), ``gflops_one_forward`` and ``params``."""
+    one = costs.count_flops(model, img_size)
+    return {"gflops": samples * one, "gflops_one_forward": one, "params": costs.count_params(model)}
+
+
+@register_cost("mc_dropout")
+def mc_dropout_output_cost(info: dict, entry, num_classes: int, members: int, params: dict) -> dict:
+    """:func:`mc_dropout_cost` of an output described by its cost record, the model built without weights."""
+    from benchmark.models import factory
+
+    samples = check_samples(info.get("samples"), entry.name)
+    if members != samples:
+        raise ValueError(f"samples {samples}, but the logits have {members} member(s)")
+    return mc_dropout_cost(factory.create(entry, num_classes, load_weights=False), samples, entry.img_size)

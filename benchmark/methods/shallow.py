@@ -33,7 +33,7 @@ from benchmark.methods.last_layer import BackboneHead, linear_head
 from benchmark.models import factory
 from benchmark.models import cost as costs
 from benchmark.stages import per_model, stage_config, suite_source
-from benchmark.stages.registry import register_method
+from benchmark.stages.registry import register_cost, register_method
 from benchmark.storage import store
 
 METHOD = "shallow ensemble"
@@ -135,7 +135,7 @@ def shallow(params: dict, key: str, *, progress: bool = True) -> dict:
     heads = EnsembleHeads(d, c, m, seed=item["seed"])
     wrapper = ShallowEnsemble(model, heads, model_name=name, backbone=item["backbone"])
     stage_config.set_threads(params)
-    one = costs.count_flops(model, entry.img_size)  # before training moves the model to its device
+    cost = shallow_cost(model, m, entry.img_size)  # before training moves the model to its device
     tr, va = bl.split(params, entry, per_model.TRAIN, train=joint), bl.split(params, entry, per_model.VAL)
     folder = stage_config.RESULTS / "method_checkpoints" / key
     run = {"members": m, "seed": item["seed"], "backbone": item["backbone"]}
@@ -152,7 +152,23 @@ def shallow(params: dict, key: str, *, progress: bool = True) -> dict:
                                    fingerprint=fp, progress=progress)
     info = {"family": "shallow_ensemble", "method": f"m{m}" + ("" if joint else "-frozen"), "base": name, "members": m,
             "backbone": item["backbone"], "recipe": item["recipe"], "seed": item["seed"], "best_epoch": record["best_epoch"],
-            "val_score": record["best_score"], "gflops": one + (m - 1) * c * d / 1e9, "gflops_one_forward": one,
-            "params": costs.count_params(model) + (m - 1) * (c * d + c),
+            "val_score": record["best_score"], **cost,
             "trainable_params": sum(p.numel() for p in wrapper.parameters() if p.requires_grad)}
     return per_model.method_output(params, key, wrapper, entry, info, splits=item["splits"], progress=progress)
+
+
+def shallow_cost(model: nn.Module, members: int, img_size: int) -> dict:
+    """cost.json's ``gflops`` (one forward + ``M - 1`` more heads), ``gflops_one_forward`` and ``params``."""
+    head = linear_head(model, METHOD, type(model).__name__)
+    c, d = head.out_features, head.in_features
+    one = costs.count_flops(model, img_size)
+    return {"gflops": one + (members - 1) * c * d / 1e9, "gflops_one_forward": one,
+            "params": costs.count_params(model) + (members - 1) * (c * d + c)}
+
+
+@register_cost("shallow_ensemble")
+def shallow_output_cost(info: dict, entry, num_classes: int, members: int, params: dict) -> dict:
+    """:func:`shallow_cost` of an output described by its cost record, the model built without weights."""
+    if info.get("members") != members:
+        raise ValueError(f"members {info.get('members')!r}, but the logits have {members}")
+    return shallow_cost(factory.create(entry, num_classes, load_weights=False), members, entry.img_size)

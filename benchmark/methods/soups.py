@@ -30,7 +30,7 @@ from torch import Tensor, nn
 from benchmark.methods import baselines as bl
 from benchmark.models.infer import predict_logits
 from benchmark.stages import per_model, stage_config, suite_source
-from benchmark.stages.registry import register_method
+from benchmark.stages.registry import register_cost, register_method
 
 METHOD = "model soup"
 
@@ -167,3 +167,14 @@ def soup(params: dict, key: str, *, progress: bool = True) -> dict[str, dict]:
             ingredients=greedy.ingredients,
             val_score=greedy.score, history=greedy.history), splits=item["splits"], progress=progress),
     }
+
+
+@register_cost("soup")
+def soup_output_cost(info: dict, entry, num_classes: int, members: int, params: dict) -> dict:
+    """A soup is one model of its ingredients' architecture: what :func:`benchmark.stages.per_model.method_output`
+    counts on it (:func:`benchmark.models.cost.static_cost`), the model built without weights."""
+    from benchmark.models import cost, factory
+
+    if members != 1:
+        raise ValueError(f"a soup is one model, but the logits have {members} members")
+    return cost.static_cost(factory.create(entry, num_classes, load_weights=False), entry.img_size)

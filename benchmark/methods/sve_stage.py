@@ -60,6 +60,7 @@ from benchmark.models.train import Recipe, selection_score
 from benchmark.models.zoo import ZooEntry
 from benchmark.stages import per_model, stage_config, suite_source
 from benchmark.stages.params_config import SveParams
+from benchmark.stages.registry import register_cost
 from benchmark.stages.suite_source import SplitInputs
 from benchmark.storage import store
 
@@ -118,17 +119,18 @@ def train_subset(split: SplitInputs, n: int | None, seed: int) -> SplitInputs:
     return split.subset(np.sort(stratified_order(split.labels.numpy(), np.random.default_rng([seed, 0x5E5E]))[:n]))
 
 
-def build(entry: ZooEntry, cfg: dict, members: int, num_classes: int) -> SingularValueEnsemble:
+def build(entry: ZooEntry, cfg: dict, members: int, num_classes: int, *, load_weights: bool = True) -> SingularValueEnsemble:
     """The entry's pretrained timm model wrapped in an ``M``-member SVE with fresh heads.
 
     The backbone is built with a 1000-class linear head (the ImageNet one where the
     weights have it, so nothing is reset); SVE removes it and keeps its place for
-    :meth:`~benchmark.methods.sve.SingularValueEnsemble.export_member`.
+    :meth:`~benchmark.methods.sve.SingularValueEnsemble.export_member`. ``load_weights=False``:
+    a random backbone of the same shapes (costs and parameter counts only, e.g. ``verify``).
     """
-    backbone = factory.create(entry, 1000)
+    backbone = factory.create(entry, 1000, load_weights=load_weights)
     return SingularValueEnsemble(backbone, members=members, num_classes=num_classes, patterns=cfg.patterns,
-                                 sigma_init=cfg.sigma_init, seed=cfg.seed, pretrained=True,
-                                 member_streams=cfg.nested)
+                                 sigma_init=cfg.sigma_init, seed=cfg.seed, pretrained=load_weights,
+                                 allow_random_init=not load_weights, member_streams=cfg.nested)
 
 
 def cost_info(model: SingularValueEnsemble, img_size: int, one: float | None = None) -> dict:
@@ -139,6 +141,21 @@ def cost_info(model: SingularValueEnsemble, img_size: int, one: float | None = N
     return {"gflops": model.members * one, "gflops_one_forward": one, "trainable_params": ov["trainable"],
             "backbone_params": ov["backbone"], "params": ov["backbone"] + ov["trainable"],
             "overhead_percent": ov["percent"], "extra_params_percent": ov["percent_extra"]}
+
+
+@register_cost("sve")
+def sve_output_cost(info: dict, entry: ZooEntry, num_classes: int, members: int, params: dict) -> dict:
+    """:func:`cost_info` of output ``sve-m<members>`` (params ``sve``, base ``entry``), rebuilt without weights."""
+    if info.get("members") != members:
+        raise ValueError(f"members {info.get('members')!r}, but the logits have {members}")
+    raw = params.get(SECTION)
+    if not isinstance(raw, dict):
+        raise ValueError(f"params has no {SECTION!r} section")
+    model = build(entry, parse_config(SveParams, raw, f"params {SECTION}"), members, num_classes, load_weights=False)
+    if info.get("adapted_layers") != len(model.layer_names):
+        raise ValueError(f"adapted_layers {info.get('adapted_layers')!r}, but params {SECTION} adapts {len(model.layer_names)}")
+    c = cost_info(model, entry.img_size)
+    return {k: c[k] for k in ("gflops", "gflops_one_forward", "params", "overhead_percent", "extra_params_percent")}
 
 
 def check(params: dict, members) -> tuple[dict, ZooEntry, Recipe, list[str]]:

@@ -60,6 +60,12 @@ def count_params(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
+def static_cost(model: nn.Module, img_size: int) -> dict:
+    """``gflops`` and ``params`` of ``model``: what depends on its structure only, so that anyone can recompute it
+    (``verify`` does, from the zoo entry built without weights); throughput is measured apart."""
+    return {"gflops": count_flops(model, img_size), "params": count_params(model)}
+
+
 @torch.no_grad()
 def measure_throughput(model: nn.Module, img_size: int, *, batch_size: int = 64, iters: int = 5) -> float:
     """Images per second of batched eval-mode inference on this CPU (one warm-up forward)."""

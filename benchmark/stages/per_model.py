@@ -111,7 +111,7 @@ def cost(params: dict, name: str, *, progress: bool = False) -> dict:
     c = stage_config.typed(params).cost
     record = {
         "name": name, "arch": entry.arch, "init": entry.init, "img_size": entry.img_size, "seed": entry.seed,
-        "role": entry.role, "gflops": costs.count_flops(model, entry.img_size), "params": costs.count_params(model),
+        "role": entry.role, **costs.static_cost(model, entry.img_size),
         "throughput": costs.measure_throughput(model, entry.img_size, batch_size=c.throughput_batch, iters=c.throughput_iters),
         "threads": torch.get_num_threads(),
     }
@@ -165,7 +165,7 @@ def model_costs(params: dict, model, img_size: int) -> dict:
     stage_config.set_threads(params)
     c = stage_config.typed(params).cost
     model.cpu()
-    return {"gflops": costs.count_flops(model, img_size), "params": costs.count_params(model),
+    return {**costs.static_cost(model, img_size),
             "throughput": costs.measure_throughput(model, img_size, batch_size=c.throughput_batch, iters=c.throughput_iters)}
 
 

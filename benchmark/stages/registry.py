@@ -137,6 +137,38 @@ def get_method(kind: str) -> Method:
     return _REGISTRY[kind]
 
 
+_COSTS: dict[str, Callable] = {}
+
+
+def register_cost(family: str):
+    """Decorator registering the cost function of a method family's outputs (``family``: their rows' family)::
+
+        @register_cost("toy")
+        def toy_cost(info: dict, entry: ZooEntry, num_classes: int, members: int, params: dict) -> dict:
+            ...  # {"gflops": ..., "params": ..., and "overhead_percent"/"extra_params_percent" where reported}
+
+    It rebuilds, without weights, the cost fields of one output's ``cost.json`` from that record's settings
+    (``info``), the zoo entry of its base, the class count and the member count M of its logits (1 for (N, C)
+    logits), with the bundle's ``params``; it raises ``ValueError`` when ``info`` does not describe such logits.
+    ``verify`` recomputes a bundle's costs with it (:mod:`benchmark.bundle.recost`); a family without one has its
+    rows' costs unverifiable. The method's stage should compute its cost record with the same function."""
+
+    def wrap(fn):
+        old = _COSTS.get(family)
+        if old is not None and old.__module__ != fn.__module__:
+            raise ValueError(f"cost of method family {family!r} is registered twice: by {old.__module__} and by {fn.__module__}")
+        _COSTS[family] = fn
+        return fn
+
+    return wrap
+
+
+def output_cost(family: str) -> Callable | None:
+    """The cost function registered for a method family (:func:`register_cost`), or None."""
+    discover()
+    return _COSTS.get(family)
+
+
 def families() -> list[str]:
     """The ``family`` of every registered method, in :func:`list_methods` order (the report's ordering)."""
     return list(dict.fromkeys(m.family for m in _ordered()))

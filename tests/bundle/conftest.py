@@ -29,7 +29,7 @@ def caltech(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def pristine(caltech, tmp_path_factory) -> Path:
-    """A bundle submitted (and verified, recorded) from the fixture run; never modified."""
+    """A bundle submitted from the fixture run (leaderboard-like folder <tmp>/caltech256/b1); never modified."""
     out = tmp_path_factory.mktemp("bundles") / SUITE / "b1"
     import os
 
@@ -53,3 +53,35 @@ def bundle(pristine, tmp_path) -> Path:
 @pytest.fixture
 def results(caltech) -> Path:
     return caltech / "suites" / SUITE / "results"
+
+
+@pytest.fixture(scope="session")
+def records(pristine, caltech, tmp_path_factory) -> Path:
+    """The folder of verification records of the pristine bundle (``verify --record-to``, as the deploy workflow does)."""
+    out = tmp_path_factory.mktemp("records")
+    rc = cli_main(["verify", str(pristine), "--logits", str(caltech / "suites" / SUITE / "results"), "--record-to", str(out),
+                   "--quiet"])
+    assert rc == 0 and (out / SUITE / f"{pristine.name}.json").is_file()
+    return out
+
+
+@pytest.fixture
+def load():
+    """load_bundle without the timm architecture look-ups (as publish)."""
+    from benchmark.bundle.schema import load_bundle
+
+    return lambda path: load_bundle(path, check_arch=False)
+
+
+@pytest.fixture
+def fast_report(monkeypatch):
+    """publish without drawing the suite pages (tests of intake, status and isolation, not of the report)."""
+    import benchmark.report
+
+    def build(inputs, out, **kw):
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "index.html").write_text(f"<title>{len(inputs.results)} rows</title>")
+        return out / "index.html"
+
+    monkeypatch.setattr(benchmark.report, "build_report", build)

@@ -1,6 +1,7 @@
 """publish: the static site from bundles only (merge rule, byte-identical output, real Chromium)."""
 from __future__ import annotations
 
+import datetime as dt
 import json
 import shutil
 from pathlib import Path
@@ -18,8 +19,14 @@ pytestmark = pytest.mark.slow
 CHROMIUM = Path("/usr/bin/chromium")
 
 
-def variant(src: Path, name: str, *, created: str, delta: float, verified: bool) -> Path:
-    """A copy of bundle ``src`` named ``name``: newer, the test accuracy of every single model set to 0.5 + ``delta``."""
+def _when(minutes: int) -> str:
+    """A 'created' this many minutes from now (at most the allowed clock skew ahead)."""
+    return (dt.datetime.now(dt.timezone.utc) + dt.timedelta(minutes=minutes)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def variant(src: Path, name: str, *, created: str, delta: float, records: Path | None = None) -> Path:
+    """A copy of bundle ``src`` named ``name``: newer, the test accuracy of every single model set to 0.5 + ``delta``;
+    with ``records``, a verification record of it there."""
     dst = src.parent / name
     shutil.copytree(src, dst)
     rows = read_rows(dst)
@@ -27,26 +34,33 @@ def variant(src: Path, name: str, *, created: str, delta: float, verified: bool)
     rows.loc[sel, "value"] = repr(0.5 + delta)
     write_rows(dst, rows)
     write_manifest(dst, manifest(dst) | {"created": created})
-    (dst / "verification.json").unlink()
-    if verified:  # as if verify had recomputed it (its logits are not these; only the merge rule is tested here)
+    if records is not None:  # as if verify had recomputed it (its logits are not these; only the merge rule is tested here)
         b = load_bundle(dst)
-        record(b, Report(status=VERIFIED, rows=len(b.rows), recomputed=len(b.rows)))
+        record(records, b, Report(status=VERIFIED, rows=len(b.rows), recomputed=len(b.rows), costs=len(b.rows)))
     return dst
 
 
-def loaded(path):
+def loaded(path, records):
     b = load_bundle(path)
-    b.status = recorded_status(b)
+    b.status = recorded_status(records, b)
     return b
 
 
-def test_merge_prefers_verified_then_newest_and_flags_conflicts(bundle):
-    old = loaded(bundle)
-    newer_self = loaded(variant(bundle, "b2", created="2999-01-01T00:00:00Z", delta=-0.01, verified=False))
+@pytest.fixture
+def recs(records, tmp_path):
+    """A private copy of the session's verification records (tests add to it)."""
+    dst = tmp_path / "records"
+    shutil.copytree(records, dst)
+    return dst
+
+
+def test_merge_prefers_verified_then_newest_and_flags_conflicts(bundle, recs):
+    old = loaded(bundle, recs)
+    newer_self = loaded(variant(bundle, "b2", created=_when(0), delta=-0.01), recs)
     assert (old.status, newer_self.status) == (VERIFIED, SELF_REPORTED)
     merged, conflicts = merge([old, newer_self])
     assert set(merged["bundle"]) == {"b1"} and conflicts.empty  # verified beats a newer self-reported bundle
-    newer_ver = loaded(variant(bundle, "b3", created="2999-01-02T00:00:00Z", delta=-0.02, verified=True))
+    newer_ver = loaded(variant(bundle, "b3", created=_when(1), delta=-0.02, records=recs), recs)
     merged, conflicts = merge([old, newer_self, newer_ver])
     sel = (merged.family == "single") & (merged.metric == "accuracy") & (merged.split == "test")
     assert set(merged.loc[sel, "bundle"]) == {"b3"} and set(merged.loc[~sel, "bundle"]) == {"b3"}  # newest verified
@@ -58,12 +72,12 @@ def test_merge_prefers_verified_then_newest_and_flags_conflicts(bundle):
     assert c["other_value"] == pytest.approx(want) and c["shown_value"] == pytest.approx(0.48)
 
 
-def test_publish_from_bundles_only_is_byte_identical(bundle, tmp_path, monkeypatch, capsys):
-    variant(bundle, "b2", created="2999-01-01T00:00:00Z", delta=-0.01, verified=False)
+def test_publish_from_bundles_only_is_byte_identical(bundle, recs, tmp_path, monkeypatch, capsys):
+    variant(bundle, "b2", created=_when(0), delta=-0.01)
     monkeypatch.chdir(tmp_path)  # no results/, no dvc.lock, no params.yaml here
     sites = []
     for name in ("site1", "site2"):
-        assert main(["publish", "--bundles", str(bundle.parent.parent), "--out", name, "--quiet"]) == 0
+        assert main(["publish", "--bundles", str(bundle.parent.parent), "--out", name, "--verified", str(recs), "--quiet"]) == 0
         sites.append(tmp_path / name)
     files = sorted(p.relative_to(sites[0]) for p in sites[0].rglob("*") if p.is_file())
     assert files == sorted(p.relative_to(sites[1]) for p in sites[1].rglob("*") if p.is_file())
@@ -93,15 +107,16 @@ def test_publish_rejects_a_malformed_bundle(bundle, tmp_path, capsys):
     write_rows(bundle, rows)
     assert main(["publish", "--bundles", str(bundle.parent.parent), "--out", str(tmp_path / "s"), "--quiet"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "unknown metric 'top5'" in err
+    assert err.count("\n") == 1 and "no valid bundle" in err and "unknown metric 'top5'" in err
 
 
 @pytest.mark.browser
 @pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} not found: apt-get install chromium")
-def test_site_opens_in_chromium_with_badges(bundle, tmp_path):
+def test_site_opens_in_chromium_with_badges(bundle, recs, tmp_path):
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright not installed: pip install playwright")
-    variant(bundle, "b2", created="2999-01-01T00:00:00Z", delta=-0.01, verified=False)
-    assert main(["publish", "--bundles", str(bundle.parent.parent), "--out", str(tmp_path / "site"), "--quiet"]) == 0
+    variant(bundle, "b2", created=_when(0), delta=-0.01)
+    assert main(["publish", "--bundles", str(bundle.parent.parent), "--out", str(tmp_path / "site"), "--verified", str(recs),
+                 "--quiet"]) == 0
     args = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), args=args)

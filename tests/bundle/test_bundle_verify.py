@@ -12,7 +12,7 @@ import yaml
 from helpers import manifest, read_rows, write_manifest, write_rows
 
 from benchmark.bundle.schema import MAX_FILE_BYTES, load_bundle
-from benchmark.bundle.verify import SELF_REPORTED, VERIFIED, recorded_status
+from benchmark.bundle.verify import VERIFIED, recorded_status
 from benchmark.cli.main import main
 
 pytestmark = pytest.mark.slow
@@ -26,7 +26,7 @@ def verify(capsys, *args):
 
 def test_submit_writes_a_small_plain_bundle(pristine, results):
     files = sorted(p.name for p in pristine.iterdir())
-    assert files == ["dvc.lock", "manifest.json", "models.csv", "paired.csv", "rows.csv", "verification.json"]
+    assert files == ["dvc.lock", "manifest.json", "models.csv", "paired.csv", "rows.csv"]  # never a verification
     assert all(p.stat().st_size < MAX_FILE_BYTES for p in pristine.iterdir())
     rows = pd.read_csv(pristine / "rows.csv")
     ours = pd.read_csv(results / "metrics.csv")
@@ -43,15 +43,14 @@ def test_submit_writes_a_small_plain_bundle(pristine, results):
     assert any(s.startswith("logits@") for s in m["stages"]) and any(s.startswith("laplace@") for s in m["stages"])
     lock = __import__("yaml").safe_load((results.parent / "dvc.lock").read_text())
     assert m["stages"]["logits@res"]["outs"] == {o["path"]: o["md5"] for o in lock["stages"]["logits@res"]["outs"]}
-    assert json.loads((pristine / "verification.json").read_text())["status"] == VERIFIED
-    assert recorded_status(load_bundle(pristine)) == VERIFIED
+    assert {"python", "torch", "timm", "benchmark"} <= set(m["versions"]) and m["created"].endswith("Z")
 
 
 def test_fixture_bundle_verifies_from_its_logits(bundle, results, capsys, tmp_path):
     rc, out, err = verify(capsys, bundle, "--logits", results, "--report", tmp_path / "report.csv")
     assert rc == 0, err
     n = len(read_rows(bundle))
-    assert f"{bundle}: verified ({n}/{n} rows recomputed, 0 mismatch(es))" in out
+    assert f"{bundle}: verified ({n}/{n} rows recomputed, costs of {n}, 0 mismatch(es)" in out
     report = pd.read_csv(tmp_path / "report.csv", keep_default_na=False)
     assert len(report) == n and set(report["check"]) == {"ok"}
 
@@ -59,8 +58,8 @@ def test_fixture_bundle_verifies_from_its_logits(bundle, results, capsys, tmp_pa
 def test_without_logits_it_is_self_reported(bundle, capsys):
     rc, out, _ = verify(capsys, bundle)
     assert rc == 0 and f"self-reported (0/{len(read_rows(bundle))} rows recomputed" in out
-    rc, _, err = verify(capsys, bundle, "--strict")  # but verification.json claims verified
-    assert rc == 1 and "claims 'verified'" in err
+    rc, _, err = verify(capsys, bundle, "--strict")  # strict: the bundle must end verified
+    assert rc == 1 and "not verified (--strict)" in err
 
 
 def test_one_edited_number_fails_naming_the_row(bundle, results, capsys):
@@ -68,7 +67,6 @@ def test_one_edited_number_fails_naming_the_row(bundle, results, capsys):
     i = rows.index[(rows.family == "duo") & (rows.metric == "nll") & (rows.split == "test") & (rows.method == "weighted")][0]
     rows.loc[i, "value"] = repr(float(rows.loc[i, "value"]) - 1e-4)
     write_rows(bundle, rows)  # with the manifest's hash updated, as a forger would
-    assert recorded_status(load_bundle(bundle)) == SELF_REPORTED  # the recorded verification no longer applies
     rc, _, err = verify(capsys, bundle, "--logits", results)
     assert rc == 1
     r = rows.loc[i]
@@ -83,7 +81,7 @@ def test_edited_rows_without_new_hash_are_malformed(bundle, capsys):
     rows.loc[0, "value"] = "0.5"
     write_rows(bundle, rows, keep_hash=True)
     rc, _, err = verify(capsys, bundle)
-    assert rc == 2 and err.count("\n") == 1 and "rows.csv: content differs from its sha256" in err
+    assert rc == 2 and err.count("\n") == 1 and "rows.csv: " in err and "the file was edited" in err
 
 
 def test_edited_logits_file_is_caught(bundle, results, tmp_path, capsys):
@@ -97,7 +95,7 @@ def test_edited_logits_file_is_caught(bundle, results, tmp_path, capsys):
     assert rc == 1 and f"{f}: sha256 differs from the manifest's" in err
     rows = read_rows(bundle)
     n = {fam: int(((rows.family == fam) & (rows.base == base)).sum()) for fam, base in (("duo", "res"), ("single", "res"))}
-    assert f"duo res+eff: {n['duo']} rows not recomputed" in out and f"single res: {n['single']} rows recomputed, all equal" in out
+    assert f"duo res+eff: {n['duo']} rows not recomputed" in out and f"single res: {n['single']} rows recomputed, no mismatch" in out
     assert f"single eff: {int(((rows.family == 'single') & (rows.base == 'eff')).sum())} rows not recomputed" in out
 
 
@@ -120,10 +118,11 @@ def _edit_rows(bundle, col, value):
     (lambda b: _edit_rows(b, "metric", "accuracy_at_5"), "row 5 (suite=caltech256"),
     (lambda b: _edit_rows(b, "value", "high"), "row 5: column 'value' must be a number, got 'high'"),
     (lambda b: _edit_rows(b, "value", "-0.5"), "value -0.5 out of range for"),
-    (lambda b: write_manifest(b, manifest(b) | {"files": manifest(b)["files"] | {"rows": {"path": "../../x/rows.csv", "sha256": "a" * 64}}}),
-     "files.rows: path '../../x/rows.csv' escapes the bundle"),
+    (lambda b: write_manifest(b, manifest(b) | {"files": manifest(b)["files"] | {"rows": {"path": "../../x/rows.csv", "sha256": "a" * 64,
+                                                                                         "bytes": 10}}}),
+     "files.rows: path '../../x/rows.csv' must be one of ['rows.csv', 'rows.csv.gz']"),
     (lambda b: write_manifest(b, manifest(b) | {"suite": "mnist-c"}), "suite: unknown suite 'mnist-c'"),
-    (lambda b: write_manifest(b, manifest(b) | {"units": "all"}), "'units' must be list, got str"),
+    (lambda b: write_manifest(b, manifest(b) | {"units": "all"}), "units: must be list, got str"),
     (lambda b: write_manifest(b, manifest(b) | {"zoo": {"res": {"arch": "no_such_net", "init": "scratch", "img_size": 32,
                                                                "seed": 0, "recipe": "finetune"}}}), "unknown timm architecture"),
     (lambda b: (b / "manifest.json").write_text("{"), "manifest.json: not valid JSON"),
@@ -150,7 +149,7 @@ def test_large_rows_are_gzipped(monkeypatch, caltech, tmp_path):
 
     monkeypatch.setattr(pack, "GZIP_ABOVE", 1000)
     os.chdir(caltech)
-    out = tmp_path / "gz"
+    out = tmp_path / "caltech256" / "gz"
     try:
         pack.submit("caltech256", out)
     finally:
@@ -201,19 +200,19 @@ def test_submit_reads_the_embedded_layout(caltech, tmp_path, monkeypatch, capsys
     out = root / "leaderboard" / "embedded" / "t1"
     m = manifest(out)
     assert m["suite"] == "embedded" and set(m["zoo"]) == {"res", "eff"} and "logits@res" in m["stages"]
-    assert "evaluate" in m["stages"] and json.loads((out / "verification.json").read_text())["status"] == VERIFIED
+    assert "evaluate" in m["stages"] and not (out / "verification.json").exists()
     capsys.readouterr()
     rc, out_text, _ = verify(capsys, out, "--logits", root / "results")
     assert rc == 0 and "t1: verified" in out_text
 
 
-def test_rows_over_the_file_limit_are_split_in_parts(monkeypatch, caltech, results, tmp_path, capsys):
+def test_rows_over_the_file_limit_are_split_in_parts(monkeypatch, caltech, results, tmp_path, tmp_path_factory, capsys):
     from benchmark.bundle import pack
 
     monkeypatch.setattr(pack, "GZIP_ABOVE", 1000)
     monkeypatch.setattr(pack, "PART_BYTES", 1200)  # the rows gzip to more than this
     monkeypatch.chdir(caltech)
-    out = tmp_path / "parts"
+    out = tmp_path / "caltech256" / "parts"
     pack.submit("caltech256", out)
     m = manifest(out)
     parts = sorted(r for r in m["files"] if r.startswith("rows"))
@@ -223,9 +222,10 @@ def test_rows_over_the_file_limit_are_split_in_parts(monkeypatch, caltech, resul
     whole = pd.concat([pd.read_csv(out / m["files"][r]["path"], **text) for r in parts], ignore_index=True)
     pd.testing.assert_frame_equal(whole, pd.read_csv(results / "metrics.csv", **text)[whole.columns])
     assert len(load_bundle(out).rows) == len(whole)
-    rc, text, err = verify(capsys, out, "--logits", results, "--record")
+    records = tmp_path_factory.mktemp("records")  # outside the bundles folder
+    rc, text, err = verify(capsys, out, "--logits", results, "--record-to", records)
     assert rc == 0 and "verified" in text, err
-    assert recorded_status(load_bundle(out)) == VERIFIED
+    assert recorded_status(records, load_bundle(out)) == VERIFIED
 
 
 def test_leftovers_of_killed_writes_are_never_packed_or_verified(caltech, results, tmp_path, monkeypatch, capsys):
@@ -240,7 +240,7 @@ def test_leftovers_of_killed_writes_are_never_packed_or_verified(caltech, result
     shutil.copy(results / "logits" / "res" / "test.safetensors", leftovers[1])
     monkeypatch.chdir(caltech)
     try:
-        out = tmp_path / "b"
+        out = tmp_path / "caltech256" / "b"
         pack.submit("caltech256", out)
         m = manifest(out)
         assert m["logits"] and not any("/." in k for k in m["logits"])

@@ -5,12 +5,14 @@ from pathlib import Path
 
 import pytest
 
+import yaml
+
 import benchmark.report
-from benchmark.bundle.schema import load_bundle
 from benchmark.bundle.site import find_bundles, publish
 from benchmark.cli.main import main
 
-LEADERBOARD = Path(__file__).resolve().parents[2] / "leaderboard"
+ROOT = Path(__file__).resolve().parents[2]
+LEADERBOARD = ROOT / "leaderboard"
 
 
 def test_workers_below_one_is_one_line_exit_2(tmp_path, capsys):
@@ -22,11 +24,13 @@ def test_workers_below_one_is_one_line_exit_2(tmp_path, capsys):
 
 @pytest.mark.parametrize("workers", [None, 3])
 def test_publish_hands_workers_to_the_report(tmp_path, monkeypatch, workers):
-    bundles = find_bundles(LEADERBOARD)
+    bundles, _ = find_bundles(LEADERBOARD)
     if not bundles:
         pytest.skip("no committed bundle under leaderboard/")
     seen = []
     monkeypatch.setattr(benchmark.report, "build_report", lambda inputs, out, **kw: seen.append(inputs.config.workers))
-    publish(LEADERBOARD, tmp_path / "site", progress=False, workers=workers)
-    recorded = load_bundle(bundles[0], check_arch=False).manifest["params"].get("report", {}).get("workers", 1)
-    assert seen and set(seen) == {recorded if workers is None else workers}
+    _, problems = publish(LEADERBOARD, tmp_path / "site", progress=False, workers=workers, repo=ROOT)
+    assert problems == []  # the committed bundles pass the intake
+    # the repository's params configure the page (never a bundle's)
+    configured = (yaml.safe_load((ROOT / "params.yaml").read_text()).get("report") or {}).get("workers", 1)
+    assert seen and set(seen) == {configured if workers is None else workers}

@@ -1,0 +1,144 @@
+"""``verify``'s recompute of the cost columns and of ``models.csv``, with the pipeline's own code.
+
+* a zoo model's GFLOPs and parameters: its zoo entry built without weights
+  (:func:`benchmark.models.factory.create`, as the cost stage
+  :func:`benchmark.stages.per_model.cost` does) and counted with fvcore
+  (:func:`benchmark.models.cost.count_flops`, which switches timm's fused attention off
+  while counting) and :func:`~benchmark.models.cost.count_params`; the class count is the
+  logits' (C);
+* a unit's gflops, params, balance, overhead_percent and extra_params_percent: the
+  evaluate stage's unit list (:func:`benchmark.evaluation.stage._units`, i.e. the logit
+  methods' own ``units`` functions and :func:`benchmark.models.cost.sum_cost`) fed with
+  those costs; for a method output, its cost record rebuilt by the method's registered
+  cost function (:func:`benchmark.stages.registry.output_cost`) from the zoo entry of its
+  base, the settings in its cost record and the member count of its logits. A method
+  without a cost function cannot have its costs recomputed: its rows stay unverified.
+
+Throughput is a measurement of the contributor's machine: it is never recomputed and never
+makes anything verified (:data:`benchmark.bundle.schema.REPORTED`).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from benchmark.bundle.manifest import COST_FIELDS
+from benchmark.bundle.schema import COSTS, MODEL_COLUMNS, Bundle
+
+NAN = float("nan")
+
+
+@dataclass
+class Costs:
+    """What the costs recompute found: per unit (inputs_hash) the cost columns, the per-model costs, and the
+    units whose costs could not be recomputed (inputs_hash -> why)."""
+
+    units: dict[str, dict] = field(default_factory=dict)
+    models: dict[str, dict] = field(default_factory=dict)
+    missing: dict[str, str] = field(default_factory=dict)
+
+
+def _entries(bundle: Bundle) -> dict:
+    from benchmark.models.zoo import parse_entry
+
+    recipes = bundle.manifest["params"].get("recipes")
+    return {n: parse_entry(n, raw, recipes=recipes if isinstance(recipes, dict) else None)
+            for n, raw in bundle.manifest["zoo"].items()}
+
+
+def model_costs(entries: dict, num_classes: int) -> dict[str, dict]:
+    """name -> the cost record of each zoo entry (gflops, params; throughput NaN: not recomputable)."""
+    from benchmark.models import cost, factory
+
+    built: dict[tuple, dict] = {}
+    out = {}
+    for name, e in entries.items():
+        key = (e.arch, e.img_size, e.init if e.init_kind == "torchvision" else "", num_classes)
+        if key not in built:
+            model = factory.create(e, num_classes, load_weights=False)
+            built[key] = cost.static_cost(model, e.img_size)  # as the cost stage (benchmark.stages.per_model.cost)
+        out[name] = {"name": name, "arch": e.arch, "init": e.init, "img_size": e.img_size, "seed": e.seed, "role": e.role,
+                     **built[key], "throughput": NAN}
+    return out
+
+
+def recompute(bundle: Bundle, num_classes: int, method_members: dict[str, int]) -> Costs:
+    """The costs every row of ``bundle`` must carry (``method_members``: method output -> member count of its logits)."""
+    from benchmark.core.pairs import Pair
+    from benchmark.evaluation.stage import _units  # the evaluate stage's own unit list (costs included)
+    from benchmark.stages import registry
+
+    entries = _entries(bundle)
+    res = Costs(models=model_costs(entries, num_classes))
+    units = bundle.manifest["units"]
+    pairs = [Pair(u["members"][0], u["members"][1], NAN, NAN, 0) for u in units if u["kind"] == "duo"]
+    ensembles = [list(u["members"]) for u in units if u["kind"] == "deep_ensemble"]
+    methods = {}
+    for u in units:
+        if u["kind"] != "method":
+            continue
+        info, name = u["info"], u["members"][0]
+        fn = registry.output_cost(info["family"])
+        if fn is None:
+            res.missing[u["inputs_hash"]] = f"no cost function is registered for method family {info['family']!r}"
+            continue
+        if info["base"] not in entries:
+            res.missing[u["inputs_hash"]] = f"its base {info['base']!r} has no zoo entry in the manifest"
+            continue
+        try:
+            static = fn(info, entries[info["base"]], num_classes, method_members.get(name, 1), bundle.manifest["params"])
+        except (ValueError, KeyError, TypeError) as e:
+            res.missing[u["inputs_hash"]] = f"its cost record does not describe its logits: {e}"
+            continue
+        claimed = {k: v for k, v in info.items() if k not in COST_FIELDS}  # the claimed costs never fill a gap
+        methods[name] = {**claimed, **static, "throughput": NAN}
+    by_ident = {tuple(ident): cost for ident, _, cost in _units(entries, res.models, pairs, ensembles, methods)}
+    for u in units:
+        if u["inputs_hash"] in res.missing:
+            continue
+        cost = by_ident.get((u["kind"], *u["members"]))
+        if cost is None:
+            res.missing[u["inputs_hash"]] = "the evaluate stage would not evaluate such a unit"
+            continue
+        res.units[u["inputs_hash"]] = {c: float(cost.get(c, NAN)) for c in COSTS}
+    return res
+
+
+def close(a, b, tol: float) -> bool:
+    a, b = float(a), float(b)
+    if math.isnan(a) or math.isnan(b):
+        return math.isnan(a) and math.isnan(b)
+    return abs(a - b) <= tol * max(1.0, abs(a), abs(b))
+
+
+def compare_rows(rows: pd.DataFrame, expected: dict, tol: float) -> list[str]:
+    """Per mismatching column of ``rows`` (one unit's), ``'col: bundle x, recomputed y'``, for the first bad row."""
+    out = []
+    for c in COSTS:
+        bad = [v for v in rows[c].tolist() if not close(v, expected[c], tol)]
+        if bad:
+            out.append(f"{c}: bundle {bad[0]!r}, recomputed {expected[c]!r}")
+    return out
+
+
+def compare_models(models: pd.DataFrame, expected: dict[str, dict], tol: float) -> list[str]:
+    """models.csv against the zoo entries and the recomputed costs (throughput: reported, not compared)."""
+    problems = []
+    names = set(models["name"])
+    for n in sorted(set(expected) - names):
+        problems.append(f"models.csv: zoo model {n!r} is missing")
+    for r in models.to_dict("records"):
+        want = expected.get(r["name"])
+        if want is None:
+            problems.append(f"models.csv: model {r['name']!r} is not in the manifest's zoo")
+            continue
+        for c in MODEL_COLUMNS:
+            if c == "throughput":
+                continue
+            a, b = r[c], want[c]
+            same = close(a, b, tol) if c in ("gflops", "params", "img_size", "seed") else str(a if a == a else "") == str(b)
+            if not same:
+                problems.append(f"models.csv: model {r['name']!r}: {c}: bundle {a!r}, recomputed {b!r}")
+    return problems

@@ -40,9 +40,9 @@ def run(args) -> int:
     from benchmark.reproduce import gate, lockfile, provenance
     from benchmark.stages.stage_config import load_params
 
+    fresh, _ = read_results(Path(args.results) / "metrics.csv")
     params = load_params(args.params).typed
     bundle = load_bundle(Path(args.bundle) if args.bundle else gate.latest_bundle("leaderboard/embedded"), check_arch=False)
-    fresh, _ = read_results(Path(args.results) / "metrics.csv")
     fresh_pinned, fresh_src = provenance.fresh_numerics(args.results)
     ref_pinned, ref_src = provenance.committed_numerics(bundle.manifest)
     pinned = fresh_pinned and ref_pinned

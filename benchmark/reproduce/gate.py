@@ -66,7 +66,7 @@ STRUCTURAL_COLUMNS = ["n", "gflops", "params", "balance", "overhead_percent", "e
 EXACT_COLUMNS = RECOMPUTED + [c for c in STRUCTURAL_COLUMNS if c not in RECOMPUTED]  # throughput: measured, never compared
 EXACT_RTOL, EXACT_ATOL = 1e-9, 1e-12
 ALPHA = 1e-3  # two-sided per-row false-alarm rate of the noise path
-SUMMARY_ATOL = 1e-6  # results/summary.json rounds to 6 decimals
+SUMMARY_ATOL = 1.5e-6  # results/summary.json rounds to 6 decimals: one unit of the last decimal, plus float error
 FAIL = ("differs", "beyond-noise", "inputs-differ", "missing", "extra")
 
 

@@ -3,9 +3,10 @@
     python -m benchmark reproduce check              # fresh results/ vs the committed bundle and summary
     python -m benchmark reproduce timings --force    # dvc repro -f with per-stage timings -> results/timings.json
     python -m benchmark reproduce readme --write     # README result blocks from the committed files
+    python -m benchmark reproduce simulate           # stages rerun on a simulated AVX2-only CPU, outputs compared
 
-Exit codes: 0 fine, 1 the run does not reproduce (check) or the README is stale
-(readme --check), 2 malformed input.
+Exit codes: 0 fine, 1 the run does not reproduce (check), the README is stale
+(readme --check) or a simulated stage's output differs (simulate), 2 malformed input.
 """
 from __future__ import annotations
 
@@ -44,6 +45,21 @@ def add_reproduce_command(subparsers) -> None:
     t.add_argument("--out", default="results/timings.json", help="output JSON (default: results/timings.json)")
     t.set_defaults(handler=run_timings)
 
+    m = sub.add_parser("simulate", help="rerun stages in a scratch copy on a simulated AVX2-only CPU; compare outputs",
+                       description="Rerun DVC stages (dvc repro -s -f) in a scratch copy of this checkout under the "
+                                   "switches of another x86 CPU kind (ATen, oneDNN and MKL capped at AVX2, one core) and "
+                                   "compare their outputs' md5 with this checkout's dvc.lock; outputs that embed a "
+                                   "measured time are listed, not compared. Needs the pipeline run here first (its "
+                                   "upstream outputs are hard-linked). Exit 1 when an output differs. "
+                                   "Rules: benchmark/reproduce/simulate.py.")
+    m.add_argument("--stages", nargs="+", metavar="STAGE",
+                   help="stages in run order, e.g. train@lcnet035 logits@lcnet035 or suites/<s>/dvc.yaml:train@<m> "
+                        "(default: train@ and logits@ of the smallest sidekick and of the first seed-group model)")
+    m.add_argument("--cpu", default="avx2", choices=["avx2"], help="the CPU kind to simulate (default: avx2, no AVX-512)")
+    m.add_argument("--workdir", help="where the scratch copy goes (default: .dvc/tmp, same file system: hard links)")
+    m.add_argument("--keep", action="store_true", help="keep the scratch copy (its path is printed)")
+    m.set_defaults(handler=run_simulate)
+
     r = sub.add_parser("readme", help="regenerate (or check) the README's result blocks from committed files")
     r.add_argument("--readme", default="README.md")
     g = r.add_mutually_exclusive_group(required=True)
@@ -72,6 +88,29 @@ def run_timings(args) -> int:
         return 1
     print(f"dvc repro: {rec['repro_wall_s']} s wall ({rec['stages_wall_s']} s in {len(rec['stages'])} stage processes); wrote {args.out}")
     return 0
+
+
+def run_simulate(args) -> int:
+    from benchmark.reproduce import simulate
+
+    try:
+        stages = args.stages or simulate.default_stages(".")
+        print(f"simulating an {args.cpu.upper()}-only x86 CPU ({' '.join(f'{k}={v}' for k, v in simulate.CPUS[args.cpu].items())}"
+              f"{', ' + ' '.join(simulate.one_core()) if simulate.one_core() else ''}) for {', '.join(stages)}", flush=True)
+        res = simulate.simulate(stages, cpu=args.cpu, workdir=args.workdir, keep=args.keep)
+    except (ValueError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    for stage, wall in res.stages:
+        print(f"{stage}: {wall:.1f} s wall (dvc repro -s -f, simulated CPU)")
+    for r in res.outputs.itertuples(index=False):
+        print(f"{r.status:9s} {r.path}" + (f"  ({r.measured})" if r.measured else f"  {r.checkout[:12]} -> {r.simulated[:12]}"
+                                                                      if r.status == "different" else ""))
+    n = res.outputs["status"].value_counts()
+    print(f"simulated {args.cpu.upper()} CPU: {int(n.get('identical', 0))} of {int(n.get('identical', 0) + n.get('different', 0))} "
+          f"outputs byte-identical to this checkout's dvc.lock ({int(n.get('measured', 0))} embed a measured time, not compared)"
+          + ("" if res.identical else " -> DIFFERENT") + (f"; copy kept in {res.workdir}" if res.workdir else ""))
+    return 0 if res.identical else 1
 
 
 def run_readme(args) -> int:

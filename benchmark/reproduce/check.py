@@ -28,7 +28,9 @@ def _show(rep: pd.DataFrame, n: int, cols: list[str]) -> None:
     bad = rep[~rep["ok"]] if "ok" in rep.columns else rep[rep["status"].isin(["outside", "missing", "extra"])]
     if bad.empty or not n:
         return
-    order = bad.assign(_r=bad["ratio"].fillna(float("inf")) if "ratio" in bad.columns else 0).sort_values("_r", ascending=False)
+    rank = bad["ratio"].fillna(float("inf")) if "ratio" in bad.columns else pd.Series(0.0, index=bad.index)
+    rank = rank.where(~bad["status"].isin(["missing", "extra"]), -1.0)  # rows beyond their tolerance first
+    order = bad.assign(_r=rank).sort_values("_r", ascending=False, kind="stable")
     with pd.option_context("display.width", 250, "display.max_columns", 30, "display.max_colwidth", 80):
         print(order.head(n)[[c for c in cols if c in order.columns]].to_string(index=False))
 

@@ -33,8 +33,8 @@ degrees of freedom), so ``(fresh - committed) / (sqrt(2) sd)`` follows Student's
 ``t`` with ``s - 1`` degrees of freedom. A row passes below the two-sided
 ``1 - ALPHA`` quantile: ``k = sqrt(2) t_{s-1}(1 - ALPHA / 2)`` with ``ALPHA =
 0.001`` (a gate of ~10^5 rows needs a small per-row false-alarm rate): ``k =
-12.2`` for 5 seeds, ``7.8`` for 10; ``sqrt(2) z = 4.65`` for a row whose noise is
-its bootstrap error alone. The noise path cannot see a small regression: that is
+12.2`` for 5 seeds, ``6.8`` for 10, ``44.7`` for 3 (a spread of 3 seeds says
+little); ``sqrt(2) z = 4.65`` for a row whose noise is its bootstrap error alone. The noise path cannot see a small regression: that is
 what the exact path is for.
 
 **Mode.** When both runs pinned the CPU numerics (:mod:`benchmark.config.numerics`;

@@ -52,7 +52,7 @@ def fresh_numerics(results, root=".") -> tuple[bool, str]:
         return all(s is True for s in states), f"{results / 'checkpoints'}/*/train.json ({sum(s is True for s in states)} of {len(states)} pinned)"
     from benchmark.config import numerics
 
-    return bool(numerics.state()["pinned"]), "this process (the run recorded nothing)"
+    return bool(numerics.state()["pinned"]), "this process; the run recorded nothing"
 
 
 def committed_numerics(manifest: dict, root=".") -> tuple[bool, str]:
@@ -67,4 +67,4 @@ def committed_numerics(manifest: dict, root=".") -> tuple[bool, str]:
         pinned = None
     if pinned is not None:
         return pinned, "HEAD:results/timings.json"
-    return False, "no record (treated as not pinned)"
+    return False, "nothing recorded: treated as not pinned"

@@ -127,6 +127,8 @@ def _link_tree(src: Path, dst: Path) -> None:
     files = [src] if src.is_file() else [p for p in src.rglob("*") if p.is_file()]
     for f in files:
         to = dst if f == src else dst / f.relative_to(src)
+        if to.exists():  # linked already (a dep inside an output folder that is a dep too)
+            continue
         to.parent.mkdir(parents=True, exist_ok=True)
         try:
             os.link(f, to)
@@ -135,14 +137,15 @@ def _link_tree(src: Path, dst: Path) -> None:
 
 
 def upstream(locks: dict[str, dict], targets: list[Target]) -> list[str]:
-    """Deps of ``targets`` (paths relative to the root) that other stages of their locks produce."""
+    """Deps of ``targets`` (paths relative to the root) that other stages of their locks produce: an output, or a
+    file inside an output folder (``results/data/train.npz`` of ``results/data``)."""
     chosen = {(t.lock, t.stage) for t in targets}
     out = []
     for t in targets:
         lock = locks[t.lock]
-        made = {p for s, rec in lock.items() if (t.lock, s) not in chosen for p in rec["outs"]}
+        made = [p for s, rec in lock.items() if (t.lock, s) not in chosen for p in rec["outs"]]
         for dep in lock[t.stage]["deps"]:
-            if dep in made:
+            if any(dep == p or dep.startswith(p.rstrip("/") + "/") for p in made):
                 out.append(str(t.folder / dep))
     return list(dict.fromkeys(out))
 

@@ -67,7 +67,7 @@ def test_numerics_of_the_committed_run_from_its_manifest_else_unknown(tmp_path):
     assert provenance.committed_numerics({"numerics": {"pinned": True}}, tmp_path) == (True, "bundle manifest 'numerics'")
     assert provenance.committed_numerics({"device": {"numerics": {"pinned": False}}}, tmp_path)[0] is False
     subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
-    assert provenance.committed_numerics({}, tmp_path) == (False, "no record (treated as not pinned)")
+    assert provenance.committed_numerics({}, tmp_path) == (False, "nothing recorded: treated as not pinned")
 
 
 def test_check_end_to_end_on_the_committed_bundle(tmp_path, monkeypatch, capsys):

@@ -24,17 +24,18 @@ def test_targets_name_a_stage_of_a_dvc_file():
 
 
 LOCK = {"data": {"outs": {"results/data": "d.dir"}, "deps": {"pipelines/data.py": "p"}},
-        "train@m": {"outs": {"results/checkpoints/m": "c.dir"}, "deps": {"results/data": "d.dir", "benchmark/models": "b.dir"}},
+        "train@m": {"outs": {"results/checkpoints/m": "c.dir"}, "deps": {"results/data/train.npz": "t", "benchmark/models": "b.dir"}},
         "logits@m": {"outs": {"results/logits/m": "l.dir", "results/cost/m.json": "x"},
                      "deps": {"results/data": "d.dir", "results/checkpoints/m": "c.dir"}}}
 
 
 def test_upstream_outputs_are_the_deps_other_stages_produce():
     both = [simulate.Target.parse(s) for s in ("train@m", "logits@m")]
-    assert simulate.upstream({"dvc.lock": LOCK}, both) == ["results/data"]  # the checkpoint is made in the copy
+    # a file of an output folder counts; the checkpoint is made in the copy
+    assert simulate.upstream({"dvc.lock": LOCK}, both) == ["results/data/train.npz", "results/data"]
     assert simulate.upstream({"dvc.lock": LOCK}, both[1:]) == ["results/data", "results/checkpoints/m"]
     suite = {"suites/s/dvc.lock": LOCK}
-    assert simulate.upstream(suite, [simulate.Target.parse("suites/s/dvc.yaml:train@m")]) == ["suites/s/results/data"]
+    assert simulate.upstream(suite, [simulate.Target.parse("suites/s/dvc.yaml:train@m")]) == ["suites/s/results/data/train.npz"]
 
 
 def test_outputs_compared_and_measured_ones_listed():
@@ -47,7 +48,7 @@ def test_outputs_compared_and_measured_ones_listed():
 
 
 def test_inputs_that_differ_from_the_checkouts_lock_are_refused():
-    sim = {"train@m": {"outs": LOCK["train@m"]["outs"], "deps": {"results/data": "d.dir", "benchmark/models": "EDITED.dir"}}}
+    sim = {"train@m": {"outs": LOCK["train@m"]["outs"], "deps": {"results/data/train.npz": "t", "benchmark/models": "EDITED.dir"}}}
     with pytest.raises(simulate.SimulateError, match=r"inputs \['benchmark/models'\] differ .* run `dvc repro` first"):
         simulate.compare({"dvc.lock": LOCK}, {"dvc.lock": sim}, [simulate.Target.parse("train@m")])
 
@@ -108,3 +109,22 @@ def test_a_tiny_suite_reproduces_on_the_simulated_cpu_and_native_kernels_do_not(
     out = sim(**{numerics.ENV: "native"})
     assert out.returncode == 1, out.stdout + out.stderr
     assert "different suites/caltech256/results/logits/res" in out.stdout
+
+
+def test_the_scratch_copy_has_the_checkouts_files_and_links_the_upstream_outputs(tmp_path):
+    root, dest = tmp_path / "root", tmp_path / "copy"
+    (root / "results" / "data").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    (root / ".gitignore").write_text("/results/*\n!/results/summary.json\n")
+    (root / "code.py").write_text("x = 1\n")
+    (root / "results" / "summary.json").write_text("{}\n")
+    (root / "results" / "data" / "train.npz").write_bytes(b"t")
+    (root / "results" / "data" / "val.npz").write_bytes(b"v")
+    (root / "results" / "ignored.bin").write_bytes(b"i")
+    subprocess.run(["git", "add", "code.py", ".gitignore"], cwd=root, check=True)
+    (root / "new.py").write_text("y = 2\n")  # untracked, not ignored: part of the checkout
+    simulate.make_copy(root, dest, [], ["results/data/train.npz", "results/data"])
+    copied = sorted(p.relative_to(dest).as_posix() for p in dest.rglob("*") if p.is_file() and ".git/" not in p.as_posix())
+    assert copied == [".gitignore", "code.py", "new.py", "results/data/train.npz", "results/data/val.npz", "results/summary.json"]
+    assert (dest / "results" / "data" / "val.npz").stat().st_ino == (root / "results" / "data" / "val.npz").stat().st_ino
+    assert (dest / "code.py").stat().st_ino != (root / "code.py").stat().st_ino  # copied: a stage may rewrite it

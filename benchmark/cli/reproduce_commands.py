@@ -3,9 +3,10 @@
     python -m benchmark reproduce check              # fresh results/ vs the committed bundle and summary
     python -m benchmark reproduce timings --force    # dvc repro -f with per-stage timings -> results/timings.json
     python -m benchmark reproduce readme --write     # README result blocks from the committed files
+    python -m benchmark reproduce simulate           # stages rerun on a simulated AVX2-only CPU, outputs compared
 
-Exit codes: 0 fine, 1 the run does not reproduce (check) or the README is stale
-(readme --check), 2 malformed input.
+Exit codes: 0 fine, 1 the run does not reproduce (check), the README is stale
+(readme --check) or a simulated stage's output differs (simulate), 2 malformed input.
 """
 from __future__ import annotations
 
@@ -19,16 +20,23 @@ def add_reproduce_command(subparsers) -> None:
                               description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="reproduce_command", metavar="ACTION", required=True)
 
-    c = sub.add_parser("check", help="compare a fresh run with the committed results within the params tolerances",
-                       description="Compare results/metrics.csv with the rows of the committed embedded bundle and "
-                                   "results/summary.json with its committed version (git HEAD), within params "
-                                   "reproduce.tolerance. Exit 1 when any value is outside, missing or extra.")
+    c = sub.add_parser("check", help="compare a fresh run with the committed results: exactly where the logits are the "
+                       "same, within each row's noise where they differ",
+                       description="Compare results/metrics.csv with the rows of the committed embedded bundle, "
+                                   "results/summary.json with its committed version (git HEAD) and dvc.lock's stage "
+                                   "outputs with HEAD:dvc.lock. A row with the committed inputs (inputs_hash) must "
+                                   "agree to 1e-9; a row with other inputs within k x its noise (seed spread and "
+                                   "bootstrap error); when both runs pinned the CPU numerics, other inputs and other "
+                                   "stage outputs fail. Rules: benchmark/reproduce/gate.py. Exit 1 when anything fails.")
     c.add_argument("--results", default="results", help="the fresh run's results folder (default: results)")
     c.add_argument("--bundle", help="committed bundle (default: the newest under leaderboard/embedded)")
     c.add_argument("--summary", default="results/summary.json", help="summary path, compared with its git HEAD version")
-    c.add_argument("--params", default="params.yaml", help="params file with the reproduce.tolerance block")
+    c.add_argument("--lock", default="dvc.lock", help="the fresh run's dvc.lock, compared with its git HEAD version")
+    c.add_argument("--params", default="params.yaml", help="params file (evaluate.main_fit, evaluate.bootstrap_level)")
+    c.add_argument("--allow-other-inputs", action="store_true",
+                   help="judge rows with other logits by their noise even when both runs pinned the numerics")
     c.add_argument("--report", help="write the per-row comparison as CSV here")
-    c.add_argument("--show", type=int, default=15, help="rows to print, largest relative differences first")
+    c.add_argument("--show", type=int, default=15, help="failing rows to print, largest first")
     c.set_defaults(handler=run_check)
 
     t = sub.add_parser("timings", help="run dvc repro with per-stage timing records; write results/timings.json")
@@ -36,6 +44,21 @@ def add_reproduce_command(subparsers) -> None:
     t.add_argument("--install-seconds", type=float, help="install time to record beside the repro (clone-to-leaderboard)")
     t.add_argument("--out", default="results/timings.json", help="output JSON (default: results/timings.json)")
     t.set_defaults(handler=run_timings)
+
+    m = sub.add_parser("simulate", help="rerun stages in a scratch copy on a simulated AVX2-only CPU; compare outputs",
+                       description="Rerun DVC stages (dvc repro -s -f) in a scratch copy of this checkout under the "
+                                   "switches of another x86 CPU kind (ATen, oneDNN and MKL capped at AVX2, one core) and "
+                                   "compare their outputs' md5 with this checkout's dvc.lock; outputs that embed a "
+                                   "measured time are listed, not compared. Needs the pipeline run here first (its "
+                                   "upstream outputs are hard-linked). Exit 1 when an output differs. "
+                                   "Rules: benchmark/reproduce/simulate.py.")
+    m.add_argument("--stages", nargs="+", metavar="STAGE",
+                   help="stages in run order, e.g. train@lcnet035 logits@lcnet035 or suites/<s>/dvc.yaml:train@<m> "
+                        "(default: train@ and logits@ of the smallest sidekick and of the first seed-group model)")
+    m.add_argument("--cpu", default="avx2", choices=["avx2"], help="the CPU kind to simulate (default: avx2, no AVX-512)")
+    m.add_argument("--workdir", help="where the scratch copy goes (default: .dvc/tmp, same file system: hard links)")
+    m.add_argument("--keep", action="store_true", help="keep the scratch copy (its path is printed)")
+    m.set_defaults(handler=run_simulate)
 
     r = sub.add_parser("readme", help="regenerate (or check) the README's result blocks from committed files")
     r.add_argument("--readme", default="README.md")
@@ -46,43 +69,13 @@ def add_reproduce_command(subparsers) -> None:
 
 
 def run_check(args) -> int:
+    from benchmark.reproduce import check
+
     try:
-        return _check(args)
+        return check.run(args)
     except (ValueError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-
-
-def _check(args) -> int:
-    import pandas as pd
-
-    from benchmark.bundle.schema import load_bundle
-    from benchmark.report.inputs import read_results
-    from benchmark.reproduce import gate
-    from benchmark.stages.stage_config import load_params
-
-    tol = gate.of_params(load_params(args.params).typed.reproduce)  # parsed field by field with the params file
-    bundle = load_bundle(Path(args.bundle) if args.bundle else gate.latest_bundle("leaderboard/embedded"), check_arch=False)
-    fresh, _ = read_results(Path(args.results) / "metrics.csv")
-    rows = gate.compare(bundle.rows, fresh, tol)
-    summ = gate.compare_summary(gate.read_summary(gate.load_committed(args.summary), f"HEAD:{args.summary}"),
-                                gate.read_summary(Path(args.summary).read_text(), args.summary), tol)
-    if args.report:
-        rows.to_csv(args.report, index=False)
-    ok = True
-    for what, rep in ((f"rows vs {bundle.path}", rows), (f"{args.summary} vs HEAD", summ)):
-        s = gate.summarize(rep)
-        ok &= s["reproduces"]
-        print(f"{what}: {s['rows']} values: {s['exact']} identical, {s['within']} within tolerance, "
-              f"{s['outside']} outside, {s['missing']} missing, {s['extra']} extra -> "
-              f"{'reproduces' if s['reproduces'] else 'DOES NOT REPRODUCE'}")
-        bad = rep[rep["status"].isin(["outside", "missing", "extra"])]
-        show = bad if len(bad) else rep[rep["status"] == "within"]
-        if len(show) and args.show:
-            rel = (show["diff"].abs() / show["committed"].abs().clip(lower=1e-12)).fillna(float("inf"))
-            with pd.option_context("display.width", 200, "display.max_columns", 20):
-                print(show.assign(rel=rel).sort_values("rel", ascending=False).head(args.show).drop(columns="rel").to_string(index=False))
-    return 0 if ok else 1
 
 
 def run_timings(args) -> int:
@@ -95,6 +88,29 @@ def run_timings(args) -> int:
         return 1
     print(f"dvc repro: {rec['repro_wall_s']} s wall ({rec['stages_wall_s']} s in {len(rec['stages'])} stage processes); wrote {args.out}")
     return 0
+
+
+def run_simulate(args) -> int:
+    from benchmark.reproduce import simulate
+
+    try:
+        stages = args.stages or simulate.default_stages(".")
+        print(f"simulating an {args.cpu.upper()}-only x86 CPU ({' '.join(f'{k}={v}' for k, v in simulate.CPUS[args.cpu].items())}"
+              f"{', ' + ' '.join(simulate.one_core()) if simulate.one_core() else ''}) for {', '.join(stages)}", flush=True)
+        res = simulate.simulate(stages, cpu=args.cpu, workdir=args.workdir, keep=args.keep)
+    except (ValueError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    for stage, wall in res.stages:
+        print(f"{stage}: {wall:.1f} s wall (dvc repro -s -f, simulated CPU)")
+    for r in res.outputs.itertuples(index=False):
+        print(f"{r.status:9s} {r.path}" + (f"  ({r.measured})" if r.measured else f"  {r.checkout[:12]} -> {r.simulated[:12]}"
+                                                                      if r.status == "different" else ""))
+    n = res.outputs["status"].value_counts()
+    print(f"simulated {args.cpu.upper()} CPU: {int(n.get('identical', 0))} of {int(n.get('identical', 0) + n.get('different', 0))} "
+          f"outputs byte-identical to this checkout's dvc.lock ({int(n.get('measured', 0))} embed a measured time, not compared)"
+          + ("" if res.identical else " -> DIFFERENT") + (f"; copy kept in {res.workdir}" if res.workdir else ""))
+    return 0 if res.identical else 1
 
 
 def run_readme(args) -> int:

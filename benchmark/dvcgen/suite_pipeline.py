@@ -133,12 +133,12 @@ def _method_defaults(zoo: dict, recipes: dict) -> dict:
     recipe; its base is the first pretrained base-role entry (ViTs first). The
     baselines start unselected, with commented examples naming real zoo entries.
     """
-    from benchmark.models.zoo import seed_groups
+    from benchmark.core.noise import seed_groups
 
     pretrained = [e for e in zoo.values() if e.pretrained]
     bases = [e for e in pretrained if e.role == "base"] or pretrained or list(zoo.values())
     base = ([e for e in bases if e.arch.startswith("vit")] or bases)[0]
-    groups = seed_groups(zoo)
+    groups = [list(g.names) for g in seed_groups(zoo)]
     group = groups[0] if groups else []
     any_vit = next((e.name for e in pretrained if e.arch.startswith("vit")), None)
     train_recipe = next((r for r, v in recipes.items() if v.get("epochs")), "finetune")

@@ -20,11 +20,11 @@ import pandas as pd
 import torch
 
 import benchmark
+from benchmark.core.noise import seed_groups
 from benchmark.core.pairs import enumerate_pairs
 from benchmark.evaluation.rows import EvalConfig
 from benchmark.evaluation.runner import Context, Unit, cached, read_unit, remove_stale, run_units
 from benchmark.methods.duo import VARIANTS as DUO_VARIANTS
-from benchmark.models.zoo import seed_groups
 from benchmark.stages import registry, stage_config
 from benchmark.storage import store
 from benchmark.storage.results_schema import COLUMNS, validate_results
@@ -104,7 +104,7 @@ def deep_ensemble_groups(zoo: dict, sizes) -> list[list[str]]:
     Raises ``ValueError`` naming the method and model when a group has fewer seeds than asked.
     """
     out = []
-    for names in seed_groups(zoo):
+    for names in (list(g.names) for g in seed_groups(zoo)):  # by seed: the first m seeds
         for m in sizes:
             if isinstance(m, bool) or not isinstance(m, int) or m < 2:
                 raise ValueError(f"evaluate.deep_ensembles: sizes must be integers >= 2, got {m!r}")

@@ -167,14 +167,3 @@ def load_zoo(path, *, recipes=None, check_arch: bool = True) -> dict[str, ZooEnt
     path = Path(path)
     raw = read_yaml(path, what="zoo file", error=ZooError)
     return parse_zoo(raw, source=str(path), recipes=recipes, check_arch=check_arch)
-
-
-def seed_groups(zoo: dict[str, ZooEntry]) -> list[list[str]]:
-    """Names of the zoo entries that differ only in their seed (groups of 2 or more), each sorted by seed.
-
-    The members deep ensembles and soups draw from.
-    """
-    groups: dict[tuple, list[ZooEntry]] = {}
-    for e in zoo.values():
-        groups.setdefault((e.arch, e.init, e.img_size, e.recipe), []).append(e)
-    return [[e.name for e in sorted(g, key=lambda e: e.seed)] for g in groups.values() if len(g) >= 2]

@@ -1,95 +1,169 @@
-"""Compare a fresh run's results with committed ones, metric by metric, within stated tolerances.
+"""The reproducibility gate: a fresh run's rows, summary and stage outputs against the committed ones.
 
-A value reproduces when ``|fresh - committed| <= atol(metric) + rtol(metric) *
-|committed|`` (both from params ``reproduce.tolerance``; a metric without its
-own entry uses ``default``). The same CPU kind gives byte-identical results (the
-pipeline is seeded and deterministic); the tolerances cover other CPUs, whose
-kernels round differently: a fine-tune amplifies a last-bit difference into a
-slightly different model (README "Reproducibility" says how they were set).
+``python -m benchmark reproduce check`` compares every row of a fresh
+``results/metrics.csv`` with the row of the same key (:data:`KEY`) in the
+committed embedded bundle, and each value of ``results/summary.json`` with its
+committed (git ``HEAD``) version. Each row takes one of two paths:
 
-Rows are keyed by :data:`KEY`; a row present on one side only is a failure.
-Measured columns (throughput) are never compared. Pure functions on data
-frames; reading files is the caller's business (:func:`load_committed`).
+**Exact path** (the fresh row's ``inputs_hash`` equals the committed one: the same
+logits went in). Everything computed from the logits must come out the same:
+``value``, ``ci_low``, ``ci_high``, ``n``, the temperatures and weights, and the
+cost columns but ``throughput`` (:data:`EXACT_COLUMNS`) agree to ``|a - b| <=
+1e-9 max(|a|, |b|) + 1e-12`` (NaN equals NaN). Any regression of the metric code,
+the temperature fits, the combiners or the bootstrap shows here, however small:
+a temperature 3% off, a metric computed one sample wrong, a duo combined with
+another sidekick's logits (tests/reproduce/test_gate.py makes each with the real
+evaluation code).
+
+**Noise path** (the inputs differ: the models were trained again, on another
+CPU kind or with other numerics). The row must lie within ``k`` times its noise,
+``|fresh - committed| <= k * noise``, where ``noise = sqrt(sd_seed^2 +
+se_boot^2)`` is the committed row's own noise (:mod:`benchmark.core.noise`: the
+spread of the row over training seeds, else the largest spread measured for the
+split and metric, plus the row's bootstrap standard error). Only the committed
+side's noise counts: a regression that makes the fresh models erratic must not
+widen its own tolerance. The columns that do not depend on trained weights
+(``n``, GFLOPs, parameters, balance, overheads: :data:`STRUCTURAL_COLUMNS`)
+must still agree exactly.
+
+``k`` follows from the seed count. The fresh and the committed value are two
+independent draws, so their difference has the standard deviation ``sqrt(2)
+sigma``; ``sigma`` is estimated by a seed spread of ``s`` seeds (``s - 1``
+degrees of freedom), so ``(fresh - committed) / (sqrt(2) sd)`` follows Student's
+``t`` with ``s - 1`` degrees of freedom. A row passes below the two-sided
+``1 - ALPHA`` quantile: ``k = sqrt(2) t_{s-1}(1 - ALPHA / 2)`` with ``ALPHA =
+0.001`` (a gate of ~10^5 rows needs a small per-row false-alarm rate): ``k =
+12.2`` for 5 seeds, ``6.8`` for 10, ``44.7`` for 3 (a spread of 3 seeds says
+little); ``sqrt(2) z = 4.65`` for a row whose noise is its bootstrap error alone. The noise path cannot see a small regression: that is
+what the exact path is for.
+
+**Mode.** When both runs pinned the CPU numerics (:mod:`benchmark.config.numerics`;
+the fresh run's ``results/timings.json``, else its checkpoints' ``train.json``,
+else this process; the committed run's bundle manifest, else the committed
+``results/timings.json``; unknown counts as not pinned) the pipeline is
+byte-identical across x86 CPU kinds, so a row whose inputs differ fails on its own
+("logits differ although both runs pinned the numerics") unless
+``--allow-other-inputs``; and every stage output of ``dvc.lock`` but those that
+embed a measured time (:data:`benchmark.reproduce.lockfile.MEASURED`) must equal
+the committed one.
+
+A row present on one side only fails. Pure functions on data frames; reading
+files is the caller's (:mod:`benchmark.cli.reproduce_commands`).
 """
 from __future__ import annotations
 
 import json
 import math
-import subprocess
-from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
+from scipy import stats
 
-KEY = ["suite", "split", "family", "method", "base", "sidekick", "members", "fit", "confidence", "metric"]
-COLUMNS = ["value", "ci_low", "ci_high"]
+from benchmark.bundle.schema import KEY, RECOMPUTED
 
-
-@dataclass(frozen=True)
-class Tolerance:
-    atol: float
-    rtol: float = 0.0
-
-    def ok(self, fresh: float, ref: float) -> bool:
-        if isinstance(fresh, float) and isinstance(ref, float) and math.isnan(fresh) and math.isnan(ref):
-            return True
-        return abs(fresh - ref) <= self.atol + self.rtol * abs(ref)
+STRUCTURAL_COLUMNS = ["n", "gflops", "params", "balance", "overhead_percent", "extra_params_percent"]
+EXACT_COLUMNS = RECOMPUTED + [c for c in STRUCTURAL_COLUMNS if c not in RECOMPUTED]  # throughput: measured, never compared
+EXACT_RTOL, EXACT_ATOL = 1e-9, 1e-12
+ALPHA = 1e-3  # two-sided per-row false-alarm rate of the noise path
+SUMMARY_ATOL = 1.5e-6  # results/summary.json rounds to 6 decimals: one unit of the last decimal, plus float error
+FAIL = ("differs", "beyond-noise", "inputs-differ", "missing", "extra")
 
 
-def tolerances(raw: dict | None) -> dict[str, Tolerance]:
-    """``{metric: Tolerance}`` from params ``reproduce.tolerance`` (``{metric: {atol, rtol}}``, key ``default`` required),
-    parsed field by field (:class:`benchmark.stages.params_config.ReproduceParams`)."""
-    from benchmark.config.typed import parse_config
-    from benchmark.stages.params_config import ReproduceParams
-
-    if raw is None:
-        return of_params(None)
-    return of_params(parse_config(ReproduceParams, {"tolerance": raw}, "params reproduce"))
+def k_factor(seeds) -> np.ndarray:
+    """``sqrt(2) t_{seeds-1}(1 - ALPHA/2)`` per row; the normal quantile where fewer than 2 seeds measured the noise."""
+    df = np.asarray(seeds, dtype=float) - 1
+    q = np.where(df >= 1, stats.t.ppf(1 - ALPHA / 2, np.maximum(df, 1)), stats.norm.ppf(1 - ALPHA / 2))
+    return math.sqrt(2) * q
 
 
-def of_params(reproduce) -> dict[str, Tolerance]:
-    """``{metric: Tolerance}`` of the typed params block ``reproduce`` (:class:`~benchmark.stages.params_config.Params`)."""
-    if reproduce is None:
-        raise ValueError("params reproduce.tolerance: a mapping with a 'default' entry {atol, rtol} is required")
-    return {str(m): Tolerance(float(t.atol), float(t.rtol)) for m, t in reproduce.tolerance.items()}
+def _num(s: pd.Series) -> np.ndarray:
+    return pd.to_numeric(s, errors="coerce").to_numpy(dtype=float)
 
 
-def compare(committed: pd.DataFrame, fresh: pd.DataFrame, tol: dict[str, Tolerance]) -> pd.DataFrame:
-    """One row per key of either table: ``status`` is exact | within | outside | missing (not in fresh) | extra.
+def close(a, b, rtol: float = EXACT_RTOL, atol: float = EXACT_ATOL) -> np.ndarray:
+    """Elementwise ``|a - b| <= rtol max(|a|, |b|) + atol``; NaN equals NaN."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    with np.errstate(invalid="ignore"):
+        ok = (a == b) | (np.abs(a - b) <= rtol * np.maximum(np.abs(a), np.abs(b)) + atol)
+    return ok | (np.isnan(a) & np.isnan(b))
 
-    ``value``/``ci_low``/``ci_high`` are compared (NaN equals NaN); ``diff`` is the value's difference.
+
+def _check(name: str, df: pd.DataFrame) -> None:
+    missing = [c for c in KEY + ["value", "inputs_hash"] if c not in df.columns]
+    if missing:
+        raise ValueError(f"{name} results: columns {missing} missing")
+    dup = df.duplicated(KEY)
+    if dup.any():
+        raise ValueError(f"{name} results: {int(dup.sum())} rows repeat a key, e.g. {df[dup].iloc[0][KEY].to_dict()}")
+
+
+def compare(committed: pd.DataFrame, fresh: pd.DataFrame, noise: pd.DataFrame, *, inputs_must_match: bool = False) -> pd.DataFrame:
+    """One row per key of either table (see the module docstring for the rules).
+
+    ``noise``: :func:`benchmark.core.noise.row_noise` of ``committed`` (same index). ``inputs_must_match``:
+    both runs pinned the numerics and other inputs are not allowed. Columns: :data:`KEY`, ``path`` (exact |
+    noise | ''), ``status`` (identical | recomputed | differs | within-noise | beyond-noise | inputs-differ |
+    missing | extra), ``committed``, ``fresh``, ``diff`` (values), ``noise``, ``k``, ``ratio`` (``|diff| /
+    noise``), ``seed_source``, ``detail`` (the columns that differ), ``ok``.
     """
-    for name, df in (("committed", committed), ("fresh", fresh)):
-        missing = [c for c in KEY + ["value"] if c not in df.columns]
-        if missing:
-            raise ValueError(f"{name} results: columns {missing} missing")
-        dup = df.duplicated(KEY)
-        if dup.any():
-            raise ValueError(f"{name} results: {int(dup.sum())} rows repeat a key, e.g. {df[dup].iloc[0][KEY].to_dict()}")
-    cols = [c for c in COLUMNS if c in committed.columns and c in fresh.columns]
-    a = committed[KEY + cols].astype({k: str for k in KEY})
-    b = fresh[KEY + cols].astype({k: str for k in KEY})
-    m = a.merge(b, on=KEY, how="outer", suffixes=("_ref", "_new"), indicator=True)
-    status, diffs = [], []
-    for _, r in m.iterrows():
-        if r["_merge"] != "both":
-            status.append("missing" if r["_merge"] == "left_only" else "extra")
-            diffs.append(math.nan)
-            continue
-        t = tol.get(r["metric"], tol["default"])
-        pairs = [(float(r[f"{c}_new"]), float(r[f"{c}_ref"])) for c in cols]
-        exact = all(x == y or (math.isnan(x) and math.isnan(y)) for x, y in pairs)
-        status.append("exact" if exact else "within" if all(t.ok(x, y) for x, y in pairs) else "outside")
-        diffs.append(float(r["value_new"]) - float(r["value_ref"]))
+    _check("committed", committed)
+    _check("fresh", fresh)
+    cols = [c for c in EXACT_COLUMNS if c in committed.columns and c in fresh.columns]
+    a = committed[KEY + cols + ["inputs_hash"]].astype({k: str for k in KEY})
+    a = pd.concat([a, noise[["noise", "seeds", "seed_source"]]], axis=1)
+    b = fresh[KEY + cols + ["inputs_hash"]].astype({k: str for k in KEY})
+    m = a.merge(b, on=KEY, how="outer", suffixes=("_ref", "_new"), indicator=True).reset_index(drop=True)
+    both = (m["_merge"] == "both").to_numpy()
+    same_inputs = both & (m["inputs_hash_ref"].astype(str) == m["inputs_hash_new"].astype(str)).to_numpy()
+    agree = {c: close(_num(m[f"{c}_ref"]), _num(m[f"{c}_new"])) for c in cols}
+    exact_ok = np.logical_and.reduce([agree[c] for c in cols])
+    bitwise = np.logical_and.reduce([(_num(m[f"{c}_ref"]) == _num(m[f"{c}_new"])) | (np.isnan(_num(m[f"{c}_ref"])) & np.isnan(_num(m[f"{c}_new"])))
+                                     for c in cols])
+    ref, new = _num(m["value_ref"]), _num(m["value_new"])
+    diff = new - ref
+    k = k_factor(m["seeds"].fillna(0))
+    nz = _num(m["noise"])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = np.abs(diff) / nz
+        within = agree["value"] | (np.abs(diff) <= k * nz)
+    structural = np.logical_and.reduce([agree[c] for c in cols if c in STRUCTURAL_COLUMNS] or [np.ones(len(m), bool)])
+    noise_ok = within & structural
+    status = np.select(
+        [~both & (m["_merge"] == "left_only").to_numpy(), ~both,
+         same_inputs & bitwise, same_inputs & exact_ok, same_inputs,
+         inputs_must_match, noise_ok],
+        ["missing", "extra", "identical", "recomputed", "differs", "inputs-differ", "within-noise"], "beyond-noise")
+    detail = []
+    for i in range(len(m)):
+        if not both[i]:
+            detail.append("")
+        elif same_inputs[i]:
+            detail.append(",".join(c for c in cols if not agree[c][i]))
+        else:
+            parts = [c for c in cols if c in STRUCTURAL_COLUMNS and not agree[c][i]]
+            if not within[i]:
+                parts.insert(0, "value" if np.isfinite(nz[i]) else "value (no noise estimate)")
+            if status[i] == "inputs-differ":
+                parts.insert(0, f"logits differ although both runs pinned the numerics (noise path: {'within' if noise_ok[i] else 'beyond'})")
+            detail.append("; ".join(parts))
     out = m[KEY].copy()
-    out["committed"], out["fresh"], out["diff"], out["status"] = m["value_ref"], m["value_new"], diffs, status
+    out["path"] = np.where(~both, "", np.where(same_inputs, "exact", "noise"))
+    out["status"] = status
+    out["committed"], out["fresh"], out["diff"] = ref, new, diff
+    out["noise"], out["k"], out["ratio"] = np.where(same_inputs, np.nan, nz), np.where(same_inputs, np.nan, k), np.where(same_inputs, np.nan, ratio)
+    out["seed_source"] = m["seed_source"].fillna("")
+    out["detail"] = detail
+    out["ok"] = ~np.isin(status, FAIL)
     return out
 
 
 def summarize(report: pd.DataFrame) -> dict:
-    """Counts per status and whether the run reproduces (no outside, missing or extra row)."""
-    counts = {s: int((report["status"] == s).sum()) for s in ("exact", "within", "outside", "missing", "extra")}
-    return {"rows": int(len(report)), **counts, "reproduces": counts["outside"] + counts["missing"] + counts["extra"] == 0}
+    """Counts per status and whether every row passes."""
+    c = report["status"].value_counts()
+    counts = {s: int(c.get(s, 0)) for s in ("identical", "recomputed", "differs", "within-noise", "beyond-noise",
+                                             "inputs-differ", "missing", "extra")}
+    return {"rows": int(len(report)), **counts, "reproduces": bool(report["ok"].all())}
 
 
 def flatten_summary(d: dict, prefix: str = "") -> dict[str, float]:
@@ -104,26 +178,43 @@ def flatten_summary(d: dict, prefix: str = "") -> dict[str, float]:
     return out
 
 
-def compare_summary(committed: dict, fresh: dict, tol: dict[str, Tolerance]) -> pd.DataFrame:
-    """The summary's values compared like :func:`compare` (the metric is the last part of each key)."""
+def summary_sources(rows: pd.DataFrame, main_fit: str) -> dict[str, tuple]:
+    """``summary key -> the row's KEY tuple`` it was taken from: the evaluate stage's own :func:`summary` run on
+    the rows with each value replaced by the row's position."""
+    from benchmark.evaluation.stage import summary
+
+    pos = rows.reset_index(drop=True).assign(value=lambda d: np.arange(len(d), dtype=float))
+    keys = pos[KEY].astype(str).itertuples(index=False, name=None)
+    by_pos = dict(enumerate(keys))
+    return {k: by_pos[int(v)] for k, v in flatten_summary(summary(pos, main_fit)).items()}
+
+
+def compare_summary(committed: dict, fresh: dict, row_report: pd.DataFrame, sources: dict[str, tuple]) -> pd.DataFrame:
+    """Each summary value against its committed version, by the path of the row it came from: exact path
+    ``|diff| <= SUMMARY_ATOL``; noise path ``|diff| <= k noise + SUMMARY_ATOL`` (the row's ``k`` and noise).
+
+    ``status``: identical | within | outside | missing | extra."""
     a, b = flatten_summary(committed), flatten_summary(fresh)
-    rows = []
+    rep = row_report.set_index(KEY)
+    out = []
     for key in sorted(set(a) | set(b)):
-        if key not in b or key not in a:
-            rows.append((key, a.get(key, math.nan), b.get(key, math.nan), math.nan, "missing" if key not in b else "extra"))
+        if key not in a or key not in b:
+            out.append((key, a.get(key, math.nan), b.get(key, math.nan), math.nan, "", math.nan, "missing" if key not in b else "extra"))
             continue
-        t = tol.get(key.rsplit("/", 1)[-1], tol["default"])
-        st = "exact" if a[key] == b[key] else "within" if t.ok(b[key], a[key]) else "outside"
-        rows.append((key, a[key], b[key], b[key] - a[key], st))
-    return pd.DataFrame(rows, columns=["key", "committed", "fresh", "diff", "status"])
+        src = sources.get(key)
+        r = rep.loc[src] if src is not None and src in rep.index else None
+        noise_path = r is not None and r["path"] == "noise"
+        tol = SUMMARY_ATOL + (float(r["k"]) * float(r["noise"]) if noise_path and np.isfinite(r["noise"]) else 0.0)
+        d = b[key] - a[key]
+        st = "identical" if a[key] == b[key] else "within" if abs(d) <= tol else "outside"
+        out.append((key, a[key], b[key], d, "noise" if noise_path else "exact", tol, st))
+    return pd.DataFrame(out, columns=["key", "committed", "fresh", "diff", "path", "tolerance", "status"])
 
 
-def load_committed(path: str, *, root=".") -> str:
-    """Text of ``path`` as committed at ``HEAD`` (``git show``), for files a run overwrites (results/summary.json)."""
-    proc = subprocess.run(["git", "show", f"HEAD:{path}"], cwd=root, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise FileNotFoundError(f"{path}: not committed at HEAD ({proc.stderr.strip() or 'git show failed'})")
-    return proc.stdout
+def summarize_summary(report: pd.DataFrame) -> dict:
+    c = report["status"].value_counts()
+    n = {s: int(c.get(s, 0)) for s in ("identical", "within", "outside", "missing", "extra")}
+    return {"values": int(len(report)), **n, "reproduces": n["outside"] + n["missing"] + n["extra"] == 0}
 
 
 def read_summary(text: str, where: str) -> dict:

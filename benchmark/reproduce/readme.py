@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from benchmark.core import noise
 from benchmark.reproduce import timing
 
 SPLIT, FIT, CONF = "test", "converged", "max"
@@ -87,27 +88,18 @@ def duos_table(rows: pd.DataFrame, paired: pd.DataFrame, sidekicks=None) -> str:
     return "\n".join(lines) + "\n\n✱ the 95% interval of the difference excludes 0.\n"
 
 
-def seed_groups(zoo: dict) -> dict[str, list[str]]:
-    """Zoo entries that differ only in ``seed`` (and free-text ``role``), named by their first entry: groups of 2+."""
-    groups: dict[tuple, list[str]] = {}
-    for name in sorted(zoo):
-        entry = zoo[name] if isinstance(zoo[name], dict) else {}
-        key = tuple(sorted((k, str(v)) for k, v in entry.items() if k not in ("seed", "role")))
-        groups.setdefault(key, []).append(name)
-    return {names[0]: names for names in groups.values() if len(names) > 1}
-
-
 def seeds_table(rows: pd.DataFrame, zoo: dict) -> str:
-    """Mean, standard deviation and range over the seeds of each seed group, test split."""
+    """Mean, standard deviation and range over the seeds of each seed group (:mod:`benchmark.core.noise`), test split."""
     v = _view(rows)
-    v = v[v["family"] == "single"]
+    groups = noise.seed_groups(zoo)
+    spread = noise.seed_spread(v[v["family"] == "single"], groups).set_index(["members", "metric"])
     lines = ["| model (seeds) | metric | mean | sd | min | max |", "|---|---|---|---|---|---|"]
-    for first, names in seed_groups(zoo).items():
+    for g in groups:
         for m, label in MODEL_METRICS:
-            x = v[(v["metric"] == m) & v["base"].isin(names)]["value"].astype(float)
-            if len(x) < 2:
+            if (g.label, m) not in spread.index:
                 continue
-            lines.append(f"| {' / '.join(names)} | {label} | {fmt(x.mean())} | {fmt(x.std(ddof=1))} | {fmt(x.min())} | {fmt(x.max())} |")
+            x = spread.loc[(g.label, m)]
+            lines.append(f"| {' / '.join(g.names)} | {label} | {fmt(x['mean'])} | {fmt(x['sd'])} | {fmt(x['min'])} | {fmt(x['max'])} |")
     return "\n".join(lines) + "\n"
 
 

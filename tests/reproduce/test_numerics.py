@@ -95,7 +95,7 @@ h.update(m(torch.randn(8, 1, 32, 32, generator=g)).detach().numpy().tobytes())
 print(h.hexdigest())
 """
 # another x86 CPU kind, simulated: the switches that select kernels (ATen's and oneDNN's ISA, MKL's own ISA cap)
-OTHER_CPU = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"}
+from benchmark.reproduce.simulate import OTHER_CPU  # noqa: E402 - one place (the simulate command's)
 
 
 @pytest.mark.skipif(not AVX2_HOST, reason="needs an x86-64 CPU with AVX2")

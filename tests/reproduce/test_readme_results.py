@@ -5,6 +5,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from benchmark.core import noise
 from benchmark.reproduce import readme
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,7 +59,7 @@ def test_duo_table_by_hand():
 def test_seed_groups_and_spread():
     zoo = {"a-s0": {"arch": "x", "seed": 0, "role": "base"}, "a-s1": {"arch": "x", "seed": 1, "role": "b"},
            "c": {"arch": "y", "seed": 0}}
-    assert readme.seed_groups(zoo) == {"a-s0": ["a-s0", "a-s1"]}
+    assert [(g.label, g.names) for g in noise.seed_groups(zoo)] == [("x (2 seeds)", ("a-s0", "a-s1"))]  # role is free text
     rows = pd.DataFrame([_row("a-s0", "accuracy", 0.9), _row("a-s1", "accuracy", 0.8), _row("c", "accuracy", 0.5)])
     line = next(ln for ln in readme.seeds_table(rows, zoo).splitlines() if "test acc" in ln)
     assert line == "| a-s0 / a-s1 | test acc | 0.850 | 0.0707 | 0.800 | 0.900 |"

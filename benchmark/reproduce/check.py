@@ -1,0 +1,91 @@
+"""``python -m benchmark reproduce check``: read the fresh and the committed files, run the gate, print one line
+per part (rows, summary, stage outputs) and the failing rows; the rules are :mod:`benchmark.reproduce.gate`'s."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pandas as pd
+
+
+def _level(manifest: dict, params) -> float:
+    """The bootstrap level the committed intervals were made with (the bundle's params, else ``params``)."""
+    ev = ((manifest.get("params") or {}).get("evaluate") or {})
+    level = ev.get("bootstrap_level", params.evaluate.bootstrap_level)
+    if isinstance(level, bool) or not isinstance(level, (int, float)):
+        raise ValueError(f"bundle manifest params.evaluate.bootstrap_level: must be a number, got {level!r}")
+    return float(level)
+
+
+def _head_path(path: str, default: str) -> str:
+    """The repository path whose HEAD version ``path`` is compared with: ``path`` itself inside the repository
+    (the working directory), else ``default`` (a fresh run's files kept elsewhere)."""
+    rel = Path(os.path.relpath(Path(path).resolve(), Path.cwd().resolve()))
+    return default if rel.parts[:1] == ("..",) else rel.as_posix()
+
+
+def _show(rep: pd.DataFrame, n: int, cols: list[str]) -> None:
+    bad = rep[~rep["ok"]] if "ok" in rep.columns else rep[rep["status"].isin(["outside", "missing", "extra"])]
+    if bad.empty or not n:
+        return
+    rank = bad["ratio"].fillna(float("inf")) if "ratio" in bad.columns else pd.Series(0.0, index=bad.index)
+    rank = rank.where(~bad["status"].isin(["missing", "extra"]), -1.0)  # rows beyond their tolerance first
+    order = bad.assign(_r=rank).sort_values("_r", ascending=False, kind="stable")
+    with pd.option_context("display.width", 250, "display.max_columns", 30, "display.max_colwidth", 80):
+        print(order.head(n)[[c for c in cols if c in order.columns]].to_string(index=False))
+
+
+def run(args) -> int:
+    from benchmark.bundle.schema import load_bundle
+    from benchmark.core import noise
+    from benchmark.report.inputs import read_results
+    from benchmark.reproduce import gate, lockfile, provenance
+    from benchmark.stages.stage_config import load_params
+
+    fresh, _ = read_results(Path(args.results) / "metrics.csv")
+    params = load_params(args.params).typed
+    bundle = load_bundle(Path(args.bundle) if args.bundle else gate.latest_bundle("leaderboard/embedded"), check_arch=False)
+    fresh_pinned, fresh_src = provenance.fresh_numerics(args.results)
+    ref_pinned, ref_src = provenance.committed_numerics(bundle.manifest)
+    pinned = fresh_pinned and ref_pinned
+    print(f"numerics: fresh run {'pinned' if fresh_pinned else 'not pinned'} ({fresh_src}), committed run "
+          f"{'pinned' if ref_pinned else 'not pinned'} ({ref_src}) -> "
+          + ("both pinned: other logits and other stage outputs fail" + (" (rows: --allow-other-inputs, judged by noise)"
+                                                                           if args.allow_other_inputs else "")
+             if pinned else "rows with other logits are judged by their noise"))
+    groups = noise.seed_groups(bundle.manifest.get("zoo") or {})
+    nz = noise.row_noise(bundle.rows, groups, level=_level(bundle.manifest, params))
+    print(f"noise: {noise.describe(nz, groups)}")
+    rows = gate.compare(bundle.rows, fresh, nz, inputs_must_match=pinned and not args.allow_other_inputs)
+    if args.report:
+        from benchmark.storage.store import write_table
+
+        write_table(args.report, rows)
+    s = gate.summarize(rows)
+    print(f"rows vs {bundle.path}: {s['rows']} rows; same logits: {s['identical']} identical, {s['recomputed']} within "
+          f"1e-9, {s['differs']} differ; other logits: {s['within-noise']} within k x noise, {s['beyond-noise']} beyond"
+          + (f", {s['inputs-differ']} not allowed (pinned)" if s["inputs-differ"] else "")
+          + f"; {s['missing']} missing, {s['extra']} extra -> {'reproduces' if s['reproduces'] else 'DOES NOT REPRODUCE'}")
+    _show(rows, args.show, gate.KEY[1:] + ["path", "status", "committed", "fresh", "noise", "k", "ratio", "detail"])
+
+    head = _head_path(args.summary, "results/summary.json")
+    committed_summary = gate.read_summary(lockfile.committed_text(head), f"HEAD:{head}")
+    summ = gate.compare_summary(committed_summary, gate.read_summary(Path(args.summary).read_text(), args.summary), rows,
+                                gate.summary_sources(bundle.rows, params.evaluate.main_fit))
+    t = gate.summarize_summary(summ)
+    print(f"{args.summary} vs HEAD:{head}: {t['values']} values: {t['identical']} identical, {t['within']} within the row's "
+          f"tolerance, {t['outside']} outside, {t['missing']} missing, {t['extra']} extra -> "
+          f"{'reproduces' if t['reproduces'] else 'DOES NOT REPRODUCE'}")
+    _show(summ, args.show, ["key", "committed", "fresh", "diff", "path", "tolerance", "status"])
+
+    head = _head_path(args.lock, "dvc.lock")
+    outs = lockfile.compare_outputs(lockfile.parse(lockfile.committed_text(head), f"HEAD:{head}"),
+                                    lockfile.read(args.lock), lockfile.current_stages(".", "dvc.yaml"))
+    o = lockfile.summarize(outs)
+    outs_ok = not (pinned and o["failing_stages"])
+    print(f"stage outputs of {args.lock} vs HEAD:{head}: {o['identical']} of {o['compared']} byte-identical"
+          f" ({o['measured']} embed a measured time, not compared; {o['stale']} stale lock entries ignored"
+          + (f"; {o['missing']} missing, {o['extra']} extra" if o["missing"] or o["extra"] else "") + ")"
+          + (f" -> {'identical' if outs_ok else 'DIFFER although both runs pinned the numerics: ' + ', '.join(o['failing_stages'])}"
+             if pinned else " (runs not both pinned: not required)"))
+    return 0 if s["reproduces"] and t["reproduces"] and outs_ok else 1

@@ -1,0 +1,108 @@
+"""Stage outputs as ``dvc.lock`` records them: read, compare, and the outputs that embed a measured time.
+
+DVC hashes every stage output (md5 of a file; of a folder, the md5 of its file
+list with each file's md5, ``.dir``). Two runs that produced byte-identical
+outputs have equal md5s, so comparing two lock files compares every output
+byte for byte without reading the outputs. Outputs that embed a measured time
+(:data:`MEASURED`) differ between any two runs and are never compared.
+"""
+from __future__ import annotations
+
+import fnmatch
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+# Outputs that embed a measured time (path patterns relative to the dvc.yaml's folder) and why: the one list the
+# gate (benchmark.reproduce.gate) and the simulation (benchmark.reproduce.simulate) leave out.
+MEASURED: tuple[tuple[str, str], ...] = (
+    ("results/cost/*.json", "the model's cost record: measured CPU throughput (images/s)"),
+    ("results/methods/*", "the method's cost.json: measured CPU throughput"),
+    ("results/method_checkpoints/sve", "outputs/sizes.json: each SVE size's cost record, measured throughput"),
+    ("results/metrics.csv", "the throughput column (measured)"),
+    ("results/models.csv", "the throughput column (measured)"),
+    ("reports", "the leaderboard page and its data show the measured throughput"),
+)
+
+
+def measured(path: str) -> str | None:
+    """Why output ``path`` embeds a measured time (None when it does not)."""
+    return next((why for pattern, why in MEASURED if fnmatch.fnmatchcase(path, pattern)), None)
+
+
+def parse(text: str, where: str) -> dict[str, dict[str, dict[str, str]]]:
+    """``stage -> {"outs": {path: md5}, "deps": {path: md5}}`` of a ``dvc.lock`` text (params left out)."""
+    try:
+        d = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ValueError(f"{where}: not YAML ({str(e).splitlines()[0]})") from None
+    if not isinstance(d, dict) or not isinstance(d.get("stages"), dict):
+        raise ValueError(f"{where}: not a dvc.lock (no 'stages' mapping)")
+    out = {}
+    for stage, s in d["stages"].items():
+        if not isinstance(s, dict):
+            raise ValueError(f"{where}: stage {stage!r} is not a mapping")
+        out[str(stage)] = {kind: {str(o["path"]): str(o.get("md5") or o.get("hash") or "") for o in s.get(kind) or []
+                                  if isinstance(o, dict) and "path" in o}
+                           for kind in ("outs", "deps")}
+    return out
+
+
+def read(path) -> dict:
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such dvc.lock")
+    return parse(path.read_text(encoding="utf-8"), str(path))
+
+
+def committed_text(path: str, root=".") -> str:
+    """Text of ``path`` as committed at ``HEAD`` (``git show``)."""
+    proc = subprocess.run(["git", "show", f"HEAD:{path}"], cwd=root, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise FileNotFoundError(f"{path}: not committed at HEAD ({proc.stderr.strip() or 'git show failed'})")
+    return proc.stdout
+
+
+def current_stages(root=".", dvcfile: str = "dvc.yaml") -> set[str] | None:
+    """The stage names ``dvcfile`` defines now (foreach items expanded), by DVC's own parser; None when DVC
+    cannot tell (then no lock entry is called stale)."""
+    try:
+        from dvc.repo import Repo
+
+        with Repo(str(root)) as repo:
+            target = str(Path(root) / dvcfile)
+            return {s.name for s in repo.index.stages if Path(s.dvcfile.path).resolve() == Path(target).resolve()}
+    except Exception:  # noqa: BLE001 - any DVC trouble: compare without stale detection
+        return None
+
+
+def compare_outputs(committed: dict, fresh: dict, stages: set[str] | None = None) -> pd.DataFrame:
+    """One row per (stage, output) of either lock: ``status`` identical | different | measured (not compared) |
+    missing (committed only) | extra (fresh only) | stale (a stage no longer in dvc.yaml: ``stages``)."""
+    rows = []
+    for stage in sorted(set(committed) | set(fresh)):
+        a, b = committed.get(stage, {}).get("outs", {}), fresh.get(stage, {}).get("outs", {})
+        for path in sorted(set(a) | set(b)):
+            why = measured(path)
+            if stages is not None and stage not in stages:
+                status = "stale"
+            elif path not in b:
+                status = "missing"
+            elif path not in a:
+                status = "extra"
+            elif why:
+                status = "measured"
+            else:
+                status = "identical" if a[path] == b[path] else "different"
+            rows.append((stage, path, a.get(path, ""), b.get(path, ""), status, why or ""))
+    return pd.DataFrame(rows, columns=["stage", "path", "committed", "fresh", "status", "measured"])
+
+
+def summarize(report: pd.DataFrame) -> dict:
+    c = report["status"].value_counts()
+    n = {s: int(c.get(s, 0)) for s in ("identical", "different", "measured", "missing", "extra", "stale")}
+    n["compared"] = n["identical"] + n["different"]
+    n["failing_stages"] = sorted(set(report.loc[report["status"].isin(["different", "missing", "extra"]), "stage"]))
+    return n

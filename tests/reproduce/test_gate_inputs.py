@@ -1,0 +1,106 @@
+"""What the gate reads: dvc.lock stage outputs (measured ones left out), whether each run pinned the numerics,
+and ``reproduce check`` end to end on the committed bundle."""
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from benchmark.cli.main import main
+from benchmark.reproduce import lockfile, provenance
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def lock(**stages) -> str:
+    return "schema: '2.0'\nstages:\n" + "".join(
+        f"  {name}:\n    cmd: x\n    outs:\n" + "".join(f"    - path: {p}\n      hash: md5\n      md5: {m}\n" for p, m in outs.items())
+        for name, outs in stages.items())
+
+
+def test_outputs_compared_by_md5_measured_ones_left_out():
+    a = lockfile.parse(lock(data={"results/data": "1.dir"}, **{"train@m": {"results/checkpoints/m": "2.dir"},
+                            "logits@m": {"results/logits/m": "3.dir", "results/cost/m.json": "4"},
+                            "cost@m": {"results/cost/m.json": "5"}, "evaluate": {"results/metrics.csv": "6", "results/paired.csv": "7"}}), "a")
+    b = lockfile.parse(lock(data={"results/data": "1.dir"}, **{"train@m": {"results/checkpoints/m": "X.dir"},
+                            "logits@m": {"results/logits/m": "3.dir", "results/cost/m.json": "Y"},
+                            "cost@m": {"results/cost/m.json": "5"}, "evaluate": {"results/metrics.csv": "Z"}}), "b")
+    rep = lockfile.compare_outputs(a, b, stages={"data", "train@m", "logits@m", "evaluate"}).set_index(["stage", "path"])
+    assert rep["status"].to_dict() == {
+        ("cost@m", "results/cost/m.json"): "stale", ("data", "results/data"): "identical",
+        ("evaluate", "results/metrics.csv"): "measured", ("evaluate", "results/paired.csv"): "missing",
+        ("logits@m", "results/cost/m.json"): "measured", ("logits@m", "results/logits/m"): "identical",
+        ("train@m", "results/checkpoints/m"): "different"}
+    s = lockfile.summarize(rep.reset_index())
+    assert (s["identical"], s["compared"], s["failing_stages"]) == (2, 3, ["evaluate", "train@m"])
+
+
+def test_every_measured_output_has_a_reason_and_plain_outputs_none():
+    assert lockfile.measured("results/methods/sve-m8") and lockfile.measured("reports")
+    for path in ("results/data", "results/logits/lite0-s0", "results/checkpoints/lite1", "results/paired.csv",
+                 "results/summary.json", "results/units"):
+        assert lockfile.measured(path) is None, path
+
+
+def test_a_lock_that_is_not_a_lock_is_one_clear_error():
+    with pytest.raises(ValueError, match="x.lock: not a dvc.lock"):
+        lockfile.parse("a: 1\n", "x.lock")
+
+
+def test_the_committed_lock_defines_current_stages_only_of_dvc_yaml():
+    stages = lockfile.current_stages(ROOT)
+    assert stages and "data" in stages and "evaluate" in stages and not any(s.startswith("cost@") for s in stages)
+
+
+def test_numerics_of_the_fresh_run_from_its_records(tmp_path):
+    res = tmp_path / "results"
+    (res / "checkpoints" / "a").mkdir(parents=True)
+    (res / "checkpoints" / "b").mkdir()
+    (res / "checkpoints" / "a" / "train.json").write_text(json.dumps({"numerics": {"pinned": True}}))
+    (res / "checkpoints" / "b" / "train.json").write_text(json.dumps({"numerics": {"pinned": False}}))
+    assert provenance.fresh_numerics(res, tmp_path) == (False, f"{res / 'checkpoints'}/*/train.json (1 of 2 pinned)")
+    (res / "timings.json").write_text(json.dumps({"machine": {"pinned": True}}))  # not a git checkout: the run's own
+    assert provenance.fresh_numerics(res, tmp_path) == (True, str(res / "timings.json"))
+
+
+def test_numerics_of_the_committed_run_from_its_manifest_else_unknown(tmp_path):
+    assert provenance.committed_numerics({"numerics": {"pinned": True}}, tmp_path) == (True, "bundle manifest 'numerics'")
+    assert provenance.committed_numerics({"device": {"numerics": {"pinned": False}}}, tmp_path)[0] is False
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    assert provenance.committed_numerics({}, tmp_path) == (False, "nothing recorded: treated as not pinned")
+
+
+def test_check_end_to_end_on_the_committed_bundle(tmp_path, monkeypatch, capsys):
+    """The committed rows as a 'fresh' run, one value nudged by 1e-7: that row alone fails on the exact path;
+    the summary and the stage outputs are the committed ones."""
+    from benchmark.bundle.schema import load_bundle
+    from benchmark.reproduce.gate import latest_bundle
+
+    monkeypatch.chdir(ROOT)
+    bundle = load_bundle(latest_bundle(ROOT / "leaderboard" / "embedded"), check_arch=False)
+    rows = bundle.rows.copy()
+    i = rows.index[(rows["split"] == "test") & (rows["family"] == "single") & (rows["metric"] == "nll")][0]
+    rows.loc[i, "value"] += 1e-7
+    (tmp_path / "results").mkdir()
+    rows.to_csv(tmp_path / "results" / "metrics.csv", index=False)
+    (tmp_path / "results" / "summary.json").write_text(lockfile.committed_text("results/summary.json", ROOT))
+    (tmp_path / "dvc.lock").write_text(lockfile.committed_text("dvc.lock", ROOT))
+    code = main(["reproduce", "check", "--results", str(tmp_path / "results"), "--summary", str(tmp_path / "results" / "summary.json"),
+                 "--lock", str(tmp_path / "dvc.lock"), "--bundle", str(bundle.path), "--report", str(tmp_path / "r.csv"), "--show", "3"])
+    out = capsys.readouterr().out
+    assert code == 1
+    n = len(rows)
+    assert f"{n} rows; same logits: {n - 1} identical, 0 within 1e-9, 1 differ; other logits: 0 within" in out
+    assert "DOES NOT REPRODUCE" in out and "vs HEAD:results/summary.json: " in out and "0 outside, 0 missing" in out
+    assert "stage outputs of" in out and " byte-identical (" in out
+    import pandas as pd
+
+    rep = pd.read_csv(tmp_path / "r.csv", keep_default_na=False)
+    bad = rep[rep["ok"].astype(str) == "False"]
+    assert len(bad) == 1 and bad.iloc[0]["metric"] == "nll" and bad.iloc[0]["detail"] == "value"
+
+
+def test_check_without_a_fresh_run_is_exit_2(tmp_path, capsys):
+    assert main(["reproduce", "check", "--results", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "metrics.csv: results file not found" in err and "Traceback" not in err

@@ -3,10 +3,12 @@
 Layout (relative links only: works from ``file://`` and any static host)::
 
     index.html                         suites, their bundles and badges, the merge rules
-    <suite>/index.html                 the leaderboard of the suite's merged rows (benchmark.report's own page)
+    assets/                            plotly.js (one copy for every page's Pareto charts; benchmark.report.assets)
+    <suite>/index.html                 the leaderboard of the suite's merged rows (benchmark.report's own page,
+                                       interactive Pareto charts, no static figure)
     <suite>/entries.html               the suite's bundles (badge, contributor, provenance link), conflicts
-    <suite>/data/rows.{csv,json}       the merged rows behind the tables, with bundle and status columns
-    <suite>/data/entries.{csv,json}, conflicts.{csv,json}
+    <suite>/data/rows.{parquet,csv.gz} the merged rows behind the tables, with bundle and status columns
+    <suite>/data/entries.*, conflicts.*, schema.json (the columns of all three: benchmark.bundle.site_data)
     bundles/<suite>/<id>/index.html    a bundle's provenance (manifest rendered) + manifest.json, rows, verification.json
 
 Merge rule (:func:`merge`, also on the index page): rows are keyed by
@@ -17,12 +19,11 @@ then from the bundle id first in sort order. Two bundles of the same status
 whose values for a key differ by more than 1e-6 are a *conflict*: the chosen
 row is shown and both are listed in ``conflicts``.
 
-Same bundles, byte-identical site: no build time is written, everything is sorted,
-plots are written by benchmark.report with fixed metadata and SVG hash salt.
+Same bundles, byte-identical site: no build time is written, everything is sorted, gzip
+carries no timestamp.
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 from pathlib import Path
@@ -32,7 +33,9 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from tqdm.auto import tqdm
 
 from benchmark.bundle.schema import KEY, MANIFEST, VERIFICATION, BundleError, load_bundle
+from benchmark.bundle.site_data import suite_downloads
 from benchmark.bundle.verify import TOLERANCE, VERIFIED, recorded_status
+from benchmark.report.assets import write_assets
 from benchmark.report.build import publishable
 from benchmark.storage.results_schema import COLUMNS
 from benchmark.storage.store import StoreError, atomic_dir, write_text
@@ -74,18 +77,6 @@ def merge(bundles: list) -> tuple[pd.DataFrame, pd.DataFrame]:
     return merged, pd.DataFrame(conflicts, columns=cols)
 
 
-def _json_records(df: pd.DataFrame) -> str:
-    recs = json.loads(df.to_json(orient="records", double_precision=15))
-    return json.dumps(recs, indent=1, sort_keys=False, allow_nan=False) + "\n"
-
-
-def _write_data(folder: Path, name: str, df: pd.DataFrame) -> dict:
-    folder.mkdir(parents=True, exist_ok=True)
-    write_text(folder / f"{name}.csv", df.to_csv(index=False))
-    write_text(folder / f"{name}.json", _json_records(df))
-    return {"csv": f"data/{name}.csv", "json": f"data/{name}.json", "rows": len(df)}
-
-
 def _render(template: str, path: Path, **ctx) -> None:
     write_text(path, _ENV.get_template(template).render(**ctx))
 
@@ -115,9 +106,9 @@ def _paired(bundles) -> pd.DataFrame | None:
     return pd.concat(frames, ignore_index=True).drop_duplicates(PAIRED_KEY, keep="first").reset_index(drop=True)
 
 
-def _suite_report(suite: str, bundles: list, merged: pd.DataFrame, out: Path, progress: bool, workers: int | None = None) -> None:
-    """The suite's leaderboard page, built by benchmark.report from the merged rows (``workers``: drawing
-    processes, default the bundle's report.workers)."""
+def _suite_report(suite: str, bundles: list, merged: pd.DataFrame, out: Path, downloads: dict) -> None:
+    """The suite's leaderboard page, built by benchmark.report from the merged rows: interactive charts (plotly.js
+    from the site's assets/), no static figure; ``downloads`` go to its data/ folder."""
     from benchmark.report import ReportConfig, ReportInputs, build_report, results_from_frame
 
     params = bundles[0].manifest["params"]
@@ -128,14 +119,12 @@ def _suite_report(suite: str, bundles: list, merged: pd.DataFrame, out: Path, pr
             zoo.setdefault(name, entry)
     n_ver = sum(b.status == VERIFIED for b in bundles)
     notices = [f"Merged from {len(bundles)} bundle(s), {n_ver} verified: badges, contributors and provenance on "
-               f"entries.html; rows as CSV/JSON in data/."] + notices
+               f"entries.html; rows as Parquet and CSV in data/."] + notices
     cfg = ReportConfig.from_params(params, source=f"{bundles[0].path / MANIFEST}: params")
-    if workers is not None:
-        cfg = dataclasses.replace(cfg, workers=workers)
     inputs = ReportInputs(results=results, models=_models(bundles), zoo=zoo, params=params, lock=_merged_lock(bundles),
                           config=cfg, notices=notices, sources={"results": f"the bundles of suite {suite}"},
-                          paired=_paired(bundles))
-    build_report(inputs, out, progress=progress)
+                          paired=_paired(bundles), downloads=downloads)
+    build_report(inputs, out, progress=False, figures=False, assets="../assets/")
 
 
 def _bundle_page(b, out: Path) -> str:
@@ -158,10 +147,8 @@ def _bundle_page(b, out: Path) -> str:
     return rel
 
 
-def publish(bundles_dir, out, *, progress: bool = True, workers: int | None = None) -> Path:
-    """Write the site under ``out`` (replaced as a whole); returns the index page.
-
-    ``workers`` processes draw the figures (default: each bundle's report.workers); the site does not depend on it."""
+def publish(bundles_dir, out, *, progress: bool = True) -> Path:
+    """Write the site under ``out`` (replaced as a whole); returns the index page."""
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir()) and not (out / MARKER).exists()):
         raise StoreError(f"{out}: exists and is not an empty folder or a previous site ({MARKER}); refusing to replace it")
@@ -177,9 +164,9 @@ def publish(bundles_dir, out, *, progress: bool = True, workers: int | None = No
         by_suite.setdefault(b.suite, []).append(b)
     suites = []
     with atomic_dir(out) as tmp:
+        write_assets(tmp / "assets")
         for suite, bs in tqdm(sorted(by_suite.items()), desc="publish", disable=not progress):
             merged, conflicts = merge(bs)
-            _suite_report(suite, bs, merged, tmp / suite, progress=False, workers=workers)
             entries = []
             for b in bs:
                 rel = _bundle_page(b, tmp)
@@ -187,12 +174,11 @@ def publish(bundles_dir, out, *, progress: bool = True, workers: int | None = No
                                 "created": b.manifest["created"], "commit": b.manifest["git"].get("commit") or "",
                                 "rows": len(b.rows), "shown": int((merged["bundle"] == b.name).sum()),
                                 "provenance": f"../{rel}/index.html"})
-            edf = pd.DataFrame(entries)
-            data = {"rows": _write_data(tmp / suite / "data", "rows", merged),
-                    "entries": _write_data(tmp / suite / "data", "entries", edf),
-                    "conflicts": _write_data(tmp / suite / "data", "conflicts", conflicts)}
+            _suite_report(suite, bs, merged, tmp / suite, suite_downloads(merged, pd.DataFrame(entries), conflicts))
+            data = {name: {"parquet": f"data/{name}.parquet", "csv": f"data/{name}.csv.gz", "rows": n}
+                    for name, n in (("rows", len(merged)), ("entries", len(entries)), ("conflicts", len(conflicts)))}
             _render("entries.html.j2", tmp / suite / "entries.html", suite=suite, entries=entries, data=data, rule=RULE,
-                    conflicts=conflicts.to_dict("records"))
+                    conflicts=conflicts.to_dict("records"), schema="data/schema.json")
             suites.append({"name": suite, "entries": [dict(e, provenance=e["provenance"][3:]) for e in entries],
                            "verified": sum(e["status"] == VERIFIED for e in entries), "rows": len(merged),
                            "conflicts": len(conflicts)})

@@ -107,23 +107,19 @@ def run_verify(args) -> int:
 def add_publish_command(subparsers) -> None:
     p = subparsers.add_parser(
         "publish", help="build the static leaderboard site from all result bundles",
-        description="Build the static site (index, one page per suite, provenance of every bundle, CSV/JSON of every table) "
+        description="Build the static site (index, one page per suite with interactive Pareto charts, provenance of every "
+                    "bundle, Parquet and gzipped CSV of every table) "
                     "from the bundles under --bundles; no training, no results/ needed. The same bundles give a byte-identical site.")
     p.add_argument("--out", required=True, metavar="DIR", help="site folder (replaced as a whole)")
     p.add_argument("--bundles", default="leaderboard", metavar="DIR", help="folder searched for bundles (default leaderboard/)")
-    p.add_argument("--workers", type=int, help="processes drawing the figures, as report.workers for the report stage "
-                                               "(default: the bundle's report.workers); the site does not depend on it")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(handler=run_publish)
 
 
 def run_publish(args) -> int:
     from benchmark.bundle.site import publish
-    from benchmark.storage.store import StoreError
 
-    if args.workers is not None and args.workers < 1:
-        raise StoreError(f"--workers: must be >= 1, got {args.workers}")
-    page = publish(args.bundles, args.out, progress=not args.quiet, workers=args.workers)
+    page = publish(args.bundles, args.out, progress=not args.quiet)
     print(f"publish: wrote {page}")
     return 0
 

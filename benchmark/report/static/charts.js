@@ -59,31 +59,30 @@
     return on.map(function (i) { return points[i]; });
   }
 
-  /* ---- far outliers (as benchmark.report.plotaxes.outliers): the initial y range leaves them out ---- */
+  /* ---- far outliers (as benchmark.report.plotaxes.outliers): the initial axes leave them out ---- */
   function quantile(sorted, q) {
     var pos = (sorted.length - 1) * q, lo = Math.floor(pos), hi = Math.ceil(pos);
     return sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo);
   }
-  function yRange(ys, lows, highs, log) {
-    var t = function (v) { return log ? Math.log10(v) : v; };
-    var vals = ys.map(t), sorted = vals.slice().sort(function (a, b) { return a - b; });
-    if (sorted.length < 4) return null;
+  function farOutliers(vals) {
+    var none = vals.map(function () { return false; });
+    var sorted = vals.slice().sort(function (a, b) { return a - b; });
+    if (sorted.length < 4) return none;
     var q1 = quantile(sorted, 0.25), q3 = quantile(sorted, 0.75), iqr = q3 - q1;
-    if (iqr <= 0) return null;
+    if (iqr <= 0) return none;
     var out = vals.map(function (v) { return v < q1 - 3 * iqr || v > q3 + 3 * iqr; });
     var rest = vals.filter(function (_, i) { return !out[i]; });
     var lo = Math.min.apply(null, rest), hi = Math.max.apply(null, rest), span = Math.max(hi - lo, 1e-12);
     out = out.map(function (o, i) { return o && (vals[i] > hi ? vals[i] - hi : lo - vals[i]) > 0.5 * span; });
-    var n = out.filter(Boolean).length;
-    if (!n || n > vals.length / 3) return null;
-    vals.forEach(function (_, i) {
-      if (out[i]) return;
-      [lows[i], highs[i]].forEach(function (b) {
-        if (b !== null && b !== undefined && !isNaN(b) && (!log || b > 0)) { lo = Math.min(lo, t(b)); hi = Math.max(hi, t(b)); }
-      });
-    });
-    span = hi > lo ? hi - lo : Math.max(Math.abs(hi), 1e-3) * 0.1;
-    return { range: [lo - 0.08 * span, hi + 0.08 * span], hidden: n };
+    return out.filter(Boolean).length > vals.length / 3 ? none : out;
+  }
+  /* [lo, hi] of the values (log10 on a log axis) with a margin: what plotly's axis range wants */
+  function padded(values, log, pad) {
+    var t = values.filter(function (v) { return v !== null && v !== undefined && !isNaN(v) && (!log || v > 0); })
+                  .map(function (v) { return log ? Math.log10(v) : v; });
+    var lo = Math.min.apply(null, t), hi = Math.max.apply(null, t);
+    var span = hi > lo ? hi - lo : Math.max(Math.abs(hi), 1e-3) * 0.1;
+    return [lo - pad * span, hi + pad * span];
   }
   function decades(values) {
     if (!values.length) return false;
@@ -211,9 +210,10 @@
       var mcol = columnIndex(data, key), info = META.metrics[key] || [key, null];
       var metric = { key: key, label: info[0], hib: info[1] !== false };
       var pts = mcol >= 0 ? chartPoints(data, mcol, xKind, sel) : [];
-      var xs = pts.map(function (p) { return p.x; }), ys = pts.map(function (p) { return p.y; });
+      var out = farOutliers(pts.map(function (p) { return p.y; }));
+      var shown = pts.filter(function (_, i) { return !out[i]; }), hidden = pts.length - shown.length;
+      var xs = shown.map(function (p) { return p.x; }), ys = shown.map(function (p) { return p.y; });
       var xlog = xKind !== "balance" && decades(xs), ylog = decades(ys);
-      var yr = pts.length ? yRange(ys, pts.map(function (p) { return p.lo; }), pts.map(function (p) { return p.hi; }), ylog) : null;
       var better = info[1] === null ? "" : (info[1] ? " (higher is better)" : " (lower is better)");
       var layout = {
         margin: { l: 64, r: 8, t: 8, b: 48 }, hovermode: "closest", height: 480,
@@ -224,7 +224,11 @@
                  zeroline: false },
         legend: { groupclick: "toggleitem", font: { size: 11 } }
       };
-      if (yr) layout.yaxis.range = yr.range;
+      if (hidden) {  // the axes cover the other points; double-click (autoscale) shows all
+        var bounds = sel.ci ? shown.map(function (p) { return p.lo; }).concat(shown.map(function (p) { return p.hi; })) : [];
+        layout.yaxis.range = padded(ys.concat(bounds), ylog, 0.08);
+        layout.xaxis.range = padded(xs, xlog, 0.05);
+      }
       var config = { responsive: true, displaylogo: false, modeBarButtonsToRemove: ["select2d", "lasso2d"],
                      toImageButtonOptions: { format: "svg", filename: "pareto" } };
       window.Plotly.react(gd, traces(pts, metric, xKind, sel.ci), layout, config).then(function () {
@@ -234,7 +238,7 @@
         if (window.performance && performance.mark && !performance.getEntriesByName("uq-chart").length) performance.mark("uq-chart");
       });
       say(!pts.length ? "No point to draw: no row of this split passes the filters with this metric and x axis."
-          : yr ? yr.hidden + " point(s) far outside the others are beyond the y range: double-click the chart to show all." : "");
+          : hidden ? hidden + " point(s) far outside the others are beyond the y range: double-click the chart to show all." : "");
     }
 
     function draw() {

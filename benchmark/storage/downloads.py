@@ -1,6 +1,6 @@
 """Tables offered for download: CSV that a spreadsheet opens safely, gzipped CSV, typed Parquet, and their schema.
 
-* **CSV** (:func:`csv_bytes`, :func:`write_csv`, :func:`write_csv_gz`): every text cell that a spreadsheet
+* **CSV** (:func:`csv_bytes`, :func:`write_csv`, :func:`write_csv_gz`; RFC 4180): every text cell that a spreadsheet
   would read as a formula (one beginning with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return) gets a
   leading single quote (:func:`neutralise`, the OWASP rule against CSV injection); numbers stay numbers, in
   numeric columns and as text (``-0.5``, ``1e-3``). Gzip without a timestamp, so the same table gives the same
@@ -63,8 +63,9 @@ def neutralised(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def csv_bytes(df: pd.DataFrame) -> bytes:
-    """The table as UTF-8 CSV (no index), formula cells neutralised."""
-    return neutralised(df).to_csv(index=False).encode("utf-8")
+    """The table as UTF-8 CSV (no index), formula cells neutralised; lines end with CRLF (RFC 4180), so a cell holding
+    a line break of either kind is quoted."""
+    return neutralised(df).to_csv(index=False, lineterminator="\r\n").encode("utf-8")
 
 
 def write_csv(path, df: pd.DataFrame) -> None:

@@ -22,8 +22,8 @@ from benchmark.report.tables import (
     fmt_metric,
     match_any,
     default_view,
-    member_names,
     metric_direction,
+    models_used,
     preferred,
     split_sort_key,
 )
@@ -152,7 +152,7 @@ def page_context(inputs, wide: pd.DataFrame, metrics, plots: dict, repro_rows: l
                  extra_figures: dict | None = None) -> tuple[dict, dict]:
     """The template's context and the split data files ``{relative path: content}``."""
     cfg = inputs.config
-    used = {n for r in wide.to_dict("records") for n in member_names(r["members"], r["base"], r["sidekick"])}
+    used = models_used(wide)
     computed = inputs.results.groupby(["suite", "split"])["metric"].agg(set).to_dict() if len(wide) else {}
     suites, files = suites_context(wide, metrics, computed, plots, cfg) if len(wide) else ([], {})
     head = headline_context(headline_views(default_view(wide, cfg.fit, cfg.confidence), cfg), cfg, zoo=inputs.zoo,

@@ -63,9 +63,15 @@ def neutralised(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def csv_bytes(df: pd.DataFrame) -> bytes:
-    """The table as UTF-8 CSV (no index), formula cells neutralised; lines end with CRLF (RFC 4180), so a cell holding
-    a line break of either kind is quoted."""
-    return neutralised(df).to_csv(index=False, lineterminator="\r\n").encode("utf-8")
+    """The table as UTF-8 CSV (no index; pyarrow's writer, many times faster than pandas' on large tables), formula
+    cells neutralised, text quoted, lines ending with CRLF (RFC 4180), numbers in their shortest exact form."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    table = pa.Table.from_pandas(neutralised(df).reset_index(drop=True), preserve_index=False)
+    sink = pa.BufferOutputStream()
+    pacsv.write_csv(table, sink, pacsv.WriteOptions(quoting_style="needed", eol="\r\n"))
+    return sink.getvalue().to_pybytes()
 
 
 def write_csv(path, df: pd.DataFrame) -> None:

@@ -231,11 +231,13 @@
       }
       var config = { responsive: true, displaylogo: false, modeBarButtonsToRemove: ["select2d", "lasso2d"],
                      toImageButtonOptions: { format: "svg", filename: "pareto" } };
+      var first = !performance.getEntriesByName("uq-chart").length;
+      if (first && performance.mark) performance.mark("uq-chart-start");
       window.Plotly.react(gd, traces(pts, metric, xKind, sel.ci), layout, config).then(function () {
         if (mine !== token) return;
         gd.dataset.split = f("split").value; gd.dataset.metric = key; gd.dataset.x = xKind;
         gd.dataset.points = String(pts.length); gd.dataset.ready = "1";
-        if (window.performance && performance.mark && !performance.getEntriesByName("uq-chart").length) performance.mark("uq-chart");
+        if (first && performance.mark) performance.mark("uq-chart");
       });
       say(!pts.length ? "No point to draw: no row of this split passes the filters with this metric and x axis."
           : hidden ? hidden + " point(s) far outside the others are beyond the y range: double-click the chart to show all." : "");

@@ -96,7 +96,7 @@ def build_report(inputs: ReportInputs, out_dir, *, published: Published | None =
             plots = write_plots(default_rows(wide, cfg), cfg, tmp, progress=progress)
         context, files = page_context(inputs, wide, metrics, plots, repro, notices)
         context["plotly"] = (assets if assets is not None else "assets/") + PLOTLY
-        if figures:
+        if figures and cfg.formats:
             from benchmark.report.curves_plot import write_curve_figures
             from benchmark.report.extra_plots import write_extra_figures
 

@@ -94,7 +94,7 @@ def suites_context(wide: pd.DataFrame, metrics, computed: dict, plots: dict, con
             rows = s[s["split"] == split]
             present = [m for m in metrics if m in computed.get((suite, split), ())]
             figs = [{"metric": m, "label": METRICS[m].label, "kinds": plots[(suite, split)][m]}
-                    for m in config.plot_metrics if m in plots.get((suite, split), {})]
+                    for m in config.plot_metrics if plots.get((suite, split), {}).get(m)]
             key = f"{suite}/{split}"
             path = f"data/{file_slug(suite)}_{file_slug(split)}.js"
             files[path] = data_script(key, table_data(rows, table_columns(present), fit_pref=rows["fit_pref"],

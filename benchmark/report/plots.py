@@ -255,7 +255,7 @@ def _draw_metric(job) -> tuple[dict, pd.DataFrame] | None:
         name = f"{file_slug(suite)}_{file_slug(split)}_{file_slug(metric)}"
         entry: dict = {}
         label = METRICS[metric].label
-        figs = {
+        figs = {} if not config.formats else {
             "gflops": gflops_figure(pts, metric, f"{suite} / {split}: {label} vs cost", colors, marks, config.reference_family),
             "balance": balance_figure(pts, metric, f"{suite} / {split}: {label} vs FLOPs balance", base_colors, marks,
                                       config.reference_family),

@@ -123,9 +123,16 @@ def test_report_writes_the_downloads_and_only_the_figures_asked_for(tmp_path, mo
     svgs = sorted(p.name for p in (tmp_path / "with" / "plots").glob("*.svg"))
     assert svgs and all("aurc" in n or n.startswith(("headline_", "severity_")) for n in svgs)
     assert not list((tmp_path / "with" / "plots").glob("*.png"))  # report.formats: svg only
+    assert '<details class="static-figs">' in (tmp_path / "with" / "index.html").read_text(encoding="utf-8")  # linked
     frontier = next((tmp_path / "with" / "plots" / "data" / "frontier").glob("*.csv")).read_text()
     points = next((tmp_path / "with" / "plots" / "data").glob("pareto_*.csv")).read_text()
     assert "'=HYPERLINK" in points and "\n=HYPERLINK" not in points and ",=" not in points and ",=" not in frontier
+    import dataclasses
+
+    build_report(make_inputs(rows, config=dataclasses.replace(cfg, formats=())), tmp_path / "data_only", progress=False)
+    drawn = [p for p in (tmp_path / "data_only").rglob("*") if p.suffix in (".png", ".svg", ".pdf")]
+    assert drawn == [] and list((tmp_path / "data_only" / "plots" / "data" / "frontier").glob("*.csv"))  # dvc plots' data
+    assert '<details class="static-figs">' not in (tmp_path / "data_only" / "index.html").read_text(encoding="utf-8")
     monkeypatch.setattr(benchmark.report.plots, "write_plots", lambda *a, **k: pytest.fail("drew figures"))
     build_report(make_inputs(rows, config=cfg), tmp_path / "without", progress=False, figures=False)
     assert not (tmp_path / "without" / "plots").exists()

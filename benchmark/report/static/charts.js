@@ -4,7 +4,7 @@
    parameters); the suite's filters (base, family, fit, confidence, balance range, intervals) apply.
    One trace per method family (a legend click hides or shows it), the Pareto frontier of each base
    (its own legend items) and, against a cost, the frontier over every method. plotly.js comes from
-   the report's or site's assets/ (an async script of the page); nothing comes from a network.
+   the report's or site's assets/ (loaded after the headline); nothing comes from a network.
    Every name from the data is HTML-escaped before plotly sees it (plotly renders a few tags in
    labels), so a name is always shown as text. */
 (function () {
@@ -28,18 +28,22 @@
   }
   function fmt(v, digits) { return v === null || v === undefined || isNaN(v) ? "\u2014" : String(parseFloat(v.toPrecision(digits))); }
 
-  /* ---- plotly.js: an async script of the page (#uq-plotly), parsed while the tables render ---- */
-  var plotlyWaiting = [], plotlyFailed = false, tag = document.getElementById("uq-plotly");
-  if (tag) {
+  /* ---- plotly.js (assets/): loaded once the headline is on screen, so it never delays it; the first
+     table's data file loads alongside ---- */
+  var plotlyWaiting = [], plotlyFailed = false;
+  function loadPlotly() {
+    var tag = document.createElement("script");
+    tag.src = META.plotly;
     tag.addEventListener("load", function () {
       if (window.performance && performance.mark) performance.mark("uq-plotly");
       plotlyWaiting.splice(0).forEach(function (w) { w[0](); });
     });
     tag.addEventListener("error", function () { plotlyFailed = true; plotlyWaiting.splice(0).forEach(function (w) { w[1](); }); });
+    document.head.appendChild(tag);
   }
   function withPlotly(then, failed) {
     if (window.Plotly) return then();
-    if (plotlyFailed || !tag) return failed();
+    if (plotlyFailed) return failed();
     plotlyWaiting.push([then, failed]);
   }
 
@@ -260,5 +264,6 @@
     draw();
   }
 
+  loadPlotly();
   panels.forEach(function (p) { new Panel(p); });
 })();

@@ -31,7 +31,7 @@ POINTS = "n => document.querySelectorAll('.chart .scatterlayer .point').length =
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
-    res = synthetic_results(models=MODELS, fits=("converged", "paper-exact"))
+    res = synthetic_results(models=MODELS, fits=("converged", "paper-exact"), splits=("test", "shift"))
     cfg = ReportConfig(plot_metrics=("accuracy", "aurc"), plot_splits=("test",))
     page = build_report(make_inputs(res, config=cfg), tmp_path_factory.mktemp("charts") / "reports", progress=False,
                         figures=False)
@@ -73,9 +73,9 @@ def page(browser, report):
     pg.close()
 
 
-def expected(view, metric: str, x: str = "gflops"):
-    """The chart's points for ``metric`` against ``x`` (default view, as the page rounds values)."""
-    v = view[np.isfinite(view[metric].astype(float))].copy()
+def expected(view, metric: str, x: str = "gflops", split: str = "test"):
+    """The chart's points for ``metric`` against ``x`` on ``split`` (default view, as the page rounds values)."""
+    v = view[(view["split"] == split) & np.isfinite(view[metric].astype(float))].copy()
     v["y"] = [float(f"{a:.6g}") for a in v[metric]]
     if x == "gflops":
         v["x"] = v["gflops"].astype(float)
@@ -196,6 +196,17 @@ def test_switching_metric_and_axis_redraws(page, report):
     assert {t["name"] for t in traces if t["kind"] == "family"} == {"duo", "single"}
     assert not any(t["kind"] == "frontier-all" for t in traces)  # per base only, each with its base alone at 0
     assert page.locator(".chart .xtitle").text_content().startswith("FLOPs balance")
+
+
+def test_switching_split_redraws(page, report):
+    assert page.locator(".chart").get_attribute("data-split") == "embedded/test"
+    page.select_option(".chart-controls select[name=split]", "embedded/shift")
+    wait_drawn(page, split="embedded/shift", metric="aurc")
+    want = expected(report[1], "aurc", split="shift")
+    got = sorted((x, y) for t in chart(page) if t["kind"] == "family" for x, y in zip(t["x"], t["y"]))
+    assert np.allclose(got, sorted(zip(want["x"], want["y"])), rtol=RTOL)
+    test = expected(report[1], "aurc")
+    assert not np.allclose(got, sorted(zip(test["x"], test["y"])), rtol=RTOL)  # not the test split's points
 
 
 def test_legend_click_hides_and_shows_a_family(page, report):

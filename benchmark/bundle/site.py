@@ -3,10 +3,12 @@
 Layout (relative links only: works from ``file://`` and any static host)::
 
     index.html                         suites, their bundles and badges, the merge rules
-    <suite>/index.html                 the leaderboard of the suite's merged rows (benchmark.report's own page)
+    assets/                            plotly.js (one copy for every page's Pareto charts; benchmark.report.assets)
+    <suite>/index.html                 the leaderboard of the suite's merged rows (benchmark.report's own page,
+                                       interactive Pareto charts, no static figure)
     <suite>/entries.html               the suite's bundles (badge, contributor, provenance link), conflicts
-    <suite>/data/rows.{csv,json}       the merged rows behind the tables, with bundle and status columns
-    <suite>/data/entries.{csv,json}, conflicts.{csv,json}
+    <suite>/data/rows.{parquet,csv.gz} the merged rows behind the tables, with bundle and status columns
+    <suite>/data/entries.*, conflicts.*, schema.json (the columns of all three: benchmark.bundle.site_data)
     bundles/<suite>/<id>/index.html    a bundle's provenance (manifest rendered) + its validated files
 
 Bundles are found at ``<bundles>/<suite>/<id>/`` only (their identity, see
@@ -27,12 +29,11 @@ checked UTC time that cannot be in the future), then from the bundle id first in
 sort order. Two bundles of the same status whose values for a key differ by more
 than 1e-6 are a *conflict*: the chosen row is shown and both are listed in ``conflicts``.
 
-Same bundles, byte-identical site: no build time is written, everything is sorted,
-plots are written by benchmark.report with fixed metadata and SVG hash salt.
+Same bundles, byte-identical site: no build time is written, everything is sorted, gzip
+carries no timestamp.
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import shutil
@@ -46,7 +47,9 @@ from tqdm.auto import tqdm
 
 from benchmark.bundle.intake import MANIFEST, show
 from benchmark.bundle.schema import KEY, REPORTED, BundleError, load_bundle
+from benchmark.bundle.site_data import suite_downloads
 from benchmark.bundle.verify import TOLERANCE, VERIFIED, recorded_status
+from benchmark.report.assets import write_assets
 from benchmark.report.build import publishable
 from benchmark.storage.results_schema import COLUMNS
 from benchmark.storage.store import StoreError, atomic_dir, write_text
@@ -108,18 +111,6 @@ def merge(bundles: list) -> tuple[pd.DataFrame, pd.DataFrame]:
     return merged, conflicts
 
 
-def _json_records(df: pd.DataFrame) -> str:
-    recs = json.loads(df.to_json(orient="records", double_precision=15))
-    return json.dumps(recs, indent=1, sort_keys=False, allow_nan=False) + "\n"
-
-
-def _write_data(folder: Path, name: str, df: pd.DataFrame) -> dict:
-    folder.mkdir(parents=True, exist_ok=True)
-    write_text(folder / f"{name}.csv", df.to_csv(index=False))
-    write_text(folder / f"{name}.json", _json_records(df))
-    return {"csv": f"data/{name}.csv", "json": f"data/{name}.json", "rows": len(df)}
-
-
 def _render(template: str, path: Path, **ctx) -> None:
     write_text(path, _ENV.get_template(template).render(**ctx))
 
@@ -160,10 +151,10 @@ def repo_params(suite: str, repo=".") -> tuple[dict, Path, list[str]]:
     return params or {}, path, notices
 
 
-def _suite_report(suite: str, bundles: list, merged: pd.DataFrame, out: Path, progress: bool, workers: int | None = None,
-                  repo=".") -> None:
-    """The suite's leaderboard page, built by benchmark.report from the merged rows, configured by the repository's
-    params of the suite (``workers``: drawing processes, default its report.workers)."""
+def _suite_report(suite: str, bundles: list, merged: pd.DataFrame, out: Path, downloads: dict, repo=".") -> None:
+    """The suite's leaderboard page, built by benchmark.report from the merged rows and configured by the repository's
+    params of the suite: interactive charts (plotly.js from the site's assets/), no static figure; ``downloads`` go to
+    its data/ folder."""
     from benchmark.report import ReportConfig, ReportInputs, build_report, results_from_frame
 
     params, path, notes = repo_params(suite, repo)
@@ -174,15 +165,13 @@ def _suite_report(suite: str, bundles: list, merged: pd.DataFrame, out: Path, pr
             zoo.setdefault(name, entry)
     n_ver = sum(b.status == VERIFIED for b in bundles)
     notices = [f"Merged from {len(bundles)} bundle(s), {n_ver} verified: badges, contributors and provenance on "
-               f"entries.html; rows as CSV/JSON in data/. Throughput (img/s) is each contributor's own measurement, "
-               f"not verified."] + notes + notices
+               f"entries.html; rows as Parquet and CSV in data/. Throughput (img/s) is each contributor's own "
+               f"measurement, not verified."] + notes + notices
     cfg = ReportConfig.from_params(params, source=str(path))
-    if workers is not None:
-        cfg = dataclasses.replace(cfg, workers=workers)
     inputs = ReportInputs(results=results, models=_models(bundles), zoo=zoo, params=params, lock=_merged_lock(bundles),
                           config=cfg, notices=notices, sources={"results": f"the bundles of suite {suite}"},
-                          paired=_paired(bundles))
-    build_report(inputs, out, progress=progress)
+                          paired=_paired(bundles), downloads=downloads)
+    build_report(inputs, out, progress=False, figures=False, assets="../assets/")
 
 
 def _bundle_page(b, out: Path) -> str:
@@ -219,10 +208,9 @@ def _left_out(what, e: Exception) -> str:
     return f"left out {show(what)}: {msg[:500]}"
 
 
-def _suite(suite: str, bs: list, tmp: Path, progress: bool, workers, repo) -> dict:
+def _suite(suite: str, bs: list, tmp: Path, repo) -> dict:
     """Write one suite's pages and data under ``tmp``; returns its entry for the index page."""
     merged, conflicts = merge(bs)
-    _suite_report(suite, bs, merged, tmp / suite, progress=False, workers=workers, repo=repo)
     entries = []
     for b in bs:
         rel = _bundle_page(b, tmp)
@@ -230,38 +218,34 @@ def _suite(suite: str, bs: list, tmp: Path, progress: bool, workers, repo) -> di
                         "created": b.manifest["created"], "commit": b.manifest["git"].get("commit") or "",
                         "rows": len(b.rows), "shown": int((merged["bundle"] == b.name).sum()),
                         "provenance": f"../{rel}/index.html"})
-    edf = pd.DataFrame(entries)
     rows = merged.rename(columns={c: f"{c}_reported" for c in REPORTED})  # measured by the contributor, not verified
-    data = {"rows": _write_data(tmp / suite / "data", "rows", rows),
-            "entries": _write_data(tmp / suite / "data", "entries", edf),
-            "conflicts": _write_data(tmp / suite / "data", "conflicts", conflicts)}
+    _suite_report(suite, bs, merged, tmp / suite, suite_downloads(rows, pd.DataFrame(entries), conflicts), repo=repo)
+    data = {name: {"parquet": f"data/{name}.parquet", "csv": f"data/{name}.csv.gz", "rows": n}
+            for name, n in (("rows", len(merged)), ("entries", len(entries)), ("conflicts", len(conflicts)))}
     _render("entries.html.j2", tmp / suite / "entries.html", suite=suite, entries=entries, data=data, rule=RULE,
-            reported=REPORTED, conflicts=conflicts.to_dict("records"))
+            reported=REPORTED, conflicts=conflicts.to_dict("records"), schema="data/schema.json")
     return {"name": suite, "entries": [dict(e, provenance=e["provenance"][3:]) for e in entries],
             "verified": sum(e["status"] == VERIFIED for e in entries), "rows": len(merged), "conflicts": len(conflicts)}
 
 
-def _isolate(suite: str, bs: list, tmp: Path, workers, repo) -> tuple[list, list[str]]:
+def _isolate(suite: str, bs: list, tmp: Path, repo) -> tuple[list, list[str]]:
     """The bundles of a suite whose page failed that can be published: each is tried alone (in a scratch folder);
     those failing alone are left out."""
     keep, problems = [], []
     for b in bs:
         with tempfile.TemporaryDirectory(dir=tmp, prefix=".try-") as scratch:
             try:
-                _suite(suite, [b], Path(scratch), False, workers, repo)
+                _suite(suite, [b], Path(scratch), repo)
                 keep.append(b)
             except Exception as e:  # noqa: BLE001
                 problems.append(_left_out(b.path, e))
     return keep, problems
 
 
-def publish(bundles_dir, out, *, progress: bool = True, workers: int | None = None, verified=None,
-            repo=".") -> tuple[Path, list[str]]:
+def publish(bundles_dir, out, *, progress: bool = True, verified=None, repo=".") -> tuple[Path, list[str]]:
     """Write the site under ``out`` (replaced as a whole); returns the index page and the problems (one line each:
     bundles and suites left out). ``verified``: the folder of verification records (``verify --record-to``); without
-    it every bundle is self-reported. ``repo``: the repository whose params configure the suites' pages.
-
-    ``workers`` processes draw the figures (default: each suite's report.workers); the site does not depend on it."""
+    it every bundle is self-reported. ``repo``: the repository whose params configure the suites' pages."""
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir()) and not (out / MARKER).exists()):
         raise StoreError(f"{out}: exists and is not an empty folder or a previous site ({MARKER}); refusing to replace it")
@@ -277,21 +261,22 @@ def publish(bundles_dir, out, *, progress: bool = True, workers: int | None = No
         by_suite.setdefault(b.suite, []).append(b)
     suites = []
     with atomic_dir(out) as tmp:
+        write_assets(tmp / "assets")
         for suite, bs in tqdm(sorted(by_suite.items()), desc="publish", disable=not progress):
             try:
-                suites.append(_suite(suite, bs, tmp, progress, workers, repo))
+                suites.append(_suite(suite, bs, tmp, repo))
                 continue
             except Exception as e:  # noqa: BLE001 - find the bundles that break it, publish the others
                 first = _left_out(f"suite {suite}", e)
             shutil.rmtree(tmp / suite, ignore_errors=True)
             for b in bs:
                 shutil.rmtree(tmp / "bundles" / suite / b.name, ignore_errors=True)
-            keep, bad = _isolate(suite, bs, tmp, workers, repo)
+            keep, bad = _isolate(suite, bs, tmp, repo)
             problems += bad
             try:
                 if not keep:
                     raise RuntimeError("no bundle of it can be published")
-                suites.append(_suite(suite, keep, tmp, progress, workers, repo))
+                suites.append(_suite(suite, keep, tmp, repo))
             except Exception:  # noqa: BLE001
                 problems.append(first)
                 shutil.rmtree(tmp / suite, ignore_errors=True)

@@ -129,18 +129,17 @@ def run_verify(args) -> int:
 def add_publish_command(subparsers) -> None:
     p = subparsers.add_parser(
         "publish", help="build the static leaderboard site from all result bundles",
-        description="Build the static site (index, one page per suite, provenance of every bundle, CSV/JSON of every table) "
-                    "from the bundles under --bundles (at <bundles>/<suite>/<id>/); no training, no results/ needed. A bundle "
-                    "that cannot be read is reported and left out (exit 3 once the rest of the site is written). The same "
-                    "bundles and records give a byte-identical site.")
+        description="Build the static site (index, one page per suite with interactive Pareto charts, provenance of every "
+                    "bundle, Parquet and gzipped CSV of every table) from the bundles under --bundles (at "
+                    "<bundles>/<suite>/<id>/); no training, no results/ needed. A bundle that cannot be read is reported and "
+                    "left out (exit 3 once the rest of the site is written). The same bundles and records give a "
+                    "byte-identical site.")
     p.add_argument("--out", required=True, metavar="DIR", help="site folder (replaced as a whole)")
     p.add_argument("--bundles", default="leaderboard", metavar="DIR", help="folder searched for bundles (default leaderboard/)")
     p.add_argument("--verified", metavar="DIR", help="verification records written by `verify --record-to DIR`: the only "
                                                      "source of 'verified' badges (without it every bundle is self-reported)")
     p.add_argument("--repo", default=".", metavar="DIR", help="repository whose params.yaml (embedded) and "
                                                              "suites/<name>/params.yaml configure the suites' pages (default .)")
-    p.add_argument("--workers", type=int, help="processes drawing the figures, as report.workers for the report stage "
-                                               "(default: the suite's report.workers); the site does not depend on it")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(handler=run_publish)
 
@@ -149,12 +148,9 @@ def run_publish(args) -> int:
     from benchmark.bundle.site import publish
     from benchmark.storage.store import StoreError
 
-    if args.workers is not None and args.workers < 1:
-        raise StoreError(f"--workers: must be >= 1, got {args.workers}")
     if args.verified is not None and not Path(args.verified).is_dir():
         raise StoreError(f"--verified {args.verified}: not a folder (made by `verify --record-to`)")
-    page, problems = publish(args.bundles, args.out, progress=not args.quiet, workers=args.workers,
-                             verified=args.verified, repo=args.repo)
+    page, problems = publish(args.bundles, args.out, progress=not args.quiet, verified=args.verified, repo=args.repo)
     for line in problems:
         print(f"publish: {line}", file=sys.stderr)
     print(f"publish: wrote {page}" + (f"; {len(problems)} left out" if problems else ""))

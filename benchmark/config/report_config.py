@@ -27,6 +27,8 @@ class ReportConfig:
     balance of at most ``headline_balance``; ``headline_split`` is the split of
     the compact headline that ``dvc metrics show`` prints. ``workers`` processes
     draw the Pareto figures (where the platform can fork; the output is the same).
+    ``formats`` are the static figures' file types (``[]``: none; the page draws its own
+    charts, and ``dvc plots`` reads ``plots/data/``, written either way).
     """
 
     title: str = "Cheap uncertainty quantification: leaderboard"
@@ -39,7 +41,7 @@ class ReportConfig:
     reference_family: str = "single"
     reproduction_fits: tuple[str, ...] = ("paper-exact", "converged")
     logits_stages: tuple[str, ...] = ("logits",)
-    formats: tuple[str, ...] = field(default=("png", "svg"), metadata=check(choices=_FORMATS, min_len=1, unique=True))
+    formats: tuple[str, ...] = field(default=("png", "svg"), metadata=check(choices=_FORMATS, unique=True))  # [] = no image
     dpi: int = field(default=110, metadata=check(minimum=1))
     headline_metric: str = "aurc"
     headline_metrics: tuple[str, ...] = field(default=("accuracy", "aurc", "auroc", "nll", "ece", "sac98"),

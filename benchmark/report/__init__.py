@@ -1,8 +1,10 @@
-"""The published report: Pareto plots and a static HTML leaderboard from the results table.
+"""The published report: a static HTML leaderboard with interactive Pareto charts from the results table.
 
-``load_inputs`` reads the files, ``build_report`` writes ``index.html`` and
-``plots/`` (PNG, SVG and the CSV curves for ``dvc plots``). Method families are
-read from the results table; none is named in the code.
+``load_inputs`` reads the files, ``build_report`` writes ``index.html`` (drawing its
+charts in the browser with the shipped plotly.js), ``data/`` (the rows as Parquet and
+gzipped CSV with their schema) and, for the report stage, ``plots/`` (static PNG/SVG
+figures and the CSV curves for ``dvc plots``). Method families are read from the
+results table; none is named in the code.
 """
 from benchmark.config.report_config import ReportConfig
 from benchmark.report.build import build_report

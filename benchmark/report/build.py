@@ -2,7 +2,8 @@
 
 Everything is written into a temporary folder next to ``out_dir`` that replaces
 it at the end (:func:`benchmark.storage.store.atomic_dir`), so a failed run leaves the
-previous report untouched.
+previous report untouched. The static figures (matplotlib) are drawn only when asked
+(the report stage, for ``dvc plots`` and papers); ``publish`` asks for none.
 """
 from __future__ import annotations
 
@@ -11,12 +12,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from benchmark.report.curves_plot import write_curve_figures
-from benchmark.report.extra_plots import write_extra_figures
+from benchmark.report.assets import PLOTLY, write_assets
 from benchmark.report.headline import dvc_metrics
 from benchmark.report.inputs import ReportInputs
 from benchmark.report.leaderboard import page_context, render_html
-from benchmark.report.plots import write_plots
 from benchmark.report.published import Published, load_published, reproduction_rows
 from benchmark.report.tables import (
     default_view,
@@ -25,6 +24,8 @@ from benchmark.report.tables import (
     missing_notices,
     wide_table,
 )
+from benchmark.storage.downloads import DownloadTable, write_downloads
+from benchmark.storage.results_schema import COLUMNS
 from benchmark.storage.store import StoreError, atomic_dir, write_json, write_text
 
 MARKER = ".uq-report"  # marks a folder this module wrote, so it may replace it
@@ -56,10 +57,24 @@ def default_rows(wide: pd.DataFrame, config) -> pd.DataFrame:
     return default_view(wide, config.fit, config.confidence)
 
 
-def build_report(inputs: ReportInputs, out_dir, *, published: Published | None = None, progress: bool = True) -> Path:
-    """Write ``index.html``, ``data/`` (the tables), ``plots/``, ``plots/data/`` and ``headline/``
-    (the compact headline that ``dvc metrics show`` prints) under ``out_dir``; return the page path.
+def downloads_of(inputs: ReportInputs) -> dict[str, DownloadTable]:
+    """The tables written to ``data/`` for download: ``inputs.downloads``, else the results table as ``rows``."""
+    if inputs.downloads is not None:
+        return inputs.downloads
+    return {"rows": DownloadTable(inputs.results, COLUMNS, "the results table: one row per (suite, split, method, metric)")}
 
+
+def build_report(inputs: ReportInputs, out_dir, *, published: Published | None = None, progress: bool = True,
+                 figures: bool = True, assets: str | None = None) -> Path:
+    """Write ``index.html``, ``data/`` (the page's split tables as script files; the rows for download as
+    Parquet and gzipped CSV with ``schema.json``), ``headline/`` (the compact headline that ``dvc metrics
+    show`` prints) and, with ``figures``, ``plots/`` (static PNG/SVG figures of report.plot_metrics x
+    report.plot_splits in report.formats) and ``plots/data/`` (their points and frontiers for ``dvc plots``)
+    under ``out_dir``; return the page path.
+
+    The page draws its Pareto charts itself (plotly.js): it needs none of the figures. ``assets`` is the
+    URL (relative to the page, ending in '/') of a folder where the caller put the shared files of
+    :mod:`benchmark.report.assets` (a site: one copy for all pages); None writes them to ``assets/``.
     ``published`` defaults to the package's ``published.yaml``. Raises
     ``ValueError`` for a results table with repeated rows and
     :class:`benchmark.storage.store.StoreError` for an output folder it may not replace.
@@ -72,11 +87,24 @@ def build_report(inputs: ReportInputs, out_dir, *, published: Published | None =
     pub = published if published is not None else load_published()
     repro = reproduction_rows(pub, wide, cfg.reproduction_fits)
     with atomic_dir(out) as tmp:
-        plots = write_plots(default_rows(wide, cfg), cfg, tmp, progress=progress)
+        if assets is None:
+            write_assets(tmp / "assets")
+        plots = {}
+        if figures:
+            from benchmark.report.plots import write_plots
+
+            plots = write_plots(default_rows(wide, cfg), cfg, tmp, progress=progress)
         context, files = page_context(inputs, wide, metrics, plots, repro, notices)
-        context["figures"] = write_extra_figures(context["headline"], default_rows(wide, cfg), cfg, tmp)
-        write_curve_figures(context["headline"], default_rows(wide, cfg), cfg, tmp, inputs.logits_dir, context["figures"],
-                            inputs.methods_dir)
+        context["plotly"] = (assets if assets is not None else "assets/") + PLOTLY
+        if figures and cfg.formats:
+            from benchmark.report.curves_plot import write_curve_figures
+            from benchmark.report.extra_plots import write_extra_figures
+
+            context["figures"] = write_extra_figures(context["headline"], default_rows(wide, cfg), cfg, tmp)
+            write_curve_figures(context["headline"], default_rows(wide, cfg), cfg, tmp, inputs.logits_dir, context["figures"],
+                                inputs.methods_dir)
+        data = write_downloads(tmp / "data", downloads_of(inputs), prefix="data/")
+        context["downloads"], context["schema"] = data["tables"], data["schema"]
         for rel, text in files.items():
             write_text(tmp / rel, text)
         for rel, obj in dvc_metrics(context["headline"], cfg).items():

@@ -45,11 +45,15 @@ def _best(rows: pd.DataFrame, metric: str):
     """Index of the best row for ``metric`` (None when no finite value)."""
     if rows.empty or metric not in rows.columns:
         return None
-    vals = rows[metric].astype(float)
-    if not np.isfinite(vals).any():
+    vals = rows[metric].to_numpy(dtype=float)
+    finite = np.isfinite(vals)
+    if not finite.any():
         return None
-    key = _better(metric)
-    return min(rows.index, key=lambda i: (key(vals[i]), str(rows.at[i, "members"]), str(rows.at[i, "method"])))
+    hib = METRICS[metric].higher_is_better if metric in METRICS else False
+    key = np.where(finite, -vals if hib else vals, np.inf)
+    # best value, then members, then method (text order); the first row of a tie
+    text = [np.array([str(v) for v in rows[c]], dtype=str) for c in ("method", "members")]
+    return rows.index[np.lexsort((*text, key))[0]]
 
 
 def paired_lookup(paired: pd.DataFrame | None) -> dict:
@@ -163,9 +167,10 @@ def headline(view: pd.DataFrame, config, *, paired: dict | None = None, ranges: 
     """
     paired, ranges = paired or {}, ranges or {}
     metrics = list(config.headline_metrics)  # a metric the split lacks is NaN (sorted last)
-    ref = view["family"] == config.reference_family
-    has_balance = np.isfinite(view["balance"].astype(float)) & ~ref
-    bases = sorted(set(view.loc[~ref & (view["base"] != ""), "base"]))
+    ref = (view["family"] == config.reference_family).to_numpy()
+    has_balance = np.isfinite(view["balance"].to_numpy(dtype=float)) & ~ref
+    by_base = {b: idx for b, idx in view.groupby("base", sort=True).indices.items()}  # positions of each base's rows
+    bases = sorted(b for b, idx in by_base.items() if b != "" and (~ref[idx]).any())
     entries: list[dict] = []
     index: dict[tuple, int] = {}
     order: dict[str, list] = {m: [] for m in metrics}
@@ -178,17 +183,19 @@ def headline(view: pd.DataFrame, config, *, paired: dict | None = None, ranges: 
         return index[(i, kind)]
 
     for b in bases:
-        alone_rows = view[ref & (view["base"] == b)]
+        idx = by_base[b]
+        alone_rows = view.iloc[idx[ref[idx]]]
         alone = alone_rows.iloc[0].to_dict() if len(alone_rows) else None
         fixed = []
         if alone is not None:
             fixed.append((add(alone_rows.index[0], "alone", None), "base alone"))
-        for i in view.index[~ref & ~has_balance & (view["base"] == b)]:
+        for i in view.index[idx[~ref[idx] & ~has_balance[idx]]]:
             fixed.append((add(i, "other", alone), view.at[i, "family"].replace("_", " ")))
-        duos = view[has_balance & (view["base"] == b)]
+        duos = view.iloc[idx[has_balance[idx]]]
+        cheap_duos = duos[duos["balance"].to_numpy(dtype=float) <= cap + 1e-12]
         for m in metrics:
             order[m] += fixed
-            cheap = _best(duos[duos["balance"].astype(float) <= cap + 1e-12], m)
+            cheap = _best(cheap_duos, m)
             best = _best(duos, m)
             if cheap is not None:
                 order[m].append((add(cheap, "duo", alone), f"best duo, balance ≤ {cap:g}" + (" (also best overall)" if cheap == best else "")))

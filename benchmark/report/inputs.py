@@ -35,6 +35,8 @@ class ReportInputs:
     paired: pd.DataFrame | None = None  # results/paired.csv: paired-bootstrap differences duo - base
     logits_dir: str | None = None  # results/logits: risk-coverage and reliability curves of the headline rows
     methods_dir: str | None = None  # results/methods: the same for method outputs (SVE, soups, ...); None = beside logits
+    # tables written to data/ for download (Parquet, gzipped CSV, schema.json); None = the results table as "rows"
+    downloads: dict | None = None  # name -> benchmark.storage.downloads.DownloadTable
 
 
 def results_from_frame(df: pd.DataFrame, *, source: str = "results table") -> tuple[pd.DataFrame, list[str]]:

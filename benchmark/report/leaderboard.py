@@ -1,10 +1,13 @@
 """The leaderboard page: context building and Jinja2 rendering (autoescaped).
 
-The page is one self-contained ``index.html`` (CSS and JavaScript inlined, no
-network) next to its ``plots/`` folder; it works opened from the file system.
+The page is one ``index.html`` (CSS and JavaScript inlined) next to its ``data/``
+folder and the charting library (:mod:`benchmark.report.assets`); it works opened
+from the file system and loads nothing from a network (its Content-Security-Policy
+forbids it).
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -12,7 +15,6 @@ import yaml
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from benchmark.core.metric_info import METRICS
-from benchmark.report.plots import PLOT_KINDS
 from benchmark.report.headline import compact, headline_context
 from benchmark.report.pagedata import data_script, table_data, to_json
 from benchmark.report.provenance import anchor, file_slug, model_provenance
@@ -20,14 +22,17 @@ from benchmark.report.tables import (
     fmt_metric,
     match_any,
     default_view,
-    member_names,
     metric_direction,
+    models_used,
     preferred,
     split_sort_key,
 )
 
 _HERE = Path(__file__).parent
 _ARROW = {True: "↑", False: "↓", None: ""}
+# what the page may load: its own files only (file:// or the site's host), never a network resource
+CSP = ("default-src 'none'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; "
+       "img-src 'self' data: blob:; font-src 'self'; connect-src 'none'; base-uri 'none'; form-action 'none'")
 
 
 def metric_column(metric: str) -> dict:
@@ -89,15 +94,17 @@ def suites_context(wide: pd.DataFrame, metrics, computed: dict, plots: dict, con
             rows = s[s["split"] == split]
             present = [m for m in metrics if m in computed.get((suite, split), ())]
             figs = [{"metric": m, "label": METRICS[m].label, "kinds": plots[(suite, split)][m]}
-                    for m in config.plot_metrics if m in plots.get((suite, split), {})]
+                    for m in config.plot_metrics if plots.get((suite, split), {}).get(m)]
             key = f"{suite}/{split}"
             path = f"data/{file_slug(suite)}_{file_slug(split)}.js"
             files[path] = data_script(key, table_data(rows, table_columns(present), fit_pref=rows["fit_pref"],
                                                       conf_pref=rows["conf_pref"]))
             sections.append({"name": split, "anchor": anchor("split", key), "open": i == 0, "key": key, "file": path,
                              "total": len(rows), "plots": figs})
+        charted = [sp["key"] for sp in sections if match_any(sp["name"], config.plot_splits)] + [sp["key"] for sp in sections]
         suites.append({
-            "name": suite, "anchor": anchor("suite", suite), "splits": sections,
+            "name": suite, "anchor": anchor("suite", suite), "splits": sections, "chart_split": charted[0] if charted else "",
+            "static": [{"split": sp["name"], "plots": sp["plots"]} for sp in sections if sp["plots"]],
             "filters": [_filter("base", "Base model", s["base"]), _filter("family", "Family", s["family"]),
                         _filter("fit", "Fit", s["fit"], config.fit),
                         _filter("confidence", "Confidence", s["confidence"], config.confidence)],
@@ -145,7 +152,7 @@ def page_context(inputs, wide: pd.DataFrame, metrics, plots: dict, repro_rows: l
                  extra_figures: dict | None = None) -> tuple[dict, dict]:
     """The template's context and the split data files ``{relative path: content}``."""
     cfg = inputs.config
-    used = {n for r in wide.to_dict("records") for n in member_names(r["members"], r["base"], r["sidekick"])}
+    used = models_used(wide)
     computed = inputs.results.groupby(["suite", "split"])["metric"].agg(set).to_dict() if len(wide) else {}
     suites, files = suites_context(wide, metrics, computed, plots, cfg) if len(wide) else ([], {})
     head = headline_context(headline_views(default_view(wide, cfg.fit, cfg.confidence), cfg), cfg, zoo=inputs.zoo,
@@ -164,14 +171,26 @@ def page_context(inputs, wide: pd.DataFrame, metrics, plots: dict, repro_rows: l
         "params_yaml": yaml.safe_dump(inputs.params, sort_keys=False, allow_unicode=True) if inputs.params else "",
         "sources": inputs.sources,
         "defaults": {"fit": cfg.fit, "confidence": cfg.confidence},
-        "plot_kinds": PLOT_KINDS,
+        "plot_kinds": _plot_kinds() if plots else {},
+        "chart_metric": cfg.headline_metric,
+        "charts_json": to_json({"reference": cfg.reference_family,
+                                "metrics": {m: [METRICS[m].label, METRICS[m].higher_is_better] for m in metrics if m in METRICS}}),
+        "csp": CSP,
     }, files
 
 
+def _plot_kinds() -> dict:
+    from benchmark.report.plots import PLOT_KINDS  # matplotlib: only where static figures were drawn
+
+    return PLOT_KINDS
+
+
 def render_html(context: dict) -> str:
-    """Render ``templates/index.html.j2`` with autoescaping; CSS and JS are inlined."""
+    """Render ``templates/index.html.j2`` with autoescaping; CSS and JS are inlined (``context["plotly"]``: the URL
+    of plotly.js, relative to the page)."""
     env = Environment(loader=FileSystemLoader(_HERE / "templates"), autoescape=True,
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    css = (_HERE / "static" / "leaderboard.css").read_text(encoding="utf-8")
-    js = (_HERE / "static" / "leaderboard.js").read_text(encoding="utf-8")
-    return env.get_template("index.html.j2").render(**context, css=css, js=js)
+    static = {name: (_HERE / "static" / f).read_text(encoding="utf-8")
+              for name, f in (("css", "leaderboard.css"), ("js", "leaderboard.js"), ("charts_js", "charts.js"))}
+    charts = json.loads(context["charts_json"]) | {"plotly": context["plotly"]}
+    return env.get_template("index.html.j2").render(**(context | static | {"charts_json": to_json(charts)}))

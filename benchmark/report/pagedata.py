@@ -21,6 +21,7 @@ from benchmark.report.tables import EXTRA_COLUMNS, member_names, method_label
 COST_FORMATS = {"gflops": (".3g", 1.0), "balance": (".3f", 1.0), "params": (".1f", 1e6), "overhead_percent": (".2f", 1.0),
                 "extra_params_percent": (".2f", 1.0), "throughput": (".0f", 1.0), "n": (".0f", 1.0)}
 TEXT_COLUMNS = ("method", "models", "variant")
+CELLS = 9  # fields of a table row before its cells (leaderboard.js: CELLS)
 
 
 def rounded(v, digits: int = 6):
@@ -72,9 +73,9 @@ class Strings:
 def table_data(rows: pd.DataFrame, columns: list[dict], *, fit_pref, conf_pref) -> dict:
     """One split's full table: ``{"s": strings, "columns": [...], "rows": [...]}``.
 
-    A row is ``[base, family, fit, confidence, preferred, balance, hash, [members], cells...]``
+    A row is ``[base, family, fit, confidence, preferred, balance, hash, [members], sidekick, cells...]``
     (strings as indices into ``s``; ``preferred`` = 1 if the preferred fit + 2 if
-    the preferred confidence). Cells follow ``columns``: text columns as string
+    the preferred confidence; :data:`CELLS` fields before the cells). Cells follow ``columns``: text columns as string
     indices (``variant`` as ``[text, tooltip]``), costs as numbers, metrics as
     ``[value, lo, hi]`` (null when missing).
     """
@@ -90,7 +91,7 @@ def table_data(rows: pd.DataFrame, columns: list[dict], *, fit_pref, conf_pref) 
     for i, r in enumerate(rows.to_dict("records")):
         names = member_names(r["members"], r["base"], r["sidekick"])
         row = [s(r["base"]), s(r["family"]), s(r["fit"]), s(r["confidence"]), int(fp[i]) + 2 * int(cp[i]),
-               _cost(r.get("balance")), s(r.get("inputs_hash") or ""), [s(n) for n in names]]
+               _cost(r.get("balance")), s(r.get("inputs_hash") or ""), [s(n) for n in names], s(r.get("sidekick") or "")]
         for c in columns:
             k = c["key"]
             if k == "method":

@@ -34,7 +34,8 @@ from benchmark.core.pareto import pareto_front
 from benchmark.report.plotaxes import clip_axis
 from benchmark.report.provenance import file_slug
 from benchmark.report.tables import match_any, method_label
-from benchmark.storage.store import atomic_path, write_table
+from benchmark.storage.downloads import write_csv
+from benchmark.storage.store import atomic_path
 
 _MARKERS = ["o", "s", "D", "^", "v", "P", "X", "<", ">", "p", "h", "8"]
 RC_PARAMS = {"svg.hashsalt": "uq-benchmark-report", "svg.fonttype": "none", "font.size": 9}
@@ -254,7 +255,7 @@ def _draw_metric(job) -> tuple[dict, pd.DataFrame] | None:
         name = f"{file_slug(suite)}_{file_slug(split)}_{file_slug(metric)}"
         entry: dict = {}
         label = METRICS[metric].label
-        figs = {
+        figs = {} if not config.formats else {
             "gflops": gflops_figure(pts, metric, f"{suite} / {split}: {label} vs cost", colors, marks, config.reference_family),
             "balance": balance_figure(pts, metric, f"{suite} / {split}: {label} vs FLOPs balance", base_colors, marks,
                                       config.reference_family),
@@ -266,7 +267,7 @@ def _draw_metric(job) -> tuple[dict, pd.DataFrame] | None:
                 paths = save_figure(fig, out_dir / "plots" / f"{kind}_{name}", config.formats, config.dpi)
                 entry[kind] = {p.suffix[1:]: p.relative_to(out_dir).as_posix() for p in paths}
         front = frontier_table(pts, metric)
-        write_table(out_dir / "plots" / "data" / "frontier" / f"{name}.csv", front.reset_index(drop=True))
+        write_csv(out_dir / "plots" / "data" / "frontier" / f"{name}.csv", front.reset_index(drop=True))
         return entry, pts.assign(metric=metric, on_front=pts.index.isin(front.index))
 
 
@@ -311,5 +312,5 @@ def write_plots(view: pd.DataFrame, config, out_dir: Path, *, progress: bool = T
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
     for (suite, split), parts in long_parts.items():
-        write_table(out_dir / "plots" / "data" / f"pareto_{file_slug(suite)}_{file_slug(split)}.csv", pd.concat(parts, ignore_index=True))
+        write_csv(out_dir / "plots" / "data" / f"pareto_{file_slug(suite)}_{file_slug(split)}.csv", pd.concat(parts, ignore_index=True))
     return written

@@ -38,6 +38,14 @@ def member_names(members: str, base: str = "", sidekick: str = "") -> list[str]:
     return names or [m for m in (base, sidekick) if m]
 
 
+def models_used(rows: pd.DataFrame) -> set[str]:
+    """Every model name behind the rows (:func:`member_names` of each distinct members, base, sidekick)."""
+    if rows.empty:
+        return set()
+    combos = rows[["members", "base", "sidekick"]].drop_duplicates()
+    return {n for m, b, k in combos.itertuples(index=False, name=None) for n in member_names(m, b, k)}
+
+
 def split_sort_key(split: str):
     """test, shift, ood, val, then corruptions by type and severity, then the rest."""
     if split in _SPLIT_ORDER:
@@ -139,7 +147,7 @@ def missing_notices(results: pd.DataFrame, config, models: pd.DataFrame | None) 
         n_methods = len(no_cost.drop_duplicates(KEY))
         notes.append(f"results: {n_methods} methods have no GFLOPs and are left out of the plots.")
     if models is not None:
-        used = {m for _, r in results.drop_duplicates(KEY).iterrows() for m in member_names(r["members"], r["base"], r["sidekick"])}
+        used = models_used(results)
         absent = sorted(used - set(models["name"]))
         if absent:
             notes.append(f"model table: no entry for {', '.join(absent)}.")

@@ -84,13 +84,14 @@ def test_publish_from_bundles_only_is_byte_identical(bundle, recs, tmp_path, mon
     for f in files:
         assert (sites[0] / f).read_bytes() == (sites[1] / f).read_bytes(), f
     names = {f.as_posix() for f in files}
-    assert {"index.html", "caltech256/index.html", "caltech256/entries.html", "caltech256/data/rows.csv",
-            "caltech256/data/rows.json", "bundles/caltech256/b1/index.html", "bundles/caltech256/b1/manifest.json",
+    assert {"index.html", "assets/plotly-basic.min.js", "caltech256/index.html", "caltech256/entries.html",
+            "caltech256/data/rows.parquet", "caltech256/data/rows.csv.gz", "caltech256/data/schema.json",
+            "bundles/caltech256/b1/index.html", "bundles/caltech256/b1/manifest.json",
             "bundles/caltech256/b2/index.html"} <= names
-    assert any(n.startswith("caltech256/plots/") for n in names)
-    rows_csv = pd.read_csv(sites[0] / "caltech256" / "data" / "rows.csv")
-    rows_json = pd.DataFrame(json.loads((sites[0] / "caltech256" / "data" / "rows.json").read_text()))
-    assert len(rows_csv) == len(rows_json) == len(read_rows(bundle)) and set(rows_csv["status"]) == {VERIFIED}
+    assert not any(n.startswith("caltech256/plots/") or n.endswith(".json") and "/data/rows" in n for n in names)
+    rows_csv = pd.read_csv(sites[0] / "caltech256" / "data" / "rows.csv.gz")
+    rows_pq = pd.read_parquet(sites[0] / "caltech256" / "data" / "rows.parquet")
+    assert len(rows_csv) == len(rows_pq) == len(read_rows(bundle)) and set(rows_pq["status"]) == {VERIFIED}
     for html in sites[0].rglob("*.html"):  # relative links only
         text = html.read_text()
         assert 'href="/' not in text and 'src="/' not in text and "http://" not in text.replace("http://www.w3.org", "")
@@ -131,11 +132,14 @@ def test_site_opens_in_chromium_with_badges(bundle, recs, tmp_path):
         assert page.locator("b").count() == 0
         page.click("text=Leaderboard and plots")
         assert page.url.endswith("caltech256/index.html") and page.locator("table").count() > 0
+        page.wait_for_selector(".chart[data-ready]", state="attached")  # plotly.js from the site's assets/
+        assert page.locator(".chart .scatterlayer .point").count() > 0
         page.go_back()
         page.click("text=entries and downloads")
         assert "verified" in page.locator(".badge").all_inner_texts()
-        page.click("a[href='data/rows.json']")
-        assert json.loads(page.locator("body").inner_text())[0]["suite"] == "caltech256"
+        assert page.locator("a[href='data/rows.parquet']").count() == 1 and page.locator("a[href='data/schema.json']").count() == 1
+        page.click("a[href='data/schema.json']")
+        assert json.loads(page.locator("body").inner_text())["rows"]["fields"][0]["name"] == "suite"
         page.go_back()
         page.locator("a", has_text="manifest").first.click()
         assert page.url.endswith("bundles/caltech256/b1/index.html")

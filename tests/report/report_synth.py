@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from benchmark.report import ReportConfig, ReportInputs, results_from_frame
+from benchmark.report.pagedata import CELLS
 from benchmark.storage.results_schema import COLUMNS
 
 EVIL = "<script>alert(1)</script>"
@@ -115,8 +116,9 @@ def page_rows(report_dir) -> list[dict]:
     for key, d in page_data(report_dir).items():
         s = d["strings"] if "strings" in d else d["s"]
         for r in d["rows"]:
-            rec = {"_key": key, "_base": s[r[0]], "_family": s[r[1]], "_fit": s[r[2]], "_confidence": s[r[3]]}
-            for c, v in zip(d["columns"], r[8:]):
+            rec = {"_key": key, "_base": s[r[0]], "_family": s[r[1]], "_fit": s[r[2]], "_confidence": s[r[3]],
+                   "_sidekick": s[r[8]]}
+            for c, v in zip(d["columns"], r[CELLS:]):
                 if c["metric"]:
                     rec[c["key"]] = np.nan if v[0] is None else v[0]
                 elif c["num"]:
@@ -139,15 +141,40 @@ def big_results(n_models: int = 12) -> pd.DataFrame:
     return synthetic_results(models=models, splits=("test", "shift", "ood", "val", "corrupt-noise-3", "corrupt-blur-3"))
 
 
+def wait_until(page, expression: str, arg=None, timeout: float = 15.0):
+    """Poll ``expression`` (a JavaScript function of ``arg``) until it is truthy; returns its value.
+
+    Playwright's ``wait_for_function`` compiles its predicate with ``eval``, which the pages' Content-Security-Policy
+    refuses; ``evaluate`` runs outside the page's policy."""
+    import time
+
+    end = time.monotonic() + timeout
+    while True:
+        got = page.evaluate(expression, arg)
+        if got:
+            return got
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out after {timeout} s waiting for {expression} ({arg!r})")
+        page.wait_for_timeout(50)
+
+
 def first_render(page) -> dict:
-    """After ``goto``: ms until the headline and the first table were rendered, and the local files loaded."""
+    """After ``goto``: ms until the headline and the first full table were rendered (``ms``: the first render), until
+    the Pareto chart was drawn (``chart_ms``, where the page has one; plotly.js loads after the headline), and the
+    local files loaded (``shared``: those of the site's or report's ``assets/``)."""
     from pathlib import Path
     from urllib.parse import unquote, urlsplit
 
     page.wait_for_selector("details.split[data-ready]", state="attached")
+    charts = page.locator(".chart-panel").count()
+    if charts:
+        page.wait_for_selector(".chart[data-ready]", state="attached")
     marks = page.evaluate("Object.fromEntries(performance.getEntriesByType('mark').map(m => [m.name, m.startTime]))")
     urls = [page.url] + page.evaluate("""[...document.querySelectorAll('script[src]')].map(s => s.src).concat(
         [...document.images].filter(i => i.complete && i.naturalWidth).map(i => i.currentSrc))""")
     files = sorted({Path(unquote(urlsplit(u).path)) for u in urls if u.startswith("file:")})
-    return {"ms": max(marks["uq-headline"], marks["uq-table"]), "files": files,
-            "bytes": sum(f.stat().st_size for f in files)}
+    shared = [f for f in files if f.parent.name == "assets"]
+    return {"ms": max(marks["uq-headline"], marks["uq-table"]), "chart_ms": marks["uq-chart"] if charts else None,
+            "marks": marks,
+            "files": files, "bytes": sum(f.stat().st_size for f in files if f not in shared),
+            "shared_bytes": sum(f.stat().st_size for f in shared)}

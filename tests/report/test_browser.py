@@ -40,7 +40,7 @@ def results():
 def page_url(results, tmp_path_factory):
     cfg = ReportConfig(plot_metrics=("accuracy", "aurc"), plot_splits=("test",), dpi=50)
     inputs = make_inputs(results, config=cfg, models=models_table(MODELS), zoo={EVIL: {"arch": "x", "seed": 0}})
-    return build_report(inputs, tmp_path_factory.mktemp("site") / "reports", progress=False).as_uri()
+    return build_report(inputs, tmp_path_factory.mktemp("site") / "reports", progress=False, figures=False).as_uri()
 
 
 @pytest.fixture(scope="module")
@@ -94,10 +94,8 @@ def test_loads_without_errors_and_with_expected_rows(page, results):
     page.select_option("form.filters select[name=fit]", "")
     page.select_option("form.filters select[name=confidence]", "")
     assert _visible_rows(page).count() == len(results.drop_duplicates(KEY))
-    page.locator(".plot-set:not([hidden]) img").first.scroll_into_view_if_needed()
-    page.wait_for_function("[...document.querySelectorAll('.plot-set:not([hidden]) img')].every(i => i.complete && i.naturalWidth)")
-    imgs = page.eval_on_selector_all(".plot-set:not([hidden]) img", "xs => xs.map(i => i.naturalWidth)")
-    assert len(imgs) == 2 and all(w > 100 for w in imgs)
+    page.wait_for_selector(".chart[data-ready]", state="attached")  # the Pareto chart (tests: test_browser_charts.py)
+    assert page.locator(".chart .scatterlayer .point").count() > 0
     assert page.problems == []
 
 
@@ -154,8 +152,9 @@ def test_filters_hide_rows(page, results):
 
 def test_script_model_name_is_text(page):
     scripts = page.eval_on_selector_all("script", "ss => ss.map(s => [s.type, s.getAttribute('src')])")
-    assert scripts[:2] == [["application/json", None], ["", None]]  # the headline data, the page's script
-    assert all(src and src.startswith("data/") for _, src in scripts[2:])  # then only its own data files
+    # plotly.js from assets/, the headline and chart settings (JSON), the page's script, then its own data files
+    assert scripts[:4] == [["", "assets/plotly-basic.min.js"], ["application/json", None], ["application/json", None], ["", None]]
+    assert all(src and src.startswith("data/") for _, src in scripts[4:])
     cells = page.locator("table.results tbody td.t", has_text=EVIL)
     assert cells.count() > 0
     assert page.locator("article.model h3", has_text=EVIL).inner_text() == EVIL
@@ -164,15 +163,3 @@ def test_script_model_name_is_text(page):
     page.locator(f"td.prov a:text-is('{EVIL}')").first.click()
     assert page.evaluate("decodeURIComponent(location.hash)").startswith("#model-")
     assert page.problems == []  # in particular: no alert dialog
-
-
-def test_plot_tabs_switch_metric(page):
-    page.locator(".plot-tabs button[data-metric=aurc]").click()
-    page.locator(".plot-set[data-metric=aurc] img").first.scroll_into_view_if_needed()
-    page.wait_for_function("[...document.querySelectorAll('.plot-set[data-metric=aurc] img')].every(i => i.complete && i.naturalWidth)")
-    assert page.locator(".plot-set[data-metric=aurc]").is_visible()
-    assert not page.locator(".plot-set[data-metric=accuracy]").is_visible()
-    assert page.locator(".plot-tabs button[data-metric=aurc]").get_attribute("aria-selected") == "true"
-    imgs = page.eval_on_selector_all(".plot-set[data-metric=aurc] img", "xs => xs.map(i => i.naturalWidth)")
-    assert imgs and all(w > 100 for w in imgs)
-    assert page.problems == []

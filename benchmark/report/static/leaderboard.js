@@ -1,10 +1,12 @@
 /* Leaderboard: headline table, full tables rendered from data files on demand (sorted,
-   filtered, paged), plot tabs. Plain JavaScript, no network: data files are script elements. */
+   filtered, paged). Plain JavaScript, no network: data files are script elements. The Pareto
+   charts (charts.js) share the data files and the filters through window.UQ. */
 (function () {
   "use strict";
   document.documentElement.classList.add("js");
   var PAGE = 100;           // rows rendered at a time in a full table
   var PREFERRED = "~preferred";
+  var CELLS = 9;            // fields of a data row before its cells (benchmark.report.pagedata.CELLS)
   var head = JSON.parse(document.getElementById("uq-headline").textContent);
   var ANCHORS = head.anchors || {};
 
@@ -43,24 +45,29 @@
       delete waiting[key];
     }
   };
-  function load(det, then) {
-    var key = det.dataset.key;
+  function loadData(key, file, then, failed) {
     if (store[key]) return then(store[key]);
     if (!waiting[key]) {
       waiting[key] = [];
       var s = document.createElement("script");
-      s.src = det.dataset.file;
-      s.onerror = function () { det.querySelector(".no-match").textContent = "Could not load " + det.dataset.file + "."; det.querySelector(".no-match").hidden = false; };
+      s.src = file;
+      s.onerror = function () { (failed || function () {})(); };
       document.body.appendChild(s);
     }
     waiting[key].push(then);
+  }
+  function load(det, then) {
+    loadData(det.dataset.key, det.dataset.file, then, function () {
+      det.querySelector(".no-match").textContent = "Could not load " + det.dataset.file + ".";
+      det.querySelector(".no-match").hidden = false;
+    });
   }
 
   /* ---- full tables ---- */
   var states = new WeakMap();   // details.split -> {data, order, shown, sortCol, asc}
 
   function cellValue(data, row, c) {
-    var col = data.columns[c], v = row[8 + c];
+    var col = data.columns[c], v = row[CELLS + c];
     if (col.metric) return v ? v[0] : null;
     if (col.num) return v;
     return Array.isArray(v) ? data.s[v[0]] : data.s[v];
@@ -88,7 +95,7 @@
     tr.dataset.fit = s[row[2]]; tr.dataset.confidence = s[row[3]];
     tr.dataset.balance = sortText(row[5]);
     data.columns.forEach(function (c, i) {
-      var v = row[8 + i], td;
+      var v = row[CELLS + i], td;
       if (c.metric) {
         td = el("td", v[0] === null ? "nan" : "", fmtMetric(v[0]));
         td.dataset.sort = sortText(v[0]);
@@ -137,15 +144,19 @@
     return true;
   }
 
-  function render(det) {
-    var st = states.get(det);
-    if (!st) return;
-    var data = st.data, form = det.closest("section.suite").querySelector("form.filters");
+  function selection(form) {
     var f = function (n) { return form.elements.namedItem(n); };
     var want = { base: f("base").value, family: f("family").value, fit: f("fit").value, confidence: f("confidence").value };
     var range = { min: parseFloat(f("bmin").value), max: parseFloat(f("bmax").value), keepNone: f("nobalance").checked };
     range.on = !isNaN(range.min) || !isNaN(range.max);
-    var rows = st.order.filter(function (i) { return passes(data, data.rows[i], want, range); });
+    return { want: want, range: range, ci: f("ci").checked };
+  }
+
+  function render(det) {
+    var st = states.get(det);
+    if (!st) return;
+    var data = st.data, sel = selection(det.closest("section.suite").querySelector("form.filters"));
+    var rows = st.order.filter(function (i) { return passes(data, data.rows[i], sel.want, sel.range); });
     var tbody = det.querySelector("table.results").tBodies[0], frag = document.createDocumentFragment();
     rows.slice(0, st.shown).forEach(function (i) { frag.appendChild(renderRow(data, data.rows[i])); });
     tbody.replaceChildren(frag);
@@ -194,7 +205,6 @@
       th.setAttribute("aria-sort", ascending ? "ascending" : "descending");
       sortRows(st, parseInt(btn.dataset.col, 10), btn.dataset.num === "1", ascending);
       render(det);
-      if (th.dataset.metric) showPlot(det.querySelector(".plots"), th.dataset.metric);
       return;
     }
     var more = ev.target.closest(".pager button");
@@ -204,6 +214,14 @@
       render(d);
     }
   });
+
+  // shared with the charts (charts.js)
+  window.UQ.CELLS = CELLS;
+  window.UQ.load = loadData;
+  window.UQ.passes = passes;
+  window.UQ.selection = selection;
+  window.UQ.fmtMetric = fmtMetric;
+  window.UQ.fmtCost = fmtCost;
 
   document.querySelectorAll("details.split").forEach(function (det) {
     det.addEventListener("toggle", function () { openSplit(det); });
@@ -220,22 +238,6 @@
     form.addEventListener("change", apply);
     form.addEventListener("reset", function () { setTimeout(apply, 0); });
     apply();
-  });
-
-  /* ---- plot tabs: one metric at a time beside the table ---- */
-  function showPlot(panel, metric) {
-    if (!panel || !panel.querySelector('.plot-set[data-metric="' + CSS.escape(metric) + '"]')) return;
-    panel.querySelectorAll(".plot-tabs button").forEach(function (b) {
-      b.setAttribute("aria-selected", b.dataset.metric === metric ? "true" : "false");
-    });
-    panel.querySelectorAll(".plot-set").forEach(function (s) { s.hidden = s.dataset.metric !== metric; });
-  }
-
-  document.querySelectorAll(".plots").forEach(function (panel) {
-    panel.addEventListener("click", function (ev) {
-      var b = ev.target.closest(".plot-tabs button");
-      if (b) showPlot(panel, b.dataset.metric);
-    });
   });
 
   /* ---- headline ---- */

@@ -1,0 +1,136 @@
+"""``publish`` at the papers' scale: a synthetic bundle for every suite under suites/ (its zoo, its splits; made
+through ``submit`` by tests/benchmarks/paper_scale.py) plus the committed embedded bundle, published together.
+
+Targets (issue 25): publish of all of them within 5 minutes on 2 cores (wall, ``python -m benchmark publish``);
+the whole site at most 250 MB with no file over 25 MB; the embedded default's part (its pages, data and bundle
+copy, and the shared assets) at most 20 MB; each suite page's first render in Chromium (headline and first full
+table drawn, from the file system) under 1 s, and its Pareto chart (plotly.js loads after the headline) within
+2 s (ours); publish's CPU time and the site's size grow at
+most linearly in rows, measured at 0.5x and 1x the rows (half of each suite's reported splits). The 10x
+estimate (a straight line through the two) is printed and kept in the benchmark's ``extra_info``.
+
+The bundles are made once and kept in pytest's cache (``.pytest_cache/d/paper-scale/``; the key covers the
+generator, the suites, the zoos and the bundle code). Run for real (numbers for the README: a quiet machine)::
+
+    pytest --benchmark-enable tests/benchmarks/test_bench_site_scale.py -s
+"""
+from __future__ import annotations
+
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "report"))
+from paper_scale import cached_bundles, suite_names  # noqa: E402
+from report_synth import CHROMIUM, CHROMIUM_ARGS, first_render  # noqa: E402
+
+MB = 1_000_000
+LIMITS = {"publish_s": 300, "site_bytes": 250 * MB, "file_bytes": 25 * MB, "embedded_bytes": 20 * MB, "render_ms": 1000,
+          "chart_ms": 2000}
+SLACK = 1.25  # a ratio up to 25% over proportional still counts as linear (timing noise, fixed costs shrink)
+SCALES = (0.5, 1.0)
+_SITES: dict[float, dict] = {}
+
+
+@pytest.fixture(scope="module")
+def bundles(request):
+    cache = request.config.cache.mkdir("paper-scale")
+    return {s: cached_bundles(cache, s) for s in SCALES}
+
+
+@pytest.fixture(scope="module")
+def out_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("paper-scale-sites")
+
+
+def _publish(bundles: dict, out_dir: Path, scale: float) -> dict:
+    """``python -m benchmark publish`` of the bundles of ``scale`` (a fresh process, as a user runs it): wall and CPU
+    seconds, rows, the site's files."""
+    folder, rows = bundles[scale]
+    site = out_dir / f"site-{scale:g}"
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "benchmark", "publish", "--bundles", str(folder), "--out", str(site), "--quiet"],
+                   check=True, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    files = {p.relative_to(site).as_posix(): p.stat().st_size for p in site.rglob("*") if p.is_file()}
+    embedded = sum(n for f, n in files.items() if f.startswith(("embedded/", "bundles/embedded/", "assets/")) or "/" not in f)
+    _SITES[scale] = {"site": site, "wall": wall, "cpu": after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime,
+                     "rows": sum(rows.values()), "suites": rows, "bytes": sum(files.values()), "files": len(files),
+                     "largest": max(files.items(), key=lambda kv: kv[1]), "embedded_bytes": embedded}
+    return _SITES[scale]
+
+
+def _site(bundles, out_dir, scale: float) -> dict:
+    return _SITES.get(scale) or _publish(bundles, out_dir, scale)
+
+
+def _extrapolate(a: dict, b: dict, key: str, rows: float) -> float:
+    slope = (b[key] - a[key]) / (b["rows"] - a["rows"])
+    return b[key] + slope * (rows - b["rows"])
+
+
+def test_bench_publish_paper_scale(benchmark, bundles, out_dir):
+    half = _publish(bundles, out_dir, 0.5)
+    full = benchmark.pedantic(lambda: _publish(bundles, out_dir, 1.0), rounds=1, iterations=1)
+    assert set(full["suites"]) == set(suite_names()) | {"embedded"}
+    ten = {k: _extrapolate(half, full, k, 10 * full["rows"]) for k in ("wall", "cpu", "bytes")}
+    report = {f"{s:g}x": {k: v for k, v in _SITES[s].items() if k not in ("site", "suites")} for s in SCALES}
+    report["10x estimate"] = {"rows": 10 * full["rows"], **ten}
+    benchmark.extra_info.update({k: {kk: str(vv) for kk, vv in v.items()} for k, v in report.items()})
+    print(f"\npaper-scale publish: {report}")
+    assert full["wall"] <= LIMITS["publish_s"], f"publish took {full['wall']:.0f} s"
+    assert full["bytes"] <= LIMITS["site_bytes"], f"site {full['bytes'] / MB:.1f} MB"
+    assert full["largest"][1] <= LIMITS["file_bytes"], f"largest file {full['largest']}"
+    assert full["embedded_bytes"] <= LIMITS["embedded_bytes"], f"embedded part {full['embedded_bytes'] / MB:.1f} MB"
+    growth = full["rows"] / half["rows"]
+    assert growth > 1.4  # the two sizes differ enough to tell a line from a curve
+    assert full["cpu"] / half["cpu"] <= SLACK * growth, f"CPU {half['cpu']:.0f} s -> {full['cpu']:.0f} s for rows x{growth:.2f}"
+    assert full["bytes"] / half["bytes"] <= SLACK * growth, f"size {half['bytes']} -> {full['bytes']} for rows x{growth:.2f}"
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} not found: apt-get install chromium")
+def test_bench_first_render_paper_scale(benchmark, bundles, out_dir):
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright not installed: pip install playwright")
+    site = _site(bundles, out_dir, 1.0)["site"]
+    pages = sorted(p for p in site.glob("*/index.html") if p.parent.name not in ("assets", "bundles"))
+    assert {p.parent.name for p in pages} == set(suite_names()) | {"embedded"}
+    times: dict[str, list[float]] = {}
+    charts: dict[str, list[float]] = {}
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+
+        def render(page_path: Path):
+            page = browser.new_page(viewport={"width": 1500, "height": 1000})
+            errors = []
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(page_path.as_uri())
+            r = first_render(page)
+            times.setdefault(page_path.parent.name, []).append(r["ms"])
+            charts.setdefault(page_path.parent.name, []).append(r["chart_ms"])
+            page.close()
+            assert errors == []
+
+        for page_path in pages:
+            if page_path.parent.name != "cifar100":
+                for _ in range(3):
+                    render(page_path)
+        biggest = site / "cifar100" / "index.html"  # CIFAR-100-C: the most splits and rows
+        benchmark.pedantic(lambda: render(biggest), rounds=3, iterations=1, warmup_rounds=1)
+        browser.close()
+    medians = {k: round(statistics.median(v)) for k, v in times.items()}
+    chart = {k: round(statistics.median(v)) for k, v in charts.items()}
+    benchmark.extra_info.update(first_render_ms=medians, chart_ms=chart)
+    print(f"\nfirst render (median ms): {medians}\nchart drawn (median ms): {chart}")
+    slow = {k: v for k, v in medians.items() if v >= LIMITS["render_ms"]}
+    assert not slow, f"first render over {LIMITS['render_ms']} ms: {slow}"
+    slow = {k: v for k, v in chart.items() if v >= LIMITS["chart_ms"]}
+    assert not slow, f"chart drawn after more than {LIMITS['chart_ms']} ms: {slow}"

@@ -262,7 +262,7 @@ def make_bundles(out: Path, scale: float = 1.0, *, progress: bool = False) -> di
             print(f"paper_scale: {suite}: {rows[suite]} rows", file=sys.stderr)
         submit(suite, out / suite / "paper-scale", root=work, contributor=CONTRIBUTOR)
         shutil.rmtree(folder / "results")
-    for b in find_bundles(ROOT / "leaderboard"):
+    for b in find_bundles(ROOT / "leaderboard")[0]:
         shutil.copytree(b, out / b.relative_to(ROOT / "leaderboard"))
         rows[b.parent.name] = rows.get(b.parent.name, 0) + _bundle_rows(b)
     shutil.rmtree(work)

@@ -34,6 +34,19 @@ over sidekick seeds is 0. When no spread exists for the ``(split, metric)`` (no
 seed group in the zoo, or the group's rows are missing), ``sd_seed`` is NaN and
 ``seed_source = "none"``: the noise is the bootstrap error alone (NaN without an
 interval), and :func:`describe` says so.
+
+What the headline and the README rank are *differences to the base alone*
+(:func:`differences`: a method's value minus the reference family's value of
+its base). Their training noise (:func:`difference_noise`) is the seed spread of
+the same kind of difference over a seed group's bases (a duo minus its base,
+over the group's bases with the same sidekick): "own" as soon as the row's base
+is in a group; otherwise the fallback of the ``(split, metric)``, the largest
+such spread (of values where no difference has one). A difference is *within
+noise* when ``|diff| <= FACTOR * sd_seed`` (:data:`FACTOR` = 2). A ``(split,
+metric)`` is *noise-dominated* when the median ``|diff|`` of what is ranked is
+below ``FACTOR`` times the largest seed sd of a model alone
+(:func:`reference_noise`, :func:`noise_dominated`): retraining one model would
+reorder the ranking.
 """
 from __future__ import annotations
 
@@ -166,27 +179,49 @@ def fallback_spread(spread: pd.DataFrame) -> pd.DataFrame:
     return idx[["split", "metric", "sd", "n"]].reset_index(drop=True)
 
 
+def seed_sd(rows: pd.DataFrame, groups: list[SeedGroup], *, spread: pd.DataFrame | None = None, own: str = "all",
+            fallback: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Each row's seed spread, same index as ``rows``: ``sd_seed``, ``seeds`` (rows it was measured over; 0 when
+    none) and ``seed_source``: ``own`` (the sd of the row's seed siblings, :func:`seed_spread`), ``fallback`` (the
+    largest sd of the row's ``(split, metric)``: ``fallback``, default :func:`fallback_spread` of ``spread``) or
+    ``none`` (NaN).
+
+    ``own="all"`` (the gate): a row takes its own spread only when every model of its ``members`` is in a seed
+    group, so that its siblings vary all of them. ``own="base"`` (differences to the base alone, :func:`difference_noise`):
+    when its ``base`` is, e.g. a duo of a group's base with a sidekick of no group, whose siblings are the group's
+    other bases with that sidekick."""
+    if own not in ("all", "base"):
+        raise ValueError(f"seed_sd: own must be 'all' or 'base', got {own!r}")
+    spread = seed_spread(rows, groups) if spread is None else spread
+    fallback = fallback_spread(spread) if fallback is None else fallback
+    keyed = pd.concat([rows[SPREAD_KEY].astype(str), seedless(rows, groups)], axis=1)
+    mine = keyed.merge(spread[SPREAD_KEY + MODEL_COLUMNS + ["sd", "n"]], on=SPREAD_KEY + MODEL_COLUMNS, how="left")
+    fb = keyed[["split", "metric"]].merge(fallback[["split", "metric", "sd", "n"]], on=["split", "metric"], how="left")
+    to = group_of(groups)
+    if own == "all":
+        complete = rows["members"].astype(str).map(lambda m: all(x in to for x in m.split("+"))).to_numpy()
+    else:
+        complete = rows["base"].astype(str).isin(list(to)).to_numpy()
+    has_own = mine["sd"].notna().to_numpy() & complete
+    sd = np.where(has_own, mine["sd"], fb["sd"]).astype(float)
+    n = np.where(has_own, mine["n"], fb["n"]).astype(float)
+    source = np.where(has_own, "own", np.where(np.isfinite(sd), "fallback", "none"))
+    return pd.DataFrame({"sd_seed": sd, "seeds": np.nan_to_num(n).astype(int), "seed_source": source}, index=rows.index)
+
+
 def row_noise(rows: pd.DataFrame, groups: list[SeedGroup], *, level: float, spread: pd.DataFrame | None = None) -> pd.DataFrame:
     """Each row's noise, same index as ``rows``: ``sd_seed``, ``seeds`` (the rows its spread was measured
     over; 0 when none), ``seed_source`` (own: every model of the row is in a seed group and the row has seed
-    siblings | fallback | none), ``se_boot`` and ``noise =
+    siblings | fallback | none; :func:`seed_sd`), ``se_boot`` and ``noise =
     sqrt(sd_seed^2 + se_boot^2)`` (``sd_seed`` NaN counts as 0; NaN when neither is known)."""
-    spread = seed_spread(rows, groups) if spread is None else spread
-    keyed = pd.concat([rows[SPREAD_KEY].astype(str), seedless(rows, groups)], axis=1)
-    own = keyed.merge(spread[SPREAD_KEY + MODEL_COLUMNS + ["sd", "n"]], on=SPREAD_KEY + MODEL_COLUMNS, how="left")
-    fb = keyed[["split", "metric"]].merge(fallback_spread(spread), on=["split", "metric"], how="left")
-    to = group_of(groups)
-    complete = rows["members"].astype(str).map(lambda m: all(x in to for x in m.split("+"))).to_numpy()
-    has_own = own["sd"].notna().to_numpy() & complete
-    sd = np.where(has_own, own["sd"], fb["sd"]).astype(float)
-    n = np.where(has_own, own["n"], fb["n"]).astype(float)
-    source = np.where(has_own, "own", np.where(np.isfinite(sd), "fallback", "none"))
+    out = seed_sd(rows, groups, spread=spread, own="all")
+    sd = out["sd_seed"].to_numpy(dtype=float)
     se = bootstrap_se(rows, level).to_numpy(dtype=float)
     has_ci = np.isfinite(pd.to_numeric(rows.get("ci_low", pd.Series(math.nan, index=rows.index)), errors="coerce").to_numpy(dtype=float))
     noise = np.sqrt(np.nan_to_num(sd) ** 2 + se ** 2)
-    noise = np.where(np.isfinite(sd) | has_ci, noise, math.nan)
-    return pd.DataFrame({"sd_seed": sd, "seeds": np.nan_to_num(n).astype(int), "seed_source": source, "se_boot": se,
-                         "noise": noise}, index=rows.index)
+    out["se_boot"] = se
+    out["noise"] = np.where(np.isfinite(sd) | has_ci, noise, math.nan)
+    return out
 
 
 def describe(noise: pd.DataFrame, groups: list[SeedGroup]) -> str:
@@ -198,3 +233,93 @@ def describe(noise: pd.DataFrame, groups: list[SeedGroup]) -> str:
     names = "; ".join(f"{g.label}: {', '.join(g.names)}" for g in groups)
     return (f"seed groups {names}; seed spread of the row's own seeds for {int(c.get('own', 0))} rows, the largest "
             f"spread of the split and metric (fallback) for {int(c.get('fallback', 0))}, none for {int(c.get('none', 0))}")
+
+
+# ---- differences to the base alone: what a ranking rests on ------------------------------------------------
+
+FACTOR = 2.0  # a difference within FACTOR seed sds of its kind is within training-seed noise
+
+
+def differences(rows: pd.DataFrame, reference_family: str) -> pd.DataFrame:
+    """The rows outside ``reference_family`` whose base has a reference row ("the base alone"), with ``value``
+    replaced by ``value - value(base alone)`` (same ``suite`` where given, ``split``, ``base``, ``metric``; the
+    first such reference row in ``rows``' order: pass one variant per method) and no interval (``ci_low``,
+    ``ci_high`` NaN: a difference's interval is the paired bootstrap's). Same index as ``rows``."""
+    key = [c for c in ("suite", "split", "base", "metric") if c in rows.columns]
+    ref = rows["family"].astype(str).to_numpy() == reference_family
+    alone = rows.loc[ref, key + ["value"]].astype({c: str for c in key}).drop_duplicates(key, keep="first")
+    others = rows.loc[~ref]
+    a = others[key].astype(str).merge(alone.rename(columns={"value": "_alone"}), on=key, how="left")["_alone"]
+    a = pd.to_numeric(a, errors="coerce").to_numpy(dtype=float)
+    out = others.copy()
+    out["value"] = pd.to_numeric(others["value"], errors="coerce").to_numpy(dtype=float) - a
+    for c in ("ci_low", "ci_high"):
+        if c in out.columns:
+            out[c] = math.nan
+    return out[~np.isnan(a)]
+
+
+def within_noise(diff, sd, factor: float = FACTOR):
+    """``|diff| <= factor * sd``; None where either is not finite (no judgement)."""
+    if diff is None or sd is None or not (np.isfinite(diff) and np.isfinite(sd)):
+        return None
+    return bool(abs(diff) <= factor * sd)
+
+
+def difference_noise(rows: pd.DataFrame, groups: list[SeedGroup], reference_family: str, *,
+                     factor: float = FACTOR) -> pd.DataFrame:
+    """Training-seed noise of each row's difference to its base alone (:func:`differences`), index of those rows.
+
+    Columns ``diff``, ``sd_seed``, ``seeds``, ``seed_source``, ``within``. ``sd_seed`` is the spread over the
+    seeds of a seed group of the same kind's difference (:func:`seed_spread` of the differences: e.g. duo minus
+    base over the group's bases with the same sidekick, method, fit and confidence; ``seed_source = "own"``),
+    for a row whose base is in a seed group and that has such siblings (:func:`seed_sd` with ``own="base"``).
+    Otherwise the conservative fallback of the ``(split, metric)``: the largest sd of differences of any kind
+    (:func:`fallback_spread`), and where no difference has a spread there, the largest sd of values (the
+    reference family's included). ``within = |diff| <= factor * sd_seed`` (:func:`within_noise`: None without a
+    spread, ``seed_source = "none"``)."""
+    diffs = differences(rows, reference_family)
+    cols = ["diff", "sd_seed", "seeds", "seed_source", "within"]
+    if diffs.empty:
+        return pd.DataFrame(columns=cols, index=diffs.index)
+    dspread = seed_spread(diffs, groups)
+    fb = fallback_spread(dspread)
+    vfb = fallback_spread(seed_spread(rows, groups))
+    have = set(zip(fb["split"], fb["metric"]))
+    fb = pd.concat([fb, vfb[[(s, m) not in have for s, m in zip(vfb["split"], vfb["metric"])]]], ignore_index=True)
+    out = seed_sd(diffs, groups, spread=dspread, own="base", fallback=fb)
+    out.insert(0, "diff", diffs["value"].to_numpy(dtype=float))
+    out["within"] = [within_noise(d, s, factor) for d, s in zip(out["diff"], out["sd_seed"])]
+    return out[cols]
+
+
+def reference_noise(rows: pd.DataFrame, groups: list[SeedGroup], reference_family: str) -> pd.DataFrame:
+    """Per ``(split, metric)``: ``sd``, ``n``: the largest seed sd of the reference family's values over the seed
+    groups (:func:`fallback_spread` of the single models' :func:`seed_spread`): how far one retraining moves a
+    model alone."""
+    return fallback_spread(seed_spread(rows[rows["family"].astype(str) == reference_family], groups))
+
+
+def noise_dominated(ranked: pd.DataFrame, reference: pd.DataFrame, factor: float = FACTOR) -> pd.DataFrame:
+    """Whether the differences a ranking rests on stand above the training-seed noise, per ``(split, metric)``.
+
+    ``ranked``: ``split``, ``metric``, ``diff`` (the differences to the base alone that are ranked, e.g. the
+    headline's non-reference entries); ``reference``: ``split``, ``metric``, ``sd``, ``n``
+    (:func:`reference_noise`). Returns ``split``, ``metric``, ``sd``, ``n``, ``entries`` (finite differences),
+    ``median`` (``median |diff|``) and ``dominated``::
+
+        dominated  <=>  median_i |diff_i|  <  factor * sd
+
+    so that a typical ranked difference is smaller than what retraining one model moves it. False where either
+    side is unknown (no seed group, no difference): nothing measured says the split is noise.
+    """
+    d = ranked[["split", "metric"]].astype(str).assign(absdiff=pd.to_numeric(ranked["diff"], errors="coerce").abs())
+    d = d[np.isfinite(d["absdiff"])]
+    med = d.groupby(["split", "metric"], sort=True)["absdiff"].agg(entries="size", median="median").reset_index()
+    keys = pd.concat([ranked[["split", "metric"]].astype(str), reference[["split", "metric"]].astype(str)]).drop_duplicates()
+    ref = reference[["split", "metric", "sd", "n"]].astype({"split": str, "metric": str})
+    out = keys.merge(ref, on=["split", "metric"], how="left").merge(med, on=["split", "metric"], how="left")
+    out["entries"] = out["entries"].fillna(0).astype(int)
+    sd, m = out["sd"].to_numpy(dtype=float), out["median"].to_numpy(dtype=float)
+    out["dominated"] = np.isfinite(sd) & np.isfinite(m) & (m < factor * np.nan_to_num(sd))
+    return out.sort_values(["split", "metric"], kind="stable").reset_index(drop=True)

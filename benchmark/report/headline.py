@@ -11,20 +11,26 @@ Each entry carries the difference to the base alone; for rows that the evaluate
 stage compared with a paired bootstrap (``results/paired.csv``: duo minus base
 on the same resamples) the interval and whether it excludes 0.
 
-Training-seed spread (:func:`seed_groups`, :func:`seed_spread`): zoo entries
-that differ only in ``seed`` are one model trained several times; the spread of
-their metrics is the noise a single training run carries, which the bootstrap
-interval (test-sample noise only) does not cover.
+Training-seed noise (:mod:`benchmark.report.headline_noise`, :mod:`benchmark.core.noise`):
+zoo entries that differ only in ``seed`` are one model trained several times;
+the spread of their metrics is the noise a single training run carries, which
+the bootstrap interval (test-sample noise only) does not cover. Every entry's
+difference is judged against the seed spread of that kind of difference
+(``within_seed``: ``|diff| <= 2 sd``; ``seed_source``: own group, fallback or
+none); an interval that excludes 0 is a *finding* only outside that noise. A
+split whose ranked differences are typically within the seed spread of a model
+alone is *noise-dominated* for that metric: its entries keep a fixed order.
 """
 from __future__ import annotations
 
-import json
 import math
 
 import numpy as np
 import pandas as pd
 
+from benchmark.core import noise
 from benchmark.core.metric_info import METRICS
+from benchmark.report.headline_noise import SplitNoise, seed_notes, split_noise, spread_records
 from benchmark.report.pagedata import rounded
 from benchmark.report.tables import member_names, method_label
 
@@ -66,71 +72,15 @@ def paired_lookup(paired: pd.DataFrame | None) -> dict:
                                     keep["ci_high"])}
 
 
-def seed_groups(zoo: dict) -> dict[str, list[str]]:
-    """Zoo entries that differ only in ``seed``: label -> names (sorted); groups of two or more."""
-    groups: dict[str, list[str]] = {}
-    for name, entry in zoo.items():
-        if not isinstance(entry, dict) or "seed" not in entry:
-            continue
-        key = json.dumps({k: v for k, v in entry.items() if k != "seed"}, sort_keys=True, default=str)
-        groups.setdefault(key, []).append(str(name))
-    out = {}
-    for key, names in groups.items():
-        if len(names) >= 2:
-            arch = json.loads(key).get("arch")
-            label = f"{arch or names[0]} ({len(names)} seeds)"
-            while label in out:
-                label += "'"
-            out[label] = sorted(names)
-    return dict(sorted(out.items()))
+def _judge(i, m: str, d: float, split_noise_: SplitNoise | None) -> dict:
+    """The seed-noise judgement of difference ``d`` of view row ``i`` for metric ``m``."""
+    sd, seeds, source = (split_noise_.rows.get((i, m)) if split_noise_ is not None else None) or (math.nan, 0, "none")
+    return {"within_seed": noise.within_noise(d, sd), "sd_seed": sd, "seeds": seeds, "seed_source": source}
 
 
-def _stats(vals: pd.Series) -> dict | None:
-    v = vals.astype(float)
-    v = v[np.isfinite(v)]
-    if len(v) < 2:
-        return None
-    return {"mean": float(v.mean()), "sd": float(v.std(ddof=1)), "min": float(v.min()), "max": float(v.max()), "n": int(len(v))}
-
-
-def seed_spread(view: pd.DataFrame, groups: dict[str, list[str]], metrics, reference_family: str) -> list[dict]:
-    """Mean and spread across seeds, for each seed group alone and for its duos with the same sidekick and method.
-
-    ``view``: the rows of one split (one variant per method). Returns
-    ``{"what", "group", "seeds", "metrics": {m: {mean, sd, min, max, n}}}`` records.
-    """
-    out = []
-    for label, names in groups.items():
-        alone = view[(view["family"] == reference_family) & view["base"].isin(names)]
-        if alone["base"].nunique() >= 2:
-            mets = {m: s for m in metrics if m in alone.columns and (s := _stats(alone[m])) is not None}
-            if mets:
-                out.append({"what": f"{label}: base alone", "group": label, "seeds": int(alone["base"].nunique()), "metrics": mets})
-        duo = view[(view["family"] != reference_family) & view["base"].isin(names) & (view["sidekick"] != "")]
-        for (side, fam, meth), g in duo.groupby(["sidekick", "family", "method"], sort=True):
-            if side in names or g["base"].nunique() < 2:
-                continue
-            mets = {m: s for m in metrics if m in g.columns and (s := _stats(g[m])) is not None}
-            if mets:
-                out.append({"what": f"{label} + {side}: {method_label(fam, meth)}", "group": label,
-                            "seeds": int(g["base"].nunique()), "metrics": mets})
-    return out
-
-
-def seed_ranges(spread: list[dict], groups: dict[str, list[str]]) -> dict[tuple[str, str], float]:
-    """``(model, metric) -> max - min`` across the seeds of the model's group alone."""
-    out = {}
-    for rec in spread:
-        if not rec["what"].endswith(": base alone"):
-            continue
-        for name in groups[rec["group"]]:
-            for m, s in rec["metrics"].items():
-                out[(name, m)] = s["max"] - s["min"]
-    return out
-
-
-def _entry(r: dict, role_kind: str, metrics, alone: dict | None, paired: dict, ranges: dict) -> dict:
-    """One headline row: ids, cost and, per metric, value and difference to the base alone."""
+def _entry(i, r: dict, role_kind: str, metrics, alone: dict | None, paired: dict, judged: SplitNoise | None) -> dict:
+    """One headline row: ids, cost and, per metric, value, difference to the base alone, its paired-bootstrap
+    interval and its seed-noise judgement."""
     vals = {}
     for m in metrics:
         v = float(r[m]) if m in r and r[m] is not None and not pd.isna(r[m]) else math.nan
@@ -146,9 +96,10 @@ def _entry(r: dict, role_kind: str, metrics, alone: dict | None, paired: dict, r
         if np.isfinite(lo) and np.isfinite(hi) and (lo > 0 or hi < 0):
             hib = METRICS[m].higher_is_better if m in METRICS else None
             sig = "better" if hib is not None and (lo > 0) == hib else "worse"
-        rng = ranges.get((r["base"], m))
-        within = bool(rng is not None and np.isfinite(d) and abs(d) <= rng)
-        vals[m] = {"value": v, "diff": d, "lo": lo, "hi": hi, "sig": sig, "within_seed": within}
+        judge = _judge(i, m, d, judged) if role_kind != "alone" else {"within_seed": None, "sd_seed": math.nan, "seeds": 0,
+                                                                       "seed_source": ""}
+        vals[m] = {"value": v, "diff": d, "lo": lo, "hi": hi, "sig": sig, **judge,
+                   "finding": sig is not None and judge["within_seed"] is False}
     return {
         "kind": role_kind, "base": r["base"], "label": method_label(r["family"], r["method"]),
         "models": " + ".join(member_names(r["members"], r["base"], r["sidekick"])),
@@ -158,15 +109,19 @@ def _entry(r: dict, role_kind: str, metrics, alone: dict | None, paired: dict, r
     }
 
 
-def headline(view: pd.DataFrame, config, *, paired: dict | None = None, ranges: dict | None = None) -> dict:
+def headline(view: pd.DataFrame, config, *, paired: dict | None = None, noise_: SplitNoise | None = None,
+             metrics=None) -> dict:
     """The headline of one (suite, split).
 
     ``view``: that split's rows, one variant per method (the preferred fit and
-    confidence). Returns ``{"entries": [...], "order": {metric: [[entry index,
-    role text], ...]}}``, each order best first (NaN last).
+    confidence); ``metrics``: default ``config.headline_metrics``. Returns ``{"metrics", "entries", "order":
+    {metric: [[entry index, role text], ...]}, "noise": {metric: verdict}}``: each order best first (NaN
+    last), unless the split is noise-dominated for that metric (``verdict["dominated"]``,
+    :func:`benchmark.core.noise.noise_dominated` of the non-reference entries' differences against the reference
+    family's seed spread in ``noise_``): then in the fixed order of the bases and their rows.
     """
-    paired, ranges = paired or {}, ranges or {}
-    metrics = list(config.headline_metrics)  # a metric the split lacks is NaN (sorted last)
+    paired = paired or {}
+    metrics = list(config.headline_metrics if metrics is None else metrics)  # a metric the split lacks is NaN (sorted last)
     ref = (view["family"] == config.reference_family).to_numpy()
     has_balance = np.isfinite(view["balance"].to_numpy(dtype=float)) & ~ref
     by_base = {b: idx for b, idx in view.groupby("base", sort=True).indices.items()}  # positions of each base's rows
@@ -179,7 +134,7 @@ def headline(view: pd.DataFrame, config, *, paired: dict | None = None, ranges: 
     def add(i, kind, alone) -> int:
         if (i, kind) not in index:
             index[(i, kind)] = len(entries)
-            entries.append(_entry(view.loc[i].to_dict(), kind, metrics, alone, paired, ranges))
+            entries.append(_entry(i, view.loc[i].to_dict(), kind, metrics, alone, paired, noise_))
         return index[(i, kind)]
 
     for b in bases:
@@ -201,50 +156,58 @@ def headline(view: pd.DataFrame, config, *, paired: dict | None = None, ranges: 
                 order[m].append((add(cheap, "duo", alone), f"best duo, balance ≤ {cap:g}" + (" (also best overall)" if cheap == best else "")))
             if best is not None and best != cheap:
                 order[m].append((add(best, "duo", alone), "best duo overall"))
+    verdict = _verdict(view, entries, order, noise_)
     for m in metrics:
         key = _better(m)
-        order[m] = [list(e) for e in sorted(order[m], key=lambda e: (key(entries[e[0]]["metrics"][m]["value"]), e[0]))]
-    return {"metrics": metrics, "entries": entries, "order": order}
+        if not verdict.get(m, {}).get("dominated"):
+            order[m] = sorted(order[m], key=lambda e: (key(entries[e[0]]["metrics"][m]["value"]), e[0]))
+        order[m] = [list(e) for e in order[m]]
+    return {"metrics": metrics, "entries": entries, "order": order, "noise": verdict}
 
 
-def _fmt(v: float) -> str:
-    return f"{v:.5f}" if abs(v) < 0.1 else f"{v:.4f}"
-
-
-def seed_notes(spread: list[dict], metrics) -> list[str]:
-    """Sentences for "how to read": the range of each metric across the seeds of each group alone."""
-    notes = []
-    for rec in spread:
-        if not rec["what"].endswith(": base alone"):
-            continue
-        parts = [f"{METRICS[m].label if m in METRICS else m} {_fmt(s['min'])}–{_fmt(s['max'])} (range {_fmt(s['max'] - s['min'])})"
-                 for m in metrics if (s := rec["metrics"].get(m))]
-        notes.append(f"{rec['group']}: " + ", ".join(parts))
-    return notes
+def _verdict(view: pd.DataFrame, entries: list[dict], order: dict, noise_: SplitNoise | None) -> dict:
+    """Per metric of ``order``: ``{"sd", "n", "median", "entries", "dominated"}``
+    (:func:`benchmark.core.noise.noise_dominated`: the median ``|diff|`` of the non-reference entries ranked for
+    that metric against ``FACTOR`` times the reference family's seed sd)."""
+    split = str(view["split"].iloc[0]) if len(view) else ""
+    ranked = pd.DataFrame([(split, m, entries[e]["metrics"][m]["diff"]) for m, es in order.items() for e, _ in es
+                           if entries[e]["kind"] != "alone"], columns=["split", "metric", "diff"])
+    reference = pd.DataFrame([(split, m, sd, n) for m, (sd, n) in (noise_.reference if noise_ else {}).items() if m in order],
+                             columns=["split", "metric", "sd", "n"])
+    out = noise.noise_dominated(ranked, reference)
+    return {r.metric: {"sd": float(r.sd), "n": 0 if pd.isna(r.n) else int(r.n), "median": float(r.median),
+                       "entries": int(r.entries), "dominated": bool(r.dominated)} for r in out.itertuples(index=False)}
 
 
 def headline_context(views: dict, config, *, zoo: dict, paired: pd.DataFrame | None) -> dict:
-    """The headline and seed spread of every ``(suite, split) -> rows`` in ``views`` (JSON-ready).
+    """The headline, seed spread and noise verdicts of every ``(suite, split) -> rows`` in ``views`` (JSON-ready).
 
-    ``seed_notes``: the seed ranges of the first suite's ``headline_split`` (or its first split).
+    Each split's ``noise`` holds the verdict (:func:`headline`) of the headline metrics and of the plot metrics it
+    has (e.g. ``ood_auroc``). ``seed_notes``: the seed ranges of the first suite's ``headline_split`` (or its
+    first split); ``seeded``: whether the zoo has a seed group at all.
     """
     lookup = paired_lookup(paired)
-    groups = seed_groups(zoo)
-    metrics = [m for m in config.headline_metrics]
+    groups = noise.seed_groups(zoo)
+    metrics = list(config.headline_metrics)
+    extra = [m for m in getattr(config, "plot_metrics", ()) if m not in metrics]
     suites: dict[str, list] = {}
     notes: list[str] = []
     for (suite, split), rows in views.items():
-        spread = seed_spread(rows, groups, metrics, config.reference_family)
-        head = headline(rows, config, paired=lookup, ranges=seed_ranges(spread, groups))
+        more = [m for m in extra if m in rows.columns and rows[m].notna().any()]
+        judged = split_noise(rows, groups, config.reference_family, metrics + more)
+        head = headline(rows, config, paired=lookup, noise_=judged)
+        verdict = head["noise"] | (headline(rows, config, paired=lookup, noise_=judged, metrics=more)["noise"] if more else {})
+        spread = spread_records(rows, groups, config.reference_family, metrics + more)
         suites.setdefault(suite, []).append({"name": split, "entries": head["entries"], "order": head["order"],
-                                             "spread": spread})
+                                             "spread": spread, "noise": verdict})
         if not notes and split == config.headline_split:
             notes = seed_notes(spread, metrics)
     if not notes and views:
         first = next(iter(views.values()))
-        notes = seed_notes(seed_spread(first, groups, metrics, config.reference_family), metrics)
+        notes = seed_notes(spread_records(first, groups, config.reference_family, metrics), metrics)
     return {
-        "default": config.headline_metric, "balance": config.headline_balance,
+        "default": config.headline_metric, "balance": config.headline_balance, "factor": noise.FACTOR,
+        "seeded": bool(groups),
         "metrics": [{"key": m, "label": METRICS[m].label, "hib": METRICS[m].higher_is_better} for m in metrics],
         "suites": [{"name": k, "splits": v} for k, v in suites.items()],
         "seed_notes": notes,
@@ -252,6 +215,7 @@ def headline_context(views: dict, config, *, zoo: dict, paired: pd.DataFrame | N
 
 
 DVC_METRICS = ("accuracy", "aurc", "auroc", "ece", "nll")
+NOISE_FILE = "headline/noise-dominated.json"
 
 
 def _slug(text: str) -> str:
@@ -261,10 +225,12 @@ def _slug(text: str) -> str:
 def dvc_metrics(head: dict, config) -> dict[str, dict]:
     """``headline/<base>/<row>.json`` files: one small JSON per headline row of the first suite's
     ``headline_split``, ranked by ``headline_metric``, so that ``dvc metrics show`` prints one
-    line per method with a handful of columns."""
+    line per method with a handful of columns. A metric that is noise-dominated on that split is left out of
+    them; :data:`NOISE_FILE` marks each metric 1 (noise-dominated: left out) or 0."""
     split = next((sp for su in head["suites"] for sp in su["splits"] if sp["name"] == config.headline_split), None)
     if split is None:
         return {}
+    dominated = {m for m, v in split.get("noise", {}).items() if v["dominated"]}
     out = {}
     for e, role in split["order"].get(config.headline_metric, []):
         ent = split["entries"][e]
@@ -275,15 +241,23 @@ def dvc_metrics(head: dict, config) -> dict[str, dict]:
         else:
             name = _slug(f"{ent['label'].replace(' · ', '-')}-m{ent['models'].count(' + ') + 1}")
         rec = {"gflops": rounded(ent["gflops"], 4)}
-        rec.update({m: rounded(ent["metrics"][m]["value"], 4) for m in DVC_METRICS if m in ent["metrics"]})
+        rec.update({m: rounded(ent["metrics"][m]["value"], 4) for m in DVC_METRICS if m in ent["metrics"] and m not in dominated})
         out[f"headline/{_slug(ent['base'])}/{name}.json"] = {k: v for k, v in rec.items() if v is not None}
+    marks = {m: int(split["noise"][m]["dominated"]) for m in DVC_METRICS if m in split.get("noise", {})}
+    if out and marks:
+        out[NOISE_FILE] = marks
     return out
 
 
+SOURCE_FLAGS = {"own": 8, "fallback": 16}
+
+
 def compact(head: dict) -> dict:
-    """``head`` for the page: per entry ``m`` = ``[value, diff, lo, hi, flags]`` in ``head["metrics"]``
-    order (flags: 1 = interval excludes 0 and better, 2 = and worse, 4 = within the seed spread);
-    per spread record ``m`` = ``[mean, sd, min, max]`` or null."""
+    """``head`` for the page: per entry ``m`` = ``[value, diff, lo, hi, flags, sd_seed, seeds]`` in
+    ``head["metrics"]`` order (flags: 1 = interval excludes 0 and better, 2 = and worse, 4 = within the seed
+    noise, 8 = seed noise of its own seed group, 16 = the fallback; neither = no seed noise); per split
+    ``noise`` = ``[sd, median, dominated]`` or null per metric; per spread record ``m`` = ``[mean, sd, min, max]``
+    and ``d`` (the difference to the base alone) = ``[mean, sd]``, or null."""
     keys = [m["key"] for m in head["metrics"]]
     suites = []
     for su in head["suites"]:
@@ -294,13 +268,19 @@ def compact(head: dict) -> dict:
                 ms = []
                 for k in keys:
                     v = e["metrics"][k]
-                    flags = {"better": 1, "worse": 2}.get(v["sig"], 0) + (4 if v["within_seed"] else 0)
-                    ms.append([rounded(v["value"]), rounded(v["diff"], 4), rounded(v["lo"], 3), rounded(v["hi"], 3), flags])
+                    flags = ({"better": 1, "worse": 2}.get(v["sig"], 0) + (4 if v["within_seed"] else 0)
+                             + SOURCE_FLAGS.get(v["seed_source"], 0))
+                    ms.append([rounded(v["value"]), rounded(v["diff"], 4), rounded(v["lo"], 3), rounded(v["hi"], 3), flags,
+                               rounded(v["sd_seed"], 3), v["seeds"]])
                 entries.append({"k": e["kind"], "b": e["base"], "l": e["label"], "o": e["models"], "g": rounded(e["gflops"], 4),
                                 "v": e["variant"], "m": ms})
             spread = [{"w": r["what"], "n": r["seeds"],
                        "m": [[rounded(s["mean"]), rounded(s["sd"], 3), rounded(s["min"]), rounded(s["max"])]
-                             if (s := r["metrics"].get(k)) else None for k in keys]} for r in sp["spread"]]
-            splits.append({"name": sp["name"], "entries": entries, "order": sp["order"], "spread": spread})
+                             if (s := r["metrics"].get(k)) else None for k in keys],
+                       "d": [[rounded(s["mean"], 3), rounded(s["sd"], 3)] if (s := r["diff"].get(k)) else None for k in keys]}
+                      for r in sp["spread"]]
+            verdict = [[rounded(v["sd"], 3), rounded(v["median"], 3), int(v["dominated"])] if (v := sp["noise"].get(k)) else None
+                       for k in keys]
+            splits.append({"name": sp["name"], "entries": entries, "order": sp["order"], "spread": spread, "noise": verdict})
         suites.append({"name": su["name"], "splits": splits})
     return {k: v for k, v in head.items() if k != "suites"} | {"suites": suites}

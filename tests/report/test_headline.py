@@ -11,7 +11,9 @@ from report_synth import make_inputs, synthetic_results
 from benchmark.config.report_config import ReportConfig as Cfg
 from benchmark.report import ReportConfig, build_report
 from benchmark.report.extra_plots import headline_figure, severity_table
-from benchmark.report.headline import compact, dvc_metrics, headline, headline_context, seed_groups, seed_spread
+from benchmark.core import noise
+from benchmark.report.headline import NOISE_FILE, compact, dvc_metrics, headline, headline_context
+from benchmark.report.headline_noise import spread_records
 from benchmark.report.inputs import results_from_frame
 from benchmark.report.plotaxes import outliers, robust_range
 from benchmark.report.plots import balance_figure, gflops_figure, markers, palette, plot_points
@@ -83,29 +85,52 @@ def test_differences_to_the_base_and_paired_intervals(view):
     assert a["value"] == alone["aurc"] and np.isnan(a["diff"])
 
 
-def test_seed_groups_and_spread_match_numpy(view):
-    groups = seed_groups(ZOO)
-    assert groups == {"vit (3 seeds)": ["vit", "vit_s1", "vit_s2"]}
+def test_seed_spread_and_noise_judgements_match_numpy(view):
+    groups = noise.seed_groups(ZOO)
+    vit = list(groups[0].names)
+    assert vit == ["vit", "vit_s1", "vit_s2"]
     rows = _test(view)
-    spread = seed_spread(rows, groups, ["accuracy", "aurc"], "single")
+    spread = spread_records(rows, groups, "single", ["accuracy", "aurc"])
     alone = next(r for r in spread if r["what"] == "vit (3 seeds): base alone")
-    acc = rows[(rows.family == "single") & rows.base.isin(groups["vit (3 seeds)"])]["accuracy"].to_numpy()
+    single = rows[(rows.family == "single") & rows.base.isin(vit)].set_index("base")
+    acc = single["accuracy"].to_numpy()
     s = alone["metrics"]["accuracy"]
     assert alone["seeds"] == 3 and s["mean"] == pytest.approx(acc.mean()) and s["sd"] == pytest.approx(acc.std(ddof=1))
-    assert (s["min"], s["max"]) == (acc.min(), acc.max())
+    assert (s["min"], s["max"]) == (acc.min(), acc.max()) and alone["diff"] == {}
     duo = next(r for r in spread if r["what"] == "vit (3 seeds) + eff: duo · weighted")
-    d = rows[(rows.method == "weighted") & (rows.sidekick == "eff") & rows.base.isin(groups["vit (3 seeds)"])]["aurc"]
-    assert duo["seeds"] == 3 and duo["metrics"]["aurc"]["mean"] == pytest.approx(d.mean())
+    d = rows[(rows.method == "weighted") & (rows.sidekick == "eff") & rows.base.isin(vit)].set_index("base")
+    assert duo["seeds"] == 3 and duo["metrics"]["aurc"]["mean"] == pytest.approx(d["aurc"].mean())
+    diff = (d["aurc"] - single["aurc"]).to_numpy()
+    assert duo["diff"]["aurc"]["sd"] == pytest.approx(diff.std(ddof=1)) and duo["diff"]["aurc"]["mean"] == pytest.approx(diff.mean())
+
+    # every entry's difference judged against the seed sd of its kind (own) or the largest one of the metric (fallback)
+    alone_of = rows[rows.family == "single"].set_index("base")
+    own = {}
+    for (side, meth, fam), g in rows[rows.base.isin(vit) & (rows.family != "single")].groupby(["sidekick", "method", "family"]):
+        if g.base.nunique() == 3 and g.members.nunique() == 3:
+            dd = g.set_index("base")["accuracy"] - alone_of.loc[g.base, "accuracy"].to_numpy()
+            own[(side, meth)] = float(np.std(dd.to_numpy(), ddof=1))
+    fallback = max(own.values())
     head = headline_context({("embedded", "test"): rows}, CFG, zoo=ZOO, paired=None)
-    assert head["seed_notes"] and head["seed_notes"][0].startswith("vit (3 seeds): Accuracy ")
-    rng = s["max"] - s["min"]
+    assert head["seed_notes"] and head["seed_notes"][0].startswith("vit (3 seeds): Accuracy ") and head["seeded"]
+    sources = set()
     for e in head["suites"][0]["splits"][0]["entries"]:
         v = e["metrics"]["accuracy"]
-        if e["base"] in groups["vit (3 seeds)"] and e["kind"] != "alone":
-            assert v["within_seed"] == (abs(v["diff"]) <= rng)
-        else:
-            assert not v["within_seed"]
-    assert not seed_groups({"a": {"arch": "x", "seed": 0}, "b": {"arch": "y", "seed": 1}})
+        if e["kind"] == "alone":
+            assert v["within_seed"] is None and v["seed_source"] == ""
+            continue
+        side = e["models"].split(" + ")[1] if e["kind"] == "duo" else ""
+        meth = e["label"].split(" · ")[-1]
+        want = own[(side, meth)] if e["base"] in vit and (side, meth) in own else fallback
+        assert v["seed_source"] == ("own" if e["base"] in vit and (side, meth) in own else "fallback")
+        assert v["sd_seed"] == pytest.approx(want) and v["within_seed"] == (abs(v["diff"]) <= 2 * want)
+        sources.add(v["seed_source"])
+    assert sources == {"own", "fallback"}
+    none = headline_context({("embedded", "test"): rows}, CFG, zoo={}, paired=None)  # no seed group: no judgement
+    ents = none["suites"][0]["splits"][0]["entries"]
+    assert {e["metrics"]["aurc"]["seed_source"] for e in ents if e["kind"] != "alone"} == {"none"}
+    assert all(e["metrics"]["aurc"]["within_seed"] is None for e in ents) and not none["seeded"]
+    assert not any(v["dominated"] for v in none["suites"][0]["splits"][0]["noise"].values())
 
 
 def test_compact_form_and_dvc_metric_files(view):
@@ -116,10 +141,13 @@ def test_compact_form_and_dvc_metric_files(view):
     assert s0["m"][keys.index("aurc")][0] == pytest.approx(e0["metrics"]["aurc"]["value"], rel=1e-5)
     files = dvc_metrics(head, CFG)
     order = head["suites"][0]["splits"][0]["order"]["aurc"]
+    verdict = head["suites"][0]["splits"][0]["noise"]
+    assert files.pop(NOISE_FILE) == {m: int(verdict[m]["dominated"]) for m in ("accuracy", "aurc", "auroc", "ece", "nll")}
     assert len(files) == len(order) and all(p.startswith("headline/") and p.endswith(".json") for p in files)
     assert {"headline/vit/alone.json", "headline/res/alone.json"} <= set(files)
     rec = files["headline/vit/alone.json"]
-    assert set(rec) == {"gflops", "accuracy", "aurc", "auroc", "ece", "nll"} and rec["gflops"] == 4.6
+    kept = {m for m in ("accuracy", "aurc", "auroc", "ece", "nll") if not verdict[m]["dominated"]}  # noise-dominated: left out
+    assert set(rec) == {"gflops"} | kept and rec["gflops"] == 4.6 and len(kept) < 5
     # one line per file in `dvc metrics show`: path + six numbers fit in 120 columns
     assert max(len(p) for p in files) + 6 * 10 < 120
 
@@ -129,6 +157,7 @@ def test_report_writes_headline_files_and_json(tmp_path, view):
     cfg = ReportConfig(plot_metrics=("aurc",), plot_splits=("test",), formats=("png",), dpi=40)
     build_report(make_inputs(res, config=cfg, zoo=ZOO), tmp_path / "r", progress=False)
     recs = {p.relative_to(tmp_path / "r").as_posix(): json.loads(p.read_text()) for p in (tmp_path / "r" / "headline").rglob("*.json")}
+    assert set(recs.pop(NOISE_FILE).values()) <= {0, 1}
     assert "headline/vit/alone.json" in recs and all(isinstance(v, float) for r in recs.values() for v in r.values())
     assert (tmp_path / "r" / "plots" / "headline_embedded_test.png").stat().st_size > 1000
 

@@ -258,6 +258,16 @@
     suite.splits.forEach(function (sp, i) { option(sel, i, sp.name); });
   }
 
+  var SOURCE = { 8: "own", 16: "fallback" };
+  function seedSource(v) { return SOURCE[v[4] & 24] || "none"; }
+  function seedText(v) {
+    var src = seedSource(v);
+    if (src === "none") return "no training-seed spread measured for this difference";
+    return "seed sd of this kind of difference " + fmtMetric(v[5]) + (src === "own"
+      ? " (over the " + v[6] + " seeds of its seed group)"
+      : " (fallback: the largest such spread of this split and metric, " + v[6] + " seeds)");
+  }
+
   function metricCell(i, e, primary, withCi) {
     var v = e.m[i], td = el("td", "num" + (primary ? " primary" : ""));
     td.dataset.sort = sortText(v[0]);
@@ -265,28 +275,51 @@
     if (e.k !== "alone" && v[1] !== null) {
       var d = el("span", "d", "\u0394 " + fmtDiff(v[1]));
       if (withCi && v[2] !== null && v[3] !== null) d.appendChild(el("span", "dci", " [" + fmtDiff(v[2]) + ", " + fmtDiff(v[3]) + "]"));
+      var within = (v[4] & 4) !== 0, known = (v[4] & 24) !== 0;
       if (v[4] & 3) {
-        var sig = v[4] & 1 ? "better" : "worse";
-        var mark = el("span", "mark " + sig, sig === "better" ? "\u25B2" : "\u25BC");
-        mark.title = "the paired-bootstrap interval of \u0394 excludes 0: " + sig + " than the base alone";
+        var sig = v[4] & 1 ? "better" : "worse", finding = known && !within;
+        var mark = el("span", "mark " + sig + (finding ? " finding" : " not-finding"), sig === "better" ? "\u25B2" : "\u25BC");
+        mark.title = "the paired-bootstrap interval of \u0394 excludes 0: " + sig + " than the base alone" + (finding
+          ? "; outside the training-seed noise: a finding"
+          : within ? "; but |\u0394| is within the training-seed noise: not a finding" : "; training-seed noise unmeasured");
         d.appendChild(mark);
       }
-      if (v[4] & 4) {
+      if (within) {
         var w = el("span", "mark seed", "\u2248");
-        w.title = "|\u0394| is within the spread of this base across training seeds";
+        w.title = "within training-seed noise: |\u0394| \u2264 " + head.factor + " \u00D7 " + seedText(v);
         d.appendChild(w);
+        td.classList.add("within-noise");
       }
+      td.title = seedText(v);
       td.appendChild(d);
     }
     return td;
+  }
+
+  function noiseNote(split, i, label) {
+    var note = document.querySelector(".noise-note"), v = split && split.noise ? split.noise[i] : null;
+    var dominated = !!(v && v[2]);
+    note.hidden = !dominated;
+    if (dominated) {
+      note.replaceChildren(el("strong", "", "Differences on this split are within the training-seed spread: shown, not ranked."),
+        document.createTextNode(" " + label + ": the median |\u0394| of the rows below, " + fmtMetric(v[1]) + ", is under " +
+          head.factor + " \u00D7 " + fmtMetric(v[0]) + ", the largest spread of a model alone across its training seeds; " +
+          "the rows keep a fixed order (by base), with no rank."));
+    }
+    return dominated;
   }
 
   function renderHeadline() {
     var table = document.getElementById("headline-table");
     var suite = head.suites[hf("suite").value], split = suite && suite.splits[hf("split").value];
     var metric = hf("metric").value, withCi = hf("ci").checked;
+    var mi = head.metrics.findIndex(function (m) { return m.key === metric; });
+    var dominated = noiseNote(split, mi, mi >= 0 ? head.metrics[mi].label : metric);
+    table.classList.toggle("unranked", dominated);
     var tr = el("tr");
-    ["#", "Row", "Method", "Models", "GFLOPs"].forEach(function (t, i) { tr.appendChild(el("th", i === 0 || i === 4 ? "num" : "text", t)); });
+    ["#", "Row", "Method", "Models", "GFLOPs", "Seed noise"].forEach(function (t, i) { tr.appendChild(el("th", i === 0 || i === 4 ? "num" : "text", t)); });
+    tr.lastChild.title = "where the training-seed noise of the difference to the base alone (" + (mi >= 0 ? head.metrics[mi].label : metric) +
+      ") comes from: own = the spread over the seeds of its seed group; fallback = the largest spread of this split and metric; none = unmeasured";
     head.metrics.forEach(function (m) {
       var th = el("th", "num" + (m.key === metric ? " primary" : ""), m.label + (m.hib ? " \u2191" : " \u2193"));
       th.dataset.metric = m.key;
@@ -295,9 +328,10 @@
     table.tHead.replaceChildren(tr);
     var body = document.createDocumentFragment(), order = split ? (split.order[metric] || []) : [];
     order.forEach(function (o, rank) {
-      var e = split.entries[o[0]], row = el("tr", "kind-" + e.k);
+      var e = split.entries[o[0]], row = el("tr", "kind-" + e.k), pm = mi >= 0 ? e.m[mi] : null;
       row.dataset.base = e.b;
-      row.appendChild(el("td", "num", String(rank + 1)));
+      if (e.k !== "alone" && pm && (pm[4] & 4)) row.classList.add("within-noise");
+      row.appendChild(el("td", "num rank", dominated ? "" : String(rank + 1)));
       row.appendChild(el("td", "t role", o[1]));
       var meth = el("td", "t", e.l);
       meth.title = e.v;
@@ -306,6 +340,9 @@
       var g = el("td", "num", fmtCost(e.g, ".3g"));
       g.dataset.sort = sortText(e.g);
       row.appendChild(g);
+      var src = el("td", "t seed-source", e.k === "alone" || !pm ? "" : seedSource(pm) + (seedSource(pm) === "own" ? " (" + pm[6] + " seeds)" : ""));
+      if (e.k !== "alone" && pm) src.title = seedText(pm);
+      row.appendChild(src);
       head.metrics.forEach(function (m, i) { row.appendChild(metricCell(i, e, m.key === metric, withCi)); });
       body.appendChild(row);
     });
@@ -332,6 +369,8 @@
         if (s) {
           td.appendChild(el("span", "v", fmtMetric(s[0]) + " \u00B1 " + fmtMetric(s[1])));
           td.appendChild(el("span", "d", "[" + fmtMetric(s[2]) + ", " + fmtMetric(s[3]) + "]"));
+          var dd = r.d ? r.d[i] : null;
+          if (dd) td.appendChild(el("span", "d", "\u0394 " + fmtDiff(dd[0]) + " \u00B1 " + fmtMetric(dd[1])));
         } else td.textContent = "\u2014";
         row.appendChild(td);
       });

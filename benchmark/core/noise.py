@@ -289,7 +289,8 @@ def difference_noise(rows: pd.DataFrame, groups: list[SeedGroup], reference_fami
     fb = pd.concat([fb, vfb[[(s, m) not in have for s, m in zip(vfb["split"], vfb["metric"])]]], ignore_index=True)
     out = seed_sd(diffs, groups, spread=dspread, own="base", fallback=fb)
     out.insert(0, "diff", diffs["value"].to_numpy(dtype=float))
-    out["within"] = [within_noise(d, s, factor) for d, s in zip(out["diff"], out["sd_seed"])]
+    out["within"] = pd.Series([within_noise(d, s, factor) for d, s in zip(out["diff"], out["sd_seed"])], index=out.index,
+                              dtype=object)  # True, False or None (no spread)
     return out[cols]
 
 

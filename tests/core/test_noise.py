@@ -106,3 +106,45 @@ def test_describe_counts_the_sources(table):
 def test_a_bootstrap_level_outside_0_1_is_refused(level):
     with pytest.raises(ValueError, match="bootstrap level must be in"):
         noise.z_of(level)
+
+
+# ---- differences to the base alone ------------------------------------------------------------------
+
+def test_differences_subtract_the_base_alone_of_the_same_split_and_metric(table):
+    d = noise.differences(table, "single").set_index(["split", "members"])
+    assert d.loc[("test", "b-s1+c"), "value"] == pytest.approx(0.89 - 0.86)
+    assert d.loc[("test", "b-s0+b-s1"), "value"] == pytest.approx(0.97 - 0.90)  # deep ensemble minus its base b-s0
+    assert d["ci_low"].isna().all() and "single" not in set(d["family"])
+    orphan = pd.DataFrame([row("test", "duo", "weighted", "zz", "c", "zz+c", "accuracy", 0.5)])
+    assert noise.differences(pd.concat([table, orphan], ignore_index=True), "single")["base"].ne("zz").all()  # no base alone
+
+
+def test_difference_noise_own_spread_for_a_group_base_with_a_sidekick_of_no_group(table):
+    groups = noise.seed_groups(ZOO)
+    dn = noise.difference_noise(table, groups, "single")
+    members = table.loc[dn.index, "members"]
+    sd_c = np.std([0.91 - 0.90, 0.89 - 0.86, 0.96 - 0.95], ddof=1)
+    for m in ("b-s0+c", "b-s1+c", "b-s2+c"):  # the gate's row_noise gives these the fallback; differences: own
+        r = dn[members == m].iloc[0]
+        assert (r["seed_source"], r["seeds"]) == ("own", 3) and r["sd_seed"] == pytest.approx(sd_c)
+        assert r["within"] == (abs(r["diff"]) <= 2 * sd_c)
+    for m in ("b-s0+d", "sve-m4", "b-s0+b-s1"):  # no siblings: the largest difference spread of (test, accuracy)
+        r = dn[members == m].iloc[0]
+        assert r["seed_source"] == "fallback" and r["sd_seed"] == pytest.approx(sd_c)
+    assert dn[members == "b-s0+d"].iloc[0]["within"] is False  # 0.09 > 2 x 0.0153
+
+
+def test_noise_dominated_is_median_abs_diff_under_twice_the_reference_sd():
+    ranked = pd.DataFrame({"split": ["a"] * 3 + ["b"] * 3 + ["c"], "metric": "m",
+                           "diff": [0.01, -0.03, 0.02, 0.001, -0.002, 0.003, 0.5]})
+    ref = pd.DataFrame({"split": ["a", "b", "d"], "metric": "m", "sd": [0.005, 0.005, 0.1], "n": [5, 5, 5]})
+    out = noise.noise_dominated(ranked, ref).set_index("split")
+    assert out.loc["a", "median"] == pytest.approx(0.02) and not out.loc["a", "dominated"]  # 0.02 >= 0.01
+    assert out.loc["b", "median"] == pytest.approx(0.002) and out.loc["b", "dominated"]  # 0.002 < 0.01
+    assert not out.loc["c", "dominated"] and not out.loc["d", "dominated"]  # one side unknown: no verdict
+    assert out.loc["d", "entries"] == 0 and out.loc["a", "entries"] == 3
+
+
+def test_seed_sd_refuses_an_unknown_rule(table):
+    with pytest.raises(ValueError, match="own must be"):
+        noise.seed_sd(table, noise.seed_groups(ZOO), own="some")

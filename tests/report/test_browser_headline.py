@@ -4,7 +4,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from report_synth import CHROMIUM, CHROMIUM_ARGS, big_results, first_render, make_inputs, wait_until
+from report_synth import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    SEEDED_ZOO,
+    big_results,
+    first_render,
+    headline_json,
+    make_inputs,
+    noisy_results,
+    wait_until,
+)
 
 from benchmark.report import ReportConfig, build_report
 from benchmark.report.tables import KEY
@@ -104,3 +114,44 @@ def test_page_weight_under_1_mb_and_the_rest_on_demand(page, site):
 
 def test_notes_are_folded_away(page):
     assert page.evaluate("document.getElementById('notes') === null || !document.getElementById('notes').open")
+
+
+@pytest.fixture(scope="module")
+def noisy_site(tmp_path_factory):
+    cfg = ReportConfig(plot_metrics=("aurc",), plot_splits=("test",), formats=())
+    return build_report(make_inputs(noisy_results(), config=cfg, zoo=SEEDED_ZOO), tmp_path_factory.mktemp("noisy") / "r",
+                        progress=False)
+
+
+def test_a_noise_dominated_split_says_so_and_shows_no_ranks(browser, noisy_site):
+    pg = browser.new_page(viewport={"width": 1500, "height": 1000})
+    problems = []
+    pg.on("pageerror", lambda e: problems.append(str(e)))
+    pg.goto(noisy_site.as_uri())
+    pg.wait_for_load_state("load")
+    head = headline_json(noisy_site.parent)
+    flags = {sp["name"]: [m[4] for i, _ in sp["order"][head["default"]] for m in sp["entries"][i]["m"]]
+             for sp in head["suites"][0]["splits"]}  # the rows shown: those of the default metric
+    ranks = "() => [...document.querySelectorAll('#headline-table tbody td.rank')].map(td => td.textContent)"
+    note = pg.locator(".noise-note")
+    # test split (ranked for AURC): no notice, ranks 1..n; every difference within the seed noise marked and greyed
+    assert note.is_hidden()
+    got = pg.evaluate(ranks)
+    assert got == [str(i + 1) for i in range(len(got))] and len(got) > 5
+    assert pg.locator("#headline-table .mark.seed").count() == sum(1 for f in flags["test"] if f & 4) > 0
+    assert pg.locator("#headline-table td.within-noise").count() == pg.locator("#headline-table .mark.seed").count()
+    assert set(pg.eval_on_selector_all("#headline-table td.seed-source", "ts => ts.map(t => t.textContent.split(' ')[0])")) \
+        == {"", "own", "fallback"}
+    # shift split: the seeds disagree more than the methods differ
+    pg.select_option("form.headline-controls select[name=split]", label="shift")
+    assert note.is_visible()
+    assert "within the training-seed spread: shown, not ranked" in note.inner_text()
+    got = pg.evaluate(ranks)
+    assert got and set(got) == {""}
+    assert pg.evaluate("document.getElementById('headline-table').classList.contains('unranked')")
+    bases = pg.eval_on_selector_all("#headline-table tbody tr", "rs => rs.map(r => r.dataset.base)")
+    assert bases == sorted(bases)  # the fixed order: by base
+    pg.select_option("form.headline-controls select[name=split]", label="test")
+    assert note.is_hidden() and pg.evaluate(ranks)[0] == "1"
+    assert problems == []
+    pg.close()

@@ -14,9 +14,13 @@ import math
 import re
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
+from benchmark.config.report_config import ReportConfig
 from benchmark.core import noise
+from benchmark.core.metric_info import METRICS
+from benchmark.report.tables import match_any, split_sort_key
 from benchmark.reproduce import timing
 
 SPLIT, FIT, CONF = "test", "converged", "max"
@@ -59,9 +63,37 @@ def models_table(rows: pd.DataFrame, models: pd.DataFrame | None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def duos_table(rows: pd.DataFrame, paired: pd.DataFrame, sidekicks=None) -> str:
+def _marks(x) -> str:
+    """' ✱' for a finding (interval excludes 0, outside the seed noise), ' ≈' within the seed noise, else ''."""
+    return " ✱" if x.get("finding") else " ≈" if x.get("within") else ""
+
+
+def duo_noise(rows: pd.DataFrame, zoo: dict | None, config=None) -> dict:
+    """``(base, sidekick, metric) -> {sd, seeds, source, within}`` of every weighted duo of the test split's default
+    view (the page's: :func:`benchmark.report.tables.default_view`): the seed noise of its difference to the base
+    alone (:func:`benchmark.core.noise.difference_noise`)."""
+    from benchmark.report.tables import default_view
+
+    cfg = config or ReportConfig()
+    v = default_view(rows[rows["split"] == SPLIT], cfg.fit, cfg.confidence)
+    dn = noise.difference_noise(v, noise.seed_groups(zoo or {}), cfg.reference_family)
+    r = v.loc[dn.index]
+    keep = ((r["family"] == "duo") & (r["method"] == "weighted")).to_numpy()
+    return {(b, k, m): {"sd": sd, "seeds": n, "source": src, "within": w} for b, k, m, sd, n, src, w in
+            zip(r["base"][keep], r["sidekick"][keep], r["metric"][keep], dn["sd_seed"][keep], dn["seeds"][keep],
+                dn["seed_source"][keep], dn["within"][keep])}
+
+
+def _improves(metric: str, d: float) -> bool:
+    hib = METRICS[metric].higher_is_better if metric in METRICS else False
+    return d > 0 if hib else d < 0
+
+
+def duos_table(rows: pd.DataFrame, paired: pd.DataFrame, sidekicks=None, zoo: dict | None = None, config=None) -> str:
     """Every weighted duo (of a ``sidekicks`` member when given): base alone -> duo and the paired-bootstrap
-    difference with its interval."""
+    difference with its interval, marked ✱ when that interval excludes 0 *and* the difference is outside the
+    training-seed noise of duo-minus-base differences (:func:`duo_noise`), ≈ when within it; then, per seed group
+    of bases and sidekick, the difference over the group's seeds: mean ± sd and how many seeds improve."""
     v = _view(rows)
     if sidekicks is not None:
         v = v[(v["family"] != "duo") | v["sidekick"].isin(list(sidekicks))]
@@ -69,38 +101,111 @@ def duos_table(rows: pd.DataFrame, paired: pd.DataFrame, sidekicks=None) -> str:
     duo = v[(v["family"] == "duo") & (v["method"] == "weighted")]
     p = paired[(paired["split"] == SPLIT) & (paired["fit"] == FIT) & (paired["method"] == "weighted")]
     p = p.set_index(["base", "sidekick", "metric"])
+    judged = duo_noise(rows, zoo, config)
     head = "| duo (weighted) | FLOPs balance | " + " | ".join(f"{label}: base → duo (diff [95% CI])" for _, label in DUO_METRICS) + " |"
     lines = [head, "|---|---|" + "---|" * len(DUO_METRICS)]
     keys = duo[["base", "sidekick"]].drop_duplicates().sort_values(["base", "sidekick"]).itertuples(index=False)
+    diffs: dict[tuple, float] = {}
     for base, side in keys:
         d = duo[(duo["base"] == base) & (duo["sidekick"] == side)].set_index("metric")
         cells = []
         for m, _ in DUO_METRICS:
             b, x = single.get((base, m), math.nan), d["value"].get(m, math.nan)
+            j = dict(judged.get((base, side, m), {}))
             if (base, side, m) in p.index:
                 r = p.loc[(base, side, m)]
-                mark = " ✱" if (r["ci_high"] < 0 or r["ci_low"] > 0) else ""
-                cells.append(f"{fmt(b)} → {fmt(x)} ({_signed(r['diff'])} [{_signed(r['ci_low'])}, {_signed(r['ci_high'])}]){mark}")
+                diffs[(base, side, m)] = float(r["diff"])
+                j["within"] = noise.within_noise(float(r["diff"]), j.get("sd", math.nan))
+                j["finding"] = bool((r["ci_high"] < 0 or r["ci_low"] > 0) and j["within"] is False)
+                cells.append(f"{fmt(b)} → {fmt(x)} ({_signed(r['diff'])} [{_signed(r['ci_low'])}, {_signed(r['ci_high'])}]){_marks(j)}")
             else:
-                cells.append(f"{fmt(b)} → {fmt(x)}")
+                diffs[(base, side, m)] = x - b
+                cells.append(f"{fmt(b)} → {fmt(x)}{_marks(j)}")
         bal = d["balance"].iloc[0] if len(d) else math.nan
         lines.append(f"| {base} + {side} | {fmt(bal, 2)} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n\n✱ the 95% interval of the difference excludes 0.\n"
+    table = "\n".join(lines) + "\n"
+    return (table + "\n✱ the 95% interval of the difference excludes 0 and the difference is outside the training-seed "
+            f"noise: |diff| > {noise.FACTOR:g} × the seed sd of the duo-minus-base difference (over the seed group's bases "
+            "with the same sidekick where the base has a seed group, else the largest such sd of the split); "
+            "≈ within that noise, so one retraining could reverse it.\n" + _group_lines(duo, diffs, zoo))
 
 
-def seeds_table(rows: pd.DataFrame, zoo: dict) -> str:
-    """Mean, standard deviation and range over the seeds of each seed group (:mod:`benchmark.core.noise`), test split."""
-    v = _view(rows)
+def _group_lines(duo: pd.DataFrame, diffs: dict, zoo: dict | None) -> str:
+    """Per seed group of bases and sidekick: mean ± sd of the duo-minus-base difference over the group's seeds
+    and how many of them improve (the seed-robust statement)."""
+    lines = []
+    for g in noise.seed_groups(zoo or {}):
+        sides = sorted(set(duo.loc[duo["base"].isin(g.names), "sidekick"]) - set(g.names))
+        for side in sides:
+            bal = duo.loc[duo["base"].isin(g.names) & (duo["sidekick"] == side), "balance"]
+            cells = []
+            for m, _ in DUO_METRICS:
+                ds = [diffs[(b, side, m)] for b in g.names if np.isfinite(diffs.get((b, side, m), math.nan))]
+                if len(ds) < 2:
+                    cells.append("—")
+                    continue
+                up = sum(_improves(m, d) for d in ds)
+                cells.append(f"{_signed(float(np.mean(ds)))} ± {fmt(float(np.std(ds, ddof=1)))} ({up}/{len(ds)} seeds improve)")
+            lines.append(f"| {' / '.join(g.names)} + {side} | {fmt(bal.iloc[0] if len(bal) else math.nan, 2)} | "
+                         + " | ".join(cells) + " |")
+    if not lines:
+        return ""
+    head = ("| duo (weighted), over a seed group's bases | FLOPs balance | "
+            + " | ".join(f"{label}: mean diff ± sd (seeds improving)" for _, label in DUO_METRICS) + " |")
+    return ("\nOver the seeds of each seed group of bases (the seed-robust statement: the difference to the base alone, "
+            "mean ± sample sd over the group's bases with that sidekick, and on how many of them the duo is better):\n\n"
+            + "\n".join([head, "|---|---|" + "---|" * len(DUO_METRICS)] + lines) + "\n")
+
+
+def shown_splits(rows: pd.DataFrame, config) -> list[str]:
+    """The splits the headline or the plots show: report.plot_splits (patterns) and report.headline_split."""
+    return sorted({s for s in rows["split"].astype(str) if s == config.headline_split or match_any(s, config.plot_splits)},
+                  key=split_sort_key)
+
+
+def verdicts(rows: pd.DataFrame, zoo: dict, paired: pd.DataFrame | None, config, splits) -> pd.DataFrame:
+    """The headline's noise verdict per shown split and metric (:func:`benchmark.report.headline_noise.noise_table`)."""
+    from benchmark.report.headline import headline_context
+    from benchmark.report.headline_noise import noise_table
+    from benchmark.report.tables import default_view, wide_table
+
+    view = default_view(wide_table(rows[rows["split"].isin(list(splits))]), config.fit, config.confidence)
+    views = {(su, sp): g for (su, sp), g in view.groupby(["suite", "split"], sort=False)}
+    views = {k: views[k] for k in sorted(views, key=lambda k: (k[0], split_sort_key(k[1])))}
+    return noise_table(headline_context(views, config, zoo=zoo, paired=paired))
+
+
+def seeds_table(rows: pd.DataFrame, zoo: dict, verdict: pd.DataFrame | None = None, splits=(SPLIT,), metrics=None) -> str:
+    """Mean, standard deviation and range over the seeds of each seed group (:mod:`benchmark.core.noise`) of the
+    models alone, per split of ``splits`` and metric (``metrics``, default the README's: those the split has), with
+    the headline's verdict (``verdict``: :func:`verdicts`): the median ranked difference and whether the split and
+    metric are noise-dominated."""
     groups = noise.seed_groups(zoo)
-    spread = noise.seed_spread(v[v["family"] == "single"], groups).set_index(["members", "metric"])
-    lines = ["| model (seeds) | metric | mean | sd | min | max |", "|---|---|---|---|---|---|"]
-    for g in groups:
-        for m, label in MODEL_METRICS:
-            if (g.label, m) not in spread.index:
-                continue
-            x = spread.loc[(g.label, m)]
-            lines.append(f"| {' / '.join(g.names)} | {label} | {fmt(x['mean'])} | {fmt(x['sd'])} | {fmt(x['min'])} | {fmt(x['max'])} |")
-    return "\n".join(lines) + "\n"
+    v = rows[(rows["fit"] == FIT) & (rows["confidence"] == CONF) & (rows["family"] == "single")]
+    spread = noise.seed_spread(v, groups).set_index(["split", "members", "metric"])
+    vd = verdict.set_index(["split", "metric"]) if verdict is not None and len(verdict) else None
+    want = list(metrics) if metrics is not None else [m for m, _ in MODEL_METRICS] + ["ece", "brier", "ood_auroc"]
+    lines = ["| split | model (seeds) | metric | mean | sd | min | max | median ranked \\|Δ\\| | verdict |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for split in splits:
+        for g in groups:
+            for m in want:
+                if (split, g.label, m) not in spread.index:
+                    continue
+                x = spread.loc[(split, g.label, m)]
+                med, mark = "—", "—"
+                if vd is not None and (split, m) in vd.index:
+                    r = vd.loc[(split, m)]
+                    med = fmt(r["median"])
+                    mark = "**noise-dominated**" if r["dominated"] else "ranked" if np.isfinite(r["sd"]) and r["entries"] else "—"
+                label = METRICS[m].label if m in METRICS else m
+                lines.append(f"| {split} | {' / '.join(g.names)} | {label} | {fmt(x['mean'])} | {fmt(x['sd'])} | {fmt(x['min'])} "
+                             f"| {fmt(x['max'])} | {med} | {mark} |")
+    legend = (f"\nmedian ranked |Δ|: the median difference to the base alone of the rows the headline ranks on that split "
+              f"(every method but the models alone); **noise-dominated**: it is under {noise.FACTOR:g} × the largest seed sd "
+              "of a model alone on that split and metric (over the seed groups), so one retraining could reorder the "
+              "ranking: the page shows that split unranked for that metric and `dvc metrics show` leaves it out.\n")
+    return "\n".join(lines) + "\n" + legend
 
 
 TARGET_S = 600  # the README's main command, install included, on 2 cores (10 minutes)
@@ -124,18 +229,30 @@ def timings_table(record: dict) -> str:
     return "\n".join(lines) + "\n" + tail
 
 
+def report_config(root=".") -> ReportConfig:
+    """The ``report:`` settings of ``root/params.yaml`` (the defaults without one)."""
+    import yaml
+
+    path = Path(root) / "params.yaml"
+    return ReportConfig.from_params(yaml.safe_load(path.read_text()) if path.exists() else None, source=str(path))
+
+
 def blocks(root=".") -> dict[str, str]:
-    """The generated blocks' bodies, from the committed bundle and timings."""
+    """The generated blocks' bodies, from the committed bundle, params.yaml's ``report:`` settings and timings."""
     from benchmark.bundle.schema import load_bundle
     from benchmark.reproduce.gate import latest_bundle
 
     root = Path(root)
     bundle = load_bundle(latest_bundle(root / "leaderboard" / "embedded"), check_arch=False)
+    cfg = report_config(root)
+    zoo = bundle.manifest.get("zoo") or {}
+    paired = bundle.paired if bundle.paired is not None else pd.DataFrame(
+        columns=["suite", "split", "fit", "method", "base", "sidekick", "metric", "diff", "ci_low", "ci_high"])
+    splits = shown_splits(bundle.rows, cfg)
     out = {"models": models_table(bundle.rows, bundle.models),
-           "seeds": seeds_table(bundle.rows, bundle.manifest.get("zoo") or {}),
-           "duos": duos_table(bundle.rows, bundle.paired if bundle.paired is not None else pd.DataFrame(
-               columns=["split", "fit", "method", "base", "sidekick", "metric", "diff", "ci_low", "ci_high"]),
-               sidekicks=[n for n, e in (bundle.manifest.get("zoo") or {}).items() if e.get("role") == "sidekick"] or None),
+           "seeds": seeds_table(bundle.rows, zoo, verdicts(bundle.rows, zoo, paired, cfg, splits), splits),
+           "duos": duos_table(bundle.rows, paired, sidekicks=[n for n, e in zoo.items() if e.get("role") == "sidekick"] or None,
+                              zoo=zoo, config=cfg),
            "bundle": f"`{bundle.path.relative_to(root).as_posix()}` (rows of the committed bundle; commit "
                      f"{(bundle.manifest.get('git') or {}).get('commit', '?')[:12]}).\n"}
     tfile = root / "results" / "timings.json"

@@ -1,8 +1,14 @@
 """The README's result sections, generated from committed files only.
 
 Sources: the embedded default's committed result bundle
-(``leaderboard/embedded/<id>/``: rows, paired differences, models) and
-``results/timings.json``. Each generated block sits between
+(``leaderboard/embedded/<id>/``: rows, paired differences, models), the
+``report:`` settings of ``params.yaml`` (which splits the headline and the plots
+show) and ``results/timings.json``. The blocks rank only what stands above the
+training-seed noise (:mod:`benchmark.core.noise`): the seed block gives the
+spread of every shown split and metric with the headline's noise verdict
+(:func:`verdicts`), the duo block marks ✱ only a difference whose interval
+excludes 0 *and* that lies outside the seed noise of its kind, and adds the
+seed-robust statement over each seed group's bases. Each generated block sits between
 ``<!-- generated:NAME -->`` and ``<!-- /generated:NAME -->`` in README.md;
 :func:`update` rewrites the blocks, :func:`stale_blocks` lists those that differ
 (tests/test_readme_results.py fails on any, naming the command that regenerates
@@ -89,11 +95,13 @@ def _improves(metric: str, d: float) -> bool:
     return d > 0 if hib else d < 0
 
 
-def duos_table(rows: pd.DataFrame, paired: pd.DataFrame, sidekicks=None, zoo: dict | None = None, config=None) -> str:
+def duos_table(rows: pd.DataFrame, paired: pd.DataFrame, sidekicks=None, zoo: dict | None = None, config=None,
+               verdict: pd.DataFrame | None = None) -> str:
     """Every weighted duo (of a ``sidekicks`` member when given): base alone -> duo and the paired-bootstrap
     difference with its interval, marked ✱ when that interval excludes 0 *and* the difference is outside the
     training-seed noise of duo-minus-base differences (:func:`duo_noise`), ≈ when within it; then, per seed group
-    of bases and sidekick, the difference over the group's seeds: mean ± sd and how many seeds improve."""
+    of bases and sidekick, the difference over the group's seeds: mean ± sd and how many seeds improve. A metric
+    that ``verdict`` (:func:`verdicts`) finds noise-dominated on the split says so in its column header."""
     v = _view(rows)
     if sidekicks is not None:
         v = v[(v["family"] != "duo") | v["sidekick"].isin(list(sidekicks))]
@@ -102,7 +110,9 @@ def duos_table(rows: pd.DataFrame, paired: pd.DataFrame, sidekicks=None, zoo: di
     p = paired[(paired["split"] == SPLIT) & (paired["fit"] == FIT) & (paired["method"] == "weighted")]
     p = p.set_index(["base", "sidekick", "metric"])
     judged = duo_noise(rows, zoo, config)
-    head = "| duo (weighted) | FLOPs balance | " + " | ".join(f"{label}: base → duo (diff [95% CI])" for _, label in DUO_METRICS) + " |"
+    dom = set() if verdict is None else set(verdict.loc[(verdict["split"] == SPLIT) & verdict["dominated"].astype(bool), "metric"])
+    head = "| duo (weighted) | FLOPs balance | " + " | ".join(
+        f"{label}{' (noise-dominated)' if m in dom else ''}: base → duo (diff [95% CI])" for m, label in DUO_METRICS) + " |"
     lines = [head, "|---|---|" + "---|" * len(DUO_METRICS)]
     keys = duo[["base", "sidekick"]].drop_duplicates().sort_values(["base", "sidekick"]).itertuples(index=False)
     diffs: dict[tuple, float] = {}
@@ -127,7 +137,9 @@ def duos_table(rows: pd.DataFrame, paired: pd.DataFrame, sidekicks=None, zoo: di
     return (table + "\n✱ the 95% interval of the difference excludes 0 and the difference is outside the training-seed "
             f"noise: |diff| > {noise.FACTOR:g} × the seed sd of the duo-minus-base difference (over the seed group's bases "
             "with the same sidekick where the base has a seed group, else the largest such sd of the split); "
-            "≈ within that noise, so one retraining could reverse it.\n" + _group_lines(duo, diffs, zoo))
+            "≈ within that noise, so one retraining could reverse it."
+            + (" (noise-dominated): on this split the differences the headline ranks are typically within the seed spread "
+               "of a model alone (seed table above): shown, not ranked." if dom else "") + "\n" + _group_lines(duo, diffs, zoo))
 
 
 def _group_lines(duo: pd.DataFrame, diffs: dict, zoo: dict | None) -> str:
@@ -249,10 +261,11 @@ def blocks(root=".") -> dict[str, str]:
     paired = bundle.paired if bundle.paired is not None else pd.DataFrame(
         columns=["suite", "split", "fit", "method", "base", "sidekick", "metric", "diff", "ci_low", "ci_high"])
     splits = shown_splits(bundle.rows, cfg)
+    verdict = verdicts(bundle.rows, zoo, paired, cfg, sorted(set(splits) | {SPLIT}, key=split_sort_key))
     out = {"models": models_table(bundle.rows, bundle.models),
-           "seeds": seeds_table(bundle.rows, zoo, verdicts(bundle.rows, zoo, paired, cfg, splits), splits),
+           "seeds": seeds_table(bundle.rows, zoo, verdict, splits),
            "duos": duos_table(bundle.rows, paired, sidekicks=[n for n, e in zoo.items() if e.get("role") == "sidekick"] or None,
-                              zoo=zoo, config=cfg),
+                              zoo=zoo, config=cfg, verdict=verdict),
            "bundle": f"`{bundle.path.relative_to(root).as_posix()}` (rows of the committed bundle; commit "
                      f"{(bundle.manifest.get('git') or {}).get('commit', '?')[:12]}).\n"}
     tfile = root / "results" / "timings.json"

@@ -76,6 +76,10 @@ def test_duo_table_marks_a_finding_only_outside_the_seed_noise():
     # the seed-robust statement: over the group's bases with each sidekick
     assert "| b0 / b1 / b2 + s | 0.10 | −0.005 ± 0.001 (3/3 seeds improve) | — |" in table
     assert "| b0 / b1 / b2 + t | 0.10 | −0.0001 ± 0.0003 (2/3 seeds improve) | — |" in table
+    # a noise-dominated (split, metric) says so in its column
+    verdict = pd.DataFrame([dict(split="test", metric="aurc", dominated=True), dict(split="shift", metric="nll", dominated=True)])
+    head = readme.duos_table(_duo_rows(), paired, zoo=ZOO, verdict=verdict).splitlines()[0]
+    assert "AURC (noise-dominated): base → duo" in head and "NLL: base → duo" in head
     # without a seed group nothing is measured: no difference is a finding
     assert "✱" not in readme.duos_table(_duo_rows(), paired, zoo={}).split("\n\n")[0]
 

@@ -60,6 +60,20 @@ def add_reproduce_command(subparsers) -> None:
     m.add_argument("--keep", action="store_true", help="keep the scratch copy (its path is printed)")
     m.set_defaults(handler=run_simulate)
 
+    u = sub.add_parser("tune", help="choose a recipe's lr on validation: one stage run per grid point, in scratch copies",
+                       description="Run a training stage once per learning rate, each in a scratch copy of this checkout "
+                                   "whose params.yaml differs only in recipes.<recipe>.lr (the recipe's budget unchanged), "
+                                   "score each run by the validation score its train.json records, and write the grid to "
+                                   "results/tuning.json. Exit 1 when params.yaml's lr is not the best of the grid. "
+                                   "Rules: benchmark/reproduce/tune.py.")
+    u.add_argument("--stage", required=True, help="the training stage, e.g. train@lite0-s0 or sve-train")
+    u.add_argument("--recipe", required=True, help="the recipe whose lr is tuned (params.yaml recipes.<name>)")
+    u.add_argument("--lr", nargs="+", type=float, required=True, metavar="LR", help="the grid")
+    u.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="another params.yaml key for every run, e.g. sve.members=[2] (YAML value)")
+    u.add_argument("--out", default="results/tuning.json", help="the tuning record (default: results/tuning.json)")
+    u.set_defaults(handler=run_tune)
+
     r = sub.add_parser("readme", help="regenerate (or check) the README's result blocks from committed files")
     r.add_argument("--readme", default="README.md")
     g = r.add_mutually_exclusive_group(required=True)
@@ -111,6 +125,22 @@ def run_simulate(args) -> int:
           f"outputs byte-identical to this checkout's dvc.lock ({int(n.get('measured', 0))} embed a measured time, not compared)"
           + ("" if res.identical else " -> DIFFERENT") + (f"; copy kept in {res.workdir}" if res.workdir else ""))
     return 0 if res.identical else 1
+
+
+def run_tune(args) -> int:
+    from benchmark.reproduce import tune
+
+    try:
+        record = tune.tune(args.stage, args.recipe, args.lr, sets=[tune.parse_assignment(a) for a in args.set])
+    except (ValueError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    for g in record["grid"]:
+        print(f"lr {g['lr']:g}: validation {g['select_by']} {g['val_score']:.4f} (epoch {g['best_epoch']}, {g['wall_s']:.0f} s)")
+    path = tune.write(record, args.out)
+    problem = tune.check(record)
+    print(f"wrote {path}" + (f"; {problem}" if problem else f"; params.yaml's lr {record['params_lr']:g} is the best of the grid"))
+    return 1 if problem else 0
 
 
 def run_readme(args) -> int:

@@ -34,7 +34,8 @@ def add_reproduce_command(subparsers) -> None:
     c.add_argument("--lock", default="dvc.lock", help="the fresh run's dvc.lock, compared with its git HEAD version")
     c.add_argument("--params", default="params.yaml", help="params file (evaluate.main_fit, evaluate.bootstrap_level)")
     c.add_argument("--allow-other-inputs", action="store_true",
-                   help="judge rows with other logits by their noise even when both runs pinned the numerics")
+                   help="a CPU kind on which pinning did not give the same bytes: judge rows with other logits by their "
+                        "noise and report (not fail on) differing stage outputs, even when both runs pinned the numerics")
     c.add_argument("--report", help="write the per-row comparison as CSV here")
     c.add_argument("--show", type=int, default=15, help="failing rows to print, largest first")
     c.set_defaults(handler=run_check)

@@ -85,7 +85,7 @@ def _arguments(parser: argparse.ArgumentParser) -> list[str]:
         if a.nargs in ("*", "+"):
             notes.append("repeatable" if a.nargs == "*" else "one or more")
         lines.append(f"| {_code(name)} | {_cell(fmt._expand_help(a) if a.help else '')} | {_cell('; '.join(notes))} |")
-    return (["| argument | meaning | |", "|---|---|---|", *lines] if lines else [])
+    return (["| argument | meaning | notes |", "|---|---|---|", *lines] if lines else [])
 
 
 def _command(parser: argparse.ArgumentParser, words: list[str], summary: str, level: int) -> list[str]:
@@ -318,7 +318,11 @@ def suite_reference() -> str:
         "Every entry of `recipes` is a training recipe, with the keys of [`recipes.<name>`](params.md#recipesname).",
         f"Split names match `{SPLIT_RE.pattern}`.", "",
         "## `datasets.<key>` { #datasets-entry }", "", _doc(DatasetEntry), "", *config_table(DatasetEntry, links), "",
-        "Loaders (`loader`, default the entry's key): " + ", ".join(f"`{n}`" for n in sorted(LOADERS)) + ".", ""]) + "\n"
+        "## Dataset layouts { #layouts }", "",
+        "Each loader (`loader`, default the entry's key) reads the dataset's official on-disk layout under the entry's "
+        "`root` (relative to the data root: `UQBENCH_DATA` or params `data_root`); nothing is downloaded. A missing "
+        "root or a wrong layout is one error that shows the layout.", "",
+        *[line for n in sorted(LOADERS) for line in (f"`{n}`", "", "```text", LOADERS[n].sketch.strip("\n"), "```", "")]]) + "\n"
 
 
 def zoo_reference() -> str:

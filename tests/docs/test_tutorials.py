@@ -1,7 +1,7 @@
 """Every code block of the tutorials (docs/tutorials/*.md) runs as written.
 
-A page's blocks run in order in one fresh folder that holds copies of the repository files a reader's checkout has
-(:data:`COPIED`), with this checkout's package importable and the network off:
+A page's blocks run in order in one fresh git repository holding a copy of this checkout's code, configuration and
+committed bundles (:data:`COPIED`: what a reader's clone has, without results), with the network off:
 
 * ```` ```bash ````: run with ``bash -e``; ```` ```python ````: run as a script;
 * ```` ```yaml ```` preceded by ``<!-- file: PATH -->``: written to ``PATH`` (the reader writes that file); any other
@@ -32,13 +32,16 @@ ROOT = Path(__file__).resolve().parents[2]
 TUTORIALS = sorted((ROOT / "docs" / "tutorials").glob("*.md"))
 BLOCK = re.compile(r"(?:^<!-- (?P<mark>skip|file): (?P<arg>[^>]+?) -->\n)?^```(?P<lang>[\w-]*)\n(?P<code>.*?)^```[ \t]*$",
                    re.M | re.S)
-COPIED = ("params.yaml", "dvc.yaml", "zoo", "suites", "leaderboard", "pipelines", "scripts")
-SHELL_TOOLS = {"export", "cd", "ls", "cat", "echo", "git", "cp", "mkdir", "open", "xdg-open", "nvidia-smi", "torchrun"}
+COPIED = ("benchmark", "pipelines", "scripts", "params.yaml", "dvc.yaml", "zoo", "suites", "leaderboard", ".dvc", ".dvcignore")
+SHELL_TOOLS = {".", "source", "export", "cd", "ls", "cat", "echo", "git", "cp", "mkdir", "open", "xdg-open", "nvidia-smi", "torchrun"}
 SPLIT = {"&&", "||", ";", "|", "&"}
+PYTHON_TOOLS = {"pytest", "mkdocs", "pip"}  # `python -m <tool>`: installed by the set-up
 
 
-def blocks(path: Path) -> list[dict]:
-    return [m.groupdict() for m in BLOCK.finditer(path.read_text(encoding="utf-8"))]
+def blocks(path: Path | str) -> list[dict]:
+    """The fenced blocks of a page (or of Markdown text), with the mark before each."""
+    text = path.read_text(encoding="utf-8") if isinstance(path, Path) else path
+    return [m.groupdict() for m in BLOCK.finditer(text)]
 
 
 def commands(code: str) -> list[list[str]]:
@@ -63,6 +66,10 @@ def commands(code: str) -> list[list[str]]:
 
 def check_command(words: list[str]) -> None:
     """``words`` is a command this checkout has (see the module docstring); AssertionError otherwise."""
+    if words[0].endswith("/python") or words[0] == "python3":  # .venv/bin/python
+        words = ["python", *words[1:]]
+    if words[0] == "python" and words[1] == "-m" and words[2] in PYTHON_TOOLS:
+        return
     if words[0] == "python" and words[1:3] == ["-m", "benchmark"]:
         from benchmark.cli.main import build_parser
 
@@ -94,7 +101,9 @@ def reader(tmp_path):
             shutil.copytree(src, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
         else:
             shutil.copy2(src, tmp_path / name)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "HF_HUB_OFFLINE": "1", "NO_MKDOCS_2_WARNING": "1",
+           "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     return tmp_path, env
 
 
@@ -145,8 +154,8 @@ def test_included_and_readme_commands_exist(page):
     included = "".join(reference.include(ROOT, m.group("file"), m.group("heading")) for m in reference.INCLUDE.finditer(text))
     source = text if page.name == "README.md" else included
     checked = 0
-    for m in re.finditer(r"^```(bash|sh|)\n(.*?)^```", source, re.M | re.S):
-        for words in commands(m.group(2)):
+    for b in blocks(source):
+        for words in commands(b["code"]) if b["lang"] in ("bash", "sh", "") else []:
             check_command(words)
             checked += 1
     assert checked or page.name != "README.md"

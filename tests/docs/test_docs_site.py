@@ -16,7 +16,8 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "docs" / "hooks"))
-import reference  # noqa: E402  (docs/hooks/reference.py)
+import cli_reference  # noqa: E402  (docs/hooks/)
+import reference  # noqa: E402
 
 sys.path.pop(0)
 
@@ -69,7 +70,7 @@ def test_cli_reference_has_every_command_and_option(site):
 
     def walk(parser, words):
         yield words, parser
-        for name, sub, _ in reference._subcommands(parser):
+        for name, sub, _ in cli_reference._subcommands(parser):
             yield from walk(sub, [*words, name])
 
     seen = 0

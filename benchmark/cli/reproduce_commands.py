@@ -76,7 +76,8 @@ def add_reproduce_command(subparsers) -> None:
     u.set_defaults(handler=run_tune)
 
     r = sub.add_parser("readme", help="regenerate (or check) the README's result blocks from committed files")
-    r.add_argument("--readme", default="README.md")
+    r.add_argument("--file", action="append", metavar="FILE",
+                   help="a file with generated blocks (repeatable; default: the README and the docs pages that have them)")
     g = r.add_mutually_exclusive_group(required=True)
     g.add_argument("--write", action="store_true", help="rewrite the stale blocks")
     g.add_argument("--check", action="store_true", help="exit 1 when a block is stale")
@@ -147,13 +148,18 @@ def run_tune(args) -> int:
 def run_readme(args) -> int:
     from benchmark.reproduce import readme
 
-    if args.write:
-        changed = readme.update(args.readme)
-        print(f"{args.readme}: {'rewrote ' + ', '.join(changed) if changed else 'up to date'}")
-        return 0
-    stale = readme.stale_blocks(Path(args.readme).read_text(), readme.blocks())
+    files = args.file or list(readme.FILES)
+    try:
+        if args.write:
+            changed = readme.update(files)
+            print(f"{', '.join(files)}: {'rewrote ' + ', '.join(changed) if changed else 'up to date'}")
+            return 0
+        stale = readme.stale(files)
+    except (ValueError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     if stale:
-        print(f"{args.readme}: generated blocks {stale} are stale; run `python -m benchmark reproduce readme --write`", file=sys.stderr)
+        print(f"generated blocks {stale} are stale; run `python -m benchmark reproduce readme --write`", file=sys.stderr)
         return 1
-    print(f"{args.readme}: generated blocks up to date")
+    print(f"{', '.join(files)}: generated blocks up to date")
     return 0

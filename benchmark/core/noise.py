@@ -170,13 +170,15 @@ def bootstrap_se(rows: pd.DataFrame, level: float) -> pd.Series:
     return ((hi - lo) / (2 * z_of(level))).where(np.isfinite(lo) & np.isfinite(hi), 0.0).clip(lower=0.0)
 
 
-def fallback_spread(spread: pd.DataFrame) -> pd.DataFrame:
-    """Per ``(split, metric)``: the largest seed sd over all groups, families and methods, with its ``n``."""
+def fallback_spread(spread: pd.DataFrame, by=("split", "metric")) -> pd.DataFrame:
+    """Per ``by`` (default ``(split, metric)``): the largest seed sd over all groups (and families and methods unless
+    ``by`` names them), with its ``n``."""
+    by = list(by)
     if spread.empty:
-        return pd.DataFrame(columns=["split", "metric", "sd", "n"])
+        return pd.DataFrame(columns=[*by, "sd", "n"])
     s = spread[np.isfinite(spread["sd"].astype(float))]
-    idx = s.sort_values(["sd", "n"], ascending=[False, True], kind="stable").groupby(["split", "metric"], sort=True).head(1)
-    return idx[["split", "metric", "sd", "n"]].reset_index(drop=True)
+    idx = s.sort_values(["sd", "n"], ascending=[False, True], kind="stable").groupby(by, sort=True).head(1)
+    return idx[[*by, "sd", "n"]].reset_index(drop=True)
 
 
 def seed_sd(rows: pd.DataFrame, groups: list[SeedGroup], *, spread: pd.DataFrame | None = None, own: str = "all",
@@ -197,6 +199,13 @@ def seed_sd(rows: pd.DataFrame, groups: list[SeedGroup], *, spread: pd.DataFrame
     keyed = pd.concat([rows[SPREAD_KEY].astype(str), seedless(rows, groups)], axis=1)
     mine = keyed.merge(spread[SPREAD_KEY + MODEL_COLUMNS + ["sd", "n"]], on=SPREAD_KEY + MODEL_COLUMNS, how="left")
     fb = keyed[["split", "metric"]].merge(fallback[["split", "metric", "sd", "n"]], on=["split", "metric"], how="left")
+    if {"family", "method"} <= set(fallback.columns):  # a finer fallback first: the same family and method
+        fine = keyed[["split", "metric", "family", "method"]].merge(fallback, on=["split", "metric", "family", "method"],
+                                                                     how="left")
+        coarse = fallback[fallback["family"].isna()] if "family" in fallback else fallback.iloc[:0]
+        fb = keyed[["split", "metric"]].merge(coarse[["split", "metric", "sd", "n"]], on=["split", "metric"], how="left")
+        take = fine["sd"].notna().to_numpy()
+        fb.loc[take, ["sd", "n"]] = fine.loc[take, ["sd", "n"]].to_numpy()
     to = group_of(groups)
     if own == "all":
         complete = rows["members"].astype(str).map(lambda m: all(x in to for x in m.split("+"))).to_numpy()
@@ -274,9 +283,9 @@ def difference_noise(rows: pd.DataFrame, groups: list[SeedGroup], reference_fami
     seeds of a seed group of the same kind's difference (:func:`seed_spread` of the differences: e.g. duo minus
     base over the group's bases with the same sidekick, method, fit and confidence; ``seed_source = "own"``),
     for a row whose base is in a seed group and that has such siblings (:func:`seed_sd` with ``own="base"``).
-    Otherwise the conservative fallback of the ``(split, metric)``: the largest sd of differences of any kind
-    (:func:`fallback_spread`), and where no difference has a spread there, the largest sd of values (the
-    reference family's included). ``within = |diff| <= factor * sd_seed`` (:func:`within_noise`: None without a
+    Otherwise the conservative fallback: the largest sd of differences of the same family and method on the
+    ``(split, metric)`` (e.g. weighted duos: not another variant's), else of any kind (:func:`fallback_spread`),
+    and where no difference has a spread there, the largest sd of values (the reference family's included). ``within = |diff| <= factor * sd_seed`` (:func:`within_noise`: None without a
     spread, ``seed_source = "none"``)."""
     diffs = differences(rows, reference_family)
     cols = ["diff", "sd_seed", "seeds", "seed_source", "within"]
@@ -287,6 +296,8 @@ def difference_noise(rows: pd.DataFrame, groups: list[SeedGroup], reference_fami
     vfb = fallback_spread(seed_spread(rows, groups))
     have = set(zip(fb["split"], fb["metric"]))
     fb = pd.concat([fb, vfb[[(s, m) not in have for s, m in zip(vfb["split"], vfb["metric"])]]], ignore_index=True)
+    fb = pd.concat([fallback_spread(dspread, by=("split", "metric", "family", "method")), fb.assign(family=np.nan, method=np.nan)],
+                   ignore_index=True)
     out = seed_sd(diffs, groups, spread=dspread, own="base", fallback=fb)
     out.insert(0, "diff", diffs["value"].to_numpy(dtype=float))
     out["within"] = pd.Series([within_noise(d, s, factor) for d, s in zip(out["diff"], out["sd_seed"])], index=out.index,

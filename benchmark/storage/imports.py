@@ -84,8 +84,8 @@ def closure(root, *starts) -> list[str]:
             if module_file(root, s) is None:
                 raise ValueError(f"no module {s!r} under {root}")
             files += _modules_run(root, s)
-    package = sorted((root / PACKAGE).rglob("*.py"))
-    stamp = tuple((p, p.stat().st_mtime_ns, p.stat().st_size) for p in package)  # a changed source: computed again
+    sources = sorted((root / PACKAGE).rglob("*.py")) + sorted(scripts)
+    stamp = tuple((p, p.stat().st_mtime_ns, p.stat().st_size) for p in sources)  # a changed source: computed again
     reached = _closure(root, tuple(files), stamp) - scripts
     return sorted(p.relative_to(root).as_posix() for p in reached)
 

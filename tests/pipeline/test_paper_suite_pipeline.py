@@ -1,6 +1,7 @@
 """The paper suites' DVC pipeline folders: generated files, data source, epochs-0 recipes, one suite end to end."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -22,6 +23,7 @@ from benchmark.dvcgen import suite_pipeline
 from benchmark.models import factory
 from benchmark.models.train import Recipe, fine_tune
 from benchmark.stages import entry, per_model as stages, stage_config, suite_source
+from benchmark.stages.params_config import parse_params
 from benchmark.storage import store
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -164,12 +166,12 @@ def test_missing_data_root_is_one_clear_error(tmp_path, monkeypatch, capsys):
     assert "suite 'caltech256'" in msg and "no data root is set" in msg and "UQBENCH_DATA" in msg
     assert "256_ObjectCategories/001.ak47/001_0001.jpg" in msg  # the expected layout
     missing = tmp_path / "nowhere"
-    p["data_root"] = str(missing)
+    p = dataclasses.replace(p, data_root=str(missing))
     with pytest.raises(DatasetLayoutError, match=r"suite 'caltech256': caltech256: root folder .*nowhere.* not found") as e:
         suite_source.prepare_data(p)
     assert "256_ObjectCategories" in str(e.value)
     # through the stage script's wrapper: one line "error: ...", exit status 2, nothing written
-    (folder / "params.yaml").write_text(yaml.safe_dump(p))
+    (folder / "params.yaml").write_text(yaml.safe_dump(dict(params, data_root=str(missing))))
     assert entry.stage_main("data", lambda params, a: suite_source.prepare_data(params), argv=[]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: suite 'caltech256'") and str(missing) in err
@@ -206,8 +208,7 @@ def test_imagenet_like_suite_without_training(tmp_path, monkeypatch):
     zoo = {"models": {"res": dict(TINY_ZOO["models"]["res"], recipe="none")}}
     folder = _suite_folder(tmp_path, "imagenet", zoo, tiny_params("imagenet", data))
     monkeypatch.chdir(folder)
-    p = stage_config.load_params()
-    p["num_workers"] = 2  # images decoded in DataLoader worker processes
+    p = dataclasses.replace(stage_config.load_params(), num_workers=2)  # images decoded in DataLoader worker processes
     assert sorted(suite_source.prepare_data(p)) == ["shift", "test", "val"]
     spec = load_suite("imagenet", suites_dir=ROOT / "suites")
     want = spec.load_splits(data)
@@ -232,14 +233,17 @@ def test_imagenet_like_suite_without_training(tmp_path, monkeypatch):
         assert torch.allclose(model(x), test.logits[:3], atol=1e-5)
 
 
-def test_device_param():
-    assert suite_source.device({}) == torch.device("cpu")  # the embedded suite: unchanged CPU behaviour
-    assert suite_source.device({"device": "auto"}) == torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    with pytest.raises(stage_config.ConfigError, match="'device' must be auto, cpu or cuda, got 'gpu'"):
-        suite_source.device({"device": "gpu"})
+def test_device_param(tmp_path):
+    raw = tiny_params("caltech256", tmp_path)
+    raw.pop("device")
+    assert suite_source.device(parse_params(raw)) == torch.device("cpu")  # the default: unchanged CPU behaviour
+    auto = parse_params(dict(raw, device="auto"))
+    assert suite_source.device(auto) == torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    with pytest.raises(ValueError, match=r"params.yaml: device must be text \(one of \['auto', 'cpu', 'cuda'\]\), got 'gpu'"):
+        parse_params(dict(raw, device="gpu"))
     if not torch.cuda.is_available():
         with pytest.raises(stage_config.ConfigError, match="torch sees no CUDA device"):
-            suite_source.device({"device": "cuda"})
+            suite_source.device(parse_params(dict(raw, device="cuda")))
 
 
 def test_paper_recipe_must_select_like_the_suite(tmp_path, monkeypatch):

@@ -85,5 +85,5 @@ def test_bad_tolerances_name_the_field(raw, msg):
 def test_params_tolerances_parse():
     from benchmark.stages.stage_config import load_params
 
-    tol = gate.tolerances(load_params(Path(__file__).resolve().parents[2] / "params.yaml")["reproduce"]["tolerance"])
+    tol = gate.of_params(load_params(Path(__file__).resolve().parents[2] / "params.yaml").reproduce)
     assert "default" in tol and all(t.atol >= 0 and t.rtol >= 0 for t in tol.values())

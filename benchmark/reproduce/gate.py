@@ -36,17 +36,6 @@ class Tolerance:
         return abs(fresh - ref) <= self.atol + self.rtol * abs(ref)
 
 
-def tolerances(raw: dict | None) -> dict[str, Tolerance]:
-    """``{metric: Tolerance}`` from params ``reproduce.tolerance`` (``{metric: {atol, rtol}}``, key ``default`` required),
-    parsed field by field (:class:`benchmark.stages.params_config.ReproduceParams`)."""
-    from benchmark.config.typed import parse_config
-    from benchmark.stages.params_config import ReproduceParams
-
-    if raw is None:
-        return of_params(None)
-    return of_params(parse_config(ReproduceParams, {"tolerance": raw}, "params reproduce"))
-
-
 def of_params(reproduce) -> dict[str, Tolerance]:
     """``{metric: Tolerance}`` of the typed params block ``reproduce`` (:class:`~benchmark.stages.params_config.Params`)."""
     if reproduce is None:

@@ -5,9 +5,17 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from benchmark.config.typed import parse_config
 from benchmark.reproduce import gate
+from benchmark.stages.params_config import ReproduceParams
 
-TOL = gate.tolerances({"default": {"atol": 0.01, "rtol": 0.0}, "nll": {"atol": 0.0, "rtol": 0.1}})
+
+def tolerances(raw):
+    """The gate's tolerances of a ``reproduce.tolerance`` mapping, parsed as the params file's block is."""
+    return gate.of_params(None if raw is None else parse_config(ReproduceParams, {"tolerance": raw}, "params reproduce"))
+
+
+TOL = tolerances({"default": {"atol": 0.01, "rtol": 0.0}, "nll": {"atol": 0.0, "rtol": 0.1}})
 
 
 def rows(values: dict) -> pd.DataFrame:
@@ -79,7 +87,7 @@ def test_summary_comparison_uses_the_metric_of_each_key():
 ])
 def test_bad_tolerances_name_the_field(raw, msg):
     with pytest.raises(ValueError, match=msg):
-        gate.tolerances(raw)
+        tolerances(raw)
 
 
 def test_params_tolerances_parse():

@@ -128,7 +128,7 @@ def _units(zoo, costs, cfg: EvalConfig, methods) -> list[tuple[tuple, dict | Non
 
 def run(params: Params, *, progress: bool = True) -> dict:
     """Evaluate all units, write metrics.csv, paired.csv, models.csv, summary.json."""
-    cfg = dataclasses.replace(params.evaluate, suite=params.suite)  # params evaluate, parsed field by field
+    cfg = params.evaluate  # params evaluate, parsed field by field at the stage entry (its suite: params suite)
     zoo = stage_config.zoo(params)
     costs = load_costs(zoo)
     methods = method_outputs(stage_config.paths()["methods"])

@@ -16,12 +16,13 @@ import torch
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "pipeline"))
-from baseline_tree import ZOO, make_tree, params, run_method, typed  # noqa: E402
+from baseline_tree import CLASSES, ZOO, make_tree, params, run_method, typed  # noqa: E402
 
 import benchmark.methods  # noqa: E402
 from benchmark.dvcgen import suite_pipeline  # noqa: E402
 from benchmark.evaluation import stage as evaluate  # noqa: E402
 from benchmark.methods import registry  # noqa: E402
+from benchmark.models.zoo import parse_entry  # noqa: E402
 from benchmark.stages import per_model  # noqa: E402
 from benchmark.storage import store  # noqa: E402
 
@@ -49,6 +50,7 @@ def examples(tmp_path, monkeypatch):
     registry.discover()  # every shipped method registered in the registry itself before it is swapped for a copy
     monkeypatch.setattr(benchmark.methods, "__path__", [*benchmark.methods.__path__, str(folder)])
     monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+    monkeypatch.setattr(registry, "_COSTS", dict(registry._COSTS))
     yield code
     for name in modules:
         sys.modules.pop(f"benchmark.methods.{name}", None)
@@ -101,6 +103,13 @@ def test_the_examples_run_through_their_stages_and_the_evaluate_stage(examples, 
     assert flip.logits.shape == (2, *zoo_test.logits.shape) and torch.allclose(flip.logits[0], zoo_test.logits, atol=1e-5)
     cost = store.read_json(root / "results" / "cost" / "t-s0.json")
     assert free["gflops"] == cost["gflops"] and based["gflops"] == pytest.approx(2 * cost["gflops"], rel=1e-6)
+    # what verify recomputes: each example's registered cost function gives its stage's cost record, without weights
+    entry = parse_entry("t-s0", ZOO["t-s0"])
+    for family, record, members in (("fixed_temperature", free, 1), ("flip_tta", based, 2)):
+        cfg = registry.get_method(family).config(model="t-s0")
+        assert registry.output_cost(family)(record, entry, CLASSES, members, cfg) == {k: record[k] for k in ("gflops", "params")}
+        with pytest.raises(ValueError, match="members"):
+            registry.output_cost(family)(record, entry, CLASSES, members + 1, cfg)
     rows = pd.read_csv(root / "results" / "metrics.csv", keep_default_na=False)
     acc = rows[(rows.split == "test") & (rows.metric == "accuracy") & (rows.confidence == "max")]
     single = acc[(acc.family == "single") & (acc.base == "t-s0")]["value"].iloc[0]

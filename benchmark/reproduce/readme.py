@@ -1,12 +1,13 @@
-"""The README's result sections, generated from committed files only.
+"""The result sections of the README and the docs, generated from committed files only.
 
 Sources: the embedded default's committed result bundle
 (``leaderboard/embedded/<id>/``: rows, paired differences, models) and
 ``results/timings.json``. Each generated block sits between
-``<!-- generated:NAME -->`` and ``<!-- /generated:NAME -->`` in README.md;
-:func:`update` rewrites the blocks, :func:`stale_blocks` lists those that differ
-(tests/test_readme_results.py fails on any, naming the command that regenerates
-them: ``python -m benchmark readme --write``).
+``<!-- generated:NAME -->`` and ``<!-- /generated:NAME -->`` in one of :data:`FILES`
+(the README keeps the headline, the docs the rest; a block may appear in several);
+:func:`update` rewrites the blocks, :func:`stale` lists those that differ
+(tests/reproduce/test_readme_results.py fails on any, naming the command that regenerates
+them: ``python -m benchmark reproduce readme --write``).
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import pandas as pd
 from benchmark.core import noise
 from benchmark.reproduce import timing
 
+FILES = ("README.md", "docs/results.md", "docs/explanations/performance.md")  # the files holding generated blocks
 SPLIT, FIT, CONF = "test", "converged", "max"
 MODEL_METRICS = [("accuracy", "test acc"), ("nll", "NLL"), ("aurc", "AURC"), ("auroc", "AUROC"), ("sac98", "SAC@98")]
 DUO_METRICS = [("aurc", "AURC"), ("nll", "NLL")]
@@ -158,18 +160,35 @@ def stale_blocks(readme_text: str, new: dict[str, str]) -> list[str]:
     return sorted(n for n in new if have.get(n) != new[n])
 
 
-def update(readme="README.md", root=".") -> list[str]:
-    """Rewrite the generated blocks of ``readme``; return the names that changed."""
+def stale(files=FILES, root=".") -> list[str]:
+    """``FILE: NAME`` of every generated block of ``files`` (relative to ``root``) whose body differs from the
+    committed results; ``ValueError`` when a file names an unknown block or a block is in none of the files."""
+    root = Path(root)
+    new = blocks(root)
+    out, seen = [], set()
+    for file in files:
+        text = (root / file).read_text(encoding="utf-8")
+        have = {m.group("name") for m in _BLOCK.finditer(text)}
+        unknown = sorted(have - set(new))
+        if unknown:
+            raise ValueError(f"{file}: generated blocks {unknown} are not generated (known: {sorted(new)})")
+        seen |= have
+        out += [f"{file}: {n}" for n in stale_blocks(text, {n: new[n] for n in have})]
+    missing = sorted(set(new) - seen)
+    if missing:
+        raise ValueError(f"no generated block for {missing} in {list(files)} (add '<!-- generated:NAME -->' and "
+                         f"'<!-- /generated:NAME -->' lines where each table goes)")
+    return out
+
+
+def update(files=FILES, root=".") -> list[str]:
+    """Rewrite the stale generated blocks of ``files``; return them as ``FILE: NAME``."""
     from benchmark.storage.store import write_text
 
-    path = Path(readme)
-    text = path.read_text()
+    root = Path(root)
+    changed = stale(files, root)
     new = blocks(root)
-    stale = stale_blocks(text, new)
-    missing = [n for n in new if f"<!-- generated:{n} -->" not in text]
-    if missing:
-        raise ValueError(f"{path}: no generated block for {missing} (add '<!-- generated:NAME -->' and "
-                         f"'<!-- /generated:NAME -->' lines where each table goes)")
-    if stale:
-        write_text(path, render(text, new))
-    return stale
+    for file in sorted({c.split(": ", 1)[0] for c in changed}):
+        path = root / file
+        write_text(path, render(path.read_text(encoding="utf-8"), new))
+    return changed

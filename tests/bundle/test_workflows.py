@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -84,3 +85,21 @@ def test_deploy_verifies_every_bundle_before_publishing_without_a_token():
 def test_ci_script_usage_error():
     proc = subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True)
     assert proc.returncode == 2 and "usage:" in proc.stderr
+
+
+def test_deploy_builds_the_docs_beside_the_leaderboard():
+    """One Pages site: publish writes site/ (the leaderboard at the root), then the docs are built into site/docs with
+    --strict, before the site is uploaded; a docs failure fails the run but still deploys the leaderboard."""
+    deploy = yaml.safe_load((ROOT / ".github" / "workflows" / "deploy.yml").read_text())
+    steps = _steps(deploy, "build")
+    runs = [str(s.get("run", "")) for s in steps]
+    publish = next(i for i, r in enumerate(runs) if "ci-bundles.sh publish site" in r)
+    docs = next(i for i, r in enumerate(runs) if "mkdocs build" in r)
+    install = next(i for i, r in enumerate(runs) if '".[docs]"' in r)
+    upload = next(i for i, s in enumerate(steps) if str(s.get("uses", "")).startswith("actions/upload-pages-artifact@"))
+    assert publish < docs < upload and install < docs
+    assert "--strict" in runs[docs] and "--site-dir site/docs" in runs[docs]
+    assert steps[upload]["with"]["path"] == "site"
+    assert steps[docs].get("continue-on-error") is True and steps[docs]["id"] == "docs"
+    assert "steps.docs.outcome == 'failure'" in str(steps[-1].get("if", ""))
+    assert (ROOT / "mkdocs.yml").is_file() and re.search(r"^docs = \[", (ROOT / "pyproject.toml").read_text(), re.M)

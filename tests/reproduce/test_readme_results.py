@@ -20,8 +20,35 @@ def committed():
 
 
 def test_readme_blocks_are_generated_from_the_committed_results():
-    stale = readme.stale_blocks((ROOT / "README.md").read_text(), readme.blocks(ROOT))
-    assert not stale, f"README blocks {stale} differ from the committed results: run `python -m benchmark reproduce readme --write`"
+    stale = readme.stale(root=ROOT)
+    assert not stale, f"generated blocks {stale} differ from the committed results: run `python -m benchmark reproduce readme --write`"
+
+
+def _copy(tmp_path):
+    """The files with generated blocks copied, the committed results linked."""
+    for f in readme.FILES:
+        (tmp_path / f).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / f).write_text((ROOT / f).read_text(encoding="utf-8"), encoding="utf-8")
+    for d in ("leaderboard", "results"):
+        (tmp_path / d).symlink_to(ROOT / d)
+    return tmp_path
+
+
+def test_update_rewrites_a_stale_block_in_any_file_and_refuses_unknown_or_missing_blocks(tmp_path):
+    root = _copy(tmp_path)
+    page = root / "docs" / "results.md"
+    text = page.read_text(encoding="utf-8")
+    body = text.split("<!-- generated:duos -->\n", 1)[1].split("<!-- /generated:duos -->", 1)[0]
+    page.write_text(text.replace(body, "| stale | table |\n"), encoding="utf-8")
+    assert readme.stale(root=root) == ["docs/results.md: duos"]
+    assert readme.update(root=root) == ["docs/results.md: duos"]
+    assert page.read_text(encoding="utf-8") == text and readme.stale(root=root) == []
+    page.write_text(text.replace("generated:duos", "generated:nothing"), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"docs/results.md: generated blocks \['nothing'\] are not generated"):
+        readme.stale(root=root)
+    page.write_text(text.replace("<!-- generated:duos -->\n" + body + "<!-- /generated:duos -->\n", ""), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"no generated block for \['duos'\]"):
+        readme.stale(root=root)
 
 
 def test_every_base_beats_every_sidekick_and_stays_under_98_percent(committed):

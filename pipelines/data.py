@@ -2,7 +2,7 @@
 from pathlib import Path
 
 from benchmark.stages.entry import stage_main
-from benchmark.stages.per_model import prepare_data
+from benchmark.stages.suite_source import prepare_data
 from benchmark.storage import store
 
 

@@ -1,14 +1,15 @@
 """DVC stage `logits@<model>`: logits of one trained model on every split into results/logits/<model>/;
-with --cost also its fvcore GFLOPs, parameters and CPU throughput into results/cost/<model>.json (what the
-`cost@<model>` stage writes, in this process: one Python start-up and import less per model).
+with --cost also its fvcore GFLOPs, parameters and CPU throughput into results/cost/<model>.json (in this
+process: no separate cost stage, one Python start-up and import less per model).
 
 params `distributed` asking for several processes runs it under torchrun (sharded splits; rank 0 writes the cost).
 """
 from benchmark.stages.entry import stage_main
+from benchmark.stages.params_config import Params
 from benchmark.stages.per_model import cost, logits
 
 
-def logits_and_cost(params: dict, name: str, *, with_cost: bool, progress: bool = True) -> list[str]:
+def logits_and_cost(params: Params, name: str, *, with_cost: bool, progress: bool = True) -> list[str]:
     from benchmark.models import distributed
 
     written = logits(params, name, progress=progress)

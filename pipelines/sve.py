@@ -1,17 +1,21 @@
 """DVC stages of Singular Value Ensembles (params.yaml sve), nested: `sve-train` (--train) trains the largest
 size of sve.members once into results/method_checkpoints/sve/; `sve@<M>` (--members M) writes its first M
 members -> results/methods/sve-m<M>/. --members M --alone trains an M-member SVE by itself."""
-from benchmark.methods.sve_stage import nested_output, train_nested, train_sve
+from benchmark.methods import sve_stage
+from benchmark.stages import method_stage
 from benchmark.stages.entry import stage_main
 
 
-def _run(params: dict, a) -> object:
+def _run(params, a) -> object:
     progress = not a.no_progress
     if a.train == (a.members is not None):
         raise ValueError("sve stage: give --train or --members M")
+    if not a.train and not a.alone:
+        return method_stage.run(params, "sve", a.members, progress=progress)
+    ctx, cfg = method_stage.context(params, "sve", progress=progress)
     if a.train:
-        return train_nested(params, progress=progress)
-    return (train_sve if a.alone else nested_output)(params, a.members, progress=progress)
+        return sve_stage.train_nested(ctx, cfg)
+    return method_stage.write_output(ctx, sve_stage.train_sve(ctx, cfg, a.members))
 
 
 def _args(p) -> None:

@@ -21,3 +21,19 @@ def _restore_cwd():
     cwd = os.getcwd()
     yield
     os.chdir(cwd)
+
+
+@pytest.fixture(scope="session")
+def caltech(tmp_path_factory):
+    """Root of a repository copy whose suites/caltech256 pipeline has run through DVC (results/, dvc.lock): one run
+    per session, shared by the bundle tests and tests/pipeline/test_incremental.py (which work on copies of it).
+
+    ``UQBENCH_BUNDLE_FIXTURE=DIR`` reuses a run made by ``python tests/bundle/fixture_run.py DIR`` (development)."""
+    from pathlib import Path
+
+    if os.environ.get("UQBENCH_BUNDLE_FIXTURE"):
+        return Path(os.environ["UQBENCH_BUNDLE_FIXTURE"]) / "repo"
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "bundle"))
+    from fixture_run import caltech_run
+
+    return caltech_run(tmp_path_factory.mktemp("caltech"))

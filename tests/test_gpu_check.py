@@ -17,7 +17,7 @@ from benchmark.gpu import check as gpu_check
 from benchmark.gpu.check import Row
 from benchmark.gpu.pipeline_checks import compare_logits
 from benchmark.models.infer import amp_dtype, predict_logits
-from benchmark.stages import per_model
+from benchmark.stages.params_config import parse_params
 from benchmark.storage import store
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,9 +37,11 @@ def test_amp_setting_is_validated():
     assert amp_dtype("bfloat16") is torch.bfloat16 and amp_dtype("float16") is torch.float16
     with pytest.raises(ValueError, match=r"params 'logits': amp must be null \(off\), bfloat16 or float16, got 'fp8'"):
         amp_dtype("fp8")
-    # the stage refuses a bad setting before it reads anything
-    with pytest.raises(ValueError, match="params 'logits': amp must be"):
-        per_model.logits({"logits": {"batch_size": 4, "amp": True}}, "no-such-model", progress=False)
+    # the stage refuses a bad setting before it reads anything: at its entry, where params.yaml is parsed
+    raw = {"zoo": "z.yaml", "data": {}, "recipes": {}, "logits": {"batch_size": 4, "amp": True}, "evaluate": {},
+           "cost": {"throughput_batch": 1, "throughput_iters": 1}}
+    with pytest.raises(ValueError, match=r"^params.yaml: logits: amp must be null \(off\), bfloat16 or float16, got True"):
+        parse_params(raw)
 
 
 def test_predict_logits_under_bfloat16_autocast_on_cpu():

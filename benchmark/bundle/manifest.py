@@ -270,14 +270,13 @@ def check_manifest(m, where: str, *, now: dt.datetime | None = None) -> dict:
     return m
 
 
-def evaluate_params(m: dict, where: str):
-    """The run's ``evaluate`` block, typed (:class:`benchmark.stages.params_config.EvaluateParams`)."""
-    from benchmark.config.typed import parse_config
-    from benchmark.stages.params_config import EvaluateParams
+def evaluate_params(m: dict, where: str, suite: str = "embedded"):
+    """The run's ``evaluate`` block, typed (:class:`benchmark.config.evaluate.EvalConfig`, for suite ``suite``)."""
+    from benchmark.config.evaluate import EvalConfig
 
     block = m["params"].get("evaluate") or {}
     try:
-        return parse_config(EvaluateParams, _type(block, dict, f"{where}: params.evaluate"), f"{where}: params.evaluate")
+        return EvalConfig.from_params(suite, _type(block, dict, f"{where}: params.evaluate"), f"{where}: params.evaluate")
     except ValueError as e:
         raise BundleError(str(e)) from None
 

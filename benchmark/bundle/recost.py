@@ -7,12 +7,15 @@
   while counting) and :func:`~benchmark.models.cost.count_params`; the class count is the
   logits' (C);
 * a unit's gflops, params, balance, overhead_percent and extra_params_percent: the
-  evaluate stage's unit list (:func:`benchmark.evaluation.stage._units`, i.e. the logit
-  methods' own ``units`` functions and :func:`benchmark.models.cost.sum_cost`) fed with
-  those costs; for a method output, its cost record rebuilt by the method's registered
-  cost function (:func:`benchmark.stages.registry.output_cost`) from the zoo entry of its
-  base, the settings in its cost record and the member count of its logits. A method
-  without a cost function cannot have its costs recomputed: its rows stay unverified.
+  evaluate stage's unit list (:func:`benchmark.evaluation.stage.unit_list`, i.e. the
+  ``units`` functions of the methods evaluated per unit and
+  :func:`benchmark.models.cost.sum_cost`) fed with those costs and the run's ``evaluate``
+  params (which pairs and deep ensembles it evaluates); for a method output, its cost
+  record rebuilt by the method's registered cost function
+  (:func:`benchmark.methods.registry.output_cost`) from the zoo entry of its base, the
+  settings in its cost record, the member count of its logits and the typed config of the
+  params entry that wrote it. A method without a cost function cannot have its costs
+  recomputed: its rows stay unverified.
 
 Throughput is a measurement of the contributor's machine: it is never recomputed and never
 makes anything verified (:data:`benchmark.bundle.schema.REPORTED`).
@@ -24,8 +27,9 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from benchmark.bundle.manifest import COST_FIELDS
-from benchmark.bundle.schema import COSTS, MODEL_COLUMNS, Bundle
+from benchmark.bundle import intake
+from benchmark.bundle.manifest import COST_FIELDS, evaluate_params
+from benchmark.bundle.schema import COSTS, MANIFEST, MODEL_COLUMNS, Bundle
 
 NAN = float("nan")
 
@@ -64,17 +68,41 @@ def model_costs(entries: dict, num_classes: int) -> dict[str, dict]:
     return out
 
 
+def _method_config(family: str, name: str, params: dict):
+    """The typed config of the params entry that wrote method output ``name`` (family ``family``), parsed with its
+    method's config as its stage parses it (:mod:`benchmark.stages.method_stage`): the entry ``baselines.<kind>.<key>``
+    whose outputs include ``name``, or the method's own section (SVE's ``sve``). ``ValueError`` when there is none."""
+    from benchmark.config.typed import parse_config
+    from benchmark.methods import registry
+
+    methods = [registry.get_method(k) for k in registry.list_methods()]
+    method = next((m for m in methods if m.family == family and m.run is not None), None)
+    if method is None:
+        raise ValueError(f"no method of family {family!r} writes outputs")
+    if method.section != "baselines":
+        raw = params.get(method.section)
+        where = f"params {method.section}"
+    else:
+        entries = (params.get("baselines") or {}).get(method.kind)
+        keys = [k for k in entries or {} if name in method.output_names(str(k))] if isinstance(entries, dict) else []
+        if not keys:
+            raise ValueError(f"params baselines.{method.kind} has no entry that writes output {name!r}")
+        raw, where = entries[keys[0]], f"params baselines.{method.kind}.{keys[0]}"
+    if not isinstance(raw, dict):
+        raise ValueError(f"{where}: missing or not a mapping")
+    return parse_config(method.config, raw, where) if method.config is not None else raw
+
+
 def recompute(bundle: Bundle, num_classes: int, method_members: dict[str, int]) -> Costs:
     """The costs every row of ``bundle`` must carry (``method_members``: method output -> member count of its logits)."""
-    from benchmark.core.pairs import Pair
-    from benchmark.evaluation.stage import _units  # the evaluate stage's own unit list (costs included)
-    from benchmark.stages import registry
+    from benchmark.evaluation.stage import unit_list  # the evaluate stage's own unit list (costs included)
+    from benchmark.methods import registry
 
     entries = _entries(bundle)
     res = Costs(models=model_costs(entries, num_classes))
+    params = bundle.manifest["params"]
+    cfg = evaluate_params(bundle.manifest, intake.show(bundle.path / MANIFEST), bundle.suite)  # which pairs and ensembles
     units = bundle.manifest["units"]
-    pairs = [Pair(u["members"][0], u["members"][1], NAN, NAN, 0) for u in units if u["kind"] == "duo"]
-    ensembles = [list(u["members"]) for u in units if u["kind"] == "deep_ensemble"]
     methods = {}
     for u in units:
         if u["kind"] != "method":
@@ -88,13 +116,18 @@ def recompute(bundle: Bundle, num_classes: int, method_members: dict[str, int]) 
             res.missing[u["inputs_hash"]] = f"its base {info['base']!r} has no zoo entry in the manifest"
             continue
         try:
-            static = fn(info, entries[info["base"]], num_classes, method_members.get(name, 1), bundle.manifest["params"])
+            method_cfg = _method_config(info["family"], name, params)
+        except ValueError as e:
+            res.missing[u["inputs_hash"]] = f"its params entry: {e}"
+            continue
+        try:
+            static = fn(info, entries[info["base"]], num_classes, method_members.get(name, 1), method_cfg)
         except (ValueError, KeyError, TypeError) as e:
             res.missing[u["inputs_hash"]] = f"its cost record does not describe its logits: {e}"
             continue
         claimed = {k: v for k, v in info.items() if k not in COST_FIELDS}  # the claimed costs never fill a gap
         methods[name] = {**claimed, **static, "throughput": NAN}
-    by_ident = {tuple(ident): cost for ident, _, cost in _units(entries, res.models, pairs, ensembles, methods)}
+    by_ident = {tuple(ident): cost for ident, _, cost in unit_list(entries, res.models, cfg, methods)}
     for u in units:
         if u["inputs_hash"] in res.missing:
             continue

@@ -76,13 +76,10 @@ class Report:
 
 
 def _eval_config(bundle: Bundle, results: Path, files: dict):
-    from benchmark.evaluation.rows import EvalConfig
-
     where = intake.show(bundle.path / MANIFEST)
-    ev = evaluate_params(bundle.manifest, where)
-    if ev.n_bootstrap > MAX_BOOTSTRAP:
-        raise BundleError(f"{where}: params.evaluate.n_bootstrap {ev.n_bootstrap}: verify recomputes at most {MAX_BOOTSTRAP}")
-    cfg = EvalConfig.from_typed(bundle.suite, ev)
+    cfg = evaluate_params(bundle.manifest, where, bundle.suite)
+    if cfg.n_bootstrap > MAX_BOOTSTRAP:
+        raise BundleError(f"{where}: params.evaluate.n_bootstrap {cfg.n_bootstrap}: verify recomputes at most {MAX_BOOTSTRAP}")
     if (results / "data").is_dir() and results.name == "results" and files:
         # group ids (e.g. iWildCam locations) come from the run's data index, as in the evaluate stage
         from benchmark.evaluation.stage import split_groups

@@ -20,7 +20,7 @@ from benchmark.core.combine import duo_prediction, single_prediction
 from benchmark.core.evaluate import evaluate
 from benchmark.core.temperature import FIT_MODES, FitError, fit_duo, fit_temperature
 from benchmark.core.validation import InputError, as_labels, as_logits
-from benchmark.dvcgen.suite_pipeline import add_suite_pipeline_command
+from benchmark.dvcgen.command import add_suite_pipeline_command
 from benchmark.storage.store import LogitsFile, StoreError, check_aligned, load_logits_file
 
 FILE_HELP = ".npz or .safetensors file with arrays 'logits' (N, C) float and 'labels' (N,) int"

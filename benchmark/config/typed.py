@@ -6,8 +6,8 @@ field (numbers given as strings get YAML 1.1's hint). Field bounds and choices a
 metadata (:func:`check`). A field whose type is itself such a dataclass (or ``dict[str, <dataclass>]``) is parsed
 the same way, its errors naming the nested path. Checks across fields (ranges that depend on another field)
 go in the dataclass's ``validate(self)`` hook, which :func:`parse_config` calls after the field checks; a
-``ValueError`` it raises is prefixed with the file and entry. Used by :mod:`benchmark.stages.registry`
-(method configs), :mod:`benchmark.models.zoo` (zoo entries), :mod:`benchmark.models.train` (recipes),
+``ValueError`` it raises is prefixed with the file and entry. Used by the methods
+(:mod:`benchmark.methods.registry`: their params entries), :mod:`benchmark.models.zoo` (zoo entries), :mod:`benchmark.models.train` (recipes),
 :mod:`benchmark.stages.params_config` (params.yaml) and :mod:`benchmark.data.paper.suites` (suite files).
 """
 from __future__ import annotations
@@ -24,6 +24,11 @@ def check(*, minimum=None, above=None, maximum=None, choices=None, min_len: int 
     """Field metadata: bounds of a number (``inf``: infinity allowed), choices of a text, a list's length."""
     return {"minimum": minimum, "above": above, "maximum": maximum, "choices": choices, "min_len": min_len,
             "unique": unique, "inf": inf}
+
+
+def derived():
+    """Field metadata: not a key of the block, set by the code that uses the config (``dataclasses.replace``)."""
+    return {"derived": True}
 
 
 def _check_value(where: str, key: str, value, typ, meta: dict):
@@ -88,7 +93,7 @@ def parse_config(cls, raw, where: str, **given):
     missing or mistyped keys are one ``ValueError`` naming ``where`` (file and entry) and the field; numbers given
     as strings get YAML's hint. ``given``: fields the caller supplies (a zoo entry's name), not keys of ``raw``.
     Then ``cls.validate(obj)`` (if defined): the checks across fields, its ``ValueError`` prefixed with ``where``."""
-    fields = {f.name: f for f in dataclasses.fields(cls) if f.name not in given and f.init}
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.name not in given and f.init and not f.metadata.get("derived")}
     required = {n for n, f in fields.items() if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
     if not isinstance(raw, dict):
         raise ValueError(f"{where}: must be a mapping with keys {sorted(required)} (+ optional {sorted(set(fields) - required)}), "

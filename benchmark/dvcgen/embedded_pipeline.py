@@ -3,8 +3,9 @@
 The embedded default is one more project of :data:`benchmark.dvcgen.suite_pipeline.TEMPLATE`:
 stage scripts at ``pipelines/`` (no ``../../``), its data built in memory (``data`` params),
 the SVE stages where ``params.yaml`` ``sve.members`` lists sizes, the method stages
-of the registered methods that ``params.yaml`` ``baselines`` has a section for, code
-dependencies derived from the stage scripts' imports, and the root ``metrics:`` (the headline).
+of the registered methods that ``params.yaml`` ``baselines`` has a section for (every entry
+validated first), code dependencies derived from the stage scripts' imports (file by file),
+and the root ``metrics:`` (the headline).
 
     python -m benchmark suite-pipeline embedded          # write the root dvc.yaml
     python -m benchmark suite-pipeline embedded --check  # exit 2 when it differs from the generator
@@ -32,16 +33,18 @@ def context(root=".") -> dict:
     from benchmark.stages.stage_config import load_params
 
     root = Path(root)
+    suite_pipeline.check_methods(root / "params.yaml")
     params = load_params(root / "params.yaml")
-    members = (params.get("sve") or {}).get("members") or []
+    members = (params.sve or {}).get("members") or []
+    methods = suite_pipeline.method_stages(params.baselines)
     return {
-        "name": NAME, "embedded": True, "up": "", "zoo": str(params["zoo"]),
+        "name": NAME, "embedded": True, "up": "", "zoo": str(params.zoo),
         "train_deps": ["train", "val"],
         "sve_members": sorted(set(members)),
         "sve_train_deps": [f"results/data/{s}.npz" for s in SVE_TRAIN_SPLITS],
         "sve_deps": [f"results/data/{s}.npz" for s in SVE_SPLITS],
-        "baseline_stages": suite_pipeline.method_stages(params),
-        "deps": suite_pipeline.stage_code(root),
+        "baseline_stages": methods,
+        "deps": suite_pipeline.stage_code(root, methods),
     }
 
 

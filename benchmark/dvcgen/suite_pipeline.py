@@ -26,7 +26,6 @@ their outputs go to the root project's cache and remote::
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import yaml
@@ -37,37 +36,57 @@ DERIVED_PARAMS = ("suite", "zoo", "data", "recipes")  # params.yaml keys that fo
 REQUIRED_PARAMS = ("sve", "baselines")  # params.yaml keys the generated dvc.yaml interpolates
 EVAL_SPLITS = ("test", "shift", "ood")
 SVE_MEMBERS = [1, 2, 4, 8, 16]  # the default sweep where the suite file has an `sve` recipe
-STAGE_SCRIPTS = ("pipelines/data.py", "pipelines/train.py", "pipelines/logits.py", "pipelines/sve.py",
-                 "pipelines/evaluate.py", "pipelines/report.py")
+STAGE_SCRIPTS = {"data": "pipelines/data.py", "train": "pipelines/train.py", "logits": "pipelines/logits.py",
+                 "sve-train": "pipelines/sve.py", "sve": "pipelines/sve.py", "evaluate": "pipelines/evaluate.py",
+                 "report": "pipelines/report.py"}  # the stages every project has (SVE: where sve.members lists sizes)
 
 
-def method_stages(params: dict | None = None) -> dict[str, dict]:
-    """stage name -> how the template renders the stage of each registered weight-based method
-    (:mod:`benchmark.stages.registry`); with ``params``, only the kinds its ``baselines`` has a section for."""
-    from benchmark.stages import registry
+def method_stages(baselines: dict | None = None) -> dict[str, dict]:
+    """stage name -> how the template renders the stage of each registered method with a stage per params entry
+    (:mod:`benchmark.methods.registry`); with ``baselines`` (params.yaml's section), only the kinds it has a section
+    for. What the stage reads follows the method's ``needs``: the outputs of the entry's ``model`` where its config has
+    a ``model`` field, else of every model (DVC cannot expand a list of models)."""
+    import dataclasses
 
-    section = (params or {}).get("baselines") if params is not None else None
+    from benchmark.methods import registry
+
     out = {}
-    for kind in registry.list_methods("weights"):
+    for kind in registry.list_methods("stage"):
         m = registry.get_method(kind)
-        if isinstance(section, dict) and kind not in section:
+        if isinstance(baselines, dict) and kind not in baselines:
             continue
         needs = set(m.needs)
-        out[m.stage] = dict(section=kind, script=m.script, comment=m.comment or m.title,
-                            checkpoint="results/checkpoints" if "all-checkpoints" in needs else
-                            "results/checkpoints/${item.model}" if "checkpoints" in needs else None,
+        one = m.config is not None and "model" in {f.name for f in dataclasses.fields(m.config)}
+        reads = [*(["results/checkpoints"] if "checkpoints" in needs else []),
+                 *(["results/logits", "results/cost"] if "logits" in needs else [])]
+        model_deps = [f"{r}/${{item.model}}" + (".json" if r == "results/cost" else "") for r in reads] if one else reads
+        out[m.stage] = dict(section=kind, script=m.script, module=m.module, comment=m.comment or m.title,
+                            deps=model_deps, every_model=bool(reads) and not one,
+                            runs_models=bool(needs & {"checkpoints", "base-model"}),
                             recipe="base-model" in needs, zoo_entry="base-model" in needs, persist=m.persist,
                             outs=[f"results/methods/{n}" for n in m.output_names("${key}")])
     return out
 
 
-def stage_code(root) -> dict[str, list[str]]:
-    """stage script -> the package paths it depends on (derived from its imports)."""
+def stage_code(root, methods: dict[str, dict]) -> dict[str, list[str]]:
+    """stage name -> its script and the package files the stage runs (derived from the imports: a method's stage
+    also its method's module, :mod:`benchmark.dvcgen.stage_deps`)."""
     from benchmark.dvcgen.stage_deps import script_deps
-    from benchmark.stages import registry
 
-    scripts = list(STAGE_SCRIPTS) + [f"pipelines/{registry.get_method(k).script}.py" for k in registry.list_methods("weights")]
-    return {s: script_deps(s, root) for s in dict.fromkeys(scripts)}
+    code = {stage: [script, *script_deps(script, root)] for stage, script in STAGE_SCRIPTS.items()}
+    for stage, info in methods.items():
+        script = f"pipelines/{info['script']}.py"
+        code[stage] = [script, *script_deps(script, root, [info["module"]])]
+    return code
+
+
+def check_methods(params_file: Path) -> None:
+    """The method entries of ``params_file`` (``baselines``, ``sve``) parsed with their methods' typed configs
+    (:func:`benchmark.stages.method_stage.check_entries`): the generator writes no pipeline for a bad entry."""
+    from benchmark.stages.method_stage import check_entries
+    from benchmark.stages.stage_config import load_params
+
+    check_entries(load_params(params_file), str(params_file))
 
 
 def _flow(value) -> str:
@@ -100,6 +119,10 @@ def _context(name: str, root: Path) -> dict:
     zoo = load_zoo(zoo_file, recipes=spec.recipes, check_arch=False)
     folder = root / "suites" / name
     splits = list(spec.splits)
+    existing = _existing_params(folder)
+    if existing is not None:
+        check_methods(folder / "params.yaml")
+    methods = method_stages((existing or {}).get("baselines") if existing is not None else None)
     return {
         "name": name,
         "description": spec.description,
@@ -112,8 +135,8 @@ def _context(name: str, root: Path) -> dict:
         "eval_splits": [s for s in EVAL_SPLITS if s in splits],
         "table_splits": [s for s in EVAL_SPLITS if s in splits] + ["val"] + (["corrupt-*-3"] if "corrupt-*" in splits else []),
         "plot_metrics": ["accuracy", "auroc", "aurc", "sac98", "ece", "nll", "brier"] + (["ood_auroc"] if "ood" in splits else []),
-        "baseline_stages": method_stages(_existing_params(folder)),
-        "deps": stage_code(root),
+        "baseline_stages": methods,
+        "deps": stage_code(root, methods),
         "up": "../../", "embedded": False, "sve_train_deps": ["results/data"], "sve_deps": ["results/data"],
         **(defaults := _method_defaults(zoo, spec.recipes)),
         "sve_members": _sve_members(_existing_params(folder), defaults["sve"]["members"]),
@@ -152,11 +175,11 @@ def _method_defaults(zoo: dict, recipes: dict) -> dict:
 
 def _examples(base: str, group: str, vit: str | None, train_recipe: str) -> dict[str, str | None]:
     """stage name -> a commented example entry of each registered weight-based method (its ``example``)."""
-    from benchmark.stages import registry
+    from benchmark.methods import registry
 
     x = {"base": base, "group": group, "vit": vit, "train_recipe": train_recipe}
     return {m.stage: (m.example(x) if m.example else None)
-            for m in map(registry.get_method, registry.list_methods("weights"))}
+            for m in map(registry.get_method, registry.list_methods("stage"))}
 
 
 def _existing_params(folder: Path) -> dict | None:
@@ -234,53 +257,3 @@ def check(name: str, root=".") -> list[str]:
             problems.append(f"{params_file}: no {absent} section(s), which the generated dvc.yaml reads "
                             f"(copy them from the generator: {({k: want[k] for k in absent})})")
     return problems
-
-
-def add_suite_pipeline_command(subparsers) -> None:
-    p = subparsers.add_parser(
-        "suite-pipeline", help="write a paper suite's DVC pipeline suites/<NAME>/dvc.yaml (ask for the suite)",
-        description="Write suites/<NAME>/dvc.yaml from the package's template (not committed: the suite is then "
-                    "'asked for' and DVC commands at the root include it), and suites/<NAME>/params.yaml when it does "
-                    "not exist yet. Run from the repository root. Then: dvc repro suites/<NAME>/dvc.yaml")
-    p.add_argument("names", nargs="*", metavar="NAME",
-                   help="suite names (suites/<NAME>.yaml); 'embedded': the root dvc.yaml of the embedded default")
-    p.add_argument("--all", action="store_true",
-                   help="regenerate what exists: the root dvc.yaml (once it is generated), every suite's params.yaml "
-                        "where absent, the dvc.yaml of the suites already asked for (no other suite is materialised)")
-    p.add_argument("--check", action="store_true", help="write nothing; exit 2 when a file differs from the generator")
-    p.add_argument("--root", default=".", metavar="DIR", help="repository root (default: the current folder)")
-    p.set_defaults(handler=run_suite_pipeline)
-
-
-def run_suite_pipeline(args) -> int:
-    from benchmark.data.paper.suites import SuiteError, list_suites
-    from benchmark.models.zoo import ZooError
-
-    from benchmark.dvcgen import embedded_pipeline as emb
-
-    root = Path(args.root)
-    names = ([emb.NAME] if emb.is_generated(root) else []) + list_suites(root / "suites") if args.all else args.names
-    if not names or (args.all and args.names):
-        print("error: give suite names or --all (not both)", file=sys.stderr)
-        return 2
-    problems, stale = [], []
-    for name in names:
-        try:
-            if name == emb.NAME:  # the embedded default: the root dvc.yaml (params.yaml is the user's)
-                found = emb.check(root) if args.check else []
-                written = [] if args.check else emb.write(root)
-            else:
-                found = check(name, root) if args.check else []
-                written = [] if args.check else write(name, root, pipeline=not args.all or is_materialised(name, root))
-            for path in written:
-                print(f"wrote {path}")
-        except (SuiteError, ZooError, OSError, ValueError) as e:
-            found = [str(e)]
-        problems += found
-        stale += [name] if found else []
-    for msg in problems:
-        print(f"error: {msg}", file=sys.stderr)
-    if args.check and problems:
-        print(f"regenerate with: python -m benchmark suite-pipeline {' '.join(stale)} (params.yaml is kept when it "
-              "exists: fix the keys named above, or delete it first)", file=sys.stderr)
-    return 2 if problems else 0

@@ -1,2 +1,2 @@
-"""Evaluation: the tidy rows of each unit (a model, a duo, an ensemble, a method), running units in worker
-processes, the evaluate stage, its sweep benchmark."""
+"""Evaluation: the evaluate stage (every unit's rows, cached per unit; the rows themselves come from the methods,
+:mod:`benchmark.methods.rows`), running units in worker processes, its sweep benchmark."""

@@ -10,8 +10,10 @@ its files match those hashes.
 
 Units that share their first member (a model's single unit and all pairs with
 it as base) form a *batch*: a worker maps that member once for the batch, and
-its :class:`~benchmark.evaluation.rows.ModelMemo` (each model's own temperature)
-serves every unit it runs. Singles and duos drop the pages of each block of
+its :class:`~benchmark.methods.rows.ModelMemo` (each model's own temperature)
+serves every unit it runs. A unit's rows come from the ``rows`` function its method registered
+(:mod:`benchmark.methods.registry`; the unit's identity starts with the method's kind), a stored
+method output's from :func:`benchmark.methods.rows.output_rows`. Singles and duos drop the pages of each block of
 logits rows once used (:func:`benchmark.storage.store.release_pages`), so a worker's
 resident memory does not grow with the number of samples. Results do not
 depend on the number of workers or the order of the units.
@@ -29,7 +31,9 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from benchmark.evaluation.rows import EvalConfig, ModelMemo, duo_unit, ensemble_unit, multi_member_unit, single_unit
+from benchmark.config.evaluate import EvalConfig
+from benchmark.methods import registry
+from benchmark.methods.rows import ModelMemo, output_rows
 from benchmark.storage import store
 
 PAIRED_COLUMNS = ["suite", "split", "base", "sidekick", "fit", "method", "metric", "diff", "ci_low", "ci_high", "p_value"]
@@ -39,9 +43,13 @@ class UnitError(ValueError):
     """A unit could not be evaluated; the message names it."""
 
 
+OUTPUT = "method"  # the kind of a unit that evaluates a stored method output (results/methods/<name>/)
+
+
 @dataclass(frozen=True)
 class Unit:
-    """``ident``: ``("single", m)``, ``("duo", base, side)``, ``("deep_ensemble", *members)`` or ``("method", m)``."""
+    """``ident``: ``(kind, *members)``: ``kind`` a method of group ``evaluate`` (``("single", m)``,
+    ``("duo", base, side)``, ``("deep_ensemble", *members)``), or ``("method", m)``: the stored output ``m``."""
 
     ident: tuple
     key: str  # cache key: the unit's CSV files are <key>.csv and <key>.paired.csv
@@ -65,11 +73,9 @@ class Context:
     folder: str
 
 
-def method_ident(name: str, info: dict) -> dict:
-    """Rows of a method output name the zoo models it was built from (soup ingredients, or its base)."""
-    ingredients = info.get("ingredients")
-    members = "+".join(ingredients) if isinstance(ingredients, list) and ingredients else info["base"]
-    return {"family": info["family"], "method": info["method"], "base": info["base"], "members": members}
+def rows_function(kind: str):
+    """What computes the rows of a unit of ``kind``: the ``rows`` its method registered, or a stored output's."""
+    return output_rows if kind == OUTPUT else registry.get_method(kind).rows
 
 
 def _unit_files(folder: Path, key: str) -> dict[str, Path]:
@@ -145,14 +151,9 @@ class Runner:
         return out
 
     def _rows(self, unit: Unit, logits: dict) -> tuple[list, list]:
-        cfg, kind, m = self.ctx.cfg, unit.ident[0], unit.members
-        if kind == "single":
-            return single_unit(cfg, m[0], logits[m[0]], memo=self.memo, release=store.release_pages), []
-        if kind == "duo":
-            return duo_unit(cfg, m[0], m[1], logits[m[0]], logits[m[1]], memo=self.memo, release=store.release_pages)
-        if kind == "deep_ensemble":
-            return ensemble_unit(cfg, list(m), [logits[n] for n in m]), []
-        return multi_member_unit(cfg, method_ident(m[0], unit.info), logits[m[0]]), []  # "method"
+        rows = rows_function(unit.ident[0])
+        return rows(self.ctx.cfg, unit.members, [logits[n] for n in unit.members], info=unit.info, memo=self.memo,
+                    release=store.release_pages)
 
     def run(self, unit: Unit, mapped: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
         """Evaluate ``unit`` and write its files; ``mapped``: logits already mapped, by name (updated)."""

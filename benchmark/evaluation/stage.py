@@ -2,9 +2,12 @@
 
 A *unit* (one single model, one base-sidekick pair, one deep ensemble or one
 method output) is evaluated once for a given content of its members' logits,
-evaluation settings and numeric-core code; its rows are cached in
-``results/units/<key>.csv``. When the zoo grows, only the new units are
-computed; the results table is then assembled from the cache and the cost files.
+evaluation settings and code (every package file the module computing it imports:
+its method's module for a single, duo or deep ensemble, :mod:`benchmark.methods.rows`
+for a method output); its rows are cached in ``results/units/<key>.csv``. When the
+zoo grows, only the new units are computed; the results table is then assembled
+from the cache and the cost files. The methods evaluated per unit are the ones this
+stage imports (:data:`UNIT_METHODS`); every other method's stage writes an output.
 
 Logits are memory-mapped, never all loaded: each unit maps only its members'
 files, and ``evaluate.workers`` > 1 runs the units in that many worker
@@ -20,25 +23,24 @@ import pandas as pd
 import torch
 
 import benchmark
-from benchmark.core.noise import seed_groups
-from benchmark.core.pairs import enumerate_pairs
-from benchmark.evaluation.rows import EvalConfig
-from benchmark.evaluation.runner import Context, Unit, cached, read_unit, remove_stale, run_units
-from benchmark.methods.duo import VARIANTS as DUO_VARIANTS
-from benchmark.stages import registry, stage_config
-from benchmark.storage import store
+from benchmark.config.evaluate import EvalConfig
+from benchmark.evaluation.runner import OUTPUT, Context, Unit, cached, read_unit, remove_stale, rows_function, run_units
+from benchmark.methods import deep_ensemble, duo, registry, single
+from benchmark.methods.registry import LogitsInput
+from benchmark.stages import stage_config
+from benchmark.stages.params_config import Params
+from benchmark.storage import imports, store
 from benchmark.storage.results_schema import COLUMNS, validate_results
 
-CODE = ("core", "evaluation/rows.py")  # the code whose change invalidates cached units
+UNIT_METHODS = (single, duo, deep_ensemble)  # evaluated per unit here, in this order (the rows' order)
 
 
-def code_hash() -> str:
-    root = Path(benchmark.__file__).parent
-    h = hashlib.sha256()
-    for part in CODE:
-        for f in sorted((root / part).rglob("*.py")) if (root / part).is_dir() else [root / part]:
-            h.update(f.relative_to(root).as_posix().encode() + f.read_bytes())
-    return h.hexdigest()[:16]
+def code_hash(kind: str) -> str:
+    """A hash of the code that computes a unit of ``kind``: every package file the module of its rows function
+    imports (a changed method invalidates its cached units, and only those)."""
+    root = Path(benchmark.__file__).parent.parent
+    files = imports.closure(root, rows_function(kind).__module__)
+    return imports.code_hash(root, files)
 
 
 def load_costs(names) -> dict[str, dict]:
@@ -97,24 +99,6 @@ def split_groups(labels: dict) -> dict:
     return out
 
 
-def deep_ensemble_groups(zoo: dict, sizes) -> list[list[str]]:
-    """Member lists of the deep ensembles: for each group of zoo entries that differ only
-    in their seed (at least 2 seeds), the first ``m`` seeds for every ``m`` in ``sizes``.
-
-    Raises ``ValueError`` naming the method and model when a group has fewer seeds than asked.
-    """
-    out = []
-    for names in (list(g.names) for g in seed_groups(zoo)):  # by seed: the first m seeds
-        for m in sizes:
-            if isinstance(m, bool) or not isinstance(m, int) or m < 2:
-                raise ValueError(f"evaluate.deep_ensembles: sizes must be integers >= 2, got {m!r}")
-            if m > len(names):
-                raise ValueError(f"deep_ensemble m={m} of model {zoo[names[0]].arch!r} ({names[0]}, ...): only {len(names)} seeds "
-                                 f"in the zoo ({names}); add seeds to the zoo or lower evaluate.deep_ensembles")
-            out.append(names[:m])
-    return out
-
-
 def method_outputs(folder: Path) -> dict[str, dict]:
     """Outputs of method stages (SVE, MC dropout, soups, ...): ``<folder>/<name>/{cost.json, <split>.safetensors}``."""
     out = {}
@@ -127,29 +111,27 @@ def method_outputs(folder: Path) -> dict[str, dict]:
     return out
 
 
-def _units(zoo, costs, pairs, ensembles, methods) -> list[tuple[tuple, dict | None, dict]]:
+def unit_list(zoo, costs, cfg: EvalConfig, methods) -> list[tuple[tuple, dict | None, dict]]:
     """(identity, method info, cost) of every unit; identity[1:] are the names whose logits it reads.
 
-    The logit-only methods of the registry (single, duo, deep ensemble) in registration order, then
-    one unit per method output in ``results/methods/`` (every other registered method writes one)."""
+    The units of the methods of :data:`UNIT_METHODS` (single, duo, deep ensemble) in that order, then
+    one unit per method output in ``results/methods/`` (every other method's stage writes one). ``costs``: zoo
+    model -> its cost record; ``methods``: output name -> its ``cost.json``. ``verify`` recomputes a bundle's
+    costs with it (:mod:`benchmark.bundle.recost`)."""
     nan = float("nan")
-    x = registry.LogitsInput(zoo=zoo, costs=costs, pairs=pairs, ensembles=ensembles)
-    units = [u for kind in registry.list_methods("logits") for u in registry.get_method(kind).run(x)]
-    units += [(("method", n), info, {"gflops": info["gflops"], "params": info["params"], "throughput": info["throughput"],
+    x = LogitsInput(zoo=zoo, costs=costs, cfg=cfg)
+    units = [u for module in UNIT_METHODS for u in registry.get_method(module.__name__.rsplit(".", 1)[-1]).units(x)]
+    units += [((OUTPUT, n), info, {"gflops": info["gflops"], "params": info["params"], "throughput": info["throughput"],
                                      "balance": nan, "overhead_percent": info.get("overhead_percent", nan),
                                      "extra_params_percent": info.get("extra_params_percent", nan)})
               for n, info in methods.items()]
     return units
 
 
-def run(params: dict, *, progress: bool = True) -> dict:
+def run(params: Params, *, progress: bool = True) -> dict:
     """Evaluate all units, write metrics.csv, paired.csv, models.csv, summary.json."""
-    typed = stage_config.typed(params)
-    ev = typed.evaluate  # params evaluate, parsed field by field (benchmark.stages.params_config)
-    cfg = EvalConfig.from_typed(typed.suite, ev)
-    workers = ev.workers
+    cfg = params.evaluate  # params evaluate, parsed field by field at the stage entry (its suite: params suite)
     zoo = stage_config.zoo(params)
-    ensembles = deep_ensemble_groups(zoo, list(ev.deep_ensembles))
     costs = load_costs(zoo)
     methods = method_outputs(stage_config.paths()["methods"])
     found = {name: model_files(name) for name in zoo}
@@ -160,22 +142,21 @@ def run(params: dict, *, progress: bool = True) -> dict:
     _check_alignment({n: mapped[n] for n in zoo}, {n: mapped[n] for n in methods})
     cfg = dataclasses.replace(cfg, groups=split_groups({s: lf.labels for s, lf in next(iter(mapped.values())).items()}))
     del mapped
-    settings = stage_config.fingerprint(cfg.settings(), code_hash())
-    pairs = enumerate_pairs([{"name": n, "gflops": c["gflops"], "params": c["params"]} for n, c in costs.items()],
-                            balance_range=ev.balance_range or None)
     folder = stage_config.paths()["units"]
     folder.mkdir(parents=True, exist_ok=True)
-    units = []
-    for ident, info, cost in _units(zoo, costs, pairs, ensembles, methods):
+    units, code = [], {}
+    for ident, info, cost in unit_list(zoo, costs, cfg, methods):
         inputs = [hashes[m] for m in ident[1:]]
-        units.append((Unit(ident, stage_config.fingerprint(ident, inputs, settings), info), inputs, cost))
+        if ident[0] not in code:
+            code[ident[0]] = stage_config.fingerprint(cfg.settings(), code_hash(ident[0]))
+        units.append((Unit(ident, stage_config.fingerprint(ident, inputs, code[ident[0]]), info), inputs, cost))
     todo = [u for u, _, _ in units if not cached(folder, u.key)]
     ctx = Context(cfg=cfg, files={n: {s: str(f.absolute()) for s, f in fs.items()} for n, fs in files.items()},
                   folder=str(folder.absolute()))
     # one torch thread per process: the units work on row blocks of a few thousand samples, where
     # intra-op threads only wait on each other (a duo unit of the embedded default: 3.4 s of CPU at
     # one thread, 2x to 10x that at two); evaluate.workers gives the parallelism
-    fresh = run_units(todo, ctx, workers=workers, threads=1, progress=progress)
+    fresh = run_units(todo, ctx, workers=cfg.workers, threads=1, progress=progress)
     tables, paired_tables = [], []
     for unit, inputs, cost in units:
         rows, paired = fresh[unit.key] if unit.key in fresh else read_unit(folder, unit.key)
@@ -192,8 +173,9 @@ def run(params: dict, *, progress: bool = True) -> dict:
     store.write_table(p["paired"], pd.concat(paired_tables, ignore_index=True))
     model_cols = ["name", "arch", "init", "img_size", "seed", "role", "gflops", "params", "throughput"]
     store.write_table(p["models"], pd.DataFrame(costs.values())[model_cols])
-    stats = {"units": len(units), "computed": len(fresh), "reused": len(units) - len(fresh), "pairs": len(pairs)}
-    store.write_json(p["summary"], summary(results, ev.main_fit))  # run stats: last_run.json only
+    pairs = sum(u.ident[0] == "duo" for u, _, _ in units)
+    stats = {"units": len(units), "computed": len(fresh), "reused": len(units) - len(fresh), "pairs": pairs}
+    store.write_json(p["summary"], summary(results, cfg.main_fit))  # run stats: last_run.json only
     store.write_json(folder / "last_run.json", stats)
     return stats
 
@@ -203,7 +185,7 @@ def summary(results: pd.DataFrame, fit: str) -> dict:
     keep = results[(results["split"] == "test") & (results["fit"] == fit) & (results["confidence"] == "max")]
     out: dict = {}
     for (family, method, members), g in keep.groupby(["family", "method", "members"], sort=True):
-        if family == "duo" and (method, "max") != DUO_VARIANTS[0]:
+        if family == "duo" and (method, "max") != duo.VARIANTS[0]:
             continue
         out.setdefault(family, {})[members] = {m: round(float(v), 6) for m, v in zip(g["metric"], g["value"])}
     return out

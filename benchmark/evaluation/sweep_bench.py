@@ -166,8 +166,8 @@ class TreeMonitor:
         self._thread.join()
 
 
-_STAGE = ("import json, sys, yaml; from benchmark.evaluation.stage import run; "
-          "print(json.dumps(run(yaml.safe_load(open('params.yaml')), progress=False)))")
+_STAGE = ("import json; from benchmark.evaluation.stage import run; from benchmark.stages.stage_config import load_params; "
+          "print(json.dumps(run(load_params('params.yaml'), progress=False)))")
 
 
 def run_stage(root, interval: float = 0.1) -> dict:
@@ -234,7 +234,7 @@ def main(argv=None) -> int:
         store.write_json(a.json, report)
     if report["rerun"]["stage"]["computed"]:
         print(f"error: the rerun recomputed {report['rerun']['stage']['computed']} units instead of none "
-              "(was benchmark/core or benchmark/evaluation/rows.py edited meanwhile?)", file=sys.stderr)
+              "(was the code of a unit, e.g. benchmark/methods/rows.py, edited meanwhile?)", file=sys.stderr)
         return 1
     return 0
 

@@ -13,7 +13,7 @@ Checks (``--only`` picks some; each row says pass, fail, info or skipped and why
   SyncBatchNorm step through :func:`benchmark.models.distributed.wrap`.
 * ``d``: SVE with M = 8 members, one batched forward against the 8 members exported as dense models one
   after the other, batch 64 (the ratio is reported; the outputs must agree).
-* ``e``: the Caltech-256 fixture suite (tests/data/paper/paper_layouts.py) through DVC on the GPU.
+* ``e``: the Caltech-256 fixture suite (:mod:`benchmark.gpu.fixture`) through DVC on the GPU.
 
 Without CUDA the same steps run on the CPU with small sizes where they can (``a``, ``b``, ``c`` with gloo,
 ``d``): that checks the harness, not the GPU, and the table says which GPU checks were skipped; ``e`` is
@@ -30,53 +30,14 @@ import sys
 import tempfile
 import time
 import traceback
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]  # the repository (this file: benchmark/gpu/check.py)
+from benchmark.gpu.common import SOFTMAX_TOL, SPEED_MIN, Ctx, Row
+
 CHECKS = ("a", "b", "c", "d", "e")
-STATUSES = ("pass", "fail", "info", "skipped")
 ARCHS = ("resnet50", "efficientnet_b0", "vit_base_patch16_224")
 SVE_ARCHS = ("tf_efficientnet_lite0", "vit_tiny_patch16_224")
-SOFTMAX_TOL, AGREE_MIN, SPEED_MIN = 1e-3, 0.995, 0.9
-
-
-@dataclass
-class Row:
-    check: str
-    value: str
-    target: str
-    status: str
-    note: str = ""
-
-    def __post_init__(self):
-        assert self.status in STATUSES, self.status
-
-
-@dataclass
-class Ctx:
-    """Where and how big: ``gpu`` = CUDA is there; else the CPU sizes (``small``)."""
-
-    device: object  # torch.device
-    work: Path
-    deadline: float
-    cpu_full: bool = False
-    amp: str = "bfloat16"
-    rows: list = field(default_factory=list)
-    embedded: Path | None = None  # check a's repository copy (data, checkpoints), reused by check c
-
-    @property
-    def gpu(self) -> bool:
-        return self.device.type == "cuda"
-
-    def left(self) -> float:
-        """Seconds of the budget left (a GPU run's limit; a CPU run is a harness check on a machine of unknown load)."""
-        return self.deadline - time.monotonic() if self.gpu else 3600.0
-
-    def add(self, *rows: Row) -> None:
-        for r in rows:
-            self.rows.append(r)
-            print(f"  {r.status:<7} {r.check}: {r.value}" + (f"  ({r.note})" if r.note else ""), flush=True)
 
 
 def judge(ok: bool, gpu: bool = True) -> str:
@@ -158,7 +119,7 @@ def check_sve(ctx: Ctx) -> None:
     import timm
     import torch
 
-    from benchmark.methods import SingularValueEnsemble
+    from benchmark.methods.sve import SingularValueEnsemble
 
     members, size, batch, steps = (8, 224, 64, 20) if ctx.gpu else (8, 32, 4, 1)
     x = torch.randn(batch, 3, size, size, generator=torch.Generator().manual_seed(0)).to(ctx.device)

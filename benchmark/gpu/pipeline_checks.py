@@ -24,7 +24,7 @@ from pathlib import Path
 
 import yaml
 
-from benchmark.gpu.check import AGREE_MIN, ROOT, SOFTMAX_TOL, Ctx, Row
+from benchmark.gpu.common import AGREE_MIN, ROOT, SOFTMAX_TOL, Ctx, Row
 
 MODELS = ("mnv3s050", "resnet-test")  # embedded zoo entries trained from scratch: no weight package needed
 DDP_MODEL = "ddp-bn"  # a copy of resnet-test (BatchNorm) trained one step under torchrun
@@ -99,9 +99,9 @@ def embedded_params(ctx: Ctx, device: str) -> dict:
     p["recipes"]["onestep"] = {"epochs": 1, "batch_size": p["data"]["train"], "lr": 0.001}
     p.update(device=device, threads=min(8, os.cpu_count() or 1) if big else 1)
     p["sve"].update(base=MODELS[0], members=[1])
-    from benchmark.stages import registry
+    from benchmark.methods import registry
 
-    p["baselines"].update({kind: {} for kind in registry.list_methods("weights")})  # no weight-based baselines
+    p["baselines"].update({kind: {} for kind in registry.list_methods("stage")})  # no method stages
     return p
 
 
@@ -234,7 +234,7 @@ def ddp_step(device_type: str) -> dict:
 
     from benchmark.models import distributed
 
-    device = distributed.init({"device": device_type}, torch.device(device_type))
+    device = distributed.init(distributed.DistConfig(), torch.device(device_type))
     torch.manual_seed(0)
     model, net = distributed.wrap(timm.create_model("resnet18", num_classes=10).to(device), device)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
@@ -251,16 +251,6 @@ def ddp_step(device_type: str) -> dict:
 
 # -- (e) the Caltech-256 fixture suite through DVC ----------------------------------------------------------
 
-def _suite_test():
-    """tests/pipeline/test_paper_suite_pipeline.py: its fixture, tiny params, zoo and methods (kept in step with the code)."""
-    for sub in ("tests/data/paper", "tests/pipeline"):
-        if str(ROOT / sub) not in sys.path:
-            sys.path.insert(0, str(ROOT / sub))
-    import test_paper_suite_pipeline
-
-    return test_paper_suite_pipeline
-
-
 def check_caltech(ctx: Ctx) -> None:
     lost = missing("dvc", "timm", "PIL", "matplotlib", "jinja2", "fvcore", "pytest")
     if lost:
@@ -269,7 +259,8 @@ def check_caltech(ctx: Ctx) -> None:
         return
     from benchmark.models.train import Recipe
 
-    suite_test = _suite_test()
+    from benchmark.gpu import fixture as suite_test
+
     data = suite_test.write_caltech256(ctx.work / "caltech-data", counts=(suite_test.PER_CLASS,) * 3)
     root = copy_repo(ctx.work / "caltech", ["caltech256"])
     folder = root / "suites" / "caltech256"

@@ -33,11 +33,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from benchmark.config.typed import check
 from benchmark.methods import baselines as bl
 from benchmark.methods.last_layer import BackboneHead, linear_head
+from benchmark.methods.registry import Output, register_cost, register_method
 from benchmark.models import cost as costs
-from benchmark.stages import per_model, stage_config
-from benchmark.stages.registry import check, register_cost, register_method
 
 METHOD = "last-layer Laplace"
 HESSIANS = ("diag", "kron")
@@ -186,7 +186,7 @@ class LastLayerLaplace(BackboneHead):
         super().__init__(model, head, METHOD, model_name)
 
 
-# ---- the stage: params.yaml baselines.laplace.<key> -> results/methods/ (registered; see benchmark.methods.baselines) ----
+# ---- the method: params.yaml baselines.laplace.<key> -> one output (registered; see benchmark.methods.baselines) ----
 
 @dataclass(frozen=True)
 class LaplaceConfig:
@@ -199,42 +199,41 @@ class LaplaceConfig:
     splits: list[str] | None = bl.splits_field()
 
 
-def check_laplace(params: dict, key: str) -> dict:
-    item = bl.item(params, "laplace", key)
-    name = bl.model(item, "laplace", item["model"])
-    check_options(item["hessian"], item["predictive"], item["samples"], name)
-    grid = item["prior_precisions"]
+def check_laplace(ctx, cfg: LaplaceConfig) -> list[str]:
+    """The entry checked (options, the prior precision grid, a linear head); the splits it covers."""
+    name = bl.model(ctx, cfg.model)
+    check_options(cfg.hessian, cfg.predictive, cfg.samples, name)
+    grid = cfg.prior_precisions
     if not isinstance(grid, list) or not grid:
-        raise ValueError(f"{item['where']}: prior_precisions must be a non-empty list of positive numbers, got {grid!r}")
+        raise ValueError(f"{ctx.where}: prior_precisions must be a non-empty list of positive numbers, got {grid!r}")
     for d in grid:
-        check_prior_precision(d, f"{item['where']} ({METHOD} of model {name!r})")
-    linear_head(bl.skeleton(params, name), METHOD, name)
-    item["splits"] = bl.splits(params, item)
-    return item
+        check_prior_precision(d, f"{ctx.where} ({METHOD} of model {name!r})")
+    linear_head(ctx.skeleton(name), METHOD, name)
+    return ctx.splits(cfg.splits)
 
 
-@register_method(kind="laplace", script="laplace", family="laplace", title=METHOD, config=LaplaceConfig,
+@register_method(kind="laplace", family="laplace", title=METHOD, config=LaplaceConfig,
                  needs=("checkpoints",), comment="last-layer Laplace",
                  example=lambda x: f"laplace-{x['base']}: {{model: {x['base']}, hessian: kron, predictive: probit, "
                                    "prior_precisions: [1.0e-2, 1.0, 100.0, 1.0e+4]}")
-def laplace(params: dict, key: str, *, progress: bool = True) -> dict:
+def laplace(ctx, cfg: LaplaceConfig, key: str) -> list[Output]:
     """Last-layer Laplace of zoo model ``model`` (GGN on train, prior precision by val NLL) -> ``results/methods/<key>``."""
-    item = check_laplace(params, key)
-    name = item["model"]
-    entry, model = per_model.load_trained(params, name)
+    splits = check_laplace(ctx, cfg)
+    name = cfg.model
+    entry, model = ctx.load_trained(name)
     head = linear_head(model, METHOD, name)
-    stage_config.set_threads(params)
-    tr, va = bl.split(params, entry, per_model.TRAIN), bl.split(params, entry, per_model.VAL)  # train: no augmentation
-    f_tr, f_va, y_va = bl.features(params, model, tr), bl.features(params, model, va), va.labels
-    hessian = fit_hessian(f_tr, tr.labels, head.weight.detach(), head.bias.detach(), item["hessian"])
-    opts = {"predictive": item["predictive"], "samples": item["samples"], "seed": item["seed"]}
-    delta, nll = select_prior_precision(hessian, head.weight, head.bias, f_va, y_va, item["prior_precisions"], **opts)
+    ctx.set_threads()
+    tr, va = ctx.inputs(bl.TRAIN, entry), ctx.inputs(bl.VAL, entry)  # train: no augmentation
+    f_tr, f_va, y_va = bl.features(ctx, model, tr), bl.features(ctx, model, va), va.labels
+    hessian = fit_hessian(f_tr, tr.labels, head.weight.detach(), head.bias.detach(), cfg.hessian)
+    opts = {"predictive": cfg.predictive, "samples": cfg.samples, "seed": cfg.seed}
+    delta, nll = select_prior_precision(hessian, head.weight, head.bias, f_va, y_va, cfg.prior_precisions, **opts)
     la_head = LaplaceHead(hessian, head.weight, head.bias, delta, **opts)
     wrapper = LastLayerLaplace(model, la_head, model_name=name)
-    info = {"family": "laplace", "method": f"{item['hessian']}-{item['predictive']}", "base": name,
-            "hessian": item["hessian"], "predictive": item["predictive"], "samples": item["samples"] if item["predictive"] == "mc" else 0,
+    info = {"family": "laplace", "method": f"{cfg.hessian}-{cfg.predictive}", "base": name,
+            "hessian": cfg.hessian, "predictive": cfg.predictive, "samples": cfg.samples if cfg.predictive == "mc" else 0,
             "prior_precision": delta, "val_nll": {str(d): v for d, v in nll.items()}, **laplace_cost(model, la_head, entry.img_size)}
-    return per_model.method_output(params, key, wrapper, entry, info, splits=item["splits"], progress=progress)
+    return [Output(key, info, model=wrapper, entry=entry, splits=splits)]
 
 
 def laplace_cost(model: nn.Module, la_head: LaplaceHead, img_size: int) -> dict:
@@ -246,7 +245,7 @@ def laplace_cost(model: nn.Module, la_head: LaplaceHead, img_size: int) -> dict:
 
 
 @register_cost("laplace")
-def laplace_output_cost(info: dict, entry, num_classes: int, members: int, params: dict) -> dict:
+def laplace_output_cost(info: dict, entry, num_classes: int, members: int, cfg: LaplaceConfig) -> dict:
     """:func:`laplace_cost` of an output described by its cost record ``info``, rebuilt without weights (the sizes
     only depend on the shapes: a GGN fitted on one zero feature serves)."""
     from benchmark.models import factory

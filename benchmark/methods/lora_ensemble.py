@@ -47,12 +47,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from benchmark.config.typed import check
 from benchmark.methods import baselines as bl
 from benchmark.methods.last_layer import linear_head, penultimate
-from benchmark.models import factory
+from benchmark.methods.registry import Output, register_cost, register_method
 from benchmark.models import cost as costs
-from benchmark.stages import per_model, stage_config, suite_source
-from benchmark.stages.registry import check, register_cost, register_method
 from benchmark.storage import store
 
 METHOD = "LoRA-Ensemble"
@@ -180,7 +179,7 @@ class LoRAEnsemble(nn.Module):
         return tokens * sum(self.rank * (m.chunks * m.base.in_features + m.base.out_features) for m in layers)
 
 
-# ---- the stage: params.yaml baselines.lora_ensemble.<key> -> results/methods/ (registered; see benchmark.methods.baselines) ----
+# ---- the method: params.yaml baselines.lora_ensemble.<key> -> one output (registered; see benchmark.methods.baselines) ----
 
 @dataclass(frozen=True)
 class LoRAConfig:
@@ -194,49 +193,46 @@ class LoRAConfig:
     splits: list[str] | None = bl.splits_field()
 
 
-def check_lora(params: dict, key: str) -> dict:
-    item = bl.item(params, "lora_ensemble", key)
-    name = bl.model(item, "lora_ensemble", item["model"])
-    item["alpha"] = float(item["rank"]) if item["alpha"] is None else item["alpha"]
-    check_adapter(item["members"], item["rank"], item["alpha"], name)
-    check_variant(item["variant"], name)
-    bl.recipe(params, item, "lora_ensemble")
-    skeleton = bl.skeleton(params, name)
+def check_lora(ctx, cfg: LoRAConfig) -> tuple[float, list[str]]:
+    """The entry checked (adapter, variant, recipe, a ViT with a linear head): its ``alpha`` and the splits it covers."""
+    name = bl.model(ctx, cfg.model)
+    alpha = float(cfg.rank) if cfg.alpha is None else cfg.alpha
+    check_adapter(cfg.members, cfg.rank, alpha, name)
+    check_variant(cfg.variant, name)
+    bl.recipe(ctx, cfg.recipe, name)
+    skeleton = ctx.skeleton(name)
     target_layers(skeleton, name)
     linear_head(skeleton, METHOD, name)
-    item["splits"] = bl.splits(params, item)
-    return item
+    return alpha, ctx.splits(cfg.splits)
 
 
-@register_method(kind="lora_ensemble", script="lora_ensemble", family="lora_ensemble", title=METHOD,
+@register_method(kind="lora_ensemble", family="lora_ensemble", title=METHOD,
                  config=LoRAConfig, needs=("base-model",), persist=True, comment="M rank-r adapters (ViTs)",
                  example=lambda x: f"lora-{x['vit']}: {{model: {x['vit']}, members: 4, rank: 8, recipe: {x['train_recipe']}}}"
                  if x["vit"] else None)
-def lora_ensemble(params: dict, key: str, *, progress: bool = True) -> dict:
+def lora_ensemble(ctx, cfg: LoRAConfig, key: str) -> list[Output]:
     """LoRA-Ensemble on the pretrained init of ViT zoo model ``model`` -> ``results/methods/<key>``.
 
     Adapters and heads train with recipe ``recipe`` (resumable, in ``results/method_checkpoints/<key>``).
     """
-    item = check_lora(params, key)
-    name = item["model"]
-    entry = stage_config.entry(params, name)
-    recipe = bl.recipe(params, item, "lora_ensemble")
-    src = suite_source.for_params(params)
-    model = factory.create(entry, src.num_classes(), drop_rate=recipe.drop_rate)  # the pretrained init; fails fast
-    tr, va = bl.split(params, entry, per_model.TRAIN, train=True), bl.split(params, entry, per_model.VAL)
-    stage_config.set_threads(params)
-    adapter = {k: item[k] for k in ("members", "rank", "alpha", "seed", "variant")}
+    alpha, splits = check_lora(ctx, cfg)
+    name = cfg.model
+    entry = ctx.entry(name)
+    recipe = bl.recipe(ctx, cfg.recipe, name)
+    model = ctx.create(entry, drop_rate=recipe.drop_rate)  # the pretrained init; fails fast
+    tr, va = ctx.inputs(bl.TRAIN, entry, train=True), ctx.inputs(bl.VAL, entry)
+    ctx.set_threads()
+    adapter = {"members": cfg.members, "rank": cfg.rank, "alpha": alpha, "seed": cfg.seed, "variant": cfg.variant}
     wrapper, cost = lora_ensemble_cost(model, entry.img_size, name, adapter)
-    folder = stage_config.RESULTS / "method_checkpoints" / key
-    fp = stage_config.fingerprint(entry.as_dict(), asdict(recipe), adapter, store.array_hash(tr.ids), store.array_hash(va.ids))
-    record = per_model.train_once(wrapper.to(suite_source.device(params)), tr.fit_data, va.fit_data, recipe, seed=item["seed"],
-                               folder=folder, fingerprint=fp, params=wrapper.trainable_parameters(), progress=progress,
-                               num_workers=src.num_workers)
-    info = {"family": "lora_ensemble", "method": f"m{item['members']}-r{item['rank']}-{item['variant']}", "base": name, **adapter,
-            "recipe": item["recipe"], "targets": wrapper.layer_names[:2] + (["..."] if len(wrapper.layer_names) > 2 else []),
+    fp = ctx.fingerprint(entry.as_dict(), asdict(recipe), adapter, store.array_hash(tr.ids), store.array_hash(va.ids))
+    record = bl.train_once(wrapper.to(ctx.device()), tr.fit_data, va.fit_data, recipe, seed=cfg.seed,
+                           folder=ctx.method_folder(key), fingerprint=fp, params=wrapper.trainable_parameters(),
+                           progress=ctx.progress, num_workers=ctx.source.num_workers)
+    info = {"family": "lora_ensemble", "method": f"m{cfg.members}-r{cfg.rank}-{cfg.variant}", "base": name, **adapter,
+            "recipe": cfg.recipe, "targets": wrapper.layer_names[:2] + (["..."] if len(wrapper.layer_names) > 2 else []),
             "best_epoch": record["best_epoch"], "val_score": record["best_score"], **cost,
             "trainable_params": sum(p.numel() for p in wrapper.trainable_parameters())}
-    return per_model.method_output(params, key, wrapper, entry, info, splits=item["splits"], progress=progress)
+    return [Output(key, info, model=wrapper, entry=entry, splits=splits)]
 
 
 def lora_ensemble_cost(model: nn.Module, img_size: int, name: str, adapter: dict) -> tuple["LoRAEnsemble", dict]:
@@ -249,8 +245,10 @@ def lora_ensemble_cost(model: nn.Module, img_size: int, name: str, adapter: dict
 
 
 @register_cost("lora_ensemble")
-def lora_ensemble_output_cost(info: dict, entry, num_classes: int, members: int, params: dict) -> dict:
+def lora_ensemble_output_cost(info: dict, entry, num_classes: int, members: int, cfg: LoRAConfig) -> dict:
     """:func:`lora_ensemble_cost` of an output described by its cost record, the model built without weights."""
+    from benchmark.models import factory
+
     if info.get("members") != members:
         raise ValueError(f"members {info.get('members')!r}, but the logits have {members}")
     adapter = {k: info[k] for k in ("members", "rank", "alpha", "seed", "variant")}

@@ -36,11 +36,11 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor, nn
 
+from benchmark.config.typed import check
 from benchmark.methods import baselines as bl
 from benchmark.methods.last_layer import linear_head, penultimate
+from benchmark.methods.registry import Output, register_cost, register_method
 from benchmark.models import cost as costs
-from benchmark.stages import per_model, stage_config
-from benchmark.stages.registry import check, register_cost, register_method
 
 METHOD = "MC dropout"
 VARIANTS = ("trained", "post-hoc")
@@ -124,7 +124,7 @@ class MCDropout(nn.Module):
         return self.head(f.unsqueeze(0) * keep / (1.0 - self.p))
 
 
-# ---- the stage: params.yaml baselines.mc_dropout.<key> -> results/methods/ (registered; see benchmark.methods.baselines) ----
+# ---- the method: params.yaml baselines.mc_dropout.<key> -> one output (registered; see benchmark.methods.baselines) ----
 
 @dataclass(frozen=True)
 class MCDropoutConfig:
@@ -136,35 +136,32 @@ class MCDropoutConfig:
     splits: list[str] | None = bl.splits_field()
 
 
-def check_mc_dropout(params: dict, key: str) -> dict:
-    item = bl.item(params, "mc_dropout", key)
-    name = bl.model(item, "mc_dropout", item["model"])
-    check_samples(item["samples"], name)
-    entry = stage_config.entry(params, name)
-    rate = stage_config.recipes(params)[entry.recipe].drop_rate  # what train@<model> fine-tunes it with
-    MCDropout(bl.skeleton(params, name), item["samples"], item["p"], model_name=name, variant=item["variant"],
-              train_rate=rate)  # applicability, variant and rate, before any checkpoint is read
-    item["splits"] = bl.splits(params, item)
-    return item
+def check_mc_dropout(ctx, cfg: MCDropoutConfig) -> list[str]:
+    """The entry checked (applicability, variant and rate, before any checkpoint is read); the splits it covers."""
+    name = bl.model(ctx, cfg.model)
+    check_samples(cfg.samples, name)
+    entry = ctx.entry(name)
+    rate = ctx.recipes[entry.recipe].drop_rate  # what train@<model> fine-tunes it with
+    MCDropout(ctx.skeleton(name), cfg.samples, cfg.p, model_name=name, variant=cfg.variant, train_rate=rate)
+    return ctx.splits(cfg.splits)
 
 
-@register_method(kind="mc_dropout", script="mc_dropout", family="mc_dropout", title=METHOD, config=MCDropoutConfig,
+@register_method(kind="mc_dropout", family="mc_dropout", title=METHOD, config=MCDropoutConfig,
                  needs=("checkpoints",), comment="MC dropout, T masks",
                  example=lambda x: f"mcdrop-{x['base']}: {{model: {x['base']}, samples: 8, p: 0.1}}")
-def mc_dropout(params: dict, key: str, *, progress: bool = True) -> dict:
+def mc_dropout(ctx, cfg: MCDropoutConfig, key: str) -> list[Output]:
     """MC dropout with ``samples`` masks on zoo model ``model`` -> ``results/methods/<key>``."""
-    item = check_mc_dropout(params, key)
-    name = item["model"]
-    entry, model = per_model.load_trained(params, name)
-    trained = bl.train_drop_rate(name)
-    wrapper = MCDropout(model, item["samples"], item["p"], seed=item["seed"], model_name=name,
-                        variant=item["variant"], train_rate=trained)
-    stage_config.set_threads(params)
+    splits = check_mc_dropout(ctx, cfg)
+    name = cfg.model
+    entry, model = ctx.load_trained(name)
+    trained = bl.train_drop_rate(ctx, name)
+    wrapper = MCDropout(model, cfg.samples, cfg.p, seed=cfg.seed, model_name=name, variant=cfg.variant, train_rate=trained)
+    ctx.set_threads()
     info = {"family": "mc_dropout", "method": f"T{wrapper.samples}-{wrapper.variant}", "base": name,
             "variant": wrapper.variant, "samples": wrapper.samples,
             "p": wrapper.p, "seed": wrapper.seed, "trained_drop_rate": trained, **mc_dropout_cost(model, wrapper.samples, entry.img_size),
             "gflops_as_run": costs.count_flops(wrapper, entry.img_size)}
-    return per_model.method_output(params, key, wrapper, entry, info, splits=item["splits"], progress=progress)
+    return [Output(key, info, model=wrapper, entry=entry, splits=splits)]
 
 
 def mc_dropout_cost(model: nn.Module, samples: int, img_size: int) -> dict:
@@ -174,7 +171,7 @@ def mc_dropout_cost(model: nn.Module, samples: int, img_size: int) -> dict:
 
 
 @register_cost("mc_dropout")
-def mc_dropout_output_cost(info: dict, entry, num_classes: int, members: int, params: dict) -> dict:
+def mc_dropout_output_cost(info: dict, entry, num_classes: int, members: int, cfg: MCDropoutConfig) -> dict:
     """:func:`mc_dropout_cost` of an output described by its cost record, the model built without weights."""
     from benchmark.models import factory
 

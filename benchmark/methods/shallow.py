@@ -30,10 +30,8 @@ from torch import Tensor, nn
 
 from benchmark.methods import baselines as bl
 from benchmark.methods.last_layer import BackboneHead, linear_head
-from benchmark.models import factory
+from benchmark.methods.registry import Output, register_cost, register_method
 from benchmark.models import cost as costs
-from benchmark.stages import per_model, stage_config, suite_source
-from benchmark.stages.registry import register_cost, register_method
 from benchmark.storage import store
 
 METHOD = "shallow ensemble"
@@ -81,7 +79,7 @@ class ShallowEnsemble(BackboneHead):
                              f"{heads.weight.shape[2]} classes, the model has {self.in_features} -> {self.num_classes}")
 
 
-# ---- the stage: params.yaml baselines.shallow.<key> -> results/methods/ (registered; see benchmark.methods.baselines) ----
+# ---- the method: params.yaml baselines.shallow.<key> -> one output (registered; see benchmark.methods.baselines) ----
 
 @dataclass(frozen=True)
 class ShallowConfig:
@@ -93,26 +91,25 @@ class ShallowConfig:
     splits: list[str] | None = bl.splits_field()
 
 
-def check_shallow(params: dict, key: str) -> dict:
-    item = bl.item(params, "shallow", key)
-    name = bl.model(item, "shallow", item["model"])
-    check_members(item["members"], name)
-    if item["backbone"] not in BACKBONES:
-        raise ValueError(f"{item['where']}: {METHOD} of model {name!r}: backbone must be one of {list(BACKBONES)}, "
-                         f"got {item['backbone']!r}")
-    if item["backbone"] == "frozen" and bl.recipe(params, item, "shallow").shift_pixels:
-        raise ValueError(f"{item['where']}: {METHOD} of model {name!r}: with a frozen backbone the heads train on "
-                         f"features, so recipe {item['recipe']!r} must have shift_pixels: 0")
-    bl.recipe(params, item, "shallow")
-    linear_head(bl.skeleton(params, name), METHOD, name)
-    item["splits"] = bl.splits(params, item)
-    return item
+def check_shallow(ctx, cfg: ShallowConfig) -> list[str]:
+    """The entry checked (members, backbone, recipe, a linear head); the splits it covers."""
+    name = bl.model(ctx, cfg.model)
+    check_members(cfg.members, name)
+    if cfg.backbone not in BACKBONES:
+        raise ValueError(f"{ctx.where}: {METHOD} of model {name!r}: backbone must be one of {list(BACKBONES)}, "
+                         f"got {cfg.backbone!r}")
+    if cfg.backbone == "frozen" and bl.recipe(ctx, cfg.recipe, name).shift_pixels:
+        raise ValueError(f"{ctx.where}: {METHOD} of model {name!r}: with a frozen backbone the heads train on "
+                         f"features, so recipe {cfg.recipe!r} must have shift_pixels: 0")
+    bl.recipe(ctx, cfg.recipe, name)
+    linear_head(ctx.skeleton(name), METHOD, name)
+    return ctx.splits(cfg.splits)
 
 
-@register_method(kind="shallow", script="shallow", family="shallow_ensemble", title=METHOD, config=ShallowConfig,
+@register_method(kind="shallow", family="shallow_ensemble", title=METHOD, config=ShallowConfig,
                  needs=("checkpoints", "base-model"), persist=True, comment="one backbone, M heads (joint: from the init)",
                  example=lambda x: f"shallow-{x['base']}: {{model: {x['base']}, members: 5, recipe: {x['train_recipe']}}}")
-def shallow(params: dict, key: str, *, progress: bool = True) -> dict:
+def shallow(ctx, cfg: ShallowConfig, key: str) -> list[Output]:
     """Shallow ensemble of ``members`` heads on one backbone of zoo model ``model`` -> ``results/methods/<key>``.
 
     ``backbone: joint`` trains the backbone from the entry's initial (pretrained)
@@ -121,40 +118,39 @@ def shallow(params: dict, key: str, *, progress: bool = True) -> dict:
     ``recipe``, selected on validation, resumable in ``results/method_checkpoints/<key>``
     (the heads alone when frozen).
     """
-    item = check_shallow(params, key)
-    name, m, joint = item["model"], item["members"], item["backbone"] == "joint"
-    recipe = bl.recipe(params, item, "shallow")
-    src = suite_source.for_params(params)
+    splits = check_shallow(ctx, cfg)
+    name, m, joint = cfg.model, cfg.members, cfg.backbone == "joint"
+    recipe = bl.recipe(ctx, cfg.recipe, name)
     if joint:
-        entry = stage_config.entry(params, name)
-        model = factory.create(entry, src.num_classes(), drop_rate=recipe.drop_rate)  # the pretrained init; fails fast
+        entry = ctx.entry(name)
+        model = ctx.create(entry, drop_rate=recipe.drop_rate)  # the pretrained init; fails fast
     else:
-        entry, model = per_model.load_trained(params, name)
+        entry, model = ctx.load_trained(name)
     head = linear_head(model, METHOD, name)
     c, d = head.out_features, head.in_features
-    heads = EnsembleHeads(d, c, m, seed=item["seed"])
-    wrapper = ShallowEnsemble(model, heads, model_name=name, backbone=item["backbone"])
-    stage_config.set_threads(params)
+    heads = EnsembleHeads(d, c, m, seed=cfg.seed)
+    wrapper = ShallowEnsemble(model, heads, model_name=name, backbone=cfg.backbone)
+    ctx.set_threads()
     cost = shallow_cost(model, m, entry.img_size)  # before training moves the model to its device
-    tr, va = bl.split(params, entry, per_model.TRAIN, train=joint), bl.split(params, entry, per_model.VAL)
-    folder = stage_config.RESULTS / "method_checkpoints" / key
-    run = {"members": m, "seed": item["seed"], "backbone": item["backbone"]}
+    tr, va = ctx.inputs(bl.TRAIN, entry, train=joint), ctx.inputs(bl.VAL, entry)
+    folder = ctx.method_folder(key)
+    run = {"members": m, "seed": cfg.seed, "backbone": cfg.backbone}
     if joint:
-        fp = stage_config.fingerprint(entry.as_dict(), asdict(recipe), run, store.array_hash(tr.ids), store.array_hash(va.ids))
-        record = per_model.train_once(wrapper.to(suite_source.device(params)), tr.fit_data, va.fit_data, recipe, seed=item["seed"],
-                                   folder=folder, fingerprint=fp, params=[p for p in wrapper.parameters() if p.requires_grad],
-                                   progress=progress, num_workers=src.num_workers)
+        fp = ctx.fingerprint(entry.as_dict(), asdict(recipe), run, store.array_hash(tr.ids), store.array_hash(va.ids))
+        record = bl.train_once(wrapper.to(ctx.device()), tr.fit_data, va.fit_data, recipe, seed=cfg.seed, folder=folder,
+                               fingerprint=fp, params=[p for p in wrapper.parameters() if p.requires_grad],
+                               progress=ctx.progress, num_workers=ctx.source.num_workers)
     else:  # the heads train on the checkpoint's features: its weights are part of the fingerprint
-        weights = store.file_hash(stage_config.paths(name)["checkpoint"] / "model.safetensors")
-        fp = stage_config.fingerprint(entry.as_dict(), asdict(recipe), run, weights, store.array_hash(tr.ids), store.array_hash(va.ids))
-        f_tr, f_va = (bl.features(params, model, s)[:, :, None, None] for s in (tr, va))
-        record = per_model.train_once(heads, (f_tr, tr.labels), (f_va, va.labels), recipe, seed=item["seed"], folder=folder,
-                                   fingerprint=fp, progress=progress)
+        weights = store.file_hash(ctx.checkpoint(name) / "model.safetensors")
+        fp = ctx.fingerprint(entry.as_dict(), asdict(recipe), run, weights, store.array_hash(tr.ids), store.array_hash(va.ids))
+        f_tr, f_va = (bl.features(ctx, model, s)[:, :, None, None] for s in (tr, va))
+        record = bl.train_once(heads, (f_tr, tr.labels), (f_va, va.labels), recipe, seed=cfg.seed, folder=folder,
+                               fingerprint=fp, progress=ctx.progress)
     info = {"family": "shallow_ensemble", "method": f"m{m}" + ("" if joint else "-frozen"), "base": name, "members": m,
-            "backbone": item["backbone"], "recipe": item["recipe"], "seed": item["seed"], "best_epoch": record["best_epoch"],
+            "backbone": cfg.backbone, "recipe": cfg.recipe, "seed": cfg.seed, "best_epoch": record["best_epoch"],
             "val_score": record["best_score"], **cost,
             "trainable_params": sum(p.numel() for p in wrapper.parameters() if p.requires_grad)}
-    return per_model.method_output(params, key, wrapper, entry, info, splits=item["splits"], progress=progress)
+    return [Output(key, info, model=wrapper, entry=entry, splits=splits)]
 
 
 def shallow_cost(model: nn.Module, members: int, img_size: int) -> dict:
@@ -167,8 +163,10 @@ def shallow_cost(model: nn.Module, members: int, img_size: int) -> dict:
 
 
 @register_cost("shallow_ensemble")
-def shallow_output_cost(info: dict, entry, num_classes: int, members: int, params: dict) -> dict:
+def shallow_output_cost(info: dict, entry, num_classes: int, members: int, cfg: ShallowConfig) -> dict:
     """:func:`shallow_cost` of an output described by its cost record, the model built without weights."""
+    from benchmark.models import factory
+
     if info.get("members") != members:
         raise ValueError(f"members {info.get('members')!r}, but the logits have {members}")
     return shallow_cost(factory.create(entry, num_classes, load_weights=False), members, entry.img_size)

@@ -28,9 +28,8 @@ import torch
 from torch import Tensor, nn
 
 from benchmark.methods import baselines as bl
+from benchmark.methods.registry import Output, register_cost, register_method
 from benchmark.models.infer import predict_logits
-from benchmark.stages import per_model, stage_config, suite_source
-from benchmark.stages.registry import register_cost, register_method
 
 METHOD = "model soup"
 
@@ -107,7 +106,7 @@ def greedy_soup(models: Sequence[nn.Module], score: Callable[[nn.Module], float]
     return GreedySoup(model=soup, ingredients=[names[j] for j in chosen], score=best, scores=scores, history=history)
 
 
-# ---- the stage: params.yaml baselines.soups.<key> -> results/methods/ (registered; see benchmark.methods.baselines) ----
+# ---- the method: params.yaml baselines.soups.<key> -> two outputs (registered; see benchmark.methods.baselines) ----
 
 def soup_outputs(key: str) -> dict[str, str]:
     """Soup kind -> output name of the soup entry ``key``."""
@@ -120,35 +119,34 @@ class SoupConfig:
     splits: list[str] | None = bl.splits_field()
 
 
-def check_soup(params: dict, key: str) -> dict:
-    item = bl.item(params, "soups", key)
-    names = item["models"]
+def check_soup(ctx, cfg: SoupConfig) -> list[str]:
+    """The entry's ingredients checked against the zoo, and the splits its outputs cover."""
+    names = cfg.models
     if not isinstance(names, list) or len(names) < 2 or len(set(names)) != len(names):
-        raise ValueError(f"{item['where']}: {METHOD} needs a list of at least 2 distinct models, got {names!r}")
-    entries = [item["zoo"][bl.model(item, "soups", n)] for n in names]
+        raise ValueError(f"{ctx.where}: {METHOD} needs a list of at least 2 distinct models, got {names!r}")
+    entries = [ctx.zoo[bl.model(ctx, n)] for n in names]
     for e in entries[1:]:
         for attr in ("arch", "init", "img_size", "recipe"):
             if getattr(e, attr) != getattr(entries[0], attr):
-                raise ValueError(f"{item['where']}: {METHOD} ingredients must be fine-tunes of one architecture from one "
+                raise ValueError(f"{ctx.where}: {METHOD} ingredients must be fine-tunes of one architecture from one "
                                  f"init; model {e.name!r} has {attr} {getattr(e, attr)!r} but {names[0]!r} has {getattr(entries[0], attr)!r}")
-    item["splits"] = bl.splits(params, item)
-    return item
+    return ctx.splits(cfg.splits)
 
 
-@register_method(kind="soups", stage="soup", script="soup", family="soup", title=METHOD, config=SoupConfig,
-                 needs=("all-checkpoints",), outputs=lambda key: list(soup_outputs(key).values()),
+@register_method(kind="soups", stage="soup", family="soup", title=METHOD, config=SoupConfig,
+                 needs=("checkpoints",), outputs=lambda key: list(soup_outputs(key).values()),
                  comment="uniform and greedy soups of seeded fine-tunes",
                  example=lambda x: f"soup-{x['base']}: {{models: {x['group']}}}" if x["group"] != "[]" else None)
-def soup(params: dict, key: str, *, progress: bool = True) -> dict[str, dict]:
+def soup(ctx, cfg: SoupConfig, key: str) -> list[Output]:
     """Uniform and greedy soups of ``baselines.soups.<key>.models`` -> ``<key>-uniform``, ``<key>-greedy``."""
-    item = check_soup(params, key)
-    names = item["models"]
-    loaded = [per_model.load_trained(params, n) for n in names]
+    splits = check_soup(ctx, cfg)
+    names = cfg.models
+    loaded = [ctx.load_trained(n) for n in names]
     entry, ingredients = loaded[0][0], [m for _, m in loaded]
-    stage_config.set_threads(params)
-    select_by = stage_config.recipes(params)[entry.recipe].select_by
-    val = bl.split(params, entry, per_model.VAL)
-    bs, workers = stage_config.typed(params).logits.batch_size, suite_source.for_params(params).num_workers
+    ctx.set_threads()
+    select_by = ctx.recipes[entry.recipe].select_by
+    val = ctx.inputs(bl.VAL, entry)
+    bs, workers = ctx.batch_size, ctx.source.num_workers
 
     def score(model) -> float:
         return bl.selection_score(predict_logits(model, val.inputs, batch_size=bs, num_workers=workers), val.labels, select_by)
@@ -158,21 +156,20 @@ def soup(params: dict, key: str, *, progress: bool = True) -> dict[str, dict]:
     out = soup_outputs(key)
     common = {"family": "soup", "arch": entry.arch, "select_by": select_by, "val_scores": greedy.scores,
               "bn_stats": "averaged"}
-    return {
-        out["uniform"]: per_model.method_output(params, out["uniform"], uniform, entry, dict(
-            common, method="uniform", base=names[0], ingredients=names),
-            splits=item["splits"], progress=progress),
-        out["greedy"]: per_model.method_output(params, out["greedy"], greedy.model, entry, dict(
-            common, method="greedy", rule="strict improvement (released code)", base=greedy.ingredients[0],
-            ingredients=greedy.ingredients,
-            val_score=greedy.score, history=greedy.history), splits=item["splits"], progress=progress),
-    }
+    return [
+        Output(out["uniform"], dict(common, method="uniform", base=names[0], ingredients=names), model=uniform, entry=entry,
+               splits=splits),
+        Output(out["greedy"], dict(common, method="greedy", rule="strict improvement (released code)", base=greedy.ingredients[0],
+                                   ingredients=greedy.ingredients, val_score=greedy.score, history=greedy.history),
+               model=greedy.model, entry=entry, splits=splits),
+    ]
 
 
 @register_cost("soup")
-def soup_output_cost(info: dict, entry, num_classes: int, members: int, params: dict) -> dict:
-    """A soup is one model of its ingredients' architecture: what :func:`benchmark.stages.per_model.method_output`
-    counts on it (:func:`benchmark.models.cost.static_cost`), the model built without weights."""
+def soup_output_cost(info: dict, entry, num_classes: int, members: int, cfg: SoupConfig) -> dict:
+    """A soup is one model of its ingredients' architecture: what its stage counts on it
+    (:func:`benchmark.models.cost.static_cost`, as :meth:`benchmark.stages.method_stage.MethodContext.costs`), the model
+    built without weights."""
     from benchmark.models import cost, factory
 
     if members != 1:

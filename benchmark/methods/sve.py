@@ -46,7 +46,6 @@ import torch
 from torch import Tensor, nn
 
 from benchmark.methods.sve_layers import MODES, SVEConv1x1, SVELayer, SVELinear, is_adaptable, is_pointwise_conv
-from benchmark.stages.registry import register_method
 
 SIGMA_INIT = 0.01  # the authors' released default (init_std); see the module docstring
 VIT_PATTERNS = (r"\.attn\.qkv$", r"\.attn\.proj$", r"\.mlp\.fc1$", r"\.mlp\.fc2$")
@@ -328,21 +327,3 @@ def load_backbone_weights(model: nn.Module, source: Mapping[str, Tensor] | str) 
                 raise ValueError(f"{where}: tensor {sk} {tuple(sv.shape)} does not fit {dk} {tuple(dv.shape)} (matched in order)")
             source[dk] = sv
     model.load_state_dict(source, strict=True)
-
-
-def _output_names(members) -> list[str]:
-    from benchmark.methods import sve_stage
-
-    return [sve_stage.output_name(int(members))]
-
-
-@register_method(kind="sve", family="sve", group="sve", section="sve", script="sve", needs=("base-model",), persist=True,
-                 outputs=_output_names, title="Singular Value Ensemble",
-                 comment="Singular Value Ensembles (params.yaml sve): stages sve-train and sve@<M>")
-def sve_output(params: dict, members, *, progress: bool = True) -> dict:
-    """Stage ``sve@<M>``: :func:`benchmark.methods.sve_stage.nested_output` (the first ``M`` members of the ensemble that
-    stage ``sve-train`` trained, :func:`benchmark.methods.sve_stage.train_nested`). Its own params section ``sve``, stage
-    script ``pipelines/sve.py`` and stages ``sve-train`` + ``sve@<M>`` in the template."""
-    from benchmark.methods import sve_stage as stage
-
-    return stage.nested_output(params, int(members), progress=progress)

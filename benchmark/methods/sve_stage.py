@@ -1,7 +1,10 @@
-"""The SVE stage: fine-tune a Singular Value Ensemble (arXiv 2601.22068) of ``M``
-members on a zoo entry's pretrained backbone and write its member logits.
+"""The SVE method: fine-tune a Singular Value Ensemble (arXiv 2601.22068) of ``M``
+members on a zoo entry's pretrained backbone and write its member logits (the model:
+:mod:`benchmark.methods.sve`). Its stages (``pipelines/sve.py``): ``sve-train``
+(:func:`train_nested`) and ``sve@<M>`` (:func:`nested_output`, the registered method);
+``ctx`` is what the stage hands down (:class:`benchmark.stages.method_stage.MethodContext`).
 
-``params.yaml`` ``sve:`` (validated before any work):
+``params.yaml`` ``sve:`` (:class:`SveConfig`, validated before any work):
 
 ============  ================================================================
 base          zoo entry whose ``arch``, pretrained ``init`` and ``img_size`` SVE
@@ -31,8 +34,7 @@ The backbone keeps its 1000-class pretrained head until SVE replaces it by
 fresh per-member heads. Output ``sve-m<M>``: the checkpoint in
 ``results/method_checkpoints/sve/m<M>/`` (stage ``sve-train``)
 or ``sve-m<M>/`` (``--members M --alone``), resumable (a finished run with the
-same fingerprint is not trained again) and, through
-:func:`benchmark.stages.per_model.method_output`, member logits (M, N, C) and
+same fingerprint is not trained again) and, written by the stage, member logits (M, N, C) and
 ``cost.json`` in ``results/methods/sve-m<M>/``. Costs (paper convention):
 ``gflops = M x`` GFLOPs of one member as a dense model; ``trainable_params = M
 (singular values + biases + head)``; ``overhead_percent = 100 trainable_params
@@ -44,62 +46,64 @@ the paper's figure, what SVE adds over one fine-tuned model (its ``5 (M - 1) /
 """
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 
-from benchmark.config.typed import parse_config
+from benchmark.config.typed import check as bounds
 from benchmark.core.members import member_cross_entropy
 from benchmark.data.embedded import stratified_order
-from benchmark.methods.sve import SingularValueEnsemble, check_diversity, check_members
+from benchmark.methods.baselines import TRAIN, VAL, train_once
+from benchmark.methods.registry import Output, register_cost, register_method
+from benchmark.methods.sve import SIGMA_INIT, SingularValueEnsemble, check_diversity, check_members
 from benchmark.models import factory
 from benchmark.models import cost as costs
 from benchmark.models.train import Recipe, selection_score
 from benchmark.models.zoo import ZooEntry
-from benchmark.stages import per_model, stage_config, suite_source
-from benchmark.stages.params_config import SveParams
-from benchmark.stages.registry import register_cost
-from benchmark.stages.suite_source import SplitInputs
 from benchmark.storage import store
 
 SECTION = "sve"
-REQUIRED = ("base", "members", "recipe")
 IMAGES_PER_CALL = 64  # member images per forward when writing logits (M x B beyond ~64 gets slower on CPU)
+
+
+@dataclass(frozen=True)
+class SveConfig:
+    """params.yaml ``sve`` (the fields: the module docstring)."""
+
+    base: str  # zoo entry whose arch, pretrained init and img_size SVE starts from
+    members: tuple[int, ...] = field(metadata=bounds(minimum=1, unique=True))  # the ensemble sizes M ([] = no SVE)
+    recipe: str  # a recipe of params.yaml recipes (checked against them by the SVE stage)
+    sigma_init: float = field(default=SIGMA_INIT, metadata=bounds(minimum=0))  # the authors' released init_std
+    seed: int = field(default=0, metadata=bounds(minimum=0))
+    patterns: tuple[str, ...] | None = field(default=None, metadata=bounds(min_len=1))  # null: the default layers
+    train_subset: int | None = field(default=None, metadata=bounds(minimum=1))  # null: the whole train split
+    splits: tuple[str, ...] | None = field(default=None, metadata=bounds(min_len=1))  # null: every split but train
+    nested: bool = True  # train the largest size once; sve-m<M> = its first M members
 
 
 def output_name(members: int) -> str:
     return f"sve-m{members}"
 
 
-def sve_config(params: dict) -> SveParams:
-    """The typed ``sve`` block (the one :func:`~benchmark.stages.stage_config.load_params` parsed, or ``params["sve"]``
-    parsed now, e.g. a copy with other sizes); raises ``ValueError`` naming the field."""
-    typed = getattr(params, "typed", None)
-    if typed is not None and typed.sve is not None and params == params.parsed_from:
-        cfg = typed.sve
-    else:
-        raw = params.get(SECTION)
-        if not isinstance(raw, dict):
-            raise ValueError(f"params.yaml: missing or malformed section {SECTION!r}; it needs {list(REQUIRED)} "
-                             f"(see benchmark.stages.params_config.SveParams)")
-        cfg = parse_config(SveParams, raw, f"params.yaml {SECTION}")
+def check_config(ctx, cfg: SveConfig) -> SveConfig:
+    """``cfg`` against the rest of params: sizes to run, a known recipe."""
     if not cfg.members:
         raise ValueError(f"params.yaml {SECTION}.members is [] (no SVE: the pipeline has no SVE stage); list the sizes M "
                          f"to run, e.g. [1, 2, 4, 8]")
-    if cfg.recipe not in params.get("recipes", {}):
+    if cfg.recipe not in ctx.recipes:
         raise ValueError(f"params.yaml {SECTION}.recipe: unknown recipe {cfg.recipe!r}; define it in params.yaml recipes "
-                         f"(known: {sorted(params.get('recipes', {}))})")
+                         f"(known: {sorted(ctx.recipes)})")
     return cfg
 
 
-def base_entry(params: dict, cfg: dict) -> ZooEntry:
+def base_entry(ctx, cfg: SveConfig) -> ZooEntry:
     """The zoo entry named by ``sve.base``; it must exist, have pretrained weights and not clash with the outputs."""
-    zoo = stage_config.zoo(params)
+    zoo = ctx.zoo
     base = cfg.base
     if base not in zoo:
-        raise ValueError(f"params.yaml {SECTION}.base: unknown zoo entry {base!r}; the zoo {params['zoo']} has {sorted(zoo)}")
+        raise ValueError(f"params.yaml {SECTION}.base: unknown zoo entry {base!r}; the zoo {ctx.params.zoo} has {sorted(zoo)}")
     entry = zoo[base]
     if not entry.pretrained:
         raise ValueError(f"params.yaml {SECTION}.base: zoo entry {base!r} has init 'scratch'; SVE needs a pretrained "
@@ -119,7 +123,7 @@ def train_subset(split: SplitInputs, n: int | None, seed: int) -> SplitInputs:
     return split.subset(np.sort(stratified_order(split.labels.numpy(), np.random.default_rng([seed, 0x5E5E]))[:n]))
 
 
-def build(entry: ZooEntry, cfg: dict, members: int, num_classes: int, *, load_weights: bool = True) -> SingularValueEnsemble:
+def build(entry: ZooEntry, cfg: SveConfig, members: int, num_classes: int, *, load_weights: bool = True) -> SingularValueEnsemble:
     """The entry's pretrained timm model wrapped in an ``M``-member SVE with fresh heads.
 
     The backbone is built with a 1000-class linear head (the ImageNet one where the
@@ -144,35 +148,30 @@ def cost_info(model: SingularValueEnsemble, img_size: int, one: float | None = N
 
 
 @register_cost("sve")
-def sve_output_cost(info: dict, entry: ZooEntry, num_classes: int, members: int, params: dict) -> dict:
-    """:func:`cost_info` of output ``sve-m<members>`` (params ``sve``, base ``entry``), rebuilt without weights."""
+def sve_output_cost(info: dict, entry: ZooEntry, num_classes: int, members: int, cfg: SveConfig) -> dict:
+    """:func:`cost_info` of output ``sve-m<members>`` (params ``sve``: ``cfg``; base ``entry``), rebuilt without weights."""
     if info.get("members") != members:
         raise ValueError(f"members {info.get('members')!r}, but the logits have {members}")
-    raw = params.get(SECTION)
-    if not isinstance(raw, dict):
-        raise ValueError(f"params has no {SECTION!r} section")
-    model = build(entry, parse_config(SveParams, raw, f"params {SECTION}"), members, num_classes, load_weights=False)
+    model = build(entry, cfg, members, num_classes, load_weights=False)
     if info.get("adapted_layers") != len(model.layer_names):
         raise ValueError(f"adapted_layers {info.get('adapted_layers')!r}, but params {SECTION} adapts {len(model.layer_names)}")
     c = cost_info(model, entry.img_size)
     return {k: c[k] for k in ("gflops", "gflops_one_forward", "params", "overhead_percent", "extra_params_percent")}
 
 
-def check(params: dict, members) -> tuple[dict, ZooEntry, Recipe, list[str]]:
-    """Everything the stage needs, validated before any work: config, base entry, recipe, splits."""
+def check(ctx, cfg: SveConfig, members) -> tuple[ZooEntry, Recipe, list[str]]:
+    """Everything the stage needs, validated before any work: base entry, recipe, splits."""
     try:
         members = check_members(members)
     except ValueError as e:
         raise ValueError(f"sve stage: {e} (--members)") from None
-    cfg = sve_config(params)
-    entry = base_entry(params, cfg)
-    recipe = stage_config.recipes(params)[cfg.recipe]
-    splits = suite_source.resolve_splits(None if cfg.splits is None else list(cfg.splits), [s for s in per_model.split_files() if s != per_model.TRAIN],
-                                    f"params.yaml {SECTION}.splits")
+    check_config(ctx, cfg)
+    entry = base_entry(ctx, cfg)
+    recipe = ctx.recipes[cfg.recipe]
+    splits = ctx.resolve_splits(cfg.splits, f"params.yaml {SECTION}.splits")
     # build() gives the backbone its 1000-class head; SVE copies it into every member when the suite has 1000 classes
-    check_diversity(members, cfg.sigma_init, suite_source.for_params(params).num_classes() == 1000,
-                    f"params.yaml {SECTION} (sve@{members})")
-    return cfg, entry, recipe, splits
+    check_diversity(members, cfg.sigma_init, ctx.source.num_classes() == 1000, f"params.yaml {SECTION} (sve@{members})")
+    return entry, recipe, splits
 
 
 def summed_member_cross_entropy(logits, labels, label_smoothing: float = 0.0):
@@ -191,86 +190,84 @@ NESTED = "sve"  # results/method_checkpoints/sve/m<M>: what stage sve-train trai
 
 
 class _Run(NamedTuple):
-    cfg: dict
+    cfg: SveConfig
     entry: ZooEntry
     recipe: Recipe
     splits: list[str]
-    src: object
-    tr: SplitInputs
-    va: SplitInputs
+    tr: object  # SplitInputs of the training subset
+    va: object
     model: SingularValueEnsemble
     fingerprint: str
     folder: Path
 
 
-def _plan(params: dict, members: int) -> tuple:
-    """Validated config, base entry, recipe, splits, data source, train/val inputs and the run's fingerprint."""
-    cfg, entry, recipe, splits = check(params, members)
-    src = suite_source.for_params(params)
-    tr = train_subset(src.inputs(per_model.TRAIN, entry, train=True), cfg.train_subset, cfg.seed)
-    va = src.inputs(per_model.VAL, entry)
+def _plan(ctx, cfg: SveConfig, members: int) -> tuple:
+    """Validated base entry, recipe, splits, train/val inputs and the run's fingerprint."""
+    entry, recipe, splits = check(ctx, cfg, members)
+    tr = train_subset(ctx.inputs(TRAIN, entry, train=True), cfg.train_subset, cfg.seed)
+    va = ctx.inputs(VAL, entry)
     run = {"sigma_init": cfg.sigma_init, "seed": cfg.seed, "patterns": cfg.patterns, "members": members}
     if cfg.nested:
         run["loss"] = "summed"  # and per-member noise streams
-    fp = stage_config.fingerprint(entry.as_dict(), asdict(recipe), run, store.array_hash(tr.ids), store.array_hash(va.ids))
-    return cfg, entry, recipe, splits, src, tr, va, fp
+    fp = ctx.fingerprint(entry.as_dict(), asdict(recipe), run, store.array_hash(tr.ids), store.array_hash(va.ids))
+    return entry, recipe, splits, tr, va, fp
 
 
-def _training(params: dict, members: int, folder_name: str) -> _Run:
+def _training(ctx, cfg: SveConfig, members: int, folder_name: str) -> _Run:
     """Validated config, the ``members``-member model, its data, fingerprint and checkpoint folder (no training yet)."""
-    cfg, entry, recipe, splits, src, tr, va, fp = _plan(params, members)
-    stage_config.set_threads(params)
-    model = build(entry, cfg, members, src.num_classes())
-    folder = stage_config.RESULTS / "method_checkpoints" / folder_name  # not results/checkpoints: the soups depend on it
-    return _Run(cfg, entry, recipe, splits, src, tr, va, model, fp, folder)
+    entry, recipe, splits, tr, va, fp = _plan(ctx, cfg, members)
+    ctx.set_threads()
+    model = build(entry, cfg, members, ctx.source.num_classes())
+    folder = ctx.method_folder(folder_name)  # not results/checkpoints: the soups depend on it
+    return _Run(cfg, entry, recipe, splits, tr, va, model, fp, folder)
 
 
-def _fit(params, t, progress: bool) -> dict:
-    cfg, _, recipe, _, src, tr, va, model, fp, folder = t
-    return per_model.train_once(model.to(suite_source.device(params)), tr.fit_data, va.fit_data, recipe, seed=cfg.seed,
-                             folder=folder, fingerprint=fp, params=model.trainable_parameters(),
-                             loss_fn=summed_member_cross_entropy if cfg.nested else member_cross_entropy,
-                             progress=progress, num_workers=src.num_workers)
+def _fit(ctx, t: _Run) -> dict:
+    cfg, _, recipe, _, tr, va, model, fp, folder = t
+    return train_once(model.to(ctx.device()), tr.fit_data, va.fit_data, recipe, seed=cfg.seed, folder=folder, fingerprint=fp,
+                      params=model.trainable_parameters(),
+                      loss_fn=summed_member_cross_entropy if cfg.nested else member_cross_entropy,
+                      progress=ctx.progress, num_workers=ctx.source.num_workers)
 
 
 OUTPUTS = "outputs"  # <trained folder>/outputs: member logits of every output split + sizes.json (stage sve-train)
 
 
-def _size_info(t, record: dict, members: int, val_logits, one: float, params: dict) -> dict:
+def _size_info(ctx, t: _Run, record: dict, members: int, val_logits, one: float) -> dict:
     """``cost.json`` of output ``sve-m<members>``: the first ``members`` members of the trained model of ``t``."""
-    cfg, entry, recipe, _, _, tr, va, model, _, _ = t
+    cfg, entry, recipe, _, tr, va, model, _, _ = t
     sub = model if members == model.members else model.first_members(members)
-    c = params["cost"]
+    c = ctx.params.cost
     return {"family": "sve", "method": f"m{members}", "base": entry.name, "members": members, "arch": entry.arch,
             "img_size": entry.img_size, "sigma_init": cfg.sigma_init, "seed": cfg.seed,
             "adapted_layers": len(model.layer_names), "train_images": len(tr), "trained_members": model.members,
             "val_score": record["best_score"] if sub is model else selection_score(val_logits[:members], va.labels, recipe.select_by),
             "select_by": recipe.select_by, **cost_info(sub, entry.img_size, one),
-            "throughput": costs.measure_throughput(sub, entry.img_size, batch_size=c["throughput_batch"], iters=c["throughput_iters"])}
+            "throughput": costs.measure_throughput(sub, entry.img_size, batch_size=c.throughput_batch, iters=c.throughput_iters)}
 
 
-def _predict(params, t, progress: bool) -> dict:
+def _predict(ctx, t: _Run) -> dict:
     """split -> (member logits (M, N, C), labels, ids) of the trained model of ``t`` on the output splits."""
     model = t.model.cpu().eval()
-    return per_model.predict_splits(params, model, t.entry, t.splits, batch_size=max(1, IMAGES_PER_CALL // model.members),
-                                 desc=output_name(model.members), progress=progress)
+    return ctx.predict(model, t.entry, t.splits, batch_size=max(1, IMAGES_PER_CALL // model.members),
+                       desc=output_name(model.members))
 
 
-def _sizes(cfg: dict, trained: int) -> list[int]:
+def _sizes(cfg: SveConfig, trained: int) -> list[int]:
     """The output sizes a model of ``trained`` members serves: its first M members (nested) or itself."""
     return sorted(m for m in cfg.members if m <= trained and (cfg.nested or m == trained))
 
 
-def _write_members(params, t, record: dict, progress: bool) -> dict:
+def _write_members(ctx, t: _Run, record: dict) -> dict:
     """Stage ``sve-train``'s second half: one forward of all trained members on every output split, into
     ``<folder>/outputs/`` (member logits + ``sizes.json``: the ``cost.json`` of every size it serves), so that
     stage ``sve@<M>`` only slices (no model, no second forward)."""
     model = t.model
-    predictions = _predict(params, t, progress)
-    stage_config.set_threads(params)
+    predictions = _predict(ctx, t)
+    ctx.set_threads()
     model.cpu()
     one = costs.count_flops(model.export_member(0), t.entry.img_size)
-    sizes = {str(m): _size_info(t, record, m, predictions[per_model.VAL][0], one, params) for m in _sizes(t.cfg, model.members)}
+    sizes = {str(m): _size_info(ctx, t, record, m, predictions[VAL][0], one) for m in _sizes(t.cfg, model.members)}
     with store.atomic_dir(t.folder / OUTPUTS) as out:
         for split_name, (z, labels, ids) in predictions.items():
             store.save_logits_file(out / f"{split_name}.safetensors", z, labels, ids,
@@ -279,30 +276,22 @@ def _write_members(params, t, record: dict, progress: bool) -> dict:
     return sizes
 
 
-def _write(params, t, record: dict, members: int, progress: bool) -> dict:
-    """Method output ``sve-m<members>`` of the trained model of ``t`` (all its members; ``--alone``)."""
-    predictions = _predict(params, t, progress)
-    info = _size_info(t, record, members, predictions[per_model.VAL][0], costs.count_flops(t.model.export_member(0), t.entry.img_size), params)
-    return per_model.write_method_output(params, output_name(members), predictions, info)
+def train_sve(ctx, cfg: SveConfig, members: int) -> Output:
+    """Fine-tune an ``members``-member SVE (params ``sve``) alone (``pipelines/sve.py --members M --alone``); its output
+    ``sve-m<members>`` (all its members)."""
+    t = _training(ctx, cfg, members, output_name(members))
+    record = _fit(ctx, t)
+    predictions = _predict(ctx, t)
+    info = _size_info(ctx, t, record, members, predictions[VAL][0], costs.count_flops(t.model.export_member(0), t.entry.img_size))
+    return Output(output_name(members), info, predictions=predictions)
 
 
-def train_sve(params: dict, members: int, *, progress: bool = True) -> dict:
-    """Fine-tune an ``members``-member SVE (params ``sve``) alone and write its method output; returns ``cost.json``."""
-    t = _training(params, members, output_name(members))
-    return _write(params, t, _fit(params, t, progress), members, progress)
-
-
-def largest(params: dict) -> int:
-    return max(sve_config(params).members)
-
-
-def trained_sizes(params: dict) -> list[int]:
+def trained_sizes(cfg: SveConfig) -> list[int]:
     """The sizes stage ``sve-train`` trains: the largest of ``sve.members`` (nested), else every size."""
-    cfg = sve_config(params)
     return [max(cfg.members)] if cfg.nested else sorted(cfg.members)
 
 
-def train_nested(params: dict, *, progress: bool = True) -> dict[int, dict]:
+def train_nested(ctx, cfg: SveConfig) -> dict[int, dict]:
     """Stage ``sve-train``: into ``results/method_checkpoints/sve/m<M>/``, train the largest size of
     ``sve.members`` once (``sve.nested: true``) or every size on its own (``false``); returns the records.
 
@@ -314,27 +303,30 @@ def train_nested(params: dict, *, progress: bool = True) -> dict[int, dict]:
     members, mean member loss): the numbers of separate ``M``-member runs.
     """
     records = {}
-    for m in trained_sizes(params):
-        t = _training(params, m, f"{NESTED}/m{m}")
-        records[m] = _fit(params, t, progress)
-        _write_members(params, t, records[m], progress)
+    for m in trained_sizes(check_config(ctx, cfg)):
+        t = _training(ctx, cfg, m, f"{NESTED}/m{m}")
+        records[m] = _fit(ctx, t)
+        _write_members(ctx, t, records[m])
     return records
 
 
-def nested_output(params: dict, members: int, *, progress: bool = True) -> dict:
+@register_method(kind="sve", family="sve", group="sve", section=SECTION, script="sve", config=SveConfig,
+                 needs=("base-model",), persist=True, title="Singular Value Ensemble",
+                 comment="Singular Value Ensembles (params.yaml sve): stages sve-train and sve@<M>")
+def nested_output(ctx, cfg: SveConfig, members) -> list[Output]:
     """Stage ``sve@<M>``: method output ``sve-m<M>``, the first ``M`` members of what ``sve-train`` trained
     (sliced from the member logits it wrote; no model is built)."""
     try:
-        check_members(members)
+        members = check_members(members)
     except ValueError as e:
         raise ValueError(f"sve stage: {e} (--members)") from None
-    cfg = sve_config(params)
+    check_config(ctx, cfg)
     if members not in cfg.members:
         raise ValueError(f"sve stage: --members {members} is not in params.yaml {SECTION}.members {list(cfg.members)}")
-    trained = next(m for m in trained_sizes(params) if m >= members)
-    folder = stage_config.RESULTS / "method_checkpoints" / NESTED / f"m{trained}"
+    trained = next(m for m in trained_sizes(cfg) if m >= members)
+    folder = ctx.method_folder(NESTED) / f"m{trained}"
     done, index = folder / "train.json", folder / OUTPUTS / "sizes.json"
-    fingerprint = _plan(params, trained)[-1]
+    fingerprint = _plan(ctx, cfg, trained)[-1]
     record = store.read_json(done) if done.exists() else None
     written = store.read_json(index) if index.exists() and record is not None else None
     if (written is None or {record.get("fingerprint"), written.get("fingerprint")} != {fingerprint}
@@ -345,12 +337,4 @@ def nested_output(params: dict, members: int, *, progress: bool = True) -> dict:
     for split_name in written["splits"]:
         f = store.load_logits_file(folder / OUTPUTS / f"{split_name}.safetensors")
         predictions[split_name] = (f.logits[:members], f.labels, f.ids)
-    return per_model.write_method_output(params, output_name(members), predictions, written["sizes"][str(members)])
-
-
-def train_sves(params: dict, sizes: list[int] | None = None, *, progress: bool = True) -> list[dict]:
-    """``sve-train`` then ``sve@<M>`` for every ``M`` of ``sizes`` (default params ``sve.members``), in one process."""
-    if sizes is not None:
-        params = {**params, SECTION: {**params[SECTION], "members": list(sizes)}}
-    train_nested(params, progress=progress)
-    return [nested_output(params, m, progress=progress) for m in sorted(sve_config(params).members)]
+    return [Output(output_name(members), written["sizes"][str(members)], predictions=predictions)]

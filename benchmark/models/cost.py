@@ -78,16 +78,6 @@ def measure_throughput(model: nn.Module, img_size: int, *, batch_size: int = 64,
     return batch_size * iters / (time.perf_counter() - start)
 
 
-def arch_cost(arch: str, img_size: int, *, num_classes: int = 1000) -> dict:
-    """GFLOPs and parameters of a timm architecture, built without weights."""
-    import timm
-
-    if not timm.is_model(arch):
-        raise ValueError(f"unknown timm architecture {arch!r}")
-    model = timm.create_model(arch, pretrained=False, num_classes=num_classes)
-    return {"arch": arch, "img_size": img_size, "gflops": count_flops(model, img_size), "params": count_params(model)}
-
-
 def sum_cost(costs: dict, members) -> dict:
     """Cost of running ``members`` one after the other (``costs``: model -> its cost record): GFLOPs and parameters add,
     throughput = 1 / sum(1 / throughput); ``balance`` = sidekick / base GFLOPs for a pair (NaN otherwise)."""

@@ -102,20 +102,9 @@ class DistConfig:
         return [*args, str(script), *argv]
 
 
-def config(params: dict) -> DistConfig:
-    """Validated ``params['distributed']`` (missing: one process): the typed block of a loaded params file
-    (:func:`benchmark.stages.stage_config.load_params`), else the block parsed field by field."""
-    parsed = getattr(params, "typed", None)
-    if parsed is not None and params == getattr(params, "parsed_from", None):  # not changed since it was loaded
-        cfg = parsed.distributed
-    else:
-        raw = params.get("distributed")
-        if raw is None:
-            return DistConfig()
-        from benchmark.config.typed import parse_config
-
-        cfg = parse_config(DistConfig, raw, "params 'distributed'")
-    if cfg.world_size > 1 and cfg.backend == "nccl" and params.get("device", "cpu") == "cpu":
+def config(cfg: DistConfig, device: str = "cpu") -> DistConfig:
+    """``cfg`` (params ``distributed``, typed) checked against params ``device``: nccl needs CUDA."""
+    if cfg.world_size > 1 and cfg.backend == "nccl" and device == "cpu":
         cfg.backend_for(torch.device("cpu"))  # raises: nccl needs CUDA
     return cfg
 
@@ -147,10 +136,9 @@ def _default_sigterm() -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
-def init(params: dict, device: torch.device) -> torch.device:
-    """In a torchrun worker: start the process group (once) and return this rank's device
-    (``cuda:<LOCAL_RANK>`` for CUDA); elsewhere return ``device`` unchanged."""
-    cfg = config(params)
+def init(cfg: DistConfig, device: torch.device) -> torch.device:
+    """In a torchrun worker: start the process group (once) with ``cfg`` (params ``distributed``) and return this
+    rank's device (``cuda:<LOCAL_RANK>`` for CUDA); elsewhere return ``device`` unchanged."""
     if not is_worker():
         return device
     if device.type == "cuda":

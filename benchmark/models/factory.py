@@ -9,12 +9,12 @@ from __future__ import annotations
 import glob
 import importlib.util
 import os
-import socket
 from pathlib import Path
 
 import torch
 from torch import nn
 
+from benchmark.models import hub
 from benchmark.models.zoo import PYPI_WEIGHTS, ZooEntry, ZooError
 
 
@@ -89,63 +89,22 @@ def _ordered_state_dict(model: nn.Module, path: Path, entry: ZooEntry) -> dict:
     return out
 
 
-HUB_PROBE_TIMEOUT = 3.0  # seconds to wait for a TCP connection to the hub before going offline
-
-
-def hub_address() -> tuple[str, int]:
-    """(host, port) a hub download connects to first: the HTTPS proxy if set, else the hub endpoint."""
-    from urllib.parse import urlparse
-
-    from huggingface_hub import constants
-
-    url = urlparse(os.environ.get("HTTPS_PROXY") or os.environ.get("https_proxy") or constants.ENDPOINT)
-    return url.hostname or "huggingface.co", url.port or (80 if url.scheme == "http" else 443)
-
-
-def reachable(host: str, port: int, timeout: float = HUB_PROBE_TIMEOUT) -> bool:
-    """Whether a TCP connection to ``host:port`` opens within ``timeout`` seconds."""
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return True
-    except OSError:  # DNS failure, refused, unreachable, timeout
-        return False
-
-
-def hub_reachable(timeout: float = HUB_PROBE_TIMEOUT) -> bool:
-    """Whether a TCP connection to :func:`hub_address` opens within ``timeout`` seconds."""
-    return reachable(*hub_address(), timeout=timeout)
-
-
-def hub_offline() -> bool:
-    from huggingface_hub import constants
-
-    return bool(constants.HF_HUB_OFFLINE) or os.environ.get("HF_HUB_OFFLINE", "0") not in ("", "0")
-
-
-def set_hub_offline() -> None:
-    """Offline mode for this process: the hub library serves its local cache and makes no request."""
-    from huggingface_hub import constants
-
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    constants.HF_HUB_OFFLINE = True
-
-
 def _create_from_hub(entry: ZooEntry, num_classes: int, kwargs: dict | None = None) -> nn.Module:
     """timm's pretrained model; without network, from the local cache or a plain error at once.
 
     The hub library retries an unreachable host for about a minute per file, so
-    the hub is probed first (:func:`hub_reachable`); when it does not answer, the
-    process switches to offline mode (:func:`set_hub_offline`) before loading.
+    the hub is probed first (:func:`benchmark.models.hub.hub_reachable`); when it does not answer, the
+    process switches to offline mode (:func:`benchmark.models.hub.set_hub_offline`) before loading.
     """
     import timm
 
     name = f"{entry.arch}.{entry.init_source}"
-    if hub_offline():
+    if hub.hub_offline():
         hint = "HF_HUB_OFFLINE is set and the weights are not in the local cache"
-    elif not hub_reachable():
-        set_hub_offline()
-        host, port = hub_address()
-        hint = (f"no network: {host}:{port} did not answer within {HUB_PROBE_TIMEOUT:g} s, so the hub was set offline "
+    elif not hub.hub_reachable():
+        hub.set_hub_offline()
+        host, port = hub.hub_address()
+        hint = (f"no network: {host}:{port} did not answer within {hub.HUB_PROBE_TIMEOUT:g} s, so the hub was set offline "
                 "(HF_HUB_OFFLINE=1), and the weights are not in the local cache")
     else:
         hint = "download failed or unknown tag"

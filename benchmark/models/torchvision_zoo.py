@@ -19,7 +19,7 @@ weights (a member of ``torchvision.models.get_model_weights(arch)``). It gets:
 ``DEFAULT`` is refused: it names different checkpoints in different torchvision
 versions. Builders whose pretrained model differs in structure from the one
 built without weights (auxiliary heads, input transform) or whose classifier is
-not a linear layer are refused too (:data:`UNSUPPORTED`).
+not a linear layer are refused too (:data:`benchmark.models.zoo.UNSUPPORTED`).
 
 The model is wrapped in :class:`TorchvisionClassifier`, which gives it the
 classifier interface of timm models the methods use (``get_classifier``,
@@ -30,60 +30,17 @@ for a suite's class count replaces only that layer.
 """
 from __future__ import annotations
 
-import difflib
 import os
-import re
 from contextlib import contextmanager
 from pathlib import Path
 
 import torch
 from torch import nn
 
-from benchmark.models.zoo import ZooError
+from benchmark.models import hub
+from benchmark.models.zoo import ZooError, resolve_torchvision as resolve, torchvision_builders as builders  # noqa: F401
 
-SOURCE_RE = re.compile(r"^([A-Za-z][A-Za-z0-9_]*_Weights)\.([A-Za-z0-9_]+)$")
 HEAD_ATTRS = ("fc", "classifier", "head", "heads")
-UNSUPPORTED = {
-    "googlenet": "its pretrained model drops the auxiliary heads and transforms the input",
-    "inception_v3": "its pretrained model drops the auxiliary heads and transforms the input",
-    "squeezenet1_0": "its classifier is a convolution, not a linear layer",
-    "squeezenet1_1": "its classifier is a convolution, not a linear layer",
-}
-EXAMPLE = "torchvision:ConvNeXt_Base_Weights.IMAGENET1K_V1"
-
-
-def builders() -> list[str]:
-    """torchvision's classification model builders (``list_models(module=torchvision.models)``)."""
-    import torchvision.models
-
-    return torchvision.models.list_models(module=torchvision.models)
-
-
-def resolve(where: str, arch: str, source: str):
-    """The weights member ``source`` (``<Enum>.<member>``) of builder ``arch``, else :class:`ZooError`. Offline."""
-    import torchvision.models
-
-    match = SOURCE_RE.match(source) if isinstance(source, str) else None
-    if match is None:
-        raise ZooError(f"{where}: malformed torchvision weights {source!r}; expected '<Weights enum>.<checkpoint>', e.g. {EXAMPLE!r}")
-    enum_name, member = match.groups()
-    names = builders()
-    if arch not in names:
-        close = difflib.get_close_matches(arch, names, n=6, cutoff=0.5)
-        raise ZooError(f"{where}: unknown torchvision classification model {arch!r} (the arch of a torchvision: entry is a "
-                       f"builder of torchvision.models); similar names: {close}")
-    if arch in UNSUPPORTED:
-        raise ZooError(f"{where}: torchvision model {arch!r} is not supported: {UNSUPPORTED[arch]}")
-    enum = torchvision.models.get_model_weights(arch)
-    if enum.__name__ != enum_name:
-        raise ZooError(f"{where}: torchvision model {arch!r} takes {enum.__name__} weights, not {enum_name!r}")
-    known = [m for m in enum.__members__ if m != "DEFAULT"]
-    if member == "DEFAULT":
-        raise ZooError(f"{where}: name the checkpoint instead of DEFAULT (it changes between torchvision versions; "
-                       f"today it is {enum.DEFAULT.name}); known: {known}")
-    if member not in enum.__members__:
-        raise ZooError(f"{where}: {enum_name} has no checkpoint {member!r}; known: {known}")
-    return enum[member]
 
 
 def entry_weights(entry):
@@ -179,15 +136,13 @@ def _pretrained_model(name: str, arch: str, weights) -> nn.Module:
     import torchvision.models
     from urllib.parse import urlparse
 
-    from benchmark.models.factory import hub_offline, reachable
-
     cached = weight_file(weights)
     if not cached.is_file():
         url = urlparse(weights.url)
         proxy = urlparse(os.environ.get("HTTPS_PROXY") or os.environ.get("https_proxy") or "")
         host, port = (proxy.hostname, proxy.port or 80) if proxy.hostname else (url.hostname, 443)
-        if hub_offline() or not reachable(host, port):
-            why = "HF_HUB_OFFLINE is set" if hub_offline() else f"no network: {host}:{port} did not answer"
+        if hub.hub_offline() or not hub.reachable(host, port):
+            why = "HF_HUB_OFFLINE is set" if hub.hub_offline() else f"no network: {host}:{port} did not answer"
             raise ZooError(f"zoo entry {name!r}: cannot load torchvision weights {weights} ({why} and {cached} is not in "
                            "torch's cache). Download them once with network or point TORCH_HOME at a cache that has them.")
     try:

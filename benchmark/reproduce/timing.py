@@ -28,11 +28,20 @@ _ITEM_FLAGS = ("--model", "--members", "--key")
 
 
 def stage_name(argv: list[str]) -> str:
-    """``['pipelines/train.py', '--model', 'lite1']`` -> ``'train@lite1'``; ``'data'`` for an item-less stage."""
+    """``['pipelines/train.py', '--model', 'lite1']`` -> ``'train@lite1'``; ``'data'`` for an item-less stage; a method's
+    stage (``pipelines/method.py --kind soups --key k``) by its DVC name (``soup@k``)."""
     script = next((a for a in argv if _SCRIPT.search(a.replace(os.sep, "/"))), None)
     if script is None:
         return " ".join(Path(a).name for a in argv[:2])
     name = _SCRIPT.search(script.replace(os.sep, "/")).group(1)
+    if name == "method" and "--kind" in argv and argv.index("--kind") + 1 < len(argv):
+        from benchmark.methods import registry
+
+        kind = argv[argv.index("--kind") + 1]
+        try:
+            name = registry.get_method(kind).stage
+        except ValueError:
+            name = kind
     for flag in _ITEM_FLAGS:
         if flag in argv and argv.index(flag) + 1 < len(argv):
             return f"{name}@{argv[argv.index(flag) + 1]}"

@@ -8,16 +8,18 @@ from typing import Callable
 
 from benchmark.config import numerics
 from benchmark.models import distributed
+from benchmark.stages.params_config import Params
 from benchmark.stages.stage_config import load_params
 
 EXPECTED = (ValueError, FileNotFoundError, KeyError)
 
 
-def stage_main(description: str, run: Callable[[dict, argparse.Namespace], object],
+def stage_main(description: str, run: Callable[[Params, argparse.Namespace], object],
                add_args: Callable[[argparse.ArgumentParser], None] | None = None, argv=None, *,
                script: str | None = None, stage: Callable[[argparse.Namespace], str] | None = None,
                on_failure: str = "its outputs were not written") -> int:
-    """Parse ``--params`` (+ stage args), run ``run(params, args)``; errors -> message, exit 2.
+    """Parse ``--params`` (+ stage args) once, run ``run(params, args)`` with the typed
+    :class:`~benchmark.stages.params_config.Params`; errors -> message, exit 2.
 
     ``script`` (the stage script's path) makes the stage data-parallel: when params
     ``distributed`` asks for several processes and this process is not a torchrun
@@ -37,7 +39,7 @@ def stage_main(description: str, run: Callable[[dict, argparse.Namespace], objec
         numerics.check_pinned()
         params = load_params(args.params)
         if script is not None:
-            cfg = distributed.config(params)
+            cfg = distributed.config(params.distributed, params.device)
             if cfg.world_size > 1 and not distributed.is_worker():
                 return distributed.launch(cfg, script, argv, stage=stage(args) if stage else Path(script).stem,
                                           on_failure=on_failure)

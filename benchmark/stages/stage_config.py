@@ -1,4 +1,4 @@
-"""Reading ``params.yaml`` and the zoo, with validation before any work starts."""
+"""Reading ``params.yaml`` and the zoo, with validation before any work starts; where each stage writes."""
 from __future__ import annotations
 
 import hashlib
@@ -7,9 +7,7 @@ import os
 from pathlib import Path
 
 import torch
-import yaml
 
-from benchmark.models.train import Recipe
 from benchmark.models.zoo import ZooEntry, ZooError, load_zoo
 from benchmark.stages.params_config import Params, parse_params
 
@@ -20,26 +18,14 @@ class ConfigError(ValueError):
     """params.yaml is missing a key or has a bad value."""
 
 
-class ParamsDict(dict):
-    """The data of a params file (a plain mapping) with its parsed :class:`~benchmark.stages.params_config.Params` as
-    ``.typed``: stage code reads settings from ``typed(params)``; the mapping stays for the code not yet moved."""
-
-    typed: Params
-    parsed_from: dict  # the data ``typed`` was parsed from (the mapping may have been changed since)
-
-
-yaml.SafeDumper.add_representer(ParamsDict, yaml.SafeDumper.represent_dict)  # yaml.safe_dump(load_params(...))
-
-_PARAMS: dict[Path, tuple[str | None, dict, Params]] = {}
+_PARAMS: dict[Path, tuple[str | None, Params]] = {}
 _ZOO: dict[tuple, dict[str, ZooEntry]] = {}
 
 
-def load_params(path="params.yaml") -> ParamsDict:
+def load_params(path="params.yaml") -> Params:
     """Read and parse params.yaml (every block typed, :mod:`benchmark.stages.params_config`) before any stage does work;
-    once per process: the parse is cached on the resolved path and a hash of the file's bytes. Returns a fresh copy
-    of the mapping (callers may change it) whose ``.typed`` is the parsed :class:`Params`."""
-    import copy
-
+    once per process: the parse is cached on the resolved path and a hash of the file's bytes. ``ConfigError`` naming
+    the file and the field."""
     from benchmark.config.yaml_input import read_yaml
 
     path = Path(path)
@@ -57,61 +43,31 @@ def load_params(path="params.yaml") -> ParamsDict:
             parsed = parse_params(raw, str(path))
         except ValueError as e:
             raise ConfigError(str(e)) from None
-        _PARAMS[key] = hit = (stamp, raw, parsed)
-    out = ParamsDict(copy.deepcopy(hit[1]))
-    out.typed, out.parsed_from = hit[2], hit[1]
-    return out
+        _PARAMS[key] = hit = (stamp, parsed)
+    return hit[1]
 
 
-def typed(params) -> Params:
-    """The :class:`Params` of ``params``: the one :func:`load_params` parsed, or ``params`` parsed now (a mapping
-    built in code, e.g. by a test); ``ConfigError`` naming the field."""
-    if isinstance(params, Params):
-        return params
-    parsed = getattr(params, "typed", None)
-    if parsed is not None and params == params.parsed_from:  # a caller may have changed its copy: parse that
-        return parsed
-    try:
-        return parse_params(params, "params")
-    except ValueError as e:
-        raise ConfigError(str(e)) from None
-
-
-def recipes(params) -> dict[str, Recipe]:
-    """params ``recipes`` as :class:`Recipe` objects (a mapping built in code: only its recipes are parsed)."""
-    parsed = typed(params) if isinstance(params, (Params, ParamsDict)) else None
-    if parsed is not None:
-        return dict(parsed.recipes)
-    raw = params["recipes"]
-    if not isinstance(raw, dict):
-        raise ConfigError(f"params: recipes must be a mapping of recipe names to recipes, got {raw!r}")
-    return {name: Recipe.from_params(name, r, "params: recipes") for name, r in raw.items()}
-
-
-def zoo(params) -> dict[str, ZooEntry]:
+def zoo(params: Params) -> dict[str, ZooEntry]:
     """The zoo params ``zoo`` names, validated against its recipes; parsed once per process (cached on the file's
     resolved path, a hash of its bytes and the recipe names)."""
-    parsed = typed(params) if isinstance(params, (Params, ParamsDict)) else None
-    zoo_file = parsed.zoo if parsed is not None else params["zoo"]
-    names = tuple(sorted(recipes(params)))
-    path = Path(zoo_file)
+    names = tuple(sorted(params.recipes))
+    path = Path(params.zoo)
     try:  # the file's bytes, hashed (as load_params): a rewrite within the file system's time resolution is not missed
         key = (path.resolve(), hashlib.sha256(path.read_bytes()).hexdigest(), names)
     except OSError:
         key = None  # load_zoo names the problem
     if key is None or key not in _ZOO:
-        entries = load_zoo(zoo_file, recipes=names)
+        entries = load_zoo(params.zoo, recipes=names)
         if key is None:
             return entries
         _ZOO[key] = entries
     return dict(_ZOO[key])
 
 
-def entry(params, name: str) -> ZooEntry:
+def entry(params: Params, name: str) -> ZooEntry:
     entries = zoo(params)
     if name not in entries:
-        raise ZooError(f"unknown model {name!r}; the zoo {params.zoo if isinstance(params, Params) else params['zoo']} "
-                       f"has {sorted(entries)}")
+        raise ZooError(f"unknown model {name!r}; the zoo {params.zoo} has {sorted(entries)}")
     return entries[name]
 
 
@@ -121,9 +77,8 @@ def fingerprint(*parts) -> str:
     return hashlib.sha256(blob).hexdigest()[:16]
 
 
-def set_threads(params) -> None:
-    n = typed(params).threads or os.cpu_count() or 1
-    torch.set_num_threads(n)
+def set_threads(params: Params) -> None:
+    torch.set_num_threads(params.threads or os.cpu_count() or 1)
 
 
 def paths(name: str | None = None) -> dict[str, Path]:
@@ -136,6 +91,7 @@ def paths(name: str | None = None) -> dict[str, Path]:
         "summary": RESULTS / "summary.json",
         "units": RESULTS / "units",
         "methods": RESULTS / "methods",
+        "method_checkpoints": RESULTS / "method_checkpoints",
     }
     if name is not None:
         p["checkpoint"] = RESULTS / "checkpoints" / name

@@ -28,6 +28,7 @@ import torch
 from torch.utils.data import Dataset
 
 from benchmark.stages import stage_config
+from benchmark.stages.params_config import Params
 from benchmark.storage import store
 
 TRAIN, VAL = "train", "val"
@@ -132,14 +133,14 @@ class EmbeddedSource:
 
     num_workers = 0
 
-    def __init__(self, params: dict):
-        self.params = params
+    def __init__(self, params):
+        self.data = params.data  # the data block (benchmark.data.embedded.EmbeddedData)
 
     def prepare(self, out: Path) -> list[str]:
         from benchmark.data.embedded import build_embedded_suite
         from benchmark.data.splits_io import save_split
 
-        splits = build_embedded_suite(self.params["data"])
+        splits = build_embedded_suite(self.data)
         with store.atomic_dir(out) as tmp:
             for name, split in splits.items():
                 save_split(tmp / f"{name}.npz", split)
@@ -164,16 +165,15 @@ class EmbeddedSource:
 class PaperSource:
     """A paper suite: images streamed from the data root, indexed by ``results/data``."""
 
-    def __init__(self, params: dict):
+    def __init__(self, params):
         from benchmark.data.paper.suites import load_suite
 
-        typed = stage_config.typed(params)  # suite, data_root and num_workers parsed field by field
-        self.spec = load_suite(typed.data["spec"])
-        if typed.suite != self.spec.name:
-            raise stage_config.ConfigError(f"params 'suite' is {typed.suite!r} but data.spec {typed.data['spec']!r} "
+        self.spec = load_suite(params.data["spec"])
+        if params.suite != self.spec.name:
+            raise stage_config.ConfigError(f"params 'suite' is {params.suite!r} but data.spec {params.data['spec']!r} "
                                      f"is suite {self.spec.name!r}; they must agree (the results are labelled with it)")
-        self.data_root = typed.data_root
-        self.num_workers = typed.num_workers
+        self.data_root = params.data_root
+        self.num_workers = params.num_workers
         self._splits = None
 
     def splits(self) -> dict:
@@ -246,9 +246,15 @@ def _index(split: str) -> SplitIndex:
     return read_index(_file(split), split)
 
 
-def for_params(params: dict) -> EmbeddedSource | PaperSource:
+def prepare_data(params: Params, out: Path | None = None) -> list[str]:
+    """The data stage: build the suite's splits and write ``<out>/<split>.npz`` + ``splits.json`` (whole folder
+    atomically; default ``results/data``)."""
+    return for_params(params).prepare(Path(out or stage_config.paths()["data"]))
+
+
+def for_params(params: Params) -> EmbeddedSource | PaperSource:
     """The data source ``params`` select: ``data.spec`` -> paper suite, ``data.suite: embedded`` -> embedded."""
-    data = params.get("data")
+    data = params.data
     if isinstance(data, dict) and data.get("spec"):
         return PaperSource(params)
     if isinstance(data, dict) and data.get("suite", "embedded") == "embedded":
@@ -256,11 +262,9 @@ def for_params(params: dict) -> EmbeddedSource | PaperSource:
     raise stage_config.ConfigError(f"params 'data' must have 'spec: <suite file>' (a paper suite) or 'suite: embedded', got {data!r}")
 
 
-def device(params: dict) -> torch.device:
+def device(params: Params) -> torch.device:
     """params ``device``: ``cpu`` (the default), ``cuda``, or ``auto`` (cuda when available)."""
-    want = params.get("device", "cpu")
-    if want not in ("auto", "cpu", "cuda"):
-        raise stage_config.ConfigError(f"params 'device' must be auto, cpu or cuda, got {want!r}")
+    want = params.device  # one of params_config.DEVICES
     if want == "cuda" and not torch.cuda.is_available():
         raise stage_config.ConfigError("params 'device' is cuda but torch sees no CUDA device; use auto or cpu")
     return torch.device("cuda" if want == "cuda" or (want == "auto" and torch.cuda.is_available()) else "cpu")

@@ -4,8 +4,8 @@ For every suite under ``suites/``: its zoo (``zoo/<suite>.yaml`` through ``suite
 reported splits (``suites/<suite>.yaml``; ``corrupt-*`` = CIFAR-100-C's 19 corruptions x 5 severities), and
 every unit its evaluate stage runs: each model alone, every pair with GFLOPs(base) > GFLOPs(sidekick)
 (:func:`benchmark.core.pairs.enumerate_pairs`), the deep ensembles of its seed groups
-(:func:`benchmark.models.zoo.seed_groups`) and its SVE sizes. The rows of a unit have the structure the
-evaluate stage gives them: the stage's own unit functions (:mod:`benchmark.evaluation.rows`) run once on tiny
+(:func:`benchmark.core.noise.seed_groups`) and its SVE sizes. The rows of a unit have the structure the
+evaluate stage gives them: the stage's own unit functions (the method modules, :mod:`benchmark.methods.rows`) run once on tiny
 synthetic logits, and their (method, fit, confidence, metric) rows are repeated for every unit and split, with
 values drawn at random in each metric's range (full precision, as real values). Each model's logits are a tiny
 file (they only make the rows' ``inputs_hash``); :func:`benchmark.bundle.pack.submit` packs the results folder
@@ -36,7 +36,8 @@ CONTRIBUTOR = "synthetic paper-scale benchmark (tests/benchmarks/paper_scale.py)
 N_SAMPLES = 5000  # the rows' n
 # what the cache key covers: this generator, the code that packs and checks bundles, the rows' structure, the suites
 KEY_FILES = ("tests/benchmarks/paper_scale.py", "benchmark/bundle/pack.py", "benchmark/bundle/schema.py",
-             "benchmark/evaluation/rows.py", "benchmark/storage/results_schema.py")
+             "benchmark/methods/rows.py", "benchmark/methods/single.py", "benchmark/methods/duo.py",
+             "benchmark/methods/deep_ensemble.py", "benchmark/storage/results_schema.py")
 KEY_GLOBS = ("suites/*.yaml", "suites/*/params.yaml", "zoo/*.yaml")
 
 
@@ -81,7 +82,11 @@ def _tiny_logits(seed: int, splits, members: int = 0) -> dict:
 def templates(suite: str, evaluate: dict) -> dict[str, pd.DataFrame]:
     """Per unit kind (single, duo, deep_ensemble, sve-1, sve-M), the rows of one unit on the splits ``test``,
     ``other`` (any other labelled split) and ``ood``: ident columns, metric, and whether it has an interval."""
-    from benchmark.evaluation.rows import EvalConfig, duo_unit, ensemble_unit, multi_member_unit, single_unit
+    from benchmark.config.evaluate import EvalConfig
+    from benchmark.methods.deep_ensemble import ensemble_unit
+    from benchmark.methods.duo import duo_unit
+    from benchmark.methods.rows import multi_member_unit
+    from benchmark.methods.single import single_unit
 
     cfg = EvalConfig.from_params(suite, evaluate)
     cfg = dataclasses.replace(cfg, n_bootstrap=20, bootstrap_splits=("test", "other", "ood"))
@@ -112,7 +117,7 @@ def templates(suite: str, evaluate: dict) -> dict[str, pd.DataFrame]:
 
 def _units(zoo: dict, params: dict) -> pd.DataFrame:
     from benchmark.core.pairs import enumerate_pairs
-    from benchmark.models.zoo import seed_groups
+    from benchmark.core.noise import seed_groups
 
     models = {n: {"name": n, "gflops": fake_gflops(e.arch), "params": int(fake_gflops(e.arch) * 4.1e6)} for n, e in zoo.items()}
     thr = {n: 900.0 / m["gflops"] for n, m in models.items()}
@@ -122,7 +127,7 @@ def _units(zoo: dict, params: dict) -> pd.DataFrame:
         units.append({"kind": "duo", "base": p.base, "sidekick": p.sidekick, "members": f"{p.base}+{p.sidekick}",
                       "gflops": p.gflops, "params": p.params, "balance": p.balance,
                       "throughput": 1.0 / (1.0 / thr[p.base] + 1.0 / thr[p.sidekick])})
-    for names in seed_groups(zoo):
+    for names in (list(g.names) for g in seed_groups(zoo)):  # by seed: the first m seeds
         for m in params["evaluate"].get("deep_ensembles") or []:
             ms = names[:m]
             units.append({"kind": "deep_ensemble", "base": ms[0], "sidekick": "", "members": "+".join(ms), "method": f"m{m}",

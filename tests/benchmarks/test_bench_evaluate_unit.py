@@ -1,10 +1,10 @@
 """The evaluate stage's unit of work at the embedded default's size, in one torch thread.
 
-One base-sidekick duo (:func:`benchmark.evaluation.rows.duo_unit`): both fits
+One base-sidekick duo (:func:`benchmark.methods.duo.duo_unit`): both fits
 (converged, paper-exact) on 500 x 10 validation logits, the four duo variants
 on test (2,500), shift (1,800) and OOD (1,000) with 1,000 percentile-bootstrap
 resamples on test and OOD, and the paired bootstrap against the base; and one
-single model (:func:`benchmark.evaluation.rows.single_unit`). The evaluate stage of
+single model (:func:`benchmark.methods.single.single_unit`). The evaluate stage of
 the embedded default runs 35 duos and 10 singles (plus ensembles and methods),
 one torch thread per worker (``evaluate.workers``).
 
@@ -19,7 +19,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from benchmark.evaluation.rows import EvalConfig, ModelMemo, duo_unit, single_unit
+from benchmark.config.evaluate import EvalConfig
+from benchmark.methods.duo import duo_unit
+from benchmark.methods.rows import ModelMemo
+from benchmark.methods.single import single_unit
 
 CLASSES = 10
 SIZES = {"val": 500, "test": 2500, "shift": 1800, "ood": 1000}

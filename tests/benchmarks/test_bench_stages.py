@@ -1,7 +1,7 @@
 """Per-stage figures of the model stages (data, train, logits --cost) on a tiny profile of the embedded default.
 
-The root pipeline writes each model's cost in its logits stage (``--cost``); the
-standalone cost stage (the suites' pipelines) is measured too, for comparison.
+Every generated pipeline (the root one and each suite's) writes each model's cost in its logits stage
+(``--cost``): there is no cost stage.
 
 Each stage runs in a fresh subprocess (as DVC runs it: ``python pipelines/<stage>.py``)
 with ``UQ_TIMINGS`` set, so the figures are the ones `python -m benchmark
@@ -27,8 +27,8 @@ from benchmark.reproduce import timing
 
 ROOT = Path(__file__).resolve().parents[2]
 ZOO = {"models": {"tiny": {"arch": "test_resnet", "init": "scratch", "img_size": 16, "seed": 0, "recipe": "scratch"}}}
-STAGES = [("data", "data", []), ("train", "train", ["--model", "tiny"]), ("logits", "logits", ["--model", "tiny", "--cost"]),
-          ("cost-alone", "cost", ["--model", "tiny"])]  # (benchmark id, stage script, arguments)
+STAGES = [("data", "data", []), ("train", "train", ["--model", "tiny"]),
+          ("logits", "logits", ["--model", "tiny", "--cost"])]  # (benchmark id, stage script, arguments)
 
 
 @pytest.fixture(scope="module")

@@ -33,7 +33,8 @@ import pytest
 import timm
 import torch
 
-from benchmark.methods import SingularValueEnsemble, member_cross_entropy
+from benchmark.core.members import member_cross_entropy
+from benchmark.methods.sve import SingularValueEnsemble
 
 MEMBERS = 8
 CLASSES = 10

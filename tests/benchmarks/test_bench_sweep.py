@@ -16,6 +16,7 @@ import pytest
 
 from benchmark.evaluation import stage
 from benchmark.evaluation.sweep_bench import make_zoo, params
+from benchmark.stages.params_config import parse_params
 
 K, N_TEST, N_VAL, C, WORKERS = 4, 5000, 500, 100, 2
 
@@ -29,7 +30,7 @@ def zoo(tmp_path_factory):
 
 def test_bench_sweep(benchmark, zoo, monkeypatch):
     monkeypatch.chdir(zoo)
-    p = params(WORKERS)
+    p = parse_params(params(WORKERS), "params")
     stats = benchmark.pedantic(lambda: stage.run(p, progress=False), setup=lambda: shutil.rmtree("results/units", ignore_errors=True),
                                rounds=3, warmup_rounds=0)
     pairs = K * (K - 1) // 2

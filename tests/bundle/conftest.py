@@ -1,30 +1,15 @@
-"""One Caltech-256-layout suite run through DVC and one bundle made from it, shared by the bundle tests."""
+"""One bundle made from the Caltech-256-layout suite run through DVC (the session fixture ``caltech`` of
+tests/conftest.py), shared by the bundle tests."""
 from __future__ import annotations
 
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-from fixture_run import caltech_run  # noqa: E402
-
-from benchmark.cli.main import main as cli_main  # noqa: E402
+from benchmark.cli.main import main as cli_main
 
 SUITE = "caltech256"
-
-
-@pytest.fixture(scope="session")
-def caltech(tmp_path_factory) -> Path:
-    """Root of a repository copy whose suites/caltech256 pipeline has run (results/, dvc.lock).
-
-    ``UQBENCH_BUNDLE_FIXTURE=DIR`` reuses a run made by ``python tests/bundle/fixture_run.py DIR`` (development)."""
-    import os
-
-    if os.environ.get("UQBENCH_BUNDLE_FIXTURE"):
-        return Path(os.environ["UQBENCH_BUNDLE_FIXTURE"]) / "repo"
-    return caltech_run(tmp_path_factory.mktemp("caltech"))
 
 
 @pytest.fixture(scope="session")
@@ -78,10 +63,9 @@ def fast_report(monkeypatch):
     """publish without drawing the suite pages (tests of intake, status and isolation, not of the report)."""
     import benchmark.report
 
+    from helpers import stub_page
+
     def build(inputs, out, **kw):
-        out = Path(out)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "index.html").write_text(f"<title>{len(inputs.results)} rows</title>")
-        return out / "index.html"
+        return stub_page(inputs, out)
 
     monkeypatch.setattr(benchmark.report, "build_report", build)

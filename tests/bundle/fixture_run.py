@@ -11,8 +11,9 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "pipeline"))
 sys.path.insert(0, str(ROOT / "tests" / "data" / "paper"))
-from paper_layouts import write_caltech256  # noqa: E402
-from test_paper_suite_pipeline import PER_CLASS, TINY_ZOO, copy_repo, run, tiny_params  # noqa: E402
+from test_paper_suite_pipeline import copy_repo, run  # noqa: E402
+
+from benchmark.gpu.fixture import PER_CLASS, TINY_ZOO, tiny_params, write_caltech256  # noqa: E402
 
 METHODS = {  # one method output (last-layer Laplace, no training) so that method units are bundled and verified too
     "sve": {"base": "res", "members": [], "recipe": "finetune", "sigma_init": 0.02, "seed": 0, "patterns": None,

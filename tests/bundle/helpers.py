@@ -56,3 +56,16 @@ def one_line_error(err: str) -> str:
     lines = [line for line in err.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in err, err
     return lines[0]
+
+
+def stub_page(inputs, out) -> Path:
+    """What a test's stand-in for ``benchmark.report.build_report`` writes: the page's data downloads (rows, entries,
+    conflicts, as the real page) and a one-line index.html, no charts."""
+    from benchmark.report.build import downloads_of
+    from benchmark.storage.downloads import write_downloads
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    write_downloads(out / "data", downloads_of(inputs), prefix="data/")
+    (out / "index.html").write_text(f"<title>{len(inputs.results)} rows</title>")
+    return out / "index.html"

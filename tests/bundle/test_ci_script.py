@@ -103,5 +103,5 @@ def test_verify_all_and_publish_with_records(repo, pristine, records, tmp_path):
     assert "::warning::leaderboard/caltech256/bad: not verified" in proc.stdout
     proc = script(repo, "publish", tmp_path / "site", records)  # the session's records: b1 verified
     assert proc.returncode == 3 and "left out leaderboard/caltech256/bad" in proc.stderr
-    entries = pd.read_csv(tmp_path / "site" / "caltech256" / "data" / "entries.csv")
+    entries = pd.read_csv(tmp_path / "site" / "caltech256" / "data" / "entries.csv.gz")
     assert dict(zip(entries["bundle"], entries["status"])) == {"b1": "verified"}

@@ -87,9 +87,9 @@ def test_publish_badges_come_from_the_records_only(bundle, records, tmp_path, ca
         out = tmp_path / f"site-{verified is not None}"
         args = ["publish", "--bundles", str(board), "--out", str(out), "--quiet"] + (["--verified", str(verified)] if verified else [])
         assert main(args) == 0, capsys.readouterr().err
-        entries = pd.read_csv(out / "caltech256" / "data" / "entries.csv")
+        entries = pd.read_csv(out / "caltech256" / "data" / "entries.csv.gz")
         assert dict(zip(entries["bundle"], entries["status"])) == want
-        rows = pd.read_csv(out / "caltech256" / "data" / "rows.csv")
+        rows = pd.read_csv(out / "caltech256" / "data" / "rows.csv.gz")
         assert "throughput" not in rows.columns and "throughput_reported" in rows.columns  # labelled as reported
 
 

@@ -84,7 +84,7 @@ def test_no_bundle_takes_another_ones_place(bundle, pristine, tmp_path, capsys, 
     assert sorted(p.name for p in (site / "bundles").iterdir()) == ["caltech256"]
     assert sorted(p.name for p in (site / "bundles" / "caltech256").iterdir()) == ["b1"]
     assert "impostor" not in (site / "bundles" / "caltech256" / "b1" / "index.html").read_text()
-    entries = pd.read_csv(site / "caltech256" / "data" / "entries.csv")
+    entries = pd.read_csv(site / "caltech256" / "data" / "entries.csv.gz")
     assert list(entries["bundle"]) == ["b1"]
 
 

@@ -6,7 +6,7 @@ import shutil
 
 import pandas as pd
 import pytest
-from helpers import manifest, read_rows, write_manifest, write_rows
+from helpers import manifest, read_rows, stub_page, write_manifest, write_rows
 
 import benchmark.report
 from benchmark.bundle import site as site_mod
@@ -23,7 +23,7 @@ def _publish(board, out, capsys):
 
 
 def _bundles(site, suite="caltech256"):
-    return sorted(pd.read_csv(site / suite / "data" / "entries.csv")["bundle"])
+    return sorted(pd.read_csv(site / suite / "data" / "entries.csv.gz")["bundle"])
 
 
 @pytest.fixture
@@ -74,8 +74,7 @@ def test_a_bundle_breaking_the_suite_page_is_left_out(board, tmp_path, capsys, m
     def build(inputs, out, **kw):
         if (inputs.results["value"] == float(MARK)).any():
             raise ValueError("the report cannot draw this")
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "index.html").write_text("page")
+        return stub_page(inputs, out)
 
     monkeypatch.setattr(benchmark.report, "build_report", build)
     rc, err = _publish(board, tmp_path / "site", capsys)
@@ -99,8 +98,7 @@ def test_a_suite_that_cannot_be_built_is_left_out_and_the_others_are_built(board
     def build(inputs, out, **kw):
         if "caltech256" in set(inputs.results["suite"]):
             raise RuntimeError("this suite's page is broken")
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "index.html").write_text("page")
+        return stub_page(inputs, out)
 
     monkeypatch.setattr(benchmark.report, "build_report", build)
     rc, err = _publish(board, tmp_path / "site", capsys)

@@ -1,6 +1,7 @@
 """Typed configuration (issue 12 item 3): params.yaml, recipes, zoo entries and suite files are parsed field by
 field by one set of helpers (benchmark.config.typed); a wrong type, an unknown or a missing key is one line naming
-the file and the field (stage CLI: exit code 2, no traceback); params.yaml is parsed once per process."""
+the file and the field (stage CLI: exit code 2, no traceback); params.yaml is parsed once per process, at the stage's
+entry, and handed down typed."""
 from __future__ import annotations
 
 import copy
@@ -10,11 +11,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from benchmark.evaluation.rows import EvalConfig
+from benchmark.config.evaluate import EvalConfig
 from benchmark.models.train import Recipe
-from benchmark.stages import stage_config
+from benchmark.stages import params_config, stage_config
 from benchmark.stages.entry import model_stage_main
-from benchmark.stages.params_config import PARSES, EvaluateParams, Params
+from benchmark.stages.params_config import Params
 
 ROOT = Path(__file__).resolve().parents[2]
 RAW = yaml.safe_load((ROOT / "params.yaml").read_text())
@@ -40,7 +41,7 @@ def _stage_error(path: Path, capsys, fn=lambda params, name, progress: None) -> 
 
 def test_the_committed_params_files_parse():
     for path in [ROOT / "params.yaml", *sorted((ROOT / "suites").glob("*/params.yaml"))]:
-        p = stage_config.load_params(path).typed
+        p = stage_config.load_params(path)
         assert isinstance(p, Params) and p.logits.batch_size >= 1 and p.recipes
         assert all(isinstance(r, Recipe) for r in p.recipes.values())
 
@@ -53,13 +54,11 @@ def test_the_committed_params_files_parse():
     (lambda p: p["cost"].pop("throughput_iters"), "cost: missing keys ['throughput_iters'], unknown keys []"),
     (lambda p: p.update(thread=2), "missing keys [], unknown keys ['thread']"),
     (lambda p: p["distributed"].update(nnodes="2"), "distributed: nnodes must be an integer, got '2' (str)"),
-    (lambda p: p["reproduce"]["tolerance"]["auroc"].update(atol="5e-2"),
-     "reproduce: tolerance.auroc: atol must be a number, got the string '5e-2': YAML 1.1"),
+    (lambda p: p["evaluate"].update(sac_threshold="9.8e-1"),
+     "evaluate: sac_threshold must be a number, got the string '9.8e-1': YAML 1.1"),
     (lambda p: p["recipes"]["finetune"].update(epochs=2.5), "recipes.finetune: epochs must be an integer >= 0, got 2.5"),
     (lambda p: p["recipes"]["scratch"].update(momentum=0.9), "recipes.scratch: missing keys [], unknown keys ['momentum']"),
     (lambda p: p["recipes"]["sve"].pop("epochs"), "recipes.sve: missing keys ['epochs']"),
-    (lambda p: p["baselines"]["mc_dropout"]["mcdrop-lite0-s0"].update(samples="8"),
-     "baselines.mc_dropout.mcdrop-lite0-s0: samples must be an integer"),
 ])
 def test_a_bad_params_field_is_one_line_naming_file_and_field(tmp_path, capsys, change, message):
     path = _write(tmp_path, change)
@@ -94,37 +93,46 @@ def test_a_bad_zoo_entry_is_one_line_naming_file_and_field(tmp_path, capsys):
     assert err.startswith(f"error: {zoo_file}: zoo entry 'lite0-s0': img_size must be an integer >= 8, got '224'")
 
 
-def test_params_are_parsed_once_per_process(tmp_path):
+def test_params_are_parsed_once_per_process(tmp_path, monkeypatch):
     path = _write(tmp_path)
-    before = PARSES["count"]
+    parses = []
+    real = params_config.parse_params
+    monkeypatch.setattr(stage_config, "parse_params", lambda raw, where: parses.append(where) or real(raw, where))
     first = stage_config.load_params(path)
-    assert PARSES["count"] == before + 1
+    assert isinstance(first, Params) and len(parses) == 1
     for _ in range(3):
-        again = stage_config.load_params(path)
-        assert again.typed is first.typed and again == first
-        assert stage_config.typed(again) is first.typed and stage_config.recipes(again) == dict(first.typed.recipes)
-    assert PARSES["count"] == before + 1  # read again, not parsed again
-    again["evaluate"]["workers"] = 99  # a caller's copy: the next load is not changed by it, its typed view is
-    assert stage_config.typed(again).evaluate.workers == 99 and first.typed.evaluate.workers == RAW["evaluate"]["workers"]
-    assert stage_config.load_params(path)["evaluate"]["workers"] == RAW["evaluate"]["workers"]
-    assert PARSES["count"] == before + 2  # the changed copy, parsed when asked
+        assert stage_config.load_params(path) is first  # read again, not parsed again
+    assert len(parses) == 1
+    with pytest.raises(dataclasses.FrozenInstanceError):  # handed down as it was parsed: no stage changes it
+        first.threads = 99
     _write(tmp_path, lambda p: p["evaluate"].update(workers=1))  # the file changes: parsed again
-    assert stage_config.load_params(path).typed.evaluate.workers == 1
-    assert PARSES["count"] == before + 3
-    assert yaml.safe_load(yaml.safe_dump(stage_config.load_params(path)))["evaluate"]["workers"] == 1  # still plain YAML data
+    assert stage_config.load_params(path).evaluate.workers == 1 and len(parses) == 2
+
+
+def test_a_stage_sees_typed_params_and_no_function_below_it_the_mapping(tmp_path):
+    """What a stage's ``run`` gets from its entry: the typed Params, its method entries left to the method stages."""
+    path = _write(tmp_path, lambda p: p["baselines"]["mc_dropout"]["mcdrop-lite0-s0"].update(samples="8"))
+    seen = []
+    assert model_stage_main("test stage", lambda params, name, progress: seen.append(params),
+                            ["--params", str(path), "--model", "lite0-s0"]) == 0  # a bad method entry: not this stage's
+    (p,) = seen
+    assert isinstance(p, Params) and isinstance(p.evaluate, EvalConfig) and p.evaluate.suite == p.suite
+    assert p.baselines["mc_dropout"]["mcdrop-lite0-s0"]["samples"] == "8"  # parsed by its method's stage, not here
 
 
 def test_typed_blocks_give_the_same_settings_as_the_raw_mapping():
     p = stage_config.load_params(ROOT / "params.yaml")
     raw = RAW["evaluate"]
-    assert EvalConfig.from_typed(p.typed.suite, p.typed.evaluate) == EvalConfig.from_params(RAW["suite"], raw)
-    assert EvalConfig.from_typed("embedded", p.typed.evaluate).settings() == EvalConfig.from_params("embedded", raw).settings()
-    assert p.typed.evaluate.workers == raw["workers"] and p.typed.evaluate.deep_ensembles == tuple(raw["deep_ensembles"])
-    assert p.typed.logits.batch_size == RAW["logits"]["batch_size"] and p.typed.threads == RAW["threads"]
-    assert {n: dataclasses.asdict(r) for n, r in p.typed.recipes.items()} == {
+    assert p.evaluate == EvalConfig.from_params(RAW["suite"], raw)  # one evaluate config: the stage's, the bundle check's
+    assert p.evaluate.settings() == EvalConfig.from_params("embedded", raw).settings()
+    assert p.evaluate.workers == raw["workers"] and p.evaluate.deep_ensembles == tuple(raw["deep_ensembles"])
+    assert p.logits.batch_size == RAW["logits"]["batch_size"] and p.threads == RAW["threads"]
+    assert {n: dataclasses.asdict(r) for n, r in p.recipes.items()} == {
         n: {**{f.name: f.default for f in dataclasses.fields(Recipe) if f.name != "epochs"}, **r} for n, r in RAW["recipes"].items()}
-    assert EvaluateParams() == EvaluateParams(**{f.name: getattr(EvalConfig, f.name) for f in dataclasses.fields(EvalConfig)
-                                                 if f.name not in ("suite", "groups")}, deep_ensembles=())
+    assert set(EvalConfig().settings()) == {"suite", "fits", "n_bootstrap", "bootstrap_splits", "bootstrap_level", "seed",
+                                            "ece_bins", "sac_threshold"}  # what changes a unit's rows (workers does not)
+    with pytest.raises(ValueError, match=r"params evaluate: missing keys \[\], unknown keys \['suite'\]"):
+        EvalConfig.from_params("x", {"suite": "y"})  # set by the stage, not a key of the block
 
 
 @pytest.mark.parametrize("old, new, message", [

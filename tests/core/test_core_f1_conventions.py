@@ -61,7 +61,8 @@ def test_bootstrap_weights_use_the_same_conventions():
 
 
 def test_group_rows_keep_one_convention_per_name_on_every_split():
-    from benchmark.evaluation.rows import GROUP_METRICS, EvalConfig, _metric_rows
+    from benchmark.config.evaluate import EvalConfig
+    from benchmark.methods.rows import GROUP_METRICS, _metric_rows
 
     groups = np.array([0, 0, 0, 0, 0, 1, 1, 1, 1, 1])
     cfg = EvalConfig(suite="t", groups={"test": torch.as_tensor(groups), "shift": torch.as_tensor(groups)})
@@ -83,7 +84,7 @@ def test_group_rows_keep_one_convention_per_name_on_every_split():
 
 
 def test_every_reported_name_is_registered():
-    from benchmark.evaluation.rows import GROUP_METRICS
+    from benchmark.methods.rows import GROUP_METRICS
 
     for name in ("macro_f1", "macro_f1_wilds", *GROUP_METRICS):
         assert name in METRICS and METRICS[name].higher_is_better

@@ -146,7 +146,7 @@ def test_cli_duo_reports_separable_validation_logits_in_one_line(tmp_path, capsy
 
 @pytest.mark.parametrize("fit", FIT_MODES)
 def test_evaluate_stage_unit_names_the_models_in_one_line(tmp_path, fit):
-    from benchmark.evaluation.rows import EvalConfig
+    from benchmark.config.evaluate import EvalConfig
     from benchmark.evaluation.runner import Context, Runner, Unit, UnitError
     from benchmark.storage.store import save_logits_file
 

@@ -102,7 +102,7 @@ def test_params_reference_has_every_key_with_its_default_and_bounds(site):
     assert "each ≥ 2; distinct values" in rows["deep_ensembles"]
     assert "one of `auto`, `cpu`, `cuda`" in reference.params_reference()  # choices of params `device`
     text = _text(html)
-    for section in ("recipes.<name>", "report", "distributed", "reproduce", "sve"):
+    for section in ("recipes.<name>", "report", "distributed", "evaluate", "sve", "baselines.laplace.<key>"):
         assert section in text.replace("&lt;", "<").replace("&gt;", ">"), section
 
 

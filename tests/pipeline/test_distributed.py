@@ -94,7 +94,7 @@ def _worker(out: Path) -> None:
     import benchmark.models.train as train_module
 
     torch.set_num_threads(1)
-    distributed.init({}, torch.device("cpu"))
+    distributed.init(distributed.DistConfig(), torch.device("cpu"))
     writes = []
     for module, fn in ((train_module, "save_weights"), (train_module.store, "write_json")):
         original = getattr(module, fn)
@@ -155,9 +155,10 @@ def _logits_stage(root: Path, params_file: str, **env):
 
 def test_logits_stage_two_processes_write_the_one_process_files(tree, monkeypatch):
     from benchmark.stages import per_model
+    from benchmark.stages.stage_config import load_params
 
     monkeypatch.chdir(tree)
-    per_model.logits(yaml.safe_load((tree / "one.yaml").read_text()), "t-s0", progress=False)
+    per_model.logits(load_params(tree / "one.yaml"), "t-s0", progress=False)
     out = tree / "results" / "logits" / "t-s0"
     one = {p.name: store.load_logits_file(p) for p in out.glob("*.safetensors")}
     proc = _logits_stage(tree, "two.yaml")
@@ -197,7 +198,7 @@ def test_bad_distributed_params_are_named(tree, capsys):
         assert err.count("\n") == 1 and "Traceback" not in err  # one line naming the file and the field
         assert message in err and err.startswith(f"error: {bad}: distributed: " if "needs CUDA" not in message
                                                  else "error: params 'distributed': ")
-    assert distributed.config({}) == distributed.DistConfig()  # no block: one process
+    assert distributed.config(distributed.DistConfig(), "cpu") == distributed.DistConfig()  # no block: one process
 
 
 def test_shards_and_torchrun_arguments(monkeypatch):

@@ -6,7 +6,10 @@ import pytest
 import torch
 from sklearn.metrics import accuracy_score, log_loss
 
-from benchmark.evaluation.rows import EvalConfig, duo_unit, ensemble_unit, single_unit
+from benchmark.config.evaluate import EvalConfig
+from benchmark.methods.deep_ensemble import ensemble_unit
+from benchmark.methods.duo import duo_unit
+from benchmark.methods.single import single_unit
 
 
 def _logits(seed, n=60, c=4, signal=2.0):
@@ -81,7 +84,7 @@ def test_member_confidences_rank_by_mutual_information():
     from sklearn.metrics import roc_auc_score
 
     from benchmark.core.members import member_uncertainty
-    from benchmark.evaluation.rows import multi_member_unit
+    from benchmark.methods.rows import multi_member_unit
 
     g = torch.Generator().manual_seed(5)
     m = {}

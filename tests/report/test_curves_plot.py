@@ -7,7 +7,11 @@ import pytest
 import torch
 
 from benchmark.core.curves import aurc_from_curve, ece_from_bins
-from benchmark.evaluation.rows import EvalConfig, duo_unit, ensemble_unit, multi_member_unit, single_unit
+from benchmark.config.evaluate import EvalConfig
+from benchmark.methods.deep_ensemble import ensemble_unit
+from benchmark.methods.duo import duo_unit
+from benchmark.methods.rows import multi_member_unit
+from benchmark.methods.single import single_unit
 from benchmark.report import ReportConfig
 from benchmark.report.curves_plot import PANELS, curves_figure, method_folders, split_curves, write_curve_figures
 from benchmark.report.headline import headline_context

@@ -1,7 +1,7 @@
 """The reproducibility gate (benchmark/reproduce/gate.py) on rows made by the project's own evaluation code.
 
 Synthetic logits of a small zoo (a seed group of bases ``a-s0..a-s4``, sidekicks ``s`` and ``s2``) go through
-the real units (single, duo, deep ensemble; benchmark.evaluation.rows) twice. Exact path: the same logits with
+the real units (single, duo, deep ensemble: their method modules, benchmark.methods.rows) twice. Exact path: the same logits with
 a regression injected into the evaluation code must fail (a temperature 3% off, one label wrong, a duo combined
 with another sidekick's logits); the same code must pass. Noise path: retrained models (new draws of every model)
 pass, a gross regression fails. The real cross-CPU data: tests/reproduce/data/cross_cpu.csv.gz (see
@@ -20,8 +20,10 @@ import pandas as pd
 import pytest
 import torch
 
+from benchmark.config.evaluate import EvalConfig
 from benchmark.core import noise
-from benchmark.evaluation import rows as evrows
+from benchmark.methods import deep_ensemble, duo, single
+from benchmark.methods import rows as evrows
 from benchmark.reproduce import gate
 from benchmark.storage.results_schema import validate_results
 
@@ -33,7 +35,7 @@ ZOO = {**{n: {"arch": "a", "init": "scratch", "img_size": 32, "recipe": "r", "se
        "s": {"arch": "s", "init": "scratch", "img_size": 32, "recipe": "r", "seed": 0, "role": "sidekick"},
        "s2": {"arch": "s2", "init": "scratch", "img_size": 32, "recipe": "r", "seed": 0, "role": "sidekick"}}
 SKILL = {"a": 2.2, "s": 1.0, "s2": 0.8}
-CFG = evrows.EvalConfig(suite="embedded", fits=("converged",), n_bootstrap=100, bootstrap_splits=("test",), bootstrap_level=0.95)
+CFG = EvalConfig(suite="embedded", fits=("converged",), n_bootstrap=100, bootstrap_splits=("test",), bootstrap_level=0.95)
 
 
 def _labels() -> dict:
@@ -66,11 +68,11 @@ def evaluate(logits: dict[str, dict], *, duo_side_logits: dict | None = None, rn
     the store, as the evaluate stage does; ``duo_side_logits``: what the duos of ``s`` are computed with instead."""
     rows = []
     for name in logits:
-        rows += evrows.single_unit(CFG, name, logits[name])
+        rows += single.single_unit(CFG, name, logits[name])
     for base in SEEDS:
-        rows += evrows.duo_unit(CFG, base, "s", logits[base], duo_side_logits or logits["s"])[0]
-    rows += evrows.duo_unit(CFG, "a-s0", "s2", logits["a-s0"], logits["s2"])[0]
-    rows += evrows.ensemble_unit(CFG, SEEDS[:2], [logits[n] for n in SEEDS[:2]])
+        rows += duo.duo_unit(CFG, base, "s", logits[base], duo_side_logits or logits["s"])[0]
+    rows += duo.duo_unit(CFG, "a-s0", "s2", logits["a-s0"], logits["s2"])[0]
+    rows += deep_ensemble.ensemble_unit(CFG, SEEDS[:2], [logits[n] for n in SEEDS[:2]])
     df = pd.DataFrame(rows)
     hashes = {n: store_hash(lg) for n, lg in logits.items()}
     df["inputs_hash"] = df["members"].map(lambda m: hashlib.sha256("+".join(hashes[x] for x in m.split("+")).encode()).hexdigest()[:16])
@@ -149,11 +151,13 @@ def test_a_metric_computed_one_sample_wrong_is_caught(zoo_logits, committed, mon
         return y
 
     stats, ev = evrows.terms_stats, evrows.evaluate
-    monkeypatch.setattr(evrows, "terms_stats", lambda t, y, **k: stats(t, one_label_off(y, t.top if k.get("prediction") is None else k["prediction"]), **k))
+    wrong_stats = lambda t, y, **k: stats(t, one_label_off(y, t.top if k.get("prediction") is None else k["prediction"]), **k)  # noqa: E731
+    monkeypatch.setattr(evrows, "terms_stats", wrong_stats)
+    monkeypatch.setattr(duo, "terms_stats", wrong_stats)  # the duo's paired differences
     monkeypatch.setattr(evrows, "evaluate", lambda p, y, **k: ev(p, one_label_off(y, p.prediction), **k))
     rep = check(committed, evaluate(zoo_logits))
     acc = rep[(rep["metric"] == "accuracy") & (rep["split"] == "test")]
-    assert len(acc) == 7 + 6 * len(evrows.DUO_VARIANTS) + 2 and (acc["status"] == "differs").all()  # every unit's
+    assert len(acc) == 7 + 6 * len(duo.VARIANTS) + 2 and (acc["status"] == "differs").all()  # every unit's
     assert np.allclose(acc["diff"], -1 / SIZES["test"], rtol=0, atol=1e-12)  # one sample of 400
     assert (rep.loc[rep["split"] == "shift", "status"] == "identical").all()
 

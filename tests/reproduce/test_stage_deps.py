@@ -1,4 +1,5 @@
-"""Every package module a stage script imports is a dependency of its DVC stage (no stale dvc.lock after a code change)."""
+"""Every package module a stage runs is a dependency of its DVC stage, file by file (no stale dvc.lock after a code
+change), and a stage depends on no method it does not run (adding or editing a method re-runs only its stages)."""
 import subprocess
 import sys
 from pathlib import Path
@@ -6,17 +7,25 @@ from pathlib import Path
 import pytest
 import yaml
 
+from benchmark.dvcgen.stage_deps import script_deps
+
 ROOT = Path(__file__).resolve().parents[2]
 STAGES = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+METHOD_FILES = {p.relative_to(ROOT).as_posix() for p in (ROOT / "benchmark" / "methods").glob("*.py")}
 
+# imports the stage script as its process does (``--help``: arguments parsed, no work), then the method its
+# ``--kind`` names (what pipelines/method.py imports at run time), and prints every package module loaded
 PROBE = r"""
 import os, runpy, sys
-script = sys.argv[1]
+script, kind = sys.argv[1], sys.argv[2]
 sys.argv = [script, "--help"]
 try:
     runpy.run_path(script, run_name="__main__")
 except SystemExit:
     pass
+if kind:
+    from benchmark.methods import registry
+    registry.get_method(kind)
 for m in list(sys.modules.values()):
     f = getattr(m, "__file__", None)
     if f and os.path.relpath(f).startswith("benchmark" + os.sep):
@@ -24,25 +33,56 @@ for m in list(sys.modules.values()):
 """
 
 
-def _stage_body(stage: dict) -> dict:
+def _body(stage: dict) -> dict:
     return stage.get("do", stage)
 
 
-def _script(stage: dict) -> str:
-    return _stage_body(stage)["cmd"].split()[1]
-
-
-def _covered(module: str, deps: list) -> bool:
-    paths = [d if isinstance(d, str) else next(iter(d)) for d in deps]
-    return any(module == p or module.startswith(p.rstrip("/") + "/") for p in paths)
+def _loaded(script: str, kind: str = "") -> set[str]:
+    out = subprocess.run([sys.executable, "-c", PROBE, script, kind], cwd=ROOT, capture_output=True, text=True,
+                         check=True).stdout
+    return {m[2:].replace("\\", "/") for m in out.split() if m.startswith("@@")}
 
 
 @pytest.mark.parametrize("name", sorted(STAGES))
-def test_stage_depends_on_every_module_its_script_imports(name):
-    stage = STAGES[name]
-    script = _script(stage)
-    out = subprocess.run([sys.executable, "-c", PROBE, script], cwd=ROOT, capture_output=True, text=True, check=True).stdout
-    modules = sorted({m[2:].replace("\\", "/") for m in out.split() if m.startswith("@@")} - {"benchmark/__init__.py"})
+def test_stage_depends_on_every_module_it_runs_file_by_file(name):
+    body = _body(STAGES[name])
+    cmd = body["cmd"].split()
+    script, kind = cmd[1], cmd[cmd.index("--kind") + 1] if "--kind" in cmd else ""
+    deps = {d if isinstance(d, str) else next(iter(d)) for d in body["deps"]}
+    modules = _loaded(script, kind)
     assert modules, f"{script} imports no package module?"
-    missing = [m for m in modules if not _covered(m, _stage_body(stage)["deps"])]
-    assert not missing, f"dvc.yaml stage {name!r} does not depend on {missing} (imported by {script}); add them to its deps"
+    missing = sorted(modules - deps)
+    assert not missing, f"dvc.yaml stage {name!r} does not depend on {missing} (it runs them); regenerate dvc.yaml"
+    assert not [d for d in deps if d.startswith("benchmark/") and not d.endswith(".py")], "a folder: deps are files"
+
+
+def test_data_train_and_logits_run_no_method():
+    for name in ("data", "train", "logits"):
+        deps = set(_body(STAGES[name])["deps"])
+        assert not deps & METHOD_FILES, (name, sorted(deps & METHOD_FILES))
+
+
+def test_a_method_stage_depends_on_its_own_method_only():
+    own = {"laplace": "laplace", "mc_dropout": "mc_dropout", "soup": "soups", "shallow": "shallow",
+           "lora_ensemble": "lora_ensemble"}
+    shared = {"benchmark/methods/__init__.py", "benchmark/methods/registry.py", "benchmark/methods/baselines.py",
+              "benchmark/methods/last_layer.py"}
+    for stage, kind in own.items():
+        deps = set(_body(STAGES[stage])["deps"]) & METHOD_FILES
+        assert deps == shared | {f"benchmark/methods/{kind}.py"}, (stage, sorted(deps))
+
+
+def test_deps_follow_the_code_and_an_added_method_changes_no_other_stage(tmp_path):
+    """In a copy: a new method module is in no existing stage's closure; a module a stage imports is."""
+    import shutil
+
+    for d in ("benchmark", "pipelines"):
+        shutil.copytree(ROOT / d, tmp_path / d, ignore=shutil.ignore_patterns("__pycache__"))
+    before = {s: script_deps(s, tmp_path) for s in ("pipelines/data.py", "pipelines/train.py", "pipelines/evaluate.py")}
+    (tmp_path / "benchmark" / "methods" / "zz_probe.py").write_text("from benchmark.methods.registry import Output\n")
+    assert {s: script_deps(s, tmp_path) for s in before} == before
+    assert script_deps("pipelines/method.py", tmp_path, ["benchmark.methods.zz_probe"]) == sorted(
+        set(script_deps("pipelines/method.py", tmp_path)) | {"benchmark/methods/zz_probe.py"})
+    (tmp_path / "pipelines" / "data.py").write_text((ROOT / "pipelines" / "data.py").read_text()
+                                                    + "\nfrom benchmark.methods import zz_probe  # noqa\n")
+    assert "benchmark/methods/zz_probe.py" in script_deps("pipelines/data.py", tmp_path)

@@ -128,7 +128,7 @@ def test_yaml_1_1_reads_exponent_without_dot_as_a_string(tmp_path, capsys):
     assert rc == 2
     _one_line(err, "lr must be a number, got the string '1e-3'", "YAML 1.1", "1.0e-3")
     params.write_text(yaml.safe_dump(_params()).replace("lr: 0.01", "lr: 1.0e-3"))
-    assert load_params(params)["recipes"]["r"]["lr"] == pytest.approx(1e-3)
+    assert load_params(params).recipes["r"].lr == pytest.approx(1e-3)
 
 
 def test_suite_recipe_fields_are_type_checked(tmp_path):

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "pipeline"))
 from baseline_tree import ZOO, make_tree, params  # noqa: E402
 
 from benchmark.evaluation import stage as evaluate
-from benchmark.methods.mc_dropout import mc_dropout  # noqa: E402
+from benchmark.stages import method_stage  # noqa: E402
 from benchmark.stages import stage_config
 from benchmark.stages import per_model  # noqa: E402
 from benchmark.storage import store  # noqa: E402
@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = {  # stage -> (script, arguments, what it writes)
     "train": ("train.py", ["--model", "r"], ["results/checkpoints/r"]),
     "logits": ("logits.py", ["--model", "r"], ["results/logits/r"]),
-    "mc_dropout": ("mc_dropout.py", ["--key", "mcd-t"], ["results/methods/mcd-t"]),
+    "mc_dropout": ("method.py", ["--kind", "mc_dropout", "--key", "mcd-t"], ["results/methods/mcd-t"]),
     "evaluate": ("evaluate.py", [], ["results/metrics.csv", "results/paired.csv", "results/models.csv",
                                      "results/summary.json", "results/units"]),
 }
@@ -68,7 +68,7 @@ def _context():
     global _CTX
     if _CTX is None:
         _CTX = multiprocessing.get_context("forkserver")
-        _CTX.set_forkserver_preload(["benchmark.stages.per_model", "benchmark.methods.mc_dropout",
+        _CTX.set_forkserver_preload(["benchmark.stages.per_model", "benchmark.stages.method_stage", "benchmark.methods.mc_dropout",
                                      "benchmark.evaluation.stage", "timm", "pandas", "sklearn.metrics"])
     return _CTX
 
@@ -166,7 +166,7 @@ def evaluated(base, scratch):
         for name in ("t-s0", "r"):
             per_model.logits(p, name, progress=False)
             per_model.cost(p, name)
-        mc_dropout(p, "mcd-t", progress=False)
+        method_stage.run(p, "mc_dropout", "mcd-t", progress=False)
         evaluate.run(p, progress=False)
     return root, p, {name: (root / "results" / name).read_bytes() for name in ("metrics.csv", "paired.csv")}
 
@@ -190,7 +190,7 @@ def test_leftovers_of_killed_writes_are_never_read_as_results(evaluated):
     assert (res["family"] == "mc_dropout").any() and stats["units"] == 4  # 2 singles, 1 duo, 1 method
     assert (root / "results" / "metrics.csv").read_bytes() == expected["metrics.csv"]
     with chdir(root):  # the next write of the method output and of the logits folder removes them
-        mc_dropout(p, "mcd-t", progress=False)
+        method_stage.run(p, "mc_dropout", "mcd-t", progress=False)
         per_model.logits(p, "r", progress=False)
     assert sorted(p.name for p in methods.iterdir()) == ["mcd-t"]
     assert not [f for f in logits.iterdir() if f.name.startswith(".")]

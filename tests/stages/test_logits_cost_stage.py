@@ -15,6 +15,7 @@ from baseline_tree import make_tree, params  # noqa: E402
 
 from benchmark.models.cost import count_flops, count_params  # noqa: E402
 from benchmark.stages import per_model  # noqa: E402
+from benchmark.stages.stage_config import load_params  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -41,7 +42,7 @@ def test_logits_with_cost_writes_what_the_cost_stage_writes(tree, name, monkeypa
         ["ood.safetensors", "shift.safetensors", "test.safetensors", "val.safetensors"]
     folded = json.loads((tree / "results" / "cost" / f"{name}.json").read_text())
     monkeypatch.chdir(tree)
-    p = yaml.safe_load((tree / "params.yaml").read_text())
+    p = load_params(tree / "params.yaml")
     alone = per_model.cost(p, name)  # the cost stage's function, in this process
     assert set(folded) == set(alone)
     assert {k: v for k, v in folded.items() if k != "throughput"} == {k: v for k, v in alone.items() if k != "throughput"}

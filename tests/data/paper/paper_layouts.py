@@ -15,11 +15,9 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from benchmark.gpu.fixture import CALTECH_CATEGORIES, colour, write_caltech256  # noqa: F401 (one definition, shared)
+
 WNIDS = ("n01440764", "n01443537", "n01484850")
-
-
-def colour(label: int) -> tuple[int, int, int]:
-    return ((37 * label) % 256, (255 - 53 * label) % 256, (91 * label + 40) % 256)
 
 
 def label_of(img: Image.Image, n_labels: int) -> int:
@@ -48,19 +46,6 @@ def write_imagenet_v2(root: Path, classes=(0, 1, 2, 10), per_class=2) -> Path:
     for c in classes:
         for j in range(per_class):
             _img(root / str(c) / f"{(c * 131 + j * 17):040x}.jpeg", c % 20)
-    return root
-
-
-CALTECH_CATEGORIES = ("001.ak47", "002.american-flag", "003.backpack")
-
-
-def write_caltech256(root: Path, counts=(5, 7, 8)) -> Path:
-    """``root/caltech256/256_ObjectCategories/NNN.name/NNN_MMMM.jpg`` (+ a stray non-jpg file, as in the release)."""
-    base = root / "caltech256" / "256_ObjectCategories"
-    for c, (name, n) in enumerate(zip(CALTECH_CATEGORIES, counts)):
-        for k in range(1, n + 1):
-            _img(base / name / f"{c + 1:03d}_{k:04d}.jpg", c)
-    (base / CALTECH_CATEGORIES[0] / "RENAME2").write_text("not an image\n")
     return root
 
 

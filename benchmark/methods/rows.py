@@ -1,9 +1,12 @@
-"""Evaluation units: a single model or a duo, on every split, as tidy rows.
+"""The rows every method's predictions become: metrics per split as tidy rows, the shared kernel of evaluation.
 
 Pure functions on logits tensors (no I/O; memory-mapped tensors work: single
 models and duos read their logits in row blocks and never hold an (N, C)
-probability matrix, see :mod:`benchmark.core.streaming`). The evaluate stage
-calls these per unit, caches each unit's rows and assembles the results table.
+probability matrix, see :mod:`benchmark.core.streaming`). The methods evaluated per
+unit (:mod:`benchmark.methods.single`, :mod:`~benchmark.methods.duo`,
+:mod:`~benchmark.methods.deep_ensemble`) build their rows from these helpers; a stored
+method output (any method with a stage of its own) is evaluated by :func:`output_rows`.
+The evaluate stage calls them per unit, caches each unit's rows and assembles the results table.
 
 ``logits`` arguments map split name -> (logits (N, C), labels (N,)). The
 ``val`` split fits temperatures, ``ood`` (labels -1) is scored against
@@ -11,20 +14,20 @@ calls these per unit, caches each unit's rows and assembles the results table.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from math import isfinite
 
 import torch
 
-from benchmark.core.combine import Prediction, duo_predicts_base, duo_weights, ensemble_prediction, single_prediction
-from benchmark.core.evaluate import evaluate, evaluate_stats, paired_difference_stats
+from benchmark.config.evaluate import EvalConfig
+from benchmark.core.combine import Prediction, ensemble_prediction, single_prediction
+from benchmark.core.evaluate import evaluate, evaluate_stats
 from benchmark.core.groups import group_summary
 from benchmark.core.members import member_uncertainty
 from benchmark.core.ood import ood_evaluate
 from benchmark.core.streaming import mixture_terms, terms_stats
-from benchmark.core.temperature import fit_duo, fit_temperature
+from benchmark.core.temperature import fit_temperature
 from benchmark.core.validation import InputError
-from benchmark.methods.duo import VARIANTS as DUO_VARIANTS  # the (method, confidence) variants reported for every pair
 
 VAL, TEST, OOD = "val", "test", "ood"
 # confidence name -> member_uncertainty score (negated: higher = more confident)
@@ -33,46 +36,7 @@ GROUP_METRICS = ("mean_group_accuracy", "worst_group_accuracy", "mean_group_macr
                  "mean_group_macro_f1_wilds", "worst_group_macro_f1_wilds")
 
 
-@dataclass(frozen=True)
-class EvalConfig:
-    """params.yaml ``evaluate`` (plus the suite name)."""
-
-    suite: str
-    fits: tuple[str, ...] = ("converged", "paper-exact")
-    n_bootstrap: int = 1000
-    bootstrap_splits: tuple[str, ...] = (TEST,)
-    bootstrap_level: float = 0.95
-    seed: int = 0
-    ece_bins: int = 15
-    sac_threshold: float = 0.98
-    # split -> (N,) group id per sample (iWildCam locations): adds group-aware rows. Derived from
-    # the data index, which the logits' ids already identify, so it is not part of the settings hash.
-    groups: dict = field(default_factory=dict, compare=False, repr=False)
-
-    @classmethod
-    def from_params(cls, suite: str, raw: dict) -> "EvalConfig":
-        keys = set(cls.__dataclass_fields__) - {"suite"}
-        kw = {k: raw[k] for k in keys if k in raw}
-        for k in ("fits", "bootstrap_splits"):
-            if k in kw:
-                kw[k] = tuple(kw[k])
-        return cls(suite=suite, **kw)
-
-    @classmethod
-    def from_typed(cls, suite: str, ev) -> "EvalConfig":
-        """From the typed ``evaluate`` block (:class:`benchmark.stages.params_config.EvaluateParams`)."""
-        return cls(suite=suite, fits=tuple(ev.fits), n_bootstrap=ev.n_bootstrap, bootstrap_splits=tuple(ev.bootstrap_splits),
-                   bootstrap_level=ev.bootstrap_level, seed=ev.seed, ece_bins=ev.ece_bins, sac_threshold=ev.sac_threshold)
-
-    def settings(self) -> dict:
-        """The knobs that change results (what the unit cache is keyed on)."""
-        return {k: v for k, v in self.__dict__.items() if k != "groups"}
-
-    def n_boot(self, split: str) -> int:
-        return self.n_bootstrap if split in self.bootstrap_splits else 0
-
-
-def _eval_splits(logits: dict) -> list[str]:
+def eval_splits(logits: dict) -> list[str]:
     if VAL not in logits or TEST not in logits:
         raise ValueError(f"evaluation needs 'val' and 'test' splits, got {sorted(logits)}")
     return [s for s in logits if s not in (VAL, OOD)]
@@ -105,7 +69,7 @@ def _ood_rows(cfg: EvalConfig, ident: dict, conf_test: torch.Tensor, conf_ood: t
 
 def method_rows(cfg: EvalConfig, ident: dict, labels: dict, predict) -> list[dict]:
     """Rows of one method on every split: ``predict(split) -> Prediction``, ``labels[split]`` the labels."""
-    preds = {s: predict(s) for s in _eval_splits(labels)}
+    preds = {s: predict(s) for s in eval_splits(labels)}
     rows = []
     for s, p in preds.items():
         rows += _rows(cfg, ident, s, p, labels[s])
@@ -114,12 +78,12 @@ def method_rows(cfg: EvalConfig, ident: dict, labels: dict, predict) -> list[dic
     return rows
 
 
-def _labels(logits: dict) -> dict:
+def split_labels(logits: dict) -> dict:
     return {s: y for s, (_, y) in logits.items()}
 
 
 @dataclass(frozen=True)
-class _Variant:
+class Variant:
     """One row set of a softmax mixture: which mixture, which confidence and which prediction."""
 
     ident: dict
@@ -141,14 +105,14 @@ class ModelMemo:
         return self._temperature[name, fit]
 
 
-def _inverse(t: float, name: str) -> float:
+def inverse(t: float, name: str) -> float:
     """The mixture weight ``1 / T`` of a temperature, which must be finite and non-zero."""
     if not isfinite(t) or t == 0:
         raise InputError(f"{name}: must be a finite non-zero number, got {t!r}")
     return 1.0 / t
 
 
-def _mixture_rows(cfg: EvalConfig, members: list[dict], weights: list[list[float]], variants: list[_Variant], *,
+def mixture_rows(cfg: EvalConfig, members: list[dict], weights: list[list[float]], variants: list[Variant], *,
                   keep: tuple[int, ...] = (), release=None) -> tuple[list[list[dict]], dict]:
     """Rows of each variant of the mixtures ``softmax(sum_j weights[k][j] z_j)`` of ``members`` on every split.
 
@@ -156,11 +120,11 @@ def _mixture_rows(cfg: EvalConfig, members: list[dict], weights: list[list[float
     on the evaluated splits, ``{(variant, split): SampleStats}``. ``release``:
     see :func:`~benchmark.core.streaming.mixture_terms`.
     """
-    labels = _labels(members[0])
+    labels = split_labels(members[0])
     base = any(v.confidence == "published" or v.prediction == "base" for v in variants)
     rows: list[list[dict]] = [[] for _ in variants]
     conf_test, kept = {}, {}
-    for split in _eval_splits(labels):
+    for split in eval_splits(labels):
         y = labels[split]
         terms, bp = mixture_terms([m[split][0] for m in members], weights, y, base_conf=base, release=release)
         for i, v in enumerate(variants):
@@ -182,35 +146,6 @@ def _mixture_rows(cfg: EvalConfig, members: list[dict], weights: list[list[float
     return rows, kept
 
 
-def single_unit(cfg: EvalConfig, name: str, logits: dict, *, memo: ModelMemo | None = None, release=None) -> list[dict]:
-    """Rows of one temperature-scaled model, for every fit mode and split (``release``: see :func:`duo_unit`)."""
-    memo = memo or ModelMemo()
-    rows = []
-    for fit in cfg.fits:
-        t = memo.temperature(name, logits, fit)
-        ident = dict(family="single", method="ts", base=name, sidekick="", members=name, fit=fit, confidence="max",
-                     temperature_base=t, temperature_side=float("nan"), weight_base=1.0 / t, weight_side=0.0)
-        rows += _mixture_rows(cfg, [logits], [[_inverse(t, "temperature")]], [_Variant(ident, 0, "max", "top")], release=release)[0][0]
-    return rows
-
-
-def ensemble_unit(cfg: EvalConfig, members: list[str], member_logits: list[dict], *, family: str = "deep_ensemble",
-                  method: str | None = None) -> list[dict]:
-    """Rows of an ensemble of cached models: mean of softmaxes and (``_logit``) softmax of mean logits.
-
-    No temperature is fitted (``fit = "none"``), as for the published deep-ensemble baselines.
-    """
-    nan = float("nan")
-    name = method or f"m{len(members)}"
-    rows = []
-    for mode, suffix in (("probs", ""), ("logits", "_logit")):
-        ident = dict(family=family, method=name + suffix, base=members[0], sidekick="", members="+".join(members),
-                     fit="none", confidence="max", temperature_base=nan, temperature_side=nan, weight_base=nan, weight_side=nan)
-        rows += method_rows(cfg, ident, _labels(member_logits[0]),
-                            lambda s, mode=mode: ensemble_prediction([m[s][0] for m in member_logits], mode=mode))
-    return rows
-
-
 def multi_member_unit(cfg: EvalConfig, ident: dict, logits: dict) -> list[dict]:
     """Rows of a method whose stage wrote (N, C) logits or (M, N, C) member logits (SVE, MC dropout, ...).
 
@@ -229,10 +164,10 @@ def multi_member_unit(cfg: EvalConfig, ident: dict, logits: dict) -> list[dict]:
         p = ensemble_prediction(z, mode="probs")
         return p if score is None else Prediction(p.probs, p.prediction, -member_uncertainty(z)[score].to(p.probs.dtype))
 
-    rows = method_rows(cfg, ident, _labels(logits), predict)
+    rows = method_rows(cfg, ident, split_labels(logits), predict)
     if logits[VAL][0].ndim == 3 and logits[VAL][0].shape[0] >= 2:
         for conf, score in MEMBER_CONFIDENCES.items():
-            rows += method_rows(cfg, dict(ident, confidence=conf), _labels(logits), lambda s, k=score: predict(s, k))
+            rows += method_rows(cfg, dict(ident, confidence=conf), split_labels(logits), lambda s, k=score: predict(s, k))
     return rows
 
 
@@ -242,45 +177,13 @@ def single_temperature(logits: dict, fit: str) -> float:
     return fit_temperature(zv, yv, mode=fit).temperature
 
 
-def duo_unit(cfg: EvalConfig, base: str, side: str, logits_b: dict, logits_s: dict, *,
-             memo: ModelMemo | None = None, release=None) -> tuple[list[dict], list[dict]]:
-    """Rows of every duo variant of (base, side), and paired differences duo - base.
+def output_ident(name: str, info: dict) -> dict:
+    """Rows of a method output name the zoo models it was built from (soup ingredients, or its base)."""
+    ingredients = info.get("ingredients")
+    members = "+".join(ingredients) if isinstance(ingredients, list) and ingredients else info["base"]
+    return {"family": info["family"], "method": info["method"], "base": info["base"], "members": members}
 
-    The paired differences (weighted duo, same fit and ``max`` confidence, minus
-    the temperature-scaled base) are computed on the bootstrap splits. ``memo``
-    holds each member's own temperature (the unweighted variant); the evaluate
-    stage shares one across all units of a worker. ``release(block)`` is called
-    with each block of logits rows once used (see
-    :func:`~benchmark.core.streaming.mixture_terms`).
-    """
-    for s in logits_b:
-        if s not in logits_s:
-            raise ValueError(f"split {s!r} has logits for {base!r} but not for {side!r}")
-    memo = memo or ModelMemo()
-    rows, paired = [], []
-    (zb, yv), (zs, _) = logits_b[VAL], logits_s[VAL]
-    weighted = DUO_VARIANTS.index(("weighted", "max"))
-    boot = [s for s in _eval_splits(logits_b) if cfg.n_boot(s)]
-    for fit in cfg.fits:
-        duo = fit_duo(zb, zs, yv, mode=fit)
-        singles = (memo.temperature(base, logits_b, fit), memo.temperature(side, logits_s, fit))
-        variants = []
-        for method, conf in DUO_VARIANTS:
-            tb, ts = (duo.t_base, duo.t_side) if method != "unweighted" else singles
-            ident = dict(family="duo", method=method, base=base, sidekick=side, members=f"{base}+{side}", fit=fit,
-                         confidence=conf, temperature_base=tb, temperature_side=ts,
-                         weight_base=1.0 / (2 * tb), weight_side=1.0 / (2 * ts))
-            variants.append(_Variant(ident, int(method == "unweighted"), conf, "base" if duo_predicts_base(method) else "top"))
-        weights = [duo_weights("weighted", fit=duo), duo_weights("unweighted", single_temperatures=singles)]
-        unit_rows, kept = _mixture_rows(cfg, [logits_b, logits_s], weights, variants, keep=(weighted,) if boot else (),
-                                        release=release)
-        rows += [r for variant_rows in unit_rows for r in variant_rows]
-        for s in boot:  # paired bootstrap: weighted duo vs the temperature-scaled base, same resamples
-            z, y = logits_b[s]
-            (terms,), _ = mixture_terms([z], [[_inverse(singles[0], "temperature")]], y, release=release)
-            diff = paired_difference_stats(kept[weighted, s], terms_stats(terms, y, num_classes=z.shape[1], ece_bins=cfg.ece_bins),
-                                           n_bootstrap=cfg.n_boot(s), seed=cfg.seed, level=cfg.bootstrap_level,
-                                           sac_threshold=cfg.sac_threshold)
-            paired += [dict(suite=cfg.suite, split=s, base=base, sidekick=side, fit=fit, method="weighted", metric=m, **d)
-                       for m, d in diff.items()]
-    return rows, paired
+
+def output_rows(cfg: EvalConfig, names: tuple, logits: list, *, info: dict, memo=None, release=None) -> tuple[list, list]:
+    """The unit rows of a stored method output ``names[0]`` (``info``: its ``cost.json``; no paired differences)."""
+    return multi_member_unit(cfg, output_ident(names[0], info), logits[0]), []

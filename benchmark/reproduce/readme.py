@@ -17,6 +17,7 @@ them: ``python -m benchmark reproduce readme --write``).
 """
 from __future__ import annotations
 
+import json
 import math
 import re
 from pathlib import Path
@@ -30,7 +31,7 @@ from benchmark.core.metric_info import METRICS
 from benchmark.report.tables import match_any, split_sort_key
 from benchmark.reproduce import timing
 
-FILES = ("README.md", "docs/results.md", "docs/explanations/performance.md")  # the files holding generated blocks
+FILES = ("README.md", "docs/results.md", "docs/explanations/performance.md", "docs/explanations/reproducibility.md")  # the files holding generated blocks
 SPLIT, FIT, CONF = "test", "converged", "max"
 MODEL_METRICS = [("accuracy", "test acc"), ("nll", "NLL"), ("aurc", "AURC"), ("auroc", "AUROC"), ("sac98", "SAC@98")]
 DUO_METRICS = [("aurc", "AURC"), ("nll", "NLL")]
@@ -243,6 +244,16 @@ def timings_table(record: dict) -> str:
     return "\n".join(lines) + "\n" + tail
 
 
+def pinning_table(record: dict) -> str:
+    """``results/numerics.json`` (:mod:`benchmark.reproduce.pinning_cost`): medians per mode and their ratio."""
+    med, ratio, m = record["median"], record["ratio"], record.get("machine") or {}
+    lines = ["| numerics | wall s | CPU s |", "|---|---|---|"]
+    lines += [f"| {mode} | {med[mode]['wall_s']:.1f} | {med[mode]['cpu_s']:.1f} |" for mode in ("pinned", "native")]
+    return ("\n".join(lines) + f"\n\n`{record['stage']}`, median of {record['repeats']} run(s) per mode: pinned / native = "
+            f"**{ratio['wall_s']:.2f}x** wall, {ratio['cpu_s']:.2f}x CPU; measured on {m.get('cpus', '?')} CPUs "
+            f"({m.get('cpu', '?')}, torch {m.get('torch', '?')}).\n")
+
+
 def report_config(root=".") -> ReportConfig:
     """The ``report:`` settings of ``root/params.yaml`` (the defaults without one)."""
     import yaml
@@ -273,6 +284,9 @@ def blocks(root=".") -> dict[str, str]:
     tfile = root / "results" / "timings.json"
     if tfile.exists():
         out["timings"] = timings_table(timing.load(tfile))
+    nfile = root / "results" / "numerics.json"
+    out["pinning"] = (pinning_table(json.loads(nfile.read_text())) if nfile.exists() else
+                      "Not measured on this commit yet: `python -m benchmark reproduce pinning-cost` writes it.\n")
     return out
 
 

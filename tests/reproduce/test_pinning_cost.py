@@ -26,3 +26,14 @@ def test_times_the_tiny_suites_train_stage_in_both_modes(caltech):
     assert not list((caltech / ".dvc" / "tmp").glob("pinning-*"))
     with pytest.raises(ValueError, match="--repeats must be >= 1"):
         pinning_cost.measure("suites/caltech256/dvc.yaml:train@res", 0, root=caltech)
+
+
+def test_the_docs_block_states_both_modes_and_the_ratio():
+    from benchmark.reproduce.readme import pinning_table
+
+    rec = {"stage": "train@m", "repeats": 2, "ratio": {"wall_s": 1.25, "cpu_s": 1.167},
+           "median": {"pinned": {"wall_s": 40.0, "cpu_s": 70.0}, "native": {"wall_s": 32.0, "cpu_s": 60.0}},
+           "machine": {"cpus": 2, "cpu": "X", "torch": "2"}}
+    text = pinning_table(rec)
+    assert "| pinned | 40.0 | 70.0 |" in text and "| native | 32.0 | 60.0 |" in text
+    assert "pinned / native = **1.25x** wall, 1.17x CPU" in text and "median of 2 run(s)" in text

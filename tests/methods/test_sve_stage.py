@@ -131,7 +131,9 @@ def test_cost_counts_m_dense_forwards_and_trainable_parameters(run):
     assert record["extra_params_percent"] == pytest.approx(100 * (M - 1) * (per_member - head) / backbone, rel=1e-12)
     assert record["adapted_layers"] == len(pointwise)
     assert (record["family"], record["method"], record["base"], record["members"]) == ("sve", "m2", "lite", M)
-    assert record["train_images"] == 18
+    assert record["epoch_images"] == 18  # sve.train_subset
+    # its training budget: M members x 1 epoch (recipe sve) x 18 images, its trainable parameters; nothing of the zoo
+    assert (record["own_train_images"], record["own_train_params"], record["builds_on"]) == (M * 1 * 18, M * per_member, [])
     assert record == store.read_json(run[0] / "results" / "methods" / "sve-m2" / "cost.json")
 
 

@@ -152,6 +152,22 @@ def test_trainable_params_are_the_optimised_tensors(run):
         assert torch.equal(saved[k], v) == (k not in trainable), k
 
 
+def test_verify_rebuilds_the_cost_record_and_budget_without_weights(run):
+    """What ``verify`` recomputes (benchmark.bundle.recost): the registered cost function gives the trainable
+    parameters without weights, and the budget follows from them, the recipe and the train subset."""
+    from benchmark.methods import budget, registry
+    from benchmark.models.zoo import parse_entry
+
+    root, params, record = run
+    ctx, cfg = _ctx(params)
+    entry = parse_entry("lite", yaml.safe_load((root / "zoo.yaml").read_text())["models"]["lite"])
+    claimed = {k: v for k, v in record.items() if k not in ("trainable_params", *budget.FIELDS)}
+    static = registry.output_cost("sve")(claimed, entry, CLASSES, M, cfg)
+    assert static["trainable_params"] == record["trainable_params"]
+    again = budget.own_budget(registry.get_method("sve"), cfg, claimed | static, ctx.recipes, SIZES["train"])
+    assert again == {k: record[k] for k in budget.FIELDS}  # the subset of 18, not the 24 train images
+
+
 def test_finished_run_is_not_trained_again_and_gives_the_same_output(run):
     root, params, record = run
     folder = root / "results" / "method_checkpoints" / "sve-m2"

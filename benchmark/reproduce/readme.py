@@ -3,12 +3,13 @@
 Sources: the embedded default's committed result bundle
 (``leaderboard/embedded/<id>/``: rows, paired differences, models), the
 ``report:`` settings of ``params.yaml`` (which splits the headline and the plots
-show) and ``results/timings.json``. The blocks rank only what stands above the
+show), ``results/timings.json`` and ``results/tuning.json``. The blocks rank only what stands above the
 training-seed noise (:mod:`benchmark.core.noise`): the seed block gives the
 spread of every shown split and metric with the headline's noise verdict
 (:func:`verdicts`), the duo block marks ✱ only a difference whose interval
 excludes 0 *and* that lies outside the seed noise of its kind, and adds the
-seed-robust statement over each seed group's bases. Each generated block sits between
+seed-robust statement over each seed group's bases; the budgets block gives the training budget behind each method
+family (:mod:`benchmark.reproduce.budgets`). Each generated block sits between
 ``<!-- generated:NAME -->`` and ``<!-- /generated:NAME -->`` in one of :data:`FILES`
 (the README keeps the headline, the docs the rest; a block may appear in several);
 :func:`update` rewrites the blocks, :func:`stale` lists those that differ
@@ -282,12 +283,31 @@ def blocks(root=".") -> dict[str, str]:
            "bundle": f"`{bundle.path.relative_to(root).as_posix()}` (rows of the committed bundle; commit "
                      f"{(bundle.manifest.get('git') or {}).get('commit', '?')[:12]}).\n"}
     tfile = root / "results" / "timings.json"
-    if tfile.exists():
-        out["timings"] = timings_table(timing.load(tfile))
+    timings = timing.load(tfile) if tfile.exists() else None
+    if timings is not None:
+        out["timings"] = timings_table(timings)
+    out["budgets"] = budgets_block(bundle, cfg, timings, root / "results" / "tuning.json")
     nfile = root / "results" / "numerics.json"
     out["pinning"] = (pinning_table(json.loads(nfile.read_text())) if nfile.exists() else
                       "Not measured on this commit yet: `python -m benchmark reproduce pinning-cost` writes it.\n")
     return out
+
+
+def budgets_block(bundle, config, timings: dict | None, tuning_file) -> str:
+    """The budgets block (:func:`benchmark.reproduce.budgets.budgets_table`) of a loaded bundle, with the timings
+    record and the tuning file when there is one."""
+    import json
+
+    from benchmark.reproduce.budgets import budgets_table
+
+    tuning_file = Path(tuning_file)
+    try:
+        tuning = json.loads(tuning_file.read_text(encoding="utf-8")) if tuning_file.is_file() else None
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{tuning_file}: not JSON ({e})") from None
+    if tuning is not None and not isinstance(tuning, dict):
+        raise ValueError(f"{tuning_file}: must map each recipe to its tuning record")
+    return budgets_table(bundle.rows, bundle.manifest, bundle.lock, config, timings, tuning)
 
 
 def render(text: str, new: dict[str, str]) -> str:

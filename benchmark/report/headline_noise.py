@@ -15,7 +15,7 @@ import pandas as pd
 
 from benchmark.core import noise
 from benchmark.core.metric_info import METRICS
-from benchmark.report.tables import method_label
+from benchmark.report.tables import fmt_metric, method_label
 
 VIEW_KEY = ["suite", "split", "family", "method", "base", "sidekick", "members", "fit", "confidence"]
 
@@ -86,17 +86,13 @@ def spread_records(view: pd.DataFrame, groups: list[noise.SeedGroup], reference_
     return sorted(out, key=lambda r: (not r["alone"], r["what"]))
 
 
-def _fmt(v: float) -> str:
-    return f"{v:.5f}" if abs(v) < 0.1 else f"{v:.4f}"
-
-
 def seed_notes(spread: list[dict], metrics) -> list[str]:
     """Sentences for "how to read": the range of each metric across the seeds of each group alone."""
     notes = []
     for rec in spread:
         if not rec["alone"]:
             continue
-        parts = [f"{METRICS[m].label if m in METRICS else m} {_fmt(s['min'])}–{_fmt(s['max'])} (range {_fmt(s['max'] - s['min'])})"
+        parts = [f"{METRICS[m].label if m in METRICS else m} {fmt_metric(s['min'])}–{fmt_metric(s['max'])} (range {fmt_metric(s['max'] - s['min'])})"
                  for m in metrics if (s := rec["metrics"].get(m))]
         notes.append(f"{rec['group']}: " + ", ".join(parts))
     return notes

@@ -154,6 +154,16 @@ def missing_notices(results: pd.DataFrame, config, models: pd.DataFrame | None) 
     return notes
 
 
+def fmt_short(x, digits: int = 3) -> str:
+    """``digits`` significant digits below 0.1, ``digits`` decimals otherwise; '—' for NaN."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "—"
+    x = float(x)
+    if x == 0:
+        return "0"
+    return f"{x:.{digits}g}" if abs(x) < 0.1 else f"{x:.{digits}f}"
+
+
 def fmt_metric(v: float) -> str:
     """4 decimals, 5 under 0.1 (AURC-sized numbers); 'NaN' for a missing value."""
     if v is None or (isinstance(v, float) and math.isnan(v)):

@@ -17,8 +17,7 @@ import numpy as np
 import pandas as pd
 
 from benchmark.core import noise
-from benchmark.report.tables import default_view, fmt_count, member_names, method_label, wide_table
-from benchmark.reproduce.readme import fmt
+from benchmark.report.tables import default_view, fmt_count, fmt_short as fmt, member_names, method_label, wide_table
 
 METRICS = [("accuracy", "acc"), ("nll", "NLL"), ("aurc", "AURC")]
 FAMILY_ORDER = {"single": 0, "duo": 1, "deep_ensemble": 2, "sve": 3, "soup": 4}

@@ -29,24 +29,15 @@ import pandas as pd
 from benchmark.config.report_config import ReportConfig
 from benchmark.core import noise
 from benchmark.core.metric_info import METRICS
-from benchmark.report.tables import match_any, split_sort_key
-from benchmark.reproduce import timing
+from benchmark.report.tables import fmt_short as fmt, match_any, split_sort_key
+from benchmark.reproduce import facts, timing
+from benchmark.reproduce.facts import TARGET_S
 
 FILES = ("README.md", "docs/results.md", "docs/explanations/performance.md", "docs/explanations/reproducibility.md")  # the files holding generated blocks
 SPLIT, FIT, CONF = "test", "converged", "max"
 MODEL_METRICS = [("accuracy", "test acc"), ("nll", "NLL"), ("aurc", "AURC"), ("auroc", "AUROC"), ("sac98", "SAC@98")]
 DUO_METRICS = [("aurc", "AURC"), ("nll", "NLL")]
 _BLOCK = re.compile(r"(<!-- generated:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /generated:(?P=name) -->)", re.S)
-
-
-def fmt(x, digits: int = 3) -> str:
-    """``digits`` significant digits below 0.1, ``digits`` decimals otherwise; '—' for NaN."""
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "—"
-    x = float(x)
-    if x == 0:
-        return "0"
-    return f"{x:.{digits}g}" if abs(x) < 0.1 else f"{x:.{digits}f}"
 
 
 def _signed(x) -> str:
@@ -224,7 +215,6 @@ def seeds_table(rows: pd.DataFrame, zoo: dict, verdict: pd.DataFrame | None = No
     return "\n".join(lines) + "\n" + legend
 
 
-TARGET_S = 600  # the README's main command, install included, on 2 cores (10 minutes)
 
 
 def timings_table(record: dict) -> str:
@@ -288,6 +278,8 @@ def blocks(root=".") -> dict[str, str]:
         out["timings"] = timings_table(timings)
     out["budgets"] = budgets_block(bundle, cfg, timings, root / "results" / "tuning.json")
     nfile = root / "results" / "numerics.json"
+    out["holds"] = facts.holds_block(root)
+    out["site_scale"] = facts.site_table(root)
     out["pinning"] = (pinning_table(json.loads(nfile.read_text())) if nfile.exists() else
                       "Not measured on this commit yet: `python -m benchmark reproduce pinning-cost` writes it.\n")
     return out

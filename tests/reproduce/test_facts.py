@@ -1,0 +1,52 @@
+"""The README's "what holds" lines and the performance page's site table come from the records, by hand-made cases."""
+import json
+
+from benchmark.reproduce import facts
+
+MACHINE = {"cpus": 2, "cpu": "AMD EPYC 9B45"}
+
+
+def _write(root, name, rec):
+    (root / "results").mkdir(exist_ok=True)
+    (root / "results" / name).write_text(json.dumps(rec))
+
+
+def test_missing_records_name_the_command_that_writes_them(tmp_path):
+    text = facts.holds_block(tmp_path)
+    assert "scripts/measure-main-job.sh" in text and "reproduce pinning-cost" in text
+    assert "test_bench_site_scale.py" in text
+    assert "test_bench_site_scale.py" in facts.site_table(tmp_path)
+
+
+def test_main_job_line_adds_install_and_judges_the_target():
+    within = facts.main_job_line({"repro_wall_s": 400.0, "install_s": 150.0, "machine": MACHINE, "date": "2026-12-02"})
+    assert "install 150 s + `dvc repro` 400 s = **9.2 min**, within the 10-minute target" in within
+    assert "2 CPUs, AMD EPYC 9B45" in within
+    over = facts.main_job_line({"repro_wall_s": 500.0, "install_s": 150.0})
+    assert "**10.8 min**, **over** the 10-minute target" in over
+    no_install = facts.main_job_line({"repro_wall_s": 590.0})
+    assert "install" not in no_install and "= **9.8 min**, within" in no_install
+
+
+def test_pinning_line_shows_the_measured_ratio():
+    line = facts.pinning_line({"ratio": {"wall_s": 1.234, "cpu_s": 1.1}, "stage": "train@lite0-s0", "machine": MACHINE})
+    assert "**1.23x**" in line and "`train@lite0-s0`" in line
+
+
+def test_site_table_and_line_from_a_record(tmp_path):
+    lim = {"publish_s": 300, "site_bytes": 250e6, "file_bytes": 25e6, "embedded_bytes": 20e6, "render_ms": 1000}
+    half = {"rows": 300_000, "wall": 30.0, "cpu": 28.0, "bytes": 22e6, "files": 90, "largest": ["a/rows.parquet", 4e6],
+            "embedded_bytes": 7e6}
+    full = {"rows": 600_000, "wall": 61.0, "cpu": 55.0, "bytes": 45.9e6, "files": 90, "largest": ["a/rows.parquet", 9.2e6],
+            "embedded_bytes": 7e6}
+    ten = {"rows": 6_000_000, "wall": 619.0, "cpu": 559.0, "bytes": 476e6}
+    _write(tmp_path, "site_scale.json", {"publish": {"0.5x": half, "1x": full, "10x estimate": ten}, "limits": lim,
+                                         "machine": MACHINE, "date": "2026-12-02",
+                                         "first_render_ms": {"embedded": 310, "cifar100": 640}})
+    line = facts.site_line(json.loads((tmp_path / "results" / "site_scale.json").read_text()))
+    assert "(600,000 rows" in line and "**61 s** (target 300 s)" in line and "**46 MB** (target 250 MB)" in line
+    assert "about 619 s and 476 MB" in line
+    table = facts.site_table(tmp_path)
+    assert "| 1x: 600,000 | 61 | 55 | 45.9 | 90 | 9.2 (`a/rows.parquet`) | 7.0 |" in table
+    assert "| 10x estimate: 6,000,000 | 619 | 559 | 476.0 |  |  |  |" in table
+    assert "cifar100 640, embedded 310" in table

@@ -23,10 +23,48 @@ def _restore_cwd():
     os.chdir(cwd)
 
 
+def once_per_run(tmp_path_factory, name: str, build):
+    """``build(folder)`` once for the whole test run, also with pytest-xdist (``-n``), where every worker is its own
+    session: the first worker that asks builds it under a file lock in the run's shared temporary folder, the others
+    wait and reuse it (the pattern of pytest-xdist's docs). ``build`` returns a path; users read it and never write
+    into it (a test that changes it works on a copy). A build that failed fails every later ask at once, with its error."""
+    import traceback
+    from pathlib import Path
+
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return build(tmp_path_factory.mktemp(name))
+    from filelock import FileLock
+
+    shared = tmp_path_factory.getbasetemp().parent / f"shared-{name}"  # <basetemp>/popen-gwN -> <basetemp>
+    done, failed = shared / "done.txt", shared / "failed.txt"
+    with FileLock(f"{shared}.lock"):
+        if failed.exists():
+            pytest.fail(f"the shared fixture {name!r} failed in another worker:\n{failed.read_text()}", pytrace=False)
+        if not done.exists():
+            (shared / "work").mkdir(parents=True, exist_ok=True)
+            try:
+                result = build(shared / "work")
+            except BaseException:
+                failed.write_text(traceback.format_exc())
+                raise
+            done.write_text(str(result))
+    return Path(done.read_text())
+
+
+def private_copy(src, dst):
+    """A test's own copy of a shared run (``src``) to change: the whole tree (a few MB), symlinks kept, without the
+    DVC scratch folder ``.dvc/tmp`` (another test may be using the original's at the same time)."""
+    import shutil
+
+    shutil.copytree(src, dst, symlinks=True, ignore=lambda d, names: ["tmp"] if os.path.basename(d) == ".dvc" else [])
+    return dst
+
+
 @pytest.fixture(scope="session")
 def caltech(tmp_path_factory):
     """Root of a repository copy whose suites/caltech256 pipeline has run through DVC (results/, dvc.lock): one run
-    per session, shared by the bundle tests and tests/pipeline/test_incremental.py (which work on copies of it).
+    per test run (shared by the pytest-xdist workers: ``once_per_run``), read by the bundle tests; tests that change
+    it (tests/pipeline/test_incremental.py, tune, simulate, leftovers) work on a ``private_copy``.
 
     ``UQBENCH_BUNDLE_FIXTURE=DIR`` reuses a run made by ``python tests/bundle/fixture_run.py DIR`` (development)."""
     from pathlib import Path
@@ -36,4 +74,10 @@ def caltech(tmp_path_factory):
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "bundle"))
     from fixture_run import caltech_run
 
-    return caltech_run(tmp_path_factory.mktemp("caltech"))
+    return once_per_run(tmp_path_factory, "caltech", caltech_run)
+
+
+@pytest.fixture
+def caltech_copy(caltech, tmp_path):
+    """A private copy of the ``caltech`` run (``private_copy``), for a test that writes into it."""
+    return private_copy(caltech, tmp_path / "caltech")

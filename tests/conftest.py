@@ -15,6 +15,14 @@ import torch  # noqa: E402
 torch.set_num_threads(min(2, os.cpu_count() or 1))
 
 
+def pytest_xdist_auto_num_workers(config):
+    """Workers for ``-n auto`` (pyproject's addopts): one per core, at most 4 (each holds torch and the test modules);
+    none, i.e. one process, with ``--benchmark-enable`` (pytest-benchmark does not measure under xdist) or ``--pdb``."""
+    if config.getoption("benchmark_enable", False):
+        return 0
+    return min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+
+
 @pytest.fixture(autouse=True)
 def _restore_cwd():
     """A test that changes directory and fails (or forgets) must not move the tests after it."""
@@ -60,13 +68,7 @@ def private_copy(src, dst):
     return dst
 
 
-@pytest.fixture(scope="session")
-def caltech(tmp_path_factory):
-    """Root of a repository copy whose suites/caltech256 pipeline has run through DVC (results/, dvc.lock): one run
-    per test run (shared by the pytest-xdist workers: ``once_per_run``), read by the bundle tests; tests that change
-    it (tests/pipeline/test_incremental.py, tune, simulate, leftovers) work on a ``private_copy``.
-
-    ``UQBENCH_BUNDLE_FIXTURE=DIR`` reuses a run made by ``python tests/bundle/fixture_run.py DIR`` (development)."""
+def _caltech_run(tmp_path_factory):
     from pathlib import Path
 
     if os.environ.get("UQBENCH_BUNDLE_FIXTURE"):
@@ -75,6 +77,27 @@ def caltech(tmp_path_factory):
     from fixture_run import caltech_run
 
     return once_per_run(tmp_path_factory, "caltech", caltech_run)
+
+
+@pytest.fixture(scope="session")
+def caltech(tmp_path_factory):
+    """Root of a repository copy whose suites/caltech256 pipeline has run through DVC (results/, dvc.lock): one run
+    per test run (shared by the pytest-xdist workers: ``once_per_run``), read by the bundle tests; tests that change
+    it (tests/pipeline/test_incremental.py, tune, simulate, leftovers) work on a ``private_copy``.
+
+    ``UQBENCH_BUNDLE_FIXTURE=DIR`` reuses a run made by ``python tests/bundle/fixture_run.py DIR`` (development)."""
+    return _caltech_run(tmp_path_factory)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    """With pytest-xdist, the first worker starts the shared ``caltech`` run in a background thread (its work is a
+    ``dvc repro`` subprocess) as soon as the selected tests are known to need it: it overlaps with the tests that do
+    not, instead of keeping the workers waiting on its lock when they reach the first test that does."""
+    if os.environ.get("PYTEST_XDIST_WORKER") == "gw0" and any("caltech" in getattr(i, "fixturenames", ()) for i in items):
+        import threading
+
+        threading.Thread(target=_caltech_run, args=(config._tmp_path_factory,), name="caltech-run", daemon=True).start()
 
 
 @pytest.fixture

@@ -1,5 +1,6 @@
 """The README's result blocks agree with the committed results, and those results have the papers' setting."""
 import math
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -22,15 +23,18 @@ def committed():
 
 
 def _copy(tmp_path):
-    """The files with generated blocks copied, the committed results and settings linked; ``results/timings.json`` as
-    committed (HEAD): a user's own run rewrites the working tree's (``bash scripts/measure-main-job.sh``)."""
+    """The files with generated blocks copied, the committed results and settings linked; the files of ``results/``
+    as committed (HEAD: ``timings.json``, ...), never the working tree's, which a user's own run rewrites (``bash
+    scripts/measure-main-job.sh``, ``dvc repro``)."""
     for f in readme.FILES:
         (tmp_path / f).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / f).write_text((ROOT / f).read_text(encoding="utf-8"), encoding="utf-8")
     for d in ("leaderboard", "params.yaml"):
         (tmp_path / d).symlink_to(ROOT / d)
-    (tmp_path / "results").mkdir()
-    (tmp_path / "results" / "timings.json").write_text(committed_text("results/timings.json", ROOT), encoding="utf-8")
+    tracked = subprocess.run(["git", "ls-files", "results"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    for f in tracked:
+        (tmp_path / f).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / f).write_text(committed_text(f, ROOT), encoding="utf-8")
     return tmp_path
 
 

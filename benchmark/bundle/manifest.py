@@ -30,7 +30,10 @@ CLOCK_SKEW = dt.timedelta(minutes=10)  # how far in the future a 'created' may b
 MAX_TEXT = 200  # contributor, device and version values
 MAX_STRING = 2_000  # any other text in the manifest (params, unit info)
 MAX_ZOO, MAX_UNITS, MAX_LOGITS, MAX_STAGES, MAX_MEMBERS, MAX_SMALL = 2_000, 50_000, 200_000, 10_000, 64, 32
-COST_FIELDS = ("gflops", "params", "throughput", "overhead_percent", "extra_params_percent", "gflops_one_forward")
+# a method output's cost record: the fields verify recomputes (claimed values never fill a gap) and the training budget
+COST_FIELDS = ("gflops", "params", "throughput", "overhead_percent", "extra_params_percent", "gflops_one_forward",
+               "trainable_params", "own_train_images", "own_train_params")
+MAX_TRAIN_SIZE = 10**9  # images of a train split (ImageNet: 1.28 M)
 # manifest key -> (type, meaning)
 MANIFEST_KEYS: dict[str, tuple[type | tuple, str]] = {
     "format": (str, f"always {FORMAT!r}"),
@@ -47,7 +50,10 @@ MANIFEST_KEYS: dict[str, tuple[type | tuple, str]] = {
     "stages": (dict, "dvc.lock stage -> {outs: {path: md5}} of the stages behind the rows"),
     "logits": (dict, "logits file (relative to the results folder) -> {sha256, bytes}"),
     "units": (list, "evaluation units: kind, members, logits folders, rows' inputs_hash"),
+    "train_size": (int, f"images of the run's train split (1 to {MAX_TRAIN_SIZE:,}): verify recomputes the rows' "
+                        "training budgets with it; optional (bundles made before budgets lack it)"),
 }
+OPTIONAL_KEYS = {"train_size"}
 
 
 def _type(value, typ, where: str):
@@ -222,18 +228,22 @@ def _unit(u, logit_folders: set, where: str) -> None:
         for k in COST_FIELDS:
             if k in info and (isinstance(info[k], bool) or not isinstance(info[k], (int, float)) or info[k] < 0):
                 raise BundleError(f"{where}.info.{k}: must be a number >= 0")
-        if "ingredients" in info:
-            for n in _type(info["ingredients"], list, f"{where}.info.ingredients")[:MAX_MEMBERS + 1]:
-                _name(n, f"{where}.info.ingredients")
-            _count(info["ingredients"], MAX_MEMBERS, f"{where}.info.ingredients")
+        for key in ("ingredients", "builds_on"):
+            if key in info:
+                for n in _type(info[key], list, f"{where}.info.{key}")[:MAX_MEMBERS + 1]:
+                    _name(n, f"{where}.info.{key}")
+                _count(info[key], MAX_MEMBERS, f"{where}.info.{key}")
 
 
 def check_manifest(m, where: str, *, now: dt.datetime | None = None) -> dict:
     """The parsed manifest ``m`` (from :func:`~benchmark.bundle.intake.strict_json`), every field checked."""
     _type(m, dict, where)
-    _keys(m, set(MANIFEST_KEYS), set(), where)
+    _keys(m, set(MANIFEST_KEYS) - OPTIONAL_KEYS, OPTIONAL_KEYS, where)
     for key, (typ, _) in MANIFEST_KEYS.items():
-        _type(m[key], typ, f"{where}: {key}")
+        if key in m:
+            _type(m[key], typ, f"{where}: {key}")
+    if "train_size" in m and not 1 <= m["train_size"] <= MAX_TRAIN_SIZE:
+        raise BundleError(f"{where}: train_size: must be an integer from 1 to {MAX_TRAIN_SIZE}, got {m['train_size']}")
     if m["format"] != FORMAT:
         raise BundleError(f"{where}: format {q(m['format'])[:40]} not supported (expected {FORMAT!r})")
     check_suite(m["suite"], f"{where}: suite")

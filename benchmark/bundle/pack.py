@@ -133,6 +133,20 @@ def units(rows: pd.DataFrame, results: Path) -> tuple[list[dict], dict[str, dict
     return out, logits
 
 
+def _train_size(results: Path) -> int | None:
+    """Images of the run's train split (``results/data``, as the stages count them), None when the run has no split
+    index there; the manifest records it for ``verify``'s recompute of the training budgets."""
+    from benchmark.stages.suite_source import train_size
+    from benchmark.storage.store import StoreError
+
+    if not (results / "data" / "train.npz").is_file():
+        return None
+    try:
+        return train_size(results / "data")
+    except StoreError as e:
+        raise BundleError(str(e)) from None
+
+
 def _plain(o):
     """JSON-safe: NaN and infinities become null (browsers' JSON.parse rejects NaN)."""
     if isinstance(o, dict):
@@ -207,13 +221,15 @@ def submit(suite: str, out, *, results=None, lock=None, contributor: str = "", r
     unit_list, logits = units(rows, results)
     used = sorted({m for u in unit_list for m, f in zip(u["members"], u["folders"]) if f.startswith("logits/")}
                   | {n for u in unit_list if u["kind"] == "method"
-                     for n in [u["info"].get("base"), *(u["info"].get("ingredients") or [])] if n in zoo_raw})
+                     for n in [u["info"].get("base"), *(u["info"].get("ingredients") or []), *(u["info"].get("builds_on") or [])]
+                     if n in zoo_raw})
     missing = [m for m in used if m not in zoo_raw]
     if missing:
         raise BundleError(f"{zoo_path}: no zoo entry for models {missing} behind the rows")
     lock_data = yaml.safe_load(lock_path.read_text(encoding="utf-8")) if lock_path.is_file() else None
     if lock_path.is_file() and not isinstance(lock_data, dict):
         raise BundleError(f"{lock_path}: not a dvc.lock mapping")
+    train_size = _train_size(results)
     rel = {f"results/{f}" for u in unit_list for f in u["folders"]} | {"results/metrics.csv"}
     rel |= {f"results/cost/{m}.json" for m in used}
     tables = _csv_parts("rows", rows)
@@ -240,6 +256,7 @@ def submit(suite: str, out, *, results=None, lock=None, contributor: str = "", r
             "params": params, "zoo": {m: zoo_raw[m] for m in used},
             "files": {role: {"path": f, "sha256": sha256_file(tmp / f), "bytes": (tmp / f).stat().st_size} for role, f in files.items()},
             "stages": _lock_stages(lock_data or {}, rel), "logits": logits, "units": unit_list,
+            **({"train_size": train_size} if train_size is not None else {}),
         }
         write_text(tmp / MANIFEST, json.dumps(_plain(manifest), indent=1, sort_keys=True, allow_nan=False, default=str) + "\n")
         if (tmp / MANIFEST).stat().st_size > MAX_FILE_BYTES:

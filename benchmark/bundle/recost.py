@@ -15,7 +15,14 @@
   (:func:`benchmark.methods.registry.output_cost`) from the zoo entry of its base, the
   settings in its cost record, the member count of its logits and the typed config of the
   params entry that wrote it. A method without a cost function cannot have its costs
-  recomputed: its rows stay unverified.
+  recomputed: its rows stay unverified;
+* the training budgets (``train_images``, ``train_params``): a zoo model's from its recipe's epochs,
+  the run's train split size (the manifest's ``train_size``) and its parameter count
+  (:func:`benchmark.models.cost.train_budget`, as the cost stage); a method output's own part with
+  :func:`benchmark.methods.budget.own_budget` (its training from the method's registration and
+  params entry, ``trainable_params`` from its cost function) and the zoo models it builds on added by
+  the evaluate stage's unit list. A bundle without ``train_size`` (made before budgets) has no
+  budgets to recompute: its rows must not claim any (NaN).
 
 Throughput is a measurement of the contributor's machine: it is never recomputed and never
 makes anything verified (:data:`benchmark.bundle.schema.REPORTED`).
@@ -52,8 +59,17 @@ def _entries(bundle: Bundle) -> dict:
             for n, raw in bundle.manifest["zoo"].items()}
 
 
-def model_costs(entries: dict, num_classes: int) -> dict[str, dict]:
-    """name -> the cost record of each zoo entry (gflops, params; throughput NaN: not recomputable)."""
+def recipes_of(params: dict) -> dict:
+    """The run's params ``recipes``, typed (:class:`benchmark.models.train.Recipe`); ``ValueError`` naming a bad one."""
+    from benchmark.models.train import Recipe
+
+    raw = params.get("recipes")
+    return {str(k): Recipe.from_params(str(k), v, "params") for k, v in raw.items()} if isinstance(raw, dict) else {}
+
+
+def model_costs(entries: dict, num_classes: int, recipes: dict | None = None, train_size: int | None = None) -> dict[str, dict]:
+    """name -> the cost record of each zoo entry (gflops, params; throughput NaN: not recomputable) and its training
+    budget (from ``recipes``, name -> Recipe, and ``train_size``; NaN without them)."""
     from benchmark.models import cost, factory
 
     built: dict[tuple, dict] = {}
@@ -63,13 +79,17 @@ def model_costs(entries: dict, num_classes: int) -> dict[str, dict]:
         if key not in built:
             model = factory.create(e, num_classes, load_weights=False)
             built[key] = cost.static_cost(model, e.img_size)  # as the cost stage (benchmark.stages.per_model.cost)
+        if train_size is None or recipes is None or e.recipe not in recipes:
+            trained = {k: NAN for k in cost.BUDGET}
+        else:  # as the cost stage (benchmark.stages.per_model.budget)
+            trained = cost.train_budget(recipes[e.recipe].epochs, train_size, built[key]["params"])
         out[name] = {"name": name, "arch": e.arch, "init": e.init, "img_size": e.img_size, "seed": e.seed, "role": e.role,
-                     **built[key], "throughput": NAN}
+                     **built[key], **trained, "throughput": NAN}
     return out
 
 
 def _method_config(family: str, name: str, params: dict):
-    """The typed config of the params entry that wrote method output ``name`` (family ``family``), parsed with its
+    """(method, typed config) of the params entry that wrote method output ``name`` (family ``family``), parsed with its
     method's config as its stage parses it (:mod:`benchmark.stages.method_stage`): the entry ``baselines.<kind>.<key>``
     whose outputs include ``name``, or the method's own section (SVE's ``sve``). ``ValueError`` when there is none."""
     from benchmark.config.typed import parse_config
@@ -90,17 +110,18 @@ def _method_config(family: str, name: str, params: dict):
         raw, where = entries[keys[0]], f"params baselines.{method.kind}.{keys[0]}"
     if not isinstance(raw, dict):
         raise ValueError(f"{where}: missing or not a mapping")
-    return parse_config(method.config, raw, where) if method.config is not None else raw
+    return method, (parse_config(method.config, raw, where) if method.config is not None else raw)
 
 
 def recompute(bundle: Bundle, num_classes: int, method_members: dict[str, int]) -> Costs:
     """The costs every row of ``bundle`` must carry (``method_members``: method output -> member count of its logits)."""
     from benchmark.evaluation.stage import unit_list  # the evaluate stage's own unit list (costs included)
-    from benchmark.methods import registry
+    from benchmark.methods import budget, registry
 
     entries = _entries(bundle)
-    res = Costs(models=model_costs(entries, num_classes))
     params = bundle.manifest["params"]
+    recipes, train_size = recipes_of(params), bundle.manifest.get("train_size")
+    res = Costs(models=model_costs(entries, num_classes, recipes, train_size))
     cfg = evaluate_params(bundle.manifest, intake.show(bundle.path / MANIFEST), bundle.suite)  # which pairs and ensembles
     units = bundle.manifest["units"]
     methods = {}
@@ -116,7 +137,7 @@ def recompute(bundle: Bundle, num_classes: int, method_members: dict[str, int]) 
             res.missing[u["inputs_hash"]] = f"its base {info['base']!r} has no zoo entry in the manifest"
             continue
         try:
-            method_cfg = _method_config(info["family"], name, params)
+            method, method_cfg = _method_config(info["family"], name, params)
         except ValueError as e:
             res.missing[u["inputs_hash"]] = f"its params entry: {e}"
             continue
@@ -125,8 +146,22 @@ def recompute(bundle: Bundle, num_classes: int, method_members: dict[str, int]) 
         except (ValueError, KeyError, TypeError) as e:
             res.missing[u["inputs_hash"]] = f"its cost record does not describe its logits: {e}"
             continue
-        claimed = {k: v for k, v in info.items() if k not in COST_FIELDS}  # the claimed costs never fill a gap
-        methods[name] = {**claimed, **static, "throughput": NAN}
+        # the claimed costs and budget never fill a gap
+        record = {k: v for k, v in info.items() if k not in COST_FIELDS and k not in budget.FIELDS} | static
+        try:
+            if train_size is None:  # no budget recorded: none to recompute (the rows must claim none)
+                trained = {k: NAN for k in budget.OWN} | {
+                    "builds_on": list(registry.training_of(method, method_cfg, record).builds_on)}
+            else:
+                trained = budget.own_budget(method, method_cfg, record, recipes, train_size)
+        except (ValueError, KeyError, TypeError) as e:
+            res.missing[u["inputs_hash"]] = f"its training budget: {e}"
+            continue
+        unknown = [n for n in trained["builds_on"] if n not in entries]
+        if unknown:
+            res.missing[u["inputs_hash"]] = f"it builds on {unknown}, which have no zoo entry in the manifest"
+            continue
+        methods[name] = {**record, **trained, "throughput": NAN}
     by_ident = {tuple(ident): cost for ident, _, cost in unit_list(entries, res.models, cfg, methods)}
     for u in units:
         if u["inputs_hash"] in res.missing:

@@ -35,7 +35,8 @@ from benchmark.storage.results_schema import COLUMNS, OPTIONAL_COLUMNS, validate
 GZIP_ABOVE = 900_000  # rows.csv is gzipped above this size
 KEY = ["suite", "split", "family", "method", "base", "sidekick", "members", "fit", "confidence", "metric"]
 RECOMPUTED = ["value", "ci_low", "ci_high", "n", "temperature_base", "temperature_side", "weight_base", "weight_side"]
-COSTS = ["gflops", "params", "balance", "overhead_percent", "extra_params_percent"]  # recomputed by verify too
+COSTS = ["gflops", "params", "balance", "overhead_percent", "extra_params_percent",
+         "train_images", "train_params"]  # recomputed by verify too (the last two: the training budget)
 REPORTED = ["throughput"]  # a measurement of the contributor's machine: shown as reported, never verified
 MODEL_COLUMNS = ["name", "arch", "init", "img_size", "seed", "role", "gflops", "params", "throughput"]
 PAIRED_COLUMNS = ["suite", "split", "base", "sidekick", "fit", "method", "metric", "diff", "ci_low", "ci_high", "p_value"]
@@ -150,7 +151,8 @@ def check_rows(df: pd.DataFrame, suite: str, where: str) -> pd.DataFrame:
         (rows["n"] < 0, lambda r: f"n must be >= 0, got {r['n']}"),
         (~rows["inputs_hash"].str.fullmatch(SHORT_HASH.pattern.strip("^$")), lambda r: f"inputs_hash {q(r['inputs_hash'])[:40]} is not 16 hex digits"),
     ]
-    for col in ("gflops", "params", "throughput", "balance", "overhead_percent", "extra_params_percent"):
+    for col in ("gflops", "params", "throughput", "balance", "overhead_percent", "extra_params_percent", "train_images",
+                "train_params"):
         checks.append((rows[col] < 0, lambda r, col=col: f"{col} must be >= 0, got {r[col]}"))
     lo = rows["metric"].map(lambda m: RANGES.get(m, (0.0, 1.0))[0])
     hi = rows["metric"].map(lambda m: RANGES.get(m, (0.0, 1.0))[1])

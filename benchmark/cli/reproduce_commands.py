@@ -75,6 +75,16 @@ def add_reproduce_command(subparsers) -> None:
     u.add_argument("--out", default="results/tuning.json", help="the tuning record (default: results/tuning.json)")
     u.set_defaults(handler=run_tune)
 
+    n = sub.add_parser("pinning-cost", help="time a training stage with pinned and with native CPU numerics",
+                       description="Run a training stage in scratch copies of this checkout, alternately with "
+                                   "UQ_NUMERICS=pinned and UQ_NUMERICS=native, and write the medians of the stage "
+                                   "process's wall and CPU seconds and their ratio to results/numerics.json. "
+                                   "Rules: benchmark/reproduce/pinning_cost.py.")
+    n.add_argument("--stage", default="train@lite0-s0", help="the stage to time (default: train@lite0-s0)")
+    n.add_argument("--repeats", type=int, default=2, help="runs per mode (default 2)")
+    n.add_argument("--out", default="results/numerics.json", help="the record (default: results/numerics.json)")
+    n.set_defaults(handler=run_pinning_cost)
+
     r = sub.add_parser("readme", help="regenerate (or check) the README's result blocks from committed files")
     r.add_argument("--file", action="append", metavar="FILE",
                    help="a file with generated blocks (repeatable; default: the README and the docs pages that have them)")
@@ -143,6 +153,21 @@ def run_tune(args) -> int:
     problem = tune.check(record)
     print(f"wrote {path}" + (f"; {problem}" if problem else f"; params.yaml's lr {record['params_lr']:g} is the best of the grid"))
     return 1 if problem else 0
+
+
+def run_pinning_cost(args) -> int:
+    from benchmark.reproduce import pinning_cost
+
+    try:
+        record = pinning_cost.measure(args.stage, args.repeats)
+    except (ValueError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    med, ratio = record["median"], record["ratio"]
+    print(f"{args.stage}: pinned {med['pinned']['wall_s']:.1f} s wall / {med['pinned']['cpu_s']:.1f} s CPU, native "
+          f"{med['native']['wall_s']:.1f} s / {med['native']['cpu_s']:.1f} s (pinned / native: {ratio['wall_s']:.2f} wall, "
+          f"{ratio['cpu_s']:.2f} CPU); wrote {pinning_cost.write(record, args.out)}")
+    return 0
 
 
 def run_readme(args) -> int:

@@ -26,6 +26,7 @@ import benchmark
 from benchmark.config.evaluate import EvalConfig
 from benchmark.evaluation.runner import OUTPUT, Context, Unit, cached, read_unit, remove_stale, rows_function, run_units
 from benchmark.methods import deep_ensemble, duo, registry, single
+from benchmark.methods.budget import row_budget
 from benchmark.methods.registry import LogitsInput
 from benchmark.stages import stage_config
 from benchmark.stages.params_config import Params
@@ -116,15 +117,21 @@ def unit_list(zoo, costs, cfg: EvalConfig, methods) -> list[tuple[tuple, dict | 
 
     The units of the methods of :data:`UNIT_METHODS` (single, duo, deep ensemble) in that order, then
     one unit per method output in ``results/methods/`` (every other method's stage writes one). ``costs``: zoo
-    model -> its cost record; ``methods``: output name -> its ``cost.json``. ``verify`` recomputes a bundle's
-    costs with it (:mod:`benchmark.bundle.recost`)."""
+    model -> its cost record; ``methods``: output name -> its ``cost.json``. The training budget of a method output
+    is its own plus that of the zoo models it builds on (:func:`benchmark.methods.budget.row_budget`, the one place
+    that adds them); a duo's or deep ensemble's is its members' (:func:`benchmark.models.cost.sum_cost`). ``verify``
+    recomputes a bundle's costs with it (:mod:`benchmark.bundle.recost`)."""
     nan = float("nan")
     x = LogitsInput(zoo=zoo, costs=costs, cfg=cfg)
     units = [u for module in UNIT_METHODS for u in registry.get_method(module.__name__.rsplit(".", 1)[-1]).units(x)]
-    units += [((OUTPUT, n), info, {"gflops": info["gflops"], "params": info["params"], "throughput": info["throughput"],
-                                     "balance": nan, "overhead_percent": info.get("overhead_percent", nan),
-                                     "extra_params_percent": info.get("extra_params_percent", nan)})
-              for n, info in methods.items()]
+    for n, info in methods.items():
+        try:
+            trained = row_budget(info, costs)
+        except ValueError as e:
+            raise ValueError(f"method output {n!r}: {e}") from None
+        units.append(((OUTPUT, n), info, {"gflops": info["gflops"], "params": info["params"], "throughput": info["throughput"],
+                                          "balance": nan, "overhead_percent": info.get("overhead_percent", nan),
+                                          "extra_params_percent": info.get("extra_params_percent", nan), **trained}))
     return units
 
 

@@ -26,7 +26,10 @@ import yaml
 
 from benchmark.gpu.common import AGREE_MIN, ROOT, SOFTMAX_TOL, Ctx, Row
 
-MODELS = ("mnv3s050", "resnet-test")  # embedded zoo entries trained from scratch: no weight package needed
+MODELS = ("mnv3s050", "resnet-test")  # models trained from scratch: no weight package needed
+# the embedded zoo's scratch sidekick, and timm's test ResNet (BatchNorm, seconds to train) defined here
+EXTRA = {"resnet-test": {"arch": "test_resnet", "init": "scratch", "img_size": 32, "seed": 0, "recipe": "scratch",
+                         "role": "sidekick"}}
 DDP_MODEL = "ddp-bn"  # a copy of resnet-test (BatchNorm) trained one step under torchrun
 EMBEDDED_NEEDS = ("mlxtend", "sklearn", "animal_mnist", "timm", "safetensors")
 IGNORE = shutil.ignore_patterns("__pycache__", "results", "reports", "dvc.lock", "cache", "tmp", "config.local")
@@ -108,8 +111,9 @@ def embedded_params(ctx: Ctx, device: str) -> dict:
 def embedded_project(ctx: Ctx) -> Path:
     root = copy_repo(ctx.work / "embedded")
     zoo = yaml.safe_load((ROOT / "zoo" / "embedded.yaml").read_text())["models"]
+    zoo = {**zoo, **EXTRA}
     models = {m: zoo[m] for m in MODELS}
-    models[DDP_MODEL] = dict(zoo["resnet-test"], recipe="onestep")
+    models[DDP_MODEL] = dict(EXTRA["resnet-test"], recipe="onestep")
     (root / "zoo" / "embedded.yaml").write_text(yaml.safe_dump({"models": models}))
     (root / "params.yaml").write_text(yaml.safe_dump(embedded_params(ctx, ctx.device.type)))
     (root / "params-cpu.yaml").write_text(yaml.safe_dump(embedded_params(ctx, "cpu")))

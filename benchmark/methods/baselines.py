@@ -19,6 +19,12 @@ The methods follow their publications by default; another variant must be named
 LoRA-Ensemble ``m<M>-r<r>-published`` (q, k, v and output projection adapted
 separately, Xavier gain 10) or ``m<M>-r<r>-fused-qkv``. The greedy soup adds an
 ingredient only on a strict validation improvement (the released code).
+
+Training budgets (:mod:`benchmark.methods.budget`): soups, MC dropout and last-layer
+Laplace train nothing themselves (the registry's default :class:`~benchmark.methods.registry.Training`)
+and build on the fine-tunes of their ``model`` or ``models`` (every soup candidate: the
+greedy soup needs them all trained); SVE, shallow and LoRA ensembles declare their own
+training (``training=``) and return ``trainable_params`` from their cost function.
 """
 from __future__ import annotations
 

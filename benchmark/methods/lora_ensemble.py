@@ -34,7 +34,9 @@ a CNN, raises ``ValueError`` naming the method and the model.
 
 Cost (what fvcore counts on the wrapper): ``M`` forwards plus the adapters,
 ``GFLOPs = M (one forward + tokens * sum_layers r (k in + out)) / 1e9`` with ``k``
-the adapter blocks of a layer (3 for a split ``qkv``, else 1).
+the adapter blocks of a layer (3 for a split ``qkv``, else 1). Training budget
+(:mod:`benchmark.methods.budget`): ``M x`` the recipe's epochs over the train split (every member runs the whole
+ViT on every image), the adapters and heads trained; it starts from the pretrained ViT (no zoo fine-tune).
 """
 from __future__ import annotations
 
@@ -50,7 +52,7 @@ from torch import Tensor, nn
 from benchmark.config.typed import check
 from benchmark.methods import baselines as bl
 from benchmark.methods.last_layer import linear_head, penultimate
-from benchmark.methods.registry import Output, register_cost, register_method
+from benchmark.methods.registry import Output, Training, register_cost, register_method
 from benchmark.models import cost as costs
 from benchmark.storage import store
 
@@ -206,7 +208,12 @@ def check_lora(ctx, cfg: LoRAConfig) -> tuple[float, list[str]]:
     return alpha, ctx.splits(cfg.splits)
 
 
-@register_method(kind="lora_ensemble", family="lora_ensemble", title=METHOD,
+def lora_training(cfg: LoRAConfig, info: dict) -> Training:
+    """Recipe ``recipe``, ``members`` forwards per image, from the pretrained ViT (no zoo fine-tune)."""
+    return Training(recipe=cfg.recipe, members=cfg.members)
+
+
+@register_method(kind="lora_ensemble", family="lora_ensemble", title=METHOD, training=lora_training,
                  config=LoRAConfig, needs=("base-model",), persist=True, comment="M rank-r adapters (ViTs)",
                  example=lambda x: f"lora-{x['vit']}: {{model: {x['vit']}, members: 4, rank: 8, recipe: {x['train_recipe']}}}"
                  if x["vit"] else None)
@@ -230,18 +237,19 @@ def lora_ensemble(ctx, cfg: LoRAConfig, key: str) -> list[Output]:
                            progress=ctx.progress, num_workers=ctx.source.num_workers)
     info = {"family": "lora_ensemble", "method": f"m{cfg.members}-r{cfg.rank}-{cfg.variant}", "base": name, **adapter,
             "recipe": cfg.recipe, "targets": wrapper.layer_names[:2] + (["..."] if len(wrapper.layer_names) > 2 else []),
-            "best_epoch": record["best_epoch"], "val_score": record["best_score"], **cost,
-            "trainable_params": sum(p.numel() for p in wrapper.trainable_parameters())}
+            "best_epoch": record["best_epoch"], "val_score": record["best_score"], **cost}
     return [Output(key, info, model=wrapper, entry=entry, splits=splits)]
 
 
 def lora_ensemble_cost(model: nn.Module, img_size: int, name: str, adapter: dict) -> tuple["LoRAEnsemble", dict]:
     """``model`` wrapped with ``adapter`` (members, rank, alpha, seed, variant) and cost.json's ``gflops`` (what fvcore
-    counts on the wrapper), ``gflops_one_forward`` (the model alone) and ``params`` (the member heads replace its own)."""
+    counts on the wrapper), ``gflops_one_forward`` (the model alone), ``params`` (the member heads replace its own)
+    and ``trainable_params`` (adapters and member heads)."""
     one = costs.count_flops(model, img_size)
     wrapper = LoRAEnsemble(model, model_name=name, **adapter)
     return wrapper, {"gflops": costs.count_flops(wrapper, img_size), "gflops_one_forward": one,
-                     "params": costs.count_params(wrapper) - costs.count_params(model.get_classifier())}
+                     "params": costs.count_params(wrapper) - costs.count_params(model.get_classifier()),
+                     "trainable_params": sum(p.numel() for p in wrapper.trainable_parameters())}
 
 
 @register_cost("lora_ensemble")

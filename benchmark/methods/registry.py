@@ -25,6 +25,11 @@ What a method declares:
   output alike. ``ctx`` is what the stage hands down (:class:`benchmark.stages.method_stage.MethodContext`: the typed
   params, the zoo, the suite's splits, trained checkpoints, zoo logits); a method never imports the stage layer;
 * ``outputs``: the names it writes for one key (default: the key itself);
+* ``training``: the training behind one output, ``training(cfg, info) -> Training`` (:class:`Training`: the recipe of
+  its own training, the members that each see every image, the zoo models whose training it builds on); its rows'
+  budget is computed from it (:mod:`benchmark.methods.budget`). Default (:func:`training_of`): no training of its own,
+  built on the entry's ``model`` (or ``models``) when it needs their checkpoints or logits. A method that trains
+  declares it, and its cost function then returns the ``trainable_params`` its training updates;
 * its cost function (:func:`register_cost`, by family): an output's ``gflops`` and ``params`` rebuilt without weights
   from its ``cost.json`` settings, the zoo entry of its base and its typed config; ``verify`` recomputes a bundle's
   costs with it, and the method's ``run`` computes its cost record with the same function.
@@ -71,9 +76,37 @@ class Method:
     units: Callable | None = None  # group evaluate: the units it adds to the evaluate stage
     rows: Callable | None = None  # group evaluate: the rows of one unit
     module: str = ""
+    training: Callable | None = None  # (cfg, info) -> Training; None: see training_of
 
     def output_names(self, key: str) -> list[str]:
         return list(self.outputs(key)) if self.outputs else [key]
+
+
+@dataclass(frozen=True)
+class Training:
+    """The training behind one method output: its own (``recipe``: a recipe of params ``recipes``, '' when it trains
+    nothing itself; ``members``: full forward passes per training image, the M members of an SVE or LoRA-Ensemble, 1
+    for a shared backbone; ``images``: training images per epoch, None = the whole train split) and the zoo models
+    whose trained checkpoints or logits it starts from (``builds_on``: their training is part of its budget)."""
+
+    recipe: str = ""
+    members: int = 1
+    images: int | None = None
+    builds_on: tuple[str, ...] = ()
+
+
+def training_of(method: Method, cfg, info: dict) -> Training:
+    """The training behind output ``info`` (its cost record) of ``method``'s params entry ``cfg``: the method's
+    ``training`` function, else none of its own, built on the entry's ``model`` or ``models`` when it needs their
+    checkpoints or logits (``needs``)."""
+    if method.training is not None:
+        return method.training(cfg, info)
+    if not {"checkpoints", "logits"} & set(method.needs):
+        return Training()
+    get = cfg.get if isinstance(cfg, dict) else lambda k: getattr(cfg, k, None)  # a method without a typed config: the mapping
+    models, model = get("models"), get("model")
+    names = list(models) if isinstance(models, (list, tuple)) else [model] if isinstance(model, str) else []
+    return Training(builds_on=tuple(names))
 
 
 @dataclass
@@ -109,7 +142,7 @@ _REGISTRY: dict[str, Method] = {}
 
 def register_method(*, kind: str, family: str, config: type | None = None, needs=(), outputs=None, script: str = "method",
                     group: str = "stage", comment: str = "", example=None, persist: bool = False, section: str = "baselines",
-                    title: str = "", stage: str = "", rows: Callable | None = None):
+                    title: str = "", stage: str = "", rows: Callable | None = None, training: Callable | None = None):
     """Decorator registering a method's function: ``run(ctx, cfg, key)`` (groups ``stage``, ``sve``) or, for group
     ``evaluate``, ``units(x)`` (with its ``rows`` function)."""
     if group not in GROUPS:
@@ -129,7 +162,7 @@ def register_method(*, kind: str, family: str, config: type | None = None, needs
         _REGISTRY[kind] = Method(kind=kind, family=family, run=None if evaluated else fn, units=fn if evaluated else None,
                                  rows=rows, title=title or kind, stage=stage or kind, config=config, needs=tuple(needs),
                                  outputs=outputs, script=script, section=section, group=group, comment=comment,
-                                 example=example, persist=persist, module=module)
+                                 example=example, persist=persist, module=module, training=training)
         return fn
 
     return wrap

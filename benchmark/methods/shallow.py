@@ -18,7 +18,9 @@ Two ways to train (``backbone``):
   and the shared mini-batch order, so expect less diversity.
 
 Cost either way: one forward, with ``M`` heads in place of one classifier:
-``GFLOPs = one forward + (M - 1) C D / 1e9``.
+``GFLOPs = one forward + (M - 1) C D / 1e9``. Training budget (:mod:`benchmark.methods.budget`): the recipe's
+epochs over the train split, one forward per image (the backbone is shared), the trainable parameters (backbone
+and heads when ``joint``; the heads alone when ``frozen``, built on the model's fine-tune, whose budget it adds).
 """
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ from torch import Tensor, nn
 
 from benchmark.methods import baselines as bl
 from benchmark.methods.last_layer import BackboneHead, linear_head
-from benchmark.methods.registry import Output, register_cost, register_method
+from benchmark.methods.registry import Output, Training, register_cost, register_method
 from benchmark.models import cost as costs
 from benchmark.storage import store
 
@@ -106,8 +108,15 @@ def check_shallow(ctx, cfg: ShallowConfig) -> list[str]:
     return ctx.splits(cfg.splits)
 
 
+def shallow_training(cfg: ShallowConfig, info: dict) -> Training:
+    """Recipe ``recipe``, one forward per image; built on the model's fine-tune when the backbone is ``frozen`` (its
+    checkpoint's features), on the pretrained init (nothing of the zoo) when ``joint``."""
+    return Training(recipe=cfg.recipe, builds_on=(cfg.model,) if cfg.backbone == "frozen" else ())
+
+
 @register_method(kind="shallow", family="shallow_ensemble", title=METHOD, config=ShallowConfig,
                  needs=("checkpoints", "base-model"), persist=True, comment="one backbone, M heads (joint: from the init)",
+                 training=shallow_training,
                  example=lambda x: f"shallow-{x['base']}: {{model: {x['base']}, members: 5, recipe: {x['train_recipe']}}}")
 def shallow(ctx, cfg: ShallowConfig, key: str) -> list[Output]:
     """Shallow ensemble of ``members`` heads on one backbone of zoo model ``model`` -> ``results/methods/<key>``.
@@ -131,7 +140,7 @@ def shallow(ctx, cfg: ShallowConfig, key: str) -> list[Output]:
     heads = EnsembleHeads(d, c, m, seed=cfg.seed)
     wrapper = ShallowEnsemble(model, heads, model_name=name, backbone=cfg.backbone)
     ctx.set_threads()
-    cost = shallow_cost(model, m, entry.img_size)  # before training moves the model to its device
+    cost = shallow_cost(model, m, entry.img_size, cfg.backbone)  # before training moves the model to its device
     tr, va = ctx.inputs(bl.TRAIN, entry, train=joint), ctx.inputs(bl.VAL, entry)
     folder = ctx.method_folder(key)
     run = {"members": m, "seed": cfg.seed, "backbone": cfg.backbone}
@@ -148,18 +157,20 @@ def shallow(ctx, cfg: ShallowConfig, key: str) -> list[Output]:
                                fingerprint=fp, progress=ctx.progress)
     info = {"family": "shallow_ensemble", "method": f"m{m}" + ("" if joint else "-frozen"), "base": name, "members": m,
             "backbone": cfg.backbone, "recipe": cfg.recipe, "seed": cfg.seed, "best_epoch": record["best_epoch"],
-            "val_score": record["best_score"], **cost,
-            "trainable_params": sum(p.numel() for p in wrapper.parameters() if p.requires_grad)}
+            "val_score": record["best_score"], **cost}
     return [Output(key, info, model=wrapper, entry=entry, splits=splits)]
 
 
-def shallow_cost(model: nn.Module, members: int, img_size: int) -> dict:
-    """cost.json's ``gflops`` (one forward + ``M - 1`` more heads), ``gflops_one_forward`` and ``params``."""
+def shallow_cost(model: nn.Module, members: int, img_size: int, backbone: str = "joint") -> dict:
+    """cost.json's ``gflops`` (one forward + ``M - 1`` more heads), ``gflops_one_forward``, ``params`` and
+    ``trainable_params`` (the ``M`` heads, and the backbone without its unused classifier when ``joint``)."""
     head = linear_head(model, METHOD, type(model).__name__)
     c, d = head.out_features, head.in_features
     one = costs.count_flops(model, img_size)
-    return {"gflops": one + (members - 1) * c * d / 1e9, "gflops_one_forward": one,
-            "params": costs.count_params(model) + (members - 1) * (c * d + c)}
+    heads = members * (c * d + c)
+    total = costs.count_params(model) - (c * d + c) + heads
+    return {"gflops": one + (members - 1) * c * d / 1e9, "gflops_one_forward": one, "params": total,
+            "trainable_params": total if backbone == "joint" else heads}
 
 
 @register_cost("shallow_ensemble")
@@ -169,4 +180,4 @@ def shallow_output_cost(info: dict, entry, num_classes: int, members: int, cfg: 
 
     if info.get("members") != members:
         raise ValueError(f"members {info.get('members')!r}, but the logits have {members}")
-    return shallow_cost(factory.create(entry, num_classes, load_weights=False), members, entry.img_size)
+    return shallow_cost(factory.create(entry, num_classes, load_weights=False), members, entry.img_size, cfg.backbone)

@@ -42,7 +42,10 @@ same fingerprint is not trained again) and, written by the stage, member logits 
 ``extra_params_percent = 100 (M - 1) (singular values + biases) / backbone``,
 the paper's figure, what SVE adds over one fine-tuned model (its ``5 (M - 1) /
 (4 d)``: 1.14 % at M = 8, d = 768); ``params = backbone + trainable_params``
-(backbone: pretrained, without its classifier).
+(backbone: pretrained, without its classifier). Training budget (:mod:`benchmark.methods.budget`):
+``M x epochs x`` the images of an epoch (each member runs the whole network on every image; with nested training
+member ``m`` does not depend on ``M``, so ``sve-m<M>`` counts its ``M`` members), ``trainable_params`` trained; it
+starts from the pretrained backbone, so no fine-tune of the zoo is part of it.
 """
 from __future__ import annotations
 
@@ -56,7 +59,7 @@ from benchmark.config.typed import check as bounds
 from benchmark.core.members import member_cross_entropy
 from benchmark.data.embedded import stratified_order
 from benchmark.methods.baselines import TRAIN, VAL, train_once
-from benchmark.methods.registry import Output, register_cost, register_method
+from benchmark.methods.registry import Output, Training, register_cost, register_method
 from benchmark.methods.sve import SIGMA_INIT, SingularValueEnsemble, check_diversity, check_members
 from benchmark.models import factory
 from benchmark.models import cost as costs
@@ -156,7 +159,17 @@ def sve_output_cost(info: dict, entry: ZooEntry, num_classes: int, members: int,
     if info.get("adapted_layers") != len(model.layer_names):
         raise ValueError(f"adapted_layers {info.get('adapted_layers')!r}, but params {SECTION} adapts {len(model.layer_names)}")
     c = cost_info(model, entry.img_size)
-    return {k: c[k] for k in ("gflops", "gflops_one_forward", "params", "overhead_percent", "extra_params_percent")}
+    return {k: c[k] for k in ("gflops", "gflops_one_forward", "params", "trainable_params", "overhead_percent",
+                              "extra_params_percent")}
+
+
+def sve_training(cfg: SveConfig, info: dict) -> Training:
+    """The training of output ``sve-m<M>`` (``info["members"]``): recipe ``sve.recipe``, M members, ``sve.train_subset``
+    images per epoch (None: the train split), from the pretrained backbone (no zoo fine-tune)."""
+    members = info.get("members")
+    if isinstance(members, bool) or not isinstance(members, int) or members < 1:
+        raise ValueError(f"members must be an integer >= 1, got {members!r}")
+    return Training(recipe=cfg.recipe, members=members, images=cfg.train_subset)
 
 
 def check(ctx, cfg: SveConfig, members) -> tuple[ZooEntry, Recipe, list[str]]:
@@ -240,7 +253,7 @@ def _size_info(ctx, t: _Run, record: dict, members: int, val_logits, one: float)
     c = ctx.params.cost
     return {"family": "sve", "method": f"m{members}", "base": entry.name, "members": members, "arch": entry.arch,
             "img_size": entry.img_size, "sigma_init": cfg.sigma_init, "seed": cfg.seed,
-            "adapted_layers": len(model.layer_names), "train_images": len(tr), "trained_members": model.members,
+            "adapted_layers": len(model.layer_names), "epoch_images": len(tr), "trained_members": model.members,
             "val_score": record["best_score"] if sub is model else selection_score(val_logits[:members], va.labels, recipe.select_by),
             "select_by": recipe.select_by, **cost_info(sub, entry.img_size, one),
             "throughput": costs.measure_throughput(sub, entry.img_size, batch_size=c.throughput_batch, iters=c.throughput_iters)}
@@ -311,7 +324,7 @@ def train_nested(ctx, cfg: SveConfig) -> dict[int, dict]:
 
 
 @register_method(kind="sve", family="sve", group="sve", section=SECTION, script="sve", config=SveConfig,
-                 needs=("base-model",), persist=True, title="Singular Value Ensemble",
+                 needs=("base-model",), persist=True, title="Singular Value Ensemble", training=sve_training,
                  comment="Singular Value Ensembles (params.yaml sve): stages sve-train and sve@<M>")
 def nested_output(ctx, cfg: SveConfig, members) -> list[Output]:
     """Stage ``sve@<M>``: method output ``sve-m<M>``, the first ``M`` members of what ``sve-train`` trained

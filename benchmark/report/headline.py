@@ -105,8 +105,18 @@ def _entry(i, r: dict, role_kind: str, metrics, alone: dict | None, paired: dict
         "models": " + ".join(member_names(r["members"], r["base"], r["sidekick"])),
         "gflops": float(r["gflops"]) if np.isfinite(float(r["gflops"])) else math.nan,
         "balance": float(r["balance"]) if np.isfinite(float(r["balance"])) else math.nan,
+        **{k: _count(r.get(k)) for k in ("train_images", "train_params")},  # its training budget (NaN: not recorded)
         "variant": f"{r['fit']} / {r['confidence']}", "metrics": vals,
     }
+
+
+def _count(v) -> float:
+    """A budget count as a float; NaN when missing or negative."""
+    try:
+        v = float(v)
+    except (TypeError, ValueError):
+        return math.nan
+    return v if np.isfinite(v) and v >= 0 else math.nan
 
 
 def headline(view: pd.DataFrame, config, *, paired: dict | None = None, noise_: SplitNoise | None = None,
@@ -253,7 +263,8 @@ SOURCE_FLAGS = {"own": 8, "fallback": 16}
 
 
 def compact(head: dict) -> dict:
-    """``head`` for the page: per entry ``m`` = ``[value, diff, lo, hi, flags, sd_seed, seeds]`` in
+    """``head`` for the page: per entry ``ti``, ``tp`` its training budget (images, parameters; null: not recorded) and
+    ``m`` = ``[value, diff, lo, hi, flags, sd_seed, seeds]`` in
     ``head["metrics"]`` order (flags: 1 = interval excludes 0 and better, 2 = and worse, 4 = within the seed
     noise, 8 = seed noise of its own seed group, 16 = the fallback; neither = no seed noise); per split
     ``noise`` = ``[sd, median, dominated]`` or null per metric; per spread record ``m`` = ``[mean, sd, min, max]``
@@ -273,6 +284,7 @@ def compact(head: dict) -> dict:
                     ms.append([rounded(v["value"]), rounded(v["diff"], 4), rounded(v["lo"], 3), rounded(v["hi"], 3), flags,
                                rounded(v["sd_seed"], 3), v["seeds"]])
                 entries.append({"k": e["kind"], "b": e["base"], "l": e["label"], "o": e["models"], "g": rounded(e["gflops"], 4),
+                                "ti": rounded(e.get("train_images"), 7), "tp": rounded(e.get("train_params"), 7),
                                 "v": e["variant"], "m": ms})
             spread = [{"w": r["what"], "n": r["seeds"],
                        "m": [[rounded(s["mean"]), rounded(s["sd"], 3), rounded(s["min"]), rounded(s["max"])]

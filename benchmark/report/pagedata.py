@@ -17,9 +17,11 @@ import pandas as pd
 
 from benchmark.report.tables import EXTRA_COLUMNS, member_names, method_label
 
-# number format of the cost columns (Python format spec, divisor), read by the page's script
+# number format of the cost columns (Python format spec or "si", divisor), read by the page's script; "si": a count in
+# compact form, 4.0k, 3.4M (benchmark.report.tables.fmt_count)
 COST_FORMATS = {"gflops": (".3g", 1.0), "balance": (".3f", 1.0), "params": (".1f", 1e6), "overhead_percent": (".2f", 1.0),
-                "extra_params_percent": (".2f", 1.0), "throughput": (".0f", 1.0), "n": (".0f", 1.0)}
+                "extra_params_percent": (".2f", 1.0), "throughput": (".0f", 1.0), "n": (".0f", 1.0),
+                "train_images": ("si", 1.0), "train_params": ("si", 1.0)}
 TEXT_COLUMNS = ("method", "models", "variant")
 CELLS = 9  # fields of a table row before its cells (leaderboard.js: CELLS)
 

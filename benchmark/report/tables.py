@@ -22,7 +22,7 @@ _PER_METRIC = ["metric", "value", "ci_low", "ci_high"]
 COST = [c for c in COLUMNS if c not in KEY + _PER_METRIC]
 # Those the leaderboard has no column for: shown as a tooltip.
 EXTRA_COLUMNS = [c for c in COST if c not in ("gflops", "params", "throughput", "balance", "overhead_percent",
-                                              "extra_params_percent", "n", "inputs_hash")]
+                                              "extra_params_percent", "n", "inputs_hash", "train_images", "train_params")]
 _SPLIT_ORDER = {"test": 0, "shift": 1, "ood": 2, "val": 3}
 _CORRUPT = re.compile(r"^corrupt-(.+)-(\d+)$")
 
@@ -166,6 +166,21 @@ def fmt_num(v: float, spec: str, scale: float = 1.0) -> str:
     if v is None or not np.isfinite(v) or v < 0:
         return "—"
     return format(v / scale, spec)
+
+
+_UNITS = ("", "k", "M", "G", "T", "P")
+
+
+def fmt_count(v) -> str:
+    """A count in compact form, as the page's ``si`` format (leaderboard.js ``fmtCost``): ``0``, ``500``, ``4.0k``,
+    ``16k``, ``3.4M``, ``576M`` (thousands, millions, ...: one decimal under 10); '—' when missing."""
+    if v is None or not np.isfinite(v) or v < 0:
+        return "—"
+    v, i = float(v), 0
+    while v >= 999.5 and i < len(_UNITS) - 1:
+        v, i = v / 1000, i + 1
+    d = 1 if i and v < 9.95 else 0
+    return f"{math.floor(v * 10**d + 0.5) / 10**d:.{d}f}" + _UNITS[i]  # half up, as the page's Math.round
 
 
 def sort_key(v) -> str:

@@ -3,12 +3,13 @@
 Sources: the embedded default's committed result bundle
 (``leaderboard/embedded/<id>/``: rows, paired differences, models), the
 ``report:`` settings of ``params.yaml`` (which splits the headline and the plots
-show) and ``results/timings.json``. The blocks rank only what stands above the
+show), ``results/timings.json`` and ``results/tuning.json``. The blocks rank only what stands above the
 training-seed noise (:mod:`benchmark.core.noise`): the seed block gives the
 spread of every shown split and metric with the headline's noise verdict
 (:func:`verdicts`), the duo block marks ✱ only a difference whose interval
 excludes 0 *and* that lies outside the seed noise of its kind, and adds the
-seed-robust statement over each seed group's bases. Each generated block sits between
+seed-robust statement over each seed group's bases; the budgets block gives the training budget behind each method
+family (:mod:`benchmark.reproduce.budgets`). Each generated block sits between
 ``<!-- generated:NAME -->`` and ``<!-- /generated:NAME -->`` in one of :data:`FILES`
 (the README keeps the headline, the docs the rest; a block may appear in several);
 :func:`update` rewrites the blocks, :func:`stale` lists those that differ
@@ -17,6 +18,7 @@ them: ``python -m benchmark reproduce readme --write``).
 """
 from __future__ import annotations
 
+import json
 import math
 import re
 from pathlib import Path
@@ -30,7 +32,7 @@ from benchmark.core.metric_info import METRICS
 from benchmark.report.tables import match_any, split_sort_key
 from benchmark.reproduce import timing
 
-FILES = ("README.md", "docs/results.md", "docs/explanations/performance.md")  # the files holding generated blocks
+FILES = ("README.md", "docs/results.md", "docs/explanations/performance.md", "docs/explanations/reproducibility.md")  # the files holding generated blocks
 SPLIT, FIT, CONF = "test", "converged", "max"
 MODEL_METRICS = [("accuracy", "test acc"), ("nll", "NLL"), ("aurc", "AURC"), ("auroc", "AUROC"), ("sac98", "SAC@98")]
 DUO_METRICS = [("aurc", "AURC"), ("nll", "NLL")]
@@ -243,6 +245,16 @@ def timings_table(record: dict) -> str:
     return "\n".join(lines) + "\n" + tail
 
 
+def pinning_table(record: dict) -> str:
+    """``results/numerics.json`` (:mod:`benchmark.reproduce.pinning_cost`): medians per mode and their ratio."""
+    med, ratio, m = record["median"], record["ratio"], record.get("machine") or {}
+    lines = ["| numerics | wall s | CPU s |", "|---|---|---|"]
+    lines += [f"| {mode} | {med[mode]['wall_s']:.1f} | {med[mode]['cpu_s']:.1f} |" for mode in ("pinned", "native")]
+    return ("\n".join(lines) + f"\n\n`{record['stage']}`, median of {record['repeats']} run(s) per mode: pinned / native = "
+            f"**{ratio['wall_s']:.2f}x** wall, {ratio['cpu_s']:.2f}x CPU; measured on {m.get('cpus', '?')} CPUs "
+            f"({m.get('cpu', '?')}, torch {m.get('torch', '?')}).\n")
+
+
 def report_config(root=".") -> ReportConfig:
     """The ``report:`` settings of ``root/params.yaml`` (the defaults without one)."""
     import yaml
@@ -271,9 +283,31 @@ def blocks(root=".") -> dict[str, str]:
            "bundle": f"`{bundle.path.relative_to(root).as_posix()}` (rows of the committed bundle; commit "
                      f"{(bundle.manifest.get('git') or {}).get('commit', '?')[:12]}).\n"}
     tfile = root / "results" / "timings.json"
-    if tfile.exists():
-        out["timings"] = timings_table(timing.load(tfile))
+    timings = timing.load(tfile) if tfile.exists() else None
+    if timings is not None:
+        out["timings"] = timings_table(timings)
+    out["budgets"] = budgets_block(bundle, cfg, timings, root / "results" / "tuning.json")
+    nfile = root / "results" / "numerics.json"
+    out["pinning"] = (pinning_table(json.loads(nfile.read_text())) if nfile.exists() else
+                      "Not measured on this commit yet: `python -m benchmark reproduce pinning-cost` writes it.\n")
     return out
+
+
+def budgets_block(bundle, config, timings: dict | None, tuning_file) -> str:
+    """The budgets block (:func:`benchmark.reproduce.budgets.budgets_table`) of a loaded bundle, with the timings
+    record and the tuning file when there is one."""
+    import json
+
+    from benchmark.reproduce.budgets import budgets_table
+
+    tuning_file = Path(tuning_file)
+    try:
+        tuning = json.loads(tuning_file.read_text(encoding="utf-8")) if tuning_file.is_file() else None
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{tuning_file}: not JSON ({e})") from None
+    if tuning is not None and not isinstance(tuning, dict):
+        raise ValueError(f"{tuning_file}: must map each recipe to its tuning record")
+    return budgets_table(bundle.rows, bundle.manifest, bundle.lock, config, timings, tuning)
 
 
 def render(text: str, new: dict[str, str]) -> str:

@@ -29,7 +29,8 @@ _ITEM_FLAGS = ("--model", "--members", "--key")
 
 def stage_name(argv: list[str]) -> str:
     """``['pipelines/train.py', '--model', 'lite1']`` -> ``'train@lite1'``; ``'data'`` for an item-less stage; a method's
-    stage (``pipelines/method.py --kind soups --key k``) by its DVC name (``soup@k``)."""
+    stage (``pipelines/method.py --kind soups --key k``) by its DVC name (``soup@k``); SVE's training
+    (``pipelines/sve.py --train``) as ``sve-train``."""
     script = next((a for a in argv if _SCRIPT.search(a.replace(os.sep, "/"))), None)
     if script is None:
         return " ".join(Path(a).name for a in argv[:2])
@@ -45,7 +46,7 @@ def stage_name(argv: list[str]) -> str:
     for flag in _ITEM_FLAGS:
         if flag in argv and argv.index(flag) + 1 < len(argv):
             return f"{name}@{argv[argv.index(flag) + 1]}"
-    return name
+    return f"{name}-train" if name == "sve" and "--train" in argv else name
 
 
 def read_records(path) -> pd.DataFrame:

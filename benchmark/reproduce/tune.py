@@ -59,11 +59,12 @@ def parse_assignment(text: str) -> tuple[str, object]:
     return key.strip(), yaml.safe_load(value)
 
 
-def _scores(work: Path, lock: dict, stage: str) -> dict:
-    """``best_score``, ``best_epoch`` and ``select_by`` of the ``train.json`` files under the stage's outputs."""
+def _scores(folder: Path, lock: dict, stage: str) -> dict:
+    """``best_score``, ``best_epoch`` and ``select_by`` of the ``train.json`` files under the stage's outputs
+    (paths in ``lock`` are relative to the stage's ``folder``)."""
     found = []
     for out in lock[stage]["outs"]:
-        p = work / out
+        p = folder / out
         found += [p] if p.name == "train.json" else sorted(p.rglob("train.json")) if p.is_dir() else []
     if not found:
         raise SimulateError(f"{stage}: wrote no train.json (is it a training stage?)")
@@ -112,7 +113,7 @@ def tune(stage: str, recipe: str, lrs: list[float], *, root=".", sets=(), progre
                                   cwd=work, capture_output=True, text=True)
             if proc.returncode != 0:
                 raise SimulateError(f"{stage} with lr {lr}: `dvc repro` failed:\n{(proc.stdout + proc.stderr)[-3000:]}")
-            grid.append({"lr": float(lr), **_scores(work, lockfile.read(work / target.lock), target.stage),
+            grid.append({"lr": float(lr), **_scores(work / target.folder, lockfile.read(work / target.lock), target.stage),
                          "wall_s": round(time.perf_counter() - t0, 1)})
         finally:
             shutil.rmtree(work, ignore_errors=True)

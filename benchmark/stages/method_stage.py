@@ -5,7 +5,8 @@ entry ``baselines.<kind>.<key>`` is parsed with the method's typed config (:mod:
 method's ``run(ctx, cfg, key)`` gets a :class:`MethodContext` (what the stage hands down: the typed params, the zoo,
 the suite's splits, trained checkpoints, the zoo's logits) and returns its outputs
 (:class:`benchmark.methods.registry.Output`), which :func:`write_output` writes: one logits file per split and
-``cost.json`` per output folder, atomically. The evaluate stage evaluates every output alike.
+``cost.json`` per output folder, atomically, with the output's training budget (its own training and the zoo models
+it builds on: :func:`benchmark.methods.budget.own_budget`). The evaluate stage evaluates every output alike.
 
 The stage imports the method it runs (the registry imports ``benchmark/methods/<kind>.py``), never the others;
 the pipeline generator validates every entry (:func:`check_entries`) when it writes ``dvc.yaml``.
@@ -15,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from benchmark.config.typed import parse_config
-from benchmark.methods import registry
+from benchmark.methods import budget, registry
 from benchmark.methods.registry import Method, Output
 from benchmark.models import cost as costs
 from benchmark.models import factory
@@ -33,8 +34,10 @@ COST_KEYS = ("gflops", "params", "throughput")
 class MethodContext:
     """What a method's stage hands down to the method (its ``run(ctx, cfg, key)``)."""
 
-    def __init__(self, params: Params, method: Method, where: str, *, progress: bool = True):
+    def __init__(self, params: Params, method: Method, where: str, *, progress: bool = True, config=None):
         self.params = params  # typed (benchmark.stages.params_config.Params)
+        self.method = method  # the registered method (benchmark.methods.registry.Method)
+        self.config = config  # the entry's typed config (what the method's run gets)
         self.title = method.title  # how messages name the method
         self.where = where  # the entry, for messages: "baselines.<kind>.<key>"
         self.progress = progress
@@ -61,6 +64,10 @@ class MethodContext:
         if patterns is None:
             patterns = (self.params.baselines or {}).get("splits")
         return self.resolve_splits(patterns, f"{self.where}: splits")
+
+    def train_size(self) -> int:
+        """Images of the train split (one epoch of a recipe)."""
+        return suite_source.train_size()
 
     def resolve_splits(self, patterns, where: str) -> list[str]:
         """Split names matching ``patterns`` (names or shell patterns; None: every split but train) in data order;
@@ -161,7 +168,7 @@ def context(params: Params, kind: str, key: str = "", *, progress: bool = True) 
     """(context, parsed config) of method ``kind``'s entry ``key``; ``ValueError`` naming the entry and the field."""
     method = registry.get_method(kind)
     cfg, where = _entry(params, method, key)
-    return MethodContext(params, method, where, progress=progress), cfg
+    return MethodContext(params, method, where, progress=progress, config=cfg), cfg
 
 
 def run(params: Params, kind: str, key: str, *, progress: bool = True) -> dict[str, dict]:
@@ -180,11 +187,17 @@ def run(params: Params, kind: str, key: str, *, progress: bool = True) -> dict[s
 
 def write_output(ctx: MethodContext, out: Output) -> dict:
     """``results/methods/<name>/``: one logits file per split and ``cost.json`` (the folder written atomically);
-    a model output's costs are measured (unless ``info`` has them) and its predictions computed first."""
+    a model output's costs are measured (unless ``info`` has them) and its predictions computed first; the record
+    gets the output's training budget (:func:`benchmark.methods.budget.own_budget`)."""
     for k in ("family", "method", "base"):
         if k not in out.info:
             raise ValueError(f"method output {out.name!r}: info needs {k!r}")
     record = dict(out.info)
+    try:
+        images = ctx.train_size() if registry.training_of(ctx.method, ctx.config, record).recipe else 0
+        record.update(budget.own_budget(ctx.method, ctx.config, record, ctx.recipes, images))
+    except ValueError as e:
+        raise ValueError(f"method output {out.name!r}: training budget: {e}") from None
     if out.model is not None:
         files = _model_splits(out)
         out.model.cpu()  # costs are measured on the CPU, logits computed on params' device

@@ -92,15 +92,23 @@ def logits(params: Params, name: str, *, progress: bool = True) -> list[str]:
     return written
 
 
+def budget(params: Params, name: str, trainable_params: int) -> dict:
+    """The training budget of zoo entry ``name`` (:func:`benchmark.models.cost.train_budget`): its recipe's epochs over
+    the train split (the images :func:`train` passes over), a full fine-tune of its ``trainable_params``."""
+    recipe = params.recipes[stage_config.entry(params, name).recipe]
+    return costs.train_budget(recipe.epochs, suite_source.train_size() if recipe.epochs else 0, trainable_params)
+
+
 def cost(params: Params, name: str, *, progress: bool = False) -> dict:
-    """GFLOPs, params and CPU throughput of zoo entry ``name`` at its input size."""
+    """GFLOPs, params and CPU throughput of zoo entry ``name`` at its input size, and its training budget."""
     entry = stage_config.entry(params, name)
     stage_config.set_threads(params)
     model = factory.create(entry, suite_source.for_params(params).num_classes(), load_weights=False)
     c = params.cost
+    static = costs.static_cost(model, entry.img_size)
     record = {
         "name": name, "arch": entry.arch, "init": entry.init, "img_size": entry.img_size, "seed": entry.seed,
-        "role": entry.role, **costs.static_cost(model, entry.img_size),
+        "role": entry.role, **static, **budget(params, name, static["params"]),
         "throughput": costs.measure_throughput(model, entry.img_size, batch_size=c.throughput_batch, iters=c.throughput_iters),
         "threads": torch.get_num_threads(),
     }

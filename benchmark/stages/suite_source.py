@@ -235,6 +235,15 @@ def resolve_splits(patterns: list[str] | None, available: list[str], where: str,
     return chosen
 
 
+def train_size(data_dir: Path | None = None) -> int:
+    """Images of the train split (its file or index in ``results/data``): what one epoch of a recipe passes over
+    (:func:`benchmark.stages.per_model.train`), the images of a training budget (:func:`benchmark.models.cost.train_budget`)."""
+    files = split_files(data_dir)
+    if TRAIN not in files:
+        raise store.StoreError(f"{Path(data_dir or stage_config.paths()['data'])}: no train split file; rerun the data stage (dvc repro data)")
+    return len(read_index(files[TRAIN], TRAIN).ids)
+
+
 def _file(split: str) -> Path:
     files = split_files()
     if split not in files:

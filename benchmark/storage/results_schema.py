@@ -37,9 +37,17 @@ COLUMNS: dict[str, tuple[str, str]] = {
                                     "backbone (NaN if not reported)"),
     "extra_params_percent": ("float64", "parameters added over one model, in % of the pretrained backbone: the SVE "
                                         "paper's overhead, (M - 1) members' adapted parameters, no heads (NaN if not reported)"),
+    "train_images": ("float64", "training budget: training images processed to make the row's models, summed over every "
+                                "training run behind it (epochs x images per epoch x members, each member a full forward; "
+                                "0 for pretrained weights used as they are; a method built on fine-tunes includes theirs; "
+                                "NaN if not recorded)"),
+    "train_params": ("float64", "training budget: parameters trained, summed over the training runs behind the row (all "
+                                "of a full fine-tune, the trainable ones of a method that trains a subset, e.g. SVE's "
+                                "singular values, biases and heads of all M members; NaN if not recorded)"),
 }
-# Columns a producer may leave out: validate_results adds them, empty (NaN or '').
-OPTIONAL_COLUMNS = ("overhead_percent", "extra_params_percent")
+# Columns a producer may leave out (and bundles made before they existed lack): validate_results adds them, empty
+# (NaN or '').
+OPTIONAL_COLUMNS = ("overhead_percent", "extra_params_percent", "train_images", "train_params")
 
 
 def empty_results() -> pd.DataFrame:

@@ -238,7 +238,7 @@ def results_folder(suite: str, folder: Path, scale: float, seed: int = 0) -> int
             pairs[c] = rng.normal(0.005, 0.01, len(pairs))
     if "test" in splits:
         pairs.to_csv(results / "paired.csv", index=False)
-    pd.DataFrame([{"name": n, "arch": e.arch, "init": e.init, "img_size": e.img_size, "seed": e.seed,
+    pd.DataFrame([{"name": n, "arch": e.arch, "init": e.init, "img_size": e.img_size, "seed": e.seed, "role": e.role,
                    "gflops": fake_gflops(e.arch), "params": int(fake_gflops(e.arch) * 4.1e6),
                    "throughput": 900.0 / fake_gflops(e.arch)} for n, e in zoo.items()]).to_csv(results / "models.csv", index=False)
     return len(df)

@@ -92,6 +92,12 @@ def test_publish_from_bundles_only_is_byte_identical(bundle, recs, tmp_path, mon
     rows_csv = pd.read_csv(sites[0] / "caltech256" / "data" / "rows.csv.gz")
     rows_pq = pd.read_parquet(sites[0] / "caltech256" / "data" / "rows.parquet")
     assert len(rows_csv) == len(rows_pq) == len(read_rows(bundle)) and set(rows_pq["status"]) == {VERIFIED}
+    # every row's training budget travels to the downloads, typed and described
+    assert rows_pq["train_images"].dtype == rows_pq["train_params"].dtype == "float64"
+    assert rows_pq["train_images"].notna().all() and (rows_pq["train_images"] > 0).all() and (rows_pq["train_params"] > 0).all()
+    assert {"train_images", "train_params"} <= set(rows_csv.columns)
+    described = {f["name"] for f in json.loads((sites[0] / "caltech256" / "data" / "schema.json").read_text())["rows"]["fields"]}
+    assert {"train_images", "train_params"} <= described
     for html in sites[0].rglob("*.html"):  # relative links only
         text = html.read_text()
         assert 'href="/' not in text and 'src="/' not in text and "http://" not in text.replace("http://www.w3.org", "")

@@ -374,3 +374,51 @@ def test_frozen_shallow_ensemble_keeps_the_backbone_out_of_training(tiny):
     assert all(p.requires_grad for p in frozen.head.parameters())
     with pytest.raises(ValueError, match=r"shallow ensemble of model 'x': backbone must be one of \('joint', 'frozen'\)"):
         ShallowEnsemble(tiny, heads, model_name="x", backbone="both")
+
+
+def _bn_net(seed: int) -> nn.Module:
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Dropout(0.5), nn.Linear(8, 3))
+
+
+def test_recompute_batchnorm_gives_the_statistics_of_the_soups_own_features():
+    """Independent definition: the running mean/variance after the pass are the mean over the batches of each
+    batch's feature mean and unbiased variance at the BatchNorm input (momentum None = cumulative average), dropout
+    stays off (the output is deterministic), and the other weights do not change."""
+    from benchmark.methods.soups import recompute_batchnorm
+
+    a, b = _bn_net(0), _bn_net(1)
+    soup = uniform_soup([a, b], ["a", "b"])  # averaged statistics
+    weights = {k: v.clone() for k, v in soup.state_dict().items() if "running" not in k and "num_batches" not in k}
+    g = torch.Generator().manual_seed(2)
+    xs = [torch.randn(16, 4, generator=g) * 3 + 1 for _ in range(3)]
+    recompute_batchnorm(soup, xs)
+    feats = [soup[0](x).detach() for x in xs]
+    bn = soup[1]
+    torch.testing.assert_close(bn.running_mean, torch.stack([f.mean(0) for f in feats]).mean(0))
+    torch.testing.assert_close(bn.running_var, torch.stack([f.var(0, unbiased=True) for f in feats]).mean(0))
+    assert not soup.training and bn.momentum == 0.1
+    assert all(torch.equal(v, soup.state_dict()[k]) for k, v in weights.items())
+    x = torch.randn(5, 4, generator=g)
+    assert torch.equal(soup(x), soup(x))  # eval mode: dropout off
+
+
+def test_recompute_batchnorm_applies_to_soups_only_and_greedy_scores_after_it():
+    from benchmark.methods.soups import recompute_batchnorm
+
+    calls = []
+    finish = lambda m: calls.append(m)  # noqa: E731
+    a = _bn_net(0)
+    soup = uniform_soup([a, _bn_net(1)], ["a", "b"], finish)
+    assert calls == [soup]
+    seen = []
+
+    def score(m):
+        seen.append(m in calls)
+        return 1.0 if m in calls else 0.5  # a recomputed soup scores higher: the greedy soup must see it first
+
+    calls.clear()
+    res = greedy_soup([a, _bn_net(1)], score, ["a", "b"], finish)
+    assert seen == [False, False, True] and res.ingredients == ["a", "b"] and len(calls) == 1
+    with pytest.raises(ValueError, match="no images to recompute"):
+        recompute_batchnorm(_bn_net(3), [])

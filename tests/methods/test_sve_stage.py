@@ -131,7 +131,9 @@ def test_cost_counts_m_dense_forwards_and_trainable_parameters(run):
     assert record["extra_params_percent"] == pytest.approx(100 * (M - 1) * (per_member - head) / backbone, rel=1e-12)
     assert record["adapted_layers"] == len(pointwise)
     assert (record["family"], record["method"], record["base"], record["members"]) == ("sve", "m2", "lite", M)
-    assert record["train_images"] == 18
+    assert record["epoch_images"] == 18  # sve.train_subset
+    # its training budget: M members x 1 epoch (recipe sve) x 18 images, its trainable parameters; nothing of the zoo
+    assert (record["own_train_images"], record["own_train_params"], record["builds_on"]) == (M * 1 * 18, M * per_member, [])
     assert record == store.read_json(run[0] / "results" / "methods" / "sve-m2" / "cost.json")
 
 
@@ -148,6 +150,22 @@ def test_trainable_params_are_the_optimised_tensors(run):
     assert set(saved) == set(state)
     for k, v in state.items():
         assert torch.equal(saved[k], v) == (k not in trainable), k
+
+
+def test_verify_rebuilds_the_cost_record_and_budget_without_weights(run):
+    """What ``verify`` recomputes (benchmark.bundle.recost): the registered cost function gives the trainable
+    parameters without weights, and the budget follows from them, the recipe and the train subset."""
+    from benchmark.methods import budget, registry
+    from benchmark.models.zoo import parse_entry
+
+    root, params, record = run
+    ctx, cfg = _ctx(params)
+    entry = parse_entry("lite", yaml.safe_load((root / "zoo.yaml").read_text())["models"]["lite"])
+    claimed = {k: v for k, v in record.items() if k not in ("trainable_params", *budget.FIELDS)}
+    static = registry.output_cost("sve")(claimed, entry, CLASSES, M, cfg)
+    assert static["trainable_params"] == record["trainable_params"]
+    again = budget.own_budget(registry.get_method("sve"), cfg, claimed | static, ctx.recipes, SIZES["train"])
+    assert again == {k: record[k] for k in budget.FIELDS}  # the subset of 18, not the 24 train images
 
 
 def test_finished_run_is_not_trained_again_and_gives_the_same_output(run):

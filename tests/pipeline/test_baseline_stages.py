@@ -123,6 +123,47 @@ def test_evaluate_lists_the_baselines_and_deep_ensembles_cost_the_sum(run):
     assert mcd["members"] == mcd["base"] == "t-s0" and mcd["gflops"] == pytest.approx(4 * costs["t-s0"]["gflops"])
 
 
+def test_each_row_carries_its_training_budget_own_plus_the_fine_tunes_it_builds_on(run):
+    """Hand-worked budgets: the tree's train split has 48 images; recipe scratch 1 epoch, heads 2 epochs."""
+    root, p, out = run
+    with chdir(root):
+        evaluate.run(p, progress=False)
+        res = pd.read_csv(root / "results" / "metrics.csv", keep_default_na=False)
+    n = SIZES["train"]
+    model = {name: count_params(factory.create(parse_entry(name, ZOO[name]), CLASSES, load_weights=False)) for name in ZOO}
+    for name in ZOO:  # a zoo model's cost record: 1 epoch x 48 images, a full fine-tune of all its parameters
+        cost = store.read_json(root / "results" / "cost" / f"{name}.json")
+        assert (cost["train_images"], cost["train_params"]) == (1 * n, model[name])
+    # what the method stages recorded: their own training and the zoo models they build on
+    assert all((out["soup"][k]["own_train_images"], out["soup"][k]["builds_on"]) == (0, ["t-s0", "t-s1", "t-s2"])
+               for k in ("soup-t-uniform", "soup-t-greedy"))  # the greedy soup needs every ingredient trained
+    assert (out["mcd-t"]["own_train_images"], out["mcd-t"]["builds_on"]) == (0, ["t-s0"])
+    assert (out["la-mc"]["own_train_params"], out["la-mc"]["builds_on"]) == (0, ["t-s2"])
+    d = factory.create(parse_entry("t-s0", ZOO["t-s0"]), CLASSES, load_weights=False).num_features
+    heads = 3 * (CLASSES * d + CLASSES)  # the frozen backbone's 3 heads
+    assert (out["sh-t"]["own_train_images"], out["sh-t"]["own_train_params"], out["sh-t"]["builds_on"]) == (2 * n, heads, ["t-s0"])
+    assert (out["sh-j"]["own_train_images"], out["sh-j"]["builds_on"]) == (1 * n, [])  # joint: from the init
+    test = res[(res["split"] == "test") & (res["metric"] == "accuracy")]
+
+    def budget(family, members):
+        rows = test[(test["family"] == family) & (test["members"] == members)]
+        assert len(rows) >= 1 and rows[["train_images", "train_params"]].nunique().max() == 1
+        return tuple(float(v) for v in rows[["train_images", "train_params"]].iloc[0])
+
+    assert budget("single", "r") == (n, model["r"])
+    assert budget("deep_ensemble", "t-s0+t-s1+t-s2") == (3 * n, 3 * model["t-s0"])  # every member trained
+    duo = test[test["family"] == "duo"].iloc[0]
+    assert budget("duo", duo["members"]) == (2 * n, model[duo["base"]] + model[duo["sidekick"]])
+    assert budget("soup", "t-s0+t-s1+t-s2") == (3 * n, 3 * model["t-s0"])  # the uniform soup: 3 fine-tunes, nothing more
+    greedy = test[(test["family"] == "soup") & (test["method"] == "greedy")]
+    assert (float(greedy["train_images"].iloc[0]), float(greedy["train_params"].iloc[0])) == (3 * n, 3 * model["t-s0"])
+    assert budget("mc_dropout", "t-s0") == (n, model["t-s0"])
+    assert budget("laplace", "t-s1") == (n, model["t-s1"])
+    sh = test[test["family"] == "shallow_ensemble"].groupby("method")[["train_images", "train_params"]].first()
+    assert tuple(sh.loc["m3-frozen"]) == (2 * n + n, heads + model["t-s0"])  # 2 epochs of heads on t-s0's fine-tune
+    assert tuple(sh.loc["m2"]) == (n, out["sh-j"]["trainable_params"])  # joint: 1 epoch from the init, nothing inherited
+
+
 def test_lora_ensemble_stage_trains_adapters_and_writes_members(tmp_path):
     make_tree(tmp_path, zoo={**ZOO, **VIT}, checkpoints=())
     p = params(tmp_path, lora_ensemble={"lora-vit": {"model": "vit", "members": 2, "rank": 2, "recipe": "heads"}})

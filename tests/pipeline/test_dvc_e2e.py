@@ -83,9 +83,17 @@ def test_repro_builds_every_result(project):
     assert set(zip(duos["base"], duos["sidekick"])) == expected
     assert set(duos["method"]) == {"weighted", "unweighted", "uq_only"}
     assert {"accuracy", "macro_f1", "brier", "nll", "ece", "auroc", "aurc", "eaurc", "augrc", "sac98"} <= set(m["metric"])
-    assert {"test", "shift", "ood", "corrupt-contrast-5"} <= set(m["split"])
+    assert {"test", "shift", "ood", "corrupt-all-5"} <= set(m["split"])  # params corruption_pool: one split per severity
     test = m[(m.split == "test") & (m.metric == "accuracy")]
     assert test["ci_low"].notna().all() and (test["ci_low"] <= test["value"]).all() and (test["value"] <= test["ci_high"]).all()
+    # training budgets, 1 epoch everywhere over 200 train images: a fine-tune 200 images; SVE M x its train_subset of
+    # 100 from the pretrained backbone; the soups both fine-tunes; MC dropout and Laplace tiny-a's fine-tune
+    first = m[(m.split == "test") & (m.metric == "accuracy")].groupby(["family", "method"])["train_images"].agg(set)
+    assert all(first[("single", meth)] == {200} for fam, meth in first.index if fam == "single")
+    assert (first[("sve", "m1")], first[("sve", "m2")]) == ({100}, {200})
+    assert first[("soup", "uniform")] == first[("soup", "greedy")] == {400}
+    assert first[("mc_dropout", first.loc["mc_dropout"].index[0])] == first[("laplace", first.loc["laplace"].index[0])] == {200}
+    assert (m["train_params"] > 0).all()
     summary = json.loads((project / "results" / "summary.json").read_text())
     assert "tiny-a" in summary["single"] and summary["duo"]
     assert (project / "reports" / "index.html").stat().st_size > 1000
@@ -110,6 +118,7 @@ def test_submit_packs_the_embedded_layout_into_a_bundle_that_verifies(project, t
     assert {u["kind"] for u in m["units"]} == {"single", "duo", "deep_ensemble", "method"}
     assert len(pd.read_csv(out / "rows.csv")) == len(pd.read_csv(project / "results" / "metrics.csv"))
     assert "logits@tiny-a" in m["stages"] and "evaluate" in m["stages"]
+    assert m["train_size"] == 200  # what verify recomputes the budgets with
     # every row and cost (the methods' too) recomputed: --strict passes only when verified
     assert cli_main(["verify", str(out), "--logits", str(project / "results"), "--strict", "--quiet"]) == 0
 

@@ -150,27 +150,32 @@ def test_evaluate_units_come_from_the_registry_in_the_order_and_with_the_costs_o
     from benchmark.evaluation import stage
     from benchmark.models.zoo import parse_entry
 
-    costs = {"a": {"gflops": 4.0, "params": 40, "throughput": 10.0}, "b": {"gflops": 1.0, "params": 10, "throughput": 40.0},
-             "a2": {"gflops": 4.0, "params": 40, "throughput": 10.0}}
+    costs = {"a": {"gflops": 4.0, "params": 40, "throughput": 10.0, "train_images": 4000, "train_params": 40},
+             "b": {"gflops": 1.0, "params": 10, "throughput": 40.0, "train_images": 8000, "train_params": 10},
+             "a2": {"gflops": 4.0, "params": 40, "throughput": 10.0, "train_images": 4000, "train_params": 40}}
     base = {"arch": "test_resnet", "init": "scratch", "img_size": 32, "recipe": "r"}
     zoo = {"a": parse_entry("a", {**base, "seed": 0}, check_arch=False),
            "b": parse_entry("b", {**base, "arch": "test_efficientnet", "seed": 0}, check_arch=False),
            "a2": parse_entry("a2", {**base, "seed": 1}, check_arch=False)}  # a + a2: a deep ensemble of two seeds
     pairs = enumerate_pairs([{"name": n, **c} for n, c in costs.items()])
-    info = {"gflops": 8.0, "params": 80, "throughput": 5.0, "overhead_percent": 1.5}
+    info = {"gflops": 8.0, "params": 80, "throughput": 5.0, "overhead_percent": 1.5,
+            "own_train_images": 300, "own_train_params": 7, "builds_on": ["a", "a2"]}  # e.g. trained heads on a soup of a, a2
     got = stage.unit_list(zoo, costs, EvalConfig(deep_ensembles=(2,)), {"m": info})
 
-    def cost(ms):  # the former evaluate._sum_cost, written out
+    def cost(ms):  # the former evaluate._sum_cost, written out; every member's training counts
         out = {"gflops": sum(costs[m]["gflops"] for m in ms), "params": sum(costs[m]["params"] for m in ms),
                "throughput": 1.0 / sum(1.0 / costs[m]["throughput"] for m in ms)}
         out["balance"] = costs[ms[1]]["gflops"] / costs[ms[0]]["gflops"] if len(ms) == 2 else math.nan
+        out["train_images"] = sum(costs[m]["train_images"] for m in ms)
+        out["train_params"] = sum(costs[m]["train_params"] for m in ms)
         return out
 
     want = [(("single", n), None, cost([n])) for n in zoo]
     want += [(("duo", p.base, p.sidekick), None, cost([p.base, p.sidekick])) for p in pairs]
     want += [(("deep_ensemble", "a", "a2"), None, dict(cost(["a", "a2"]), balance=math.nan))]
     want += [(("method", "m"), info, {"gflops": 8.0, "params": 80, "throughput": 5.0, "balance": math.nan,
-                                      "overhead_percent": 1.5, "extra_params_percent": math.nan})]
+                                      "overhead_percent": 1.5, "extra_params_percent": math.nan,
+                                      "train_images": 300 + 4000 + 4000, "train_params": 7 + 40 + 40})]
     assert [u[0] for u in got] == [u[0] for u in want] and len(pairs) >= 2
     for (_, gi, gc), (_, wi, wc) in zip(got, want):
         assert gi == wi and gc.keys() == wc.keys()

@@ -47,6 +47,8 @@ def _rows(suite, split, family, method, base, sidekick, members, gflops, balance
                 "value": v, "ci_low": v - half, "ci_high": v + half,
                 "n": n, "gflops": gflops, "params": int(gflops * 5e6), "throughput": 400.0 / gflops,
                 "balance": balance, "inputs_hash": hashlib.sha256(members.encode()).hexdigest()[:16],
+                # a training budget: 4 epochs x 1,000 images and a full fine-tune per member
+                "train_images": 4000.0 * len(members.split("+")), "train_params": float(int(gflops * 5e6)),
             })
     return out
 

@@ -83,6 +83,25 @@ def test_headline_is_the_first_table_with_the_rows_of_each_base(page, site):
     assert page.problems == []
 
 
+def test_headline_shows_each_rows_training_budget(page):
+    """Beside GFLOPs: the training images and parameters behind each row, compact (4.0k, 23M), as fmt_count writes them."""
+    from benchmark.report.tables import fmt_count
+
+    heads = page.eval_on_selector_all("#headline-table thead th", "ths => ths.map(t => t.textContent)")
+    i = heads.index("Train img")
+    assert heads[i - 1] == "GFLOPs" and heads[i + 1] == "Trained params"
+    rows = page.eval_on_selector_all("#headline-table tbody tr", f"""rs => rs.map(r => ({{
+        models: r.cells[3].textContent, g: +r.cells[4].dataset.sort, img: r.cells[{i}].textContent,
+        imgSort: r.cells[{i}].dataset.sort, par: r.cells[{i + 1}].textContent}}))""")
+    assert rows
+    for r in rows:
+        members = len(r["models"].split(" + "))
+        assert r["img"] == fmt_count(4000 * members) and float(r["imgSort"]) == 4000 * members  # synthetic: 4,000 per member
+        assert r["par"] == fmt_count(int(r["g"] * 5e6))  # synthetic: 5 M parameters per GFLOP
+    assert any(r["img"] == "4.0k" for r in rows) and any(r["img"] == "12k" for r in rows)  # a model alone, a 3-member ensemble
+    assert page.problems == []
+
+
 def test_switching_the_primary_metric_reorders_the_headline(page):
     before = _headline(page)
     page.select_option("form.headline-controls select[name=metric]", "accuracy")

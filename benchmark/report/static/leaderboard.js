@@ -26,9 +26,16 @@
     if (v === null || v === undefined || isNaN(v)) return "";
     return (v >= 0 ? "+" : "\u2212") + fmtMetric(Math.abs(v));
   }
+  function fmtCount(v) {  /* as benchmark.report.tables.fmt_count: 0, 500, 4.0k, 16k, 3.4M */
+    var units = ["", "k", "M", "G", "T", "P"], i = 0;
+    while (v >= 999.5 && i < units.length - 1) { v = v / 1000; i++; }
+    var d = i && v < 9.95 ? 1 : 0, p = Math.pow(10, d);
+    return (Math.floor(v * p + 0.5) / p).toFixed(d) + units[i];
+  }
   function fmtCost(v, spec, scale) {
     if (v === null || v === undefined || isNaN(v) || v < 0) return "\u2014";
     v = v / (scale || 1);
+    if (spec === "si") return fmtCount(v);
     var m = /^\.(\d+)([fg])$/.exec(spec || ".4g");
     if (!m) return String(v);
     var d = parseInt(m[1], 10);
@@ -317,7 +324,12 @@
     var dominated = noiseNote(split, mi, mi >= 0 ? head.metrics[mi].label : metric);
     table.classList.toggle("unranked", dominated);
     var tr = el("tr");
-    ["#", "Row", "Method", "Models", "GFLOPs", "Seed noise"].forEach(function (t, i) { tr.appendChild(el("th", i === 0 || i === 4 ? "num" : "text", t)); });
+    ["#", "Row", "Method", "Models", "GFLOPs", "Train img", "Trained params", "Seed noise"].forEach(function (t, i) {
+      tr.appendChild(el("th", i === 0 || (i >= 4 && i <= 6) ? "num" : "text", t));
+    });
+    tr.children[5].title = "training budget: training images processed to make the row's models (epochs x images x members), " +
+      "summed over every training run behind it, the fine-tunes it builds on included";
+    tr.children[6].title = "training budget: parameters trained, summed over the training runs behind the row";
     tr.lastChild.title = "where the training-seed noise of the difference to the base alone (" + (mi >= 0 ? head.metrics[mi].label : metric) +
       ") comes from: own = the spread over the seeds of its seed group; fallback = the largest spread of this split and metric; none = unmeasured";
     head.metrics.forEach(function (m) {
@@ -340,6 +352,11 @@
       var g = el("td", "num", fmtCost(e.g, ".3g"));
       g.dataset.sort = sortText(e.g);
       row.appendChild(g);
+      [e.ti, e.tp].forEach(function (v) {
+        var td = el("td", "num", fmtCost(v, "si"));
+        td.dataset.sort = sortText(v);
+        row.appendChild(td);
+      });
       var src = el("td", "t seed-source", e.k === "alone" || !pm ? "" : seedSource(pm) + (seedSource(pm) === "own" ? " (" + pm[6] + " seeds)" : ""));
       if (e.k !== "alone" && pm) src.title = seedText(pm);
       row.appendChild(src);

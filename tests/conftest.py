@@ -15,6 +15,14 @@ import torch  # noqa: E402
 torch.set_num_threads(min(2, os.cpu_count() or 1))
 
 
+def pytest_xdist_auto_num_workers(config):
+    """Workers for ``-n auto`` (pyproject's addopts): one per core, at most 4 (each holds torch and the test modules);
+    none, i.e. one process, with ``--benchmark-enable`` (pytest-benchmark does not measure under xdist) or ``--pdb``."""
+    if config.getoption("benchmark_enable", False):
+        return 0
+    return min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+
+
 @pytest.fixture(autouse=True)
 def _restore_cwd():
     """A test that changes directory and fails (or forgets) must not move the tests after it."""
@@ -23,12 +31,44 @@ def _restore_cwd():
     os.chdir(cwd)
 
 
-@pytest.fixture(scope="session")
-def caltech(tmp_path_factory):
-    """Root of a repository copy whose suites/caltech256 pipeline has run through DVC (results/, dvc.lock): one run
-    per session, shared by the bundle tests and tests/pipeline/test_incremental.py (which work on copies of it).
+def once_per_run(tmp_path_factory, name: str, build):
+    """``build(folder)`` once for the whole test run, also with pytest-xdist (``-n``), where every worker is its own
+    session: the first worker that asks builds it under a file lock in the run's shared temporary folder, the others
+    wait and reuse it (the pattern of pytest-xdist's docs). ``build`` returns a path; users read it and never write
+    into it (a test that changes it works on a copy). A build that failed fails every later ask at once, with its error."""
+    import traceback
+    from pathlib import Path
 
-    ``UQBENCH_BUNDLE_FIXTURE=DIR`` reuses a run made by ``python tests/bundle/fixture_run.py DIR`` (development)."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return build(tmp_path_factory.mktemp(name))
+    from filelock import FileLock
+
+    shared = tmp_path_factory.getbasetemp().parent / f"shared-{name}"  # <basetemp>/popen-gwN -> <basetemp>
+    done, failed = shared / "done.txt", shared / "failed.txt"
+    with FileLock(f"{shared}.lock"):
+        if failed.exists():
+            pytest.fail(f"the shared fixture {name!r} failed in another worker:\n{failed.read_text()}", pytrace=False)
+        if not done.exists():
+            (shared / "work").mkdir(parents=True, exist_ok=True)
+            try:
+                result = build(shared / "work")
+            except BaseException:
+                failed.write_text(traceback.format_exc())
+                raise
+            done.write_text(str(result))
+    return Path(done.read_text())
+
+
+def private_copy(src, dst):
+    """A test's own copy of a shared run (``src``) to change: the whole tree (a few MB), symlinks kept, without the
+    DVC scratch folder ``.dvc/tmp`` (another test may be using the original's at the same time)."""
+    import shutil
+
+    shutil.copytree(src, dst, symlinks=True, ignore=lambda d, names: ["tmp"] if os.path.basename(d) == ".dvc" else [])
+    return dst
+
+
+def _caltech_run(tmp_path_factory):
     from pathlib import Path
 
     if os.environ.get("UQBENCH_BUNDLE_FIXTURE"):
@@ -36,4 +76,31 @@ def caltech(tmp_path_factory):
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "bundle"))
     from fixture_run import caltech_run
 
-    return caltech_run(tmp_path_factory.mktemp("caltech"))
+    return once_per_run(tmp_path_factory, "caltech", caltech_run)
+
+
+@pytest.fixture(scope="session")
+def caltech(tmp_path_factory):
+    """Root of a repository copy whose suites/caltech256 pipeline has run through DVC (results/, dvc.lock): one run
+    per test run (shared by the pytest-xdist workers: ``once_per_run``), read by the bundle tests; tests that change
+    it (tests/pipeline/test_incremental.py, tune, simulate, leftovers) work on a ``private_copy``.
+
+    ``UQBENCH_BUNDLE_FIXTURE=DIR`` reuses a run made by ``python tests/bundle/fixture_run.py DIR`` (development)."""
+    return _caltech_run(tmp_path_factory)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    """With pytest-xdist, the first worker starts the shared ``caltech`` run in a background thread (its work is a
+    ``dvc repro`` subprocess) as soon as the selected tests are known to need it: it overlaps with the tests that do
+    not, instead of keeping the workers waiting on its lock when they reach the first test that does."""
+    if os.environ.get("PYTEST_XDIST_WORKER") == "gw0" and any("caltech" in getattr(i, "fixturenames", ()) for i in items):
+        import threading
+
+        threading.Thread(target=_caltech_run, args=(config._tmp_path_factory,), name="caltech-run", daemon=True).start()
+
+
+@pytest.fixture
+def caltech_copy(caltech, tmp_path):
+    """A private copy of the ``caltech`` run (``private_copy``), for a test that writes into it."""
+    return private_copy(caltech, tmp_path / "caltech")

@@ -228,12 +228,15 @@ def test_rows_over_the_file_limit_are_split_in_parts(monkeypatch, caltech, resul
     assert recorded_status(records, load_bundle(out)) == VERIFIED
 
 
-def test_leftovers_of_killed_writes_are_never_packed_or_verified(caltech, results, tmp_path, monkeypatch, capsys):
-    """Hidden ``.name.xxxxxxxx`` folders/files (an interrupted atomic write) are not results: submit and verify skip them."""
+def test_leftovers_of_killed_writes_are_never_packed_or_verified(caltech_copy, tmp_path, monkeypatch, capsys):
+    """Hidden ``.name.xxxxxxxx`` folders/files (an interrupted atomic write) are not results: submit and verify skip them.
+    (On a private copy of the run: other tests read the shared one meanwhile.)"""
     import shutil
 
     from benchmark.bundle import pack
 
+    caltech = caltech_copy
+    results = caltech / "suites" / "caltech256" / "results"
     leftovers = [results / "methods" / ".la-res.abcd1234", results / "logits" / "res" / ".test.wxyz9876.safetensors"]
     shutil.copytree(results / "methods" / "la-res", leftovers[0])
     (leftovers[0] / "cost.json").write_text('{"gflops": "garbage"}')
@@ -251,14 +254,13 @@ def test_leftovers_of_killed_writes_are_never_packed_or_verified(caltech, result
         leftovers[1].unlink()
 
 
-def test_suite_logits_come_back_through_the_root_remote(bundle, caltech, tmp_path, monkeypatch, capsys):
+def test_suite_logits_come_back_through_the_root_remote(bundle, caltech_copy, tmp_path, monkeypatch, capsys):
     """Issue 16 item 6: a suite's outputs live in the root DVC project, so its remote serves them; verify --remote
     pulls them into a checkout that lacks them (and whose suite was not asked for yet: no dvc.yaml)."""
     import subprocess
     import sys
 
-    repo = tmp_path / "clone"
-    shutil.copytree(caltech, repo, symlinks=True)
+    repo = caltech_copy  # a clone of the run
     env = dict(__import__("os").environ, HF_HUB_OFFLINE="1")
     for cmd in (["dvc", "remote", "add", "-d", "team", str(tmp_path / "remote")], ["dvc", "push", "-q"]):
         subprocess.run([sys.executable, "-m", *cmd], cwd=repo, env=env, check=True, capture_output=True, timeout=600)

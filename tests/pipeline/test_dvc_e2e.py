@@ -107,9 +107,7 @@ def test_second_repro_is_a_noop(project):
 
 
 def test_submit_packs_the_embedded_layout_into_a_bundle_that_verifies(project, tmp_path, monkeypatch):
-    """Issue 15: results/ and dvc.lock at the root (the embedded default) -> a bundle, verified from the logits.
-
-    Runs before the zoo grows (the module's tests share one project and run in file order)."""
+    """Issue 15: results/ and dvc.lock at the root (the embedded default) -> a bundle, verified from the logits."""
     from benchmark.cli.main import main as cli_main
 
     out = tmp_path / "leaderboard" / "embedded" / "tiny"
@@ -125,7 +123,8 @@ def test_submit_packs_the_embedded_layout_into_a_bundle_that_verifies(project, t
     assert cli_main(["verify", str(out), "--logits", str(project / "results"), "--strict", "--quiet"]) == 0
 
 
-def test_adding_one_zoo_entry_runs_only_its_stages_and_new_pairs(project):
+def test_adding_one_zoo_entry_runs_only_its_stages_and_new_pairs(project, tmp_path):
+    project = shutil.copytree(project, tmp_path / "copy", symlinks=True)  # the other tests see the finished run as it is
     before = json.loads((project / "results" / "units" / "last_run.json").read_text())
     zoo = yaml.safe_load((project / "zoo" / "embedded.yaml").read_text())
     zoo["models"]["tiny-new"] = {"arch": "test_efficientnet", "init": "scratch", "img_size": 16, "seed": 0, "recipe": "scratch"}

@@ -79,11 +79,8 @@ def _capability() -> str:
 
 @pytest.mark.slow
 @pytest.mark.skipif(not numerics.pinnable(), reason="needs an x86-64 CPU with AVX2")
-def test_a_tiny_suite_reproduces_on_the_simulated_cpu_and_native_kernels_do_not(tmp_path):
-    sys.path.insert(0, str(ROOT / "tests" / "bundle"))
-    from fixture_run import caltech_run  # noqa: E402 - the tiny Caltech-layout suite, run through DVC
-
-    root = caltech_run(tmp_path)
+def test_a_tiny_suite_reproduces_on_the_simulated_cpu_and_native_kernels_do_not(caltech_copy):
+    root = caltech_copy  # the tiny Caltech-layout suite run through DVC (tests/bundle/fixture_run.py), a private copy
     stages = [f"suites/caltech256/dvc.yaml:{s}" for s in ("train@res", "logits@res")]
     # this process pinned its own environment on import (benchmark.config.numerics): the runs start from a clean one
     env = {k: v for k, v in os.environ.items() if k not in (numerics.ENV, "UQ_TIMINGS", *numerics.PINNED, *simulate.OTHER_CPU)}

@@ -43,9 +43,11 @@ def test_write_keeps_one_entry_per_recipe(tmp_path):
 
 
 @pytest.mark.slow
-def test_tune_runs_the_stage_per_lr_without_touching_the_checkout(caltech):
-    """On the tiny suite's finished run: two lrs, two real trainings (each its own validation score, the recipe's
-    budget unchanged), and the checkout's own lock and outputs stay as they were."""
+def test_tune_runs_the_stage_per_lr_without_touching_the_checkout(caltech_copy):
+    """On the tiny suite's finished run (a private copy: other tests read the shared one meanwhile): two lrs, two real
+    trainings (each its own validation score, the recipe's budget unchanged), and the checkout's own lock and outputs
+    stay as they were."""
+    caltech = caltech_copy
     before = lockfile.read(caltech / "suites/caltech256/dvc.lock")
     ckpt = caltech / "suites/caltech256/results/checkpoints/res/train.json"
     record_before = ckpt.read_bytes()

@@ -5,13 +5,33 @@ stage script's ``import``/``from ... import`` of the ``benchmark`` package are f
 sources, package ``__init__`` files included. A method's stage also depends on the method's own module and what it
 imports (the generic ``pipelines/method.py`` imports it by its kind at run time); so adding or editing a method
 re-runs that method's stages (and evaluate, report), never ``data``, ``train@`` or ``logits@``, which import no method.
+
+The package data beside those modules counts too (the report's ``templates/``, ``static/`` and ``published.yaml``):
+a file or folder in a package folder the stage imports from that is neither Python source nor a subpackage. Editing
+a page template re-runs ``report``, nothing else.
 """
 from __future__ import annotations
+
+from pathlib import Path
 
 from benchmark.storage.imports import closure
 
 
+def package_data(root, files) -> list[str]:
+    """The non-Python files and folders (``__pycache__`` and subpackages left out) beside ``files``, paths relative to
+    ``root``, sorted."""
+    root = Path(root)
+    out = set()
+    for folder in {(root / f).parent for f in files}:
+        for p in folder.iterdir():
+            if p.name == "__pycache__" or p.name.startswith(".") or p.suffix == ".py" or (p / "__init__.py").exists():
+                continue
+            out.add(p.relative_to(root).as_posix())
+    return sorted(out)
+
+
 def script_deps(script: str, root=".", modules=()) -> list[str]:
     """The package files (sorted) stage script ``script`` (a path relative to ``root``) runs, with those of the
-    dotted ``modules`` it imports at run time (a method's module)."""
-    return closure(root, script, *modules)
+    dotted ``modules`` it imports at run time (a method's module), then the package data beside them."""
+    code = closure(root, script, *modules)
+    return code + package_data(root, code)

@@ -86,3 +86,16 @@ def test_deps_follow_the_code_and_an_added_method_changes_no_other_stage(tmp_pat
     (tmp_path / "pipelines" / "data.py").write_text((ROOT / "pipelines" / "data.py").read_text()
                                                     + "\nfrom benchmark.methods import zz_probe  # noqa\n")
     assert "benchmark/methods/zz_probe.py" in script_deps("pipelines/data.py", tmp_path)
+
+
+def test_a_stage_depends_on_the_package_data_beside_the_modules_it_imports():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    report = script_deps("pipelines/report.py", root)
+    assert {"benchmark/report/templates", "benchmark/report/static", "benchmark/report/published.yaml"} <= set(report)
+    assert not any(d.endswith("__pycache__") for d in report)
+    for script in ("pipelines/data.py", "pipelines/train.py", "pipelines/logits.py", "pipelines/evaluate.py"):
+        deps = script_deps(script, root)
+        assert not any(d.startswith("benchmark/report/templates") or d.startswith("benchmark/report/static") for d in deps)
+        assert all(d.endswith(".py") for d in deps), script  # no data beside the modules these stages import

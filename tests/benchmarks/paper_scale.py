@@ -139,7 +139,16 @@ def _units(zoo: dict, params: dict) -> pd.DataFrame:
         units.append({"kind": "sve-1" if m == 1 else "sve-M", "base": b, "sidekick": "", "members": b, "method": f"m{m}",
                       "gflops": m * models[b]["gflops"], "params": models[b]["params"] + int(m * 2.5e5), "throughput": thr[b] / m,
                       "balance": np.nan, "overhead_percent": 0.85 * m, "extra_params_percent": 0.47 * (m - 1)})
-    return pd.DataFrame(units)
+    df = pd.DataFrame(units)  # training budgets (synthetic): every zoo model fine-tuned on 10,000 images, all parameters
+    one = {n: (10_000, m["params"]) for n, m in models.items()}
+    members = df["members"].str.split("+")
+    df["train_images"] = [m * 10_000 if k.startswith("sve") else sum(one[x][0] for x in ms)
+                          for k, ms, m in zip(df["kind"], members, df.get("method", pd.Series([""] * len(df))).fillna("")
+                                              .str.lstrip("m").replace("", "1").astype(int))]
+    df["train_params"] = [int(m * 2.5e5) if k.startswith("sve") else sum(one[x][1] for x in ms)
+                          for k, ms, m in zip(df["kind"], members, df.get("method", pd.Series([""] * len(df))).fillna("")
+                                              .str.lstrip("m").replace("", "1").astype(int))]
+    return df
 
 
 def _write_logits(results: Path, units: pd.DataFrame, splits: list[str]) -> dict[str, str]:

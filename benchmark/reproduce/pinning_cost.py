@@ -22,8 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from benchmark.reproduce import lockfile
-from benchmark.reproduce.simulate import SimulateError, Target, make_copy, upstream
+from benchmark.reproduce.simulate import SimulateError, Target, checked_inputs, make_copy
 
 RECORD = "results/numerics.json"
 MODES = ("pinned", "native")
@@ -73,16 +72,7 @@ def measure(stage: str = "train@lite0-s0", repeats: int = 2, *, root=".", progre
         raise ValueError(f"--repeats must be >= 1, got {repeats}")
     root = Path(root).resolve()
     target = Target.parse(stage)
-    try:
-        lock = lockfile.read(root / target.lock)
-    except FileNotFoundError:
-        raise SimulateError(f"{root / target.lock}: not found; run the pipeline first (dvc repro)") from None
-    if target.stage not in lock:
-        raise SimulateError(f"{root / target.lock}: no stage {target.stage!r}")
-    links = upstream({target.lock: lock}, [target])
-    missing = [p for p in links if not (root / p).exists()]
-    if missing:
-        raise SimulateError(f"{root}: inputs {missing} of {stage} are missing; run `dvc repro` first")
+    _, links = checked_inputs(root, [target])
     order = [m for _ in range(repeats) for m in MODES]
     runs = [_time_once(root, target, links, m) for m in tqdm(order, desc=f"time {stage}", disable=not progress)]
     m = machine()

@@ -150,6 +150,25 @@ def upstream(locks: dict[str, dict], targets: list[Target]) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+def checked_inputs(root: Path, targets: list[Target]) -> tuple[dict[str, dict], list[str]]:
+    """The locks of ``targets`` and the upstream outputs they read (:func:`upstream`), after checking that each lock
+    exists, names its stage, and that those outputs are present (one :class:`SimulateError` naming what is not)."""
+    locks = {}
+    for t in targets:
+        if t.lock not in locks:
+            try:
+                locks[t.lock] = lockfile.read(root / t.lock)
+            except FileNotFoundError:
+                raise SimulateError(f"{root / t.lock}: not found; run the pipeline first (dvc repro)") from None
+        if t.stage not in locks[t.lock]:
+            raise SimulateError(f"{root / t.lock}: no stage {t.stage!r} (stages: {', '.join(sorted(locks[t.lock])[:12])}, ...)")
+    links = upstream(locks, targets)
+    missing = [p for p in links if not (root / p).exists()]
+    if missing:
+        raise SimulateError(f"{root}: inputs {missing} of {', '.join(map(str, targets))} are missing; run `dvc repro` first")
+    return locks, links
+
+
 def make_copy(root: Path, dest: Path, targets: list[Target], links: list[str]) -> None:
     for rel in _listed(root):
         src = root / rel
@@ -207,19 +226,7 @@ def simulate(targets: list[str], *, root=".", cpu: str = "avx2", workdir=None, k
 
     root = Path(root).resolve()
     ts = [Target.parse(t) for t in targets]
-    locks = {}
-    for t in ts:
-        if t.lock not in locks:
-            try:
-                locks[t.lock] = lockfile.read(root / t.lock)
-            except FileNotFoundError:
-                raise SimulateError(f"{root / t.lock}: not found; run the pipeline first (dvc repro)") from None
-        if t.stage not in locks[t.lock]:
-            raise SimulateError(f"{root / t.lock}: no stage {t.stage!r} (stages: {', '.join(sorted(locks[t.lock])[:12])}, ...)")
-    links = upstream(locks, ts)
-    missing = [p for p in links if not (root / p).exists()]
-    if missing:
-        raise SimulateError(f"{root}: inputs {missing} of the chosen stages are missing; run `dvc repro` first")
+    locks, links = checked_inputs(root, ts)
     base = Path(workdir) if workdir else root / ".dvc" / "tmp"
     base.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="simulate-", dir=base))

@@ -32,7 +32,7 @@ from pathlib import Path
 import yaml
 
 from benchmark.reproduce import lockfile
-from benchmark.reproduce.simulate import SimulateError, Target, make_copy, upstream
+from benchmark.reproduce.simulate import SimulateError, Target, checked_inputs, make_copy
 
 TUNING = "results/tuning.json"
 
@@ -89,16 +89,7 @@ def tune(stage: str, recipe: str, lrs: list[float], *, root=".", sets=(), progre
         raise ValueError(f"--recipe {recipe!r}: not in {params_file} recipes ({sorted(params.get('recipes') or {})})")
     for key, value in sets:
         params = set_key(params, key, value)
-    try:
-        lock = lockfile.read(root / target.lock)
-    except FileNotFoundError:
-        raise SimulateError(f"{root / target.lock}: not found; run the pipeline first (dvc repro)") from None
-    if target.stage not in lock:
-        raise SimulateError(f"{root / target.lock}: no stage {target.stage!r}")
-    links = upstream({target.lock: lock}, [target])
-    missing = [p for p in links if not (root / p).exists()]
-    if missing:
-        raise SimulateError(f"{root}: inputs {missing} of {stage} are missing; run `dvc repro` first")
+    _, links = checked_inputs(root, [target])
     grid = []
     base = root / ".dvc" / "tmp"
     base.mkdir(parents=True, exist_ok=True)

@@ -35,7 +35,8 @@ def test_the_suite_folder_is_the_manifests_suite(pristine, tmp_path, load):
 
 
 @pytest.mark.parametrize("created, rule", [
-    (_now(dt.timedelta(days=1)), "is in the future"), ("2999-01-01T00:00:00Z", "is in the future"),
+    pytest.param(_now(dt.timedelta(days=1)), "is in the future", id="tomorrow"),  # an id that does not change with
+    ("2999-01-01T00:00:00Z", "is in the future"),                                 # the clock (xdist compares them)
     ("yesterday", "is not a UTC time"), ("2026-02-30T00:00:00Z", "is not a real date"), ("2026-01-01T24:00:00Z", "is not a real date"),
     ("2026-01-01T00:00:00+01:00", "is not a UTC time"), ("2026-01-01t00:00:00z", "is not a UTC time"),
     ("2026-01-01T00:00:00.5Z", "is not a UTC time"), ("2019-12-31T23:59:59Z", "is before 2020"), ("", "is not a UTC time"),

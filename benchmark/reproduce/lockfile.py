@@ -78,6 +78,33 @@ def current_stages(root=".", dvcfile: str = "dvc.yaml") -> set[str] | None:
         return None
 
 
+def prune(path, stages: set[str]) -> list[str]:
+    """Drop from the ``dvc.lock`` at ``path`` every entry of a stage not in ``stages`` (the pipeline's stages now,
+    :func:`current_stages`) and return their names. DVC keeps a removed stage's entry forever, so a lock rebuilt
+    from an older one would go on recording outputs that no committed code produces (and every entry is parsed
+    again after each stage: a bigger lock is a slower ``dvc repro``). The file is rewritten atomically in DVC's own
+    format (ruamel round trip); nothing is written when no entry is stale."""
+    from io import StringIO
+
+    from ruamel.yaml import YAML
+
+    from benchmark.storage import store
+
+    path = Path(path)
+    rt = YAML()  # round trip, as DVC writes the lock
+    data = rt.load(path.read_text(encoding="utf-8"))
+    if not isinstance(data, dict) or not isinstance(data.get("stages"), dict):
+        raise ValueError(f"{path}: not a dvc.lock (no 'stages' mapping)")
+    stale = [name for name in data["stages"] if name not in stages]
+    if stale:
+        for name in stale:
+            del data["stages"][name]
+        buf = StringIO()
+        rt.dump(data, buf)
+        store.write_text(path, buf.getvalue())
+    return stale
+
+
 def compare_outputs(committed: dict, fresh: dict, stages: set[str] | None = None) -> pd.DataFrame:
     """One row per (stage, output) of either lock: ``status`` identical | different | measured (not compared) |
     missing (committed only) | extra (fresh only) | stale (a stage no longer in dvc.yaml: ``stages``)."""

@@ -89,7 +89,15 @@ def machine() -> dict:
 
 
 def run_repro(out, *, force: bool = False, dvc_args=(), install_s: float | None = None, cwd=".") -> dict:
-    """Run ``dvc repro`` (``-f`` when ``force``) with timing records on; write ``out`` (JSON) and return it."""
+    """Run ``dvc repro`` (``-f`` when ``force``) with timing records on; write ``out`` (JSON) and return it. The
+    entries of stages no longer in ``dvc.yaml`` are dropped from ``dvc.lock`` first (:func:`lockfile.prune`)."""
+    from benchmark.reproduce import lockfile
+
+    stages = lockfile.current_stages(cwd)
+    if stages and (Path(cwd) / "dvc.lock").is_file():
+        gone = lockfile.prune(Path(cwd) / "dvc.lock", stages)
+        if gone:
+            print(f"dvc.lock: dropped {len(gone)} entries of stages no longer in dvc.yaml ({', '.join(gone)})", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "timings.jsonl"
         env = dict(os.environ, UQ_TIMINGS=str(log))

@@ -26,4 +26,5 @@ def test_ci_runs_the_readme_test_command():
 
 def test_setup_script_installs_what_the_project_needs():
     script = (ROOT / "scripts" / "setup.sh").read_text()
-    assert 'pip install -q -e ".[test]"' in script and "animal-mnist==0.4" in script and "chromium" in script
+    assert 'pip install -q --no-compile -e ".[test]"' in script and "animal-mnist==0.4" in script and "chromium" in script
+    assert "compileall -q -j 0" in script, "--no-compile without the parallel byte-compile leaves every stage compiling at import"

@@ -37,7 +37,8 @@ def pytest_fixture_setup(fixturedef, request):
 
 
 def pytest_runtest_logreport(report):
-    if report.when:
+    # under xdist the controller gets every worker's reports again: count each test once, where it ran
+    if report.when and not (os.environ.get("PYTEST_XDIST_WORKER") is None and getattr(report, "node", None) is not None):
         _write({"kind": "test", "node": report.nodeid, "when": report.when, "seconds": report.duration,
                 "outcome": report.outcome})
 
@@ -45,6 +46,8 @@ def pytest_runtest_logreport(report):
 def summarise(lines: list[dict], top: int) -> str:
     per_file, per_fixture, per_test = defaultdict(float), defaultdict(lambda: [0.0, 0, ""]), defaultdict(float)
     total = 0.0
+    if any(r.get("worker", "main") != "main" for r in lines):  # an xdist run written before the controller was left out
+        lines = [r for r in lines if not (r["kind"] == "test" and r.get("worker", "main") == "main")]
     for r in lines:
         if r["kind"] == "test":
             per_file[r["node"].split("::")[0]] += r["seconds"]

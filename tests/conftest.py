@@ -89,12 +89,38 @@ def caltech(tmp_path_factory):
     return _caltech_run(tmp_path_factory)
 
 
+def _uses_caltech(item) -> bool:
+    return "caltech" in getattr(item, "fixturenames", ())
+
+
+def schedule(items) -> list:
+    """The order the test files are handed out in (pytest-xdist's ``loadfile`` sends whole files in collection
+    order): files with an end-to-end (``slow``) test first, so that the longest files do not start last and leave
+    one worker running alone at the end; files that read the shared ``caltech`` run last (their slow files first),
+    so that no worker sits waiting on its lock while it is built; the rest between. Within a file, the order is
+    kept."""
+    caltech, slow = set(), set()
+    for item in items:
+        f = item.nodeid.split("::")[0]
+        if _uses_caltech(item):
+            caltech.add(f)
+        if item.get_closest_marker("slow"):
+            slow.add(f)
+
+    def rank(item) -> int:
+        f = item.nodeid.split("::")[0]
+        return (2 if f in caltech else 0) + (0 if f in slow else 1)
+
+    return sorted(items, key=rank)  # stable: a file's tests stay together and in their order
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
-    """With pytest-xdist, the first worker starts the shared ``caltech`` run in a background thread (its work is a
-    ``dvc repro`` subprocess) as soon as the selected tests are known to need it: it overlaps with the tests that do
-    not, instead of keeping the workers waiting on its lock when they reach the first test that does."""
-    if os.environ.get("PYTEST_XDIST_WORKER") == "gw0" and any("caltech" in getattr(i, "fixturenames", ()) for i in items):
+    """Files in :func:`schedule` order. With pytest-xdist, the first worker also starts the shared ``caltech`` run in
+    a background thread (its work is a ``dvc repro`` subprocess) as soon as the selected tests are known to need it:
+    it overlaps with the tests that do not, instead of keeping the workers waiting on its lock."""
+    items[:] = schedule(items)
+    if os.environ.get("PYTEST_XDIST_WORKER") == "gw0" and any(_uses_caltech(i) for i in items):
         import threading
 
         threading.Thread(target=_caltech_run, args=(config._tmp_path_factory,), name="caltech-run", daemon=True).start()

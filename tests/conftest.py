@@ -123,7 +123,9 @@ def pytest_collection_modifyitems(config, items):
     if os.environ.get("PYTEST_XDIST_WORKER") == "gw0" and any(_uses_caltech(i) for i in items):
         import threading
 
-        threading.Thread(target=_caltech_run, args=(config._tmp_path_factory,), name="caltech-run", daemon=True).start()
+        factory = config._tmp_path_factory
+        factory.getbasetemp()  # made (and cached) here: the thread and the first test must not both create it
+        threading.Thread(target=_caltech_run, args=(factory,), name="caltech-run", daemon=True).start()
 
 
 @pytest.fixture

@@ -37,8 +37,9 @@ def pytest_fixture_setup(fixturedef, request):
 
 
 def pytest_runtest_logreport(report):
-    # under xdist the controller gets every worker's reports again: count each test once, where it ran
-    if report.when and not (os.environ.get("PYTEST_XDIST_WORKER") is None and getattr(report, "node", None) is not None):
+    # under xdist the controller gets every worker's report again, tagged with its ``node``: count each test once,
+    # where it ran
+    if report.when and getattr(report, "node", None) is None:
         _write({"kind": "test", "node": report.nodeid, "when": report.when, "seconds": report.duration,
                 "outcome": report.outcome})
 

@@ -81,9 +81,9 @@ def current_stages(root=".", dvcfile: str = "dvc.yaml") -> set[str] | None:
 def prune(path, stages: set[str]) -> list[str]:
     """Drop from the ``dvc.lock`` at ``path`` every entry of a stage not in ``stages`` (the pipeline's stages now,
     :func:`current_stages`) and return their names. DVC keeps a removed stage's entry forever, so a lock rebuilt
-    from an older one would go on recording outputs that no committed code produces (and every entry is parsed
-    again after each stage: a bigger lock is a slower ``dvc repro``). The file is rewritten atomically in DVC's own
-    format (ruamel round trip); nothing is written when no entry is stale."""
+    from an older one would go on recording outputs that no committed code produces (DVC also parses the whole
+    lock again around each stage it runs). The file is rewritten atomically in DVC's own format (ruamel round
+    trip); nothing is written when no entry is stale."""
     from io import StringIO
 
     from ruamel.yaml import YAML

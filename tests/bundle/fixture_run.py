@@ -23,19 +23,26 @@ METHODS = {  # one method output (last-layer Laplace, no training) so that metho
 }
 
 
+# dropout in the fine-tune: the MC dropout samples of tests/pipeline/test_paper_suite_pipeline.py, which adds every
+# method kind to a copy of this run, sample the dropout the models were trained with (no model is retrained there)
+FINETUNE = {"epochs": 1, "batch_size": 5, "lr": 0.003, "select_by": "accuracy", "drop_rate": 0.2}
+LOG = "repro.log"  # next to the run's root (``tmp``): what its ``dvc repro`` printed
+
+
 def caltech_run(tmp: Path) -> Path:
-    """Run the suite pipeline in a copy of the repository under ``tmp``; returns the copy's root."""
+    """Run the suite pipeline in a copy of the repository under ``tmp``; returns the copy's root (``tmp/repo``)."""
     data = write_caltech256(tmp / "data", counts=(PER_CLASS,) * 3)
     root = copy_repo(tmp / "repo", ["caltech256"])
     folder = root / "suites" / "caltech256"
-    params = tiny_params("caltech256", data, finetune={"epochs": 1, "batch_size": 5, "lr": 0.003, "select_by": "accuracy"})
+    params = tiny_params("caltech256", data, finetune=FINETUNE)
     params["evaluate"]["workers"] = 1
     (folder / "params.yaml").write_text(yaml.safe_dump(params | METHODS))
     (root / "zoo" / "caltech256.yaml").write_text(yaml.safe_dump(TINY_ZOO))
     run(["git", "init", "-q"], root)
     run([sys.executable, "-m", "dvc", "init", "-q"], root)
     run([sys.executable, "-m", "benchmark", "suite-pipeline", "caltech256"], root)  # ask for the suite: its dvc.yaml
-    run([sys.executable, "-m", "dvc", "repro", "suites/caltech256/dvc.yaml"], root)  # from the root (one DVC project)
+    out = run([sys.executable, "-m", "dvc", "repro", "suites/caltech256/dvc.yaml"], root).stdout  # from the root (one DVC project)
+    (tmp / LOG).write_text(out)
     return root
 
 

@@ -257,21 +257,30 @@ def test_paper_recipe_must_select_like_the_suite(tmp_path, monkeypatch):
 # -- (2) one paper suite end to end through DVC, on CPU ---------------------------------------------------
 
 @pytest.mark.slow
-def test_caltech256_suite_through_dvc(tmp_path):
-    data = write_caltech256(tmp_path / "data", counts=(PER_CLASS,) * 3)
-    root = copy_repo(tmp_path / "repo", ["caltech256"])
+def test_caltech256_suite_through_dvc(caltech, caltech_copy):
+    """The shared run (the session fixture ``caltech``: tests/bundle/fixture_run.py, two models and a last-layer
+    Laplace) on a private copy, grown to every method kind the suite template renders and a pretrained model used
+    as it is (recipe ``epochs: 0``): the second ``dvc repro`` runs only what is new."""
+    sys.path.insert(0, str(ROOT / "tests" / "bundle"))
+    from fixture_run import FINETUNE, LOG
+
+    root = caltech_copy
     folder = root / "suites" / "caltech256"
-    params = tiny_params("caltech256", data, finetune={"epochs": 1, "batch_size": 5, "lr": 0.003, "select_by": "accuracy",
-                                                       "drop_rate": 0.2},
-                         none={"epochs": 0}, sve={"epochs": 1, "batch_size": 5, "lr": 0.01, "select_by": "accuracy"})
+    params = yaml.safe_load((folder / "params.yaml").read_text())
+    params = tiny_params("caltech256", params["data_root"], finetune=FINETUNE, none={"epochs": 0},
+                         sve={"epochs": 1, "batch_size": 5, "lr": 0.01, "select_by": "accuracy"})
+    params["evaluate"]["workers"] = 1
     (folder / "params.yaml").write_text(yaml.safe_dump(params | METHODS))
     assert suite_pipeline.write("caltech256", root) == [folder / "dvc.yaml"]  # sve.members selects the SVE stages
     (root / "zoo" / "caltech256.yaml").write_text(yaml.safe_dump({"models": {**TINY_ZOO["models"], "lite": LITE0}}))
-    dvc_project(root)
     # from the root, as the README says: the suite folder is a plain folder of the root DVC project
+    first = (caltech.parent / LOG).read_text()
     out = run([sys.executable, "-m", "dvc", "repro", "suites/caltech256/dvc.yaml"], root).stdout
-    for stage in ("data", "train@res", "sve-train", "sve@2", "mc_dropout@mcd-eff", "laplace@la-res", "shallow@sh-eff"):
-        assert f"Running stage 'suites/caltech256/dvc.yaml:{stage}'" in out  # DVC names stages by their dvc.yaml
+    ran = {line.split(":", 1)[1].rstrip(":").rstrip("'") for line in out.splitlines() if line.startswith("Running stage 'suites/caltech256/dvc.yaml:")}
+    for stage in ("data", "train@res", "logits@res", "train@eff"):  # DVC names stages by their dvc.yaml
+        assert f"Running stage 'suites/caltech256/dvc.yaml:{stage}'" in first and stage not in ran, out
+    assert {"train@lite", "logits@lite", "sve-train", "sve@2", "mc_dropout@mcd-eff", "shallow@sh-eff", "evaluate", "report"} <= ran, out
+    assert "Running stage 'suites/caltech256/dvc.yaml:laplace@la-res'" in first  # (its params changed here: it may rerun)
     m = pd.read_csv(folder / "results" / "metrics.csv")
     assert set(m["suite"]) == {"caltech256"}
     assert set(m["family"]) == {"single", "duo", "sve", "mc_dropout", "laplace", "shallow_ensemble"}

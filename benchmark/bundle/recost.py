@@ -5,7 +5,8 @@
   :func:`benchmark.stages.per_model.cost` does) and counted with fvcore
   (:func:`benchmark.models.cost.count_flops`, which switches timm's fused attention off
   while counting) and :func:`~benchmark.models.cost.count_params`; the class count is the
-  logits' (C);
+  logits' (C). The weights are not initialised for this and each structure is counted
+  once per process (:func:`benchmark.models.factory.structure_cost`);
 * a unit's gflops, params, balance, overhead_percent and extra_params_percent: the
   evaluate stage's unit list (:func:`benchmark.evaluation.stage.unit_list`, i.e. the
   ``units`` functions of the methods evaluated per unit and
@@ -72,19 +73,15 @@ def model_costs(entries: dict, num_classes: int, recipes: dict | None = None, tr
     budget (from ``recipes``, name -> Recipe, and ``train_size``; NaN without them)."""
     from benchmark.models import cost, factory
 
-    built: dict[tuple, dict] = {}
     out = {}
     for name, e in entries.items():
-        key = (e.arch, e.img_size, e.init if e.init_kind == "torchvision" else "", num_classes)
-        if key not in built:
-            model = factory.create(e, num_classes, load_weights=False)
-            built[key] = cost.static_cost(model, e.img_size)  # as the cost stage (benchmark.stages.per_model.cost)
+        static = factory.structure_cost(e, num_classes)  # as the cost stage (benchmark.stages.per_model.cost)
         if train_size is None or recipes is None or e.recipe not in recipes:
             trained = {k: NAN for k in cost.BUDGET}
         else:  # as the cost stage (benchmark.stages.per_model.budget)
-            trained = cost.train_budget(recipes[e.recipe].epochs, train_size, built[key]["params"])
+            trained = cost.train_budget(recipes[e.recipe].epochs, train_size, static["params"])
         out[name] = {"name": name, "arch": e.arch, "init": e.init, "img_size": e.img_size, "seed": e.seed, "role": e.role,
-                     **built[key], **trained, "throughput": NAN}
+                     **static, **trained, "throughput": NAN}
     return out
 
 

@@ -25,31 +25,33 @@ def _err(msg: str) -> None:
 
 @functools.lru_cache(maxsize=None)
 def arch_flops(arch: str, img_size: int, num_classes: int = 1000) -> dict:
-    """GFLOPs and parameters of timm ``arch`` (``name`` or ``name.tag``) at ``img_size``, built without weights."""
+    """GFLOPs and parameters of timm ``arch`` (``name`` or ``name.tag``) at ``img_size``, built without weights
+    (:func:`benchmark.models.cost.unweighted_cost`)."""
     import timm
 
-    from benchmark.models.cost import count_flops, count_params
+    from benchmark.models.cost import unweighted_cost
     from benchmark.models.factory import timm_kwargs
 
     if not timm.is_model(arch):
         close = timm.list_models(f"*{arch.split('.')[0].split('_')[0]}*")[:8]
         raise ValueError(f"unknown timm architecture {arch!r}; similar names: {close}")
     try:
-        model = timm.create_model(arch, pretrained=False, num_classes=num_classes, **timm_kwargs(arch, img_size))
-        gflops = count_flops(model, img_size)
+        cost = unweighted_cost(lambda: timm.create_model(arch, pretrained=False, num_classes=num_classes,
+                                                         **timm_kwargs(arch, img_size)), img_size)
     except Exception as e:  # wrong size for the architecture, unknown tag, ...
         raise ValueError(f"{arch} cannot run at {img_size}x{img_size} ({type(e).__name__}: {e})") from None
-    return {"arch": arch, "img_size": img_size, "num_classes": num_classes, "gflops": gflops, "params": count_params(model)}
+    return {"arch": arch, "img_size": img_size, "num_classes": num_classes, **cost}
 
 
 @functools.lru_cache(maxsize=None)
 def torchvision_flops(arch: str, img_size: int, num_classes: int = 1000, weights: str | None = None) -> dict:
     """GFLOPs and parameters of torchvision builder ``arch`` with the structure of ``weights``
-    (``<Enum>.<checkpoint>``; default: the builder's DEFAULT), random weights."""
+    (``<Enum>.<checkpoint>``; default: the builder's DEFAULT), built without weights
+    (:func:`benchmark.models.cost.unweighted_cost`)."""
     import torchvision.models
 
     from benchmark.models import torchvision_zoo
-    from benchmark.models.cost import count_flops, count_params
+    from benchmark.models.cost import unweighted_cost
 
     if weights is None:
         if arch not in torchvision_zoo.builders():
@@ -57,15 +59,19 @@ def torchvision_flops(arch: str, img_size: int, num_classes: int = 1000, weights
         enum = torchvision.models.get_model_weights(arch)
         weights = f"{enum.__name__}.{enum.DEFAULT.name}"
     w = torchvision_zoo.resolve(f"torchvision model {arch!r}", arch, weights)
-    try:
+
+    def build():
         model = torchvision_zoo.build(arch, arch, w, pretrained=False)
         if num_classes != model.num_classes:
             model.reset_classifier(num_classes)
-        gflops = count_flops(model, img_size)
+        return model
+
+    try:
+        cost = unweighted_cost(build, img_size)
     except Exception as e:  # wrong size for the architecture, ...
         raise ValueError(f"torchvision {arch} cannot run at {img_size}x{img_size} ({type(e).__name__}: {e})") from None
     return {"arch": f"torchvision:{arch}", "weights": weights, "img_size": img_size, "num_classes": num_classes,
-            "gflops": gflops, "params": count_params(model), "published_gflops": torchvision_zoo.published_gflops(w)}
+            **cost, "published_gflops": torchvision_zoo.published_gflops(w)}
 
 
 def entry_flops(entry) -> dict:

@@ -26,6 +26,7 @@ the MAP model's logits.
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -247,16 +248,23 @@ def laplace_cost(model: nn.Module, la_head: LaplaceHead, img_size: int) -> dict:
 @register_cost("laplace")
 def laplace_output_cost(info: dict, entry, num_classes: int, members: int, cfg: LaplaceConfig) -> dict:
     """:func:`laplace_cost` of an output described by its cost record ``info``, rebuilt without weights (the sizes
-    only depend on the shapes: a GGN fitted on one zero feature serves)."""
-    from benchmark.models import factory
-
+    only depend on the shapes: a GGN fitted on one zero feature serves); computed once per process for each entry,
+    class count and predictive (the GGN's eigendecompositions take seconds on a wide head)."""
     samples = info.get("samples", 0)
     check_options(info.get("hessian"), info.get("predictive"), samples, entry.name)
     if members != (samples if info["predictive"] == "mc" else 1):
         raise ValueError(f"{info['predictive']} predictive with samples {samples}, but the logits have {members} member(s)")
+    return dict(_cost_without_weights(entry, num_classes, info["hessian"], info["predictive"],
+                                      samples if info["predictive"] == "mc" else 0))
+
+
+@functools.lru_cache(maxsize=None)
+def _cost_without_weights(entry, num_classes: int, kind: str, predictive: str, samples: int) -> dict:
+    from benchmark.models import factory
+
     model = factory.create(entry, num_classes, load_weights=False)
     head = linear_head(model, METHOD, entry.name)
     w, b = head.weight.detach(), head.bias.detach()
-    hessian = fit_hessian(w.new_zeros(1, w.shape[1]), torch.zeros(1, dtype=torch.long), w, b, info["hessian"])
-    la_head = LaplaceHead(hessian, w, b, 1.0, predictive=info["predictive"], samples=samples)
+    hessian = fit_hessian(w.new_zeros(1, w.shape[1]), torch.zeros(1, dtype=torch.long), w, b, kind)
+    la_head = LaplaceHead(hessian, w, b, 1.0, predictive=predictive, samples=samples)
     return laplace_cost(model, la_head, entry.img_size)

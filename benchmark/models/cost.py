@@ -23,6 +23,7 @@ from __future__ import annotations
 import numbers
 import time
 from collections import Counter
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -73,6 +74,25 @@ def static_cost(model: nn.Module, img_size: int) -> dict:
     """``gflops`` and ``params`` of ``model``: what depends on its structure only, so that anyone can recompute it
     (``verify`` does, from the zoo entry built without weights); throughput is measured apart."""
     return {"gflops": count_flops(model, img_size), "params": count_params(model)}
+
+
+def unweighted_cost(build: Callable[[], nn.Module], img_size: int) -> dict:
+    """:func:`static_cost` of the model ``build()`` makes, without initialising its weights (the random init of a large
+    model takes as long as the count). It is built on the meta device (shapes, no memory), its parameters counted there
+    (tied weights once), then given CPU memory set to zeros for fvcore's trace, which runs one real forward: what is
+    counted are the shapes of that forward's ops, and zeros keep it independent of whatever the memory held. A builder
+    that fails on the meta device (torchvision's RegNets compute their widths with tensors) builds as it is."""
+    try:
+        with torch.device("meta"):
+            model = build()
+    except Exception:  # the error, if any, is the builder's own: raised again by building it as it is
+        return static_cost(build(), img_size)
+    params = count_params(model)
+    model.to_empty(device="cpu")
+    with torch.no_grad():
+        for t in (*model.parameters(), *model.buffers()):
+            t.zero_()
+    return {"gflops": count_flops(model, img_size), "params": params}
 
 
 @torch.no_grad()

@@ -6,9 +6,11 @@ safetensors); nothing in a zoo entry is executed.
 """
 from __future__ import annotations
 
+import functools
 import glob
 import importlib.util
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -131,3 +133,21 @@ def timm_kwargs(arch: str, img_size: int) -> dict:
     if cfg is not None and cfg.fixed_input_size and tuple(cfg.input_size[-2:]) != (img_size, img_size):
         return {"img_size": img_size}
     return {}
+
+
+def structure_cost(entry: ZooEntry, num_classes: int) -> dict:
+    """GFLOPs and parameters of ``entry`` built without weights with ``num_classes`` outputs: what the cost stage counts
+    on it (:func:`benchmark.models.cost.static_cost`), counted without initialising the weights
+    (:func:`~benchmark.models.cost.unweighted_cost`) and once per process for each structure, i.e. architecture and
+    input size (and a torchvision entry's weights, whose name its errors keep): the seed and a timm or PyPI init
+    change the weights only."""
+    keep = entry.init_kind == "torchvision"
+    key = replace(entry, name=entry.name if keep else "", init=entry.init if keep else "scratch", seed=0, recipe="", role="")
+    return dict(_structure_cost(key, num_classes))
+
+
+@functools.lru_cache(maxsize=None)
+def _structure_cost(entry: ZooEntry, num_classes: int) -> dict:
+    from benchmark.models import cost
+
+    return cost.unweighted_cost(lambda: create(entry, num_classes, load_weights=False), entry.img_size)

@@ -3,7 +3,7 @@ import torch
 from torch import nn
 
 from benchmark.cli.zoo_commands import arch_flops  # what `python -m benchmark flops` counts
-from benchmark.models.cost import count_flops, measure_throughput
+from benchmark.models.cost import count_flops, measure_throughput, static_cost, unweighted_cost
 
 
 @pytest.mark.parametrize("arch, published", [("resnet50", 4.1), ("efficientnet_b0", 0.39), ("vit_base_patch16_224", 17.6)])
@@ -35,6 +35,31 @@ def test_vit_attention_is_counted_even_with_fused_attention_on():
     ops = fca.by_operator()
     assert ops["matmul"] > 0  # q @ k^T and attn @ v
     assert g == pytest.approx(sum(v for k, v in ops.items() if k in ("conv", "linear", "matmul")) / 1e9)
+
+
+@pytest.mark.parametrize("arch", ["test_vit", "test_resnet", "test_efficientnet", "test_convnext"])
+def test_counting_without_weights_counts_as_the_initialised_model(arch):
+    import timm
+
+    def build():
+        return timm.create_model(arch, pretrained=False, num_classes=7)
+
+    size = build().pretrained_cfg["input_size"][-1]
+    assert unweighted_cost(build, size) == static_cost(build(), size)
+
+
+def test_counting_without_weights_tied_weights_once_and_tensor_computing_builders():
+    def tied():
+        m = nn.Sequential(nn.Conv2d(3, 3, 1), nn.Conv2d(3, 3, 1))
+        m[1].weight = m[0].weight
+        return m
+
+    assert unweighted_cost(tied, 8) == static_cost(tied(), 8) == {"gflops": 2 * 8 * 8 * 9 / 1e9, "params": 9 + 3 + 3}
+
+    def computed():  # a width computed with tensors (torchvision's RegNets): cannot be built on the meta device
+        return nn.Conv2d(3, int(torch.tensor(4).item()), 1)
+
+    assert unweighted_cost(computed, 8) == static_cost(computed(), 8) == {"gflops": 8 * 8 * 4 * 3 / 1e9, "params": 16}
 
 
 def test_unknown_arch_is_named():

@@ -47,17 +47,19 @@ def load_params(path="params.yaml") -> Params:
     return hit[1]
 
 
-def zoo(params: Params) -> dict[str, ZooEntry]:
+def zoo(params: Params, *, check_arch: bool = True) -> dict[str, ZooEntry]:
     """The zoo params ``zoo`` names, validated against its recipes; parsed once per process (cached on the file's
-    resolved path, a hash of its bytes and the recipe names)."""
+    resolved path, a hash of its bytes, the recipe names and ``check_arch``). ``check_arch=False`` leaves out the
+    look-up of each architecture in timm, and so timm's import (~2 s): for a stage that builds no model and reads
+    what the ``train@``/``logits@`` stages, which check it, made."""
     names = tuple(sorted(params.recipes))
     path = Path(params.zoo)
     try:  # the file's bytes, hashed (as load_params): a rewrite within the file system's time resolution is not missed
-        key = (path.resolve(), hashlib.sha256(path.read_bytes()).hexdigest(), names)
+        key = (path.resolve(), hashlib.sha256(path.read_bytes()).hexdigest(), names, check_arch)
     except OSError:
         key = None  # load_zoo names the problem
     if key is None or key not in _ZOO:
-        entries = load_zoo(params.zoo, recipes=names)
+        entries = load_zoo(params.zoo, recipes=names, check_arch=check_arch)
         if key is None:
             return entries
         _ZOO[key] = entries

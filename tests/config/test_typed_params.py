@@ -173,3 +173,22 @@ def test_suite_and_zoo_files_are_parsed_once_per_process(tmp_path):
     assert stage_config.zoo(params) == stage_config.zoo(params) and stage_config.zoo(params) is not stage_config.zoo(params)  # a copy each call
     zoo_entry = next(iter(stage_config.zoo(params).values()))
     assert all(stage_config.zoo(params)[n] is e for n, e in stage_config.zoo(params).items()) and zoo_entry.name in stage_config.zoo(params)
+
+
+def test_zoo_without_the_arch_check_skips_only_the_timm_look_up(tmp_path):
+    """``check_arch=False`` (the evaluate stage: it builds no model) still checks names, fields and recipes; only an
+    architecture timm does not know passes, and the checked and the unchecked parse are cached apart."""
+    from benchmark.models.zoo import ZooError
+
+    zoo = yaml.safe_load((ROOT / RAW["zoo"]).read_text())
+    name = next(iter(zoo["models"]))
+    zoo["models"][name]["arch"] = "no_such_architecture"
+    (tmp_path / "zoo.yaml").write_text(yaml.safe_dump(zoo))
+    params = stage_config.load_params(_write(tmp_path, lambda p: p.update(zoo=str(tmp_path / "zoo.yaml"))))
+    assert stage_config.zoo(params, check_arch=False)[name].arch == "no_such_architecture"
+    with pytest.raises(ZooError, match=f"zoo entry '{name}': unknown timm architecture 'no_such_architecture'"):
+        stage_config.zoo(params)  # not served from the unchecked parse's cache
+    zoo["models"][name].update(arch="resnet18", recipe="no-such-recipe")
+    (tmp_path / "zoo.yaml").write_text(yaml.safe_dump(zoo))
+    with pytest.raises(ZooError, match="unknown recipe 'no-such-recipe'"):
+        stage_config.zoo(params, check_arch=False)

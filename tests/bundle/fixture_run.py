@@ -1,5 +1,6 @@
-"""A tiny Caltech-256-layout suite run through DVC (the fixture of tests/pipeline/test_paper_suite_pipeline.py,
-with two scratch models and one method output), shared by the bundle tests. Also runnable as a script:
+"""A tiny Caltech-256-layout suite run through DVC (two scratch models and one method output), shared by the tests
+that read a finished suite run (tests/conftest.py's ``caltech``: the bundle tests, incremental, simulate, tune);
+tests/pipeline/test_paper_suite_pipeline.py grows a copy of it to every method kind. Also runnable as a script:
 ``python tests/bundle/fixture_run.py DIR`` (for development)."""
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ def caltech_run(tmp: Path) -> Path:
     run(["git", "init", "-q"], root)
     run([sys.executable, "-m", "dvc", "init", "-q"], root)
     run([sys.executable, "-m", "benchmark", "suite-pipeline", "caltech256"], root)  # ask for the suite: its dvc.yaml
-    out = run([sys.executable, "-m", "dvc", "repro", "suites/caltech256/dvc.yaml"], root).stdout  # from the root (one DVC project)
+    out = run([sys.executable, "-m", "dvc", "repro", "suites/caltech256/dvc.yaml"], root).stdout  # from the root
     (tmp / LOG).write_text(out)
     return root
 

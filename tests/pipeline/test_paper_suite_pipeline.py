@@ -276,10 +276,12 @@ def test_caltech256_suite_through_dvc(caltech, caltech_copy):
     # from the root, as the README says: the suite folder is a plain folder of the root DVC project
     first = (caltech.parent / LOG).read_text()
     out = run([sys.executable, "-m", "dvc", "repro", "suites/caltech256/dvc.yaml"], root).stdout
-    ran = {line.split(":", 1)[1].rstrip(":").rstrip("'") for line in out.splitlines() if line.startswith("Running stage 'suites/caltech256/dvc.yaml:")}
+    prefix = "Running stage 'suites/caltech256/dvc.yaml:"
+    ran = {line.removeprefix(prefix).rstrip(":").rstrip("'") for line in out.splitlines() if line.startswith(prefix)}
     for stage in ("data", "train@res", "logits@res", "train@eff"):  # DVC names stages by their dvc.yaml
         assert f"Running stage 'suites/caltech256/dvc.yaml:{stage}'" in first and stage not in ran, out
-    assert {"train@lite", "logits@lite", "sve-train", "sve@2", "mc_dropout@mcd-eff", "shallow@sh-eff", "evaluate", "report"} <= ran, out
+    new = {"train@lite", "logits@lite", "sve-train", "sve@2", "mc_dropout@mcd-eff", "shallow@sh-eff", "evaluate", "report"}
+    assert new <= ran, out
     assert "Running stage 'suites/caltech256/dvc.yaml:laplace@la-res'" in first  # (its params changed here: it may rerun)
     m = pd.read_csv(folder / "results" / "metrics.csv")
     assert set(m["suite"]) == {"caltech256"}

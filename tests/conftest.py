@@ -15,6 +15,38 @@ import torch  # noqa: E402
 torch.set_num_threads(min(2, os.cpu_count() or 1))
 
 
+def pytest_configure(config):
+    """Start this process's warm ``python`` (tests/warm_python.py) for the DVC stages the tests run: in every
+    pytest-xdist worker, or in the one process without xdist; not in xdist's controller, which runs no test.
+    ``UQBENCH_WARM=0`` runs every stage in a fresh interpreter instead."""
+    runs_tests = os.environ.get("PYTEST_XDIST_WORKER") or not config.getoption("numprocesses", None)
+    if runs_tests and os.environ.get("UQBENCH_WARM", "1") != "0" and not hasattr(config, "_warm_python"):
+        import subprocess
+        import tempfile
+
+        sys.path.insert(0, os.path.dirname(__file__))
+        import warm_python
+
+        folder = tempfile.mkdtemp(prefix="uqwarm-")
+        os.environ["PATH"] = warm_python.write_shim(os.path.join(folder, "bin"), sys.executable) + os.pathsep + os.environ["PATH"]
+        os.environ[warm_python.ENV] = sock = os.path.join(folder, "sock")
+        with open(os.path.join(folder, "server.log"), "w") as log:  # its own output: the preloads' warnings
+            server = subprocess.Popen([sys.executable, warm_python.__file__, sock], stdin=subprocess.DEVNULL,
+                                      stdout=log, stderr=subprocess.STDOUT)
+        config._warm_python = (folder, server)
+
+
+def pytest_unconfigure(config):
+    warm = getattr(config, "_warm_python", None)
+    if warm:
+        import shutil
+
+        folder, server = warm
+        server.kill()
+        server.wait()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def pytest_xdist_auto_num_workers(config):
     """Workers for ``-n auto`` (pyproject's addopts): one per core, at most 4 (each holds torch and the test modules);
     none, i.e. one process, with ``--benchmark-enable`` (pytest-benchmark does not measure under xdist) or ``--pdb``."""

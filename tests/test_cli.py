@@ -179,8 +179,8 @@ def test_help_and_usage(capsys):
 
 
 def test_module_entry_point(files):
-    proc = subprocess.run([sys.executable, "-m", "benchmark", "metrics", files["base_test"], "--json"], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(["python", "-m", "benchmark", "metrics", files["base_test"], "--json"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert METRIC_KEYS <= set(json.loads(proc.stdout))
-    proc = subprocess.run([sys.executable, "-m", "benchmark", "metrics", "missing.npz"], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(["python", "-m", "benchmark", "metrics", "missing.npz"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and proc.stderr.startswith("error: missing.npz")

@@ -40,9 +40,9 @@ def caltech_run(tmp: Path) -> Path:
     (folder / "params.yaml").write_text(yaml.safe_dump(params | METHODS))
     (root / "zoo" / "caltech256.yaml").write_text(yaml.safe_dump(TINY_ZOO))
     run(["git", "init", "-q"], root)
-    run([sys.executable, "-m", "dvc", "init", "-q"], root)
-    run([sys.executable, "-m", "benchmark", "suite-pipeline", "caltech256"], root)  # ask for the suite: its dvc.yaml
-    out = run([sys.executable, "-m", "dvc", "repro", "suites/caltech256/dvc.yaml"], root).stdout  # from the root
+    run(["python", "-m", "dvc", "init", "-q"], root)
+    run(["python", "-m", "benchmark", "suite-pipeline", "caltech256"], root)  # ask for the suite: its dvc.yaml
+    out = run(["python", "-m", "dvc", "repro", "suites/caltech256/dvc.yaml"], root).stdout  # from the root
     (tmp / LOG).write_text(out)
     return root
 

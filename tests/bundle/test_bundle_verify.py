@@ -263,7 +263,7 @@ def test_suite_logits_come_back_through_the_root_remote(bundle, caltech_copy, tm
     repo = caltech_copy  # a clone of the run
     env = dict(__import__("os").environ, HF_HUB_OFFLINE="1")
     for cmd in (["dvc", "remote", "add", "-d", "team", str(tmp_path / "remote")], ["dvc", "push", "-q"]):
-        subprocess.run([sys.executable, "-m", *cmd], cwd=repo, env=env, check=True, capture_output=True, timeout=600)
+        subprocess.run(["python", "-m", *cmd], cwd=repo, env=env, check=True, capture_output=True, timeout=600)
     folder = repo / "suites" / "caltech256"
     for gone in (folder / "results" / "logits", folder / "results" / "methods", repo / ".dvc" / "cache"):
         shutil.rmtree(gone)

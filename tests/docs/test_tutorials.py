@@ -102,8 +102,8 @@ def reader(tmp_path):
         else:
             shutil.copy2(src, tmp_path / name)
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
-    env = {**os.environ, "PYTHONPATH": str(tmp_path), "HF_HUB_OFFLINE": "1", "NO_MKDOCS_2_WARNING": "1",
-           "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    # PATH: tests/conftest.py put the virtual environment's bin (python, dvc) on it, behind the tests' warm python
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "HF_HUB_OFFLINE": "1", "NO_MKDOCS_2_WARNING": "1"}
     return tmp_path, env
 
 

@@ -164,7 +164,6 @@ def test_output_without_the_nested_training_is_refused_with_one_line(tmp_path, m
 
 def test_stage_script_needs_train_or_members(tmp_path):
     import subprocess
-    import sys
 
     from tests.methods.test_sve_stage import ROOT
 
@@ -172,7 +171,7 @@ def test_stage_script_needs_train_or_members(tmp_path):
 
     _setup(tmp_path)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(_params()))
-    proc = subprocess.run([sys.executable, str(ROOT / "pipelines" / "sve.py")], cwd=tmp_path, capture_output=True, text=True)
+    proc = subprocess.run(["python", str(ROOT / "pipelines" / "sve.py")], cwd=tmp_path, capture_output=True, text=True)
     assert proc.returncode == 2 and "give --train or --members M" in proc.stderr and "Traceback" not in proc.stderr
 
 

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -287,7 +286,7 @@ def test_missing_section_is_named():
 def test_stage_script_reports_a_bad_member_count(workdir):
     params = _params()
     (workdir / "params.yaml").write_text(yaml.safe_dump(params))
-    proc = subprocess.run([sys.executable, str(ROOT / "pipelines" / "sve.py"), "--members", "0", "--no-progress"],
+    proc = subprocess.run(["python", str(ROOT / "pipelines" / "sve.py"), "--members", "0", "--no-progress"],
                           cwd=workdir, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert "error: sve stage: members must be an integer >= 1, got 0 (--members)" in proc.stderr

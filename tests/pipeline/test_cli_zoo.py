@@ -59,7 +59,7 @@ def test_flops_text_default_size_and_errors(capsys):
 
 
 def test_flops_module_runs_without_network():
-    r = subprocess.run([sys.executable, "-m", "benchmark.cli.zoo_commands", "flops", "resnet50", "--json"],
+    r = subprocess.run(["python", "-m", "benchmark.cli.zoo_commands", "flops", "resnet50", "--json"],
                        capture_output=True, text=True, cwd=REPO, env=ENV, timeout=300)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["gflops"] == pytest.approx(4.1, rel=0.02)
@@ -70,7 +70,7 @@ def test_flops_via_python_m_benchmark():
 
     if not any(getattr(add, "__name__", "") == "add_flops_command" for add in cli.COMMANDS):
         pytest.skip("`flops` not registered in benchmark.cli.main yet (the lead adds add_flops_command to COMMANDS)")
-    r = subprocess.run([sys.executable, "-m", "benchmark", "flops", "resnet50", "--json"],
+    r = subprocess.run(["python", "-m", "benchmark", "flops", "resnet50", "--json"],
                        capture_output=True, text=True, cwd=REPO, env=ENV, timeout=300)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["gflops"] == pytest.approx(4.1, rel=0.02)

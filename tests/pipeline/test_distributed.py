@@ -149,7 +149,7 @@ def tree(tmp_path_factory):
 
 
 def _logits_stage(root: Path, params_file: str, **env):
-    return _run([sys.executable, str(ROOT / "pipelines" / "logits.py"), "--model", "t-s0", "--params", params_file,
+    return _run(["python", str(ROOT / "pipelines" / "logits.py"), "--model", "t-s0", "--params", params_file,
                  "--no-progress"], root, **env)
 
 

@@ -3,7 +3,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -50,7 +49,7 @@ def run(cmd, cwd, **kw):
 
 
 def dvc(*args, cwd):
-    return run([sys.executable, "-m", "dvc", *args], cwd)
+    return run(["python", "-m", "dvc", *args], cwd)
 
 
 @pytest.fixture(scope="module")
@@ -161,11 +160,11 @@ def test_dvc_commands_at_the_root_show_the_embedded_default_only(project, tmp_pa
     assert {"aurc", "auroc", "ece", "nll", "gflops"} <= set(lines[0].split())
     paths = [ln.split()[0] for ln in lines[1:]]
     assert paths and all(p.startswith("reports/headline/") for p in paths) and "reports/headline/tiny-a/alone.json" in paths
-    plots = subprocess.run([sys.executable, "-m", "dvc", "plots", "show"], cwd=root, capture_output=True, text=True,
+    plots = subprocess.run(["python", "-m", "dvc", "plots", "show"], cwd=root, capture_output=True, text=True,
                            env=dict(os.environ, HF_HUB_OFFLINE="1"), timeout=600)
     assert plots.returncode == 0 and "failed" not in (plots.stdout + plots.stderr).lower(), plots.stderr
     status = dvc("status", cwd=root)
     assert "suites/" not in status and "up to date" in status, status
-    run([sys.executable, "-m", "benchmark", "suite-pipeline", "caltech256"], root)  # ask for the suite
+    run(["python", "-m", "benchmark", "suite-pipeline", "caltech256"], root)  # ask for the suite
     pending = set(json.loads(dvc("status", "--json", cwd=root) or "{}"))
     assert "suites/caltech256/dvc.yaml:data" in pending and all(s.startswith("suites/caltech256/") for s in pending), pending

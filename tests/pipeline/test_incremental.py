@@ -45,7 +45,7 @@ def run(cmd, cwd: Path) -> str:
 
 def stale(repo: Path) -> set[str]:
     """The stages ``dvc status`` lists (changed deps, params or code, or never run), by their name in the suite."""
-    out = json.loads(run([sys.executable, "-m", "dvc", "status", "--json", DVC_YAML], repo) or "{}")
+    out = json.loads(run(["python", "-m", "dvc", "status", "--json", DVC_YAML], repo) or "{}")
     return {name.removeprefix(f"{DVC_YAML}:") for name in out}
 
 
@@ -95,7 +95,7 @@ def test_a_change_reruns_only_its_own_stages(repo):
     for kind, entries in yaml.safe_load(code["params.yaml"])["baselines"].items():
         params["baselines"][kind] = {key: dict(e, model="res") for key, e in entries.items()}  # the suite's zoo model
     (folder / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    run([sys.executable, "-m", "benchmark", "suite-pipeline", "caltech256"], repo)  # regenerate
+    run(["python", "-m", "benchmark", "suite-pipeline", "caltech256"], repo)  # regenerate
     new = {"fixed_temperature@ftemp-lite0-s0", "flip_tta@flip-lite0-s0"}
     assert stale(repo) == {"laplace@la-res", "evaluate", "train@res2", "logits@res2", "report"} | new
     stages = yaml.safe_load((folder / "dvc.yaml").read_text())["stages"]
@@ -109,7 +109,7 @@ def test_a_change_reruns_only_its_own_stages(repo):
                        "benchmark/methods/laplace.py", f"{SUITE}/dvc.yaml", f"{SUITE}/params.yaml",
                        "tests/methods/test_fixed_temperature.py", "tests/methods/test_flip_tta.py", "zoo/caltech256.yaml"], touched
 
-    out = run([sys.executable, "-m", "dvc", "repro", DVC_YAML], repo)
+    out = run(["python", "-m", "dvc", "repro", DVC_YAML], repo)
     ran = {line.split(":", 1)[1].rstrip(":").rstrip("'") for line in out.splitlines() if line.startswith(f"Running stage '{DVC_YAML}:")}
     assert ran == {"laplace@la-res", "evaluate", "train@res2", "logits@res2", "report"} | new, out[-3000:]
     assert stale(repo) == set()

@@ -58,7 +58,7 @@ def copy_repo(dst: Path, suites=()) -> Path:
 def dvc_project(root: Path) -> None:
     """``git init`` + ``dvc init`` in ``root`` (one DVC project: suite folders are plain folders of it)."""
     run(["git", "init", "-q"], root)
-    run([sys.executable, "-m", "dvc", "init", "-q"], root)
+    run(["python", "-m", "dvc", "init", "-q"], root)
 
 
 # -- (1) generated pipeline folders -------------------------------------------------------------------
@@ -127,7 +127,7 @@ def test_dvc_parses_every_suite_folder(tmp_path):
     dvc_project(root)
     assert cli_main(["suite-pipeline", *names, "--root", str(root)]) == 0
     for name in names:  # from the root: the suite folders are plain folders of the root project
-        out = run([sys.executable, "-m", "dvc", "stage", "list", "--fail", "--name-only", f"suites/{name}/dvc.yaml"],
+        out = run(["python", "-m", "dvc", "stage", "list", "--fail", "--name-only", f"suites/{name}/dvc.yaml"],
                   root).stdout.split()
         out = [s.removeprefix(f"suites/{name}/dvc.yaml:") for s in out]
         zoo = load_suite(name, suites_dir=ROOT / "suites").zoo
@@ -275,7 +275,7 @@ def test_caltech256_suite_through_dvc(caltech, caltech_copy):
     (root / "zoo" / "caltech256.yaml").write_text(yaml.safe_dump({"models": {**TINY_ZOO["models"], "lite": LITE0}}))
     # from the root, as the README says: the suite folder is a plain folder of the root DVC project
     first = (caltech.parent / LOG).read_text()
-    out = run([sys.executable, "-m", "dvc", "repro", "suites/caltech256/dvc.yaml"], root).stdout
+    out = run(["python", "-m", "dvc", "repro", "suites/caltech256/dvc.yaml"], root).stdout
     prefix = "Running stage 'suites/caltech256/dvc.yaml:"
     ran = {line.removeprefix(prefix).rstrip(":").rstrip("'") for line in out.splitlines() if line.startswith(prefix)}
     for stage in ("data", "train@res", "logits@res", "train@eff"):  # DVC names stages by their dvc.yaml
@@ -302,15 +302,15 @@ def test_caltech256_suite_through_dvc(caltech, caltech_copy):
     assert test.ids.tolist() == list(parts[2].indices) and test.labels.tolist() == [i // PER_CLASS for i in parts[2].indices]
     assert tuple(test.logits.shape) == (len(parts[2]), 257)
     assert (folder / "reports" / "index.html").stat().st_size > 1000
-    status = run([sys.executable, "-m", "dvc", "status", "--json", "suites/caltech256/dvc.yaml"], root).stdout
+    status = run(["python", "-m", "dvc", "status", "--json", "suites/caltech256/dvc.yaml"], root).stdout
     assert json.loads(status or "{}") == {}
     lock = yaml.safe_load((folder / "dvc.lock").read_text())["stages"]  # the suite's own lock, deps from the suite folder
     assert "train@res" in lock and any(d["path"] == "../../pipelines/train.py" for d in lock["train@res"]["deps"])
     assert all((folder / d["path"]).exists() for s in lock.values() for d in s.get("deps", []))
     assert (root / ".dvc" / "cache").is_dir() and not (folder / ".dvc").exists()  # the root project's cache
     # ... and the root project's remote serves the suite (a foreach group named through the suite's dvc.yaml)
-    run([sys.executable, "-m", "dvc", "remote", "add", "-d", "team", str(root.parent / "remote")], root)
-    pushed = run([sys.executable, "-m", "benchmark", "remote", "push", "suites/caltech256/dvc.yaml:logits"], root).stdout
+    run(["python", "-m", "dvc", "remote", "add", "-d", "team", str(root.parent / "remote")], root)
+    pushed = run(["python", "-m", "benchmark", "remote", "push", "suites/caltech256/dvc.yaml:logits"], root).stdout
     assert "to remote 'team'" in pushed and "suites/caltech256/dvc.yaml:logits@res" in pushed, pushed
     # the root project next to it: `dvc status` lists the embedded pipeline's stages, the (asked for, run) suite is
     # up to date; another suite, not asked for, never appears
@@ -318,5 +318,5 @@ def test_caltech256_suite_through_dvc(caltech, caltech_copy):
         shutil.copy(ROOT / name, root / name)
     shutil.copy(ROOT / "suites" / "dtd.yaml", root / "suites")
     shutil.copytree(ROOT / "suites" / "dtd", root / "suites" / "dtd", ignore=shutil.ignore_patterns("dvc.yaml", "results"))
-    pending = json.loads(run([sys.executable, "-m", "dvc", "status", "--json"], root).stdout or "{}")
+    pending = json.loads(run(["python", "-m", "dvc", "status", "--json"], root).stdout or "{}")
     assert "data" in pending and not [s for s in pending if "suites/" in s], pending

@@ -115,7 +115,7 @@ def test_a_kind_registered_twice_by_two_modules_is_refused():
 
 
 def test_the_generic_stage_script_names_an_unknown_kind_in_one_line(tmp_path):
-    proc = subprocess.run([sys.executable, str(ROOT / "pipelines" / "method.py"), "--kind", "nope", "--key", "x",
+    proc = subprocess.run(["python", str(ROOT / "pipelines" / "method.py"), "--kind", "nope", "--key", "x",
                            "--params", str(ROOT / "params.yaml")], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "unknown method kind 'nope'; registered: [" in proc.stderr.strip().splitlines()[-1]

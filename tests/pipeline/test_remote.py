@@ -49,7 +49,7 @@ def sh(*cmd, cwd) -> str:
 
 
 def dvc(*args, cwd) -> str:
-    return sh(sys.executable, "-m", "dvc", *args, cwd=cwd)
+    return sh("python", "-m", "dvc", *args, cwd=cwd)
 
 
 def git(*args, cwd) -> str:
@@ -147,7 +147,7 @@ def test_cli_prints_one_error_line_for_an_unreachable_remote(source, tmp_path):
     dst = clone(source, tmp_path)
     url = _unreachable(tmp_path, "parent-is-a-file")
     add_local_remote(dst, "broken", url)
-    proc = subprocess.run([sys.executable, "-m", "benchmark.cli.remote_commands", "remote", "push", "logits@tiny", "-r", "broken"],
+    proc = subprocess.run(["python", "-m", "benchmark.cli.remote_commands", "remote", "push", "logits@tiny", "-r", "broken"],
                           cwd=dst, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2 and proc.stdout == ""
     lines = proc.stderr.strip().splitlines()

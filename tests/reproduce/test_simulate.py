@@ -86,7 +86,7 @@ def test_a_tiny_suite_reproduces_on_the_simulated_cpu_and_native_kernels_do_not(
     env = {k: v for k, v in os.environ.items() if k not in (numerics.ENV, "UQ_TIMINGS", *numerics.PINNED, *simulate.OTHER_CPU)}
 
     def sim(**extra):
-        return subprocess.run([sys.executable, "-m", "benchmark", "reproduce", "simulate", "--stages", *stages], cwd=root,
+        return subprocess.run(["python", "-m", "benchmark", "reproduce", "simulate", "--stages", *stages], cwd=root,
                               env={**env, "TQDM_DISABLE": "1", **extra}, capture_output=True, text=True, timeout=900)
 
     out = sim()
@@ -98,7 +98,7 @@ def test_a_tiny_suite_reproduces_on_the_simulated_cpu_and_native_kernels_do_not(
     # negative control: both runs with each CPU's own kernels; the simulated CPU's must give other bytes. Compared on
     # the logits (train.json records the numerics, so a checkpoint folder differs between the modes anyway)
     pinned = lockfile.read(root / "suites" / "caltech256" / "dvc.lock")["logits@res"]["outs"]["results/logits/res"]
-    proc = subprocess.run([sys.executable, "-m", "dvc", "repro", "-s", "-f", *stages], cwd=root, capture_output=True,
+    proc = subprocess.run(["python", "-m", "dvc", "repro", "-s", "-f", *stages], cwd=root, capture_output=True,
                           text=True, env={**env, numerics.ENV: "native"}, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     native = lockfile.read(root / "suites" / "caltech256" / "dvc.lock")["logits@res"]["outs"]["results/logits/res"]

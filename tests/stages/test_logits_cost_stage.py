@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _stage(root: Path, *args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, HF_HUB_OFFLINE="1", TQDM_DISABLE="1")
-    return subprocess.run([sys.executable, str(ROOT / "pipelines" / "logits.py"), "--params", "params.yaml", *args],
+    return subprocess.run(["python", str(ROOT / "pipelines" / "logits.py"), "--params", "params.yaml", *args],
                           cwd=root, env=env, capture_output=True, text=True, timeout=600)
 
 

@@ -1,0 +1,176 @@
+"""The tests' warm ``python`` (tests/warm_python.py) behaves as a fresh interpreter, and refuses when it could not.
+
+Each case runs the same command through the shim (served by a fork of the warm server) and through the real
+interpreter, and compares what the script saw and did; the server's log says which way each request went.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+import warm_python  # noqa: E402
+
+SCRIPT = r'''
+import atexit, json, os, sys, threading, time
+import helper_mod
+out = {"argv": sys.argv, "name": __name__, "cwd": os.getcwd(), "path0": sys.path[0], "helper": helper_mod.WHERE,
+       "stdin": sys.stdin.read(), "foo": os.environ.get("FOO"), "numerics": [os.environ.get(k) for k in
+       ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "ONEDNN_MAX_CPU_ISA")], "benchmark_loaded": "benchmark" in sys.modules}
+import torch
+torch.manual_seed(0)
+x = torch.randn(8, 3, 16, 16)
+y = torch.nn.Conv2d(3, 4, 3)(x).sum(dim=(1, 2, 3))
+out["conv"] = y.tolist()
+out["capability"] = torch.backends.cpu.get_cpu_capability()
+print(json.dumps(out), flush=True)
+late = sys.argv[1] if len(sys.argv) > 1 else ""
+atexit.register(lambda: print("atexit ran", flush=True))
+threading.Thread(target=lambda: (time.sleep(0.3), print("thread joined", flush=True))).start()
+print("to stderr", file=sys.stderr)
+if late == "signal":
+    os.kill(os.getpid(), 15)
+    time.sleep(5)
+raise SystemExit(int(late) if late.isdigit() else 0)
+'''
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("warm")
+    log = folder / "log.jsonl"
+    bin_dir = warm_python.write_shim(str(folder / "bin"), sys.executable)
+    sock = str(folder / "sock")
+    env = dict(os.environ, **{warm_python.ENV: sock, warm_python.LOG: str(log)})
+    env["PATH"] = bin_dir + os.pathsep + env["PATH"]
+    proc = subprocess.Popen([sys.executable, warm_python.__file__, sock], env=env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(200):  # listening (requests queue from then on)
+        if os.path.exists(sock):
+            break
+        time.sleep(0.05)
+    yield {"env": env, "log": log, "shim": os.path.join(bin_dir, "python")}
+    proc.kill()
+    proc.wait()
+
+
+@pytest.fixture
+def work(tmp_path):
+    (tmp_path / "script.py").write_text(SCRIPT)
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "helper_mod.py").write_text("WHERE = 'lib'\n")
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "__main__.py").write_text(SCRIPT)
+    return tmp_path
+
+
+def decisions(server) -> list[dict]:
+    return [json.loads(line) for line in server["log"].read_text().splitlines()] if server["log"].exists() else []
+
+
+def both(server, args, cwd, env=None, stdin="in"):
+    """(warm, cold) CompletedProcess of ``python ARGS`` through the shim and the real interpreter."""
+    env = {**server["env"], "PYTHONPATH": "lib", **(env or {})}
+    before = len(decisions(server))
+    warm = subprocess.run([server["shim"], *args], cwd=cwd, env=env, input=stdin, capture_output=True, text=True,
+                          timeout=120)
+    went = decisions(server)[before:]
+    cold = subprocess.run([sys.executable, *args], cwd=cwd, env=env, input=stdin, capture_output=True, text=True,
+                          timeout=120)
+    return warm, cold, went
+
+
+def test_a_script_sees_and_does_what_it_would_in_a_fresh_interpreter(server, work):
+    warm, cold, went = both(server, ["script.py", "7"], work)
+    assert [d["warm"] for d in went] == [True], went
+    assert warm.returncode == cold.returncode == 7
+    assert warm.stdout == cold.stdout  # argv, __main__, cwd, sys.path[0], PYTHONPATH's module, stdin, numerics, conv
+    seen = json.loads(warm.stdout.splitlines()[0])
+    assert seen["argv"] == ["script.py", "7"] and seen["name"] == "__main__" and seen["helper"] == "lib"
+    assert seen["stdin"] == "in" and seen["benchmark_loaded"] is False
+    assert warm.stdout.splitlines()[1:] == ["thread joined", "atexit ran"]
+    assert warm.stderr.endswith("to stderr\n") and cold.stderr.endswith("to stderr\n")
+
+
+def test_dash_m_runs_the_module_as_main(server, work):
+    warm, cold, went = both(server, ["-m", "pkg", "0"], work)
+    assert [d["warm"] for d in went] == [True]
+    assert warm.returncode == cold.returncode == 0
+    w, c = json.loads(warm.stdout.splitlines()[0]), json.loads(cold.stdout.splitlines()[0])
+    assert w == c and w["argv"][0].endswith("__main__.py") and w["path0"] == str(work)
+
+
+def test_a_signal_death_and_an_uncaught_error_are_the_shims(server, work):
+    warm, cold, _ = both(server, ["script.py", "signal"], work)
+    assert warm.returncode == cold.returncode == -signal.SIGTERM
+    (work / "boom.py").write_text("raise KeyError('boom')\n")
+    warm, cold, _ = both(server, ["boom.py"], work)
+    assert warm.returncode == cold.returncode == 1
+    assert "KeyError: 'boom'" in warm.stderr and warm.stderr.splitlines()[-1] == cold.stderr.splitlines()[-1]
+
+
+@pytest.mark.parametrize("case", ["env", "option", "shadow"])
+def test_what_could_differ_runs_in_a_fresh_interpreter(server, work, case):
+    args, env = ["script.py"], None
+    if case == "env":
+        env = {"FOO": "set"}  # any variable not known to be harmless (a thread count, a numerics pin...)
+    elif case == "option":
+        args = ["-u", "script.py"]
+    else:
+        (work / "lib" / "torch").mkdir()  # a PYTHONPATH folder that shadows a library the server imported
+        (work / "lib" / "torch" / "__init__.py").write_text("raise ImportError('shadow torch')\n")
+    warm, cold, went = both(server, args, work, env=env)
+    assert warm.returncode == cold.returncode and warm.stdout == cold.stdout and warm.stderr == cold.stderr
+    if case == "option":
+        assert went == []  # the shim did not even ask
+    else:
+        assert [d["warm"] for d in went] == [False]
+        assert ("FOO" if case == "env" else "shadows torch") in went[0]["why"]
+
+
+def test_when_the_shim_is_killed_its_stage_dies_with_it(server, work):
+    (work / "sleeper.py").write_text("import os, sys, time\nprint(os.getpid(), flush=True)\ntime.sleep(60)\n")
+    proc = subprocess.Popen([server["shim"], "sleeper.py"], cwd=work, env=server["env"], stdout=subprocess.PIPE,
+                            text=True)
+    worker = int(proc.stdout.readline())
+    assert worker != proc.pid  # served by a fork of the server
+    proc.kill()
+    proc.wait()
+    for _ in range(100):
+        try:
+            os.kill(worker, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail(f"the stage {worker} outlived its killed shim")
+
+
+def test_without_a_server_the_shim_is_the_real_interpreter(server, work):
+    env = {k: v for k, v in server["env"].items() if k != warm_python.ENV}
+    out = subprocess.run([server["shim"], "-c", "import sys; print(sys.executable)"], env=env, capture_output=True,
+                         text=True, check=True)
+    assert out.stdout.strip() == sys.executable
+    gone = dict(server["env"], **{warm_python.ENV: str(Path(work) / "no-such-socket")})
+    out = subprocess.run([server["shim"], "script.py", "3"], cwd=work, env={**gone, "PYTHONPATH": "lib"},
+                         capture_output=True, text=True)
+    assert out.returncode == 3 and json.loads(out.stdout.splitlines()[0])["helper"] == "lib"
+
+
+def test_dvc_is_python_dash_m_dvc(server, work):
+    """The ``dvc`` shim: ``dvc ARGS`` served as ``python -m dvc ARGS``."""
+    before = len(decisions(server))
+    warm = subprocess.run([os.path.join(os.path.dirname(server["shim"]), "dvc"), "version"], cwd=work,
+                          env=server["env"], capture_output=True, text=True, timeout=120)
+    went = decisions(server)[before:]
+    cold = subprocess.run([sys.executable, "-m", "dvc", "version"], cwd=work, env=server["env"], capture_output=True,
+                          text=True, timeout=120)
+    assert [(d["argv"], d["warm"]) for d in went] == [(["-m", "dvc", "version"], True)]
+    assert warm.returncode == cold.returncode == 0 and warm.stdout == cold.stdout

@@ -7,6 +7,7 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 # also when the environment is not activated (CI runs `.venv/bin/python -m pytest`).
 os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
 os.environ.setdefault("TQDM_DISABLE", "1")
+os.environ["DVC_NO_ANALYTICS"] = "1"  # no analytics daemon process after each dvc command (nor a network attempt)
 
 import benchmark  # noqa: E402,F401  (first: pins the CPU numerics before torch runs a kernel, as in the stages)
 import pytest  # noqa: E402

@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -118,7 +117,8 @@ def test_compare_logits_against_a_direct_softmax(tmp_path):
 # -- the script without a GPU ------------------------------------------------------------------------------------
 
 def _run(*args, timeout=900):
-    env = dict(os.environ, CUDA_VISIBLE_DEVICES="", HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1", PYTHON=sys.executable)
+    # PYTHON: the first python on PATH (the tests' warm python: tests/warm_python.py); the stages fix their threads
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="", HF_HUB_OFFLINE="1", PYTHON="python")
     return subprocess.run([str(SCRIPT), *args], capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
 
 

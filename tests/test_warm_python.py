@@ -172,5 +172,21 @@ def test_dvc_is_python_dash_m_dvc(server, work):
     went = decisions(server)[before:]
     cold = subprocess.run([sys.executable, "-m", "dvc", "version"], cwd=work, env=server["env"], capture_output=True,
                           text=True, timeout=120)
-    assert [(d["argv"], d["warm"]) for d in went] == [(["-m", "dvc", "version"], True)]
+    assert [d["warm"] for d in went if d["argv"] == ["-m", "dvc", "version"]] == [True]  # (not its analytics daemon)
     assert warm.returncode == cold.returncode == 0 and warm.stdout == cold.stdout
+
+
+def test_a_child_started_with_sys_executable_goes_through_the_shim(server, work):
+    """As in a fresh interpreter started as ``python`` from PATH, sys.executable is the ``python`` found there (the
+    shim), so the processes a stage starts with it are served warm too, and numpy's global generator is seeded per
+    process, not inherited from the server."""
+    (work / "parent.py").write_text(
+        "import subprocess, sys, numpy\n"
+        "print(sys.executable, numpy.random.randint(1 << 30), flush=True)\n"
+        "subprocess.run([sys.executable, 'child.py'], check=True)\n")
+    (work / "child.py").write_text("import sys, numpy\nprint(sys.executable, numpy.random.randint(1 << 30))\n")
+    before = len(decisions(server))
+    out = subprocess.run([server["shim"], "parent.py"], cwd=work, env=server["env"], capture_output=True, text=True,
+                         check=True, timeout=120).stdout.split()
+    assert [d["argv"] for d in decisions(server)[before:] if d["warm"]] == [["parent.py"], ["child.py"]]
+    assert out[0] == out[2] == server["shim"] and out[1] != out[3]

@@ -43,9 +43,13 @@ PRELOAD = ("numpy", "torch", "torchvision", "timm", "pandas", "yaml", "safetenso
 # environment variables a stage may set differently from the server's: none is read when a preloaded library is
 # imported or the interpreter starts (PYTHONPATH is applied per stage; PYTHONUNBUFFERED by rewrapping stdio)
 # (CUDA_VISIBLE_DEVICES: read when CUDA is initialised, which the server never does; OUTDATED_IGNORE: set by wilds'
-# import in a test process, read only by the ``outdated`` package, which the server does not import)
+# import in a test process, read only by the ``outdated`` package; NO_MKDOCS_2_WARNING: read by mkdocs; neither of
+# those is imported by the server)
 HARMLESS = {"PWD", "OLDPWD", "SHLVL", "_", "PYTHONPATH", "PYTHONUNBUFFERED", "TQDM_DISABLE", "HF_HUB_OFFLINE",
-            "COLUMNS", "LINES", "TERM", "UQ_TIMINGS_PID", "CUDA_VISIBLE_DEVICES", "OUTDATED_IGNORE"}
+            "COLUMNS", "LINES", "TERM", "UQ_TIMINGS_PID", "CUDA_VISIBLE_DEVICES", "OUTDATED_IGNORE", "NO_MKDOCS_2_WARNING",
+            "PYTHON", "PATH"}
+# (PYTHON: read by scripts/gpu-check.sh, the interpreter reads only PYTHON<NAME> variables; PATH: the stage's own
+# applies to what it starts, and no preloaded library looks a program up when imported)
 HARMLESS_PREFIXES = ("DVC_", "PYTEST_", "UQBENCH_", "GIT_")
 
 SHIM = '''#!{real} -IS
@@ -87,8 +91,10 @@ def client(real: str, module: str | None = None) -> None:
             fds.append(fd)
         except OSError:
             pass
+    # sys.executable: what a fresh interpreter started through this shim would report (the shim's folder's python)
+    executable = os.path.join(os.path.dirname(os.path.abspath(sys.argv[0])), "python")
     request = json.dumps({"argv": args, "cwd": os.getcwd(), "env": dict(os.environ), "fds": fds,
-                          "pgid": os.getpgrp()}).encode()
+                          "pgid": os.getpgrp(), "executable": executable}).encode()
     socket.send_fds(sock, [struct.pack("!I", len(request))], fds)
     sock.sendall(request)
     reply = sock.makefile("rb")
@@ -267,6 +273,9 @@ def _work(request: dict, fds: list[int], base_path: list[str]) -> None:
         if "PYTHONUNBUFFERED" in os.environ:
             sys.stdout.reconfigure(write_through=True)
             sys.stderr.reconfigure(write_through=True)
+        sys.executable = request["executable"]  # a child it starts with sys.executable goes through the shim too
+        if "numpy" in sys.modules:  # numpy's global generator: seeded from the OS in each process, as if fresh
+            sys.modules["numpy"].random.seed()
         argv = request["argv"]
         user = [os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
         head = os.getcwd() if argv[0] == "-m" else os.path.dirname(os.path.abspath(argv[0]))

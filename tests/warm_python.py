@@ -226,17 +226,20 @@ def _monitor(conn: socket.socket, request: dict, fds: list[int], base_path: list
         for fd in fds:
             os.close(fd)
         conn.sendall(f"pid {worker}\n".encode())
-        pidfd = os.pidfd_open(worker)
         import select
 
-        watching = [conn, pidfd]
+        try:
+            pidfd = os.pidfd_open(worker)  # readable when the worker ends (Linux 5.3+)
+        except (AttributeError, OSError):
+            pidfd = None  # else: poll
+        watching = [conn] + ([pidfd] if pidfd is not None else [])
         while True:
-            ready, _, _ = select.select(watching, [], [])
+            ready, _, _ = select.select(watching, [], [], None if pidfd is not None else 0.05)
             if conn in ready and not conn.recv(1):  # the client died: so does its stage
                 os.kill(worker, signal.SIGKILL)
-                watching = [pidfd]
-            if pidfd in ready:
-                _, status = os.waitpid(worker, 0)
+                watching.remove(conn)
+            done, status = os.waitpid(worker, os.WNOHANG) if pidfd is None or pidfd in ready else (0, 0)
+            if done:
                 sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0
                 reply = f"signal {sig}\n" if sig else f"exit {os.WEXITSTATUS(status)}\n"
                 try:

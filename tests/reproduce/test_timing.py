@@ -61,3 +61,20 @@ def test_by_kind_sums_and_the_readme_table(tmp_path):
     path = tmp_path / "timings.json"
     path.write_text(json.dumps(rec))
     assert timing.load(path)["repro_wall_s"] == 40.0
+
+
+def test_a_worker_of_a_timed_process_is_counted_by_its_parent(monkeypatch):
+    """``UQ_TIMINGS_PID`` names the timed process: a process below it (a multiprocessing worker) records nothing
+    itself (its time reaches the parent's children's usage); an unrelated or a recycled pid does not count."""
+    from benchmark.config import runtime
+
+    parent, grandparent = os.getppid(), None
+    with open(f"/proc/{parent}/stat") as f:
+        grandparent = int(f.read().rsplit(")", 1)[1].split()[1])
+    assert runtime._is_ancestor(parent) and runtime._is_ancestor(grandparent)
+    assert not runtime._is_ancestor(os.getpid()) and not runtime._is_ancestor(2 ** 22 + 7)  # no such process above
+    monkeypatch.setenv("UQ_TIMINGS_PID", str(parent))
+    assert runtime._top_pid() == -1 and os.environ["UQ_TIMINGS_PID"] == str(parent)
+    monkeypatch.setenv("UQ_TIMINGS_PID", str(2 ** 22 + 7))
+    assert runtime._top_pid() == os.getpid() and os.environ["UQ_TIMINGS_PID"] == str(os.getpid())
+    assert runtime._top_pid() == os.getpid()  # itself: still the top

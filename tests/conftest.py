@@ -32,7 +32,7 @@ def pytest_configure(config):
         os.environ["PATH"] = warm_python.write_shim(os.path.join(folder, "bin"), sys.executable) + os.pathsep + os.environ["PATH"]
         os.environ[warm_python.ENV] = sock = os.path.join(folder, "sock")
         with open(os.path.join(folder, "server.log"), "w") as log:  # its own output: the preloads' warnings
-            server = subprocess.Popen([sys.executable, warm_python.__file__, sock], stdin=subprocess.DEVNULL,
+            server = subprocess.Popen([sys.executable, warm_python.__file__, sock, str(os.getpid())], stdin=subprocess.DEVNULL,
                                       stdout=log, stderr=subprocess.STDOUT)
         config._warm_python = (folder, server)
 

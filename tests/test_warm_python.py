@@ -190,3 +190,22 @@ def test_a_child_started_with_sys_executable_goes_through_the_shim(server, work)
                          check=True, timeout=120).stdout.split()
     assert [d["argv"] for d in decisions(server)[before:] if d["warm"]] == [["parent.py"], ["child.py"]]
     assert out[0] == out[2] == server["shim"] and out[1] != out[3]
+
+
+def test_the_server_ends_when_the_process_that_started_it_is_gone(tmp_path):
+    """A pytest worker that is killed leaves no server behind (it checks every 2 s that its parent, named on its command
+    line, is still its parent): here the shell that started it ends at once, maybe before the server has started."""
+    sock = tmp_path / "sock"
+    env = dict(os.environ, UQBENCH_WARM_PRELOAD="json")
+    starter = subprocess.run(["sh", "-c", f"'{sys.executable}' '{warm_python.__file__}' '{sock}' $$ >/dev/null 2>&1 & echo $!"],
+                             env=env, capture_output=True, text=True, check=True)
+    server = int(starter.stdout)
+    for _ in range(600):
+        try:
+            os.kill(server, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(server, signal.SIGKILL)
+        pytest.fail("the server outlived the shell that started it by 30 s")

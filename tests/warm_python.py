@@ -175,8 +175,10 @@ def refusal(request: dict, baseline: dict, set_by_imports: dict, preloaded: set[
     return None
 
 
-def serve(path: str) -> None:
-    """Listen on ``path`` first (clients queue while the libraries load), preload, then fork one child per request."""
+def serve(path: str, parent: int | None = None) -> None:
+    """Listen on ``path`` first (clients queue while the libraries load), preload, then fork one child per request;
+    end when ``parent`` (the pytest process that starts the server: default, this process's parent) is gone."""
+    parent = os.getppid() if parent is None else parent
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path + ".tmp")
     listener.listen(128)
@@ -184,7 +186,7 @@ def serve(path: str) -> None:
     baseline = dict(os.environ)
     import importlib
 
-    for name in PRELOAD:
+    for name in os.environ.get("UQBENCH_WARM_PRELOAD", ",".join(PRELOAD)).split(","):  # (tests: fewer)
         try:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 - a library that is not installed is simply imported by the stage
@@ -194,8 +196,15 @@ def serve(path: str) -> None:
     set_by_imports = {k: v for k, v in os.environ.items() if baseline.get(k) != v}
     base_path = _base_path()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the monitors are reaped by the kernel
+    listener.settimeout(2.0)
     while True:
-        conn, _ = listener.accept()
+        try:
+            conn, _ = listener.accept()
+        except socket.timeout:
+            if os.getppid() != parent:  # the pytest process that started it is gone (killed): so is the server
+                os._exit(0)
+            continue
+        conn.settimeout(None)
         fds = []
         try:
             request, fds = _recv_request(conn)
@@ -348,4 +357,4 @@ def _shutdown(code: int) -> int:
 
 
 if __name__ == "__main__":
-    serve(sys.argv[1])
+    serve(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else None)

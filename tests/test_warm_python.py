@@ -71,6 +71,17 @@ def work(tmp_path):
     return tmp_path
 
 
+def gone(pid: int, seconds: float) -> bool:
+    """Whether process ``pid`` has ended within ``seconds``."""
+    for _ in range(int(seconds / 0.05)):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
 def decisions(server) -> list[dict]:
     return [json.loads(line) for line in server["log"].read_text().splitlines()] if server["log"].exists() else []
 
@@ -143,13 +154,7 @@ def test_when_the_shim_is_killed_its_stage_dies_with_it(server, work):
     assert worker != proc.pid  # served by a fork of the server
     proc.kill()
     proc.wait()
-    for _ in range(100):
-        try:
-            os.kill(worker, 0)
-        except ProcessLookupError:
-            break
-        time.sleep(0.05)
-    else:
+    if not gone(worker, 5.0):
         pytest.fail(f"the stage {worker} outlived its killed shim")
 
 
@@ -200,12 +205,6 @@ def test_the_server_ends_when_the_process_that_started_it_is_gone(tmp_path):
     starter = subprocess.run(["sh", "-c", f"'{sys.executable}' '{warm_python.__file__}' '{sock}' $$ >/dev/null 2>&1 & echo $!"],
                              env=env, capture_output=True, text=True, check=True)
     server = int(starter.stdout)
-    for _ in range(600):
-        try:
-            os.kill(server, 0)
-        except ProcessLookupError:
-            break
-        time.sleep(0.05)
-    else:
+    if not gone(server, 30.0):
         os.kill(server, signal.SIGKILL)
         pytest.fail("the server outlived the shell that started it by 30 s")

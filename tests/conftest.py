@@ -8,6 +8,11 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
 os.environ.setdefault("TQDM_DISABLE", "1")
 os.environ["DVC_NO_ANALYTICS"] = "1"  # no analytics daemon process after each dvc command (nor a network attempt)
+# OpenMP threads that finish a parallel region sleep instead of spinning (libgomp spins ~0.3 ms by default): with a
+# worker per core, a spinning thread of one stage takes the core another worker's stage needs (about 7 % of the CPU
+# time of the stage-running tests). It changes no result: only how idle threads wait. Set before torch is imported
+# here and before the warm python server starts, so that stages see it as their server did.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import benchmark  # noqa: E402,F401  (first: pins the CPU numerics before torch runs a kernel, as in the stages)
 import pytest  # noqa: E402

@@ -15,7 +15,7 @@ from torch import nn
 from benchmark.cli.zoo_commands import entry_flops, main, run_flops, run_validate_zoo
 
 REPO = Path(__file__).resolve().parents[2]
-ENV = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONWARNINGS="ignore")
+ENV = dict(os.environ, HF_HUB_OFFLINE="1")  # (no interpreter option or PYTHONWARNINGS: the warm python may serve it)
 
 
 def _by_hand_resnet_test_flops(model: nn.Module, size: int) -> float:

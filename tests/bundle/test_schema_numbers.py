@@ -41,7 +41,11 @@ def test_the_number_check_refuses_exactly_what_pandas_refuses(cell):
         schema._numbers(df, ["value"], "rows.csv")
 
 
-def test_a_large_table_takes_the_fast_path_and_keeps_its_values():
+def test_a_large_table_takes_the_fast_path_and_keeps_its_values(monkeypatch):
+    def no_pandas(*args, **kwargs):
+        raise AssertionError("pandas' fallback used for a table pyarrow reads")
+
+    monkeypatch.setattr(pd, "to_numeric", no_pandas)
     rng = np.random.default_rng(0)
     values = rng.standard_normal(50_000)
     col = pd.Series([repr(float(v)) for v in values], dtype=str)

@@ -41,6 +41,7 @@ LIMITS = {"publish_s": 300, "site_bytes": 250 * MB, "file_bytes": 25 * MB, "embe
           "chart_ms": 2000}
 SLACK = 1.25  # a ratio up to 25% over proportional still counts as linear (timing noise, fixed costs shrink)
 SCALES = (0.5, 1.0)
+ROUNDS = 3  # renders of every page whose median is checked against the limits
 _SITES: dict[float, dict] = {}
 
 
@@ -139,13 +140,18 @@ def test_bench_first_render_paper_scale(benchmark, bundles, out_dir):
             page.close()
             assert errors == []
 
-        for page_path in pages:
-            if page_path.parent.name != "cifar100":
-                for _ in range(3):
-                    render(page_path)
+        # Every page is rendered ROUNDS times, round-robin, before the benchmark fixture measures the biggest: with
+        # benchmarks disabled (the test command) the fixture runs its function once, and one cold sample taken while
+        # the other xdist worker is busy is no median (CI at ced254f: cifar100 1,036 ms from a single render, 320 ms
+        # quiet). Round-robin spreads a burst of the other worker over one sample of several pages, not every
+        # sample of one page.
+        for _ in range(ROUNDS):
+            for page_path in pages:
+                render(page_path)
         biggest = site / "cifar100" / "index.html"  # CIFAR-100-C: the most splits and rows
         benchmark.pedantic(lambda: render(biggest), rounds=3, iterations=1, warmup_rounds=1)
         browser.close()
+    assert all(len(v) >= ROUNDS for v in times.values()), {k: len(v) for k, v in times.items()}
     medians = {k: round(statistics.median(v)) for k, v in times.items()}
     chart = {k: round(statistics.median(v)) for k, v in charts.items()}
     benchmark.extra_info.update(first_render_ms=medians, chart_ms=chart)

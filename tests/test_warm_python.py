@@ -19,7 +19,8 @@ import warm_python  # noqa: E402
 SCRIPT = r'''
 import atexit, json, os, sys, threading, time
 import helper_mod
-out = {"argv": sys.argv, "name": __name__, "cwd": os.getcwd(), "path0": sys.path[0], "helper": helper_mod.WHERE,
+out = {"argv": sys.argv, "name": __name__, "file": __file__, "code_file": sys._getframe().f_code.co_filename,
+       "loader": type(__loader__).__name__, "cwd": os.getcwd(), "path0": sys.path[0], "helper": helper_mod.WHERE,
        "stdin": sys.stdin.read(), "foo": os.environ.get("FOO"), "numerics": [os.environ.get(k) for k in
        ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "ONEDNN_MAX_CPU_ISA")], "benchmark_loaded": "benchmark" in sys.modules}
 if "torch" in sys.argv:  # the kernels torch picks (the numerics pins) and what they compute
@@ -108,6 +109,37 @@ def test_a_script_sees_and_does_what_it_would_in_a_fresh_interpreter(server, wor
     assert seen["stdin"] == "in" and seen["benchmark_loaded"] is False
     assert warm.stdout.splitlines()[1:] == ["thread joined", "atexit ran"]
     assert warm.stderr.endswith("to stderr\n") and cold.stderr.endswith("to stderr\n")
+
+
+MP_SCRIPT = r'''
+import json, multiprocessing, multiprocessing.process, os, sys
+
+
+def where():
+    return [__file__, os.getcwd()]
+
+
+if __name__ == "__main__":
+    out = {"file": __file__, "original_dir": multiprocessing.process.ORIGINAL_DIR}
+    for method in ("spawn", "forkserver"):  # both re-import the script in the child, by the path the parent gives
+        with multiprocessing.get_context(method).Pool(1) as pool:
+            out[method] = pool.apply(where)
+    print(json.dumps(out))
+'''
+
+
+def test_spawned_children_find_the_script_as_from_a_fresh_interpreter(server, work):
+    """A stage that starts spawn or forkserver workers (the evaluate stage does) from a folder other than the
+    server's: the children re-import the script by its absolute ``__file__`` (``ORIGINAL_DIR`` is the stage's folder),
+    not from the server's folder."""
+    (work / "mp.py").write_text(MP_SCRIPT)
+    assert Path.cwd() != work
+    warm, cold, went = both(server, ["mp.py"], work)
+    assert [d["warm"] for d in went if d["argv"] == ["mp.py"]] == [True], went
+    assert warm.returncode == cold.returncode == 0, warm.stderr[-2000:]
+    assert json.loads(warm.stdout) == json.loads(cold.stdout) == {
+        "file": str(work / "mp.py"), "original_dir": str(work),
+        "spawn": [str(work / "mp.py"), str(work)], "forkserver": [str(work / "mp.py"), str(work)]}
 
 
 def test_dash_m_runs_the_module_as_main(server, work):

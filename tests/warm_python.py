@@ -280,6 +280,8 @@ def _work(request: dict, fds: list[int], base_path: list[str]) -> None:
         except OSError:
             pass
         os.chdir(request["cwd"])
+        if "multiprocessing.process" in sys.modules:  # the folder a fresh interpreter starts in: spawned and
+            sys.modules["multiprocessing.process"].ORIGINAL_DIR = os.getcwd()  # forkserver children resolve from it
         os.environ.clear()
         os.environ.update(request["env"])
         if "PYTHONUNBUFFERED" in os.environ:
@@ -304,7 +306,7 @@ def _work(request: dict, fds: list[int], base_path: list[str]) -> None:
                 runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
             else:
                 sys.argv = list(argv)
-                runpy.run_path(argv[0], run_name="__main__")
+                _run_script(argv[0], runpy)
             code = 0
         except SystemExit as e:
             code = _exit_code(e.code)
@@ -316,6 +318,27 @@ def _work(request: dict, fds: list[int], base_path: list[str]) -> None:
         code = _shutdown(code)
     finally:
         os._exit(code)
+
+
+def _run_script(arg: str, runpy) -> None:
+    """``python ARG`` for a file: ``__main__`` with an absolute ``__file__`` and code file name and a source loader,
+    ``sys.argv[0]`` as given (as the interpreter does since 3.9; ``runpy.run_path`` would leave ``__file__``
+    relative, and a spawned child would then look for the script in the server's folder). A folder or zip with a
+    ``__main__.py`` goes through ``runpy.run_path``."""
+    path = os.path.abspath(arg)
+    if not os.path.isfile(path) or not path.endswith(".py"):
+        runpy.run_path(arg, run_name="__main__")
+        return
+    import builtins
+    import importlib.machinery
+    import types
+
+    main = types.ModuleType("__main__")
+    loader = importlib.machinery.SourceFileLoader("__main__", path)
+    main.__dict__.update(__file__=path, __loader__=loader, __spec__=None, __cached__=None, __builtins__=builtins)
+    code = compile(loader.get_data(path), path, "exec", dont_inherit=True)
+    sys.modules["__main__"] = main
+    exec(code, main.__dict__)
 
 
 def _exit_code(value) -> int:

@@ -42,7 +42,10 @@ def test_bench_first_render(benchmark, tmp_path):
             charts.append(r["chart_ms"])
             page.close()
 
+        for _ in range(3):  # with benchmarks disabled (the test command) the fixture renders once: one cold sample
+            render()        # under the other xdist worker's load is no median to check a limit on
         benchmark.pedantic(render, rounds=5, iterations=1, warmup_rounds=1)
         browser.close()
+    assert len(times) >= 4
     assert statistics.median(times) < 1000, f"first render {times} ms"
     assert statistics.median(charts) < 2000, f"chart drawn after {charts} ms"

@@ -1,9 +1,17 @@
-"""scripts/test_times.py: where the suite's time goes, summed from the plugin's JSON lines (a hand-worked case)."""
+"""scripts/test_times.py: where the suite's time goes, summed from the plugin's JSON lines (a hand-worked case), and
+the CPU time of the processes a run starts, by kind (sampled from /proc in a real pytest run)."""
+import json
+import os
+import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-from test_times import summarise  # noqa: E402
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+from test_times import kind_of, summarise, summarise_procs  # noqa: E402
 
 
 def test_sums_per_file_fixture_and_test_and_counts_an_xdist_test_once():
@@ -49,3 +57,53 @@ def test_schedule_hands_out_slow_files_first_and_the_shared_run_readers_last_kee
     order = [i.nodeid for i in schedule(items)]
     assert order == ["tests/c.py::e2e", "tests/c.py::after", "tests/a.py::quick", "tests/e.py::quick2",
                      "tests/d.py::copy", "tests/b.py::reads", "tests/b.py::other"]
+
+
+def test_process_kinds_and_their_sums():
+    procs = [
+        {"pid": 10, "ppid": 1, "cmd": "/v/bin/python -m pytest -p test_times", "cpu_s": 2.0},
+        {"pid": 11, "ppid": 10, "cmd": "/v/bin/python -u -c import sys;exec(eval(sys.stdin.readline()))", "cpu_s": 5.0},
+        {"pid": 12, "ppid": 11, "cmd": "/v/bin/python /r/tests/warm_python.py /tmp/s 11", "cpu_s": 3.0},  # its forks too
+        {"pid": 13, "ppid": 11, "cmd": "/v/bin/python pipelines/train.py --model m", "cpu_s": 4.0},
+        {"pid": 14, "ppid": 11, "cmd": "/v/bin/python -B -c from multiprocessing.forkserver import main", "cpu_s": 1.0},
+        {"pid": 15, "ppid": 11, "cmd": "/v/bin/python -c import torch", "cpu_s": 1.5},
+        {"pid": 16, "ppid": 11, "cmd": "/usr/lib/chromium/chromium --type=renderer", "cpu_s": 2.5},
+        {"pid": 17, "ppid": 11, "cmd": "/bin/bash -c true", "cpu_s": 1.0},
+    ]
+    assert kind_of(procs[3]["cmd"]) == "stage scripts, fresh interpreter (pipelines/*.py)"
+    assert kind_of(procs[4]["cmd"]) == "multiprocessing forkserver and its children"  # not 'python -c'
+    assert kind_of(procs[5]["cmd"]) == "python -c, fresh interpreter"
+    text = summarise_procs(procs, top=10)
+    lines = text.splitlines()
+    assert lines[0] == "processes: 8, CPU seconds: 20 (lower bounds: sampled every 0.1 s)"
+    assert lines[4] == "| pytest (controller and xdist workers: in-process test code) | 2 | 7.0 | 35.0 % |"  # most first
+    assert "| stage scripts, fresh interpreter (pipelines/*.py) | 1 | 4.0 | 20.0 % |" in lines
+    assert "| other: bash | 1 | 1.0 | 5.0 % |" in lines and "| Chromium | 1 | 2.5 | 12.5 % |" in lines
+
+
+BURN = """
+import subprocess, sys
+BURN = "import time\\nt = time.process_time()\\nwhile time.process_time() - t < 0.6:\\n    pass"
+def test_burn():
+    subprocess.run([sys.executable, "-c", BURN], check=True)
+"""
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc (Linux)")
+def test_a_run_lists_the_cpu_of_the_processes_it_started(tmp_path):
+    (tmp_path / "test_burn.py").write_text(textwrap.dedent(BURN))
+    out = tmp_path / "procs.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}  # not a worker of this run
+    env.update(UQBENCH_PROC_CPU=str(out), PYTHONPATH=str(ROOT / "scripts"))
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "test_times", "-p", "no:cacheprovider", "-q",
+                             "test_burn.py"], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    log = proc.communicate(timeout=120)[0]
+    assert proc.returncode == 0, log
+    procs = json.loads(out.read_text())
+    pids = {p["pid"] for p in procs}
+    assert proc.pid in pids and all(p["ppid"] in pids for p in procs if p["pid"] != proc.pid)  # its tree only
+    burn = [p for p in procs if "process_time" in p["cmd"]]
+    assert len(burn) == 1 and burn[0]["ppid"] == proc.pid
+    assert 0.4 <= burn[0]["cpu_s"] < 10  # 0.6 s of CPU (and start-up), read at most 0.1 s before it ended
+    assert "| python -c, fresh interpreter | 1 |" in summarise_procs(procs, top=10)

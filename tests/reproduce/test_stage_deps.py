@@ -1,7 +1,6 @@
 """Every package module a stage runs is a dependency of its DVC stage, file by file (no stale dvc.lock after a code
 change), and a stage depends on no method it does not run (adding or editing a method re-runs only its stages)."""
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -37,19 +36,28 @@ def _body(stage: dict) -> dict:
     return stage.get("do", stage)
 
 
-def _loaded(script: str, kind: str = "") -> set[str]:
-    out = subprocess.run([sys.executable, "-c", PROBE, script, kind], cwd=ROOT, capture_output=True, text=True,
-                         check=True).stdout
+@pytest.fixture(scope="module")
+def probe(tmp_path_factory) -> str:
+    path = tmp_path_factory.mktemp("probe") / "probe.py"
+    path.write_text(PROBE)
+    return str(path)
+
+
+def _loaded(probe: str, script: str, kind: str = "") -> set[str]:
+    """The package modules ``python probe.py SCRIPT KIND`` loads: a new process that has imported no module of the
+    package (``python`` from PATH: the tests' warm python, whose server has imported torch, pandas... but nothing of
+    the package, or the real interpreter), so what it lists is what the stage's own process imports."""
+    out = subprocess.run(["python", probe, script, kind], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     return {m[2:].replace("\\", "/") for m in out.split() if m.startswith("@@")}
 
 
 @pytest.mark.parametrize("name", sorted(STAGES))
-def test_stage_depends_on_every_module_it_runs_file_by_file(name):
+def test_stage_depends_on_every_module_it_runs_file_by_file(name, probe):
     body = _body(STAGES[name])
     cmd = body["cmd"].split()
     script, kind = cmd[1], cmd[cmd.index("--kind") + 1] if "--kind" in cmd else ""
     deps = {d if isinstance(d, str) else next(iter(d)) for d in body["deps"]}
-    modules = _loaded(script, kind)
+    modules = _loaded(probe, script, kind)
     assert modules, f"{script} imports no package module?"
     missing = sorted(modules - deps)
     assert not missing, f"dvc.yaml stage {name!r} does not depend on {missing} (it runs them); regenerate dvc.yaml"

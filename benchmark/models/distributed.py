@@ -25,6 +25,7 @@ import os
 import re
 import signal
 import sys
+import threading
 from dataclasses import dataclass
 
 import torch
@@ -127,8 +128,22 @@ def is_main() -> bool:
 
 
 def _terminate(signum, frame):
+    if _in_thread_shutdown(frame):  # the stage's code has ended: nothing to unwind. End as a default SIGTERM does
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # (raising inside threading's shutdown, which the interpreter
+        os.kill(os.getpid(), signal.SIGTERM)           # runs before the atexit callbacks, printed a traceback)
+        return
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not interrupt the unwinding
     raise SystemExit(128 + signum)  # unwinds: atomic writes in progress remove their temporary files
+
+
+def _in_thread_shutdown(frame) -> bool:
+    """Whether ``frame`` runs inside :mod:`threading`'s interpreter-exit wait for non-daemon threads."""
+    code = getattr(getattr(threading, "_shutdown", None), "__code__", None)
+    while frame is not None:
+        if frame.f_code is code:
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _default_sigterm() -> None:

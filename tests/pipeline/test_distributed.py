@@ -221,3 +221,36 @@ def test_shards_and_torchrun_arguments(monkeypatch):
 
 if __name__ == "__main__":
     _worker(Path(sys.argv[1]))
+
+
+SIGTERM_SCRIPT = """
+import os, signal, sys, threading, time
+from benchmark.models import distributed
+signal.signal(signal.SIGTERM, distributed._terminate)  # as init() installs it in a torchrun worker
+if sys.argv[1] == "during":  # torchrun stops a worker while its stage runs: it unwinds (finally blocks, temp files)
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)
+    finally:
+        print("unwound", flush=True)
+else:  # ... or after its code ended, while the interpreter waits for a non-daemon thread (threading's shutdown)
+    def late():
+        time.sleep(0.5)
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)
+    threading.Thread(target=late).start()
+    print("main code done", flush=True)
+"""
+
+
+@pytest.mark.parametrize("when", ["during", "after"])
+def test_sigterm_unwinds_the_stage_and_ends_quietly_after_it(tmp_path, when):
+    script = tmp_path / "worker.py"
+    script.write_text(SIGTERM_SCRIPT)
+    proc = subprocess.run([sys.executable, str(script), when], capture_output=True, text=True, timeout=60,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert "Traceback" not in proc.stderr, proc.stderr
+    if when == "during":
+        assert proc.returncode == 128 + 15 and proc.stdout == "unwound\n"
+    else:  # ended by the signal itself, as with no handler: no traceback from inside threading's shutdown
+        assert proc.returncode == -15 and proc.stdout == "main code done\n", (proc.returncode, proc.stderr)

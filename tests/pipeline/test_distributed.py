@@ -254,3 +254,40 @@ def test_sigterm_unwinds_the_stage_and_ends_quietly_after_it(tmp_path, when):
         assert proc.returncode == 128 + 15 and proc.stdout == "unwound\n"
     else:  # ended by the signal itself, as with no handler: no traceback from inside threading's shutdown
         assert proc.returncode == -15 and proc.stdout == "main code done\n", (proc.returncode, proc.stderr)
+
+
+def test_the_sigterm_handler_decides_by_where_the_signal_lands(monkeypatch):
+    """In-process (the real-process test above cannot report coverage for a process that a signal ends): inside
+    threading's shutdown the handler restores the default action and sends the signal again; elsewhere it unwinds."""
+    import signal
+    import threading
+    from types import SimpleNamespace
+
+    calls = []
+    monkeypatch.setattr(distributed.signal, "signal", lambda sig, action: calls.append(("signal", sig, action)))
+    monkeypatch.setattr(distributed.os, "kill", lambda pid, sig: calls.append(("kill", pid, sig)))
+    shutdown = SimpleNamespace(f_code=threading._shutdown.__code__, f_back=None)
+    inner = SimpleNamespace(f_code=(lambda: None).__code__, f_back=shutdown)  # e.g. a lock wait called by it
+    assert distributed._in_thread_shutdown(inner) and not distributed._in_thread_shutdown(sys._getframe())
+    assert distributed._terminate(signal.SIGTERM, inner) is None
+    assert calls == [("signal", signal.SIGTERM, signal.SIG_DFL), ("kill", os.getpid(), signal.SIGTERM)]
+    calls.clear()
+    with pytest.raises(SystemExit) as e:
+        distributed._terminate(signal.SIGTERM, sys._getframe())
+    assert e.value.code == 128 + signal.SIGTERM and calls == [("signal", signal.SIGTERM, signal.SIG_IGN)]
+
+
+def test_a_rank_failure_is_one_error_line_and_exit_1(tree, capsys, monkeypatch):
+    """What rank 0 prints when its collective fails because another rank stopped (in the kill test above that is a
+    race with torchrun's SIGTERM, so checked here on its own)."""
+    from benchmark.stages.entry import model_stage_main
+
+    monkeypatch.chdir(tree)
+
+    def fails(params, name, progress):
+        raise distributed.RankFailure("rank 0: gathering the logits failed (connection closed)")
+
+    assert model_stage_main("logits", fails, ["--params", "one.yaml", "--model", "t-s0", "--no-progress"],
+                            script="logits.py") == 1
+    err = capsys.readouterr().err
+    assert err == "error: rank 0: gathering the logits failed (connection closed)\n"

@@ -114,10 +114,10 @@ def pytest_configure(config):
 
 def pytest_unconfigure(config):
     if hasattr(config, "_proc_cpu"):
+        from benchmark.storage.store import write_json  # atomic (temp file + rename)
+
         path, sampler = config._proc_cpu
-        with open(path + ".tmp", "w", encoding="utf-8") as f:
-            json.dump(sampler.stop(), f)
-        os.replace(path + ".tmp", path)
+        write_json(path, sampler.stop())
 
 
 KINDS = (  # (kind, pattern on the command line), first match wins

@@ -4,8 +4,10 @@ import sys
 # Tests never touch the network: no model hub, no dataset download.
 os.environ["HF_HUB_OFFLINE"] = "1"
 # DVC stage commands call `python`: make it the interpreter (virtual environment) running the tests,
-# also when the environment is not activated (CI runs `.venv/bin/python -m pytest`).
-os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
+# also when the environment is not activated (CI runs `.venv/bin/python -m pytest`). Once: never again in front of
+# the warm python's shim (pytest_configure puts it first).
+if os.path.dirname(sys.executable) not in os.environ.get("PATH", "").split(os.pathsep):
+    os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
 os.environ.setdefault("TQDM_DISABLE", "1")
 os.environ["DVC_NO_ANALYTICS"] = "1"  # no analytics daemon process after each dvc command (nor a network attempt)
 # OpenMP threads that finish a parallel region sleep instead of spinning (libgomp spins ~0.3 ms by default): with a
@@ -18,15 +20,19 @@ import benchmark  # noqa: E402,F401  (first: pins the CPU numerics before torch 
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(__file__))
+from file_order import schedule, uses_caltech  # noqa: E402
+
 torch.set_num_threads(min(2, os.cpu_count() or 1))
 
 
 def pytest_configure(config):
-    """Start this process's warm ``python`` (tests/warm_python.py) for the DVC stages the tests run: in every
-    pytest-xdist worker, or in the one process without xdist; not in xdist's controller, which runs no test.
-    ``UQBENCH_WARM=0`` runs every stage in a fresh interpreter instead."""
-    runs_tests = os.environ.get("PYTEST_XDIST_WORKER") or not config.getoption("numprocesses", None)
-    if runs_tests and os.environ.get("UQBENCH_WARM", "1") != "0" and not hasattr(config, "_warm_python"):
+    """Start the run's warm ``python`` (tests/warm_python.py) for the DVC stages the tests run, in the process pytest
+    was started as (pytest-xdist's controller, or the one process): the xdist workers it starts inherit the shim on
+    ``PATH`` and the socket, so the libraries are loaded once per run, and an environment that both workers' tests
+    use gets one server of its own. ``UQBENCH_WARM=0`` runs every stage in a fresh interpreter instead."""
+    top = not os.environ.get("PYTEST_XDIST_WORKER")
+    if top and os.environ.get("UQBENCH_WARM", "1") != "0" and not hasattr(config, "_warm_python"):
         import subprocess
         import tempfile
 
@@ -63,10 +69,15 @@ def pytest_xdist_auto_num_workers(config):
 
 @pytest.fixture(autouse=True)
 def _restore_cwd():
-    """A test that changes directory and fails (or forgets) must not move the tests after it."""
-    cwd = os.getcwd()
+    """A test that changes directory and fails (or forgets) must not move the tests after it; nor may one leave
+    ``PATH`` changed (the warm python's shim must stay first: a test that ran conftest.py's set-up a second time put
+    the real interpreter in front of it, and every later stage of that worker started cold)."""
+    cwd, path = os.getcwd(), os.environ.get("PATH")
     yield
     os.chdir(cwd)
+    if os.environ.get("PATH") != path:
+        os.environ["PATH"] = path
+        pytest.fail(f"the test left PATH changed (now restored): {path[:120]}...", pytrace=False)
 
 
 def once_per_run(tmp_path_factory, name: str, build):
@@ -127,38 +138,13 @@ def caltech(tmp_path_factory):
     return _caltech_run(tmp_path_factory)
 
 
-def _uses_caltech(item) -> bool:
-    return "caltech" in getattr(item, "fixturenames", ())
-
-
-def schedule(items) -> list:
-    """The order the test files are handed out in (pytest-xdist's ``loadfile`` sends whole files in collection
-    order): files with an end-to-end (``slow``) test first, so that the longest files do not start last and leave
-    one worker running alone at the end; files that read the shared ``caltech`` run last (their slow files first),
-    so that no worker sits waiting on its lock while it is built; the rest between. Within a file, the order is
-    kept."""
-    caltech, slow = set(), set()
-    for item in items:
-        f = item.nodeid.split("::")[0]
-        if _uses_caltech(item):
-            caltech.add(f)
-        if item.get_closest_marker("slow"):
-            slow.add(f)
-
-    def rank(item) -> int:
-        f = item.nodeid.split("::")[0]
-        return (2 if f in caltech else 0) + (0 if f in slow else 1)
-
-    return sorted(items, key=rank)  # stable: a file's tests stay together and in their order
-
-
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
     """Files in :func:`schedule` order. With pytest-xdist, the first worker also starts the shared ``caltech`` run in
     a background thread (its work is a ``dvc repro`` subprocess) as soon as the selected tests are known to need it:
     it overlaps with the tests that do not, instead of keeping the workers waiting on its lock."""
     items[:] = schedule(items)
-    if os.environ.get("PYTEST_XDIST_WORKER") == "gw0" and any(_uses_caltech(i) for i in items):
+    if os.environ.get("PYTEST_XDIST_WORKER") == "gw0" and any(uses_caltech(i) for i in items):
         import threading
 
         factory = config._tmp_path_factory

@@ -38,14 +38,9 @@ def test_one_process_run_counts_every_record():
 
 
 def test_schedule_hands_out_slow_files_first_and_the_shared_run_readers_last_keeping_files_whole():
-    import importlib.util
     from types import SimpleNamespace
 
-    # by its path: under xdist, the module named "conftest" may be another folder's conftest.py
-    spec = importlib.util.spec_from_file_location("tests_root_conftest", Path(__file__).with_name("conftest.py"))
-    root_conftest = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(root_conftest)
-    schedule = root_conftest.schedule
+    from file_order import schedule  # (tests/ is on sys.path: tests/conftest.py puts it there)
 
     def item(nodeid, slow=False, fixtures=()):
         return SimpleNamespace(nodeid=nodeid, fixturenames=list(fixtures),

@@ -5,6 +5,7 @@ interpreter, and compares what the script saw and did; the server's log says whi
 """
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -22,20 +23,23 @@ import helper_mod
 out = {"argv": sys.argv, "name": __name__, "file": __file__, "code_file": sys._getframe().f_code.co_filename,
        "loader": type(__loader__).__name__, "cwd": os.getcwd(), "path0": sys.path[0], "helper": helper_mod.WHERE,
        "stdin": sys.stdin.read(), "foo": os.environ.get("FOO"), "numerics": [os.environ.get(k) for k in
-       ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "ONEDNN_MAX_CPU_ISA")], "benchmark_loaded": "benchmark" in sys.modules}
+       ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "ONEDNN_MAX_CPU_ISA")], "benchmark_loaded": "benchmark" in sys.modules,
+       "streams": [[type(s.buffer).__name__, s.write_through, s.line_buffering] for s in (sys.stdout, sys.stderr)],
+       "cpus": sorted(os.sched_getaffinity(0))}
 if "torch" in sys.argv:  # the kernels torch picks (the numerics pins) and what they compute
     import torch
     torch.manual_seed(0)
     x = torch.randn(8, 3, 16, 16)
     out["conv"] = torch.nn.Conv2d(3, 4, 3)(x).sum(dim=(1, 2, 3)).tolist()
     out["capability"] = torch.backends.cpu.get_cpu_capability()
+    out["threads"] = torch.get_num_threads()
 print(json.dumps(out), flush=True)
 late = sys.argv[1] if len(sys.argv) > 1 else ""
 atexit.register(lambda: print("atexit ran", flush=True))
 threading.Thread(target=lambda: (time.sleep(0.3), print("thread joined", flush=True))).start()
 print("to stderr", file=sys.stderr)
-if late == "signal":
-    os.kill(os.getpid(), 15)
+if late in ("signal", "kill"):
+    os.kill(os.getpid(), 15 if late == "signal" else 9)
     time.sleep(5)
 raise SystemExit(int(late) if late.isdigit() else 0)
 '''
@@ -87,9 +91,10 @@ def decisions(server) -> list[dict]:
     return [json.loads(line) for line in server["log"].read_text().splitlines()] if server["log"].exists() else []
 
 
-def both(server, args, cwd, env=None, stdin="in"):
-    """(warm, cold) CompletedProcess of ``python ARGS`` through the shim and the real interpreter."""
-    env = {**server["env"], "PYTHONPATH": "lib", **(env or {})}
+def both(server, args, cwd, env=None, stdin="in", unset=()):
+    """(warm, cold) CompletedProcess of ``python ARGS`` through the shim and the real interpreter (environment: the
+    server's, ``PYTHONPATH=lib``, ``env``, less the variables in ``unset``)."""
+    env = {k: v for k, v in {**server["env"], "PYTHONPATH": "lib", **(env or {})}.items() if k not in unset}
     before = len(decisions(server))
     warm = subprocess.run([server["shim"], *args], cwd=cwd, env=env, input=stdin, capture_output=True, text=True,
                           timeout=120)
@@ -150,9 +155,144 @@ def test_dash_m_runs_the_module_as_main(server, work):
     assert w == c and w["argv"][0].endswith("__main__.py") and w["path0"] == str(work)
 
 
+@pytest.mark.parametrize("how", ["-u", "PYTHONUNBUFFERED", "buffered"])
+def test_unbuffered_streams_as_the_interpreter_sets_them_up(server, work, how):
+    """``-u`` is served (torchrun starts its ranks with it) and, like ``PYTHONUNBUFFERED``, gives raw, written-through
+    standard output and error; without either they are buffered, as in a fresh interpreter."""
+    args = ["-u", "script.py"] if how == "-u" else ["script.py"]
+    env = {"PYTHONUNBUFFERED": "1"} if how == "PYTHONUNBUFFERED" else {}
+    warm, cold, went = both(server, args, work, env=env, unset=() if env else ("PYTHONUNBUFFERED",))
+    assert [d["warm"] for d in went] == [True], went
+    assert warm.returncode == cold.returncode == 0 and warm.stdout == cold.stdout
+    streams = json.loads(warm.stdout.splitlines()[0])["streams"]
+    assert streams == ([["FileIO", True, False]] * 2 if how != "buffered" else [["BufferedWriter", False, False],
+                                                                                 ["BufferedWriter", False, True]])
+
+
+def shim_runs(server, cmd, cwd, env, times):
+    """``times`` runs of ``cmd`` (``SHIM`` stands for the shim) with the decisions each took, and one run of it through
+    the real interpreter (the same conditions every time: one cold reference is enough)."""
+    runs = []
+    for _ in range(times):
+        before = len(decisions(server))
+        proc = subprocess.run([server["shim"] if a == "SHIM" else a for a in cmd], cwd=cwd, env=env, input="",
+                              capture_output=True, text=True, timeout=120)
+        runs.append((proc, decisions(server)[before:]))
+    cold = subprocess.run([sys.executable if a == "SHIM" else a for a in cmd], cwd=cwd, env=env, input="",
+                          capture_output=True, text=True, timeout=120)
+    for proc, _ in runs:
+        assert proc.returncode == cold.returncode == 0 and proc.stdout == cold.stdout, (proc.stderr[-2000:], proc.stdout)
+    return runs
+
+
+def test_an_environment_seen_twice_gets_a_server_of_its_own(server, work):
+    """A variable read when the libraries are imported (here FOO stands for a numerics pin or a thread count): the
+    first request runs cold, the second starts a server of that environment, which serves it and the ones after;
+    another value is another environment. What the script sees and does is a fresh interpreter's every time."""
+    env = {**server["env"], "PYTHONPATH": "lib", "UQBENCH_WARM_PRELOAD": "json"}  # (the server it starts: json only)
+    first, second, third = (went for _, went in shim_runs(server, ["SHIM", "script.py"], work, {**env, "FOO": "twice"}, 3))
+    (_, other), = shim_runs(server, ["SHIM", "script.py"], work, {**env, "FOO": "once"}, 1)
+    assert [(d["warm"], "sent" in d) for d in first] == [(False, False)] and "FOO" in first[0]["why"]
+    assert [(d["warm"], "sent" in d) for d in second] == [(False, True), (True, False)]
+    assert second[1]["server"] == second[0]["sent"] != second[0]["server"]
+    assert [(d["warm"], d["server"]) for d in third] == [(False, second[0]["server"]), (True, second[0]["sent"])]
+    assert [(d["warm"], "sent" in d) for d in other] == [(False, False)]
+
+
+@pytest.mark.skipif(not shutil.which("taskset"), reason="taskset not installed")
+def test_a_stage_on_fewer_cores_sees_them_and_sizes_its_threads_by_them(server, work):
+    """``taskset`` (the simulated CPU runs its stages on one core): the cores a process may use size OpenMP's threads
+    when torch is loaded, so such a request runs cold, then in a server started on those cores."""
+    core = str(max(os.sched_getaffinity(0)))
+    env = {**server["env"], "PYTHONPATH": "lib", "UQBENCH_WARM_PRELOAD": "numpy,torch"}
+    runs = shim_runs(server, ["taskset", "-c", core, "SHIM", "script.py", "0", "torch"], work, env, 3)
+    for proc, _ in runs:
+        seen = json.loads(proc.stdout.splitlines()[0])
+        assert seen["cpus"] == [int(core)] and seen["threads"] == 1
+    if len(os.sched_getaffinity(0)) > 1:
+        went = [w for _, w in runs]
+        assert [d["warm"] for d in went[0]] == [False] and "CPU affinity" in went[0][0]["why"]
+        assert [d["warm"] for d in went[2]] == [False, True]
+
+
+def test_timed_runs_and_torchrun_ranks(server, work):
+    """``UQ_TIMINGS`` (wall time from the process start, imports included) always runs cold, also when repeated;
+    the variables torchrun sets for each rank are read only when a process group is set up: served warm."""
+    for _ in range(2):
+        warm, cold, went = both(server, ["script.py"], work, env={"UQ_TIMINGS": str(work / "t.jsonl")})
+        assert warm.stdout == cold.stdout and [(d["warm"], "sent" in d) for d in went] == [(False, False)]
+        assert went[0]["why"].startswith("UQ_TIMINGS set")
+    ranks = {k: "1" for k in warm_python.TORCHRUN}
+    warm, cold, went = both(server, ["-u", "script.py"], work, env=ranks)
+    assert warm.stdout == cold.stdout and [d["warm"] for d in went] == [True]
+
+
+ENV_READS = r'''
+import json, os, sys
+reads = {}
+Environ = type(os.environ)
+getitem, contains, iterate = Environ.__getitem__, Environ.__contains__, Environ.__iter__
+
+
+def reader():
+    # (the first frame outside os and collections.abc; "(all)" when the read is part of an iteration: items(), a copy)
+    f, names = sys._getframe(2), set()
+    while f.f_code.co_filename in ("<frozen os>", "<frozen _collections_abc>", os.__file__):
+        names.add(f.f_code.co_name)
+        f = f.f_back
+    where = "/".join(f.f_code.co_filename.replace(os.sep, "/").split("/")[-2:])
+    return where + (" (all)" if "__iter__" in names else "")
+
+
+def traced_getitem(self, key):
+    reads.setdefault(reader(), set()).add(key)
+    return getitem(self, key)
+
+
+def traced_contains(self, key):
+    reads.setdefault(reader(), set()).add(key)
+    return contains(self, key)
+
+
+def traced_iter(self):
+    reads.setdefault(reader().split(" (all)")[0] + " (all)", set())
+    return iterate(self)
+
+
+Environ.__getitem__, Environ.__contains__, Environ.__iter__ = traced_getitem, traced_contains, traced_iter
+import importlib
+sys.path.insert(0, sys.argv[1])
+import warm_python
+for name in warm_python.PRELOAD:
+    importlib.import_module(name)
+print(json.dumps({k: sorted(v) for k, v in reads.items()}))
+'''
+
+
+def test_no_library_reads_a_harmless_variable_when_imported(tmp_path):
+    """What makes a variable ``HARMLESS`` (a stage may set it differently from its server): none of the libraries the
+    server imports reads it while being imported (traced on ``os.environ``). A library that reads the whole
+    environment (a copy, or a scan for its prefix) must be a known one whose prefix no harmless variable has."""
+    (tmp_path / "reads.py").write_text(ENV_READS)
+    out = subprocess.run([sys.executable, str(tmp_path / "reads.py"), os.path.dirname(warm_python.__file__)], cwd=tmp_path,
+                         capture_output=True, text=True, check=True, timeout=300).stdout
+    reads = json.loads(out.splitlines()[-1])
+    whole = {where.split(" (all)")[0] for where in reads if where.endswith(" (all)")}
+    assert whole <= set(warm_python.WHOLE_ENV_READERS), whole  # (unknown reader of the whole environment)
+    by_name = {k for where, keys in reads.items() if where.split(" (all)")[0] not in whole for k in keys}
+    read = sorted(k for k in by_name if warm_python.harmless(k))
+    assert read == [], f"read when the server's libraries are imported, so not harmless: {read}"
+    assert "HF_HUB_OFFLINE" in by_name and "DVC_SHOW_TRACEBACK" in by_name  # the tracer sees reads on import
+    prefixes = warm_python.WHOLE_ENV_READERS.values()
+    assert not [k for k in warm_python.HARMLESS | warm_python.TORCHRUN if k.startswith(tuple(prefixes))]
+    assert not [p for p in warm_python.HARMLESS_PREFIXES for q in prefixes if p.startswith(q) or q.startswith(p)]
+
+
 def test_a_signal_death_and_an_uncaught_error_are_the_shims(server, work):
     warm, cold, _ = both(server, ["script.py", "signal"], work)
     assert warm.returncode == cold.returncode == -signal.SIGTERM
+    warm, cold, _ = both(server, ["script.py", "kill"], work)  # (a rank that kills itself: tests/pipeline/test_distributed.py)
+    assert warm.returncode == cold.returncode == -signal.SIGKILL
     (work / "boom.py").write_text("raise KeyError('boom')\n")
     warm, cold, _ = both(server, ["boom.py"], work)
     assert warm.returncode == cold.returncode == 1
@@ -165,7 +305,7 @@ def test_what_could_differ_runs_in_a_fresh_interpreter(server, work, case):
     if case == "env":
         env = {"FOO": "set"}  # any variable not known to be harmless (a thread count, a numerics pin...)
     elif case == "option":
-        args = ["-u", "script.py"]
+        args = ["-X", "utf8", "script.py"]
     else:
         (work / "lib" / "torch").mkdir()  # a PYTHONPATH folder that shadows a library the server imported
         (work / "lib" / "torch" / "__init__.py").write_text("raise ImportError('shadow torch')\n")
@@ -199,6 +339,10 @@ def test_without_a_server_the_shim_is_the_real_interpreter(server, work):
     out = subprocess.run([server["shim"], "script.py", "3"], cwd=work, env={**gone, "PYTHONPATH": "lib"},
                          capture_output=True, text=True)
     assert out.returncode == 3 and json.loads(out.stdout.splitlines()[0])["helper"] == "lib"
+    before = len(decisions(server))  # UQBENCH_WARM=0 in a command's environment: that command runs cold, unasked
+    out = subprocess.run([server["shim"], "script.py", "3"], cwd=work, capture_output=True, text=True,
+                         env={**server["env"], "PYTHONPATH": "lib", "UQBENCH_WARM": "0"})
+    assert out.returncode == 3 and decisions(server)[before:] == []
 
 
 def test_dvc_is_python_dash_m_dvc(server, work):

@@ -2,8 +2,8 @@
 
 Every DVC stage of the tiny suites is ``python pipelines/<stage>.py ...``; a fresh interpreter spends 3-5 of the
 stage's 5-7 CPU seconds importing torch, timm (with torchvision) and pandas before the stage does anything, and the
-end-to-end tests run about a hundred such stages. Here one server process per pytest worker imports those
-third-party libraries once; a ``python`` shim first on ``PATH`` hands each stage to it (argv, working folder,
+end-to-end tests run about a hundred such stages. Here one server process per test run (the xdist workers share it)
+imports those third-party libraries once; a ``python`` shim first on ``PATH`` hands each stage to it (argv, folder,
 environment and the stdin/stdout/stderr file descriptors over a Unix socket, ``SCM_RIGHTS``) and the server forks a
 child that runs the script as ``__main__``, as ``python script.py`` would. The pattern is multiprocessing's
 ``forkserver`` (which ``tests/robustness`` uses directly).
@@ -17,13 +17,20 @@ What a stage sees is what a fresh interpreter gives it:
   killing the pipeline) the stage is killed too;
 * its atexit handlers, coverage data (``python -m coverage run``) and non-daemon threads end as at interpreter exit.
 
-The shim runs the real interpreter instead (``exec``: the process is then exactly ``python ...``) whenever the server
-could differ from a fresh one: an interpreter option other than ``-m`` (``-c``, ``-u``, ``-X``...), no server, or an
-environment that differs from the server's in anything but the variables in ``HARMLESS`` (the numerics pins
-``ATEN_CPU_CAPABILITY``/``MKL_CBWR``, ``UQ_NUMERICS``, ``UQ_TIMINGS``, thread counts, ``PYTHON*`` options other than
-``PYTHONPATH`` all take effect when torch is imported or the interpreter starts), or a ``PYTHONPATH`` folder that
-shadows a library the server has imported. ``UQBENCH_WARM_LOG=FILE`` records every decision (tests/test_warm_python.py
-checks the decisions and the equivalence).
+The shim runs the real interpreter instead (``exec``: the process is then exactly ``python ...``) whenever no
+server could be the same as a fresh one: an interpreter option other than ``-u`` and ``-m`` (``-c``, ``-X``...), no
+server, a ``PYTHONPATH`` folder that shadows a library the server has imported, or ``UQ_TIMINGS`` (the process
+records its wall time from its start, imports included). An environment that differs from the server's in anything
+but the variables in ``HARMLESS`` (the numerics pins ``ATEN_CPU_CAPABILITY``/``MKL_CBWR``, ``UQ_NUMERICS``, thread
+counts, ``HF_HUB_OFFLINE`` and ``TQDM_*``, read when their libraries are imported) runs cold the first time; from the
+second request with the same such variables on, the server starts a server of that environment (a fresh interpreter
+started with it, which imports the libraries under it) and sends the request there (``ENV_SERVERS`` at most): the
+simulated CPU's stages, the ranks torchrun starts (``OMP_NUM_THREADS=1``). ``UQBENCH_WARM=0`` in a command's
+environment runs it (and what it starts) cold. ``UQBENCH_WARM_LOG=FILE`` records every decision
+(tests/test_warm_python.py checks the decisions, the equivalence, and that no library reads a ``HARMLESS`` variable
+when it is imported). Also served as a fresh interpreter does: ``-u`` (raw, written-through standard streams), the
+cores a process may use (``taskset``: a request on other cores goes to a server started on them), a death by any
+signal, SIGKILL included.
 """
 from __future__ import annotations
 
@@ -44,13 +51,28 @@ PRELOAD = ("numpy", "torch", "torchvision", "timm", "pandas", "yaml", "safetenso
 # imported or the interpreter starts (PYTHONPATH is applied per stage; PYTHONUNBUFFERED by rewrapping stdio)
 # (CUDA_VISIBLE_DEVICES: read when CUDA is initialised, which the server never does; OUTDATED_IGNORE: set by wilds'
 # import in a test process, read only by the ``outdated`` package; NO_MKDOCS_2_WARNING: read by mkdocs; neither of
-# those is imported by the server)
-HARMLESS = {"PWD", "OLDPWD", "SHLVL", "_", "PYTHONPATH", "PYTHONUNBUFFERED", "TQDM_DISABLE", "HF_HUB_OFFLINE",
-            "COLUMNS", "LINES", "TERM", "UQ_TIMINGS_PID", "CUDA_VISIBLE_DEVICES", "OUTDATED_IGNORE", "NO_MKDOCS_2_WARNING",
-            "PYTHON", "PATH"}
+# those is imported by the server). Not here: HF_HUB_OFFLINE (huggingface_hub, imported by timm, reads it on import)
+# and TQDM_* (tqdm reads its prefix on import).
+HARMLESS = {"PWD", "OLDPWD", "SHLVL", "_", "PYTHONPATH", "PYTHONUNBUFFERED", "COLUMNS", "LINES", "TERM", "UQ_TIMINGS_PID",
+            "CUDA_VISIBLE_DEVICES", "OUTDATED_IGNORE", "NO_MKDOCS_2_WARNING", "PYTHON", "PATH"}
 # (PYTHON: read by scripts/gpu-check.sh, the interpreter reads only PYTHON<NAME> variables; PATH: the stage's own
 # applies to what it starts, and no preloaded library looks a program up when imported)
+# what torchrun sets for each rank: read by torch.distributed when a process group is set up or an error is recorded
+TORCHRUN = {"RANK", "LOCAL_RANK", "GROUP_RANK", "ROLE_RANK", "ROLE_NAME", "LOCAL_WORLD_SIZE", "WORLD_SIZE",
+            "GROUP_WORLD_SIZE", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT",
+            "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_ERROR_FILE",
+            "TORCH_NCCL_ASYNC_ERROR_HANDLING", "TORCHELASTIC_SIGNALS_TO_HANDLE"}
 HARMLESS_PREFIXES = ("DVC_", "PYTEST_", "UQBENCH_", "GIT_")
+READ_ON_IMPORT = {"DVC_SHOW_TRACEBACK"}  # under a harmless prefix, but read when dvc is imported
+# libraries that read the whole environment when imported, and the prefix they keep (no harmless variable has it)
+WHOLE_ENV_READERS = {"fsspec/config.py": "FSSPEC_", "tqdm/utils.py": "TQDM_"}
+ENV_SERVERS = 4  # servers of other environments one server starts at most (each holds the libraries: ~0.5 GB)
+NO_SERVER = {"UQ_TIMINGS"}  # a request with one of these always runs in a fresh interpreter
+
+
+def harmless(key: str) -> bool:
+    return key not in READ_ON_IMPORT and (key in HARMLESS or key in TORCHRUN or key.startswith(HARMLESS_PREFIXES))
+
 
 SHIM = '''#!{real} -IS
 # the warm {name} of the tests (tests/warm_python.py): a stage goes to the server, anything else to {real}
@@ -69,19 +91,40 @@ def _log(event: dict) -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------- client
+def warm_form(args: list[str]) -> tuple[bool, list[str]] | None:
+    """``(unbuffered, argv)`` of a command line the server can run, ``[-u ...] (-m MODULE | SCRIPT) ARGS``; None for
+    anything else (another option, ``-c``, a script read from stdin, the interactive interpreter)."""
+    unbuffered = False
+    while args and args[0] == "-u":
+        unbuffered, args = True, args[1:]
+    if args and ((args[0] == "-m" and len(args) > 1) or not args[0].startswith("-")):
+        return unbuffered, args
+    return None
+
+
+def _cpus() -> list[int] | None:
+    """The cores this process may run on (``taskset``): OpenMP sizes its thread pool from them when it is loaded."""
+    return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+
+
+def _connect(path: str | None) -> socket.socket | None:
+    if not path:
+        return None
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(path)
+    except OSError:
+        sock.close()
+        return None
+    return sock
+
+
 def client(real: str, module: str | None = None) -> None:
     """The shim: hand ``python ARGS`` to the server, or exec the real interpreter. ``module``: the shim is that
     module's console script (``dvc ARGS`` is ``python -m dvc ARGS``)."""
     args = ["-m", module, *sys.argv[1:]] if module else sys.argv[1:]
-    path = os.environ.get(ENV)
-    warm_form = bool(args) and ((args[0] == "-m" and len(args) > 1) or not args[0].startswith("-"))
-    sock = None
-    if path and warm_form:
-        try:
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            sock.connect(path)
-        except OSError:
-            sock = None
+    form = warm_form(args) if os.environ.get("UQBENCH_WARM", "1") != "0" else None  # (=0: this command cold)
+    sock = _connect(os.environ.get(ENV)) if form else None
     if sock is None:
         os.execv(real, [real, *args])
     fds = []
@@ -93,14 +136,23 @@ def client(real: str, module: str | None = None) -> None:
             pass
     # sys.executable: what a fresh interpreter started through this shim would report (the shim's folder's python)
     executable = os.path.join(os.path.dirname(os.path.abspath(sys.argv[0])), "python")
-    request = json.dumps({"argv": args, "cwd": os.getcwd(), "env": dict(os.environ), "fds": fds,
-                          "pgid": os.getpgrp(), "executable": executable}).encode()
-    socket.send_fds(sock, [struct.pack("!I", len(request))], fds)
-    sock.sendall(request)
-    reply = sock.makefile("rb")
-    first = reply.readline().decode().split()
-    if not first or first[0] != "pid":  # refused ("cold <why>") or the server went away: run the real interpreter
-        sock.close()
+    request = json.dumps({"argv": form[1], "unbuffered": form[0], "cwd": os.getcwd(), "env": dict(os.environ),
+                          "fds": fds, "pgid": os.getpgrp(), "executable": executable, "cpus": _cpus()}).encode()
+    for _ in range(2):  # the server answers, or sends the request on to the server of its environment
+        socket.send_fds(sock, [struct.pack("!I", len(request))], fds)
+        sock.sendall(request)
+        reply = sock.makefile("rb")
+        first = reply.readline().decode().split()
+        if len(first) == 2 and first[0] == "server":
+            sock.close()
+            sock = _connect(first[1])
+            if sock is None:
+                break
+            continue
+        break
+    if sock is None or not first or first[0] != "pid":  # refused ("cold <why>") or gone: the real interpreter
+        if sock is not None:
+            sock.close()
         os.execv(real, [real, *args])
     worker = int(first[1])
 
@@ -116,7 +168,8 @@ def client(real: str, module: str | None = None) -> None:
     sock.close()
     if len(last) == 2 and last[0] == "signal":
         signum = int(last[1])
-        signal.signal(signum, signal.SIG_DFL)
+        if signum not in (signal.SIGKILL, signal.SIGSTOP):  # (their action cannot be set: it is the default)
+            signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)
         time.sleep(1)
     os._exit(int(last[1]) if len(last) == 2 and last[0] == "exit" else 1)
@@ -158,15 +211,29 @@ def _base_path() -> list[str]:
     return [p for p in sys.path[1:] if os.path.abspath(p) not in extra]
 
 
-def refusal(request: dict, baseline: dict, set_by_imports: dict, preloaded: set[str]) -> str | None:
-    """Why this request must run in a fresh interpreter (None: the warm fork is equivalent). ``baseline``: the
-    server's environment before it imported anything; ``set_by_imports``: what the imports added to it (a request
-    that lacks one of those gets it, as its own imports would set it)."""
+def env_difference(request: dict, baseline: dict, set_by_imports: dict) -> str | None:
+    """The first variable (not ``harmless``) in which the request's environment differs from the server's."""
     env = {**set_by_imports, **request["env"]}
     expected = {**baseline, **set_by_imports}
     for key in sorted(set(env) | set(expected)):
-        if env.get(key) != expected.get(key) and key not in HARMLESS and not key.startswith(HARMLESS_PREFIXES):
-            return f"environment differs: {key}"
+        if env.get(key) != expected.get(key) and not harmless(key):
+            return key
+    return None
+
+
+def refusal(request: dict, baseline: dict, set_by_imports: dict, preloaded: set[str]) -> str | None:
+    """Why this request must not run in a fork of this server (None: the warm fork is equivalent). ``baseline``: the
+    server's environment before it imported anything; ``set_by_imports``: what the imports added to it (a request
+    that lacks one of those gets it, as its own imports would set it)."""
+    measured = sorted(NO_SERVER & set(request["env"]))
+    if measured:
+        return f"{measured[0]} set: its process is measured from its start"
+    key = env_difference(request, baseline, set_by_imports)
+    if key:
+        return f"environment differs: {key}"
+    if request.get("cpus") != _cpus():
+        return f"environment differs: CPU affinity {request.get('cpus')}"
+    env = {**set_by_imports, **request["env"]}
     for folder in filter(None, env.get("PYTHONPATH", "").split(os.pathsep)):
         folder = os.path.join(request["cwd"], folder)
         for name in preloaded:
@@ -175,9 +242,43 @@ def refusal(request: dict, baseline: dict, set_by_imports: dict, preloaded: set[
     return None
 
 
-def serve(path: str, parent: int | None = None) -> None:
+class EnvServers:
+    """The servers of other environments one server starts: for an environment (its variables that are not
+    ``harmless``, and the cores it may run on) seen a second time, a fresh interpreter started with the request's
+    environment (on those cores) serves it and every later request with the same."""
+
+    def __init__(self, path: str, limit: int):
+        self.path, self.limit = path, limit
+        self.seen: dict[tuple, int] = {}
+        self.started: dict[tuple, str] = {}
+        self.procs = []
+
+    def route(self, request: dict, set_by_imports: dict) -> str | None:
+        """The socket of the server for this request's environment (started now if it is the second request), or None."""
+        key = (tuple(sorted((k, v) for k, v in {**set_by_imports, **request["env"]}.items() if not harmless(k))),
+               tuple(request.get("cpus") or ()))
+        self.seen[key] = self.seen.get(key, 0) + 1
+        if key not in self.started and self.seen[key] >= 2 and len(self.started) < self.limit:
+            import subprocess
+
+            path = f"{self.path}.{len(self.started)}"
+            env = {k: v for k, v in request["env"].items() if k != "PYTHONPATH"}  # (applied per request)
+            cpus = request.get("cpus")
+            self.procs.append(subprocess.Popen([sys.executable, os.path.abspath(__file__), path, str(os.getpid()), "0"],
+                                               env=env, stdin=subprocess.DEVNULL,  # its output: this server's log
+                                               preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None))
+            for _ in range(500):  # it listens before it imports anything: then requests queue
+                if os.path.exists(path):
+                    break
+                time.sleep(0.01)
+            self.started[key] = path
+        return self.started.get(key)
+
+
+def serve(path: str, parent: int | None = None, env_servers: int = ENV_SERVERS) -> None:
     """Listen on ``path`` first (clients queue while the libraries load), preload, then fork one child per request;
-    end when ``parent`` (the pytest process that starts the server: default, this process's parent) is gone."""
+    end when ``parent`` (the pytest process that starts the server: default, this process's parent) is gone.
+    ``env_servers``: how many servers of other environments it may start (a server it starts starts none)."""
     parent = os.getppid() if parent is None else parent
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path + ".tmp")
@@ -195,6 +296,9 @@ def serve(path: str, parent: int | None = None) -> None:
     # what the libraries set in the environment when imported (KMP_DUPLICATE_LIB_OK...): a stage gets it as it would
     set_by_imports = {k: v for k, v in os.environ.items() if baseline.get(k) != v}
     base_path = _base_path()
+    others = EnvServers(path, env_servers)
+    import warm_worker
+
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the monitors are reaped by the kernel
     listener.settimeout(2.0)
     while True:
@@ -209,13 +313,17 @@ def serve(path: str, parent: int | None = None) -> None:
         try:
             request, fds = _recv_request(conn)
             why = refusal(request, baseline, set_by_imports, preloaded)
-            _log({"argv": request["argv"], "cwd": request["cwd"], "warm": why is None, "why": why})
-            if why:
+            sent = others.route(request, set_by_imports) if why and why.startswith("environment differs") else None
+            _log({"argv": request["argv"], "cwd": request["cwd"], "warm": why is None, "why": why, "server": path,
+                  **({"sent": sent} if sent else {})})
+            if sent:
+                conn.sendall(f"server {sent}\n".encode())
+            elif why:
                 conn.sendall(f"cold {why}\n".encode())
             elif os.fork() == 0:
                 listener.close()
                 request["env"] = {**request["env"], **set_by_imports}
-                _monitor(conn, request, fds, base_path)  # never returns
+                warm_worker.monitor(conn, request, fds, base_path)  # never returns
         except (OSError, EOFError, ValueError):
             pass
         finally:
@@ -224,160 +332,5 @@ def serve(path: str, parent: int | None = None) -> None:
             conn.close()
 
 
-def _monitor(conn: socket.socket, request: dict, fds: list[int], base_path: list[str]) -> None:
-    """Fork the worker, tell the client its pid, wait for it (killing it when the client goes away), send its status."""
-    try:
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        worker = os.fork()
-        if worker == 0:
-            conn.close()
-            _work(request, fds, base_path)  # never returns
-        for fd in fds:
-            os.close(fd)
-        conn.sendall(f"pid {worker}\n".encode())
-        import select
-
-        try:
-            pidfd = os.pidfd_open(worker)  # readable when the worker ends (Linux 5.3+)
-        except (AttributeError, OSError):
-            pidfd = None  # else: poll
-        watching = [conn] + ([pidfd] if pidfd is not None else [])
-        while True:
-            ready, _, _ = select.select(watching, [], [], None if pidfd is not None else 0.05)
-            if conn in ready and not conn.recv(1):  # the client died: so does its stage
-                os.kill(worker, signal.SIGKILL)
-                watching.remove(conn)
-            done, status = os.waitpid(worker, os.WNOHANG) if pidfd is None or pidfd in ready else (0, 0)
-            if done:
-                sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0
-                reply = f"signal {sig}\n" if sig else f"exit {os.WEXITSTATUS(status)}\n"
-                try:
-                    conn.sendall(reply.encode())
-                except OSError:
-                    pass
-                os._exit(0)
-    finally:
-        os._exit(0)
-
-
-def _work(request: dict, fds: list[int], base_path: list[str]) -> None:
-    """Become ``python ARGV`` in the client's folder, environment and standard streams."""
-    code = 1
-    try:
-        for target in (0, 1, 2):
-            if target in request["fds"]:
-                os.dup2(fds[request["fds"].index(target)], target)
-            else:
-                os.close(target)
-        for fd in fds:
-            if fd > 2:
-                os.close(fd)
-        for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2):
-            signal.signal(sig, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        try:
-            os.setpgid(0, request["pgid"])  # in the shim's process group, as a child of it would be
-        except OSError:
-            pass
-        os.chdir(request["cwd"])
-        if "multiprocessing.process" in sys.modules:  # the folder a fresh interpreter starts in: spawned and
-            sys.modules["multiprocessing.process"].ORIGINAL_DIR = os.getcwd()  # forkserver children resolve from it
-        os.environ.clear()
-        os.environ.update(request["env"])
-        if "PYTHONUNBUFFERED" in os.environ:
-            sys.stdout.reconfigure(write_through=True)
-            sys.stderr.reconfigure(write_through=True)
-        sys.executable = request["executable"]  # a child it starts with sys.executable goes through the shim too
-        if "numpy" in sys.modules:  # numpy's global generator: seeded from the OS in each process, as if fresh
-            sys.modules["numpy"].random.seed()
-        argv = request["argv"]
-        user = [os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-        head = os.getcwd() if argv[0] == "-m" else os.path.dirname(os.path.abspath(argv[0]))
-        sys.path[:] = [head, *user, *base_path]
-        import importlib
-
-        importlib.invalidate_caches()
-        _restart_coverage()
-        import runpy
-
-        try:
-            if argv[0] == "-m":
-                sys.argv = [argv[1], *argv[2:]]  # runpy sets argv[0] to the module's file
-                runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
-            else:
-                sys.argv = list(argv)
-                _run_script(argv[0], runpy)
-            code = 0
-        except SystemExit as e:
-            code = _exit_code(e.code)
-        except BaseException:  # noqa: BLE001 - as the interpreter does: traceback, status 1
-            import traceback
-
-            traceback.print_exc()
-            code = 1
-        code = _shutdown(code)
-    finally:
-        os._exit(code)
-
-
-def _run_script(arg: str, runpy) -> None:
-    """``python ARG`` for a file: ``__main__`` with an absolute ``__file__`` and code file name and a source loader,
-    ``sys.argv[0]`` as given (as the interpreter does since 3.9; ``runpy.run_path`` would leave ``__file__``
-    relative, and a spawned child would then look for the script in the server's folder). A folder or zip with a
-    ``__main__.py`` goes through ``runpy.run_path``."""
-    path = os.path.abspath(arg)
-    if not os.path.isfile(path) or not path.endswith(".py"):
-        runpy.run_path(arg, run_name="__main__")
-        return
-    import builtins
-    import importlib.machinery
-    import types
-
-    main = types.ModuleType("__main__")
-    loader = importlib.machinery.SourceFileLoader("__main__", path)
-    main.__dict__.update(__file__=path, __loader__=loader, __spec__=None, __cached__=None, __builtins__=builtins)
-    code = compile(loader.get_data(path), path, "exec", dont_inherit=True)
-    sys.modules["__main__"] = main
-    exec(code, main.__dict__)
-
-
-def _exit_code(value) -> int:
-    if value is None:
-        return 0
-    if isinstance(value, int):
-        return value & 0xFF
-    print(value, file=sys.stderr)
-    return 1
-
-
-def _restart_coverage() -> None:
-    """Under ``coverage run`` (the server was started with it, ``patch = subprocess``): measure this child on its own."""
-    if "coverage" in sys.modules:
-        from coverage import Coverage
-
-        if Coverage.current() is not None:
-            from coverage.control import _after_fork_in_child
-
-            _after_fork_in_child()
-
-
-def _shutdown(code: int) -> int:
-    """What the interpreter does at exit: join non-daemon threads, run atexit handlers, flush the streams."""
-    import atexit
-    import threading
-
-    try:
-        threading._shutdown()
-    except Exception:  # noqa: BLE001
-        pass
-    atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            code = code or 120
-    return code
-
-
 if __name__ == "__main__":
-    serve(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else None)
+    serve(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else None, int(sys.argv[3]) if len(sys.argv) > 3 else ENV_SERVERS)

@@ -93,7 +93,8 @@ def _log(event: dict) -> None:
 # ---------------------------------------------------------------------------------------------------------- client
 def warm_form(args: list[str]) -> tuple[bool, list[str]] | None:
     """``(unbuffered, argv)`` of a command line the server can run, ``[-u ...] (-m MODULE | SCRIPT) ARGS``; None for
-    anything else (another option, ``-c``, a script read from stdin, the interactive interpreter)."""
+    anything else (another option, ``-c``, a script read from stdin, the interactive interpreter). (``-u``: the
+    streams are the interpreter's; ``sys.flags.unbuffered`` stays 0, so a ``spawn`` child gets no ``-u``.)"""
     unbuffered = False
     while args and args[0] == "-u":
         unbuffered, args = True, args[1:]

@@ -20,7 +20,7 @@ import benchmark  # noqa: E402,F401  (first: pins the CPU numerics before torch 
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.dirname(__file__))  # (tests/: file_order here, warm_python in pytest_configure)
 from file_order import schedule, uses_caltech  # noqa: E402
 
 torch.set_num_threads(min(2, os.cpu_count() or 1))
@@ -36,7 +36,6 @@ def pytest_configure(config):
         import subprocess
         import tempfile
 
-        sys.path.insert(0, os.path.dirname(__file__))
         import warm_python
 
         folder = tempfile.mkdtemp(prefix="uqwarm-")

@@ -27,8 +27,15 @@ def module_file(root: Path, dotted: str) -> Path | None:
 
 def imported_names(root: Path, file: Path) -> set[str]:
     """Dotted ``benchmark...`` names ``file`` imports (``from benchmark.x import y``: both ``benchmark.x`` and
-    ``benchmark.x.y``, which is a module or a name defined in ``benchmark.x``)."""
+    ``benchmark.x.y``, which is a module or a name defined in ``benchmark.x``). Each file is parsed once per process
+    and version of it (its modification time and size)."""
     file = Path(file)
+    st = file.stat()
+    return set(_imported_names(Path(root), file, st.st_mtime_ns, st.st_size))
+
+
+@lru_cache(maxsize=None)
+def _imported_names(root: Path, file: Path, mtime_ns: int, size: int) -> frozenset[str]:
     tree = ast.parse(file.read_text(encoding="utf-8"), filename=str(file))
     try:
         here = list(file.resolve().relative_to(Path(root).resolve()).parts[:-1])  # the package a relative import starts from
@@ -46,19 +53,25 @@ def imported_names(root: Path, file: Path) -> set[str]:
                 mod = node.module or ""
             out.add(mod)
             out |= {f"{mod}.{a.name}" for a in node.names}
-    return {m for m in out if m == PACKAGE or m.startswith(PACKAGE + ".")}
+    return frozenset(m for m in out if m == PACKAGE or m.startswith(PACKAGE + "."))
 
 
-def _modules_run(root: Path, dotted: str) -> list[Path]:
-    """The files importing ``dotted`` runs: each enclosing package's ``__init__.py``, then the module itself."""
+def _modules_run(root: Path, dotted: str, found=None) -> list[Path]:
+    """The files importing ``dotted`` runs: each enclosing package's ``__init__.py``, then the module itself.
+    ``found``: a dict that keeps :func:`module_file`'s answers across calls."""
+    found = {} if found is None else found
     parts = dotted.split(".")
-    files = (module_file(root, ".".join(parts[:i])) for i in range(1, len(parts) + 1))
-    return [f for f in files if f is not None]
+    for i in range(1, len(parts) + 1):
+        name = ".".join(parts[:i])
+        if name not in found:
+            found[name] = module_file(root, name)
+    return [f for f in (found[".".join(parts[:i])] for i in range(1, len(parts) + 1)) if f is not None]
 
 
 @lru_cache(maxsize=None)
 def _closure(root: Path, start: tuple[Path, ...], stamp: tuple) -> frozenset[Path]:
     seen: set[Path] = set()
+    found: dict[str, Path | None] = {}  # dotted name -> its file: many files import the same packages and names
     todo = list(start)
     while todo:
         f = todo.pop()
@@ -66,7 +79,7 @@ def _closure(root: Path, start: tuple[Path, ...], stamp: tuple) -> frozenset[Pat
             continue
         seen.add(f)
         for dotted in imported_names(root, f):
-            todo += [m for m in _modules_run(root, dotted) if m not in seen]
+            todo += [m for m in _modules_run(root, dotted, found) if m not in seen]
     return frozenset(seen)
 
 

@@ -108,3 +108,33 @@ def test_a_stage_depends_on_the_package_data_beside_the_modules_it_imports():
         deps = script_deps(script, root)
         assert not any(d.startswith("benchmark/report/templates") or d.startswith("benchmark/report/static") for d in deps)
         assert all(d.endswith(".py") for d in deps), script  # no data beside the modules these stages import
+
+
+def test_each_source_is_parsed_once_per_version_of_it(tmp_path, monkeypatch):
+    """The closures of several stages read each package file once (they share most of it); a file edited since is
+    read again, and what it now imports is followed."""
+    import ast
+    import shutil
+    import types
+
+    from benchmark.storage import imports
+
+    for d in ("benchmark", "pipelines"):
+        shutil.copytree(ROOT / d, tmp_path / d, ignore=shutil.ignore_patterns("__pycache__"))
+    parsed = []
+    counting = types.SimpleNamespace(**{k: getattr(ast, k) for k in dir(ast) if not k.startswith("_")})
+    counting.parse = lambda src, filename, **kw: parsed.append(filename) or ast.parse(src, filename, **kw)
+    monkeypatch.setattr(imports, "ast", counting)  # the module's own name only: pytest itself parses with ast too
+    scripts = ("pipelines/data.py", "pipelines/train.py", "pipelines/evaluate.py", "pipelines/report.py")
+    deps = {s: script_deps(s, tmp_path) for s in scripts}
+    reached = {f for d in deps.values() for f in d if f.endswith(".py")}
+    assert sorted(parsed) == sorted({str(tmp_path / f) for f in reached} | {str(tmp_path / s) for s in scripts})
+    assert len(parsed) < sum(len(d) for d in deps.values())  # shared files: fewer reads than the closures' sizes
+    parsed.clear()
+    assert {s: script_deps(s, tmp_path) for s in scripts} == deps and parsed == []
+    probe = tmp_path / "benchmark" / "methods" / "zz_probe.py"
+    probe.write_text("X = 1\n")
+    store = tmp_path / "benchmark" / "storage" / "store.py"
+    store.write_text(store.read_text() + "\nfrom benchmark.methods import zz_probe  # noqa\n")
+    assert "benchmark/methods/zz_probe.py" in script_deps("pipelines/data.py", tmp_path)
+    assert str(store) in parsed and str(probe) in parsed and len(parsed) == 2  # only the edited file and the new one

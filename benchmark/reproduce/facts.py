@@ -69,7 +69,7 @@ def holds_block(root=".") -> str:
 
 
 def site_table(root=".") -> str:
-    """The paper-scale ``publish`` at 0.5x and 1x the rows and the straight-line 10x estimate, against the targets;
+    """The paper-scale ``publish`` at two sizes (0.25x and 1x the rows) and the straight-line 10x estimate, against the targets;
     then the first render in Chromium per suite page."""
     rec = _load(Path(root) / "results" / "site_scale.json")
     if rec is None or "publish" not in rec:
@@ -77,7 +77,7 @@ def site_table(root=".") -> str:
     lim = rec["limits"]
     lines = ["| rows | publish wall s | CPU s | site MB | files | largest file MB | embedded part MB |",
              "|---|---|---|---|---|---|---|"]
-    for name, r in rec["publish"].items():
+    for name, r in sorted(rec["publish"].items(), key=lambda kv: kv[1]["rows"]):  # smallest first, the estimate last
         largest = f"{r['largest'][1] / MB:.1f} (`{r['largest'][0]}`)" if "largest" in r else ""
         embedded = f"{r['embedded_bytes'] / MB:.1f}" if "embedded_bytes" in r else ""
         lines.append(f"| {name}: {r['rows']:,.0f} | {r['wall']:.0f} | {r['cpu']:.0f} | {r['bytes'] / MB:.1f} | "

@@ -46,7 +46,10 @@ ENV = "UQBENCH_WARM_PYTHON"  # the server's socket; unset: every ``python`` is t
 LOG = "UQBENCH_WARM_LOG"
 # what the server imports once (what the stages import that costs: torch, timm -> torchvision, pandas, fvcore...)
 PRELOAD = ("numpy", "torch", "torchvision", "timm", "pandas", "yaml", "safetensors.torch", "fvcore.nn", "scipy.stats",
-           "sklearn.metrics", "matplotlib", "jinja2", "tqdm", "filelock", "pyarrow", "dvc.cli", "dvc.repo")
+           "sklearn.metrics", "matplotlib", "jinja2", "tqdm", "filelock", "pyarrow", "dvc.cli", "dvc.repo",
+           # what a dvc command imports after its parser (git access, locks, config; ~0.4 CPU s per command)
+           "dvc.scm", "scmrepo.git", "dulwich.repo", "dulwich.client", "pygit2", "dvc.data_cloud", "dvc.lock", "dvc.dirs",
+           "dvc.cachemgr", "dvc_render", "ruamel.yaml", "configobj", "flufl.lock", "zc.lockfile", "platformdirs")
 # environment variables a stage may set differently from the server's: none is read when a preloaded library is
 # imported or the interpreter starts (PYTHONPATH is applied per stage; PYTHONUNBUFFERED by rewrapping stdio)
 # (CUDA_VISIBLE_DEVICES: read when CUDA is initialised, which the server never does; OUTDATED_IGNORE: set by wilds'

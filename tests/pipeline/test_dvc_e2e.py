@@ -30,7 +30,9 @@ def tiny_params(params: dict) -> dict:
         r["epochs"] = 1
     p["recipes"]["finetune"]["drop_rate"] = 0.2  # MC dropout samples the dropout tiny-a was fine-tuned with
     p["cost"].update(throughput_batch=8, throughput_iters=1)
-    p["evaluate"].update(n_bootstrap=20, deep_ensembles=[2])
+    # units in the stage's process: a pool's fresh interpreter costs ~3 CPU s for a few seconds of units here; that a
+    # pool gives the same tables is tests/pipeline/test_sweep.py's (1 and 2 workers, and a failing unit)
+    p["evaluate"].update(n_bootstrap=20, deep_ensembles=[2], workers=1)
     p["report"].update(plot_splits=["test"], plot_metrics=["accuracy", "aurc"], formats=["png"])
     b = p["baselines"]
     b["soups"] = {"soup-tiny": {"models": ["tiny-a", "tiny-b"]}}

@@ -184,3 +184,20 @@ def test_module_entry_point(files):
     assert METRIC_KEYS <= set(json.loads(proc.stdout))
     proc = subprocess.run(["python", "-m", "benchmark", "metrics", "missing.npz"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and proc.stderr.startswith("error: missing.npz")
+
+
+def test_the_command_line_is_built_without_torch_and_its_other_errors_are_not_swallowed(monkeypatch):
+    """``publish``, ``suite-pipeline``... start in a fresh interpreter without torch (the logits commands import it when
+    they run); ``duo --help`` still lists the fits; an error that is not bad input still raises."""
+    code = ("import sys; from benchmark.cli.main import build_parser; p = build_parser(); p.parse_args(['publish', '--out', 'x']);"
+            "print(sorted(m for m in ('torch', 'pandas', 'benchmark.core.temperature') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.split() == ["[]"], out.stderr
+    help_text = subprocess.run([sys.executable, "-m", "benchmark", "duo", "--help"], capture_output=True, text=True,
+                               timeout=120).stdout
+    assert "one of converged, paper-exact" in " ".join(help_text.split())
+    from benchmark.cli import logits_commands
+
+    monkeypatch.setattr(logits_commands, "_load", lambda path: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        main(["metrics", "x.npz"])

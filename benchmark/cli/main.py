@@ -7,170 +7,14 @@ Errors print ``error: <message>`` on stderr and return exit code 2.
 from __future__ import annotations
 
 import argparse
-import json
-import math
 import sys
 
 from benchmark.cli.bundle_commands import COMMANDS as BUNDLE_COMMANDS
+from benchmark.cli.logits_commands import add_duo_command, add_metrics_command
 from benchmark.cli.remote_commands import add_remote_command
 from benchmark.cli.reproduce_commands import add_reproduce_command
 from benchmark.cli.zoo_commands import add_flops_command, add_validate_zoo_command
-from benchmark.config.yaml_input import cli_int
-from benchmark.core.combine import duo_prediction, single_prediction
-from benchmark.core.evaluate import evaluate
-from benchmark.core.temperature import FIT_MODES, FitError, fit_duo, fit_temperature
-from benchmark.core.validation import InputError, as_labels, as_logits
 from benchmark.dvcgen.command import add_suite_pipeline_command
-from benchmark.storage.store import LogitsFile, StoreError, check_aligned, load_logits_file
-
-FILE_HELP = ".npz or .safetensors file with arrays 'logits' (N, C) float and 'labels' (N,) int"
-
-
-def _load(path: str) -> LogitsFile:
-    """Read a logits file and check it: (N, C) finite logits, labels in [0, C)."""
-    f = load_logits_file(path)
-    if f.logits.ndim != 2:
-        raise StoreError(f"{path}: 'logits' must be (N, C) for this command, got shape {tuple(f.logits.shape)}")
-    try:
-        as_logits(f.logits, "logits")
-        as_labels(f.labels, "labels", num_classes=f.logits.shape[1])
-    except InputError as e:
-        raise StoreError(f"{path}: {e}") from None
-    return f
-
-
-def _same_classes(*files: LogitsFile) -> None:
-    ref = files[0]
-    for f in files[1:]:
-        if f.logits.shape[1] != ref.logits.shape[1]:
-            raise StoreError(f"{f.path}: C={f.logits.shape[1]} classes but {ref.path} has C={ref.logits.shape[1]}")
-
-
-def _json_number(v: float):
-    return v if math.isfinite(v) else None
-
-
-def _metrics(pred, labels, args) -> dict:
-    """Metric values (and, with --bootstrap, 'ci': metric -> [low, high])."""
-    res = evaluate(pred, labels, n_bootstrap=args.bootstrap, seed=args.seed)
-    out = {k: v for k, (v, _, _) in res.items()}
-    if args.bootstrap:
-        out["ci"] = {k: [lo, hi] for k, (_, lo, hi) in res.items()}
-    return out
-
-
-def _print_json(obj) -> None:
-    def clean(o):
-        if isinstance(o, dict):
-            return {k: clean(v) for k, v in o.items()}
-        if isinstance(o, list):
-            return [clean(v) for v in o]
-        return _json_number(o) if isinstance(o, float) else o
-
-    print(json.dumps(clean(obj), indent=2, allow_nan=False))
-
-
-def _print_table(columns: dict[str, dict]) -> None:
-    """Metrics as rows, one column per entry of ``columns``; CIs in brackets."""
-    names = [k for k in next(iter(columns.values())) if k != "ci"]
-    header = f"{'metric':<16}" + "".join(f"{c:>28}" for c in columns)
-    print(header)
-    for m in names:
-        cells = []
-        for res in columns.values():
-            cell = f"{res[m]:.6g}"
-            if "ci" in res:
-                lo, hi = res["ci"][m]
-                cell += f" [{lo:.4g}, {hi:.4g}]"
-            cells.append(f"{cell:>28}")
-        print(f"{m:<16}" + "".join(cells))
-
-
-def _add_bootstrap_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--bootstrap", type=cli_int(0), default=0, metavar="N", help="bootstrap resamples for 95%% intervals (default 0: none)")
-    p.add_argument("--seed", type=cli_int(0), default=0, help="bootstrap seed, an integer >= 0 (default 0)")
-    p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
-
-
-def add_metrics_command(subparsers) -> None:
-    p = subparsers.add_parser(
-        "metrics",
-        help="every metric of one model's logits",
-        description="Print every metric of one model (softmax of the logits as they are; confidence = max softmax).",
-    )
-    p.add_argument("file", metavar="FILE", help=FILE_HELP)
-    _add_bootstrap_options(p)
-    p.set_defaults(handler=run_metrics)
-
-
-def run_metrics(args) -> int:
-    f = _load(args.file)
-    res = _metrics(single_prediction(f.logits), f.labels, args)
-    if args.json:
-        _print_json(res)
-    else:
-        print(f"{args.file}: N={f.logits.shape[0]}, C={f.logits.shape[1]}")
-        _print_table({"model": res})
-    return 0
-
-
-def add_duo_command(subparsers) -> None:
-    p = subparsers.add_parser(
-        "duo",
-        help="fit an Asymmetric Duo on validation logits and evaluate it on test logits",
-        description=(
-            "Fit the duo temperatures/weights and each member's temperature on the validation files, then print "
-            "the test metrics of the temperature-scaled base and of the weighted, unweighted and UQ-only duos. "
-            "Temperatures follow the published convention z = (z_base / T_base + z_side / T_side) / 2, "
-            "weights w = 1 / (2T)."
-        ),
-    )
-    for opt in ("base-val", "side-val", "base-test", "side-test"):
-        p.add_argument(f"--{opt}", required=True, metavar="F", help=FILE_HELP)
-    p.add_argument("--fit", choices=FIT_MODES, default="converged", help="temperature fit: converged optimum or the published procedure (default converged)")
-    p.add_argument(
-        "--confidence",
-        choices=("max", "published"),
-        default="max",
-        help="duo confidence: max (max p_duo) or published (p_duo[argmax z_base], as the published code) (default max)",
-    )
-    _add_bootstrap_options(p)
-    p.set_defaults(handler=run_duo)
-
-
-def run_duo(args) -> int:
-    bv, sv, bt, st = (_load(p) for p in (args.base_val, args.side_val, args.base_test, args.side_test))
-    _same_classes(bv, sv, bt, st)
-    check_aligned(bv, sv)
-    check_aligned(bt, st)
-    try:
-        duo = fit_duo(bv.logits, sv.logits, bv.labels, mode=args.fit)
-        t_base = fit_temperature(bv.logits, bv.labels, mode=args.fit).temperature
-        t_side = fit_temperature(sv.logits, sv.labels, mode=args.fit).temperature
-    except FitError as e:
-        raise StoreError(f"{args.base_val} + {args.side_val}: {e}") from None
-    y = bt.labels
-    res = {"base": _metrics(single_prediction(bt.logits, t_base), y, args)}
-    for variant in ("weighted", "unweighted", "uq_only"):
-        pred = duo_prediction(bt.logits, st.logits, variant=variant, fit=duo, single_temperatures=(t_base, t_side), confidence=args.confidence)
-        res[variant] = _metrics(pred, y, args)
-    head = {
-        "fit": args.fit,
-        "confidence": args.confidence,
-        "temperatures": {"base": duo.t_base, "sidekick": duo.t_side},
-        "weights": {"base": duo.w_base, "sidekick": duo.w_side},
-        "single_temperatures": {"base": t_base, "sidekick": t_side},
-        "val_nll": duo.nll,
-    }
-    if args.json:
-        _print_json({**head, **res})
-    else:
-        print(f"fit={args.fit} confidence={args.confidence} test N={bt.logits.shape[0]} C={bt.logits.shape[1]}")
-        print(f"duo temperatures: base {duo.t_base:.6g}, sidekick {duo.t_side:.6g} (weights {duo.w_base:.6g}, {duo.w_side:.6g}); val NLL {duo.nll:.6g}")
-        print(f"single temperatures: base {t_base:.6g}, sidekick {t_side:.6g}")
-        _print_table(res)
-    return 0
-
 
 COMMANDS = [add_metrics_command, add_duo_command, add_flops_command, add_validate_zoo_command, add_suite_pipeline_command,
             add_remote_command, *BUNDLE_COMMANDS, add_reproduce_command]
@@ -195,6 +39,16 @@ def main(argv=None) -> int:
         return 2
     try:
         return args.handler(args)
-    except (InputError, StoreError) as e:
+    except Exception as e:
+        if not _bad_input(e):
+            raise
         print(f"error: {e}", file=sys.stderr)
         return 2
+
+
+def _bad_input(e: Exception) -> bool:
+    """``e`` is an :class:`~benchmark.core.validation.InputError` or a :class:`~benchmark.storage.store.StoreError`
+    (one line, exit 2). Their modules import torch; a command that raises one has imported it already."""
+    kinds = tuple(getattr(sys.modules[m], n) for m, n in (("benchmark.core.validation", "InputError"),
+                                                           ("benchmark.storage.store", "StoreError")) if m in sys.modules)
+    return bool(kinds) and isinstance(e, kinds)

@@ -47,7 +47,7 @@ LOG = "UQBENCH_WARM_LOG"
 # what the server imports once (what the stages import that costs: torch, timm -> torchvision, pandas, fvcore...)
 PRELOAD = ("numpy", "torch", "torchvision", "timm", "pandas", "yaml", "safetensors.torch", "fvcore.nn", "scipy.stats",
            "sklearn.metrics", "matplotlib", "jinja2", "tqdm", "filelock", "pyarrow", "dvc.cli", "dvc.repo",
-           # what a dvc command imports after its parser (git access, locks, config; ~0.4 CPU s per command)
+           # what a dvc command imports after its parser (git access, locks, config: ~0.4 CPU s a command)
            "dvc.scm", "scmrepo.git", "dulwich.repo", "dulwich.client", "pygit2", "dvc.data_cloud", "dvc.lock", "dvc.dirs",
            "dvc.cachemgr", "dvc_render", "ruamel.yaml", "configobj", "flufl.lock", "zc.lockfile", "platformdirs")
 # environment variables a stage may set differently from the server's: none is read when a preloaded library is

@@ -115,15 +115,17 @@ class _FitModes(Sequence):
     """The temperature fits (:data:`benchmark.core.temperature.FIT_MODES`), read when ``duo``'s arguments are checked
     or its help is shown: building the parser imports no torch."""
 
-    def __getitem__(self, i):
+    @staticmethod
+    def _modes() -> tuple:
         from benchmark.core.temperature import FIT_MODES
 
-        return FIT_MODES[i]
+        return FIT_MODES
+
+    def __getitem__(self, i):
+        return self._modes()[i]
 
     def __len__(self) -> int:
-        from benchmark.core.temperature import FIT_MODES
-
-        return len(FIT_MODES)
+        return len(self._modes())
 
 
 def add_duo_command(subparsers) -> None:
@@ -140,7 +142,8 @@ def add_duo_command(subparsers) -> None:
     for opt in ("base-val", "side-val", "base-test", "side-test"):
         p.add_argument(f"--{opt}", required=True, metavar="F", help=FILE_HELP)
     p.add_argument("--fit", choices=_FitModes(), default="converged", metavar="MODE",
-                   help="temperature fit, one of %(choices)s: the converged optimum or the published procedure (default converged)")
+                   help="temperature fit, one of %(choices)s: the converged optimum or the published procedure "
+                        "(default converged)")
     p.add_argument(
         "--confidence",
         choices=("max", "published"),

@@ -69,8 +69,8 @@ def holds_block(root=".") -> str:
 
 
 def site_table(root=".") -> str:
-    """The paper-scale ``publish`` at two sizes (0.25x and 1x the rows) and the straight-line 10x estimate, against the targets;
-    then the first render in Chromium per suite page."""
+    """The paper-scale ``publish`` at two sizes (0.25x and 1x the rows) and the straight-line 10x estimate, against
+    the targets; then the first render in Chromium per suite page."""
     rec = _load(Path(root) / "results" / "site_scale.json")
     if rec is None or "publish" not in rec:
         return site_line(rec) + "\n"

@@ -21,7 +21,6 @@ This file is also the subprocess: ``python test_bench_sve.py VARIANT`` prints th
 from __future__ import annotations
 
 import ctypes
-import functools
 import gc
 import json
 import re
@@ -57,32 +56,37 @@ def build_sve(arch: str, kwargs: dict, mode: str = "auto") -> SingularValueEnsem
                                  mode=mode)
 
 
-@functools.lru_cache(maxsize=None)
-def forward_ensemble(arch: str, kwargs: str) -> SingularValueEnsemble:
-    """The ensemble of ``arch`` in eval mode, built once per test process for all its cases (the SVD of every layer
-    is most of a case's time; a forward decides per batch whether cached member weights pay, so batch sizes do not
-    see each other)."""
-    return build_sve(arch, json.loads(kwargs)).eval()
+@pytest.fixture(scope="module")
+def forward_models():
+    """Ensembles and their dense members, built once per test module for all cases of an architecture (the SVD of
+    every layer is most of a case's time; a forward decides per batch whether cached member weights pay, so batch
+    sizes do not see each other) and released with the module."""
+    return {}
 
 
-@functools.lru_cache(maxsize=None)
-def forward_members(arch: str, kwargs: str, layout: torch.memory_format) -> list:
-    """Its members exported as dense timm models in ``layout``."""
-    sve = forward_ensemble(arch, kwargs)
-    return [sve.export_member(m).to(memory_format=layout) for m in range(MEMBERS)]
+def _models(cache: dict, arch: str, kwargs: dict, layout: torch.memory_format | None = None):
+    """The ensemble of ``arch`` in eval mode, or (``layout``) its members exported as dense timm models in it."""
+    key = (arch, json.dumps(kwargs, sort_keys=True))
+    if key not in cache:
+        cache[key] = build_sve(arch, kwargs).eval()
+    if layout is None:
+        return cache[key]
+    if (*key, layout) not in cache:
+        cache[(*key, layout)] = [cache[key].export_member(m).to(memory_format=layout) for m in range(MEMBERS)]
+    return cache[(*key, layout)]
 
 
 @pytest.mark.benchmark(timer=time.thread_time)
 @pytest.mark.parametrize("how", ["batched", "sequential", "sequential-cl"])
 @pytest.mark.parametrize("case", list(FORWARD_CASES))
-def test_bench_sve_forward(benchmark, case, how):
+def test_bench_sve_forward(benchmark, forward_models, case, how):
     torch.set_num_threads(1)
     arch, kwargs, size, batch = FORWARD_CASES[case]
-    sve = forward_ensemble(arch, json.dumps(kwargs, sort_keys=True))
+    sve = _models(forward_models, arch, kwargs)
     if how == "sequential-cl" and not sve.channels_last:
         pytest.skip("no pointwise convolutions adapted: channels-last is for CNNs")
     layout = torch.channels_last if how == "sequential-cl" else torch.contiguous_format
-    dense = forward_members(arch, json.dumps(kwargs, sort_keys=True), layout)
+    dense = _models(forward_models, arch, kwargs, layout)
     benchmark.group = f"sve-forward-{case}-M{MEMBERS}-B{batch}"
     x = torch.randn(batch, 3, size, size, generator=torch.Generator().manual_seed(0))
     x_dense = x.contiguous(memory_format=layout)

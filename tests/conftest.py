@@ -15,6 +15,11 @@ os.environ["DVC_NO_ANALYTICS"] = "1"  # no analytics daemon process after each d
 # time of the stage-running tests). It changes no result: only how idle threads wait. Set before torch is imported
 # here and before the warm python server starts, so that stages see it as their server did.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+if not os.environ.get("PYTEST_XDIST_WORKER"):  # once per run, before anything imports the project's code
+    sys.path.insert(0, os.path.dirname(__file__))
+    from bytecode import precompile
+
+    precompile()  # hash-checked .pyc of the project's code (tests/bytecode.py)
 
 import benchmark  # noqa: E402,F401  (first: pins the CPU numerics before torch runs a kernel, as in the stages)
 import pytest  # noqa: E402
@@ -135,6 +140,15 @@ def caltech(tmp_path_factory):
 
     ``UQBENCH_BUNDLE_FIXTURE=DIR`` reuses a run made by ``python tests/bundle/fixture_run.py DIR`` (development)."""
     return _caltech_run(tmp_path_factory)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_collection(session):
+    """pytest keeps the test modules it rewrote in ``__pycache__`` while it collects (tests/bytecode.py)."""
+    from bytecode import rewrite_cache
+
+    with rewrite_cache():
+        yield
 
 
 @pytest.hookimpl(trylast=True)

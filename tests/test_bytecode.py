@@ -1,0 +1,38 @@
+"""tests/bytecode.py: the run's precompiled bytecode is used, and never when its source changed."""
+import importlib.util
+import os
+import subprocess
+import sys
+
+from bytecode import precompile
+
+
+def _value(root, env) -> str:
+    code = "import sys; sys.path.insert(0, 'benchmark'); import mod; print(mod.VALUE, mod.__cached__)"
+    return subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True, check=True).stdout
+
+
+def test_precompiled_modules_are_hash_checked_and_an_edit_of_the_same_size_and_time_is_seen(tmp_path):
+    src = tmp_path / "benchmark" / "mod.py"
+    src.parent.mkdir()
+    src.write_text("VALUE = 1\n")
+    assert precompile(tmp_path)
+    pyc = importlib.util.cache_from_source(str(src))
+    flags = int.from_bytes(open(pyc, "rb").read()[4:8], "little")
+    assert flags == 0b11  # PEP 552: hash-based (bit 0), checked against the source (bit 1)
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    assert _value(tmp_path, env).split()[0] == "1"
+    stat = src.stat()
+    src.write_text("VALUE = 2\n")  # same size; same modification time below: a timestamp .pyc would look current
+    os.utime(src, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    with open(pyc, "rb") as f:
+        before = f.read()
+    assert _value(tmp_path, env).split()[0] == "2"
+    with open(pyc, "rb") as f:
+        assert f.read() == before  # PYTHONDONTWRITEBYTECODE kept: the stale file was not rewritten, only not used
+
+
+def test_a_syntax_error_is_reported_as_not_all_compiled(tmp_path):
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "bad.py").write_text("def (:\n")
+    assert not precompile(tmp_path)

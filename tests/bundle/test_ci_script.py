@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -34,7 +33,8 @@ def repo(pristine, tmp_path):
 
 
 def script(repo, *args):
-    env = dict(os.environ, PYTHON=sys.executable, CI_NO_REMOTE="1")
+    # PYTHON: the first python on PATH, as the script defaults to (in the tests, the warm python: tests/warm_python.py)
+    env = dict(os.environ, PYTHON="python", CI_NO_REMOTE="1")
     return subprocess.run(["bash", str(SCRIPT), *map(str, args)], cwd=repo, env=env, capture_output=True, text=True)
 
 

@@ -398,7 +398,8 @@ def read_csv(data: bytes, where: str, columns, *, required=()) -> "pd.DataFrame"
     if missing:
         raise BundleError(f"{where}: missing columns {missing}")
     try:
-        df = pd.read_csv(io.StringIO(raw), dtype=str, keep_default_na=False, na_values=[""], engine="c")
+        # parsed from the bytes (checked UTF-8 above): the same table as from the text, without re-encoding it
+        df = pd.read_csv(io.BytesIO(data), dtype=str, keep_default_na=False, na_values=[""], engine="c", encoding="utf-8")
     except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as e:
         raise BundleError(f"{where}: cannot read CSV ({e})") from None
     if list(df.columns) != header:

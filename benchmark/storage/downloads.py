@@ -138,7 +138,9 @@ def typed(df: pd.DataFrame, columns: dict[str, tuple[str, str]]) -> pd.DataFrame
     out = {}
     for c, (dtype, _) in columns.items():
         s = df[c] if c in df.columns else pd.Series([None] * len(df), index=df.index, dtype=object)
-        if dtype == "string":
+        if dtype == "string" and isinstance(s.dtype, pd.StringDtype):
+            out[c] = s.fillna("").astype(str)  # text already: no round trip through Python objects
+        elif dtype == "string":
             out[c] = s.astype(object).where(s.notna(), "").astype(str)
         else:
             num = pd.to_numeric(s, errors="coerce")

@@ -20,6 +20,7 @@ from benchmark.storage.downloads import (
     neutralise,
     neutralised,
     table_schema,
+    typed,
     write_downloads,
 )
 from benchmark.storage.results_schema import COLUMNS
@@ -140,3 +141,13 @@ def test_report_writes_the_downloads_and_only_the_figures_asked_for(tmp_path, mo
     assert len(back) == len(rows) and (tmp_path / "without" / "assets" / "plotly-basic.min.js").is_file()
     with gzip.open(tmp_path / "without" / "data" / "rows.csv.gz", "rt") as f:
         assert "'@b" in f.read()
+
+
+@pytest.mark.parametrize("dtype", ["str", "string", object])
+def test_typed_text_is_the_same_from_arrow_text_and_from_python_objects(dtype):
+    """A text column: '' for a missing cell, the default text dtype, whatever the column held it as (arrow text takes
+    a path without Python objects)."""
+    df = pd.DataFrame({"name": pd.Series(["a", None, "=b", ""], dtype=dtype), "n": ["1", None, "x", "2.5"]})
+    out = typed(df, {"name": ("string", ""), "n": ("float64", "")})
+    assert out["name"].tolist() == ["a", "", "=b", ""] and out["name"].dtype == pd.Series(["x"]).astype(str).dtype
+    assert out["n"].tolist()[0] == 1.0 and np.isnan(out["n"].tolist()[1]) and out["n"].dtype == np.float64

@@ -118,14 +118,11 @@ def to_float(col: pd.Series) -> pd.Series:
     return pd.Series(values, index=col.index, name=col.name)
 
 
-def _numbers(df: pd.DataFrame, columns, where: str) -> dict[str, pd.Series]:
-    """The ``columns`` of ``df`` (those it has) as float64, or BundleError naming the first cell that is not a finite
-    number (``nan`` allowed; integer columns within the exact range of a float)."""
-    out = {}
+def _numbers(df: pd.DataFrame, columns, where: str) -> None:
     for c in columns:
         if c not in df.columns:
             continue
-        out[c] = num = to_float(df[c])
+        num = to_float(df[c])
         bad = num.isna() & df[c].notna() & ~df[c].isin(["nan", "NaN"])
         if bad.any():
             i = int(bad.to_numpy().nonzero()[0][0])
@@ -138,7 +135,6 @@ def _numbers(df: pd.DataFrame, columns, where: str) -> dict[str, pd.Series]:
             if big.any():
                 i = int(big.to_numpy().nonzero()[0][0])
                 raise BundleError(f"{where}: row {i + 2}: column {c!r}: {q(df[c].iloc[i])[:40]} is out of range")
-    return out
 
 
 def _names(df: pd.DataFrame, columns, where: str, *, empty=(), joined=()) -> None:
@@ -162,10 +158,10 @@ def check_rows(df: pd.DataFrame, suite: str, where: str) -> pd.DataFrame:
         raise BundleError(f"{where}: missing columns {missing}")
     if df.empty:
         raise BundleError(f"{where}: no rows")
-    numbers = _numbers(df, [c for c, (t, _) in COLUMNS.items() if t != "string"], where)
+    _numbers(df, [c for c, (t, _) in COLUMNS.items() if t != "string"], where)
     _names(df, ["split", "family", "method", "base", "sidekick", "members", "fit", "confidence"], where,
            empty=("sidekick",), joined=("members",))
-    rows = validate_results(df.assign(**numbers), source=where)[list(COLUMNS)]  # the numbers parsed once
+    rows = validate_results(df, source=where)[list(COLUMNS)]
     checks = [
         (~rows["metric"].isin(list(METRICS)), lambda r: f"unknown metric {q(r['metric'])[:40]} (known: see benchmark/core/metric_info.py)"),
         (rows["suite"] != suite, lambda r: f"suite {q(r['suite'])[:40]} differs from the manifest's {suite!r}"),

@@ -236,7 +236,8 @@ def results_folder(suite: str, folder: Path, scale: float, seed: int = 0) -> int
             rows["ci"] = rows.pop("has_ci") & (split in params["evaluate"].get("bootstrap_splits", ["test"]))
             parts.append(rows)
     df = pd.concat(parts, ignore_index=True)
-    q = df["q"].to_numpy() - 0.15 * df["split"].str.extract(r"-(\d)$")[0].astype(float).fillna(0).to_numpy() / 5
+    severity = {s: float(s[-1]) if s[-2:-1] == "-" and s[-1].isdigit() else 0.0 for s in splits}  # corrupt-*-<1..5>
+    q = df["q"].to_numpy() - 0.15 * df["split"].map(severity).to_numpy(dtype=float) / 5
     df["value"] = _values(rng, df["metric"], q)
     half = rng.uniform(0.002, 0.02, len(df))
     lo, hi = df["value"] - half, df["value"] + half

@@ -50,3 +50,39 @@ def test_a_large_table_takes_the_fast_path_and_keeps_its_values(monkeypatch):
     values = rng.standard_normal(50_000)
     col = pd.Series([repr(float(v)) for v in values], dtype=str)
     assert np.array_equal(schema.to_float(col).to_numpy(), values)  # repr round-trips every double exactly
+
+
+def test_a_committed_bundles_rows_loaded_and_packed_again_are_its_bytes():
+    """What ``load_bundle`` gives back is what ``submit`` wrote: packing the checked rows again gives the file as
+    committed, byte for byte (an integer stays ``20000``, not ``20000.0``; every float keeps its digits)."""
+    import gzip
+    from pathlib import Path
+
+    from benchmark.bundle.pack import to_csv_bytes
+    from benchmark.bundle.schema import load_bundle
+
+    bundles = sorted(p.parent for p in (Path(__file__).resolve().parents[2] / "leaderboard").glob("*/*/manifest.json"))
+    assert bundles
+    for folder in bundles:
+        parts = sorted(folder.glob("rows*.csv*"))
+        stored = b"".join(gzip.decompress(p.read_bytes()) if p.suffix == ".gz" else p.read_bytes() for p in parts)
+        assert to_csv_bytes(load_bundle(folder, check_arch=False).rows) == stored, folder.name
+
+
+def test_checked_rows_write_whole_numbers_as_they_were_written():
+    """A number column holding whole numbers only (``train_images`` = 20000 in every row) is packed again as
+    ``20000``: the checks' parsing does not turn the table's integers into floats (``20000.0``)."""
+    import gzip
+    import io
+    from pathlib import Path
+
+    from benchmark.bundle.pack import to_csv_bytes
+    from benchmark.bundle.schema import check_rows
+
+    folder = sorted(p.parent for p in (Path(__file__).resolve().parents[2] / "leaderboard").glob("*/*/manifest.json"))[0]
+    raw = b"".join(gzip.decompress(p.read_bytes()) for p in sorted(folder.glob("rows*.csv.gz")))
+    df = pd.read_csv(io.BytesIO(raw), dtype=str, keep_default_na=False, na_values=[""])
+    df["train_images"] = "20000"
+    rows = check_rows(df, df["suite"].iloc[0], "rows.csv")
+    again = pd.read_csv(io.BytesIO(to_csv_bytes(rows)), dtype=str)
+    assert set(again["train_images"]) == {"20000"}

@@ -294,3 +294,24 @@ def test_a_rank_failure_is_one_error_line_and_exit_1(tree, capsys, monkeypatch):
                             script="logits.py") == 1
     err = capsys.readouterr().err
     assert err == "error: rank 0: gathering the logits failed (connection closed)\n"
+
+
+def test_a_failed_collective_becomes_one_rank_failure(monkeypatch):
+    """In-process (in the kill test, whether rank 0's gather fails first or torchrun's SIGTERM lands first is a race):
+    with several processes a collective's RuntimeError becomes a RankFailure saying what was going on, its first line
+    without the C++ source location; a RankFailure passes as it is; in one process the error is the caller's."""
+    with pytest.raises(RuntimeError, match="^boom$"):  # one process: nothing to blame on another rank
+        with distributed.guard("gathering results"):
+            raise RuntimeError("boom")
+    monkeypatch.setattr(distributed, "world_size", lambda: 2)
+    monkeypatch.setattr(distributed, "rank", lambda: 0)
+    with pytest.raises(distributed.RankFailure) as e:
+        with distributed.guard("gathering results"):
+            raise RuntimeError("[../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer\nmore")
+    assert str(e.value) == ("rank 0: gathering results failed (Connection closed by peer); if another rank stopped, its "
+                            "message is the cause")
+    first = distributed.RankFailure("rank 1: summing the batch loss failed (x)")
+    with pytest.raises(distributed.RankFailure) as e:
+        with distributed.guard("gathering results"):
+            raise first
+    assert e.value is first

@@ -15,17 +15,16 @@ os.environ["DVC_NO_ANALYTICS"] = "1"  # no analytics daemon process after each d
 # time of the stage-running tests). It changes no result: only how idle threads wait. Set before torch is imported
 # here and before the warm python server starts, so that stages see it as their server did.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+sys.path.insert(0, os.path.dirname(__file__))  # (tests/: precompiled and file_order here, warm_python in pytest_configure)
 if not os.environ.get("PYTEST_XDIST_WORKER"):  # once per run, before anything imports the project's code
-    sys.path.insert(0, os.path.dirname(__file__))
-    from bytecode import precompile
+    from precompiled import precompile
 
-    precompile()  # hash-checked .pyc of the project's code (tests/bytecode.py)
+    precompile()  # hash-checked .pyc of the project's code (tests/precompiled.py)
 
 import benchmark  # noqa: E402,F401  (first: pins the CPU numerics before torch runs a kernel, as in the stages)
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(__file__))  # (tests/: file_order here, warm_python in pytest_configure)
 from file_order import schedule, uses_caltech  # noqa: E402
 
 torch.set_num_threads(min(2, os.cpu_count() or 1))
@@ -144,8 +143,8 @@ def caltech(tmp_path_factory):
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_collection(session):
-    """pytest keeps the test modules it rewrote in ``__pycache__`` while it collects (tests/bytecode.py)."""
-    from bytecode import rewrite_cache
+    """pytest keeps the test modules it rewrote in ``__pycache__`` while it collects (tests/precompiled.py)."""
+    from precompiled import rewrite_cache
 
     with rewrite_cache():
         yield

@@ -59,7 +59,7 @@ def project(tmp_path_factory):
     root = tmp_path_factory.mktemp("project")
     for name in ("dvc.yaml", "pipelines", "benchmark", "zoo"):
         src = ROOT / name
-        # __pycache__ too: hash-checked bytecode (tests/bytecode.py), used only while its source is unchanged
+        # __pycache__ too: hash-checked bytecode (tests/precompiled.py), used only while its source is unchanged
         (shutil.copytree if src.is_dir() else shutil.copy)(src, root / name)
     (root / "params.yaml").write_text(yaml.safe_dump(tiny_params(yaml.safe_load((ROOT / "params.yaml").read_text()))))
     (root / "zoo" / "embedded.yaml").write_text(yaml.safe_dump(TINY_ZOO))

@@ -44,7 +44,7 @@ def run(cmd, cwd):
 def copy_repo(dst: Path, suites=()) -> Path:
     """What DVC needs of the repository: code, stage scripts, zoos, the suite files and folders (as committed:
     params.yaml, no dvc.yaml, which a checkout materialises on request), with the code's hash-checked bytecode
-    (tests/bytecode.py: used only while its source is unchanged)."""
+    (tests/precompiled.py: used only while its source is unchanged)."""
     ignore = shutil.ignore_patterns("results", "reports", "dvc.lock", "dvc.yaml", ".dvc")
     for name in ("benchmark", "pipelines", "zoo"):
         shutil.copytree(ROOT / name, dst / name, ignore=ignore)

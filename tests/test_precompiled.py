@@ -1,10 +1,10 @@
-"""tests/bytecode.py: the run's precompiled bytecode is used, and never when its source changed."""
+"""tests/precompiled.py: the run's precompiled bytecode is used, and never when its source changed."""
 import importlib.util
 import os
 import subprocess
 import sys
 
-from bytecode import precompile
+from precompiled import precompile
 
 
 def _value(root, env) -> str:

@@ -8,8 +8,9 @@ built without weights.
 network: schema, unique names, timm architecture, pretrained tag known to
 ``timm.list_pretrained`` (``torchvision:`` entries: builder, weights enum and
 checkpoint known to torchvision), recipe defined (by the suites that use the
-file, or params.yaml), and FLOPs computable at the entry's input size. One line
-per entry; exit status 2 when anything fails.
+file, or params.yaml), FLOPs computable at the entry's input size, and DVC can
+read the file (:func:`dvc_readable`). One line per entry; exit status 2 when
+anything fails.
 """
 from __future__ import annotations
 
@@ -156,6 +157,27 @@ def _params_recipes(params: Path, zoo_file: Path):
     return raw.get("recipes") if raw.get("zoo") and Path(raw["zoo"]).resolve() == zoo_file.resolve() else None
 
 
+def dvc_readable(path: Path) -> str | None:
+    """Why DVC cannot read zoo file ``path`` (None when it can). A suite's ``dvc.yaml`` names its zoo under ``vars:``,
+    which DVC reads with ruamel.yaml's safe loader: with ``ruamel.yaml.clib`` installed (a dependency of every
+    ruamel.yaml before 0.19) that loader scans with libyaml, which rejects a plain value holding ``:`` inside a flow
+    mapping (``{init: timm:ra_in1k}``) that the pure-Python one accepts; a value in quotes reads the same in both."""
+    from ruamel.yaml import YAML
+    from ruamel.yaml.error import YAMLError
+
+    loaders = [YAML(typ="safe", pure=True)] + ([YAML(typ="safe")] if YAML(typ="safe").Parser.__name__ == "CParser" else [])
+    text = path.read_text(encoding="utf-8")
+    for yaml in loaders:
+        try:
+            yaml.load(text)
+        except YAMLError as e:
+            mark = getattr(e, "problem_mark", None)
+            where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+            return (f"DVC cannot read this file{where}: {getattr(e, 'problem', None) or str(e).splitlines()[0]}; "
+                    f"quote a value that holds ':' inside {{ }}, e.g. init: \"timm:ra_in1k\"")
+    return None
+
+
 def validate_file(path: Path, recipes, *, flops: bool = True) -> tuple[list[str], list[str]]:
     """(report lines, error messages) for one zoo file; FLOPs with a 1000-class head (shared across files)."""
     import yaml
@@ -171,6 +193,8 @@ def validate_file(path: Path, recipes, *, flops: bool = True) -> tuple[list[str]
     if not isinstance(raw, dict) or not isinstance(raw.get("models"), dict) or not raw["models"]:
         return [], [f"{path}: expected a non-empty mapping under 'models:'"]
     lines, errors = [], []
+    if (why := dvc_readable(path)) is not None:
+        errors.append(f"{path}: {why}")
     for name, item in raw["models"].items():
         try:
             e = parse_entry(name, item, recipes=recipes, check_arch=True)

@@ -85,8 +85,8 @@ def test_validate_zoo_reports_every_bad_entry(tmp_path, capsys):
     zoo = tmp_path / "zoo.yaml"
     zoo.write_text(
         "models:\n"
-        "  good: {arch: test_resnet, init: timm:r160_in1k, img_size: 32, seed: 0, recipe: r}\n"
-        "  badtag: {arch: test_resnet, init: timm:in22k, img_size: 32, seed: 0, recipe: r}\n"
+        "  good: {arch: test_resnet, init: \"timm:r160_in1k\", img_size: 32, seed: 0, recipe: r}\n"
+        "  badtag: {arch: test_resnet, init: \"timm:in22k\", img_size: 32, seed: 0, recipe: r}\n"
         "  badarch: {arch: resnet5000, init: scratch, img_size: 32, seed: 0, recipe: r}\n"
         "  badsize: {arch: test_vit, init: scratch, img_size: 40, seed: 0, recipe: r}\n"
         "  nokey: {arch: test_resnet, init: scratch, img_size: 32, seed: 0}\n")

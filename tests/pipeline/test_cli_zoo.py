@@ -107,6 +107,10 @@ def test_validate_zoo_duplicates_and_missing_file(tmp_path, capsys):
     assert _validate([dup, tmp_path / "none.yaml"], tmp_path) == 2
     err = capsys.readouterr().err
     assert "duplicate key 'a'" in err and "none.yaml: zoo file not found" in err
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("models: []\n")
+    assert _validate([empty], tmp_path) == 2
+    assert f"error: {empty}: expected a non-empty mapping under 'models:'" in capsys.readouterr().err
 
 
 def test_validate_zoo_checks_recipes_of_the_suite_using_it(tmp_path, capsys):

@@ -165,16 +165,16 @@ def dvc_readable(path: Path) -> str | None:
     from ruamel.yaml import YAML
     from ruamel.yaml.error import YAMLError
 
-    loaders = [YAML(typ="safe", pure=True)] + ([YAML(typ="safe")] if YAML(typ="safe").Parser.__name__ == "CParser" else [])
+    default = YAML(typ="safe")  # the C loader where clib is installed
     text = path.read_text(encoding="utf-8")
-    for yaml in loaders:
+    for yaml in [YAML(typ="safe", pure=True)] + ([default] if default.Parser.__name__ == "CParser" else []):
         try:
             yaml.load(text)
         except YAMLError as e:
-            mark = getattr(e, "problem_mark", None)
+            mark, problem = getattr(e, "problem_mark", None), getattr(e, "problem", None) or str(e).splitlines()[0]
             where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
-            return (f"DVC cannot read this file{where}: {getattr(e, 'problem', None) or str(e).splitlines()[0]}; "
-                    f"quote a value that holds ':' inside {{ }}, e.g. init: \"timm:ra_in1k\"")
+            hint = "; quote a value that holds ':' inside { }, e.g. init: \"timm:ra_in1k\"" if "':'" in problem else ""
+            return f"DVC cannot read this file{where}: {problem}{hint}"
     return None
 
 
@@ -212,7 +212,7 @@ def add_validate_zoo_command(subparsers) -> None:
         "validate-zoo", help="check zoo files offline (schema, names, architectures, tags, recipes, FLOPs)",
         description="Validate zoo files without network: schema, unique names, the timm architecture exists, the pretrained "
                     "tag is in timm.list_pretrained (torchvision: entries: torchvision knows the builder, weights enum and checkpoint), "
-                    "the recipe is defined, and FLOPs are computable at the entry's img_size.")
+                    "the recipe is defined, FLOPs are computable at the entry's img_size, and DVC can read the file (with libyaml too).")
     p.add_argument("files", nargs="*", metavar="FILE", help="zoo YAML files (default: every zoo/*.yaml)")
     p.add_argument("--suites-dir", default="suites", metavar="DIR", help="suite files whose recipes the zoos use (default suites/)")
     p.add_argument("--params", default="params.yaml", metavar="FILE", help="params.yaml with the recipes of its own zoo")

@@ -151,6 +151,14 @@ def pytest_collection(session):
 
 
 @pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session):
+    """The collector's settings for the run's tests (tests/gc_settings.py)."""
+    from gc_settings import settle
+
+    settle()
+
+
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
     """Files in :func:`schedule` order. With pytest-xdist, the first worker also starts the shared ``caltech`` run in
     a background thread (its work is a ``dvc repro`` subprocess) as soon as the selected tests are known to need it:

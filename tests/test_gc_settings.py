@@ -1,0 +1,26 @@
+"""The collector settings of the test processes (tests/gc_settings.py, applied by tests/conftest.py)."""
+import gc
+import weakref
+
+from gc_settings import GC_YOUNG
+
+
+def test_what_was_collected_is_frozen_and_the_young_generation_is_larger():
+    assert gc.isenabled()
+    assert gc.get_threshold()[0] == GC_YOUNG > 700
+    assert gc.get_freeze_count() > 10_000  # the libraries, the test modules and their tests
+
+
+def test_a_tests_cyclic_garbage_is_still_collected_without_asking():
+    class Node:
+        pass
+
+    a, b = Node(), Node()
+    a.other, b.other = b, a  # a cycle: reference counting alone never frees it
+    gone = weakref.ref(a)
+    del a, b
+    # enough allocations for a pass of the second generation too (every 10th pass: the cycle may have been
+    # promoted by a pass just before it became garbage)
+    keep = [[] for _ in range(12 * GC_YOUNG)]
+    assert gone() is None, "the cycle outlived the passes of the young generations"
+    assert len(keep) == 12 * GC_YOUNG

@@ -15,12 +15,11 @@ def test_a_tests_cyclic_garbage_is_still_collected_without_asking():
     class Node:
         pass
 
+    gc.collect(1)  # the young generations' counters start from zero: no automatic pass before the cycle is garbage
     a, b = Node(), Node()
     a.other, b.other = b, a  # a cycle: reference counting alone never frees it
     gone = weakref.ref(a)
     del a, b
-    # enough allocations for a pass of the second generation too (every 10th pass: the cycle may have been
-    # promoted by a pass just before it became garbage)
-    keep = [[] for _ in range(12 * GC_YOUNG)]
-    assert gone() is None, "the cycle outlived the passes of the young generations"
-    assert len(keep) == 12 * GC_YOUNG
+    keep = [[] for _ in range(2 * GC_YOUNG)]  # allocations enough for an automatic pass of the youngest generation
+    assert gone() is None, "the cycle outlived a pass of the youngest generation"
+    assert len(keep) == 2 * GC_YOUNG

@@ -26,6 +26,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from file_order import schedule, uses_caltech  # noqa: E402
+from chromium import browser, tab  # noqa: E402,F401  (fixtures of the page tests: tests/chromium.py)
 
 torch.set_num_threads(min(2, os.cpu_count() or 1))
 

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "report"))
-from report_synth import CHROMIUM, CHROMIUM_ARGS, big_results, first_render, make_inputs  # noqa: E402
+from chromium import CHROMIUM, VIEWPORT  # noqa: E402
+from report_synth import big_results, first_render, make_inputs  # noqa: E402
 
 from benchmark.report import ReportConfig, build_report  # noqa: E402
 
@@ -27,25 +28,22 @@ pytestmark = [
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright not installed: pip install playwright")
 
 
-def test_bench_first_render(benchmark, tmp_path):
+def test_bench_first_render(benchmark, tmp_path, browser):
     cfg = ReportConfig(plot_metrics=("aurc",), plot_splits=("test",), formats=("png",), dpi=110)
     url = build_report(make_inputs(big_results(), config=cfg), tmp_path / "reports", progress=False, figures=False).as_uri()
     times, charts = [], []
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
 
-        def render():
-            page = browser.new_page(viewport={"width": 1500, "height": 1000})
-            page.goto(url)
-            r = first_render(page)
-            times.append(r["ms"])
-            charts.append(r["chart_ms"])
-            page.close()
+    def render():  # a new tab each time: a visitor's first visit (tests/chromium.py)
+        page = browser.new_page(viewport=VIEWPORT)
+        page.goto(url)
+        r = first_render(page)
+        times.append(r["ms"])
+        charts.append(r["chart_ms"])
+        page.close()
 
-        for _ in range(3):  # with benchmarks disabled (the test command) the fixture renders once: one cold sample
-            render()        # under the other xdist worker's load is no median to check a limit on
-        benchmark.pedantic(render, rounds=5, iterations=1, warmup_rounds=1)
-        browser.close()
+    for _ in range(3):  # with benchmarks disabled (the test command) the fixture renders once: one cold sample
+        render()        # under the other xdist worker's load is no median to check a limit on
+    benchmark.pedantic(render, rounds=5, iterations=1, warmup_rounds=1)
     assert len(times) >= 4
     assert statistics.median(times) < 1000, f"first render {times} ms"
     assert statistics.median(charts) < 2000, f"chart drawn after {charts} ms"

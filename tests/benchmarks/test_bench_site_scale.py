@@ -34,7 +34,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "report"))
 from paper_scale import cached_bundles, suite_names  # noqa: E402
-from report_synth import CHROMIUM, CHROMIUM_ARGS, first_render  # noqa: E402
+from chromium import CHROMIUM, VIEWPORT  # noqa: E402
+from report_synth import first_render  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORD = ROOT / "results" / "site_scale.json"
@@ -121,38 +122,34 @@ def test_bench_publish_paper_scale(benchmark, bundles, out_dir):
 
 @pytest.mark.browser
 @pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} not found: apt-get install chromium")
-def test_bench_first_render_paper_scale(benchmark, bundles, out_dir):
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright not installed: pip install playwright")
+def test_bench_first_render_paper_scale(benchmark, bundles, out_dir, browser):
     site = _site(bundles, out_dir, 1.0)["site"]
     pages = sorted(p for p in site.glob("*/index.html") if p.parent.name not in ("assets", "bundles"))
     assert {p.parent.name for p in pages} == set(suite_names()) | {"embedded"}
     times: dict[str, list[float]] = {}
     charts: dict[str, list[float]] = {}
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
 
-        def render(page_path: Path):
-            page = browser.new_page(viewport={"width": 1500, "height": 1000})
-            errors = []
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            page.goto(page_path.as_uri())
-            r = first_render(page)
-            times.setdefault(page_path.parent.name, []).append(r["ms"])
-            charts.setdefault(page_path.parent.name, []).append(r["chart_ms"])
-            page.close()
-            assert errors == []
+    def render(page_path: Path):
+        page = browser.new_page(viewport=VIEWPORT)  # a new tab: a first visit (tests/chromium.py)
+        errors = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(page_path.as_uri())
+        r = first_render(page)
+        times.setdefault(page_path.parent.name, []).append(r["ms"])
+        charts.setdefault(page_path.parent.name, []).append(r["chart_ms"])
+        page.close()
+        assert errors == []
 
-        # Every page is rendered ROUNDS times, round-robin, before the benchmark fixture measures the biggest: with
-        # benchmarks disabled (the test command) the fixture runs its function once, and one cold sample taken while
-        # the other xdist worker is busy is no median (CI at ced254f: cifar100 1,036 ms from a single render, 320 ms
-        # quiet). Round-robin spreads a burst of the other worker over one sample of several pages, not every
-        # sample of one page.
-        for _ in range(ROUNDS):
-            for page_path in pages:
-                render(page_path)
-        biggest = site / "cifar100" / "index.html"  # CIFAR-100-C: the most splits and rows
-        benchmark.pedantic(lambda: render(biggest), rounds=3, iterations=1, warmup_rounds=1)
-        browser.close()
+    # Every page is rendered ROUNDS times, round-robin, before the benchmark fixture measures the biggest: with
+    # benchmarks disabled (the test command) the fixture runs its function once, and one cold sample taken while
+    # the other xdist worker is busy is no median (CI at ced254f: cifar100 1,036 ms from a single render, 320 ms
+    # quiet). Round-robin spreads a burst of the other worker over one sample of several pages, not every
+    # sample of one page.
+    for _ in range(ROUNDS):
+        for page_path in pages:
+            render(page_path)
+    biggest = site / "cifar100" / "index.html"  # CIFAR-100-C: the most splits and rows
+    benchmark.pedantic(lambda: render(biggest), rounds=3, iterations=1, warmup_rounds=1)
     assert all(len(v) >= ROUNDS for v in times.values()), {k: len(v) for k, v in times.items()}
     medians = {k: round(statistics.median(v)) for k, v in times.items()}
     chart = {k: round(statistics.median(v)) for k, v in charts.items()}

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from chromium import CHROMIUM, reopen
 from helpers import manifest, read_rows, write_manifest, write_rows
 
 from benchmark.bundle.schema import load_bundle
@@ -16,7 +17,6 @@ from benchmark.bundle.verify import SELF_REPORTED, VERIFIED, Report, record, rec
 from benchmark.cli.main import main
 
 pytestmark = pytest.mark.slow
-CHROMIUM = Path("/usr/bin/chromium")
 
 
 def _when(minutes: int) -> str:
@@ -118,37 +118,28 @@ def test_publish_rejects_a_malformed_bundle(bundle, tmp_path, capsys):
 
 
 @pytest.mark.browser
-@pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} not found: apt-get install chromium")
-def test_site_opens_in_chromium_with_badges(bundle, recs, tmp_path):
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright not installed: pip install playwright")
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} not found: apt-get install chromium")
+def test_site_opens_in_chromium_with_badges(bundle, recs, tmp_path, tab):
     variant(bundle, "b2", created=_when(0), delta=-0.01)
     assert main(["publish", "--bundles", str(bundle.parent.parent), "--out", str(tmp_path / "site"), "--verified", str(recs),
                  "--quiet"]) == 0
-    args = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=args)
-        page = browser.new_page()
-        problems = []
-        page.on("console", lambda m: m.type == "error" and problems.append(m.text))
-        page.on("pageerror", lambda e: problems.append(str(e)))
-        page.goto((tmp_path / "site" / "index.html").as_uri())
-        badges = page.locator(".badge").all_inner_texts()
-        assert badges.count("verified") >= 2 and "self-reported" in badges  # legend + b1; b2
-        assert page.locator("td", has_text="tests <b>&").count() == 2  # b1, b2; escaped: shown as text
-        assert page.locator("b").count() == 0
-        page.click("text=Leaderboard and plots")
-        assert page.url.endswith("caltech256/index.html") and page.locator("table").count() > 0
-        page.wait_for_selector(".chart[data-ready]", state="attached")  # plotly.js from the site's assets/
-        assert page.locator(".chart .scatterlayer .point").count() > 0
-        page.go_back()
-        page.click("text=entries and downloads")
-        assert "verified" in page.locator(".badge").all_inner_texts()
-        assert page.locator("a[href='data/rows.parquet']").count() == 1 and page.locator("a[href='data/schema.json']").count() == 1
-        page.click("a[href='data/schema.json']")
-        assert json.loads(page.locator("body").inner_text())["rows"]["fields"][0]["name"] == "suite"
-        page.go_back()
-        page.locator("a", has_text="manifest").first.click()
-        assert page.url.endswith("bundles/caltech256/b1/index.html")
-        assert "verified" in page.locator("h1 .badge").inner_text()
-        browser.close()
-    assert problems == []
+    page = reopen(tab, (tmp_path / "site" / "index.html").as_uri())
+    badges = page.locator(".badge").all_inner_texts()
+    assert badges.count("verified") >= 2 and "self-reported" in badges  # legend + b1; b2
+    assert page.locator("td", has_text="tests <b>&").count() == 2  # b1, b2; escaped: shown as text
+    assert page.locator("b").count() == 0
+    page.click("text=Leaderboard and plots")
+    assert page.url.endswith("caltech256/index.html") and page.locator("table").count() > 0
+    page.wait_for_selector(".chart[data-ready]", state="attached")  # plotly.js from the site's assets/
+    assert page.locator(".chart .scatterlayer .point").count() > 0
+    page.go_back()
+    page.click("text=entries and downloads")
+    assert "verified" in page.locator(".badge").all_inner_texts()
+    assert page.locator("a[href='data/rows.parquet']").count() == 1 and page.locator("a[href='data/schema.json']").count() == 1
+    page.click("a[href='data/schema.json']")
+    assert json.loads(page.locator("body").inner_text())["rows"]["fields"][0]["name"] == "suite"
+    page.go_back()
+    page.locator("a", has_text="manifest").first.click()
+    assert page.url.endswith("bundles/caltech256/b1/index.html")
+    assert "verified" in page.locator("h1 .badge").inner_text()
+    assert page.problems == []

@@ -131,12 +131,6 @@ def page_rows(report_dir) -> list[dict]:
     return rows
 
 
-# ---- headless Chromium (tests/report/test_browser*.py, tests/benchmarks/test_bench_report.py) ----
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-
-
 def big_results(n_models: int = 12) -> pd.DataFrame:
     """A results table the size of the embedded run's (about 3,000 rows over 6 splits)."""
     models = {f"m{i:02d}": round(0.05 * 1.45 ** i, 3) for i in range(n_models)}

@@ -1,26 +1,20 @@
-"""The leaderboard in real headless Chromium, opened from the file system.
-
-Needs Debian's ``chromium`` (/usr/bin/chromium) and the PyPI package
-``playwright`` (its wheel carries the driver; no ``playwright install``).
-"""
+"""The leaderboard in real headless Chromium, opened from the file system (tests/chromium.py: the browser and the
+tab each test reopens)."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import numpy as np
 import pytest
+from chromium import CHROMIUM, reopen
 from report_synth import EVIL, make_inputs, models_table, synthetic_results
 
 from benchmark.report import ReportConfig, build_report
 from benchmark.report.tables import KEY
 
-CHROMIUM = Path("/usr/bin/chromium")
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-
 pytestmark = [
     pytest.mark.browser,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} not found: apt-get install chromium"),
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} not found: apt-get install chromium"),
 ]
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright not installed: pip install playwright")
 
@@ -43,27 +37,11 @@ def page_url(results, tmp_path_factory):
     return build_report(inputs, tmp_path_factory.mktemp("site") / "reports", progress=False, figures=False).as_uri()
 
 
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        yield b
-        b.close()
-
-
 @pytest.fixture
-def page(browser, page_url):
-    pg = browser.new_page(viewport={"width": 1500, "height": 1000})
-    pg.problems = []
-    pg.on("console", lambda m: m.type == "error" and pg.problems.append(f"console: {m.text}"))
-    pg.on("pageerror", lambda e: pg.problems.append(f"pageerror: {e}"))
-    pg.on("requestfailed", lambda r: pg.problems.append(f"request failed: {r.url}"))
-    pg.on("dialog", lambda d: (pg.problems.append(f"dialog: {d.message}"), d.dismiss()))
-    pg.goto(page_url)
-    pg.wait_for_load_state("load")
+def page(tab, page_url):
+    pg = reopen(tab, page_url)
     pg.wait_for_selector("details.split[data-ready]", state="attached")
-    yield pg
-    pg.close()
+    return pg
 
 
 def _default(results):

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from report_synth import CHROMIUM, CHROMIUM_ARGS, EVIL, make_inputs, synthetic_results, wait_until
+from chromium import CHROMIUM, reopen
+from report_synth import EVIL, make_inputs, synthetic_results, wait_until
 
 from benchmark.core.metric_info import METRICS
 from benchmark.core.pareto import pareto_front
@@ -39,30 +40,25 @@ def report(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
-
-
-@pytest.fixture
-def page(browser, report):
-    pg = browser.new_page(viewport={"width": 1500, "height": 1000})
-    pg.problems, pg.requests = [], []
+def watched(tab):
+    """The module's tab with every request it makes recorded and only ``file://`` ones let through."""
+    tab.requests = []
 
     def intercept(route):
-        pg.requests.append(route.request.url)
+        tab.requests.append(route.request.url)
         if route.request.url.startswith("file://"):
             route.continue_()
         else:
             route.abort()
 
-    pg.route("**/*", intercept)
-    pg.on("console", lambda m: m.type == "error" and pg.problems.append(f"console: {m.text}"))
-    pg.on("pageerror", lambda e: pg.problems.append(f"pageerror: {e}"))
-    pg.on("dialog", lambda d: (pg.problems.append(f"dialog: {d.message}"), d.dismiss()))
-    pg.goto(report[0].as_uri())
+    tab.route("**/*", intercept)
+    return tab
+
+
+@pytest.fixture
+def page(watched, report):
+    watched.requests.clear()
+    pg = reopen(watched, report[0].as_uri())
     pg.wait_for_selector(".chart[data-ready]", state="attached")
     pg.locator(".chart-panel").scroll_into_view_if_needed()
     yield pg
@@ -70,7 +66,6 @@ def page(browser, report):
     assert pg.requests and all(u.startswith(root + "/") for u in pg.requests), pg.requests  # nothing from a network
     assert pg.evaluate("window.__pwned") is None
     assert pg.problems == []
-    pg.close()
 
 
 def expected(view, metric: str, x: str = "gflops", split: str = "test"):

@@ -4,9 +4,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from chromium import CHROMIUM, reopen
 from report_synth import (
-    CHROMIUM,
-    CHROMIUM_ARGS,
     SEEDED_ZOO,
     big_results,
     first_render,
@@ -36,24 +35,9 @@ def site(tmp_path_factory):
     return page, res
 
 
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
-
-
 @pytest.fixture
-def page(browser, site):
-    pg = browser.new_page(viewport={"width": 1500, "height": 1000})
-    pg.problems = []
-    pg.on("pageerror", lambda e: pg.problems.append(str(e)))
-    pg.on("console", lambda m: m.type == "error" and pg.problems.append(m.text))
-    pg.goto(site[0].as_uri())
-    pg.wait_for_load_state("load")
-    yield pg
-    pg.close()
+def page(tab, site):
+    return reopen(tab, site[0].as_uri())
 
 
 def _headline(pg) -> list[dict]:
@@ -142,12 +126,8 @@ def noisy_site(tmp_path_factory):
                         progress=False)
 
 
-def test_a_noise_dominated_split_says_so_and_shows_no_ranks(browser, noisy_site):
-    pg = browser.new_page(viewport={"width": 1500, "height": 1000})
-    problems = []
-    pg.on("pageerror", lambda e: problems.append(str(e)))
-    pg.goto(noisy_site.as_uri())
-    pg.wait_for_load_state("load")
+def test_a_noise_dominated_split_says_so_and_shows_no_ranks(tab, noisy_site):
+    pg = reopen(tab, noisy_site.as_uri())
     head = headline_json(noisy_site.parent)
     flags = {sp["name"]: [m[4] for i, _ in sp["order"][head["default"]] for m in sp["entries"][i]["m"]]
              for sp in head["suites"][0]["splits"]}  # the rows shown: those of the default metric
@@ -172,5 +152,4 @@ def test_a_noise_dominated_split_says_so_and_shows_no_ranks(browser, noisy_site)
     assert bases == sorted(bases)  # the fixed order: by base
     pg.select_option("form.headline-controls select[name=split]", label="test")
     assert note.is_hidden() and pg.evaluate(ranks)[0] == "1"
-    assert problems == []
-    pg.close()
+    assert pg.problems == []

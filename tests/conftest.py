@@ -24,6 +24,11 @@ if not os.environ.get("PYTEST_XDIST_WORKER"):  # once per run, before anything i
 import benchmark  # noqa: E402,F401  (first: pins the CPU numerics before torch runs a kernel, as in the stages)
 import pytest  # noqa: E402
 import torch  # noqa: E402
+# DVC binds its log handlers to the sys.stdout/sys.stderr it sees when first imported: imported here, they write to
+# pytest's capture for the whole run, not to one test's capsys streams, which are closed after that test (a later
+# DVC log line in the same worker then raised "I/O operation on closed file": tests/docs/test_tutorials.py failed
+# after tests/reproduce/test_reproduce_cli.py in one worker)
+import dvc  # noqa: E402,F401
 
 from file_order import schedule, uses_caltech  # noqa: E402
 from chromium import browser, tab  # noqa: E402,F401  (fixtures of the page tests: tests/chromium.py)

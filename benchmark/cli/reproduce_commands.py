@@ -134,7 +134,7 @@ def run_simulate(args) -> int:
                                                                       if r.status == "different" else ""))
     n = res.outputs["status"].value_counts()
     print(f"simulated {args.cpu.upper()} CPU: {int(n.get('identical', 0))} of {int(n.get('identical', 0) + n.get('different', 0))} "
-          f"outputs byte-identical to this checkout's dvc.lock ({int(n.get('measured', 0))} embed a measured time, not compared)"
+          f"outputs byte-identical to this checkout's dvc.lock ({int(n.get('measured', 0))} embed a measured time or a run record, not compared)"
           + ("" if res.identical else " -> DIFFERENT") + (f"; copy kept in {res.workdir}" if res.workdir else ""))
     return 0 if res.identical else 1
 

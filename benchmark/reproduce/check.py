@@ -84,7 +84,7 @@ def run(args) -> int:
     o = lockfile.summarize(outs)
     outs_ok = not (pinned and o["failing_stages"] and not args.allow_other_inputs)
     print(f"stage outputs of {args.lock} vs HEAD:{head}: {o['identical']} of {o['compared']} byte-identical"
-          f" ({o['measured']} embed a measured time, not compared; {o['stale']} stale lock entries ignored"
+          f" ({o['measured']} embed a measured time or a run record, not compared; {o['stale']} stale lock entries ignored"
           + (f"; {o['missing']} missing, {o['extra']} extra" if o["missing"] or o["extra"] else "") + ")"
           + (f" -> {'identical' if not o['failing_stages'] else 'DIFFER although both runs pinned the numerics: ' + ', '.join(o['failing_stages'])}"
              + (" (reported, not failing: --allow-other-inputs)" if o["failing_stages"] and outs_ok else "")

@@ -44,7 +44,7 @@ else this process; the committed run's bundle manifest, else the committed
 byte-identical across x86 CPU kinds, so a row whose inputs differ fails on its own
 ("logits differ although both runs pinned the numerics") unless
 ``--allow-other-inputs``; and every stage output of ``dvc.lock`` but those that
-embed a measured time (:data:`benchmark.reproduce.lockfile.MEASURED`) must equal
+embed a measured time or a run record (:data:`benchmark.reproduce.lockfile.MEASURED`) must equal
 the committed one.
 
 A row present on one side only fails. Pure functions on data frames; reading

@@ -1,10 +1,12 @@
-"""Stage outputs as ``dvc.lock`` records them: read, compare, and the outputs that embed a measured time.
+"""Stage outputs as ``dvc.lock`` records them: read, compare, and the outputs that embed a measured time or a
+record of the run.
 
 DVC hashes every stage output (md5 of a file; of a folder, the md5 of its file
 list with each file's md5, ``.dir``). Two runs that produced byte-identical
 outputs have equal md5s, so comparing two lock files compares every output
 byte for byte without reading the outputs. Outputs that embed a measured time
-(:data:`MEASURED`) differ between any two runs and are never compared.
+or a record of the run (:data:`MEASURED`) differ between two runs and are never
+compared.
 """
 from __future__ import annotations
 
@@ -15,14 +17,17 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-# Outputs that embed a measured time (path patterns relative to the dvc.yaml's folder) and why: the one list the
-# gate (benchmark.reproduce.gate) and the simulation (benchmark.reproduce.simulate) leave out.
+# Outputs that embed a measured time or a record of the run (path patterns relative to the dvc.yaml's folder) and
+# why: the one list the gate (benchmark.reproduce.gate) and the simulation (benchmark.reproduce.simulate) leave out.
 MEASURED: tuple[tuple[str, str], ...] = (
     ("results/cost/*.json", "the model's cost record: measured CPU throughput (images/s)"),
     ("results/methods/*", "the method's cost.json: measured CPU throughput"),
     ("results/method_checkpoints/sve", "outputs/sizes.json: each SVE size's cost record, measured throughput"),
     ("results/metrics.csv", "the throughput column (measured)"),
     ("results/models.csv", "the throughput column (measured)"),
+    ("results/units", "the evaluate stage's persisted unit cache: last_run.json counts the units this run computed and "
+                      "reused (a fresh clone computes all, a rerun reuses them), and units of earlier zoos stay; the "
+                      "units' rows are compared in results/metrics.csv"),
     ("reports", "the leaderboard page and its data show the measured throughput"),
 )
 

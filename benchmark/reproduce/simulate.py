@@ -23,7 +23,7 @@ this checkout's, and with ``UQ_NUMERICS=native`` in both runs on an AVX-512 host
 they differ (the negative control of tests/reproduce/test_simulate.py).
 
 The outputs are compared by DVC's own md5s (the copy's ``dvc.lock`` against this
-checkout's); outputs that embed a measured time
+checkout's); outputs that embed a measured time or a run record
 (:data:`benchmark.reproduce.lockfile.MEASURED`) are listed, not compared. A dep
 whose md5 differs between the two locks means the checkout's outputs are not
 those of its ``dvc.lock`` (rerun ``dvc repro`` first): exit 2, nothing compared.

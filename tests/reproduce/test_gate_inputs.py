@@ -37,9 +37,23 @@ def test_outputs_compared_by_md5_measured_ones_left_out():
 
 def test_every_measured_output_has_a_reason_and_plain_outputs_none():
     assert lockfile.measured("results/methods/sve-m8") and lockfile.measured("reports")
+    assert "last_run.json" in lockfile.measured("results/units")
     for path in ("results/data", "results/logits/lite0-s0", "results/checkpoints/lite1", "results/paired.csv",
-                 "results/summary.json", "results/units"):
+                 "results/summary.json", "results/units/x.csv"):
         assert lockfile.measured(path) is None, path
+
+
+def test_a_unit_cache_of_another_run_is_not_a_differing_output():
+    """The evaluate stage's persisted unit cache differs between a from-scratch run (every unit computed) and the
+    committed one (made by a rerun that reused them: last_run.json's counts), with the same rows: a fresh clone's
+    plain ``reproduce check`` failed on it. A differing results table still fails."""
+    outs = {"results/units": "U1.dir", "results/metrics.csv": "M1", "results/paired.csv": "P"}
+    a = lockfile.parse(lock(evaluate=outs), "a")
+    b = lockfile.parse(lock(evaluate={**outs, "results/units": "U2.dir", "results/metrics.csv": "M2"}), "b")
+    s = lockfile.summarize(lockfile.compare_outputs(a, b, stages={"evaluate"}))
+    assert (s["identical"], s["measured"], s["failing_stages"]) == (1, 2, [])
+    c = lockfile.parse(lock(evaluate={**outs, "results/units": "U2.dir", "results/paired.csv": "P2"}), "c")
+    assert lockfile.summarize(lockfile.compare_outputs(a, c, stages={"evaluate"}))["failing_stages"] == ["evaluate"]
 
 
 def test_a_lock_that_is_not_a_lock_is_one_clear_error():

@@ -79,7 +79,7 @@ def test_simulate_prints_each_output_and_exits_1_on_a_difference(monkeypatch, ca
     if code:
         assert "different results/o1  aaaaaaaaaaaa -> bbbbbbbbbbbb" in out
     else:
-        assert "measured  results/o2  (train_s)" in out and "(1 embed a measured time, not compared)" in out[-1]
+        assert "measured  results/o2  (train_s)" in out and "(1 embed a measured time or a run record, not compared)" in out[-1]
 
 
 def test_simulate_input_errors_exit_2(monkeypatch, capsys):

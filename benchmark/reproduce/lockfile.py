@@ -25,9 +25,9 @@ MEASURED: tuple[tuple[str, str], ...] = (
     ("results/method_checkpoints/sve", "outputs/sizes.json: each SVE size's cost record, measured throughput"),
     ("results/metrics.csv", "the throughput column (measured)"),
     ("results/models.csv", "the throughput column (measured)"),
-    ("results/units", "the evaluate stage's persisted unit cache: last_run.json counts the units this run computed and "
-                      "reused (a fresh clone computes all, a rerun reuses them), and units of earlier zoos stay; the "
-                      "units' rows are compared in results/metrics.csv"),
+    ("results/units", "the evaluate stage's persisted unit cache: its last_run.json counts the units this run computed "
+                      "and reused (a fresh clone computes all, a rerun reuses them); the units' rows are compared in "
+                      "results/metrics.csv"),
     ("reports", "the leaderboard page and its data show the measured throughput"),
 )
 

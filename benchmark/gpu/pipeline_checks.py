@@ -255,18 +255,31 @@ def ddp_step(device_type: str) -> dict:
 
 # -- (e) the Caltech-256 fixture suite through DVC ----------------------------------------------------------
 
-def check_caltech(ctx: Ctx) -> None:
-    lost = missing("dvc", "timm", "PIL", "matplotlib", "jinja2", "fvcore", "pytest")
-    if lost:
-        ctx.add(Row("e Caltech-256 fixture suite through DVC", "-", "runs", "skipped",
-                    f"missing Python packages: {', '.join(lost)} (carry them)"))
-        return
+CALTECH_NEEDS = ("dvc", "timm", "PIL", "matplotlib", "jinja2", "fvcore", "pytest", "adjustText", "pyarrow")
+PYARROW_MIN = (26, 0)  # pyarrow.csv.WriteOptions(eol=...): the report's CSV downloads end lines with CRLF
+
+
+def caltech_missing() -> list[str]:
+    """What check (e) needs and this Python lacks: modules, or a too old pyarrow (named with its version)."""
+    lost = missing(*CALTECH_NEEDS)
+    if "pyarrow" not in lost:
+        import pyarrow
+
+        if tuple(int(v) for v in re.findall(r"\d+", pyarrow.__version__)[:2]) < PYARROW_MIN:
+            lost.append(f"pyarrow>={'.'.join(map(str, PYARROW_MIN))} (found {pyarrow.__version__})")
+    return lost
+
+
+def prepare_caltech(ctx: Ctx) -> tuple[Path, bool]:
+    """The Caltech-256 fixture suite in a repository copy under ``ctx.work``, its dvc.yaml written and DVC set up:
+    (repository, whether the pretrained EfficientNet-Lite0, hence the SVE stages, is in it)."""
     from benchmark.models.train import Recipe
 
     from benchmark.gpu import fixture as suite_test
 
     data = suite_test.write_caltech256(ctx.work / "caltech-data", counts=(suite_test.PER_CLASS,) * 3)
     root = copy_repo(ctx.work / "caltech", ["caltech256"])
+    (root / "dvc.yaml").unlink()  # the embedded pipeline: DVC parses every dvc.yaml, and its params.yaml is not here
     folder = root / "suites" / "caltech256"
     finetune = {"epochs": 1, "batch_size": 5, "lr": 0.003, "select_by": "accuracy"}
     if "drop_rate" in Recipe.__dataclass_fields__:  # MC dropout samples the rate the model was fine-tuned with
@@ -282,12 +295,25 @@ def check_caltech(ctx: Ctx) -> None:
         p["sve"] = dict(p["sve"], members=[])
     (folder / "params.yaml").write_text(yaml.safe_dump(p))
     (root / "zoo" / "caltech256.yaml").write_text(yaml.safe_dump({"models": zoo}))
-    label = f"e Caltech-256 fixture suite through DVC (device {ctx.device.type})"
+    spec_file = root / "suites" / "caltech256.yaml"  # the suite file defines the recipes the zoo may name
+    spec_file.write_text(yaml.safe_dump(yaml.safe_load(spec_file.read_text()) | {"recipes": p["recipes"]}, sort_keys=False))
     from benchmark.dvcgen import suite_pipeline
 
     shutil.rmtree(folder / ".dvc", ignore_errors=True)  # a copied leftover of the old sub-repository layout
     suite_pipeline.write("caltech256", root)  # ask for the suite: its dvc.yaml, after params.yaml selects the methods
     dvc_init(root)
+    return root, lite
+
+
+def check_caltech(ctx: Ctx) -> None:
+    lost = caltech_missing()
+    if lost:
+        ctx.add(Row("e Caltech-256 fixture suite through DVC", "-", "runs", "skipped",
+                    f"missing Python packages: {', '.join(lost)} (carry them)"))
+        return
+    root, lite = prepare_caltech(ctx)
+    folder = root / "suites" / "caltech256"
+    label = f"e Caltech-256 fixture suite through DVC (device {ctx.device.type})"
     code, out, t = run([sys.executable, "-m", "dvc", "repro", "suites/caltech256/dvc.yaml"], root, ctx.left())  # from the root
     if code:
         ctx.add(Row(label, f"exit {code}", "exit 0", "fail", _last_error(out)))

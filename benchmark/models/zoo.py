@@ -79,8 +79,10 @@ class ZooEntry:
         return asdict(self)
 
 
-def parse_entry(name: str, raw, *, recipes=None, check_arch: bool = True, source: str = "") -> ZooEntry:
-    """Validate one raw zoo entry and return it as a :class:`ZooEntry` (``source``: the file, named in errors)."""
+def parse_entry(name: str, raw, *, recipes=None, check_arch: bool = True, source: str = "",
+                recipes_in: str = "params.yaml 'recipes'") -> ZooEntry:
+    """Validate one raw zoo entry and return it as a :class:`ZooEntry` (``source``: the file, named in errors;
+    ``recipes_in``: where the known ``recipes`` are defined, named when the entry's recipe is not among them)."""
     where = f"{source}: zoo entry {name!r}" if source else f"zoo entry {name!r}"
     if not isinstance(name, str) or not NAME_RE.match(name):
         raise ZooError(f"{where}: names use letters, digits, '_', '.', '-' (at most 64, starting with a letter or digit)")
@@ -106,7 +108,7 @@ def parse_entry(name: str, raw, *, recipes=None, check_arch: bool = True, source
     if img > 1024:
         raise ZooError(f"{where}: img_size must be an integer in 8..1024, got {img!r}")
     if recipes is not None and recipe not in recipes:
-        raise ZooError(f"{where}: unknown recipe {recipe!r}; define it in params.yaml 'recipes' (known: {sorted(recipes)})")
+        raise ZooError(f"{where}: unknown recipe {recipe!r}; define it in {recipes_in} (known: {sorted(recipes)})")
     return entry
 
 
@@ -142,12 +144,14 @@ def _check_tag(where: str, arch: str, tag: str) -> None:
                        f"(see timm.list_pretrained('{arch}.*'))")
 
 
-def parse_zoo(raw, *, source: str = "zoo", recipes=None, check_arch: bool = True) -> dict[str, ZooEntry]:
+def parse_zoo(raw, *, source: str = "zoo", recipes=None, check_arch: bool = True,
+              recipes_in: str = "params.yaml 'recipes'") -> dict[str, ZooEntry]:
     """Validate a whole zoo mapping ``{"models": {name: entry}}``."""
     if not isinstance(raw, dict) or not isinstance(raw.get("models"), dict) or not raw["models"]:
         raise ZooError(f"{source}: expected a non-empty mapping under 'models:'")
     return {
-        name: parse_entry(name, entry, recipes=recipes, check_arch=check_arch, source=source if source != "zoo" else "")
+        name: parse_entry(name, entry, recipes=recipes, check_arch=check_arch, source=source if source != "zoo" else "",
+                          recipes_in=recipes_in)
         for name, entry in raw["models"].items()
     }
 
@@ -159,13 +163,13 @@ def load_yaml(path):
     return read_yaml(path, error=ZooError, mapping=False, allow_empty=True)
 
 
-def load_zoo(path, *, recipes=None, check_arch: bool = True) -> dict[str, ZooEntry]:
+def load_zoo(path, *, recipes=None, check_arch: bool = True, recipes_in: str = "params.yaml 'recipes'") -> dict[str, ZooEntry]:
     """Read and validate a zoo YAML file (safe loader: data only, unique names)."""
     from benchmark.config.yaml_input import read_yaml
 
     path = Path(path)
     raw = read_yaml(path, what="zoo file", error=ZooError)
-    return parse_zoo(raw, source=str(path), recipes=recipes, check_arch=check_arch)
+    return parse_zoo(raw, source=str(path), recipes=recipes, check_arch=check_arch, recipes_in=recipes_in)
 
 
 # ---- torchvision: inits, checked offline (the models: benchmark.models.torchvision_zoo) ----

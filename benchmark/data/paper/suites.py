@@ -135,7 +135,7 @@ class SuiteSpec:
         """The suite's zoo, validated against the suite's recipes."""
         from benchmark.models.zoo import load_zoo
 
-        return load_zoo(self.zoo, recipes=self.recipes, check_arch=check_arch)
+        return load_zoo(self.zoo, recipes=self.recipes, check_arch=check_arch, recipes_in=f"{self.path} 'recipes'")
 
     def root(self, key: str, data_root=None) -> Path:
         """Where dataset ``key`` must be: its ``root``, relative to the data root unless absolute."""

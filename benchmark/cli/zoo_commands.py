@@ -178,7 +178,7 @@ def dvc_readable(path: Path) -> str | None:
     return None
 
 
-def validate_file(path: Path, recipes, *, flops: bool = True) -> tuple[list[str], list[str]]:
+def validate_file(path: Path, recipes, *, flops: bool = True, recipes_in: str = "params.yaml 'recipes'") -> tuple[list[str], list[str]]:
     """(report lines, error messages) for one zoo file; FLOPs with a 1000-class head (shared across files)."""
     import yaml
 
@@ -197,7 +197,7 @@ def validate_file(path: Path, recipes, *, flops: bool = True) -> tuple[list[str]
         errors.append(f"{path}: {why}")
     for name, item in raw["models"].items():
         try:
-            e = parse_entry(name, item, recipes=recipes, check_arch=True)
+            e = parse_entry(name, item, recipes=recipes, check_arch=True, recipes_in=recipes_in)
             cost = entry_flops(e) if flops else None
         except (ZooError, ValueError) as ex:
             errors.append(f"{path}: {ex}" if str(ex).startswith("zoo entry") else f"{path}: zoo entry {name!r}: {ex}")
@@ -233,7 +233,8 @@ def run_validate_zoo(args) -> int:
             continue
         suites = by_zoo.get(path.resolve(), [])
         recipes = {k: v for s in suites for k, v in s.recipes.items()} if suites else _params_recipes(Path(args.params), path)
-        lines, errs = validate_file(path, recipes, flops=not args.no_flops)
+        recipes_in = " or ".join(f"{s.path} 'recipes'" for s in suites) if suites else f"{args.params} 'recipes'"
+        lines, errs = validate_file(path, recipes, flops=not args.no_flops, recipes_in=recipes_in)
         for line in lines:
             print(line)
         n_entries += len(lines)

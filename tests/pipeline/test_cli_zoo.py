@@ -122,7 +122,7 @@ def test_validate_zoo_checks_recipes_of_the_suite_using_it(tmp_path, capsys):
     (suites / "s.yaml").write_text(text.replace("  finetune:", "  other:"))
     args = Namespace(files=[str(zoo)], suites_dir=str(suites), params="none.yaml", no_flops=True)
     assert run_validate_zoo(args) == 2
-    assert "unknown recipe 'finetune'" in capsys.readouterr().err
+    assert f"unknown recipe 'finetune'; define it in {suites / 's.yaml'} 'recipes' (known: ['other'])" in capsys.readouterr().err
     (suites / "s.yaml").write_text(text)
     assert run_validate_zoo(args) == 0
 

@@ -178,11 +178,11 @@ def dvc_readable(path: Path) -> str | None:
     return None
 
 
-def validate_file(path: Path, recipes, *, flops: bool = True, recipes_in: str = "params.yaml 'recipes'") -> tuple[list[str], list[str]]:
+def validate_file(path: Path, recipes, *, flops: bool = True, recipes_in: str | None = None) -> tuple[list[str], list[str]]:
     """(report lines, error messages) for one zoo file; FLOPs with a 1000-class head (shared across files)."""
     import yaml
 
-    from benchmark.models.zoo import ZooError, load_yaml, parse_entry
+    from benchmark.models.zoo import RECIPES_IN, ZooError, load_yaml, parse_entry
 
     try:
         raw = load_yaml(path)
@@ -197,7 +197,7 @@ def validate_file(path: Path, recipes, *, flops: bool = True, recipes_in: str = 
         errors.append(f"{path}: {why}")
     for name, item in raw["models"].items():
         try:
-            e = parse_entry(name, item, recipes=recipes, check_arch=True, recipes_in=recipes_in)
+            e = parse_entry(name, item, recipes=recipes, check_arch=True, recipes_in=recipes_in or RECIPES_IN)
             cost = entry_flops(e) if flops else None
         except (ZooError, ValueError) as ex:
             errors.append(f"{path}: {ex}" if str(ex).startswith("zoo entry") else f"{path}: zoo entry {name!r}: {ex}")

@@ -79,8 +79,11 @@ class ZooEntry:
         return asdict(self)
 
 
+RECIPES_IN = "params.yaml 'recipes'"  # where a zoo's recipes are defined, unless the caller names the file
+
+
 def parse_entry(name: str, raw, *, recipes=None, check_arch: bool = True, source: str = "",
-                recipes_in: str = "params.yaml 'recipes'") -> ZooEntry:
+                recipes_in: str = RECIPES_IN) -> ZooEntry:
     """Validate one raw zoo entry and return it as a :class:`ZooEntry` (``source``: the file, named in errors;
     ``recipes_in``: where the known ``recipes`` are defined, named when the entry's recipe is not among them)."""
     where = f"{source}: zoo entry {name!r}" if source else f"zoo entry {name!r}"
@@ -145,7 +148,7 @@ def _check_tag(where: str, arch: str, tag: str) -> None:
 
 
 def parse_zoo(raw, *, source: str = "zoo", recipes=None, check_arch: bool = True,
-              recipes_in: str = "params.yaml 'recipes'") -> dict[str, ZooEntry]:
+              recipes_in: str = RECIPES_IN) -> dict[str, ZooEntry]:
     """Validate a whole zoo mapping ``{"models": {name: entry}}``."""
     if not isinstance(raw, dict) or not isinstance(raw.get("models"), dict) or not raw["models"]:
         raise ZooError(f"{source}: expected a non-empty mapping under 'models:'")
@@ -163,7 +166,7 @@ def load_yaml(path):
     return read_yaml(path, error=ZooError, mapping=False, allow_empty=True)
 
 
-def load_zoo(path, *, recipes=None, check_arch: bool = True, recipes_in: str = "params.yaml 'recipes'") -> dict[str, ZooEntry]:
+def load_zoo(path, *, recipes=None, check_arch: bool = True, recipes_in: str = RECIPES_IN) -> dict[str, ZooEntry]:
     """Read and validate a zoo YAML file (safe loader: data only, unique names)."""
     from benchmark.config.yaml_input import read_yaml
 

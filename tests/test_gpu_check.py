@@ -144,22 +144,40 @@ def test_caltech_check_prepares_a_project_dvc_reads(tmp_path):
         assert ("suites/caltech256/dvc.yaml", stage) in stages, sorted(stages)
 
 
-def test_caltech_check_names_what_it_lacks_before_running(tmp_path, monkeypatch):
+def test_caltech_check_without_the_report_packages_runs_up_to_evaluate(tmp_path, monkeypatch):
+    """The H200 image of 2026-12-04 had no adjustText and a pyarrow older than 26: the suite runs up to evaluate
+    and the report stage is a skipped row naming them; without a package the suite needs, nothing is prepared."""
     import pyarrow
 
     from benchmark.gpu import pipeline_checks
     from benchmark.gpu.common import Ctx
 
-    assert pipeline_checks.caltech_missing() == []  # the development environment has everything
+    assert pipeline_checks.caltech_missing() == ([], [])  # the development environment has everything
     monkeypatch.setattr(pyarrow, "__version__", "24.0.0")  # WriteOptions(eol=...) came with pyarrow 26
     real = pipeline_checks.missing
-    monkeypatch.setattr(pipeline_checks, "missing", lambda *m: [x for x in real(*m)] + (["adjustText"] if "adjustText" in m else []))
-    assert pipeline_checks.caltech_missing() == ["adjustText", "pyarrow>=26.0 (found 24.0.0)"]
+    absent = {"adjustText"}
+    monkeypatch.setattr(pipeline_checks, "missing", lambda *m: real(*m) + [x for x in m if x in absent])
+    report_lost = ["adjustText", "pyarrow>=26.0 (found 24.0.0)"]
+    assert pipeline_checks.caltech_missing() == ([], report_lost)
+    # the suite's run, recorded instead of run (the real one: --cpu-full, docs/how-to/gpu-check.md)
+    ran = []
+    monkeypatch.setattr(pipeline_checks, "prepare_caltech", lambda ctx: (ctx.work, True))
+    monkeypatch.setattr(pipeline_checks, "run", lambda cmd, cwd, timeout: ran.append(cmd[3:]) or (1, "error: boom", 1.0))
+    ctx = Ctx(torch.device("cpu"), tmp_path, deadline=0.0)
+    pipeline_checks.check_caltech(ctx)
+    assert ran == [["repro", "suites/caltech256/dvc.yaml:evaluate"]]
+    assert [(r.check, r.status, r.note) for r in ctx.rows] == [
+        ("e Caltech-256 fixture suite through DVC (device cpu), up to evaluate", "fail", "error: boom"),
+        ("e Caltech-256 report stage", "skipped", f"missing Python packages: {', '.join(report_lost)} (carry them)")]
+    # a package of the suite itself missing: one skipped row, nothing prepared or run
+    absent.add("fvcore")
+    ran.clear()
+    monkeypatch.setattr(pipeline_checks, "prepare_caltech", lambda ctx: pytest.fail("prepared without fvcore"))
     ctx = Ctx(torch.device("cpu"), tmp_path, deadline=0.0)
     pipeline_checks.check_caltech(ctx)
     [row] = ctx.rows
-    assert row.status == "skipped" and row.note == "missing Python packages: adjustText, pyarrow>=26.0 (found 24.0.0) (carry them)"
-    assert not list(tmp_path.iterdir())  # nothing prepared, nothing run
+    assert row.status == "skipped" and row.note == f"missing Python packages: fvcore, {', '.join(report_lost)} (carry them)"
+    assert ran == []
 
 
 def test_an_unknown_recipe_of_a_suite_zoo_names_the_suite_file(tmp_path, monkeypatch):

@@ -13,7 +13,8 @@ Checks (``--only`` picks some; each row says pass, fail, info or skipped and why
   SyncBatchNorm step through :func:`benchmark.models.distributed.wrap`.
 * ``d``: SVE with M = 8 members, one batched forward against the 8 members exported as dense models one
   after the other, batch 64 (the ratio is reported; the outputs must agree).
-* ``e``: the Caltech-256 fixture suite (:mod:`benchmark.gpu.fixture`) through DVC on the GPU.
+* ``e``: the Caltech-256 fixture suite (:mod:`benchmark.gpu.fixture`) through DVC on the GPU (up to ``evaluate`` when
+  the report stage's packages are missing: then that stage is a skipped row).
 
 Without CUDA the same steps run on the CPU with small sizes where they can (``a``, ``b``, ``c`` with gloo,
 ``d``): that checks the harness, not the GPU, and the table says which GPU checks were skipped; ``e`` is

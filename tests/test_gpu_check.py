@@ -153,6 +153,8 @@ def test_caltech_check_without_the_report_packages_runs_up_to_evaluate(tmp_path,
     from benchmark.gpu.common import Ctx
 
     assert pipeline_checks.caltech_missing() == ([], [])  # the development environment has everything
+    floor = ".".join(map(str, pipeline_checks.PYARROW_MIN)).removesuffix(".0")
+    assert f'"pyarrow>={floor}"' in (ROOT / "pyproject.toml").read_text()  # the floor the project declares
     monkeypatch.setattr(pyarrow, "__version__", "24.0.0")  # WriteOptions(eol=...) came with pyarrow 26
     real = pipeline_checks.missing
     absent = {"adjustText"}

@@ -65,11 +65,13 @@ def _last_error(out: str) -> str:
 
 
 def copy_repo(dst: Path, suites=()) -> Path:
-    """What the stages need: code, stage scripts, zoos, dvc.yaml (+ the named suite files and folders)."""
+    """What the stages need: code, stage scripts, zoos; the embedded pipeline's dvc.yaml, or else the named suite files
+    and folders (DVC parses every dvc.yaml of a project, and the embedded one's params.yaml is not copied)."""
     dst.mkdir(parents=True, exist_ok=True)
     for name in ("benchmark", "pipelines", "zoo"):
         shutil.copytree(ROOT / name, dst / name, ignore=IGNORE)
-    shutil.copy(ROOT / "dvc.yaml", dst / "dvc.yaml")
+    if not suites:
+        shutil.copy(ROOT / "dvc.yaml", dst / "dvc.yaml")
     (dst / "suites").mkdir()
     for s in suites:
         shutil.copy(ROOT / "suites" / f"{s}.yaml", dst / "suites")
@@ -257,7 +259,7 @@ def ddp_step(device_type: str) -> dict:
 
 CALTECH_NEEDS = ("dvc", "timm", "PIL", "matplotlib", "jinja2", "fvcore", "pytest")
 REPORT_NEEDS = ("adjustText", "pyarrow")  # the report stage's alone: without them the suite still runs up to evaluate
-PYARROW_MIN = (26, 0)  # pyarrow.csv.WriteOptions(eol=...): the report's CSV downloads end lines with CRLF
+PYARROW_MIN = (26, 0)  # pyproject.toml's floor: pyarrow.csv.WriteOptions(eol=...), the CRLF of the report's CSV downloads
 
 
 def caltech_missing() -> tuple[list[str], list[str]]:
@@ -281,7 +283,6 @@ def prepare_caltech(ctx: Ctx) -> tuple[Path, bool]:
 
     data = suite_test.write_caltech256(ctx.work / "caltech-data", counts=(suite_test.PER_CLASS,) * 3)
     root = copy_repo(ctx.work / "caltech", ["caltech256"])
-    (root / "dvc.yaml").unlink()  # the embedded pipeline: DVC parses every dvc.yaml, and its params.yaml is not here
     folder = root / "suites" / "caltech256"
     finetune = {"epochs": 1, "batch_size": 5, "lr": 0.003, "select_by": "accuracy"}
     if "drop_rate" in Recipe.__dataclass_fields__:  # MC dropout samples the rate the model was fine-tuned with

@@ -17,6 +17,9 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 import warm_python  # noqa: E402
 
+# the test harness's own checks: a server of their own, each warm run compared with a fresh interpreter
+pytestmark = pytest.mark.slow
+
 SCRIPT = r'''
 import atexit, json, os, sys, threading, time
 import helper_mod

@@ -38,6 +38,7 @@ from chromium import CHROMIUM, VIEWPORT  # noqa: E402
 from report_synth import first_render  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow  # the papers' scale: bundles, two publishes, 19 page loads
 RECORD = ROOT / "results" / "site_scale.json"
 MB = 1_000_000
 LIMITS = {"publish_s": 300, "site_bytes": 250 * MB, "file_bytes": 25 * MB, "embedded_bytes": 20 * MB, "render_ms": 1000,

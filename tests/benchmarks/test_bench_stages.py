@@ -26,6 +26,7 @@ import yaml
 from benchmark.reproduce import timing
 
 ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow  # each stage in a fresh interpreter, timed
 ZOO = {"models": {"tiny": {"arch": "test_resnet", "init": "scratch", "img_size": 16, "seed": 0, "recipe": "scratch"}}}
 STAGES = [("data", "data", []), ("train", "train", ["--model", "tiny"]),
           ("logits", "logits", ["--model", "tiny", "--cost"])]  # (benchmark id, stage script, arguments)

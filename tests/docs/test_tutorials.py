@@ -115,6 +115,7 @@ def test_every_tutorial_block_is_known():
             assert b["mark"] != "file" or b["lang"] == "yaml", f"{page.name}: <!-- file: --> before a ```{b['lang']} block"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", TUTORIALS, ids=lambda p: p.stem)
 def test_tutorial_runs_as_written(page, reader):
     cwd, env = reader

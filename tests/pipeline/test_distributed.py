@@ -113,6 +113,7 @@ def _run(cmd, cwd, **env):
     return subprocess.run(cmd, cwd=cwd, env=full, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow  # torchrun: two ranks
 def test_fine_tune_and_predict_two_processes_equal_one(tmp_path):
     proc = _run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", str(HERE),
                  str(tmp_path / "two")], tmp_path)
@@ -153,6 +154,7 @@ def _logits_stage(root: Path, params_file: str, **env):
                  "--no-progress"], root, **env)
 
 
+@pytest.mark.slow  # torchrun: two ranks
 def test_logits_stage_two_processes_write_the_one_process_files(tree, monkeypatch):
     from benchmark.stages import per_model
     from benchmark.stages.stage_config import load_params
@@ -171,6 +173,7 @@ def test_logits_stage_two_processes_write_the_one_process_files(tree, monkeypatc
         torch.testing.assert_close(b.logits, a.logits, rtol=1e-5, atol=1e-6, msg=name)
 
 
+@pytest.mark.slow  # torchrun: two ranks
 def test_a_killed_rank_fails_the_run_and_writes_no_logits(tree):
     folder = tree / "results" / "logits"
     shutil.rmtree(folder / "t-s0", ignore_errors=True)

@@ -75,6 +75,7 @@ def test_unreadable_and_missing(tmp_path):
         load_logits_file(tmp_path / "x.txt")
 
 
+@pytest.mark.slow  # fresh interpreters
 def test_logits_files_are_byte_reproducible_across_processes(tmp_path):
     import subprocess
     import sys

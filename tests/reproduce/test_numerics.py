@@ -98,6 +98,7 @@ print(h.hexdigest())
 from benchmark.reproduce.simulate import OTHER_CPU  # noqa: E402 - one place (the simulate command's)
 
 
+@pytest.mark.slow  # four fresh interpreters train: two of them on a simulated CPU
 @pytest.mark.skipif(not AVX2_HOST, reason="needs an x86-64 CPU with AVX2")
 def test_pinned_training_is_byte_identical_on_a_simulated_avx2_cpu():
     """Three AdamW steps of a small CNN and its logits: pinned here == pinned on the simulated AVX2-only CPU

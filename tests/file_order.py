@@ -8,10 +8,10 @@ def uses_caltech(item) -> bool:
 
 def schedule(items) -> list:
     """The order the test files are handed out in (pytest-xdist's ``loadfile`` sends whole files in collection
-    order): files with an end-to-end (``slow``) test first, so that the longest files do not start last and leave
-    one worker running alone at the end; files that read the shared ``caltech`` run last (their slow files first),
-    so that no worker sits waiting on its lock while it is built; the rest between. Within a file, the order is
-    kept."""
+    order): files with a ``slow`` test (an end-to-end run or another test of whole processes) first, so that the
+    longest files do not start last and leave one worker running alone at the end; files that read the shared
+    ``caltech`` run last (their slow files first), so that no worker sits waiting on its lock while it is built; the
+    rest between. Within a file, the order is kept."""
     caltech, slow = set(), set()
     for item in items:
         f = item.nodeid.split("::")[0]

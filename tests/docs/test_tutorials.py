@@ -136,7 +136,13 @@ def test_tutorial_runs_as_written(page, reader):
             continue
         if lang == "text":
             continue
-        argv = ["bash", "-e", "-c", code] if lang == "bash" else [sys.executable, "-c", code]
+        if lang == "bash":
+            argv = ["bash", "-e", "-c", code]
+        else:  # a script the reader saved, run in the tutorial's folder: ``python`` from PATH (the tests' warm one)
+            script = cwd.parent / f"{cwd.name}-blocks" / f"{page.stem}-{i + 1}.py"
+            script.parent.mkdir(exist_ok=True)
+            script.write_text(code, encoding="utf-8")
+            argv = ["python", str(script)]
         proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, f"{where} failed (exit {proc.returncode}):\n{code}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
         ran += 1

@@ -108,14 +108,16 @@ def _worker(out: Path) -> None:
 
 
 def _run(cmd, cwd, **env):
+    """``cmd`` (``python`` is the tests' warm one: tests/warm_python.py) in the tests' environment; torchrun gives
+    each rank ``OMP_NUM_THREADS=1`` itself (with more than one process per node), as without the tests."""
     full = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", distributed.FAIL_RANK_ENV)}
-    full.update(HF_HUB_OFFLINE="1", TQDM_DISABLE="1", PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1", **env)
+    full.update(HF_HUB_OFFLINE="1", TQDM_DISABLE="1", PYTHONUNBUFFERED="1", **env)
     return subprocess.run(cmd, cwd=cwd, env=full, capture_output=True, text=True, timeout=300)
 
 
 @pytest.mark.slow  # torchrun: two ranks
 def test_fine_tune_and_predict_two_processes_equal_one(tmp_path):
-    proc = _run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", str(HERE),
+    proc = _run(["python", "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", str(HERE),
                  str(tmp_path / "two")], tmp_path)
     assert proc.returncode == 0, proc.stderr[-4000:]
     two = torch.load(tmp_path / "two" / "two.pt", weights_only=True)

@@ -68,8 +68,12 @@ def _context():
     global _CTX
     if _CTX is None:
         _CTX = multiprocessing.get_context("forkserver")
-        _CTX.set_forkserver_preload(["benchmark.stages.per_model", "benchmark.stages.method_stage", "benchmark.methods.mc_dropout",
-                                     "benchmark.evaluation.stage", "timm", "pandas", "sklearn.metrics"])
+        # what the four stage scripts import (so each of the ~130 children imports nothing more): the stages, their
+        # entry and the suites' data modules, fvcore (the methods' cost), and the writers' own lazy imports
+        _CTX.set_forkserver_preload(["benchmark.stages.entry", "benchmark.stages.per_model", "benchmark.stages.method_stage",
+                                     "benchmark.methods.mc_dropout", "benchmark.evaluation.stage", "benchmark.data.paper.suites",
+                                     "timm", "fvcore.nn", "pandas", "pandas.io.formats.csvs", "pyarrow.pandas_compat",
+                                     "safetensors.numpy", "sklearn.metrics"])
     return _CTX
 
 

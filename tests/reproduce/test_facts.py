@@ -14,8 +14,21 @@ def _write(root, name, rec):
 def test_missing_records_name_the_command_that_writes_them(tmp_path):
     text = facts.holds_block(tmp_path)
     assert "scripts/measure-main-job.sh" in text and "reproduce pinning-cost" in text
-    assert "test_bench_site_scale.py" in text
+    assert "test_bench_site_scale.py" in text and "scripts/measure-tests.sh" in text
     assert "test_bench_site_scale.py" in facts.site_table(tmp_path)
+
+
+def test_test_command_line_judges_the_six_minutes_and_says_what_was_cached(tmp_path):
+    rec = {"wall_s": 330.2, "setup_s": 16.4, "pytest_cache": "empty", "passed": 1813, "skipped": 4, "target_s": 360,
+           "machine": MACHINE, "date": "2026-12-05"}
+    within = facts.test_command_line(rec)
+    assert "ran 1,813 tests (4 skipped) in **330 s** with an empty `.pytest_cache`" in within
+    assert "install 16 s before it, within the 6-minute target (2 CPUs, AMD EPYC 9B45; 2026-12-05)" in within
+    over = facts.test_command_line(dict(rec, wall_s=360.4, pytest_cache="present", setup_s=None))
+    assert "in **360 s** with the paper-scale bundles cached" in over and "**over** the 6-minute target" in over
+    assert "install" not in over
+    _write(tmp_path, "test_command.json", rec)
+    assert facts.holds_block(tmp_path).splitlines()[3] == within
 
 
 def test_main_job_line_adds_install_and_judges_the_target():

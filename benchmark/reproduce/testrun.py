@@ -1,0 +1,80 @@
+"""How long the README's test command takes: one timed ``pytest`` run, recorded in ``results/test_command.json``.
+
+``bash scripts/measure-tests.sh`` (in a fresh clone, on a quiet machine) times the install (``bash scripts/setup.sh
+test``) and then runs :func:`measure`: ``python -m pytest`` as the README runs it, with a JUnit XML report in a
+temporary folder for the counts. A run with a failed or erroring test, or none at all, is not recorded (nothing is
+written over the committed record). The README's "what holds" line is rendered from the record
+(:func:`benchmark.reproduce.facts.test_command_line`); the target is :data:`TARGET_S` on 2 cores, the install excluded.
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from benchmark.storage import store
+
+TARGET_S = 360  # the whole suite on 2 cores, the install excluded (issue 27)
+COUNTS = ("tests", "failures", "errors", "skipped")
+
+
+def junit_counts(path) -> dict[str, int]:
+    """The counts of a JUnit XML report, summed over its ``<testsuite>`` elements: ``tests``, ``failures``,
+    ``errors``, ``skipped`` and ``passed`` (= tests - failures - errors - skipped)."""
+    try:
+        root = ET.parse(path).getroot()
+    except (ET.ParseError, OSError) as e:
+        raise ValueError(f"{path}: not a JUnit XML report ({e})") from None
+    suites = [root] if root.tag == "testsuite" else root.findall("testsuite")
+    if not suites:
+        raise ValueError(f"{path}: no <testsuite> element (root <{root.tag}>)")
+    out = dict.fromkeys(COUNTS, 0)
+    for s in suites:
+        for k in COUNTS:
+            try:
+                out[k] += int(s.get(k, 0))
+            except ValueError:
+                raise ValueError(f"{path}: <testsuite {k}={s.get(k)!r}> is not a count") from None
+    out["passed"] = out["tests"] - out["failures"] - out["errors"] - out["skipped"]
+    return out
+
+
+def _commit(root) -> str:
+    proc = subprocess.run(["git", "rev-parse", "--verify", "HEAD"], cwd=root, capture_output=True, text=True)
+    return proc.stdout.strip() if proc.returncode == 0 else ""
+
+
+def measure(pytest_args=(), *, setup_s: float | None = None, root=".", python: str = sys.executable) -> dict:
+    """Run ``python -m pytest *pytest_args`` in ``root`` and return its record: pytest's wall seconds (the process,
+    start to exit), the counts, whether ``.pytest_cache`` existed before (``empty``: the paper-scale bundles are made
+    in the run), ``setup_s`` (the install before it, when given), the commit, the machine and the date.
+    ``RuntimeError`` when a test failed or erred, or when pytest ran none or left no report."""
+    from benchmark.reproduce.timing import machine
+
+    root = Path(root)
+    cache = "present" if (root / ".pytest_cache").is_dir() else "empty"
+    with tempfile.TemporaryDirectory() as tmp:
+        report = Path(tmp) / "junit.xml"
+        cmd = [python, "-m", "pytest", *pytest_args, f"--junitxml={report}"]
+        t0 = time.perf_counter()
+        rc = subprocess.run(cmd, cwd=root).returncode
+        wall = time.perf_counter() - t0
+        if not report.is_file():
+            raise RuntimeError(f"pytest exited with code {rc} and wrote no report; nothing recorded")
+        counts = junit_counts(report)
+    if rc != 0 or counts["failures"] or counts["errors"] or not counts["passed"]:
+        raise RuntimeError(f"pytest exited with code {rc} ({counts['passed']} passed, {counts['failures']} failed, "
+                           f"{counts['errors']} errors); nothing recorded")
+    return {"command": " ".join(["python -m pytest", *pytest_args]), "wall_s": round(wall, 1),
+            "setup_s": None if setup_s is None else round(setup_s, 1), "pytest_cache": cache,
+            **{k: counts[k] for k in ("passed", "skipped")}, "target_s": TARGET_S, "commit": _commit(root),
+            "date": time.strftime("%Y-%m-%d", time.gmtime()), "machine": machine()}
+
+
+def write(record: dict, out) -> Path:
+    """Write the record atomically (temp file + rename)."""
+    store.write_json(out, record)
+    return Path(out)

@@ -1,0 +1,51 @@
+"""benchmark/reproduce/testrun.py: the README's test command timed and recorded; counts read from a JUnit report
+(hand-written cases), a real pytest run of a tiny generated suite, and a failing run that records nothing."""
+import json
+import sys
+
+import pytest
+
+from benchmark.cli.main import main
+from benchmark.reproduce import testrun
+
+JUNIT = """<?xml version="1.0" encoding="utf-8"?>
+<testsuites><testsuite name="pytest" errors="{e}" failures="{f}" skipped="2" tests="10" time="3.1"/>
+<testsuite name="other" errors="0" failures="0" skipped="0" tests="5" time="1.0"/></testsuites>"""
+
+
+def test_junit_counts_sum_the_suites_and_derive_passed(tmp_path):
+    p = tmp_path / "r.xml"
+    p.write_text(JUNIT.format(e=1, f=3))
+    assert testrun.junit_counts(p) == {"tests": 15, "failures": 3, "errors": 1, "skipped": 2, "passed": 9}
+    p.write_text('<testsuite tests="4" skipped="1"/>')  # a lone suite as the root
+    assert testrun.junit_counts(p)["passed"] == 3
+
+
+@pytest.mark.parametrize("text, problem", [("<testsuites", "not a JUnit XML report"),
+                                           ("<report/>", r"no <testsuite> element \(root <report>\)"),
+                                           ('<testsuite tests="many"/>', "<testsuite tests='many'> is not a count")])
+def test_a_malformed_report_is_refused_with_the_problem_named(tmp_path, text, problem):
+    p = tmp_path / "r.xml"
+    p.write_text(text)
+    with pytest.raises(ValueError, match=rf"r\.xml: {problem}"):
+        testrun.junit_counts(p)
+
+
+@pytest.mark.slow  # three pytest processes
+def test_a_real_run_is_timed_counted_and_a_failing_one_writes_nothing(tmp_path, monkeypatch):
+    (tmp_path / "test_ok.py").write_text("import pytest\n\ndef test_a():\n    assert 1\n\ndef test_b():\n    assert 2\n\n"
+                                         "@pytest.mark.skip(reason='x')\ndef test_c():\n    pass\n")
+    (tmp_path / "test_bad.py").write_text("def test_bad():\n    assert 0\n")
+    rec = testrun.measure(["test_ok.py", "-q"], setup_s=12.34, root=tmp_path, python=sys.executable)
+    assert (rec["passed"], rec["skipped"], rec["pytest_cache"], rec["setup_s"]) == (2, 1, "empty", 12.3)
+    assert 0 < rec["wall_s"] < 120 and rec["command"] == "python -m pytest test_ok.py -q"
+    assert rec["target_s"] == 360 and rec["machine"]["cpus"] >= 1
+    assert (tmp_path / ".pytest_cache").is_dir()  # the run made it: the next one is "present"
+
+    out = tmp_path / "record.json"
+    out.write_text('{"kept": true}')
+    monkeypatch.chdir(tmp_path)
+    assert main(["reproduce", "test-time", "--out", str(out), "--", "test_bad.py", "-q"]) == 1
+    assert json.loads(out.read_text()) == {"kept": True}  # the committed record is not replaced by a failing run
+    assert main(["reproduce", "test-time", "--out", str(out), "--", "test_ok.py", "-q"]) == 0
+    assert json.loads(out.read_text())["pytest_cache"] == "present"

@@ -27,6 +27,9 @@ def test_test_command_line_judges_the_six_minutes_and_says_what_was_cached(tmp_p
     over = facts.test_command_line(dict(rec, wall_s=360.4, pytest_cache="present", setup_s=None))
     assert "in **360 s** with the paper-scale bundles cached" in over and "**over** the 6-minute target" in over
     assert "install" not in over
+    subset = facts.test_command_line(dict(rec, command="python -m pytest tests/core"))
+    assert "only `python -m pytest tests/core` measured (1,813 tests in 330 s), not the README's test command" in subset
+    assert "within" not in subset
     _write(tmp_path, "test_command.json", rec)
     assert facts.holds_block(tmp_path).splitlines()[3] == within
 

@@ -42,7 +42,8 @@ def folder_hash(folder: Path) -> str:
     return model_files(folder.name, folder)[1]
 
 
-def _git(root: Path) -> dict:
+def git_state(root: Path) -> dict:
+    """``{"commit": HEAD's sha or None, "dirty": tracked files changed (None outside a repository)}`` of ``root``."""
     def out(*args):
         try:
             proc = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=30)
@@ -297,7 +298,7 @@ def submit(suite: str, out, *, results=None, lock=None, contributor: str = "", r
         manifest = {
             "format": FORMAT, "suite": suite, "contributor": contributor,
             "created": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z"),
-            "git": _git(root), "versions": package_versions(), "device": _device(params), "remote": _remote(root),
+            "git": git_state(root), "versions": package_versions(), "device": _device(params), "remote": _remote(root),
             "params": params, "zoo": {m: zoo_raw[m] for m in used},
             "files": {role: {"path": f, "sha256": sha256_file(tmp / f), "bytes": (tmp / f).stat().st_size} for role, f in files.items()},
             "stages": _lock_stages(lock_data or {}, rel), "logits": logits, "units": unit_list,

@@ -76,7 +76,8 @@ def test_command_line(rec: dict | None) -> str:
                 f"README's test command (`bash scripts/measure-tests.sh` without arguments measures it).")
     return (f"- Tests: the README's test command ran {rec['passed']:,} tests ({rec.get('skipped', 0)} skipped) in "
             f"**{rec['wall_s']:.0f} s** with {cache}{setup}, {verdict} the {target / 60:g}-minute target "
-            f"({_cpu(rec.get('machine'))}; {rec.get('date', '?')}).")
+            f"({_cpu(rec.get('machine'))}; {rec.get('date', '?')}"
+            f"{'; a checkout with uncommitted changes' if (rec.get('git') or {}).get('dirty') else ''}).")
 
 
 def holds_block(root=".") -> str:

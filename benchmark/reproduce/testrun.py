@@ -42,16 +42,13 @@ def junit_counts(path) -> dict[str, int]:
     return out
 
 
-def _commit(root) -> str:
-    proc = subprocess.run(["git", "rev-parse", "--verify", "HEAD"], cwd=root, capture_output=True, text=True)
-    return proc.stdout.strip() if proc.returncode == 0 else ""
-
-
 def measure(pytest_args=(), *, setup_s: float | None = None, root=".", python: str = sys.executable) -> dict:
     """Run ``python -m pytest *pytest_args`` in ``root`` and return its record: pytest's wall seconds (the process,
     start to exit), the counts, whether ``.pytest_cache`` existed before (``empty``: the paper-scale bundles are made
-    in the run), ``setup_s`` (the install before it, when given), the commit, the machine and the date.
+    in the run), ``setup_s`` (the install before it, when given), the commit and whether the checkout had
+    uncommitted changes, the machine and the date.
     ``RuntimeError`` when a test failed or erred, or when pytest ran none or left no report."""
+    from benchmark.bundle.pack import git_state
     from benchmark.reproduce.timing import machine
 
     root = Path(root)
@@ -70,7 +67,7 @@ def measure(pytest_args=(), *, setup_s: float | None = None, root=".", python: s
                            f"{counts['errors']} errors); nothing recorded")
     return {"command": " ".join(["python -m pytest", *pytest_args]), "wall_s": round(wall, 1),
             "setup_s": None if setup_s is None else round(setup_s, 1), "pytest_cache": cache,
-            **{k: counts[k] for k in ("passed", "skipped")}, "target_s": TARGET_S, "commit": _commit(root),
+            **{k: counts[k] for k in ("passed", "skipped")}, "target_s": TARGET_S, "git": git_state(root),
             "date": time.strftime("%Y-%m-%d", time.gmtime()), "machine": machine()}
 
 

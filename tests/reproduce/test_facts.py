@@ -26,7 +26,9 @@ def test_test_command_line_judges_the_six_minutes_and_says_what_was_cached(tmp_p
     assert "install 16 s before it, within the 6-minute target (2 CPUs, AMD EPYC 9B45; 2026-12-05)" in within
     over = facts.test_command_line(dict(rec, wall_s=360.4, pytest_cache="present", setup_s=None))
     assert "in **360 s** with the paper-scale bundles cached" in over and "**over** the 6-minute target" in over
-    assert "install" not in over
+    assert "install" not in over and "uncommitted" not in over
+    dirty = facts.test_command_line(dict(rec, git={"commit": "abc", "dirty": True}))
+    assert dirty.endswith("(2 CPUs, AMD EPYC 9B45; 2026-12-05; a checkout with uncommitted changes).")
     subset = facts.test_command_line(dict(rec, command="python -m pytest tests/core"))
     assert "only `python -m pytest tests/core` measured (1,813 tests in 330 s), not the README's test command" in subset
     assert "within" not in subset

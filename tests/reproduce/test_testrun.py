@@ -40,6 +40,7 @@ def test_a_real_run_is_timed_counted_and_a_failing_one_writes_nothing(tmp_path, 
     assert (rec["passed"], rec["skipped"], rec["pytest_cache"], rec["setup_s"]) == (2, 1, "empty", 12.3)
     assert 0 < rec["wall_s"] < 120 and rec["command"] == "python -m pytest test_ok.py -q"
     assert rec["target_s"] == 360 and rec["machine"]["cpus"] >= 1
+    assert rec["git"] == {"commit": None, "dirty": None}  # the temporary folder is no git repository
     assert (tmp_path / ".pytest_cache").is_dir()  # the run made it: the next one is "present"
 
     out = tmp_path / "record.json"

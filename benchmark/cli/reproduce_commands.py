@@ -5,9 +5,11 @@
     python -m benchmark reproduce readme --write     # README result blocks from the committed files
     python -m benchmark reproduce simulate           # stages rerun on a simulated AVX2-only CPU, outputs compared
     python -m benchmark reproduce test-time          # the README's test command, timed -> results/test_command.json
+    python -m benchmark reproduce fingerprint        # this CPU's kernel bytes vs the records of other CPU kinds
 
 Exit codes: 0 fine, 1 the run does not reproduce (check), the README is stale
-(readme --check) or a simulated stage's output differs (simulate), 2 malformed input.
+(readme --check), a simulated stage's output differs (simulate) or a kernel parts from its records
+(fingerprint), 2 malformed input.
 """
 from __future__ import annotations
 
@@ -96,6 +98,23 @@ def add_reproduce_command(subparsers) -> None:
     n.add_argument("--repeats", type=int, default=2, help="runs per mode (default 2)")
     n.add_argument("--out", default="results/numerics.json", help="the record (default: results/numerics.json)")
     n.set_defaults(handler=run_pinning_cost)
+
+    f = sub.add_parser("fingerprint", help="this CPU's kernel fingerprint against the committed records of CPU kinds",
+                       description="Hash the float32 operations the pipeline's stages run (the kernel-fingerprint tool's "
+                                   "operations, and each layer, gradient and logits of a training step and a logits pass "
+                                   "of every zoo architecture, with the project's own code) under the pinned numerics, and "
+                                   "compare them with the records in --records: a record of this CPU kind must agree on "
+                                   "every operation, a record of another kind on every operation that two recorded kinds "
+                                   "agree on; other differences are reported. Also lists any MKL-routed operator that a "
+                                   "training step or a logits pass calls (there must be none). Exit 1 on a failure. "
+                                   "Rules: benchmark/reproduce/fingerprint.py.")
+    f.add_argument("--records", default="results/fingerprints", help="folder of records (default: results/fingerprints)")
+    f.add_argument("--params", default="params.yaml", help="params file (threads, recipes, zoo; default: params.yaml)")
+    f.add_argument("--all-modes", action="store_true", help="the tool's operations in all four modes (1 and 2 threads, "
+                   "oneDNN on and off), not only the pipeline's: for a record")
+    f.add_argument("--write", action="store_true", help="write this machine's record into --records as <kind>.json")
+    f.add_argument("--show", type=int, default=8, help="differing operations to print per record (default 8)")
+    f.set_defaults(handler=run_fingerprint)
 
     r = sub.add_parser("readme", help="regenerate (or check) the README's result blocks from committed files")
     r.add_argument("--file", action="append", metavar="FILE",
@@ -213,3 +232,41 @@ def run_readme(args) -> int:
         return 1
     print(f"{', '.join(files)}: generated blocks up to date")
     return 0
+
+
+def run_fingerprint(args) -> int:
+    from benchmark.models.zoo import load_zoo
+    from benchmark.reproduce import fingerprint as fp
+    from benchmark.stages.stage_config import load_params
+    from benchmark.storage.store import write_json
+
+    try:
+        params = load_params(args.params)
+        zoo = load_zoo(params.zoo, recipes=params.recipes, check_arch=False)
+        records = fp.read_records(args.records)
+    except (ValueError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    mkl = {m: ops for m, ops in fp.mkl_ops_in(params, zoo).items() if ops}
+    print("MKL-routed operators in a training step and a logits pass: "
+          + ("; ".join(f"{m}: {', '.join(o)}" for m, o in mkl.items()) + " -> NOT PORTABLE" if mkl else "none"))
+    mine = fp.measure(params, zoo, all_modes=args.all_modes)
+    print(f"this machine: {mine['machine']['cpu']} ({mine['machine']['kind']}), torch {mine['torch']}, "
+          f"{mine['cpu_capability']} kernels, {'pinned' if mine['pinned'] else 'NOT pinned'}: {len(mine['hashes'])} operations")
+    failing = bool(mkl) or not mine["pinned"]
+    for v in fp.compare(mine, records):
+        rel = "this CPU kind" if v["same_kind"] else "another CPU kind"
+        torch_note = "" if v["torch"] == mine["torch"] else f", recorded with torch {v['torch']}"
+        print(f"vs {v['kind']} ({v['cpu']}; {rel}{torch_note}): {v['shared']} shared operations, {v['equal']} equal, "
+              f"{len(v['differ'])} differ" + (f", {len(v['failing'])} of them FAIL (must agree)" if v["failing"] else ""))
+        for k in v["differ"][: args.show]:
+            why = "must agree" if k in v["failing"] else "MKL-routed, not run by the pipeline" if k.endswith(fp.MKL_ROUTED) else "reported"
+            print(f"  differs: {k} ({why})")
+        failing |= bool(v["failing"])
+    if not records:
+        print(f"no records in {args.records}: nothing to compare with")
+    if args.write:
+        path = Path(args.records) / fp.record_name(mine)
+        write_json(path, mine)
+        print(f"wrote {path}")
+    return 1 if failing else 0

@@ -30,6 +30,10 @@ What a method declares:
   budget is computed from it (:mod:`benchmark.methods.budget`). Default (:func:`training_of`): no training of its own,
   built on the entry's ``model`` (or ``models``) when it needs their checkpoints or logits. A method that trains
   declares it, and its cost function then returns the ``trainable_params`` its training updates;
+* ``chosen``: the values of its rows' ``method`` column whose ``base`` and ``members`` the method chooses from the
+  data (the greedy soup keeps the ingredients that improve its validation score): another CPU kind or training seed
+  may choose otherwise, so the reproducibility gate matches such rows by what they are, the choice being a value
+  (:func:`chosen_rows`, :func:`benchmark.reproduce.gate.identity`);
 * its cost function (:func:`register_cost`, by family): an output's ``gflops`` and ``params`` rebuilt without weights
   from its ``cost.json`` settings, the zoo entry of its base and its typed config; ``verify`` recomputes a bundle's
   costs with it, and the method's ``run`` computes its cost record with the same function.
@@ -77,6 +81,7 @@ class Method:
     rows: Callable | None = None  # group evaluate: the rows of one unit
     module: str = ""
     training: Callable | None = None  # (cfg, info) -> Training; None: see training_of
+    chosen: tuple[str, ...] = ()  # row methods whose base and members are chosen from the data (see the module docstring)
 
     def output_names(self, key: str) -> list[str]:
         return list(self.outputs(key)) if self.outputs else [key]
@@ -142,7 +147,8 @@ _REGISTRY: dict[str, Method] = {}
 
 def register_method(*, kind: str, family: str, config: type | None = None, needs=(), outputs=None, script: str = "method",
                     group: str = "stage", comment: str = "", example=None, persist: bool = False, section: str = "baselines",
-                    title: str = "", stage: str = "", rows: Callable | None = None, training: Callable | None = None):
+                    title: str = "", stage: str = "", rows: Callable | None = None, training: Callable | None = None,
+                    chosen: tuple[str, ...] = ()):
     """Decorator registering a method's function: ``run(ctx, cfg, key)`` (groups ``stage``, ``sve``) or, for group
     ``evaluate``, ``units(x)`` (with its ``rows`` function)."""
     if group not in GROUPS:
@@ -162,7 +168,8 @@ def register_method(*, kind: str, family: str, config: type | None = None, needs
         _REGISTRY[kind] = Method(kind=kind, family=family, run=None if evaluated else fn, units=fn if evaluated else None,
                                  rows=rows, title=title or kind, stage=stage or kind, config=config, needs=tuple(needs),
                                  outputs=outputs, script=script, section=section, group=group, comment=comment,
-                                 example=example, persist=persist, module=module, training=training)
+                                 example=example, persist=persist, module=module, training=training,
+                                 chosen=tuple(chosen))
         return fn
 
     return wrap
@@ -195,6 +202,12 @@ def list_methods(group: str | None = None) -> list[str]:
     """Registered method kinds (built-ins first, then by module name), optionally of one ``group``; imports every
     method module (:func:`discover`)."""
     return [m.kind for m in _ordered() if group is None or m.group == group]
+
+
+def chosen_rows() -> list[tuple[str, str]]:
+    """``(family, method)`` of every row whose ``base`` and ``members`` a method chose from the data (``chosen``);
+    imports every method module (:func:`discover`)."""
+    return [(m.family, row_method) for m in _ordered() for row_method in m.chosen]
 
 
 def get_method(kind: str) -> Method:

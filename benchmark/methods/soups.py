@@ -179,7 +179,7 @@ def check_soup(ctx, cfg: SoupConfig) -> list[str]:
 
 
 @register_method(kind="soups", stage="soup", family="soup", title=METHOD, config=SoupConfig,
-                 needs=("checkpoints",), outputs=lambda key: list(soup_outputs(key).values()),
+                 needs=("checkpoints",), outputs=lambda key: list(soup_outputs(key).values()), chosen=("greedy",),
                  comment="uniform and greedy soups of seeded fine-tunes",
                  example=lambda x: f"soup-{x['base']}: {{models: {x['group']}}}" if x["group"] != "[]" else None)
 def soup(ctx, cfg: SoupConfig, key: str) -> list[Output]:

@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from benchmark.models import hub
+from benchmark.models import hub, portable
 from benchmark.models.zoo import PYPI_WEIGHTS, ZooEntry, ZooError
 
 
@@ -24,7 +24,9 @@ HEAD_SEED = 0
 
 
 def create(entry: ZooEntry, num_classes: int, *, load_weights: bool = True, drop_rate: float = 0.0) -> nn.Module:
-    """The entry's timm model with ``num_classes`` outputs and its initial weights.
+    """The entry's timm model with ``num_classes`` outputs and its initial weights, its linear layers portable
+    (:func:`benchmark.models.portable.make_portable`: on the CPU under pinned numerics their bytes do not depend
+    on the CPU vendor; the same parameters and ``state_dict``).
 
     ``drop_rate`` (the recipe's) is timm's dropout before the classifier
     (``create_model(..., drop_rate=...)``): the model is fine-tuned with it, and MC
@@ -42,6 +44,10 @@ def create(entry: ZooEntry, num_classes: int, *, load_weights: bool = True, drop
     with :data:`HEAD_SEED`), so seeded fine-tunes differ only by their training
     randomness (data order, augmentation): that is what makes them soup-able.
     """
+    return portable.make_portable(_create(entry, num_classes, load_weights, drop_rate))
+
+
+def _create(entry: ZooEntry, num_classes: int, load_weights: bool, drop_rate: float) -> nn.Module:
     if entry.init_kind == "torchvision":
         from benchmark.models import torchvision_zoo
 

@@ -16,6 +16,8 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 from tqdm.auto import tqdm
 
+from benchmark.models import portable
+
 AMP_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
 IN_FLIGHT = 2  # CUDA: batches whose copies/forwards may be queued before the CPU waits
 
@@ -121,7 +123,7 @@ def predict_logits(model: nn.Module, inputs: torch.Tensor | Dataset, *, batch_si
         for x in tqdm(cuda_prefetch(xs, device) if cuda else (x.to(device) for x in xs), total=total, desc=desc,
                       disable=not progress, leave=False):
             with autocast(device, amp):
-                z = model(x)
+                z = portable.forward(model, x)
             outs.append(z.float().to("cpu", non_blocking=cuda))
             if cuda:  # bound the work queued ahead: wait for the batch IN_FLIGHT back
                 pending.append(torch.cuda.Event())

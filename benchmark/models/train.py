@@ -1,4 +1,4 @@
-"""Fine-tuning with AdamW, linear warm-up then cosine, resumable after a kill.
+"""Fine-tuning with AdamW (:func:`benchmark.models.portable.adamw`), linear warm-up then cosine, resumable after a kill.
 
 Determinism: every epoch draws its shuffling, augmentation and dropout from a
 generator seeded by ``(seed, epoch)``, so a run resumed from the checkpoint of
@@ -44,7 +44,7 @@ from tqdm.auto import tqdm
 from benchmark.config import numerics
 from benchmark.config.typed import check, parse_config
 from benchmark.core.members import member_cross_entropy
-from benchmark.models import distributed
+from benchmark.models import distributed, portable
 from benchmark.storage import store
 
 
@@ -264,7 +264,7 @@ def fine_tune(model: nn.Module, train, val, recipe: Recipe, *, seed: int, folder
         model, net = distributed.wrap(model, device)
     n = len(split_labels(train))
     params = list(model.parameters()) if params is None else list(params)
-    opt = torch.optim.AdamW(params, lr=recipe.lr, weight_decay=recipe.weight_decay)
+    opt = portable.adamw(params, lr=recipe.lr, weight_decay=recipe.weight_decay)  # fused on the CPU: vendor-independent bytes
     steps_per_epoch = math.ceil(n / recipe.batch_size)
     total, warmup = recipe.epochs * steps_per_epoch, round(recipe.warmup_epochs * steps_per_epoch)
     record = {"recipe": asdict(recipe), "fingerprint": fingerprint, "seed": seed, "history": [], "best_epoch": -1, "best_score": -1.0,

@@ -56,7 +56,13 @@ def run(args) -> int:
     groups = noise.seed_groups(bundle.manifest.get("zoo") or {})
     nz = noise.row_noise(bundle.rows, groups, level=_level(bundle.manifest, params))
     print(f"noise: {noise.describe(nz, groups)}")
-    rows = gate.compare(bundle.rows, fresh, nz, inputs_must_match=pinned and not args.allow_other_inputs)
+    from benchmark.methods.registry import chosen_rows
+
+    rows = gate.compare(bundle.rows, fresh, nz, inputs_must_match=pinned and not args.allow_other_inputs,
+                        chosen=chosen_rows())
+    changed = rows.loc[rows["choice"] != "", ["family", "method", "split", "choice"]].drop_duplicates()
+    for r in changed.itertuples(index=False):
+        print(f"choice: {r.family} {r.method} on {r.split} chose {r.choice.split(' -> ')[1]} (committed: {r.choice.split(' -> ')[0]})")
     if args.report:
         from benchmark.storage.store import write_table
 
@@ -66,7 +72,7 @@ def run(args) -> int:
           f"1e-9, {s['differs']} differ; other logits: {s['within-noise']} within k x noise, {s['beyond-noise']} beyond"
           + (f", {s['inputs-differ']} not allowed (pinned)" if s["inputs-differ"] else "")
           + f"; {s['missing']} missing, {s['extra']} extra -> {'reproduces' if s['reproduces'] else 'DOES NOT REPRODUCE'}")
-    _show(rows, args.show, gate.KEY[1:] + ["path", "status", "committed", "fresh", "noise", "k", "ratio", "detail"])
+    _show(rows, args.show, gate.KEY[1:] + ["path", "status", "committed", "fresh", "noise", "k", "ratio", "choice", "detail"])
 
     head = _head_path(args.summary, "results/summary.json")
     committed_summary = gate.read_summary(lockfile.committed_text(head), f"HEAD:{head}")

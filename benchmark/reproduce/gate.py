@@ -47,6 +47,16 @@ byte-identical across x86 CPU kinds, so a row whose inputs differ fails on its o
 embed a measured time or a run record (:data:`benchmark.reproduce.lockfile.MEASURED`) must equal
 the committed one.
 
+What the noise path can see is small only where the seed noise is: :func:`detection` gives, per headline
+metric, the smallest shift it detects (``k`` times the committed row's noise; the reproducibility page shows them
+for the committed bundle). Byte-identical logits across CPU kinds keep a run on the exact path, which sees any shift.
+
+**Chosen rows.** A row whose zoo models the method chose from the data (the greedy soup's ingredients, declared by
+the method: :func:`benchmark.methods.registry.chosen_rows`) is matched by what it is, not by the models it chose
+(:func:`identity`): another CPU kind's greedy soup may keep other ingredients and is then compared on the noise
+path, its choice reported as a value (column ``choice``); on the exact path the same logits must make the same
+choice.
+
 A row present on one side only fails. Pure functions on data frames; reading
 files is the caller's (:mod:`benchmark.cli.reproduce_commands`).
 """
@@ -98,26 +108,68 @@ def _check(name: str, df: pd.DataFrame) -> None:
         raise ValueError(f"{name} results: {int(dup.sum())} rows repeat a key, e.g. {df[dup].iloc[0][KEY].to_dict()}")
 
 
-def compare(committed: pd.DataFrame, fresh: pd.DataFrame, noise: pd.DataFrame, *, inputs_must_match: bool = False) -> pd.DataFrame:
-    """One row per key of either table (see the module docstring for the rules).
+CHOSEN = "(chosen)"  # what a chosen row's base and members read in its identity (:func:`identity`)
+CHOICE_COLUMNS = ["base", "members"]
+
+
+def identity(rows: pd.DataFrame, chosen=()) -> pd.DataFrame:
+    """The :data:`KEY` by which the gate matches a row: the row's key, except for the rows whose zoo models the
+    method chose from the data (``chosen``: ``(family, method)`` pairs, e.g. ``("soup", "greedy")``: the greedy soup
+    keeps the ingredients that improve its validation score). Such a row is *what* it is (the greedy soup of its
+    suite, on its split, fit, confidence and metric), so its ``base`` and ``members`` read :data:`CHOSEN`; the choice
+    itself is a value (:func:`compare`'s ``choice``). Where two rows of one table would then share an identity (two
+    greedy soups of different pools), both keep their full key."""
+    out = rows[KEY].astype(str).reset_index(drop=True)
+    if not len(chosen) or out.empty:
+        return out
+    pairs = pd.MultiIndex.from_tuples([tuple(map(str, p)) for p in chosen], names=["family", "method"])
+    mask = pd.MultiIndex.from_frame(out[["family", "method"]]).isin(pairs)
+    blank = out.copy()
+    blank.loc[mask, CHOICE_COLUMNS] = CHOSEN
+    clash = mask & blank.duplicated(KEY, keep=False).to_numpy()
+    blank.loc[clash, CHOICE_COLUMNS] = out.loc[clash, CHOICE_COLUMNS]
+    return blank
+
+
+def compare(committed: pd.DataFrame, fresh: pd.DataFrame, noise: pd.DataFrame, *, inputs_must_match: bool = False,
+            chosen=()) -> pd.DataFrame:
+    """One row per identity of either table (see the module docstring for the rules).
 
     ``noise``: :func:`benchmark.core.noise.row_noise` of ``committed`` (same index). ``inputs_must_match``:
-    both runs pinned the numerics and other inputs are not allowed. Columns: :data:`KEY`, ``path`` (exact |
-    noise | ''), ``status`` (identical | recomputed | differs | within-noise | beyond-noise | inputs-differ |
-    missing | extra), ``committed``, ``fresh``, ``diff`` (values), ``noise``, ``k``, ``ratio`` (``|diff| /
-    noise``), ``seed_source``, ``detail`` (the columns that differ), ``ok``.
+    both runs pinned the numerics and other inputs are not allowed. ``chosen``: the ``(family, method)`` pairs whose
+    base and members are a data-driven choice (:func:`identity`; :func:`benchmark.methods.registry.chosen_rows`): such
+    rows are matched by what they are, and a different choice is a value (column ``choice``), failing on the exact path
+    only (the same logits must make the same choice). Columns: :data:`KEY` (the committed row's, else the fresh
+    one's), ``path`` (exact | noise | ''), ``status`` (identical | recomputed | differs | within-noise | beyond-noise |
+    inputs-differ | missing | extra), ``committed``, ``fresh``, ``diff`` (values), ``noise``, ``k``, ``ratio``
+    (``|diff| / noise``), ``seed_source``, ``choice`` ('' or ``committed -> fresh`` members where the choice
+    differs), ``detail`` (the columns that differ), ``ok``.
     """
     _check("committed", committed)
     _check("fresh", fresh)
     cols = [c for c in EXACT_COLUMNS if c in committed.columns and c in fresh.columns]
-    a = committed[KEY + cols + ["inputs_hash"]].astype({k: str for k in KEY})
-    a = pd.concat([a, noise[["noise", "seeds", "seed_source"]]], axis=1)
-    b = fresh[KEY + cols + ["inputs_hash"]].astype({k: str for k in KEY})
-    m = a.merge(b, on=KEY, how="outer", suffixes=("_ref", "_new"), indicator=True).reset_index(drop=True)
+    ident = ["_" + k for k in KEY]
+
+    def side(df: pd.DataFrame) -> pd.DataFrame:
+        keyed = df[KEY + cols + ["inputs_hash"]].astype({k: str for k in KEY}).reset_index(drop=True)
+        return pd.concat([keyed, identity(df, chosen).set_axis(ident, axis=1)], axis=1)
+
+    a = pd.concat([side(committed), noise[["noise", "seeds", "seed_source"]].reset_index(drop=True)], axis=1)
+    b = side(fresh)
+    for name, df in (("committed", a), ("fresh", b)):
+        dup = df.duplicated(ident)
+        if dup.any():  # identity() keeps full keys where blanking would clash: cannot happen, but never merge many-to-many
+            raise ValueError(f"{name} results: {int(dup.sum())} rows share an identity")
+    m = a.merge(b, on=ident, how="outer", suffixes=("_ref", "_new"), indicator=True).reset_index(drop=True)
+    for k in KEY:
+        m[k] = m[f"{k}_ref"].where(m[f"{k}_ref"].notna(), m[f"{k}_new"])
+    choice = pd.Series("", index=m.index)
+    other = (m["_merge"] == "both") & (m["members_ref"] != m["members_new"])
+    choice[other] = m.loc[other, "members_ref"] + " -> " + m.loc[other, "members_new"]
     both = (m["_merge"] == "both").to_numpy()
     same_inputs = both & (m["inputs_hash_ref"].astype(str) == m["inputs_hash_new"].astype(str)).to_numpy()
     agree = {c: close(_num(m[f"{c}_ref"]), _num(m[f"{c}_new"])) for c in cols}
-    exact_ok = np.logical_and.reduce([agree[c] for c in cols])
+    exact_ok = np.logical_and.reduce([agree[c] for c in cols]) & (choice == "").to_numpy()
     bitwise = np.logical_and.reduce([(_num(m[f"{c}_ref"]) == _num(m[f"{c}_new"])) | (np.isnan(_num(m[f"{c}_ref"])) & np.isnan(_num(m[f"{c}_new"])))
                                      for c in cols])
     ref, new = _num(m["value_ref"]), _num(m["value_new"])
@@ -131,7 +183,7 @@ def compare(committed: pd.DataFrame, fresh: pd.DataFrame, noise: pd.DataFrame, *
     noise_ok = within & structural
     status = np.select(
         [~both & (m["_merge"] == "left_only").to_numpy(), ~both,
-         same_inputs & bitwise, same_inputs & exact_ok, same_inputs,
+         same_inputs & bitwise & (choice == "").to_numpy(), same_inputs & exact_ok, same_inputs,
          inputs_must_match, noise_ok],
         ["missing", "extra", "identical", "recomputed", "differs", "inputs-differ", "within-noise"], "beyond-noise")
     detail = []
@@ -139,7 +191,7 @@ def compare(committed: pd.DataFrame, fresh: pd.DataFrame, noise: pd.DataFrame, *
         if not both[i]:
             detail.append("")
         elif same_inputs[i]:
-            detail.append(",".join(c for c in cols if not agree[c][i]))
+            detail.append(",".join([c for c in cols if not agree[c][i]] + (["choice"] if choice[i] else [])))
         else:
             parts = [c for c in cols if c in STRUCTURAL_COLUMNS and not agree[c][i]]
             if not within[i]:
@@ -153,9 +205,32 @@ def compare(committed: pd.DataFrame, fresh: pd.DataFrame, noise: pd.DataFrame, *
     out["committed"], out["fresh"], out["diff"] = ref, new, diff
     out["noise"], out["k"], out["ratio"] = np.where(same_inputs, np.nan, nz), np.where(same_inputs, np.nan, k), np.where(same_inputs, np.nan, ratio)
     out["seed_source"] = m["seed_source"].fillna("")
+    out["choice"] = choice.to_numpy()
     out["detail"] = detail
     out["ok"] = ~np.isin(status, FAIL)
     return out
+
+
+def detection(rows: pd.DataFrame, noise: pd.DataFrame, *, split: str, family: str, fit: str, confidence: str,
+              metrics) -> pd.DataFrame:
+    """The smallest shift of each of ``metrics`` that the noise path detects on the rows of one view (the headline:
+    ``split``, ``family``, ``fit``, ``confidence``): a row fails when ``|fresh - committed| > k noise``, so its
+    threshold is ``k noise`` (the committed row's ``k`` and noise). One row per metric: ``models`` (rows of the view),
+    ``min``, ``median``, ``max`` of the thresholds, and ``model_min`` (the row with the smallest)."""
+    v = rows.assign(_noise=noise["noise"].to_numpy(dtype=float), _k=k_factor(noise["seeds"].fillna(0)))
+    v = v[(v["split"] == split) & (v["family"] == family) & (v["fit"] == fit) & (v["confidence"] == confidence)]
+    out = []
+    for metric in metrics:
+        m = v[v["metric"] == metric]
+        th = (m["_k"] * m["_noise"]).to_numpy(dtype=float)
+        ok = np.isfinite(th)
+        if not ok.any():
+            out.append((metric, 0, math.nan, math.nan, math.nan, ""))
+            continue
+        i = int(np.nanargmin(np.where(ok, th, np.nan)))
+        out.append((metric, int(ok.sum()), float(np.min(th[ok])), float(np.median(th[ok])), float(np.max(th[ok])),
+                    str(m["base"].iloc[i])))
+    return pd.DataFrame(out, columns=["metric", "models", "min", "median", "max", "model_min"])
 
 
 def summarize(report: pd.DataFrame) -> dict:

@@ -3,12 +3,11 @@
     python -m benchmark reproduce check              # fresh results/ vs the committed bundle and summary
     python -m benchmark reproduce timings --force    # dvc repro -f with per-stage timings -> results/timings.json
     python -m benchmark reproduce readme --write     # README result blocks from the committed files
-    python -m benchmark reproduce simulate           # stages rerun on a simulated AVX2-only CPU, outputs compared
     python -m benchmark reproduce test-time          # the README's test command, timed -> results/test_command.json
     python -m benchmark reproduce fingerprint        # this CPU's kernel bytes vs the records of other CPU kinds
 
 Exit codes: 0 fine, 1 the run does not reproduce (check), the README is stale
-(readme --check), a simulated stage's output differs (simulate) or a kernel parts from its records
+(readme --check) or a kernel parts from its records
 (fingerprint), 2 malformed input.
 """
 from __future__ import annotations
@@ -41,6 +40,11 @@ def add_reproduce_command(subparsers) -> None:
                         "noise and report (not fail on) differing stage outputs, even when both runs pinned the numerics")
     c.add_argument("--report", help="write the per-row comparison as CSV here")
     c.add_argument("--show", type=int, default=15, help="failing rows to print, largest first")
+    c.add_argument("--record", metavar="FILE", help="add this check to the cross-CPU record FILE (results/cross_cpu.json: "
+                   "CPU kind, commit, counts, verdict), from which the README and the reproducibility page are generated")
+    c.add_argument("--ran-on", metavar="KIND", help="with --record: the CPU kind that made the fresh run, when it was "
+                   "another machine (a kind of results/fingerprints/, e.g. GenuineIntel-f6-m167; default: this machine's)")
+    c.add_argument("--note", help="with --record: a note for the record (e.g. what the run is a replay of)")
     c.set_defaults(handler=run_check)
 
     t = sub.add_parser("timings", help="run dvc repro with per-stage timing records; write results/timings.json")
@@ -59,21 +63,6 @@ def add_reproduce_command(subparsers) -> None:
     e.add_argument("pytest_args", nargs="*", metavar="PYTEST_ARG", help="arguments for pytest, after `--` (default: none, "
                    "the whole suite as pyproject.toml configures it)")
     e.set_defaults(handler=run_test_time)
-
-    m = sub.add_parser("simulate", help="rerun stages in a scratch copy on a simulated AVX2-only CPU; compare outputs",
-                       description="Rerun DVC stages (dvc repro -s -f) in a scratch copy of this checkout under the "
-                                   "switches of another x86 CPU kind (ATen, oneDNN and MKL capped at AVX2, one core) and "
-                                   "compare their outputs' md5 with this checkout's dvc.lock; outputs that embed a "
-                                   "measured time are listed, not compared. Needs the pipeline run here first (its "
-                                   "upstream outputs are hard-linked). Exit 1 when an output differs. "
-                                   "Rules: benchmark/reproduce/simulate.py.")
-    m.add_argument("--stages", nargs="+", metavar="STAGE",
-                   help="stages in run order, e.g. train@lcnet035 logits@lcnet035 or suites/<s>/dvc.yaml:train@<m> "
-                        "(default: train@ and logits@ of the smallest sidekick and of the first seed-group model)")
-    m.add_argument("--cpu", default="avx2", choices=["avx2"], help="the CPU kind to simulate (default: avx2, no AVX-512)")
-    m.add_argument("--workdir", help="where the scratch copy goes (default: .dvc/tmp, same file system: hard links)")
-    m.add_argument("--keep", action="store_true", help="keep the scratch copy (its path is printed)")
-    m.set_defaults(handler=run_simulate)
 
     u = sub.add_parser("tune", help="choose a recipe's lr on validation: one stage run per grid point, in scratch copies",
                        description="Run a training stage once per learning rate, each in a scratch copy of this checkout "
@@ -158,29 +147,6 @@ def run_test_time(args) -> int:
     print(f"pytest: {rec['passed']} passed, {rec['skipped']} skipped in {rec['wall_s']} s wall (.pytest_cache "
           f"{rec['pytest_cache']} before it); wrote {testrun.write(rec, args.out)}")
     return 0
-
-
-def run_simulate(args) -> int:
-    from benchmark.reproduce import simulate
-
-    try:
-        stages = args.stages or simulate.default_stages(".")
-        print(f"simulating an {args.cpu.upper()}-only x86 CPU ({' '.join(f'{k}={v}' for k, v in simulate.CPUS[args.cpu].items())}"
-              f"{', ' + ' '.join(simulate.one_core()) if simulate.one_core() else ''}) for {', '.join(stages)}", flush=True)
-        res = simulate.simulate(stages, cpu=args.cpu, workdir=args.workdir, keep=args.keep)
-    except (ValueError, FileNotFoundError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    for stage, wall in res.stages:
-        print(f"{stage}: {wall:.1f} s wall (dvc repro -s -f, simulated CPU)")
-    for r in res.outputs.itertuples(index=False):
-        print(f"{r.status:9s} {r.path}" + (f"  ({r.measured})" if r.measured else f"  {r.checkout[:12]} -> {r.simulated[:12]}"
-                                                                      if r.status == "different" else ""))
-    n = res.outputs["status"].value_counts()
-    print(f"simulated {args.cpu.upper()} CPU: {int(n.get('identical', 0))} of {int(n.get('identical', 0) + n.get('different', 0))} "
-          f"outputs byte-identical to this checkout's dvc.lock ({int(n.get('measured', 0))} embed a measured time or a run record, not compared)"
-          + ("" if res.identical else " -> DIFFERENT") + (f"; copy kept in {res.workdir}" if res.workdir else ""))
-    return 0 if res.identical else 1
 
 
 def run_tune(args) -> int:

@@ -1,4 +1,4 @@
-"""CPU numerics pinned so that two x86 CPU kinds produce the same bytes.
+"""CPU numerics pinned so that two x86 CPU kinds produce the same bytes (with :mod:`benchmark.models.portable`).
 
 A fine-tune amplifies a last-bit rounding difference into a different model, and
 PyTorch's CPU kernels round differently per CPU: ATen picks vectorised kernels by
@@ -14,17 +14,21 @@ imported:
 * ``ATEN_CPU_CAPABILITY=avx2``: ATen's vectorised kernels at AVX2 on every x86 CPU;
 * ``ONEDNN_MAX_CPU_ISA=AVX2``: oneDNN's JIT kernels (convolutions) capped at AVX2;
 * ``MKL_CBWR=AVX2,STRICT``: MKL's conditional numerical reproducibility mode
-  (same code path on Intel and AMD, independent of memory alignment);
+  (documented to fix MKL's code path; it does so on one vendor, not across
+  vendors: see below);
 
 and the stages fix the number of torch threads (params ``threads``), so a
 reduction is split the same way on any machine. ``UQ_NUMERICS=native`` keeps
 each CPU's fastest kernels (same machine kind: still byte-identical).
 
-Checked (``tests/reproduce/test_numerics.py`` and the simulation in
-:mod:`benchmark.reproduce.simulate`): with the AVX2 caps, a Zen 5 machine with
-AVX-512 trains byte for byte the checkpoints that an AMD EPYC without AVX-512
-trained (``../shared/reference-runs/amd-epyc-avx2``), and under pinning the
-bytes do not change when MKL's own ISA switch or the visible cores change.
+Checked (``tests/reproduce/test_numerics.py``): with the AVX2 caps, a Zen 5
+machine with AVX-512 trained byte for byte the checkpoints that an AMD EPYC
+without AVX-512 trained (``../shared/reference-runs/amd-epyc-avx2``), and a CPU of
+this vendor without AVX-512, simulated by the ISA switches, trains the same bytes.
+Across vendors the pins do not suffice: MKL's small matrix products and its vector
+math (``torch.sqrt``, ``exp``: AdamW's update) give other bytes on an Intel Xeon
+than on an AMD EPYC (the kernel fingerprints, ``results/fingerprints/``), so under
+pinning, training and logits run without MKL (:mod:`benchmark.models.portable`).
 
 Nothing here imports torch: :func:`pin` must run before it (``import benchmark``
 calls it through :mod:`benchmark.config.runtime`).

@@ -95,4 +95,27 @@ def run(args) -> int:
           + (f" -> {'identical' if not o['failing_stages'] else 'DIFFER although both runs pinned the numerics: ' + ', '.join(o['failing_stages'])}"
              + (" (reported, not failing: --allow-other-inputs)" if o["failing_stages"] and outs_ok else "")
              if pinned else " (runs not both pinned: not required)"))
-    return 0 if s["reproduces"] and t["reproduces"] and outs_ok else 1
+    ok = s["reproduces"] and t["reproduces"] and outs_ok
+    if args.record:
+        _record(args, bundle, pinned, s, t, o, int((rows["choice"] != "").sum()), ok)
+    return 0 if ok else 1
+
+
+def _record(args, bundle, pinned: bool, rows: dict, summary: dict, outputs: dict, choices: int, ok: bool) -> None:
+    """Add this check to the cross-CPU record (:mod:`benchmark.reproduce.cross_cpu`): the CPU kind that made the fresh
+    run (this machine's, or ``--ran-on``), the checkout's commit, the bundle and the gate's counts."""
+    from benchmark.bundle.pack import git_state
+    from benchmark.reproduce import cross_cpu, fingerprint
+
+    me = fingerprint.machine()
+    kind = args.ran_on or me["kind"]
+    cpu = me["cpu"]
+    if args.ran_on and args.ran_on != me["kind"]:
+        records = fingerprint.read_records(Path(args.record).parent / "fingerprints")
+        known = {r["machine"]["kind"]: r["machine"].get("cpu", "") for r in records}
+        cpu = known.get(args.ran_on, args.ran_on)
+    run = cross_cpu.entry(kind=kind, cpu=cpu, commit=git_state(".").get("commit") or "?", bundle=str(bundle.path),
+                          bundle_commit=(bundle.manifest.get("git") or {}).get("commit") or "?", pinned=pinned, rows=rows,
+                          summary=summary, outputs=outputs, choices=choices, reproduces=ok, note=args.note or "")
+    cross_cpu.add(args.record, run)
+    print(f"recorded in {args.record}: {kind} at {run['commit'][:12]}")

@@ -6,6 +6,8 @@ committed records (never typed):
 * ``results/site_scale.json`` -- ``publish`` of a synthetic bundle for every paper suite plus the embedded bundle
   (``pytest --benchmark-enable tests/benchmarks/test_bench_site_scale.py``).
 * ``results/test_command.json`` -- the README's test command, timed (``bash scripts/measure-tests.sh``).
+* ``results/cross_cpu.json`` and ``results/fingerprints/`` -- the from-scratch runs checked on each CPU kind and the
+  kernel fingerprints of each kind (:mod:`benchmark.reproduce.cross_cpu`).
 
 A record that is missing gives a line saying which command writes it.
 """
@@ -40,10 +42,9 @@ def main_job_line(rec: dict | None) -> str:
 def pinning_line(rec: dict | None) -> str:
     if rec is None:
         return "- Pinned kernels: cost not measured on this commit (`python -m benchmark reproduce pinning-cost`)."
-    return (f"- Every stage pins the CPU kernels to AVX2 (ATen, oneDNN, MKL): an AVX-512 machine then rebuilt the AMD "
-            f"AVX2 reference run's checkpoints byte for byte (what is and is not checked: [reproducibility]"
-            f"(docs/explanations/reproducibility.md)); it costs **{rec['ratio']['wall_s']:.2f}x** the wall time of native "
-            f"kernels on `{rec['stage']}` ({_cpu(rec.get('machine'))}).")
+    return (f"- Every stage pins the CPU kernels to AVX2 and trains and infers without MKL (portable kernels: fused AdamW, "
+            f"BLAS-free linear layers); it costs **{rec['ratio']['wall_s']:.2f}x** the wall time of native kernels on "
+            f"`{rec['stage']}` ({_cpu(rec.get('machine'))}).")
 
 
 def site_line(rec: dict | None) -> str:
@@ -81,9 +82,13 @@ def test_command_line(rec: dict | None) -> str:
 
 
 def holds_block(root=".") -> str:
-    """Four lines: the main job's time, the pinned kernels and their cost, the site at the papers' scale, the tests."""
+    """Five lines: the main job's time, the pinned kernels and their cost, what was checked across CPU kinds, the site at
+    the papers' scale, the tests."""
     res = Path(root) / "results"
-    return "\n".join([main_job_line(_load(res / "timings.json")), pinning_line(_load(res / "numerics.json")),
+    from benchmark.reproduce import cross_cpu, fingerprint
+
+    cross = cross_cpu.holds_line(cross_cpu.load(res / "cross_cpu.json"), fingerprint.read_records(res / "fingerprints"))
+    return "\n".join([main_job_line(_load(res / "timings.json")), pinning_line(_load(res / "numerics.json")), cross,
                       site_line(_load(res / "site_scale.json")), test_command_line(_load(res / "test_command.json"))]) + "\n"
 
 

@@ -216,7 +216,8 @@ def detection(rows: pd.DataFrame, noise: pd.DataFrame, *, split: str, family: st
     """The smallest shift of each of ``metrics`` that the noise path detects on the rows of one view (the headline:
     ``split``, ``family``, ``fit``, ``confidence``): a row fails when ``|fresh - committed| > k noise``, so its
     threshold is ``k noise`` (the committed row's ``k`` and noise). One row per metric: ``models`` (rows of the view),
-    ``min``, ``median``, ``max`` of the thresholds, and ``model_min`` (the row with the smallest)."""
+    ``min``, ``median``, ``max`` of the thresholds, ``model_min`` (the row with the smallest) and ``k`` (the median
+    ``k`` of the rows)."""
     v = rows.assign(_noise=noise["noise"].to_numpy(dtype=float), _k=k_factor(noise["seeds"].fillna(0)))
     v = v[(v["split"] == split) & (v["family"] == family) & (v["fit"] == fit) & (v["confidence"] == confidence)]
     out = []
@@ -229,8 +230,8 @@ def detection(rows: pd.DataFrame, noise: pd.DataFrame, *, split: str, family: st
             continue
         i = int(np.nanargmin(np.where(ok, th, np.nan)))
         out.append((metric, int(ok.sum()), float(np.min(th[ok])), float(np.median(th[ok])), float(np.max(th[ok])),
-                    str(m["base"].iloc[i])))
-    return pd.DataFrame(out, columns=["metric", "models", "min", "median", "max", "model_min"])
+                    str(m["base"].iloc[i]), float(np.median(m["_k"].to_numpy(dtype=float)[ok]))))
+    return pd.DataFrame(out, columns=["metric", "models", "min", "median", "max", "model_min", "k"])
 
 
 def summarize(report: pd.DataFrame) -> dict:

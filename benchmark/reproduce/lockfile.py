@@ -18,7 +18,7 @@ import pandas as pd
 import yaml
 
 # Outputs that embed a measured time or a record of the run (path patterns relative to the dvc.yaml's folder) and
-# why: the one list the gate (benchmark.reproduce.gate) and the simulation (benchmark.reproduce.simulate) leave out.
+# why: the one list the gate (benchmark.reproduce.gate) leaves out.
 MEASURED: tuple[tuple[str, str], ...] = (
     ("results/cost/*.json", "the model's cost record: measured CPU throughput (images/s)"),
     ("results/methods/*", "the method's cost.json: measured CPU throughput"),

@@ -2,7 +2,7 @@
 
 ``python -m benchmark reproduce pinning-cost [--stage train@lite0-s0] [--repeats 2]`` runs
 the stage (``dvc repro -s -f --no-commit``) in scratch copies of this checkout
-(:func:`benchmark.reproduce.simulate.make_copy`: tracked files copied, upstream outputs
+(:func:`benchmark.reproduce.scratch.make_copy`: tracked files copied, upstream outputs
 hard-linked), alternately with ``UQ_NUMERICS=pinned`` (the default:
 :mod:`benchmark.config.numerics`) and ``UQ_NUMERICS=native`` (this CPU's own kernels),
 ``repeats`` times each, and reads the stage process's own timing record
@@ -22,7 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from benchmark.reproduce.simulate import SimulateError, Target, checked_inputs, make_copy
+from benchmark.reproduce.scratch import ScratchError, Target, checked_inputs, make_copy
 
 RECORD = "results/numerics.json"
 MODES = ("pinned", "native")
@@ -42,11 +42,11 @@ def _time_once(root: Path, target: Target, links: list[str], mode: str) -> dict:
         proc = subprocess.run([sys.executable, "-m", "dvc", "repro", "-s", "-f", "--no-commit", str(target)],
                               cwd=work, env=env, capture_output=True, text=True)
         if proc.returncode != 0:
-            raise SimulateError(f"{target} ({mode}): `dvc repro` failed:\n{(proc.stdout + proc.stderr)[-3000:]}")
+            raise ScratchError(f"{target} ({mode}): `dvc repro` failed:\n{(proc.stdout + proc.stderr)[-3000:]}")
         records = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
         stage = [r for r in records if any(str(a).endswith(".py") and "pipelines" in str(a) for a in r.get("argv", []))]
         if not stage:
-            raise SimulateError(f"{target} ({mode}): the stage process left no timing record in {log}")
+            raise ScratchError(f"{target} ({mode}): the stage process left no timing record in {log}")
         r = stage[-1]
         return {"mode": mode, "wall_s": r["wall_s"], "cpu_s": round(r["user_s"] + r["sys_s"], 3)}
     finally:

@@ -30,7 +30,7 @@ from benchmark.config.report_config import ReportConfig
 from benchmark.core import noise
 from benchmark.core.metric_info import METRICS
 from benchmark.report.tables import fmt_short as fmt, match_any, split_sort_key
-from benchmark.reproduce import facts, timing
+from benchmark.reproduce import cross_cpu, facts, fingerprint, timing
 from benchmark.reproduce.facts import TARGET_S
 
 FILES = ("README.md", "docs/results.md", "docs/explanations/performance.md", "docs/explanations/reproducibility.md")  # the files holding generated blocks
@@ -245,6 +245,23 @@ def pinning_table(record: dict) -> str:
             f"({m.get('cpu', '?')}, torch {m.get('torch', '?')}).\n")
 
 
+def detection_table(bundle, cfg: ReportConfig, level: float) -> str:
+    """The smallest shift of each headline metric that the gate's noise path detects on the committed bundle's
+    headline rows (:func:`benchmark.reproduce.gate.detection`)."""
+    from benchmark.reproduce import gate
+
+    nz = noise.row_noise(bundle.rows, noise.seed_groups(bundle.manifest.get("zoo") or {}), level=level)
+    det = gate.detection(bundle.rows, nz, split=cfg.headline_split, family=cfg.reference_family, fit=cfg.fit,
+                         confidence=cfg.confidence, metrics=cfg.headline_metrics)
+    names = {m: info.label for m, info in METRICS.items()}
+    lines = ["| metric | smallest shift detected | median over the models | largest |", "|---|---|---|---|"]
+    lines += [f"| {names.get(r.metric, r.metric)} | {fmt(r.min)} ({r.model_min}) | {fmt(r.median)} | {fmt(r.max)} |"
+              for r in det.itertuples(index=False)]
+    return ("\n".join(lines) + f"\n\nOn `{bundle.path.name}`'s {cfg.headline_split} split, {cfg.reference_family} models "
+            f"({cfg.fit} fit, {cfg.confidence} confidence), {int(det['models'].max())} models: a row fails the noise path "
+            f"when it moves by more than k times its noise (here k = {det['k'].median():.1f}).\n")
+
+
 def report_config(root=".") -> ReportConfig:
     """The ``report:`` settings of ``root/params.yaml`` (the defaults without one)."""
     import yaml
@@ -279,6 +296,10 @@ def blocks(root=".") -> dict[str, str]:
     out["budgets"] = budgets_block(bundle, cfg, timings, root / "results" / "tuning.json")
     nfile = root / "results" / "numerics.json"
     out["holds"] = facts.holds_block(root)
+    out["detection"] = detection_table(bundle, cfg, float(((bundle.manifest.get("params") or {}).get("evaluate") or {})
+                                                          .get("bootstrap_level", 0.95)))
+    out["cross_cpu"] = cross_cpu.runs_table(cross_cpu.load(root / cross_cpu.RECORD))
+    out["fingerprints"] = cross_cpu.fingerprint_table(fingerprint.read_records(root / fingerprint.RECORDS))
     out["site_scale"] = facts.site_table(root)
     out["pinning"] = (pinning_table(json.loads(nfile.read_text())) if nfile.exists() else
                       "Not measured on this commit yet: `python -m benchmark reproduce pinning-cost` writes it.\n")

@@ -3,7 +3,7 @@
 ``python -m benchmark reproduce tune --stage STAGE --recipe NAME --lr A B C ...`` runs
 the DVC stage ``STAGE`` (e.g. ``train@lite0-s0`` for the fine-tune recipe, ``sve-train``
 for SVE) once per learning rate, each time in a scratch copy of this checkout
-(:func:`benchmark.reproduce.simulate.make_copy`: tracked files copied, the stage's
+(:func:`benchmark.reproduce.scratch.make_copy`: tracked files copied, the stage's
 upstream outputs such as ``results/data`` hard-linked) whose ``params.yaml`` has
 ``recipes.<NAME>.lr`` set to that value and nothing else changed: same epochs,
 images, batch size, augmentation and seed, i.e. the budget the pipeline gives the
@@ -32,7 +32,7 @@ from pathlib import Path
 import yaml
 
 from benchmark.reproduce import lockfile
-from benchmark.reproduce.simulate import SimulateError, Target, checked_inputs, make_copy
+from benchmark.reproduce.scratch import ScratchError, Target, checked_inputs, make_copy
 
 TUNING = "results/tuning.json"
 
@@ -67,7 +67,7 @@ def _scores(folder: Path, lock: dict, stage: str) -> dict:
         p = folder / out
         found += [p] if p.name == "train.json" else sorted(p.rglob("train.json")) if p.is_dir() else []
     if not found:
-        raise SimulateError(f"{stage}: wrote no train.json (is it a training stage?)")
+        raise ScratchError(f"{stage}: wrote no train.json (is it a training stage?)")
     rec = json.loads(found[0].read_text())
     return {"val_score": rec.get("best_score"), "best_epoch": rec.get("best_epoch"),
             "select_by": (rec.get("recipe") or {}).get("select_by", "accuracy")}
@@ -103,7 +103,7 @@ def tune(stage: str, recipe: str, lrs: list[float], *, root=".", sets=(), progre
             proc = subprocess.run([sys.executable, "-m", "dvc", "repro", "-s", "-f", "--no-commit", str(target)],
                                   cwd=work, capture_output=True, text=True)
             if proc.returncode != 0:
-                raise SimulateError(f"{stage} with lr {lr}: `dvc repro` failed:\n{(proc.stdout + proc.stderr)[-3000:]}")
+                raise ScratchError(f"{stage} with lr {lr}: `dvc repro` failed:\n{(proc.stdout + proc.stderr)[-3000:]}")
             grid.append({"lr": float(lr), **_scores(work / target.folder, lockfile.read(work / target.lock), target.stage),
                          "wall_s": round(time.perf_counter() - t0, 1)})
         finally:

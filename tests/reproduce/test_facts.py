@@ -33,7 +33,7 @@ def test_test_command_line_judges_the_six_minutes_and_says_what_was_cached(tmp_p
     assert "only `python -m pytest tests/core` measured (1,813 tests in 330 s), not the README's test command" in subset
     assert "within" not in subset
     _write(tmp_path, "test_command.json", rec)
-    assert facts.holds_block(tmp_path).splitlines()[3] == within
+    assert facts.holds_block(tmp_path).splitlines()[4] == within
 
 
 def test_main_job_line_adds_install_and_judges_the_target():
@@ -70,3 +70,49 @@ def test_site_table_and_line_from_a_record(tmp_path):
     assert "| 1x: 600,000 | 61 | 55 | 45.9 | 90 | 9.2 (`a/rows.parquet`) | 7.0 |" in table
     assert "| 10x estimate: 6,000,000 | 619 | 559 | 476.0 |  |  |  |" in table
     assert "cifar100 640, embedded 310" in table
+
+
+def _run(kind, commit, *, identical, compared, rows, within, choices=0, ok=True):
+    from benchmark.reproduce import cross_cpu
+
+    counts = {"rows": rows, "identical": rows - within, "recomputed": 0, "differs": 0, "within-noise": within,
+              "beyond-noise": 0 if ok else 3, "inputs-differ": 0, "missing": 0, "extra": 0}
+    return cross_cpu.entry(kind=kind, cpu=f"{kind} CPU", commit=commit, bundle="leaderboard/embedded/b", bundle_commit="c0ffee1",
+                           pinned=True, rows=counts, summary={"values": 4, "identical": 4, "reproduces": True},
+                           outputs={"identical": identical, "compared": compared}, choices=choices, reproduces=ok)
+
+
+def test_the_cross_cpu_line_names_each_kind_its_commit_and_what_held(tmp_path):
+    from benchmark.reproduce import cross_cpu
+
+    assert "reproduce check --record results/cross_cpu.json" in cross_cpu.holds_line([], [])
+    path = tmp_path / "cross_cpu.json"
+    cross_cpu.add(path, _run("I", "1111111aaaa", identical=1, compared=21, rows=100, within=100, choices=15))
+    cross_cpu.add(path, _run("A", "2222222bbbb", identical=21, compared=21, rows=100, within=0))
+    runs = cross_cpu.add(path, _run("A", "2222222bbbb", identical=21, compared=21, rows=100, within=0))  # replaced, not added
+    assert [r["kind"] for r in runs] == ["A", "I"] and cross_cpu.load(path) == runs
+    line = cross_cpu.holds_line(runs, [])
+    assert "A CPU (`A`) at `2222222`: 21 of 21 stage outputs byte-identical, every row the same" in line
+    assert "I CPU (`I`) at `1111111`: 1 of 21 stage outputs byte-identical; 100 of 100 rows on the noise path, within it " \
+           "(15 greedy-soup rows chose other ingredients)" in line
+    table = cross_cpu.runs_table(runs)
+    assert "| `I` | I CPU | `1111111`" in table and "| 1 of 21 | 0 / 100 / 0 | passes |" in table
+    assert "| 3 of 21 | 90 / 7 / 3 | FAILS |" in cross_cpu.runs_table(
+        [_run("X", "3", identical=3, compared=21, rows=100, within=7, ok=False) | {"rows": {
+            "rows": 100, "identical": 90, "recomputed": 0, "differs": 0, "within-noise": 7, "beyond-noise": 3,
+            "inputs-differ": 0, "missing": 0, "extra": 0}}])
+
+
+def test_the_fingerprint_lines_count_what_two_kinds_share_and_agree_on():
+    from benchmark.reproduce import cross_cpu
+
+    mode = "threads=2,onednn=on"
+    a = {"machine": {"kind": "A", "cpu": "a"}, "torch": "t", "hashes": {f"{mode}/conv fwd x": "1", f"{mode}/mm 7x33x5": "2",
+                                                                         f"{mode}/sum": "3", "threads=1,onednn=on/sum": "4"}}
+    b = {"machine": {"kind": "B", "cpu": "b"}, "torch": "t", "hashes": {f"{mode}/conv fwd x": "1", f"{mode}/mm 7x33x5": "9",
+                                                                         f"{mode}/sum": "3", "threads=1,onednn=on/sum": "5"}}
+    assert "2 of 3 operations equal in the pipeline's mode; the 1 that part" in cross_cpu.fingerprint_summary([a, b])
+    table = cross_cpu.fingerprint_table([a, b])
+    assert "| convolution | 0 of 0 | 1 of 1 |" in table and "| matrix product (MKL) | 0 of 0 | 0 of 1 **part** |" in table
+    assert "| other ATen operations | 0 of 1 **part** | 1 of 1 |" in table
+    assert "2 of 4 operations equal. In the pipeline's mode (threads=2,onednn=on) these differ: `mm 7x33x5`." in table

@@ -100,7 +100,8 @@ def test_check_end_to_end_on_the_committed_bundle(tmp_path, monkeypatch, capsys)
     (tmp_path / "results" / "summary.json").write_text(lockfile.committed_text("results/summary.json", ROOT))
     (tmp_path / "dvc.lock").write_text(lockfile.committed_text("dvc.lock", ROOT))
     code = main(["reproduce", "check", "--results", str(tmp_path / "results"), "--summary", str(tmp_path / "results" / "summary.json"),
-                 "--lock", str(tmp_path / "dvc.lock"), "--bundle", str(bundle.path), "--report", str(tmp_path / "r.csv"), "--show", "3"])
+                 "--lock", str(tmp_path / "dvc.lock"), "--bundle", str(bundle.path), "--report", str(tmp_path / "r.csv"), "--show", "3",
+                 "--record", str(tmp_path / "cross_cpu.json"), "--ran-on", "GenuineIntel-f6-m167", "--note", "a test"])
     out = capsys.readouterr().out
     assert code == 1
     n = len(rows)
@@ -112,6 +113,11 @@ def test_check_end_to_end_on_the_committed_bundle(tmp_path, monkeypatch, capsys)
     rep = pd.read_csv(tmp_path / "r.csv", keep_default_na=False)
     bad = rep[rep["ok"].astype(str) == "False"]
     assert len(bad) == 1 and bad.iloc[0]["metric"] == "nll" and bad.iloc[0]["detail"] == "value"
+    (run,) = json.loads((tmp_path / "cross_cpu.json").read_text())  # --record: the check as the README line reads it
+    assert run["kind"] == "GenuineIntel-f6-m167" and run["cpu"] == "GenuineIntel-f6-m167"  # no record of its name here
+    assert run["rows"]["identical"] == n - 1 and run["rows"]["differs"] == 1 and run["reproduces"] is False
+    assert run["bundle"] == str(bundle.path) and run["note"] == "a test" and run["byte_identical"] is False
+    assert "recorded in " in out
 
 
 def test_check_without_a_fresh_run_is_exit_2(tmp_path, capsys):

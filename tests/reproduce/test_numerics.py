@@ -83,8 +83,9 @@ def test_a_stage_refuses_to_run_when_torch_chose_its_kernels_first(tmp_path):
 TRAIN_STEPS = """
 import hashlib, benchmark, timm, torch
 torch.manual_seed(0); torch.set_num_threads(2)
-m = timm.create_model("lcnet_035", num_classes=10, in_chans=1)
-opt = torch.optim.AdamW(m.parameters(), lr=1e-2)
+from benchmark.models import portable
+m = portable.make_portable(timm.create_model("lcnet_035", num_classes=10, in_chans=1))
+opt = portable.adamw(m.parameters(), lr=1e-2, weight_decay=0.0)
 g = torch.Generator().manual_seed(1)
 for _ in range(3):
     x, y = torch.randn(16, 1, 32, 32, generator=g), torch.randint(0, 10, (16,), generator=g)
@@ -94,16 +95,18 @@ h = hashlib.sha256(b"".join(p.detach().numpy().tobytes() for p in m.state_dict()
 h.update(m(torch.randn(8, 1, 32, 32, generator=g)).detach().numpy().tobytes())
 print(h.hexdigest())
 """
-# another x86 CPU kind, simulated: the switches that select kernels (ATen's and oneDNN's ISA, MKL's own ISA cap)
-from benchmark.reproduce.simulate import OTHER_CPU  # noqa: E402 - one place (the simulate command's)
+# a CPU of this vendor without AVX-512, simulated: the switches that select kernels by ISA (ATen's, oneDNN's, MKL's)
+OTHER_CPU = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"}
 
 
 @pytest.mark.slow  # four fresh interpreters train: two of them on a simulated CPU
 @pytest.mark.skipif(not AVX2_HOST, reason="needs an x86-64 CPU with AVX2")
 def test_pinned_training_is_byte_identical_on_a_simulated_avx2_cpu():
-    """Three AdamW steps of a small CNN and its logits: pinned here == pinned on the simulated AVX2-only CPU
-    (MKL capped too). The negative control shows that the simulation changes the kernels: without pinning, this
-    machine's own kernels and the simulated CPU's give different bytes (on an AVX-512 host)."""
+    """Three AdamW steps of a small CNN (the pipeline's portable route) and its logits: pinned here == pinned on a
+    simulated AVX2-only CPU of this vendor (MKL capped too). The negative control shows that the simulation changes
+    the kernels: without pinning, this machine's own kernels and the simulated CPU's give different bytes (on an
+    AVX-512 host). What an ISA cap cannot simulate is another vendor's MKL paths: those are the kernel
+    fingerprints' part (tests/reproduce/test_fingerprint.py, results/fingerprints/)."""
     def digest(**env):
         out = _run(TRAIN_STEPS, **env)
         assert out.returncode == 0, out.stderr

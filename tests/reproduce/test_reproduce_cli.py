@@ -1,7 +1,7 @@
-"""``python -m benchmark reproduce timings|simulate|tune|pinning-cost|readme``: what each prints, writes and exits with.
+"""``python -m benchmark reproduce timings|tune|pinning-cost|readme``: what each prints, writes and exits with.
 
 ``timings`` runs a real ``dvc repro`` of a one-stage project. The others are given the records their back ends
-return (the back ends have their own tests: test_simulate, test_tune, test_pinning_cost, test_readme_results), so
+return (the back ends have their own tests: test_tune, test_pinning_cost, test_readme_results), so
 that the lines a user reads, and the exit codes scripts read, are checked against those records.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from benchmark.cli.main import main
-from benchmark.reproduce import pinning_cost, readme, simulate, timing, tune
+from benchmark.reproduce import pinning_cost, readme, timing, tune
 
 STAGE = 'import benchmark, pathlib, sys\npathlib.Path("out.txt").write_text("made")\nsys.exit(int(sys.argv[1]))\n'  # timed
 
@@ -49,46 +49,6 @@ def test_timings_of_a_failing_repro_write_nothing(tmp_path, monkeypatch, capsys)
     err = capsys.readouterr().err
     assert err.startswith("error: `dvc repro` failed with exit code ") and err.endswith("; no timings written\n")
     assert not (root / "t.json").exists()
-
-
-def _result(statuses: list[str], workdir=None) -> simulate.Result:
-    outputs = pd.DataFrame({"stage": "train@m", "path": [f"results/o{i}" for i in range(len(statuses))],
-                            "checkout": "a" * 32, "simulated": ["b" * 32 if s == "different" else "a" * 32 for s in statuses],
-                            "status": statuses, "measured": ["train_s" if s == "measured" else "" for s in statuses]})
-    return simulate.Result(stages=[("train@m", 3.25)], outputs=outputs, workdir=workdir)
-
-
-@pytest.mark.parametrize("statuses, code", [(["identical", "identical", "measured"], 0), (["identical", "different"], 1)])
-def test_simulate_prints_each_output_and_exits_1_on_a_difference(monkeypatch, capsys, statuses, code):
-    asked = {}
-
-    def fake(stages, **kw):
-        asked.update(stages=stages, **kw)
-        return _result(statuses, workdir=Path("/scratch") if code else None)
-
-    monkeypatch.setattr(simulate, "simulate", fake)
-    assert main(["reproduce", "simulate", "--stages", "train@m", "--keep"]) == code
-    assert asked == {"stages": ["train@m"], "cpu": "avx2", "workdir": None, "keep": True}
-    out = capsys.readouterr().out.splitlines()
-    assert out[0].startswith("simulating an AVX2-only x86 CPU (ATEN_CPU_CAPABILITY=avx2") and out[0].endswith("for train@m")
-    assert out[1] == "train@m: 3.2 s wall (dvc repro -s -f, simulated CPU)"
-    identical = statuses.count("identical")
-    compared = identical + statuses.count("different")
-    assert out[-1].startswith(f"simulated AVX2 CPU: {identical} of {compared} outputs byte-identical")
-    assert (" -> DIFFERENT; copy kept in /scratch" in out[-1]) == bool(code)
-    if code:
-        assert "different results/o1  aaaaaaaaaaaa -> bbbbbbbbbbbb" in out
-    else:
-        assert "measured  results/o2  (train_s)" in out and "(1 embed a measured time or a run record, not compared)" in out[-1]
-
-
-def test_simulate_input_errors_exit_2(monkeypatch, capsys):
-    def fake(stages, **kw):
-        raise simulate.SimulateError("inputs ['x'] differ")
-
-    monkeypatch.setattr(simulate, "simulate", fake)
-    assert main(["reproduce", "simulate", "--stages", "train@m"]) == 2
-    assert capsys.readouterr().err.strip() == "error: inputs ['x'] differ"
 
 
 def _tuning(params_lr: float) -> dict:

@@ -1,0 +1,147 @@
+"""What was checked on which CPU kind: ``results/cross_cpu.json``, one entry per (CPU kind, commit) of a from-scratch
+run that ``python -m benchmark reproduce check --record results/cross_cpu.json`` judged against the committed
+results; and the kernel fingerprint records (``results/fingerprints/``, :mod:`benchmark.reproduce.fingerprint`).
+
+The README's "what holds" line and the reproducibility page are generated from these (:func:`holds_line`,
+:func:`runs_table`, :func:`fingerprint_table`), never typed.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import re
+from pathlib import Path
+
+RECORD = Path("results") / "cross_cpu.json"
+ROW_COUNTS = ("rows", "identical", "recomputed", "differs", "within-noise", "beyond-noise", "inputs-differ", "missing", "extra")
+
+
+def entry(*, kind: str, cpu: str, commit: str, bundle: str, bundle_commit: str, pinned: bool, rows: dict, summary: dict,
+          outputs: dict, choices: int, reproduces: bool, note: str = "") -> dict:
+    """One checked run: who ran it (``kind``, ``cpu``), the code (``commit``), what it was judged against (``bundle``
+    and the commit that made it), the gate's counts and verdict; ``byte_identical`` when every compared stage output
+    and every row was the same bytes (rows: the same logits, values within 1e-9)."""
+    same_rows = rows["identical"] + rows["recomputed"] == rows["rows"]
+    return {"kind": kind, "cpu": cpu, "commit": commit, "date": datetime.date.today().isoformat(), "bundle": bundle,
+            "bundle_commit": bundle_commit, "pinned": bool(pinned), "rows": {k: int(rows[k]) for k in ROW_COUNTS},
+            "summary": {k: int(v) for k, v in summary.items() if k != "reproduces"},
+            "stage_outputs": {"identical": int(outputs["identical"]), "compared": int(outputs["compared"])},
+            "choices": int(choices), "reproduces": bool(reproduces),
+            "byte_identical": bool(same_rows and outputs["identical"] == outputs["compared"]), "note": note}
+
+
+def load(path=RECORD) -> list[dict]:
+    path = Path(path)
+    if not path.exists():
+        return []
+    try:
+        runs = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not JSON ({e})") from None
+    if not isinstance(runs, list) or not all(isinstance(r, dict) and {"kind", "commit"} <= set(r) for r in runs):
+        raise ValueError(f"{path}: must be a list of runs, each with kind and commit")
+    return runs
+
+
+def add(path, run: dict) -> list[dict]:
+    """``run`` added to the record at ``path`` (replacing an entry of the same kind and commit); written atomically."""
+    from benchmark.storage.store import write_text
+
+    runs = [r for r in load(path) if (r["kind"], r["commit"]) != (run["kind"], run["commit"])] + [run]
+    runs.sort(key=lambda r: (r.get("date", ""), r["kind"]))
+    write_text(path, json.dumps(runs, indent=1, sort_keys=True) + "\n")
+    return runs
+
+
+def _short(commit: str) -> str:
+    return (commit or "?")[:7]
+
+
+def _verdict(r: dict) -> str:
+    o, n = r["stage_outputs"], r["rows"]
+    same = f"{o['identical']} of {o['compared']} stage outputs byte-identical"
+    if r["byte_identical"]:
+        return f"{same}, every row the same"
+    rows = f"{n['within-noise']:,} of {n['rows']:,} rows on the noise path, within it" if r["reproduces"] else \
+        f"{n['beyond-noise'] + n['missing'] + n['extra'] + n['differs'] + n['inputs-differ']:,} rows failing"
+    return f"{same}; {rows}" + (f" ({r['choices']} greedy-soup rows chose other ingredients)" if r.get("choices") else "")
+
+
+def holds_line(runs: list[dict], records: list[dict]) -> str:
+    """The README line: the CPU kinds a from-scratch run was checked on, the commit and the result, and the kernel
+    fingerprints' agreement in the pipeline's mode."""
+    if not runs:
+        return ("- Across CPU kinds: no from-scratch run recorded (`python -m benchmark reproduce check --record "
+                "results/cross_cpu.json` after one).")
+    latest = {}
+    for r in runs:
+        latest[r["kind"]] = r
+    parts = [f"{r['cpu']} (`{r['kind']}`) at `{_short(r['commit'])}`: {_verdict(r)}" for r in latest.values()]
+    fp = fingerprint_summary(records)
+    return ("- Across CPU kinds, checked from scratch (`results/cross_cpu.json`): " + "; ".join(parts) + "." + fp
+            + " What is and is not checked: [reproducibility](docs/explanations/reproducibility.md).")
+
+
+def fingerprint_summary(records: list[dict]) -> str:
+    if len(records) < 2:
+        return ""
+    from benchmark.reproduce import fingerprint
+
+    agreed = fingerprint.evidence(records)
+    mode = fingerprint.tag(2) + "/"
+    keys = sorted(set.intersection(*[set(k for k in r["hashes"] if k.startswith(mode)) for r in records]))
+    kinds = " and ".join(f"`{r['machine']['kind']}`" for r in records)
+    same = sum(k in agreed for k in keys)
+    return (f" Kernel fingerprints of {kinds} (`results/fingerprints/`): {same} of {len(keys)} operations equal in the "
+            f"pipeline's mode; the {len(keys) - same} that part are MKL's (small matrix products, `exp`, the AdamW of "
+            f"`torch.optim` through `sqrt`), which training and logits no longer call (portable kernels).")
+
+
+def runs_table(runs: list[dict]) -> str:
+    if not runs:
+        return "No from-scratch run recorded yet (`python -m benchmark reproduce check --record results/cross_cpu.json`).\n"
+    lines = ["| CPU kind | CPU | code | checked against | stage outputs identical | rows identical / within noise / failing | gate |",
+             "|---|---|---|---|---|---|---|"]
+    for r in runs:
+        n, o = r["rows"], r["stage_outputs"]
+        failing = n["differs"] + n["beyond-noise"] + n["inputs-differ"] + n["missing"] + n["extra"]
+        lines.append(f"| `{r['kind']}` | {r['cpu']} | `{_short(r['commit'])}` ({r['date']}) | `{r['bundle']}` (made at "
+                     f"`{_short(r['bundle_commit'])}`) | {o['identical']} of {o['compared']} | "
+                     f"{n['identical'] + n['recomputed']:,} / {n['within-noise']:,} / {failing:,} | "
+                     f"{'passes' if r['reproduces'] else 'FAILS'}{(': ' + r['note']) if r.get('note') else ''} |")
+    return "\n".join(lines) + "\n"
+
+
+_GROUPS = (("convolution", r"/conv "), ("matrix product (MKL)", r"/(mm |linear |pointwise via matmul)"),
+           ("AdamW of torch.optim (MKL sqrt)", r"/adamw "), ("exp (MKL)", r"/elementwise exp$"),
+           ("other ATen operations", r"."))
+
+
+def fingerprint_table(records: list[dict]) -> str:
+    """Per operation group and mode: how many of the tool's operations the two vendors' records share and agree on."""
+    if len(records) < 2:
+        return "Fewer than two CPU kinds recorded in `results/fingerprints/`.\n"
+    a, b = records[0], records[1]
+    shared = [k for k in a["hashes"] if k in b["hashes"]]
+    modes = sorted({k.split("/", 1)[0] for k in shared}, key=lambda m: (m.split(",")[0], m.split(",")[1] != "onednn=on"))
+    lines = [f"| operations | {' | '.join(modes)} |", "|---|" + "---|" * len(modes)]
+    for name, pattern in _GROUPS:
+        cells = []
+        for m in modes:
+            keys = [k for k in shared if k.startswith(m + "/") and _group(k) == name]
+            same = sum(a["hashes"][k] == b["hashes"][k] for k in keys)
+            cells.append(f"{same} of {len(keys)}" + (" **part**" if same < len(keys) else ""))
+        lines.append(f"| {name} | {' | '.join(cells)} |")
+    from benchmark.reproduce.fingerprint import tag
+
+    diff = [k for k in shared if a["hashes"][k] != b["hashes"][k]]
+    mode = [k.split("/", 1)[1] for k in diff if k.startswith(tag(2) + "/")]
+    lines.append("")
+    lines.append(f"`{a['machine']['kind']}` ({a['machine'].get('cpu', '')}) against `{b['machine']['kind']}` "
+                 f"({b['machine'].get('cpu', '')}), torch {a.get('torch')}: {len(shared) - len(diff)} of {len(shared)} "
+                 f"operations equal. In the pipeline's mode ({tag(2)}) these differ: " + ", ".join(f"`{k}`" for k in mode) + ".")
+    return "\n".join(lines) + "\n"
+
+
+def _group(key: str) -> str:
+    return next(name for name, pattern in _GROUPS if re.search(pattern, key))

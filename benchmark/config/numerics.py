@@ -54,16 +54,32 @@ def requested_mode(environ=None) -> str:
     return mode
 
 
-def cpu_flags() -> set[str]:
-    """The CPU feature flags of this Linux machine (empty elsewhere)."""
+def _cpuinfo() -> dict[str, str]:
+    """The first value of each field of ``/proc/cpuinfo`` (the first CPU's; empty off Linux)."""
+    info: dict[str, str] = {}
     try:
         with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
             for line in f:
-                if line.startswith("flags"):
-                    return set(line.split(":", 1)[1].split())
+                k, _, v = line.partition(":")
+                info.setdefault(k.strip(), v.strip())
     except OSError:
         pass
-    return set()
+    return info
+
+
+def cpu_flags() -> set[str]:
+    """The CPU feature flags of this Linux machine (empty elsewhere)."""
+    return set(_cpuinfo().get("flags", "").split())
+
+
+def cpu() -> dict:
+    """This CPU: ``kind`` (vendor, family and model: what a kernel fingerprint record is of), ``cpu`` (its name),
+    ``isa`` (its vector instruction set flags) and ``cores``; read from ``/proc/cpuinfo`` (Linux), else the platform's."""
+    info = _cpuinfo()
+    flags = info.get("flags", "").split()
+    vendor, family, model = info.get("vendor_id", platform.machine()), info.get("cpu family", "?"), info.get("model", "?")
+    return {"kind": f"{vendor}-f{family}-m{model}", "cpu": info.get("model name", platform.processor()),
+            "isa": sorted(f for f in flags if f.startswith(("avx", "amx", "fma"))), "cores": os.cpu_count()}
 
 
 def pinnable(machine: str | None = None, flags: set[str] | None = None) -> bool:

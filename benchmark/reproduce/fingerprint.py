@@ -33,7 +33,6 @@ import dataclasses
 import hashlib
 import json
 import os
-import platform
 from pathlib import Path
 
 import torch
@@ -223,19 +222,8 @@ def mkl_ops_in(params, zoo: dict) -> dict[str, list[str]]:
 
 
 def machine() -> dict:
-    """This CPU: vendor, family, model (its kind), name, vector ISA flags, cores."""
-    info: dict = {}
-    try:
-        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
-            for line in f:
-                k, _, v = line.partition(":")
-                info.setdefault(k.strip(), v.strip())
-    except OSError:
-        pass
-    flags = info.get("flags", "").split()
-    vendor, family, model = info.get("vendor_id", platform.machine()), info.get("cpu family", "?"), info.get("model", "?")
-    return {"kind": f"{vendor}-f{family}-m{model}", "cpu": info.get("model name", platform.processor()),
-            "isa": sorted(f for f in flags if f.startswith(("avx", "amx", "fma"))), "cores": os.cpu_count()}
+    """This CPU (:func:`benchmark.config.numerics.cpu`): its kind names a record."""
+    return numerics.cpu()
 
 
 def measure(params, zoo: dict, *, all_modes: bool = False, with_pipeline: bool = True) -> dict:

@@ -37,10 +37,10 @@ from tqdm.auto import tqdm
 from benchmark.config.typed import check, parse_config
 from benchmark.data import sources
 from benchmark.data.corruptions import CORRUPTIONS, SEVERITIES, check_corruption, corrupt
+from benchmark.data.splits_io import OOD_LABEL, Split
 
 ID_OFFSETS = {"mnist": 0, "digits": 100_000, "animal": 200_000}
 SOURCE_SIZES = {"mnist": 5000, "digits": 1797, "animal": 10_000}
-OOD_LABEL = -1
 CLEAN_SPLITS = ("train", "val", "test", "shift", "ood")
 
 DEFAULT_CONFIG: dict = {
@@ -66,35 +66,6 @@ TINY_CONFIG: dict = {
 
 # independent random streams per part of the suite: default_rng([seed, stream])
 _STREAMS = {"mnist": 0, "shift": 1, "ood": 2, "corruption_subset": 3}
-
-
-@dataclass(frozen=True, eq=False)  # arrays: compare splits field by field, not with ==
-class Split:
-    """One split: images (N, 28, 28) uint8, labels (N,) int64 (-1 = OOD), ids (N,) int64 unique."""
-
-    images: np.ndarray
-    labels: np.ndarray
-    ids: np.ndarray
-    name: str
-
-    def __post_init__(self):
-        def bad(msg: str) -> ValueError:
-            return ValueError(f"Split {self.name!r}: {msg}")
-
-        im, lab, ids = self.images, self.labels, self.ids
-        if not (isinstance(im, np.ndarray) and im.ndim == 3 and im.dtype == np.uint8):
-            raise bad(f"images must be a uint8 (N, H, W) array, got {getattr(im, 'dtype', type(im).__name__)} {getattr(im, 'shape', '')}")
-        n = len(im)
-        for key, arr in (("labels", lab), ("ids", ids)):
-            if not (isinstance(arr, np.ndarray) and arr.dtype == np.int64 and arr.shape == (n,)):
-                raise bad(f"{key} must be an int64 array of shape ({n},), got {getattr(arr, 'dtype', type(arr).__name__)} {getattr(arr, 'shape', '')}")
-        if np.unique(ids).size != n:
-            raise bad("ids are not unique")
-        if n and lab.min() < OOD_LABEL:
-            raise bad(f"labels must be >= 0, or {OOD_LABEL} for OOD; found {lab.min()}")
-
-    def __len__(self) -> int:
-        return len(self.labels)
 
 
 def corrupt_split_name(corruption: str, severity: int) -> str:

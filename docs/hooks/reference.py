@@ -212,7 +212,7 @@ def params_reference() -> str:
 
 def suite_reference() -> str:
     """A suite file ``suites/<name>.yaml`` and its ``datasets`` entries."""
-    from benchmark.data.paper.suites import LOADERS, SPLIT_RE, DatasetEntry, SuiteFile
+    from benchmark.data.paper.suites import LOADERS, SPLIT_RE, DatasetEntry, SuiteFile, loader
 
     links = {DatasetEntry: "datasets-entry"}
     return "\n".join([
@@ -224,7 +224,7 @@ def suite_reference() -> str:
         "Each loader (`loader`, default the entry's key) reads the dataset's official on-disk layout under the entry's "
         "`root` (relative to the data root: `UQBENCH_DATA` or params `data_root`); nothing is downloaded. A missing "
         "root or a wrong layout is one error that shows the layout.", "",
-        *[line for n in sorted(LOADERS) for line in (f"`{n}`", "", "```text", LOADERS[n].sketch.strip("\n"), "```", "")]]) + "\n"
+        *[line for n in sorted(LOADERS) for line in (f"`{n}`", "", "```text", loader(n).sketch.strip("\n"), "```", "")]]) + "\n"
 
 
 def zoo_reference() -> str:

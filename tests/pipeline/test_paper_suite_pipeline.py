@@ -18,7 +18,8 @@ from safetensors.torch import load_file
 from timm.data import create_transform, resolve_data_config
 
 from benchmark.cli.main import main as cli_main
-from benchmark.data.paper import DatasetLayoutError, list_suites, load_suite
+from benchmark.data.paper.common import DatasetLayoutError
+from benchmark.data.paper.suites import list_suites, load_suite
 from benchmark.dvcgen import suite_pipeline
 from benchmark.models import factory
 from benchmark.models.train import Recipe, fine_tune

@@ -97,7 +97,7 @@ def lr_factor(step: int, total: int, warmup: int, start_factor: float) -> float:
 
 def selection_score(logits: torch.Tensor, labels: torch.Tensor, select_by: str) -> float:
     """Model-selection score on validation logits ``(N, C)`` or member logits ``(M, N, C)`` (mean of the
-    members' softmax): accuracy, or macro F1 (:func:`benchmark.core.groups.macro_f1`: the classes in the labels or
+    members' softmax): accuracy, or macro F1 (:func:`benchmark.core.f1.macro_f1`: the classes in the labels or
     the predictions, as scikit-learn ``f1_score(average="macro")``) for ``select_by: macro_f1``."""
     probs = logits.softmax(-1)
     if probs.ndim == 3:
@@ -105,7 +105,7 @@ def selection_score(logits: torch.Tensor, labels: torch.Tensor, select_by: str) 
     pred = probs.argmax(-1)
     if select_by == "accuracy":
         return (pred == labels).double().mean().item()
-    from benchmark.core.groups import macro_f1
+    from benchmark.core.f1 import macro_f1
 
     return macro_f1(pred, labels)
 

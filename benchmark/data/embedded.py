@@ -38,6 +38,7 @@ from benchmark.config.typed import check, parse_config
 from benchmark.data import sources
 from benchmark.data.corruptions import CORRUPTIONS, SEVERITIES, check_corruption, corrupt
 from benchmark.data.splits_io import OOD_LABEL, Split
+from benchmark.data.stratified import stratified_order
 
 ID_OFFSETS = {"mnist": 0, "digits": 100_000, "animal": 200_000}
 SOURCE_SIZES = {"mnist": 5000, "digits": 1797, "animal": 10_000}
@@ -116,10 +117,16 @@ class EmbeddedData:
                              f"corruption types leave {per_type} per type; at least 10 are needed")
 
 
-def resolve_config(cfg: Mapping | None, where: str = "params.yaml data") -> dict:
+def parse_data(cfg: Mapping | None, where: str = "params.yaml data") -> EmbeddedData:
     """``cfg`` (the params.yaml ``data`` block) parsed as :class:`EmbeddedData` over :data:`DEFAULT_CONFIG`
-    (``ValueError`` naming ``where`` and the field), as a plain mapping (lists for the list fields)."""
-    c = parse_config(EmbeddedData, dict(cfg or {}), where)
+    (``ValueError`` naming ``where`` and the field): what the data stage's entry builds the splits with."""
+    return parse_config(EmbeddedData, dict(cfg or {}), where)
+
+
+def resolve_config(cfg: Mapping | EmbeddedData | None, where: str = "params.yaml data") -> dict:
+    """``cfg`` (the params.yaml ``data`` block, or it parsed: :func:`parse_data`) as a plain mapping over
+    :data:`DEFAULT_CONFIG` (lists for the list fields)."""
+    c = cfg if isinstance(cfg, EmbeddedData) else parse_data(cfg, where)
     return {**asdict(c), "corruptions": list(c.corruptions), "severities": list(c.severities)}
 
 
@@ -134,26 +141,13 @@ def split_names(cfg: Mapping | None) -> list[str]:
     return [*CLEAN_SPLITS, *(corrupt_split_name(n, s) for n in c["corruptions"] for s in c["severities"])]
 
 
-def stratified_order(labels: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """A random order of ``range(len(labels))`` in which every prefix is class-proportional.
-
-    The k-th (shuffled) member of a class of size n gets key (k + 0.5) / n; indices
-    are sorted by key, ties broken at random.
-    """
-    key = np.empty(len(labels))
-    for c in np.unique(labels):
-        members = rng.permutation(np.flatnonzero(labels == c))
-        key[members] = (np.arange(members.size) + 0.5) / members.size
-    return np.lexsort((rng.random(len(labels)), key))
-
-
 def _take(images, labels, index, source: str, name: str, ood: bool = False) -> Split:
     lab = np.full(index.size, OOD_LABEL, dtype=np.int64) if ood else labels[index].astype(np.int64)
     ids = (ID_OFFSETS[source] + index).astype(np.int64)
     return Split(images=np.ascontiguousarray(images[index]), labels=lab, ids=ids, name=name)
 
 
-def build_embedded_suite(cfg: Mapping | None = None) -> dict[str, Split]:
+def build_embedded_suite(cfg: Mapping | EmbeddedData | None = None) -> dict[str, Split]:
     """Build all splits of the embedded suite for ``cfg`` (see :data:`DEFAULT_CONFIG`); keys as :func:`split_names`."""
     c = resolve_config(cfg)
     seed = c["seed"]

@@ -63,7 +63,8 @@ from benchmark.methods.registry import Output, Training, register_cost, register
 from benchmark.methods.sve import SIGMA_INIT, SingularValueEnsemble, check_diversity, check_members
 from benchmark.models import factory
 from benchmark.models import cost as costs
-from benchmark.models.train import Recipe, selection_score
+from benchmark.models.recipe import Recipe
+from benchmark.models.train import selection_score
 from benchmark.models.zoo import ZooEntry
 from benchmark.storage import store
 

@@ -13,16 +13,10 @@ from benchmark.stages.suite_source import train_size
 from benchmark.storage import store
 
 
-def budget(stage: ModelStage, trainable_params: int) -> dict:
-    """The training budget of the stage's zoo entry (:func:`benchmark.models.cost.train_budget`): its recipe's epochs
-    over the train split (the images :func:`benchmark.stages.per_model.train` passes over), a full fine-tune of its
-    ``trainable_params``."""
-    epochs = stage.recipe.epochs
-    return costs.train_budget(epochs, train_size() if epochs else 0, trainable_params)
-
-
 def cost(stage: ModelStage) -> dict:
-    """GFLOPs, params and CPU throughput of the stage's zoo entry at its input size, and its training budget."""
+    """GFLOPs, params and CPU throughput of the stage's zoo entry at its input size, and its training budget
+    (:func:`benchmark.models.cost.train_budget`): its recipe's epochs over the train split (the images
+    :func:`benchmark.stages.per_model.train` passes over), a full fine-tune of its parameters."""
     entry = stage.entry
     stage.set_threads()
     model = factory.create(entry, stage.source.num_classes(), load_weights=False)
@@ -30,7 +24,8 @@ def cost(stage: ModelStage) -> dict:
     static = costs.static_cost(model, entry.img_size)
     record = {
         "name": stage.name, "arch": entry.arch, "init": entry.init, "img_size": entry.img_size, "seed": entry.seed,
-        "role": entry.role, **static, **budget(stage, static["params"]),
+        "role": entry.role, **static,
+        **costs.train_budget(stage.recipe.epochs, train_size() if stage.recipe.epochs else 0, static["params"]),
         "throughput": costs.measure_throughput(model, entry.img_size, batch_size=c.throughput_batch, iters=c.throughput_iters),
         "threads": torch.get_num_threads(),
     }
@@ -41,7 +36,7 @@ def cost(stage: ModelStage) -> dict:
 def logits_and_cost(stage: ModelStage, *, with_cost: bool = True, progress: bool = True) -> list[str]:
     """The stage's logits (of its trained model) and, ``with_cost``, its cost record (rank 0 under torchrun); the
     splits written."""
-    written = logits(stage, load_trained(stage), progress=progress)
+    written = logits(stage, load_trained(stage), progress=progress)  # the trained model built first, then run
     if with_cost and distributed.is_main():
         cost(stage)
     return written

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from benchmark.config.typed import check, parse_config
 from benchmark.models.distributed import DistConfig
-from benchmark.models.train import Recipe
+from benchmark.models.recipe import Recipe
 from benchmark.stages.stage_config import read_params
 
 DEVICES = ("auto", "cpu", "cuda")

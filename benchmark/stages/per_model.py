@@ -19,7 +19,8 @@ import torch
 
 from benchmark.models import distributed, factory
 from benchmark.models.infer import amp_dtype, channels_last
-from benchmark.models.train import Recipe, fine_tune, load_weights
+from benchmark.models.recipe import Recipe
+from benchmark.models.train import fine_tune, load_weights
 from benchmark.models.zoo import ZooEntry
 from benchmark.stages import stage_config, suite_source
 from benchmark.stages.entry import stage_main

@@ -96,7 +96,7 @@ class DatasetEntry:
 @dataclass(frozen=True)
 class SuiteFile:
     """A suite file as written, parsed field by field (:func:`benchmark.config.typed.parse_config`); its
-    recipes are parsed by :meth:`benchmark.models.train.Recipe.from_params`, its splits and loaders checked in
+    recipes are parsed by :meth:`benchmark.models.recipe.Recipe.from_params`, its splits and loaders checked in
     :func:`load_suite`."""
 
     description: str
@@ -134,8 +134,8 @@ class SuiteSpec:
         return any(r.get("epochs", 0) > 0 for r in self.recipes.values())
 
     def recipe(self, name: str):
-        """The :class:`benchmark.models.train.Recipe` called ``name``, or None for an ``epochs: 0`` recipe (no training)."""
-        from benchmark.models.train import Recipe
+        """The :class:`benchmark.models.recipe.Recipe` called ``name``, or None for an ``epochs: 0`` recipe (no training)."""
+        from benchmark.models.recipe import Recipe
 
         if name not in self.recipes:
             raise SuiteError(f"suite {self.name!r}: no recipe {name!r}; known {sorted(self.recipes)}")
@@ -218,8 +218,8 @@ def _matches(pattern_key: str, name: str) -> bool:
 
 
 def _check_recipes(where: str, raw: dict, select_by: str) -> dict[str, dict]:
-    """Each recipe parsed as a :class:`benchmark.models.train.Recipe` (field by field) and selecting by the suite's score."""
-    from benchmark.models.train import Recipe
+    """Each recipe parsed as a :class:`benchmark.models.recipe.Recipe` (field by field) and selecting by the suite's score."""
+    from benchmark.models.recipe import Recipe
 
     out = {}
     for name, r in raw.items():

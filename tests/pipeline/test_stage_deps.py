@@ -12,7 +12,6 @@ through DVC (the session fixture ``caltech``), copied and changed one layer at a
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 from pathlib import Path
 
@@ -21,7 +20,7 @@ import pytest
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "docs"))
-from test_incremental import DVC_YAML, SUITE, git, run, stale  # noqa: E402
+from test_incremental import DVC_YAML, SUITE, git, repo, run, stale  # noqa: E402,F401  (repo: a committed private copy of the run)
 from test_tutorials import blocks  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -51,16 +50,6 @@ def edit(path: Path) -> None:
     """A change of the file's bytes (a comment where it is Python, a newline otherwise)."""
     with open(path, "ab") as f:
         f.write(b"\n# edited\n" if path.suffix == ".py" else b"\n")
-
-
-@pytest.fixture
-def repo(caltech, tmp_path) -> Path:
-    """A private copy of the finished run, committed (to restore what a step changed)."""
-    dst = tmp_path / "repo"
-    shutil.copytree(caltech, dst, symlinks=True, ignore=shutil.ignore_patterns("__pycache__", "tmp"))
-    git(dst, "add", "-A")
-    git(dst, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "finished run")
-    return dst
 
 
 def test_each_layer_leaves_data_train_and_logits_up_to_date(repo):

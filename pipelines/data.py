@@ -2,12 +2,12 @@
 from pathlib import Path
 
 from benchmark.stages.entry import stage_main
-from benchmark.stages.suite_source import prepare_data
+from benchmark.stages.suite_source import data_source, prepare_data
 from benchmark.storage import store
 
 
-def _run(params, args) -> None:
-    prepare_data(params)
+def _run(source, args) -> None:
+    prepare_data(source)
     for folder in args.keep_dir:  # a folder of optional outputs that a later stage depends on must exist
         store.write_text(Path(folder) / ".keep", "")
 
@@ -18,4 +18,4 @@ def _args(parser) -> None:
 
 
 if __name__ == "__main__":
-    raise SystemExit(stage_main(__doc__, _run, _args))
+    raise SystemExit(stage_main(__doc__, _run, _args, load=data_source))

@@ -3,6 +3,7 @@
 It imports the method it runs (benchmark/methods/<kind>.py, through benchmark.methods.registry), no other."""
 from benchmark.stages.entry import stage_main
 from benchmark.stages.method_stage import run
+from benchmark.stages.model_params import load_method_params
 
 
 def _add(p):
@@ -11,4 +12,5 @@ def _add(p):
 
 
 if __name__ == "__main__":
-    raise SystemExit(stage_main(__doc__, lambda params, a: run(params, a.kind, a.key, progress=not a.no_progress), _add))
+    raise SystemExit(stage_main(__doc__, lambda params, a: run(params, a.kind, a.key, progress=not a.no_progress), _add,
+                                load=load_method_params))

@@ -4,6 +4,7 @@ members -> results/methods/sve-m<M>/. --members M --alone trains an M-member SVE
 from benchmark.methods import sve_stage
 from benchmark.stages import method_stage
 from benchmark.stages.entry import stage_main
+from benchmark.stages.model_params import load_method_params
 
 
 def _run(params, a) -> object:
@@ -25,4 +26,4 @@ def _args(p) -> None:
 
 
 if __name__ == "__main__":
-    raise SystemExit(stage_main(__doc__, _run, _args))
+    raise SystemExit(stage_main(__doc__, _run, _args, load=load_method_params))

@@ -2,9 +2,8 @@
 
 params `distributed` asking for several processes runs it under torchrun (DDP).
 """
-from benchmark.stages.entry import model_stage_main
-from benchmark.stages.per_model import train
+from benchmark.stages.per_model import model_stage_main, train
 
 if __name__ == "__main__":
-    raise SystemExit(model_stage_main(__doc__, train, script=__file__,
+    raise SystemExit(model_stage_main(__doc__, lambda stage, a: train(stage, progress=not a.no_progress), script=__file__,
                                       on_failure="the checkpoint folder keeps its last complete epoch (rerun to resume)"))

@@ -23,7 +23,8 @@ from benchmark.dvcgen import suite_pipeline  # noqa: E402
 from benchmark.evaluation import stage as evaluate  # noqa: E402
 from benchmark.methods import registry  # noqa: E402
 from benchmark.models.zoo import parse_entry  # noqa: E402
-from benchmark.stages import per_model  # noqa: E402
+from benchmark.stages.logits_stage import logits_and_cost  # noqa: E402
+from benchmark.stages.per_model import model_stage  # noqa: E402
 from benchmark.storage import store  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -91,8 +92,7 @@ def test_the_examples_run_through_their_stages_and_the_evaluate_stage(examples, 
     p = params(root, **entries)
     with chdir(root):
         for name in ZOO:
-            per_model.logits(typed(p), name, progress=False)
-            per_model.cost(typed(p), name)
+            logits_and_cost(model_stage(typed(p), name), progress=False)
         free = run_method(p, "fixed_temperature", "ftemp-lite0-s0")["ftemp-lite0-s0"]
         based = run_method(p, "flip_tta", "flip-lite0-s0")["flip-lite0-s0"]
         evaluate.run(typed(p), progress=False)

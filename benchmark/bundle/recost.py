@@ -2,7 +2,7 @@
 
 * a zoo model's GFLOPs and parameters: its zoo entry built without weights
   (:func:`benchmark.models.factory.create`, as the cost stage
-  :func:`benchmark.stages.per_model.cost` does) and counted with fvcore
+  :func:`benchmark.stages.logits_stage.cost` does) and counted with fvcore
   (:func:`benchmark.models.cost.count_flops`, which switches timm's fused attention off
   while counting) and :func:`~benchmark.models.cost.count_params`; the class count is the
   logits' (C). The weights are not initialised for this and each structure is counted
@@ -61,8 +61,8 @@ def _entries(bundle: Bundle) -> dict:
 
 
 def recipes_of(params: dict) -> dict:
-    """The run's params ``recipes``, typed (:class:`benchmark.models.train.Recipe`); ``ValueError`` naming a bad one."""
-    from benchmark.models.train import Recipe
+    """The run's params ``recipes``, typed (:class:`benchmark.models.recipe.Recipe`); ``ValueError`` naming a bad one."""
+    from benchmark.models.recipe import Recipe
 
     raw = params.get("recipes")
     return {str(k): Recipe.from_params(str(k), v, "params") for k, v in raw.items()} if isinstance(raw, dict) else {}
@@ -75,10 +75,10 @@ def model_costs(entries: dict, num_classes: int, recipes: dict | None = None, tr
 
     out = {}
     for name, e in entries.items():
-        static = factory.structure_cost(e, num_classes)  # as the cost stage (benchmark.stages.per_model.cost)
+        static = factory.structure_cost(e, num_classes)  # as the cost stage (benchmark.stages.logits_stage.cost)
         if train_size is None or recipes is None or e.recipe not in recipes:
             trained = {k: NAN for k in cost.BUDGET}
-        else:  # as the cost stage (benchmark.stages.per_model.budget)
+        else:  # as the cost stage (benchmark.stages.logits_stage.cost)
             trained = cost.train_budget(recipes[e.recipe].epochs, train_size, static["params"])
         out[name] = {"name": name, "arch": e.arch, "init": e.init, "img_size": e.img_size, "seed": e.seed, "role": e.role,
                      **static, **trained, "throughput": NAN}

@@ -12,53 +12,20 @@ ids ``g`` (N,) (non-negative integers; group ``k`` is every sample with
   ``y`` only (``present="true"``, the WILDS convention ``labels=unique(y_true)``).
 * ``worst group`` = the minimum over groups with at least ``min_count`` samples.
 
-Counting uses ``bincount`` over ``k * C + c`` (no ``torch_scatter``); the F1 itself is
-:func:`benchmark.core.metrics.macro_f1_table`, as for the bootstrap.
+Counting and the F1 itself are :mod:`benchmark.core.f1`'s (``bincount`` over ``k * C + c``, no ``torch_scatter``;
+:func:`~benchmark.core.f1.macro_f1_table`, as for the bootstrap).
 """
 from __future__ import annotations
 
 import torch
 
-from benchmark.core.metrics import macro_f1_table
-from benchmark.core.validation import InputError, as_labels, check_choice
-
-PRESENT = ("union", "true")
-
-
-def _inputs(pred, labels, groups):
-    y = as_labels(labels, "labels")
-    yhat = as_labels(pred, "pred", n=y.shape[0])
-    if groups is None:
-        return yhat, y, torch.zeros_like(y)
-    return yhat, y, as_labels(groups, "groups", n=y.shape[0])
-
-
-def _counts(yhat, y, g):
-    """(TP, T, P) as (G, C) int64 tables and n (G,)."""
-    n_groups, n_cls = int(g.max()) + 1, int(torch.maximum(y.max(), yhat.max())) + 1
-    size = n_groups * n_cls
-    key_true, key_pred = g * n_cls + y, g * n_cls + yhat
-    true = torch.bincount(key_true, minlength=size).view(n_groups, n_cls)
-    predicted = torch.bincount(key_pred, minlength=size).view(n_groups, n_cls)
-    tp = torch.bincount(key_true[yhat == y], minlength=size).view(n_groups, n_cls)
-    return tp, true, predicted, torch.bincount(g, minlength=n_groups)
-
-
-def _macro(tp, true, predicted, present: str) -> torch.Tensor:
-    union, wilds = macro_f1_table(tp, true, predicted)
-    return union if present == "union" else wilds
-
-
-def macro_f1(pred, labels, *, present: str = "union") -> float:
-    """Macro F1 of predicted classes ``pred`` against ``labels`` over all samples (one group)."""
-    check_choice(present, "present", PRESENT)
-    tp, true, predicted, _ = _counts(*_inputs(pred, labels, None))
-    return float(_macro(tp, true, predicted, present)[0])
+from benchmark.core.f1 import PRESENT, class_counts, labelled, macro_f1, macro_f1_of
+from benchmark.core.validation import InputError, check_choice
 
 
 def group_accuracy(pred, labels, groups) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-group accuracy (G,) float64 (NaN for an empty group id) and group sizes (G,) int64, G = max(groups) + 1."""
-    yhat, y, g = _inputs(pred, labels, groups)
+    yhat, y, g = labelled(pred, labels, groups)
     n = torch.bincount(g)
     correct = torch.bincount(g[yhat == y], minlength=n.numel()).double()
     return torch.where(n > 0, correct / n.clamp_min(1), torch.full_like(correct, float("nan"))), n
@@ -67,8 +34,8 @@ def group_accuracy(pred, labels, groups) -> tuple[torch.Tensor, torch.Tensor]:
 def group_macro_f1(pred, labels, groups, *, present: str = "union") -> tuple[torch.Tensor, torch.Tensor]:
     """Per-group macro F1 (G,) float64 (NaN for an empty group id) and group sizes (G,) int64."""
     check_choice(present, "present", PRESENT)
-    tp, true, predicted, n = _counts(*_inputs(pred, labels, groups))
-    return _macro(tp, true, predicted, present), n
+    tp, true, predicted, n = class_counts(*labelled(pred, labels, groups))
+    return macro_f1_of(tp, true, predicted, present), n
 
 
 def worst_group(values, counts, *, min_count: int = 1) -> tuple[float, int]:
@@ -94,7 +61,7 @@ def group_summary(pred, labels, groups, *, min_count: int = 1, present: str = "u
     acc, n = group_accuracy(pred, labels, groups)
     f1, _ = group_macro_f1(pred, labels, groups, present=present)
     keep = n >= min_count
-    yhat, y, _ = _inputs(pred, labels, groups)
+    yhat, y, _ = labelled(pred, labels, groups)
     return {
         "accuracy": float((yhat == y).double().mean()),
         "macro_f1": macro_f1(pred, labels, present=present),

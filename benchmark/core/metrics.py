@@ -33,6 +33,7 @@ from numbers import Real
 
 import torch
 
+from benchmark.core.f1 import macro_f1_table
 from benchmark.core.samples import ADDITIVE_COLUMNS, GroupIndex, SampleStats, sample_stats
 from benchmark.core.validation import InputError
 
@@ -45,22 +46,6 @@ def sac_key(threshold: float) -> str:
 def metric_names(sac_threshold: float = 0.98) -> tuple[str, ...]:
     """Keys of :func:`compute_metrics`, in order."""
     return ("accuracy", "macro_f1", "macro_f1_wilds", "brier", "nll", "ece", "auroc", "aurc", "aurc_trapezoid", "eaurc", "augrc", sac_key(sac_threshold))
-
-
-def macro_f1_table(tp: torch.Tensor, true: torch.Tensor, predicted: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Macro F1 of each row of (R, C) per-class counts: rows are weightings of the samples (the
-    bootstrap) or groups (:mod:`benchmark.core.groups`); the one definition of macro F1 in the package.
-
-    ``tp`` = #{yhat = y = c}, ``true`` = #{y = c}, ``predicted`` = #{yhat = c} (weighted counts
-    allowed). ``F1_c = 2 TP_c / (T_c + P_c)``, averaged over the classes with ``T_c + P_c > 0``
-    (scikit-learn ``f1_score(average="macro")``: ``macro_f1``) and over those with ``T_c > 0``
-    (WILDS' ``labels=unique(y)``: ``macro_f1_wilds``). Returns both, float64 (R,), NaN where
-    no class counts.
-    """
-    tp, true, predicted = tp.to(torch.float64), true.to(torch.float64), predicted.to(torch.float64)
-    denom = true + predicted
-    f1 = torch.where(denom > 0, 2 * tp / denom.clamp_min(1e-300), torch.zeros_like(denom))
-    return f1.sum(1) / (denom > 0).sum(1), f1.sum(1) / (true > 0).sum(1)
 
 
 def _macro_f1(stats: SampleStats, w: torch.Tensor, w_err: torch.Tensor) -> dict[str, torch.Tensor]:

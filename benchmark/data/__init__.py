@@ -1,19 +1,7 @@
-"""Datasets of the benchmark: the embedded default suite, corruptions, model-input transforms."""
-from benchmark.data.corruptions import CORRUPTIONS, SEVERITY_PARAMS, corrupt
-from benchmark.data.embedded import DEFAULT_CONFIG, TINY_CONFIG, Split, build_embedded_suite, split_names
-from benchmark.data.model_input import to_model_input
-from benchmark.data.splits_io import load_split, save_split
+"""Datasets of the benchmark: the embedded default suite (:mod:`~benchmark.data.embedded`, built from
+:mod:`~benchmark.data.sources` and :mod:`~benchmark.data.corruptions`), its split files
+(:mod:`~benchmark.data.splits_io`), model-input transforms (:mod:`~benchmark.data.model_input`) and the paper
+suites (:mod:`benchmark.data.paper`).
 
-__all__ = [
-    "CORRUPTIONS",
-    "DEFAULT_CONFIG",
-    "SEVERITY_PARAMS",
-    "TINY_CONFIG",
-    "Split",
-    "build_embedded_suite",
-    "corrupt",
-    "load_split",
-    "save_split",
-    "split_names",
-    "to_model_input",
-]
+This package module imports nothing: a stage that reads split files does not import the code that builds them
+(each stage depends on exactly the code it runs, :mod:`benchmark.dvcgen.stage_deps`)."""

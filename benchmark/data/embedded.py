@@ -37,10 +37,11 @@ from tqdm.auto import tqdm
 from benchmark.config.typed import check, parse_config
 from benchmark.data import sources
 from benchmark.data.corruptions import CORRUPTIONS, SEVERITIES, check_corruption, corrupt
+from benchmark.data.splits_io import OOD_LABEL, Split
+from benchmark.data.stratified import stratified_order
 
 ID_OFFSETS = {"mnist": 0, "digits": 100_000, "animal": 200_000}
 SOURCE_SIZES = {"mnist": 5000, "digits": 1797, "animal": 10_000}
-OOD_LABEL = -1
 CLEAN_SPLITS = ("train", "val", "test", "shift", "ood")
 
 DEFAULT_CONFIG: dict = {
@@ -66,35 +67,6 @@ TINY_CONFIG: dict = {
 
 # independent random streams per part of the suite: default_rng([seed, stream])
 _STREAMS = {"mnist": 0, "shift": 1, "ood": 2, "corruption_subset": 3}
-
-
-@dataclass(frozen=True, eq=False)  # arrays: compare splits field by field, not with ==
-class Split:
-    """One split: images (N, 28, 28) uint8, labels (N,) int64 (-1 = OOD), ids (N,) int64 unique."""
-
-    images: np.ndarray
-    labels: np.ndarray
-    ids: np.ndarray
-    name: str
-
-    def __post_init__(self):
-        def bad(msg: str) -> ValueError:
-            return ValueError(f"Split {self.name!r}: {msg}")
-
-        im, lab, ids = self.images, self.labels, self.ids
-        if not (isinstance(im, np.ndarray) and im.ndim == 3 and im.dtype == np.uint8):
-            raise bad(f"images must be a uint8 (N, H, W) array, got {getattr(im, 'dtype', type(im).__name__)} {getattr(im, 'shape', '')}")
-        n = len(im)
-        for key, arr in (("labels", lab), ("ids", ids)):
-            if not (isinstance(arr, np.ndarray) and arr.dtype == np.int64 and arr.shape == (n,)):
-                raise bad(f"{key} must be an int64 array of shape ({n},), got {getattr(arr, 'dtype', type(arr).__name__)} {getattr(arr, 'shape', '')}")
-        if np.unique(ids).size != n:
-            raise bad("ids are not unique")
-        if n and lab.min() < OOD_LABEL:
-            raise bad(f"labels must be >= 0, or {OOD_LABEL} for OOD; found {lab.min()}")
-
-    def __len__(self) -> int:
-        return len(self.labels)
 
 
 def corrupt_split_name(corruption: str, severity: int) -> str:
@@ -145,10 +117,16 @@ class EmbeddedData:
                              f"corruption types leave {per_type} per type; at least 10 are needed")
 
 
-def resolve_config(cfg: Mapping | None, where: str = "params.yaml data") -> dict:
+def parse_data(cfg: Mapping | None, where: str = "params.yaml data") -> EmbeddedData:
     """``cfg`` (the params.yaml ``data`` block) parsed as :class:`EmbeddedData` over :data:`DEFAULT_CONFIG`
-    (``ValueError`` naming ``where`` and the field), as a plain mapping (lists for the list fields)."""
-    c = parse_config(EmbeddedData, dict(cfg or {}), where)
+    (``ValueError`` naming ``where`` and the field): what the data stage's entry builds the splits with."""
+    return parse_config(EmbeddedData, dict(cfg or {}), where)
+
+
+def resolve_config(cfg: Mapping | EmbeddedData | None, where: str = "params.yaml data") -> dict:
+    """``cfg`` (the params.yaml ``data`` block, or it parsed: :func:`parse_data`) as a plain mapping over
+    :data:`DEFAULT_CONFIG` (lists for the list fields)."""
+    c = cfg if isinstance(cfg, EmbeddedData) else parse_data(cfg, where)
     return {**asdict(c), "corruptions": list(c.corruptions), "severities": list(c.severities)}
 
 
@@ -163,26 +141,13 @@ def split_names(cfg: Mapping | None) -> list[str]:
     return [*CLEAN_SPLITS, *(corrupt_split_name(n, s) for n in c["corruptions"] for s in c["severities"])]
 
 
-def stratified_order(labels: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """A random order of ``range(len(labels))`` in which every prefix is class-proportional.
-
-    The k-th (shuffled) member of a class of size n gets key (k + 0.5) / n; indices
-    are sorted by key, ties broken at random.
-    """
-    key = np.empty(len(labels))
-    for c in np.unique(labels):
-        members = rng.permutation(np.flatnonzero(labels == c))
-        key[members] = (np.arange(members.size) + 0.5) / members.size
-    return np.lexsort((rng.random(len(labels)), key))
-
-
 def _take(images, labels, index, source: str, name: str, ood: bool = False) -> Split:
     lab = np.full(index.size, OOD_LABEL, dtype=np.int64) if ood else labels[index].astype(np.int64)
     ids = (ID_OFFSETS[source] + index).astype(np.int64)
     return Split(images=np.ascontiguousarray(images[index]), labels=lab, ids=ids, name=name)
 
 
-def build_embedded_suite(cfg: Mapping | None = None) -> dict[str, Split]:
+def build_embedded_suite(cfg: Mapping | EmbeddedData | None = None) -> dict[str, Split]:
     """Build all splits of the embedded suite for ``cfg`` (see :data:`DEFAULT_CONFIG`); keys as :func:`split_names`."""
     c = resolve_config(cfg)
     seed = c["seed"]

@@ -1,4 +1,4 @@
-"""Write and read one :class:`~benchmark.data.embedded.Split` as a ``.npz`` file.
+"""One split of the embedded suite (:class:`Split`), written and read as a ``.npz`` file.
 
 The file holds arrays ``images`` (N, H, W) uint8, ``labels`` (N,) int64,
 ``ids`` (N,) int64 and ``name`` (a 0-d string). Writes are atomic; reads never
@@ -7,14 +7,44 @@ unpickle and validate everything, naming the file in every error.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from benchmark.data.embedded import Split
 from benchmark.storage.store import StoreError, atomic_path, check_arrays
 
 _KEYS = ("images", "labels", "ids", "name")
+OOD_LABEL = -1
+
+
+@dataclass(frozen=True, eq=False)  # arrays: compare splits field by field, not with ==
+class Split:
+    """One split: images (N, 28, 28) uint8, labels (N,) int64 (-1 = OOD), ids (N,) int64 unique."""
+
+    images: np.ndarray
+    labels: np.ndarray
+    ids: np.ndarray
+    name: str
+
+    def __post_init__(self):
+        def bad(msg: str) -> ValueError:
+            return ValueError(f"Split {self.name!r}: {msg}")
+
+        im, lab, ids = self.images, self.labels, self.ids
+        if not (isinstance(im, np.ndarray) and im.ndim == 3 and im.dtype == np.uint8):
+            raise bad(f"images must be a uint8 (N, H, W) array, got {getattr(im, 'dtype', type(im).__name__)} {getattr(im, 'shape', '')}")
+        n = len(im)
+        for key, arr in (("labels", lab), ("ids", ids)):
+            if not (isinstance(arr, np.ndarray) and arr.dtype == np.int64 and arr.shape == (n,)):
+                raise bad(f"{key} must be an int64 array of shape ({n},), got {getattr(arr, 'dtype', type(arr).__name__)} {getattr(arr, 'shape', '')}")
+        if np.unique(ids).size != n:
+            raise bad("ids are not unique")
+        if n and lab.min() < OOD_LABEL:
+            raise bad(f"labels must be >= 0, or {OOD_LABEL} for OOD; found {lab.min()}")
+
+    def __len__(self) -> int:
+        return len(self.labels)
 
 
 def save_split(path: str | os.PathLike, split: Split) -> None:

@@ -30,7 +30,7 @@ def is_generated(root=".") -> bool:
 
 def context(root=".") -> dict:
     from benchmark.dvcgen import suite_pipeline
-    from benchmark.stages.stage_config import load_params
+    from benchmark.stages.params_config import load_params
 
     root = Path(root)
     suite_pipeline.check_methods(root / "params.yaml")
@@ -44,7 +44,7 @@ def context(root=".") -> dict:
         "sve_train_deps": [f"results/data/{s}.npz" for s in SVE_TRAIN_SPLITS],
         "sve_deps": [f"results/data/{s}.npz" for s in SVE_SPLITS],
         "baseline_stages": methods,
-        "deps": suite_pipeline.stage_code(root, methods),
+        "deps": suite_pipeline.stage_code(root, methods, suite_pipeline.run_time_modules(methods, params.data, params.distributed)),
     }
 
 

@@ -68,15 +68,42 @@ def method_stages(baselines: dict | None = None) -> dict[str, dict]:
     return out
 
 
-def stage_code(root, methods: dict[str, dict]) -> dict[str, list[str]]:
-    """stage name -> its script and the package files the stage runs (derived from the imports: a method's stage
-    also its method's module, :mod:`benchmark.dvcgen.stage_deps`)."""
+OPEN_SOURCE = ("data", "train", "logits", "sve-train", "sve")  # stages that open the suite's data source (and every method stage)
+LAUNCHED = ("train", "logits")  # stages that run under torchrun when params `distributed` asks for several processes
+
+
+def run_time_modules(methods: dict[str, dict], data, dist) -> dict[str, list[str]]:
+    """stage name -> the dotted modules the stage imports at run time besides its script's imports, for a project whose
+    params ``data`` is ``data`` (:class:`~benchmark.stages.model_params.DataRef`) and ``distributed`` is ``dist``: the
+    data source of the suite's kind and its loaders (:func:`benchmark.stages.suite_source.source_modules`; the data
+    stage's builder), the torchrun launcher when ``dist`` asks for several processes
+    (:func:`benchmark.stages.entry.launch_modules`), a method stage's method, the evaluate stage's methods (the
+    registered methods of group ``evaluate``, :mod:`benchmark.methods.registry`)."""
+    from benchmark.methods import registry
+    from benchmark.stages.entry import launch_modules
+    from benchmark.stages.suite_source import source_modules
+
+    source = source_modules(data)
+    out = {stage: list(source) for stage in OPEN_SOURCE}
+    out["data"] = source_modules(data, data_stage=True)
+    for stage in LAUNCHED:
+        out[stage] += launch_modules(dist)
+    out["evaluate"] = [registry.get_method(k).module for k in registry.list_methods("evaluate")]
+    for stage, info in methods.items():
+        out[stage] = [info["module"], *source]
+    return out
+
+
+def stage_code(root, methods: dict[str, dict], runs: dict[str, list[str]]) -> dict[str, list[str]]:
+    """stage name -> its script and the package files the stage runs (derived from the imports,
+    :mod:`benchmark.dvcgen.stage_deps`: its script's and those of the modules ``runs`` names for it, which it imports
+    at run time: :func:`run_time_modules`)."""
     from benchmark.dvcgen.stage_deps import script_deps
 
-    code = {stage: [script, *script_deps(script, root)] for stage, script in STAGE_SCRIPTS.items()}
+    code = {stage: [script, *script_deps(script, root, runs.get(stage, ()))] for stage, script in STAGE_SCRIPTS.items()}
     for stage, info in methods.items():
         script = f"pipelines/{info['script']}.py"
-        code[stage] = [script, *script_deps(script, root, [info["module"]])]
+        code[stage] = [script, *script_deps(script, root, runs.get(stage, ()))]
     return code
 
 
@@ -84,7 +111,7 @@ def check_methods(params_file: Path) -> None:
     """The method entries of ``params_file`` (``baselines``, ``sve``) parsed with their methods' typed configs
     (:func:`benchmark.stages.method_stage.check_entries`): the generator writes no pipeline for a bad entry."""
     from benchmark.stages.method_stage import check_entries
-    from benchmark.stages.stage_config import load_params
+    from benchmark.stages.params_config import load_params
 
     check_entries(load_params(params_file), str(params_file))
 
@@ -113,6 +140,7 @@ def _context(name: str, root: Path) -> dict:
     """Template values of suite ``name`` (the suite file is validated, its zoo against its recipes)."""
     from benchmark.data.paper.suites import load_suite
     from benchmark.models.zoo import load_zoo
+    from benchmark.stages.model_params import DataRef
 
     spec = load_suite(name, suites_dir=root / "suites")
     zoo_file = spec.zoo if spec.zoo.is_absolute() else root / spec.zoo
@@ -136,11 +164,21 @@ def _context(name: str, root: Path) -> dict:
         "table_splits": [s for s in EVAL_SPLITS if s in splits] + ["val"] + (["corrupt-*-3"] if "corrupt-*" in splits else []),
         "plot_metrics": ["accuracy", "auroc", "aurc", "sac98", "ece", "nll", "brier"] + (["ood_auroc"] if "ood" in splits else []),
         "baseline_stages": methods,
-        "deps": stage_code(root, methods),
+        "deps": stage_code(root, methods, run_time_modules(methods, DataRef(suite=name, spec=str(spec.path)),
+                                                            _distributed(existing, folder))),
         "up": "../../", "embedded": False, "sve_train_deps": ["results/data"], "sve_deps": ["results/data"],
         **(defaults := _method_defaults(zoo, spec.recipes)),
         "sve_members": _sve_members(_existing_params(folder), defaults["sve"]["members"]),
     }
+
+
+def _distributed(params: dict | None, folder: Path):
+    """The suite's params ``distributed`` (one process where its params.yaml does not exist yet), typed."""
+    from benchmark.config.typed import parse_config
+    from benchmark.models.distributed import DistConfig
+
+    raw = (params or {}).get("distributed") or {}
+    return parse_config(DistConfig, raw, f"{folder / 'params.yaml'}: distributed")
 
 
 def _sve_members(params: dict | None, default: list) -> list:

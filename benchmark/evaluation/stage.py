@@ -6,8 +6,10 @@ evaluation settings and code (every package file the module computing it imports
 its method's module for a single, duo or deep ensemble, :mod:`benchmark.methods.rows`
 for a method output); its rows are cached in ``results/units/<key>.csv``. When the
 zoo grows, only the new units are computed; the results table is then assembled
-from the cache and the cost files. The methods evaluated per unit are the ones this
-stage imports (:data:`UNIT_METHODS`); every other method's stage writes an output.
+from the cache and the cost files. The methods evaluated per unit are the registered methods of group
+``evaluate`` (:func:`benchmark.methods.registry.list_methods`: single, duo, deep ensemble, then any other by its
+module's name): a module that registers one is all it takes, nothing lists it here (the generated pipeline makes
+their modules dependencies of this stage); every other method's stage writes an output.
 
 Logits are memory-mapped, never all loaded: each unit maps only its members'
 files, and ``evaluate.workers`` > 1 runs the units in that many worker
@@ -25,15 +27,13 @@ import torch
 import benchmark
 from benchmark.config.evaluate import EvalConfig
 from benchmark.evaluation.runner import OUTPUT, Context, Unit, cached, read_unit, remove_stale, rows_function, run_units
-from benchmark.methods import deep_ensemble, duo, registry, single
+from benchmark.methods import duo, registry
 from benchmark.methods.budget import row_budget
 from benchmark.methods.registry import LogitsInput
 from benchmark.stages import stage_config
 from benchmark.stages.params_config import Params
 from benchmark.storage import imports, store
 from benchmark.storage.results_schema import COLUMNS, validate_results
-
-UNIT_METHODS = (single, duo, deep_ensemble)  # evaluated per unit here, in this order (the rows' order)
 
 
 def code_hash(kind: str) -> str:
@@ -115,7 +115,8 @@ def method_outputs(folder: Path) -> dict[str, dict]:
 def unit_list(zoo, costs, cfg: EvalConfig, methods) -> list[tuple[tuple, dict | None, dict]]:
     """(identity, method info, cost) of every unit; identity[1:] are the names whose logits it reads.
 
-    The units of the methods of :data:`UNIT_METHODS` (single, duo, deep ensemble) in that order, then
+    The units of the methods of group ``evaluate`` (:func:`benchmark.methods.registry.list_methods`: single, duo,
+    deep ensemble, then the others by module name) in that order, then
     one unit per method output in ``results/methods/`` (every other method's stage writes one). ``costs``: zoo
     model -> its cost record; ``methods``: output name -> its ``cost.json``. The training budget of a method output
     is its own plus that of the zoo models it builds on (:func:`benchmark.methods.budget.row_budget`, the one place
@@ -123,7 +124,7 @@ def unit_list(zoo, costs, cfg: EvalConfig, methods) -> list[tuple[tuple, dict | 
     recomputes a bundle's costs with it (:mod:`benchmark.bundle.recost`)."""
     nan = float("nan")
     x = LogitsInput(zoo=zoo, costs=costs, cfg=cfg)
-    units = [u for module in UNIT_METHODS for u in registry.get_method(module.__name__.rsplit(".", 1)[-1]).units(x)]
+    units = [u for kind in registry.list_methods("evaluate") for u in registry.get_method(kind).units(x)]
     for n, info in methods.items():
         try:
             trained = row_budget(info, costs)

@@ -166,7 +166,7 @@ class TreeMonitor:
         self._thread.join()
 
 
-_STAGE = ("import json; from benchmark.evaluation.stage import run; from benchmark.stages.stage_config import load_params; "
+_STAGE = ("import json; from benchmark.evaluation.stage import run; from benchmark.stages.params_config import load_params; "
           "print(json.dumps(run(load_params('params.yaml'), progress=False)))")
 
 

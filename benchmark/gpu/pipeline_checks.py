@@ -277,7 +277,7 @@ def caltech_missing() -> tuple[list[str], list[str]]:
 def prepare_caltech(ctx: Ctx) -> tuple[Path, bool]:
     """The Caltech-256 fixture suite in a repository copy under ``ctx.work``, its dvc.yaml written and DVC set up:
     (repository, whether the pretrained EfficientNet-Lite0, hence the SVE stages, is in it)."""
-    from benchmark.models.train import Recipe
+    from benchmark.models.recipe import Recipe
 
     from benchmark.gpu import fixture as suite_test
 

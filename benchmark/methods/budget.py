@@ -31,7 +31,7 @@ FIELDS = (*OWN, "builds_on")  # what own_budget adds to a cost record
 def own_budget(method: registry.Method, cfg, info: dict, recipes: dict, train_size: int) -> dict:
     """``own_train_images``, ``own_train_params`` and ``builds_on`` of the output of ``method``'s params entry ``cfg``
     described by ``info`` (its cost record: ``trainable_params`` when the method trains); ``recipes``: name ->
-    :class:`~benchmark.models.train.Recipe`; ``train_size``: images of the train split. ``ValueError`` naming what
+    :class:`~benchmark.models.recipe.Recipe`; ``train_size``: images of the train split. ``ValueError`` naming what
     is missing."""
     t = registry.training_of(method, cfg, info)
     if not isinstance(t, registry.Training):

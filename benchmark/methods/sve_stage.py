@@ -57,13 +57,14 @@ import numpy as np
 
 from benchmark.config.typed import check as bounds
 from benchmark.core.members import member_cross_entropy
-from benchmark.data.embedded import stratified_order
+from benchmark.data.stratified import stratified_order
 from benchmark.methods.baselines import TRAIN, VAL, train_once
 from benchmark.methods.registry import Output, Training, register_cost, register_method
 from benchmark.methods.sve import SIGMA_INIT, SingularValueEnsemble, check_diversity, check_members
 from benchmark.models import factory
 from benchmark.models import cost as costs
-from benchmark.models.train import Recipe, selection_score
+from benchmark.models.recipe import Recipe
+from benchmark.models.train import selection_score
 from benchmark.models.zoo import ZooEntry
 from benchmark.storage import store
 

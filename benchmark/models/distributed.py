@@ -1,4 +1,4 @@
-"""Data-parallel stages under torchrun (torch.distributed): settings, sharding, gathering, relaunch.
+"""Data-parallel stages under torchrun (torch.distributed): settings, sharding, gathering (the launch: :mod:`benchmark.models.launch`).
 
 One process is the default. params.yaml's ``distributed`` block (missing = one
 process) asks for more::
@@ -7,7 +7,7 @@ process) asks for more::
                   master_port: 29500, backend: auto}
 
 A stage entry that is not yet a torchrun worker then re-runs its own command
-under torchrun (:func:`launch`); each worker (``RANK``/``WORLD_SIZE`` set by
+under torchrun (:func:`benchmark.models.launch.launch`, imported only then); each worker (``RANK``/``WORLD_SIZE`` set by
 torchrun, also when a user calls ``torchrun`` directly) starts the process group
 with :func:`init`. Rank ``r`` of ``W`` takes the contiguous rows
 ``[r*n//W, (r+1)*n//W)`` of any ``n`` samples (:func:`shard_bounds`), so the
@@ -24,7 +24,6 @@ import contextlib
 import os
 import re
 import signal
-import sys
 import threading
 from dataclasses import dataclass
 
@@ -289,39 +288,3 @@ def wrap(model: nn.Module, device: torch.device) -> tuple[nn.Module, nn.Module]:
         model = convert_sync_batchnorm(model)
         return model, DistributedDataParallel(model, device_ids=[device.index])
     return model, DistributedDataParallel(model)
-
-
-def _quiet_torch_logs() -> None:
-    import logging
-
-    for name in list(logging.root.manager.loggerDict):
-        if name.startswith("torch.distributed"):
-            logging.getLogger(name).setLevel(logging.ERROR)
-
-
-def launch(cfg: DistConfig, script: str, argv, *, stage: str, on_failure: str) -> int:
-    """Run ``python script argv`` under torchrun as this node's ``cfg.nproc_per_node`` workers and wait.
-
-    Returns 0, or 1 after printing one message: the stage, the rank that stopped
-    first and how, and ``on_failure`` (what the failure means for the outputs).
-    """
-    from torch.distributed import run as torchrun
-    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
-
-    args = cfg.torchrun_args(script, argv)
-    os.environ.setdefault("OMP_NUM_THREADS", "1")  # what torchrun sets; each worker then sets params 'threads'
-    try:
-        parsed = torchrun.parse_args(args)
-        _quiet_torch_logs()
-        torchrun.run(parsed)
-    except ChildFailedError as e:
-        r, failure = e.get_first_failure()
-        how = f"killed by {failure.signal_name()}" if failure.exitcode < 0 else f"exit code {failure.exitcode}"
-        print(f"error: stage {stage} failed with {cfg.world_size} processes: rank {r} stopped first ({how}); "
-              f"{on_failure}. The ranks' own messages are above.", file=sys.stderr)
-        return 1
-    except Exception as e:  # rendezvous: port in use, master unreachable, ...
-        print(f"error: stage {stage}: torchrun could not run {cfg.world_size} processes ({type(e).__name__}: {e}); "
-              f"{on_failure}. Command: torchrun {' '.join(args)}", file=sys.stderr)
-        return 1
-    return 0

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict
 from pathlib import Path
 from typing import Callable
 
@@ -42,49 +42,10 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from benchmark.config import numerics
-from benchmark.config.typed import check, parse_config
 from benchmark.core.members import member_cross_entropy
 from benchmark.models import distributed, portable
+from benchmark.models.recipe import Recipe
 from benchmark.storage import store
-
-
-@dataclass(frozen=True)
-class Recipe:
-    """A training recipe (params.yaml ``recipes.<name>``, a suite file's ``recipes``), parsed field by field by
-    :func:`benchmark.config.typed.parse_config` (:meth:`from_params`); :meth:`validate` holds the checks across fields.
-
-    ``epochs: 0`` means no training: the initial (e.g. pretrained) weights are
-    the checkpoint; such a recipe takes no other hyper-parameters.
-    """
-
-    epochs: int = field(metadata=check(minimum=0))
-    batch_size: int | None = None  # >= 1 when training (validate)
-    lr: float | None = None  # > 0 when training (validate)
-    weight_decay: float = field(default=0.0, metadata=check(minimum=0))
-    warmup_epochs: float = field(default=0.0, metadata=check(minimum=0))
-    warmup_start_factor: float = field(default=0.1, metadata=check(above=0, maximum=1))
-    label_smoothing: float = field(default=0.0, metadata=check(minimum=0, maximum=1))
-    shift_pixels: int = field(default=0, metadata=check(minimum=0))  # random translation augmentation, in input pixels
-    select_by: str = field(default="accuracy", metadata=check(choices=("accuracy", "macro_f1")))  # validation score for model selection
-    drop_rate: float = field(default=0.0, metadata=check(minimum=0))  # dropout the model is built and fine-tuned with (timm drop_rate); MC dropout samples it
-
-    def validate(self) -> None:
-        """Checks across fields (the field types and bounds are checked by ``parse_config``)."""
-        if self.drop_rate >= 1:
-            raise ValueError(f"drop_rate must be a number in [0, 1), got {self.drop_rate!r}")
-        if self.epochs == 0:
-            given = [f.name for f in fields(self) if f.name not in ("epochs", "select_by") and getattr(self, f.name) != f.default]
-            if given:
-                raise ValueError(f"epochs 0 means no training; it takes no other keys than select_by, got {given}")
-            return
-        if self.batch_size is None or self.batch_size < 1 or self.lr is None or self.lr <= 0:
-            raise ValueError(f"training (epochs {self.epochs}) needs batch_size >= 1, lr > 0; "
-                             f"got batch_size {self.batch_size!r}, lr {self.lr!r}")
-
-    @classmethod
-    def from_params(cls, name: str, raw, where: str = "") -> "Recipe":
-        """``raw`` (one ``recipes`` entry) as a Recipe; errors name ``where`` (the file) and ``recipe <name>``."""
-        return parse_config(cls, raw, f"{where + ': ' if where else ''}recipe {name!r}")
 
 
 def lr_factor(step: int, total: int, warmup: int, start_factor: float) -> float:
@@ -97,7 +58,7 @@ def lr_factor(step: int, total: int, warmup: int, start_factor: float) -> float:
 
 def selection_score(logits: torch.Tensor, labels: torch.Tensor, select_by: str) -> float:
     """Model-selection score on validation logits ``(N, C)`` or member logits ``(M, N, C)`` (mean of the
-    members' softmax): accuracy, or macro F1 (:func:`benchmark.core.groups.macro_f1`: the classes in the labels or
+    members' softmax): accuracy, or macro F1 (:func:`benchmark.core.f1.macro_f1`: the classes in the labels or
     the predictions, as scikit-learn ``f1_score(average="macro")``) for ``select_by: macro_f1``."""
     probs = logits.softmax(-1)
     if probs.ndim == 3:
@@ -105,7 +66,7 @@ def selection_score(logits: torch.Tensor, labels: torch.Tensor, select_by: str) 
     pred = probs.argmax(-1)
     if select_by == "accuracy":
         return (pred == labels).double().mean().item()
-    from benchmark.core.groups import macro_f1
+    from benchmark.core.f1 import macro_f1
 
     return macro_f1(pred, labels)
 

@@ -40,7 +40,7 @@ def run(args) -> int:
     from benchmark.core import noise
     from benchmark.report.inputs import read_results
     from benchmark.reproduce import gate, lockfile, provenance
-    from benchmark.stages.stage_config import load_params
+    from benchmark.stages.params_config import load_params
 
     fresh, _ = read_results(Path(args.results) / "metrics.csv")
     params = load_params(args.params)

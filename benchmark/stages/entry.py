@@ -1,30 +1,45 @@
-"""Shared command-line wrapper for the stage scripts in ``pipelines/``."""
+"""Shared command-line wrapper for the stage scripts in ``pipelines/``: a stage's entry.
+
+The entry parses what the stage reads once into typed objects and hands them down (``load``: the model stages'
+params blocks by default, :func:`benchmark.stages.model_params.load_model_params`; the whole file for the stages
+that read more, :func:`benchmark.stages.params_config.load_params`); a per-model stage's entry also its zoo entry
+and the suite's data source (:func:`benchmark.stages.per_model.model_stage_main`).
+"""
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from pathlib import Path
 from typing import Callable
 
 from benchmark.config import numerics
 from benchmark.models import distributed
-from benchmark.stages.params_config import Params
-from benchmark.stages.stage_config import load_params
+from benchmark.stages.model_params import load_model_params
 
 EXPECTED = (ValueError, FileNotFoundError, KeyError)
+LAUNCHER = "benchmark.models.launch"  # torchrun: imported only when params ask for several processes
 
 
-def stage_main(description: str, run: Callable[[Params, argparse.Namespace], object],
+def launch_modules(cfg: distributed.DistConfig) -> list[str]:
+    """The dotted modules a stage entry with a ``script`` imports at run time for params ``distributed`` (``cfg``):
+    the torchrun launcher when it asks for several processes, none otherwise (what the generated pipeline adds to the
+    ``train@`` and ``logits@`` stages' dependencies)."""
+    return [LAUNCHER] if cfg.world_size > 1 else []
+
+
+def stage_main(description: str, run: Callable[[object, argparse.Namespace], object],
                add_args: Callable[[argparse.ArgumentParser], None] | None = None, argv=None, *,
-               script: str | None = None, stage: Callable[[argparse.Namespace], str] | None = None,
+               load: Callable[[str], object] = load_model_params, script: str | None = None,
+               stage: Callable[[argparse.Namespace], str] | None = None,
                on_failure: str = "its outputs were not written") -> int:
-    """Parse ``--params`` (+ stage args) once, run ``run(params, args)`` with the typed
-    :class:`~benchmark.stages.params_config.Params`; errors -> message, exit 2.
+    """Parse ``--params`` (+ stage args) once with ``load`` (typed params), run ``run(params, args)``; errors ->
+    message, exit 2.
 
     ``script`` (the stage script's path) makes the stage data-parallel: when params
     ``distributed`` asks for several processes and this process is not a torchrun
     worker yet, the same command (``script`` + ``argv``) runs under torchrun instead
-    and a failure of any rank is one message naming the stage (``stage(args)``,
+    (:mod:`benchmark.models.launch`) and a failure of any rank is one message naming the stage (``stage(args)``,
     default the script's name) and ``on_failure`` (exit 1). In a worker, a failed
     collective (another rank stopped) exits 1 with a one-line message.
     """
@@ -37,12 +52,12 @@ def stage_main(description: str, run: Callable[[Params, argparse.Namespace], obj
     args = parser.parse_args(argv)
     try:
         numerics.check_pinned()
-        params = load_params(args.params)
+        params = load(args.params)
         if script is not None:
             cfg = distributed.config(params.distributed, params.device)
             if cfg.world_size > 1 and not distributed.is_worker():
-                return distributed.launch(cfg, script, argv, stage=stage(args) if stage else Path(script).stem,
-                                          on_failure=on_failure)
+                return importlib.import_module(LAUNCHER).launch(cfg, script, argv, on_failure=on_failure,
+                                                                stage=stage(args) if stage else Path(script).stem)
         run(params, args)
     except EXPECTED as e:
         msg = e.args[0] if isinstance(e, KeyError) and e.args else e
@@ -57,17 +72,3 @@ def stage_main(description: str, run: Callable[[Params, argparse.Namespace], obj
 
 def _who() -> str:
     return f"rank {distributed.rank()}: " if distributed.world_size() > 1 else ""
-
-
-def model_stage_main(description: str, fn: Callable[..., object], argv=None, *, arg: str = "model",
-                     help: str = "zoo entry name", script: str | None = None, on_failure: str = "its outputs were not written") -> int:
-    """``stage_main`` for per-item stages (``foreach``): ``fn(params, value, progress=...)`` with ``--<arg> VALUE``.
-
-    ``script``: see :func:`stage_main`; the stage is named ``<script stem>@<value>`` as in dvc.yaml.
-    """
-    return stage_main(
-        description,
-        lambda params, a: fn(params, getattr(a, arg), progress=not a.no_progress),
-        lambda p: p.add_argument(f"--{arg}", required=True, help=help),
-        argv, script=script, stage=lambda a: f"{Path(script).stem}@{getattr(a, arg)}", on_failure=on_failure,
-    )

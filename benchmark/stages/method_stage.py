@@ -23,7 +23,7 @@ from benchmark.models import factory
 from benchmark.models.infer import predict_logits
 from benchmark.models.zoo import NAME_RE
 from benchmark.stages import per_model, stage_config, suite_source
-from benchmark.stages.params_config import Params
+from benchmark.stages.model_params import MethodParams
 from benchmark.stages.suite_source import TRAIN, VAL, SplitInputs
 from benchmark.storage import store
 
@@ -34,8 +34,8 @@ COST_KEYS = ("gflops", "params", "throughput")
 class MethodContext:
     """What a method's stage hands down to the method (its ``run(ctx, cfg, key)``)."""
 
-    def __init__(self, params: Params, method: Method, where: str, *, progress: bool = True, config=None):
-        self.params = params  # typed (benchmark.stages.params_config.Params)
+    def __init__(self, params: MethodParams, method: Method, where: str, *, progress: bool = True, config=None):
+        self.params = params  # typed (benchmark.stages.model_params.MethodParams)
         self.method = method  # the registered method (benchmark.methods.registry.Method)
         self.config = config  # the entry's typed config (what the method's run gets)
         self.title = method.title  # how messages name the method
@@ -48,8 +48,9 @@ class MethodContext:
 
     # -- the suite's data -------------------------------------------------------------------------------
     @property
-    def source(self) -> suite_source.EmbeddedSource | suite_source.PaperSource:
-        """The suite's data source (its ``num_classes()`` and ``num_workers``)."""
+    def source(self):
+        """The suite's data source (:func:`benchmark.stages.suite_source.for_params`: its ``num_classes()`` and
+        ``num_workers``), opened once."""
         if self._source is None:
             self._source = suite_source.for_params(self.params)
         return self._source
@@ -72,7 +73,7 @@ class MethodContext:
     def resolve_splits(self, patterns, where: str) -> list[str]:
         """Split names matching ``patterns`` (names or shell patterns; None: every split but train) in data order;
         val and test required. ``ValueError`` starting with ``where``."""
-        available = [s for s in per_model.split_files() if s != TRAIN]
+        available = [s for s in suite_source.split_files() if s != TRAIN]
         patterns = list(patterns) if isinstance(patterns, tuple) else patterns
         return suite_source.resolve_splits(patterns, available, where)
 
@@ -98,9 +99,14 @@ class MethodContext:
         """Zoo entry ``entry`` with its initial (pretrained) weights and the suite's classes (fails fast)."""
         return factory.create(entry, self.source.num_classes(), drop_rate=drop_rate)
 
+    def model_stage(self, name: str) -> per_model.ModelStage:
+        """Zoo model ``name`` as its own stages see it (:class:`benchmark.stages.per_model.ModelStage`)."""
+        return per_model.model_stage(self.params, name, self.source)
+
     def load_trained(self, name: str):
         """(zoo entry, its trained model in eval mode on the CPU) from ``results/checkpoints/<name>``."""
-        return per_model.load_trained(self.params, name)
+        stage = self.model_stage(name)
+        return stage.entry, per_model.load_trained(stage)
 
     def checkpoint(self, name: str) -> Path:
         """The folder of zoo model ``name``'s trained checkpoint (``model.safetensors``, ``train.json``)."""
@@ -149,7 +155,7 @@ class MethodContext:
         return out
 
 
-def _entry(params: Params, method: Method, key: str) -> tuple[object, str]:
+def _entry(params: MethodParams, method: Method, key: str) -> tuple[object, str]:
     """The parsed config of ``method``'s entry ``key`` and where it is (for messages)."""
     if method.section == SECTION:
         where = f"{SECTION}.{method.kind}.{key}"
@@ -164,14 +170,14 @@ def _entry(params: Params, method: Method, key: str) -> tuple[object, str]:
     return (parse_config(method.config, raw, where) if method.config is not None else raw), where
 
 
-def context(params: Params, kind: str, key: str = "", *, progress: bool = True) -> tuple[MethodContext, object]:
+def context(params: MethodParams, kind: str, key: str = "", *, progress: bool = True) -> tuple[MethodContext, object]:
     """(context, parsed config) of method ``kind``'s entry ``key``; ``ValueError`` naming the entry and the field."""
     method = registry.get_method(kind)
     cfg, where = _entry(params, method, key)
     return MethodContext(params, method, where, progress=progress, config=cfg), cfg
 
 
-def run(params: Params, kind: str, key: str, *, progress: bool = True) -> dict[str, dict]:
+def run(params: MethodParams, kind: str, key: str, *, progress: bool = True) -> dict[str, dict]:
     """The stage of method ``kind``'s entry ``key``: run it, write its outputs; output name -> its ``cost.json``."""
     method = registry.get_method(kind)
     if method.run is None:
@@ -218,7 +224,7 @@ def write_output(ctx: MethodContext, out: Output) -> dict:
 
 def _model_splits(out: Output) -> list[str]:
     """The splits a model output covers (default: every split but train); they must exist and include val and test."""
-    files = [s for s in per_model.split_files() if s != TRAIN and (out.splits is None or s in out.splits)]
+    files = [s for s in suite_source.split_files() if s != TRAIN and (out.splits is None or s in out.splits)]
     missing = sorted({VAL, "test"} - set(files))
     if missing or (out.splits is not None and set(out.splits) - set(files)):
         raise ValueError(f"method output {out.name!r}: splits {sorted(set(out.splits or []) - set(files)) or missing} do not "
@@ -226,7 +232,7 @@ def _model_splits(out: Output) -> list[str]:
     return files
 
 
-def check_entries(params: Params, where: str = "params.yaml") -> None:
+def check_entries(params: MethodParams, where: str = "params.yaml") -> None:
     """Every method entry of ``params`` parsed with its method's typed config (what the pipeline generator runs
     before it writes ``dvc.yaml``): ``baselines`` holds ``splits`` and one mapping per registered method kind."""
     section = params.baselines

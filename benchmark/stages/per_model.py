@@ -1,39 +1,93 @@
-"""The work of the per-model DVC stages: train, logits, cost (the data stage: :func:`benchmark.stages.suite_source.prepare_data`).
+"""The work of the per-model DVC stages ``train@<model>`` and ``logits@<model>`` (its cost record:
+:mod:`benchmark.stages.model_cost`; the data stage: :func:`benchmark.stages.suite_source.prepare_data`).
 
-Each function takes the typed params (:class:`benchmark.stages.params_config.Params`, parsed once at the stage's
-entry) and the zoo, validates them before doing any work, and writes its outputs atomically through
-:mod:`benchmark.storage.store`. The suite's images come from the data source that params select
-(:mod:`benchmark.stages.suite_source`: the embedded suite in memory, or a paper suite streamed from the data root).
+A stage's entry parses what it reads once into one typed :class:`ModelStage` (:func:`model_stage`: the model
+stages' params blocks, the zoo entry and its recipe, the suite's data source, the device) and hands it down; each
+function validates before doing any work and writes its outputs atomically through :mod:`benchmark.storage.store`.
+The suite's images come from the data source that params select (:mod:`benchmark.stages.suite_source`: the embedded
+suite in memory, or a paper suite streamed from the data root).
 """
 from __future__ import annotations
 
-from dataclasses import asdict
+import argparse
+import contextlib
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
 
 import torch
 
 from benchmark.models import distributed, factory
-from benchmark.models import cost as costs
 from benchmark.models.infer import amp_dtype, channels_last
+from benchmark.models.recipe import Recipe
 from benchmark.models.train import fine_tune, load_weights
+from benchmark.models.zoo import ZooEntry
 from benchmark.stages import stage_config, suite_source
-from benchmark.stages.params_config import Params
+from benchmark.stages.entry import stage_main
+from benchmark.stages.model_params import ModelParams
 from benchmark.stages.suite_source import TRAIN, VAL, split_files
 from benchmark.storage import store
 
 
-def train(params: Params, name: str, *, progress: bool = True, stop_after_epoch: int | None = None) -> dict:
-    """Fine-tune zoo entry ``name``; checkpoint in ``results/checkpoints/<name>/``.
+@dataclass(frozen=True)
+class ModelStage:
+    """One zoo model's stage, as its entry parsed it: the model stages' params (``params``), zoo entry ``name``
+    (``entry``) and its recipe, the suite's data source (``source``, opened once), the torch device params select and
+    the stage's folders (``results/checkpoints/<name>``, ``results/logits/<name>``, ``results/cost/<name>.json``)."""
+
+    name: str
+    entry: ZooEntry
+    recipe: Recipe
+    source: object  # benchmark.stages.embedded_source.EmbeddedSource | benchmark.stages.paper_source.PaperSource
+    params: ModelParams
+    device: torch.device
+    folders: dict[str, Path]
+
+    def set_threads(self) -> None:
+        """Torch threads as params ``threads`` says."""
+        stage_config.set_threads(self.params)
+
+
+def model_stage(params: ModelParams, name: str, source=None) -> ModelStage:
+    """Zoo entry ``name`` of ``params``'s zoo, its recipe, the data source (``source``, else opened here) and the
+    device, checked before any work: what a per-model stage's entry hands down."""
+    entry = stage_config.entry(params, name)
+    return ModelStage(name=name, entry=entry, recipe=params.recipes[entry.recipe],
+                      source=suite_source.for_params(params) if source is None else source, params=params,
+                      device=suite_source.device(params), folders=stage_config.paths(name))
+
+
+def model_stage_main(description: str, fn: Callable[[ModelStage, argparse.Namespace], object], argv=None, *, arg: str = "model",
+                     help: str = "zoo entry name", script: str | None = None,
+                     on_failure: str = "its outputs were not written", add_args=None) -> int:
+    """``stage_main`` for per-model stages (``foreach``): ``fn(stage, args)`` with ``--<arg> VALUE``, ``stage`` the
+    typed :class:`ModelStage` of zoo entry VALUE that the entry builds (:func:`model_stage`: the params' model blocks,
+    the zoo entry, the data source).
+
+    ``script``: see :func:`benchmark.stages.entry.stage_main`; the stage is named ``<script stem>@<value>`` as in dvc.yaml.
+    """
+    def add(p):
+        p.add_argument(f"--{arg}", required=True, help=help)
+        if add_args:
+            add_args(p)
+
+    return stage_main(
+        description, lambda params, a: fn(model_stage(params, getattr(a, arg)), a), add, argv,
+        script=script, stage=lambda a: f"{Path(script or arg).stem}@{getattr(a, arg)}", on_failure=on_failure,
+    )
+
+
+def train(stage: ModelStage, *, progress: bool = True, stop_after_epoch: int | None = None) -> dict:
+    """Fine-tune the stage's zoo entry; checkpoint in ``results/checkpoints/<name>/``.
 
     A recipe with ``epochs: 0`` saves the initial (pretrained) weights as the checkpoint.
     In a torchrun worker the ranks train one DDP model (see :mod:`benchmark.models.train`); rank 0 writes.
     """
-    entry = stage_config.entry(params, name)
-    recipe = params.recipes[entry.recipe]
-    src = suite_source.for_params(params)
+    entry, recipe, src = stage.entry, stage.recipe, stage.source
     src.check_recipe(entry.recipe, recipe)
-    dev = distributed.init(params.distributed, suite_source.device(params))
+    dev = distributed.init(stage.params.distributed, stage.device)
     model = factory.create(entry, src.num_classes(), drop_rate=recipe.drop_rate)  # fails fast on missing weights
-    stage_config.set_threads(params)
+    stage.set_threads()
     train_data = val_data = None
     data_fp = []
     if recipe.epochs:  # epochs 0: the initial weights are the checkpoint, no data is read
@@ -41,76 +95,49 @@ def train(params: Params, name: str, *, progress: bool = True, stop_after_epoch:
         train_data, val_data, data_fp = tr.fit_data, va.fit_data, [store.array_hash(tr.ids), store.array_hash(va.ids)]
     fp = stage_config.fingerprint(entry.as_dict(), asdict(recipe), *data_fp)
     return fine_tune(channels_last(model.to(dev)), train_data, val_data, recipe, seed=entry.seed,
-                     folder=stage_config.paths(name)["checkpoint"], fingerprint=fp, progress=progress,
+                     folder=stage.folders["checkpoint"], fingerprint=fp, progress=progress,
                      stop_after_epoch=stop_after_epoch, num_workers=src.num_workers)
 
 
-def load_trained(params: Params, name: str):
-    """(zoo entry, its trained model in eval mode on the CPU), built with its recipe's ``drop_rate``."""
-    entry = stage_config.entry(params, name)
-    drop_rate = params.recipes[entry.recipe].drop_rate
-    model = factory.create(entry, suite_source.for_params(params).num_classes(), load_weights=False, drop_rate=drop_rate)
-    folder = stage_config.paths(name)["checkpoint"]
+def load_trained(stage: ModelStage):
+    """The stage's trained model in eval mode on the CPU, built with its recipe's ``drop_rate``."""
+    model = factory.create(stage.entry, stage.source.num_classes(), load_weights=False, drop_rate=stage.recipe.drop_rate)
+    folder = stage.folders["checkpoint"]
     if not (folder / "train.json").exists():
-        raise store.StoreError(f"{folder}: training of {name!r} has not finished (no train.json); run `dvc repro train@{name}`")
+        raise store.StoreError(f"{folder}: training of {stage.name!r} has not finished (no train.json); "
+                               f"run `dvc repro train@{stage.name}`")
     load_weights(folder / "model.safetensors", model)
-    return entry, model.eval()
+    return model.eval()
 
 
-def logits(params: Params, name: str, *, progress: bool = True) -> list[str]:
-    """Logits of the trained model on every split but train, one file per split.
+def logits(stage: ModelStage, model, *, progress: bool = True) -> list[str]:
+    """Logits of ``model`` (the stage's trained model: :func:`load_trained`) on every split but train, one file per
+    split in ``results/logits/<name>/``.
 
     In a torchrun worker each rank computes its shard of every split; rank 0
     gathers them in sample order and writes the folder (atomically, after every
     rank has finished); the other ranks write nothing. params ``logits.amp``
     (optional, default off): ``bfloat16``/``float16`` autocast of the forward.
     """
-    import contextlib
-
-    amp = amp_dtype(params.logits.amp)  # optional, default off: the forward under torch.autocast
-    entry, model = load_trained(params, name)
+    amp = amp_dtype(stage.params.logits.amp)  # optional, default off: the forward under torch.autocast
     channels_last(model)
-    src = suite_source.for_params(params)
-    device = distributed.init(params.distributed, suite_source.device(params))
+    device = distributed.init(stage.params.distributed, stage.device)
     if device.type == "cuda":
         torch.backends.cudnn.benchmark = True  # fixed batch shapes: the fastest convolution algorithms (as timm's benchmark)
     model.to(device)
-    stage_config.set_threads(params)
+    stage.set_threads()
     written = []
-    with store.atomic_dir(stage_config.paths(name)["logits"]) if distributed.is_main() else contextlib.nullcontext() as out:
+    with store.atomic_dir(stage.folders["logits"]) if distributed.is_main() else contextlib.nullcontext() as out:
         for split_name in split_files():
             if split_name == TRAIN:
                 continue
-            s = src.inputs(split_name, entry)
-            z = distributed.predict_logits(model, s.inputs, to_all=False, batch_size=params.logits.batch_size,
-                                           desc=f"{name}/{split_name}", progress=progress, num_workers=src.num_workers, amp=amp)
+            s = stage.source.inputs(split_name, stage.entry)
+            z = distributed.predict_logits(model, s.inputs, to_all=False, batch_size=stage.params.logits.batch_size,
+                                           desc=f"{stage.name}/{split_name}", progress=progress,
+                                           num_workers=stage.source.num_workers, amp=amp)
             if out is not None:
                 store.save_logits_file(out / f"{split_name}.safetensors", z, s.labels, s.ids,
-                                       meta={"model": name, "split": split_name, "arch": entry.arch})
+                                       meta={"model": stage.name, "split": split_name, "arch": stage.entry.arch})
             written.append(split_name)
         distributed.barrier("every split is done before rank 0 writes the folder")
     return written
-
-
-def budget(params: Params, name: str, trainable_params: int) -> dict:
-    """The training budget of zoo entry ``name`` (:func:`benchmark.models.cost.train_budget`): its recipe's epochs over
-    the train split (the images :func:`train` passes over), a full fine-tune of its ``trainable_params``."""
-    recipe = params.recipes[stage_config.entry(params, name).recipe]
-    return costs.train_budget(recipe.epochs, suite_source.train_size() if recipe.epochs else 0, trainable_params)
-
-
-def cost(params: Params, name: str, *, progress: bool = False) -> dict:
-    """GFLOPs, params and CPU throughput of zoo entry ``name`` at its input size, and its training budget."""
-    entry = stage_config.entry(params, name)
-    stage_config.set_threads(params)
-    model = factory.create(entry, suite_source.for_params(params).num_classes(), load_weights=False)
-    c = params.cost
-    static = costs.static_cost(model, entry.img_size)
-    record = {
-        "name": name, "arch": entry.arch, "init": entry.init, "img_size": entry.img_size, "seed": entry.seed,
-        "role": entry.role, **static, **budget(params, name, static["params"]),
-        "throughput": costs.measure_throughput(model, entry.img_size, batch_size=c.throughput_batch, iters=c.throughput_iters),
-        "threads": torch.get_num_threads(),
-    }
-    store.write_json(stage_config.paths(name)["cost"], record)
-    return record

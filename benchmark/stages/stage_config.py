@@ -1,15 +1,18 @@
-"""Reading ``params.yaml`` and the zoo, with validation before any work starts; where each stage writes."""
+"""Reading a params file and the zoo, with validation before any work starts; where each stage writes.
+
+A stage's entry reads its params file once (:func:`read_params`) into the typed objects of the blocks it reads
+(:mod:`benchmark.stages.model_params`, :mod:`benchmark.stages.params_config`) and its zoo entries (:func:`zoo`)."""
 from __future__ import annotations
 
 import hashlib
 import json
 import os
 from pathlib import Path
+from typing import Callable
 
 import torch
 
 from benchmark.models.zoo import ZooEntry, ZooError, load_zoo
-from benchmark.stages.params_config import Params, parse_params
 
 RESULTS = Path("results")
 
@@ -18,46 +21,63 @@ class ConfigError(ValueError):
     """params.yaml is missing a key or has a bad value."""
 
 
-_PARAMS: dict[Path, tuple[str | None, Params]] = {}
+_RAW: dict[Path, tuple[str | None, dict]] = {}
+_PARSED: dict[tuple[Path, Callable], tuple[str | None, object]] = {}
 _ZOO: dict[tuple, dict[str, ZooEntry]] = {}
 
 
-def load_params(path="params.yaml") -> Params:
-    """Read and parse params.yaml (every block typed, :mod:`benchmark.stages.params_config`) before any stage does work;
-    once per process: the parse is cached on the resolved path and a hash of the file's bytes. ``ConfigError`` naming
-    the file and the field."""
+def _stamp(path: Path) -> str | None:
+    try:  # the file's bytes, hashed: a rewrite within the file system's time resolution is not missed
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None  # read_yaml names the problem
+
+
+def params_data(path="params.yaml") -> dict:
+    """The data of params file ``path`` (a mapping), read once per process and version of the file (a hash of its
+    bytes); ``ConfigError`` naming the file. For a stage's entry only: what it parses into typed objects."""
+    return _read(Path(path))[1]
+
+
+def _read(path: Path) -> tuple[str | None, dict]:
     from benchmark.config.yaml_input import read_yaml
 
-    path = Path(path)
     if not path.exists():
         raise ConfigError(f"{path}: not found; run the stages from the repository root")
-    key = path.resolve()
-    try:  # the file's bytes, hashed: a rewrite within the file system's time resolution is not missed
-        stamp = hashlib.sha256(key.read_bytes()).hexdigest()
-    except OSError:
-        stamp = None  # read_yaml names the problem
-    hit = _PARAMS.get(key)
-    if hit is None or hit[0] != stamp:
-        raw = read_yaml(path, what="params file", error=ConfigError)
+    key, stamp = path.resolve(), _stamp(path)
+    hit = _RAW.get(key)
+    if hit is None or hit[0] != stamp or stamp is None:
+        _RAW[key] = hit = (stamp, read_yaml(path, what="params file", error=ConfigError))
+    return hit
+
+
+def read_params(path, parse: Callable[[dict, str], object]):
+    """Params file ``path`` parsed by ``parse(raw, where)`` into typed objects before any stage does work; once per
+    process: cached on the resolved path, ``parse`` and a hash of the file's bytes. ``ConfigError`` naming the file
+    and the field. What a stage's entry calls (:func:`benchmark.stages.model_params.load_model_params`: the model
+    stages' blocks; :func:`benchmark.stages.params_config.load_params`: the whole file)."""
+    path = Path(path)
+    stamp, raw = _read(path)
+    key = (path.resolve(), parse)
+    hit = _PARSED.get(key)
+    if hit is None or hit[0] != stamp or stamp is None:
         try:
-            parsed = parse_params(raw, str(path))
+            parsed = parse(raw, str(path))
         except ValueError as e:
             raise ConfigError(str(e)) from None
-        _PARAMS[key] = hit = (stamp, parsed)
+        _PARSED[key] = hit = (stamp, parsed)
     return hit[1]
 
 
-def zoo(params: Params, *, check_arch: bool = True) -> dict[str, ZooEntry]:
+def zoo(params, *, check_arch: bool = True) -> dict[str, ZooEntry]:
     """The zoo params ``zoo`` names, validated against its recipes; parsed once per process (cached on the file's
     resolved path, a hash of its bytes, the recipe names and ``check_arch``). ``check_arch=False`` leaves out the
     look-up of each architecture in timm, and so timm's import (~2 s): for a stage that builds no model and reads
     what the ``train@``/``logits@`` stages, which check it, made."""
     names = tuple(sorted(params.recipes))
     path = Path(params.zoo)
-    try:  # the file's bytes, hashed (as load_params): a rewrite within the file system's time resolution is not missed
-        key = (path.resolve(), hashlib.sha256(path.read_bytes()).hexdigest(), names, check_arch)
-    except OSError:
-        key = None  # load_zoo names the problem
+    stamp = _stamp(path)  # (as read_params)
+    key = (path.resolve(), stamp, names, check_arch) if stamp is not None else None  # None: load_zoo names the problem
     if key is None or key not in _ZOO:
         entries = load_zoo(params.zoo, recipes=names, check_arch=check_arch)
         if key is None:
@@ -66,7 +86,7 @@ def zoo(params: Params, *, check_arch: bool = True) -> dict[str, ZooEntry]:
     return dict(_ZOO[key])
 
 
-def entry(params: Params, name: str) -> ZooEntry:
+def entry(params, name: str) -> ZooEntry:
     entries = zoo(params)
     if name not in entries:
         raise ZooError(f"unknown model {name!r}; the zoo {params.zoo} has {sorted(entries)}")
@@ -79,7 +99,8 @@ def fingerprint(*parts) -> str:
     return hashlib.sha256(blob).hexdigest()[:16]
 
 
-def set_threads(params: Params) -> None:
+def set_threads(params) -> None:
+    """Torch threads as params ``threads`` says (null: every core)."""
     torch.set_num_threads(params.threads or os.cpu_count() or 1)
 
 

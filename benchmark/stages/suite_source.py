@@ -1,25 +1,26 @@
 """Where a suite's images come from: one small interface for the stage functions.
 
-``params.yaml`` picks the source through its ``data`` block:
+``params.yaml`` picks the source through its ``data`` block (:class:`benchmark.stages.model_params.DataRef`), and a
+stage's entry opens it once (:func:`for_params`); its kind's module is imported then, and only that one
+(:data:`SOURCES`):
 
-* :class:`EmbeddedSource` (``data.suite: embedded``): the data stage writes whole
+* :mod:`benchmark.stages.embedded_source` (``data.suite: embedded``): the data stage writes whole
   splits, pixels included, to ``results/data/<split>.npz``; a split is prepared
   for a model as one (N, 3, S, S) tensor in memory (the suite is small).
-* :class:`PaperSource` (``data.spec: <suite file>``, see
-  :mod:`benchmark.data.paper.suites`): the data stage reads the datasets under the
-  data root (params ``data_root``, else ``$UQBENCH_DATA``) and writes an *index*
-  ``results/data/<split>.npz`` (``labels``, ``ids``, ``name``, optional
-  ``groups``; no pixels) plus ``splits.json``; a split is a torch Dataset that
-  streams the images with the model's own timm transform (the training
-  augmentation for training, the evaluation transform otherwise).
+* :mod:`benchmark.stages.paper_source` (``data.spec: <suite file>``, see
+  :mod:`benchmark.data.paper.suites`): the data stage reads the datasets under the data root and writes an
+  *index* of each split (no pixels); a split is a torch Dataset that streams the images with the model's own timm
+  transform.
 
 Either way ``source.inputs(split, entry)`` gives a :class:`SplitInputs` whose
 labels and ids are those of ``results/data``, so fingerprints and the alignment
-of logits files work the same for both kinds of suite.
+of logits files work the same for both kinds of suite. This module holds what both share: the split files and
+indexes of ``results/data``, :class:`SplitInputs`, the choice of splits and of the device.
 """
 from __future__ import annotations
 
 import fnmatch
+import importlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,7 +29,7 @@ import torch
 from torch.utils.data import Dataset
 
 from benchmark.stages import stage_config
-from benchmark.stages.params_config import Params
+from benchmark.stages.model_params import load_model_params
 from benchmark.storage import store
 
 TRAIN, VAL = "train", "val"
@@ -119,99 +120,6 @@ class LabelledSubset(torch.utils.data.Subset):
         return np.asarray(self.dataset.labels)[np.asarray(self.indices)]
 
 
-def embedded_inputs(split, entry) -> tuple[torch.Tensor, torch.Tensor]:
-    """An embedded :class:`~benchmark.data.embedded.Split` as model input (N, 3, S, S) and labels."""
-    from benchmark.data.model_input import to_model_input
-    from benchmark.data.paper.transforms import data_config
-
-    cfg = data_config(entry)  # timm's normalisation for the entry (as for the paper suites)
-    return to_model_input(split.images, entry.img_size, cfg["mean"], cfg["std"]), torch.from_numpy(split.labels)
-
-
-class EmbeddedSource:
-    """The embedded suite: whole splits in ``results/data``, prepared in memory."""
-
-    num_workers = 0
-
-    def __init__(self, params):
-        self.data = params.data  # the data block (benchmark.data.embedded.EmbeddedData)
-
-    def prepare(self, out: Path) -> list[str]:
-        from benchmark.data.embedded import build_embedded_suite
-        from benchmark.data.splits_io import save_split
-
-        splits = build_embedded_suite(self.data)
-        with store.atomic_dir(out) as tmp:
-            for name, split in splits.items():
-                save_split(tmp / f"{name}.npz", split)
-            store.write_json(tmp / "splits.json", {n: len(s) for n, s in splits.items()})
-        return list(splits)
-
-    def num_classes(self) -> int:
-        return int(_index(TRAIN).labels.max()) + 1
-
-    def check_recipe(self, name: str, recipe) -> None:
-        """Any recipe fits the embedded suite."""
-
-    def inputs(self, split: str, entry, *, train: bool = False) -> SplitInputs:
-        """The whole split as one tensor (``train`` changes nothing: the recipe's shift augments in ``fine_tune``)."""
-        from benchmark.data.splits_io import load_split
-
-        s = load_split(_file(split), split)
-        x, y = embedded_inputs(s, entry)
-        return SplitInputs(split, x, y, torch.from_numpy(s.ids))
-
-
-class PaperSource:
-    """A paper suite: images streamed from the data root, indexed by ``results/data``."""
-
-    def __init__(self, params):
-        from benchmark.data.paper.suites import load_suite
-
-        self.spec = load_suite(params.data["spec"])
-        if params.suite != self.spec.name:
-            raise stage_config.ConfigError(f"params 'suite' is {params.suite!r} but data.spec {params.data['spec']!r} "
-                                     f"is suite {self.spec.name!r}; they must agree (the results are labelled with it)")
-        self.data_root = params.data_root
-        self.num_workers = params.num_workers
-        self._splits = None
-
-    def splits(self) -> dict:
-        """The suite's splits read from the data root (once per source)."""
-        if self._splits is None:
-            self._splits = self.spec.load_splits(self.data_root)
-        return self._splits
-
-    def prepare(self, out: Path) -> list[str]:
-        splits = self.splits()
-        with store.atomic_dir(out) as tmp:
-            for name, s in splits.items():
-                save_index(tmp / f"{name}.npz", SplitIndex(name, s.labels, s.ids, s.groups))
-            store.write_json(tmp / "splits.json", {n: len(s) for n, s in splits.items()})
-        return list(splits)
-
-    def num_classes(self) -> int:
-        return self.spec.num_classes
-
-    def check_recipe(self, name: str, recipe) -> None:
-        """Models are selected by the suite's validation score (``select_by``)."""
-        if recipe.epochs and recipe.select_by != self.spec.select_by:
-            raise stage_config.ConfigError(f"recipe {name!r} selects by {recipe.select_by!r} but suite {self.spec.name!r} by "
-                                     f"{self.spec.select_by!r}; set recipes.{name}.select_by: {self.spec.select_by}")
-
-    def inputs(self, split: str, entry, *, train: bool = False) -> SplitInputs:
-        """A Dataset streaming the split with the entry's timm transform (``train``: the fine-tuning augmentation)."""
-        from benchmark.data.paper.transforms import SplitDataset, eval_transform, train_transform
-
-        index = _index(split)
-        s = self.splits().get(split)
-        if s is None or not (np.array_equal(s.ids, index.ids) and np.array_equal(s.labels, index.labels)):
-            raise store.StoreError(f"suite {self.spec.name!r} split {split!r}: the data under the data root no longer match "
-                                   f"{_file(split)} (the data stage's index); rerun the data stage (dvc repro)")
-        ds = SplitDataset(s, (train_transform if train else eval_transform)(entry))
-        return SplitInputs(split, ds, torch.from_numpy(index.labels), torch.from_numpy(index.ids))
-
-
 def resolve_splits(patterns: list[str] | None, available: list[str], where: str, required=(VAL, "test")) -> list[str]:
     """Split names matching ``patterns`` (names or shell patterns; None = all of ``available``), in data order.
 
@@ -244,36 +152,55 @@ def train_size(data_dir: Path | None = None) -> int:
     return len(read_index(files[TRAIN], TRAIN).ids)
 
 
-def _file(split: str) -> Path:
+def split_file(split: str) -> Path:
     files = split_files()
     if split not in files:
         raise store.StoreError(f"{stage_config.paths()['data']}: no split {split!r} (the suite has {sorted(files)})")
     return files[split]
 
 
-def _index(split: str) -> SplitIndex:
-    return read_index(_file(split), split)
+def split_index(split: str) -> SplitIndex:
+    """The labels, ids (and groups) of ``results/data/<split>.npz``."""
+    return read_index(split_file(split), split)
 
 
-def prepare_data(params: Params, out: Path | None = None) -> list[str]:
+SOURCES = {"embedded": "benchmark.stages.embedded_source", "paper": "benchmark.stages.paper_source"}
+"""Suite kind (params ``data``: :attr:`benchmark.stages.model_params.DataRef.kind`) -> the module of its data source
+(its ``Source``), imported for the kind the params select: a stage of the embedded suite neither runs nor depends on
+the paper suites' code, and one of a paper suite on neither the embedded suite's nor another suite's loaders."""
+
+
+def for_params(params, data: dict | None = None):
+    """The data source ``params`` select (``data.spec`` -> a paper suite, ``data.suite: embedded`` -> the embedded
+    suite), opened once at a stage's entry and handed down. ``data``: the raw ``data`` block, given by the data stage's
+    entry alone (the embedded suite's settings, typed there: what the data stage builds the splits with)."""
+    return importlib.import_module(SOURCES[params.data.kind]).Source(params, data)
+
+
+def source_modules(data, *, data_stage: bool = False) -> list[str]:
+    """The dotted modules a stage that opens the data source of params ``data`` (a
+    :class:`~benchmark.stages.model_params.DataRef`) imports at run time, besides its own imports (what
+    :mod:`benchmark.dvcgen.stage_deps` adds to its dependencies): the kind's source module and the modules it imports
+    in turn (a paper suite's loaders; the data stage of the embedded suite: its builder)."""
+    module = SOURCES[data.kind]
+    return [module, *importlib.import_module(module).Source.modules(data, data_stage=data_stage)]
+
+
+def data_source(path="params.yaml"):
+    """The data stage's entry: the model stages' params blocks of params file ``path`` and the suite's data source
+    opened with the ``data`` block (the embedded suite's settings typed here), before any work."""
+    return for_params(load_model_params(path), data=stage_config.params_data(path).get("data"))
+
+
+def prepare_data(source, out: Path | None = None) -> list[str]:
     """The data stage: build the suite's splits and write ``<out>/<split>.npz`` + ``splits.json`` (whole folder
-    atomically; default ``results/data``)."""
-    return for_params(params).prepare(Path(out or stage_config.paths()["data"]))
+    atomically; default ``results/data``). ``source``: opened by the stage's entry with the ``data`` block."""
+    return source.prepare(Path(out or stage_config.paths()["data"]))
 
 
-def for_params(params: Params) -> EmbeddedSource | PaperSource:
-    """The data source ``params`` select: ``data.spec`` -> paper suite, ``data.suite: embedded`` -> embedded."""
-    data = params.data
-    if isinstance(data, dict) and data.get("spec"):
-        return PaperSource(params)
-    if isinstance(data, dict) and data.get("suite", "embedded") == "embedded":
-        return EmbeddedSource(params)
-    raise stage_config.ConfigError(f"params 'data' must have 'spec: <suite file>' (a paper suite) or 'suite: embedded', got {data!r}")
-
-
-def device(params: Params) -> torch.device:
+def device(params) -> torch.device:
     """params ``device``: ``cpu`` (the default), ``cuda``, or ``auto`` (cuda when available)."""
-    want = params.device  # one of params_config.DEVICES
+    want = params.device  # one of model_params.DEVICES
     if want == "cuda" and not torch.cuda.is_available():
         raise stage_config.ConfigError("params 'device' is cuda but torch sees no CUDA device; use auto or cpu")
     return torch.device("cuda" if want == "cuda" or (want == "auto" and torch.cuda.is_available()) else "cpu")

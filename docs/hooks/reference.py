@@ -44,7 +44,15 @@ INCLUDE = re.compile(r"^<!-- include:(?P<file>[\w./-]+)#(?P<heading>[^>]+?) -->$
 
 def field_comments(cls) -> dict[str, str]:
     """``name -> comment`` of a dataclass's fields: the comment at the end of the field's line(s), else the comment
-    lines right above it."""
+    lines right above it (a field a base class defines: that class's comment)."""
+    out: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if klass is not object and dataclasses.is_dataclass(klass):
+            out.update(_own_field_comments(klass))
+    return out
+
+
+def _own_field_comments(cls) -> dict[str, str]:
     try:
         source = textwrap.dedent(inspect.getsource(cls))
     except (OSError, TypeError):
@@ -172,6 +180,7 @@ def params_reference() -> str:
     """``params.yaml``: every block of :class:`Params`, the embedded suite's ``data`` block and every registered
     method's params entry."""
     from benchmark.data.embedded import EmbeddedData
+    from benchmark.stages.model_params import DataRef
     from benchmark.stages.params_config import Params
 
     sections: list[tuple[str, type, str]] = []  # (key path, class, note)
@@ -179,6 +188,8 @@ def params_reference() -> str:
 
     def walk(cls, path: str):
         for f in config_fields(cls):
+            if cls is Params and f.name == "data":
+                continue  # its own section below: a paper suite's file, or the embedded suite's settings
             for sub, keyed in _nested(typing.get_type_hints(cls)[f.name]):
                 if sub not in seen:
                     seen.add(sub)
@@ -189,12 +200,14 @@ def params_reference() -> str:
     walk(Params, "")
     links = {cls: _slug(path) for path, cls, _ in sections}
     links[Params] = "top-level-keys"
+    links[DataRef] = "data"
     out = ["## Top-level keys", "", _doc(Params), "", *config_table(Params, links), ""]
     for path, cls, _ in sections:
         out += [f"## `{path}` {{ #{_slug(path)} }}", "", _doc(cls), "", *config_table(cls, links), ""]
-    out += ["## `data` (the embedded suite) { #data }", "",
-            "A paper suite's data come from its suite file (see [Suite and zoo files](suite-and-zoo.md)); the "
-            "embedded default's `data` block is:", "", _doc(EmbeddedData), "", *config_table(EmbeddedData, links), ""]
+    out += ["## `data` { #data }", "",
+            "A paper suite's data come from its suite file, `data: {spec: <suite file>}` (see [Suite and zoo "
+            "files](suite-and-zoo.md)); the embedded default's `data` block is:", "", _doc(EmbeddedData), "",
+            *config_table(EmbeddedData, links), ""]
     reg = _registry()
     typed = {s for s, _, _ in sections}
     for kind in reg.list_methods():
@@ -212,7 +225,7 @@ def params_reference() -> str:
 
 def suite_reference() -> str:
     """A suite file ``suites/<name>.yaml`` and its ``datasets`` entries."""
-    from benchmark.data.paper.suites import LOADERS, SPLIT_RE, DatasetEntry, SuiteFile
+    from benchmark.data.paper.suites import LOADERS, SPLIT_RE, DatasetEntry, SuiteFile, loader
 
     links = {DatasetEntry: "datasets-entry"}
     return "\n".join([
@@ -224,7 +237,7 @@ def suite_reference() -> str:
         "Each loader (`loader`, default the entry's key) reads the dataset's official on-disk layout under the entry's "
         "`root` (relative to the data root: `UQBENCH_DATA` or params `data_root`); nothing is downloaded. A missing "
         "root or a wrong layout is one error that shows the layout.", "",
-        *[line for n in sorted(LOADERS) for line in (f"`{n}`", "", "```text", LOADERS[n].sketch.strip("\n"), "```", "")]]) + "\n"
+        *[line for n in sorted(LOADERS) for line in (f"`{n}`", "", "```text", loader(n).sketch.strip("\n"), "```", "")]]) + "\n"
 
 
 def zoo_reference() -> str:

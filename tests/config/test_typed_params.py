@@ -14,8 +14,10 @@ import yaml
 from benchmark.config.evaluate import EvalConfig
 from benchmark.models.train import Recipe
 from benchmark.stages import params_config, stage_config
-from benchmark.stages.entry import model_stage_main
-from benchmark.stages.params_config import Params
+from benchmark.stages.entry import stage_main
+from benchmark.stages.model_params import ModelParams
+from benchmark.stages.params_config import Params, load_params
+from benchmark.stages.per_model import ModelStage, model_stage_main
 
 ROOT = Path(__file__).resolve().parents[2]
 RAW = yaml.safe_load((ROOT / "params.yaml").read_text())
@@ -31,9 +33,13 @@ def _write(tmp_path: Path, change=None, name: str = "params.yaml") -> Path:
     return path
 
 
-def _stage_error(path: Path, capsys, fn=lambda params, name, progress: None) -> str:
-    """Run a stage's command line on params file ``path``: exit code 2 and one line on stderr, returned."""
-    assert model_stage_main("test stage", fn, ["--params", str(path), "--model", "lite0-s0"]) == 2
+def _stage_error(path: Path, capsys, fn=lambda stage, args: None, *, whole: bool = False) -> str:
+    """Run a per-model stage's command line (``whole``: that of a stage that reads the whole file, as evaluate) on
+    params file ``path``: exit code 2 and one line on stderr, returned."""
+    if whole:
+        assert stage_main("test stage", lambda params, args: None, argv=["--params", str(path)], load=load_params) == 2
+    else:
+        assert model_stage_main("test stage", fn, ["--params", str(path), "--model", "lite0-s0"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err, err
     return err.strip()
@@ -41,7 +47,7 @@ def _stage_error(path: Path, capsys, fn=lambda params, name, progress: None) -> 
 
 def test_the_committed_params_files_parse():
     for path in [ROOT / "params.yaml", *sorted((ROOT / "suites").glob("*/params.yaml"))]:
-        p = stage_config.load_params(path)
+        p = load_params(path)
         assert isinstance(p, Params) and p.logits.batch_size >= 1 and p.recipes
         assert all(isinstance(r, Recipe) for r in p.recipes.values())
 
@@ -62,8 +68,11 @@ def test_the_committed_params_files_parse():
 ])
 def test_a_bad_params_field_is_one_line_naming_file_and_field(tmp_path, capsys, change, message):
     path = _write(tmp_path, change)
-    err = _stage_error(path, capsys)
+    whole = message.startswith("evaluate:")  # a block no per-model stage reads: the evaluate stage's (the whole file)
+    err = _stage_error(path, capsys, whole=whole)
     assert err.startswith(f"error: {path}: {message}"), err
+    if whole:  # ... and not a per-model stage's: neither its settings nor the code that types them are its dependencies
+        assert model_stage_main("test stage", lambda stage, args: None, ["--params", str(path), "--model", "lite0-s0"]) == 0
 
 
 def test_lr_1e_3_gets_the_yaml_hint(tmp_path, capsys):
@@ -89,7 +98,7 @@ def test_a_bad_zoo_entry_is_one_line_naming_file_and_field(tmp_path, capsys):
     zoo_file = tmp_path / "zoo.yaml"
     zoo_file.write_text(yaml.safe_dump(zoo))
     path = _write(tmp_path, lambda p: p.update(zoo=str(zoo_file)))
-    err = _stage_error(path, capsys, fn=lambda params, name, progress: stage_config.entry(params, name))
+    err = _stage_error(path, capsys)  # the entry parses the zoo entry
     assert err.startswith(f"error: {zoo_file}: zoo entry 'lite0-s0': img_size must be an integer >= 8, got '224'")
 
 
@@ -97,31 +106,37 @@ def test_params_are_parsed_once_per_process(tmp_path, monkeypatch):
     path = _write(tmp_path)
     parses = []
     real = params_config.parse_params
-    monkeypatch.setattr(stage_config, "parse_params", lambda raw, where: parses.append(where) or real(raw, where))
-    first = stage_config.load_params(path)
+    monkeypatch.setattr(params_config, "parse_params", lambda raw, where: parses.append(where) or real(raw, where))
+    first = load_params(path)
     assert isinstance(first, Params) and len(parses) == 1
     for _ in range(3):
-        assert stage_config.load_params(path) is first  # read again, not parsed again
+        assert load_params(path) is first  # read again, not parsed again
     assert len(parses) == 1
     with pytest.raises(dataclasses.FrozenInstanceError):  # handed down as it was parsed: no stage changes it
         first.threads = 99
     _write(tmp_path, lambda p: p["evaluate"].update(workers=1))  # the file changes: parsed again
-    assert stage_config.load_params(path).evaluate.workers == 1 and len(parses) == 2
+    assert load_params(path).evaluate.workers == 1 and len(parses) == 2
 
 
 def test_a_stage_sees_typed_params_and_no_function_below_it_the_mapping(tmp_path):
-    """What a stage's ``run`` gets from its entry: the typed Params, its method entries left to the method stages."""
+    """What a stage's ``run`` gets from its entry: the typed Params, its method entries left to the method stages; a
+    per-model stage's entry hands down one typed ModelStage (its params blocks, zoo entry, recipe, data source)."""
     path = _write(tmp_path, lambda p: p["baselines"]["mc_dropout"]["mcdrop-lite0-s0"].update(samples="8"))
     seen = []
-    assert model_stage_main("test stage", lambda params, name, progress: seen.append(params),
+    assert model_stage_main("test stage", lambda stage, args: seen.append(stage),
                             ["--params", str(path), "--model", "lite0-s0"]) == 0  # a bad method entry: not this stage's
-    (p,) = seen
+    (s,) = seen
+    assert isinstance(s, ModelStage) and isinstance(s.params, ModelParams) and not isinstance(s.params, Params)
+    assert s.entry.name == "lite0-s0" and s.recipe is s.params.recipes[s.entry.recipe] and s.source.kind == "embedded"
+    assert s.params.data.kind == "embedded" and not hasattr(s.params, "evaluate")  # only the blocks it reads
+    assert stage_main("test stage", lambda params, args: seen.append(params), argv=["--params", str(path)], load=load_params) == 0
+    p = seen[-1]
     assert isinstance(p, Params) and isinstance(p.evaluate, EvalConfig) and p.evaluate.suite == p.suite
     assert p.baselines["mc_dropout"]["mcdrop-lite0-s0"]["samples"] == "8"  # parsed by its method's stage, not here
 
 
 def test_typed_blocks_give_the_same_settings_as_the_raw_mapping():
-    p = stage_config.load_params(ROOT / "params.yaml")
+    p = load_params(ROOT / "params.yaml")
     raw = RAW["evaluate"]
     assert p.evaluate == EvalConfig.from_params(RAW["suite"], raw)  # one evaluate config: the stage's, the bundle check's
     assert p.evaluate.settings() == EvalConfig.from_params("embedded", raw).settings()
@@ -169,7 +184,7 @@ def test_suite_and_zoo_files_are_parsed_once_per_process(tmp_path):
     assert load_suite(path) is first  # cached on the path and the file's bytes
     path.write_text(text.replace("num_classes: 257", "num_classes: 256"))
     assert load_suite(path).num_classes == 256  # changed: parsed again
-    params = stage_config.load_params(_write(tmp_path))
+    params = load_params(_write(tmp_path))
     assert stage_config.zoo(params) == stage_config.zoo(params) and stage_config.zoo(params) is not stage_config.zoo(params)  # a copy each call
     zoo_entry = next(iter(stage_config.zoo(params).values()))
     assert all(stage_config.zoo(params)[n] is e for n, e in stage_config.zoo(params).items()) and zoo_entry.name in stage_config.zoo(params)
@@ -184,7 +199,7 @@ def test_zoo_without_the_arch_check_skips_only_the_timm_look_up(tmp_path):
     name = next(iter(zoo["models"]))
     zoo["models"][name]["arch"] = "no_such_architecture"
     (tmp_path / "zoo.yaml").write_text(yaml.safe_dump(zoo))
-    params = stage_config.load_params(_write(tmp_path, lambda p: p.update(zoo=str(tmp_path / "zoo.yaml"))))
+    params = load_params(_write(tmp_path, lambda p: p.update(zoo=str(tmp_path / "zoo.yaml"))))
     assert stage_config.zoo(params, check_arch=False)[name].arch == "no_such_architecture"
     with pytest.raises(ZooError, match=f"zoo entry '{name}': unknown timm architecture 'no_such_architecture'"):
         stage_config.zoo(params)  # not served from the unchecked parse's cache

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from benchmark.data import TINY_CONFIG, build_embedded_suite
+from benchmark.data.embedded import TINY_CONFIG, build_embedded_suite
 from benchmark.data.sources import load_mnist
 
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy import ndimage
 
-from benchmark.data import DEFAULT_CONFIG, TINY_CONFIG, Split, build_embedded_suite, split_names
+from benchmark.data.embedded import DEFAULT_CONFIG, TINY_CONFIG, Split, build_embedded_suite, split_names
 from benchmark.data import embedded, sources
 from benchmark.data.embedded import parse_corrupt_split_name, resolve_config
 

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from benchmark.data import Split, load_split, save_split
+from benchmark.data.splits_io import Split, load_split, save_split
 from benchmark.storage.store import StoreError
 
 

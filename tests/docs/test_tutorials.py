@@ -4,8 +4,8 @@ A page's blocks run in order in one fresh git repository holding a copy of this 
 committed bundles (:data:`COPIED`: what a reader's clone has, without results), with the network off:
 
 * ```` ```bash ````: run with ``bash -e``; ```` ```python ````: run as a script;
-* ```` ```yaml ```` preceded by ``<!-- file: PATH -->``: written to ``PATH`` (the reader writes that file); any other
-  YAML block must parse;
+* ```` ```yaml ```` or ```` ```python ```` preceded by ``<!-- file: PATH -->``: written to ``PATH`` (the reader writes
+  that file: a config, a module, a test; later blocks use it); any other YAML block must parse;
 * ```` ```text ````: output or a layout, not run;
 * a block preceded by ``<!-- skip: REASON -->`` (it needs a GPU, a dataset, a network or a finished pipeline) is not
   run, but each of its commands must be one this checkout has: ``python -m benchmark ...`` and ``dvc ...`` command
@@ -108,11 +108,12 @@ def reader(tmp_path):
 
 
 def test_every_tutorial_block_is_known():
-    assert {p.stem for p in TUTORIALS} >= {"own-logits", "paper-suite", "add-a-model", "add-a-method", "submit-results"}
+    assert {p.stem for p in TUTORIALS} >= {"own-logits", "paper-suite", "add-a-model", "add-a-method", "add-a-combiner",
+                                          "submit-results"}
     for page in TUTORIALS:
         for b in blocks(page):
             assert b["lang"] in ("bash", "python", "yaml", "text"), f"{page.name}: a ```{b['lang']} block (say what it is)"
-            assert b["mark"] != "file" or b["lang"] == "yaml", f"{page.name}: <!-- file: --> before a ```{b['lang']} block"
+            assert b["mark"] != "file" or b["lang"] in ("yaml", "python"), f"{page.name}: <!-- file: --> before a ```{b['lang']} block"
 
 
 @pytest.mark.slow
@@ -125,6 +126,12 @@ def test_tutorial_runs_as_written(page, reader):
         if b["mark"] == "skip":
             for words in commands(code) if lang == "bash" else []:
                 check_command(words)
+            continue
+        if lang == "python" and b["mark"] == "file":  # a file the reader writes (a module, its test)
+            compile(code, b["arg"], "exec")
+            target = cwd / b["arg"]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(code, encoding="utf-8")
             continue
         if lang == "yaml":
             data = yaml.safe_load(code)

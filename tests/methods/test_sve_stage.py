@@ -21,6 +21,7 @@ from benchmark.models.cost import count_flops
 from benchmark.models.train import load_weights
 from benchmark.stages import method_stage, suite_source
 from benchmark.stages.params_config import parse_params
+from benchmark.stages.embedded_source import embedded_inputs
 from benchmark.stages.suite_source import SplitInputs
 from benchmark.storage import store
 
@@ -106,7 +107,7 @@ def test_member_logits_match_the_dense_member_of_the_checkpoint(run):
     model = stage.build(entry, cfg, M, CLASSES)
     load_weights(root / "results" / "method_checkpoints" / "sve-m2" / "model.safetensors", model)
     test = load_split(root / "results" / "data" / "test.npz")
-    x, _ = suite_source.embedded_inputs(test, entry)
+    x, _ = embedded_inputs(test, entry)
     saved = torch.as_tensor(np.asarray(store.load_logits_file(root / "results" / "methods" / "sve-m2" / "test.safetensors").logits))
     with torch.no_grad():
         for m in range(M):

@@ -12,7 +12,8 @@ from benchmark.models import factory
 from benchmark.models.cost import count_flops, count_params
 from benchmark.models.train import save_weights
 from benchmark.models.zoo import parse_entry
-from benchmark.stages import per_model
+from benchmark.stages.logits_stage import logits_and_cost
+from benchmark.stages.per_model import model_stage
 from benchmark.storage import store
 
 BASELINES = {
@@ -41,8 +42,7 @@ def run(tmp_path_factory):
                **run_method(p, "shallow", "sh-t"), **run_method(p, "shallow", "sh-j")}
         p = typed(p)
         for name in ("t-s0", "t-s1", "t-s2", "r"):
-            per_model.logits(p, name, progress=False)
-            per_model.cost(p, name)
+            logits_and_cost(model_stage(p, name), progress=False)
     yield root, p, out
 
 

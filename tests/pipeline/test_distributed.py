@@ -158,11 +158,12 @@ def _logits_stage(root: Path, params_file: str, **env):
 
 @pytest.mark.slow  # torchrun: two ranks
 def test_logits_stage_two_processes_write_the_one_process_files(tree, monkeypatch):
-    from benchmark.stages import per_model
-    from benchmark.stages.stage_config import load_params
+    from benchmark.stages.logits_stage import logits_and_cost
+    from benchmark.stages.params_config import load_params
+    from benchmark.stages.per_model import model_stage
 
     monkeypatch.chdir(tree)
-    per_model.logits(load_params(tree / "one.yaml"), "t-s0", progress=False)
+    logits_and_cost(model_stage(load_params(tree / "one.yaml"), "t-s0"), with_cost=False, progress=False)
     out = tree / "results" / "logits" / "t-s0"
     one = {p.name: store.load_logits_file(p) for p in out.glob("*.safetensors")}
     proc = _logits_stage(tree, "two.yaml")
@@ -192,7 +193,7 @@ def test_a_killed_rank_fails_the_run_and_writes_no_logits(tree):
 
 
 def test_bad_distributed_params_are_named(tree, capsys):
-    from benchmark.stages.entry import model_stage_main
+    from benchmark.stages.per_model import model_stage_main
 
     for block, message in [({"nproc_per_node": 0}, "nproc_per_node must be an integer >= 1, got 0"),
                            ({"backend": "mpi"}, "backend must be one of auto, gloo, nccl, got 'mpi'"),
@@ -288,11 +289,11 @@ def test_the_sigterm_handler_decides_by_where_the_signal_lands(monkeypatch):
 def test_a_rank_failure_is_one_error_line_and_exit_1(tree, capsys, monkeypatch):
     """What rank 0 prints when its collective fails because another rank stopped (in the kill test above that is a
     race with torchrun's SIGTERM, so checked here on its own)."""
-    from benchmark.stages.entry import model_stage_main
+    from benchmark.stages.per_model import model_stage_main
 
     monkeypatch.chdir(tree)
 
-    def fails(params, name, progress):
+    def fails(stage, args):
         raise distributed.RankFailure("rank 0: gathering the logits failed (connection closed)")
 
     assert model_stage_main("logits", fails, ["--params", "one.yaml", "--model", "t-s0", "--no-progress"],

@@ -18,12 +18,13 @@ from safetensors.torch import load_file
 from timm.data import create_transform, resolve_data_config
 
 from benchmark.cli.main import main as cli_main
-from benchmark.data.paper import DatasetLayoutError, list_suites, load_suite
+from benchmark.data.paper.common import DatasetLayoutError
+from benchmark.data.paper.suites import list_suites, load_suite
 from benchmark.dvcgen import suite_pipeline
 from benchmark.models import factory
 from benchmark.models.train import Recipe, fine_tune
 from benchmark.stages import entry, per_model as stages, stage_config, suite_source
-from benchmark.stages.params_config import parse_params
+from benchmark.stages.params_config import load_params, parse_params
 from benchmark.storage import store
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -160,24 +161,24 @@ def test_missing_data_root_is_one_clear_error(tmp_path, monkeypatch, capsys):
     params["data_root"] = None
     folder = _suite_folder(tmp_path, "caltech256", TINY_ZOO, params)
     monkeypatch.chdir(folder)
-    p = stage_config.load_params()
+    p = load_params()
     with pytest.raises(DatasetLayoutError) as e:
-        suite_source.prepare_data(p)
+        suite_source.prepare_data(suite_source.for_params(p))
     msg = str(e.value)
     assert "suite 'caltech256'" in msg and "no data root is set" in msg and "UQBENCH_DATA" in msg
     assert "256_ObjectCategories/001.ak47/001_0001.jpg" in msg  # the expected layout
     missing = tmp_path / "nowhere"
     p = dataclasses.replace(p, data_root=str(missing))
     with pytest.raises(DatasetLayoutError, match=r"suite 'caltech256': caltech256: root folder .*nowhere.* not found") as e:
-        suite_source.prepare_data(p)
+        suite_source.prepare_data(suite_source.for_params(p))
     assert "256_ObjectCategories" in str(e.value)
     # through the stage script's wrapper: one line "error: ...", exit status 2, nothing written
     (folder / "params.yaml").write_text(yaml.safe_dump(dict(params, data_root=str(missing))))
-    assert entry.stage_main("data", lambda params, a: suite_source.prepare_data(params), argv=[]) == 2
+    assert entry.stage_main("data", lambda source, a: suite_source.prepare_data(source), argv=[], load=suite_source.data_source) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: suite 'caltech256'") and str(missing) in err
     with pytest.raises(store.StoreError, match="run the data stage first"):
-        stages.train(p, "res", progress=False)
+        stages.train(stages.model_stage(p, "res"), progress=False)
     assert not (folder / "results").exists()
 
 
@@ -209,20 +210,21 @@ def test_imagenet_like_suite_without_training(tmp_path, monkeypatch):
     zoo = {"models": {"res": dict(TINY_ZOO["models"]["res"], recipe="none")}}
     folder = _suite_folder(tmp_path, "imagenet", zoo, tiny_params("imagenet", data))
     monkeypatch.chdir(folder)
-    p = dataclasses.replace(stage_config.load_params(), num_workers=2)  # images decoded in DataLoader worker processes
-    assert sorted(suite_source.prepare_data(p)) == ["shift", "test", "val"]
+    p = dataclasses.replace(load_params(), num_workers=2)  # images decoded in DataLoader worker processes
+    assert sorted(suite_source.prepare_data(suite_source.for_params(p))) == ["shift", "test", "val"]
     spec = load_suite("imagenet", suites_dir=ROOT / "suites")
     want = spec.load_splits(data)
     for split, s in want.items():  # the index: the loaders' ids and labels, no pixels
         idx = np.load(f"results/data/{split}.npz")
         assert sorted(idx.files) == ["ids", "labels", "name"]
         assert np.array_equal(idx["ids"], s.ids) and np.array_equal(idx["labels"], s.labels)
-    record = stages.train(p, "res", progress=False)
+    stage = stages.model_stage(p, "res")
+    record = stages.train(stage, progress=False)
     assert record["trained"] is False
     fresh = factory.create(stage_config.entry(p, "res"), spec.num_classes).state_dict()
     saved = load_file("results/checkpoints/res/model.safetensors")
     assert all(torch.equal(saved[k], fresh[k]) for k in fresh)
-    assert stages.logits(p, "res", progress=False) == ["shift", "test", "val"]
+    assert stages.logits(stage, stages.load_trained(stage), progress=False) == ["shift", "test", "val"]
     test = store.load_logits_file("results/logits/res/test.safetensors")
     assert tuple(test.logits.shape) == (len(want["test"]), 1000)
     assert np.array_equal(test.ids.numpy(), want["test"].ids) and np.array_equal(test.labels.numpy(), want["test"].labels)
@@ -252,7 +254,7 @@ def test_paper_recipe_must_select_like_the_suite(tmp_path, monkeypatch):
     folder = _suite_folder(tmp_path, "iwildcam", TINY_ZOO, params)
     monkeypatch.chdir(folder)
     with pytest.raises(stage_config.ConfigError, match="recipe 'finetune' selects by 'accuracy' but suite 'iwildcam' by 'macro_f1'"):
-        stages.train(stage_config.load_params(), "res", progress=False)
+        stages.train(stages.model_stage(load_params(), "res"), progress=False)
 
 
 # -- (2) one paper suite end to end through DVC, on CPU ---------------------------------------------------

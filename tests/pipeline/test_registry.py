@@ -13,6 +13,8 @@ from benchmark.config.typed import check, parse_config
 from benchmark.dvcgen import suite_pipeline
 from benchmark.methods import registry
 from benchmark.stages import method_stage, stage_config
+from benchmark.stages.model_params import load_model_params
+from benchmark.stages.params_config import load_params
 
 ROOT = Path(__file__).resolve().parents[2]
 STAGES = registry.list_methods("stage")
@@ -88,7 +90,8 @@ def test_method_entries_are_validated_by_the_generator_and_the_error_names_the_f
     params["zoo"] = str(ROOT / params["zoo"])
     params["baselines"]["laplace"] = {"la": {"model": "lite0-s0", "prior_precisions": ["1e-3"]}}
     (tmp_path / "p.yaml").write_text(yaml.safe_dump(params))
-    loaded = stage_config.load_params(tmp_path / "p.yaml")  # what data, train@ and logits@ parse: no method entry
+    assert load_model_params(tmp_path / "p.yaml").recipes  # what data, train@ and logits@ parse: no method entry
+    loaded = load_params(tmp_path / "p.yaml")  # the whole file (a method stage's): its entries parsed by their methods
     with pytest.raises(stage_config.ConfigError, match=r"p.yaml: baselines.laplace.la: prior_precisions\[0\] must be a number, "
                                                  r"got the string '1e-3': YAML 1.1"):
         suite_pipeline.check_methods(tmp_path / "p.yaml")

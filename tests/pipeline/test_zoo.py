@@ -12,7 +12,7 @@ GOOD = {"arch": "test_resnet", "init": "scratch", "img_size": 32, "seed": 0, "re
 
 
 def test_shipped_zoo_is_valid_and_meets_the_brief():
-    from benchmark.stages.stage_config import load_params
+    from benchmark.stages.params_config import load_params
 
     zoo = load_zoo(ROOT / "zoo/embedded.yaml", recipes=load_params(ROOT / "params.yaml").recipes)
     assert len(zoo) >= 6

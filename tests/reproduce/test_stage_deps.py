@@ -138,3 +138,34 @@ def test_each_source_is_parsed_once_per_version_of_it(tmp_path, monkeypatch):
     store.write_text(store.read_text() + "\nfrom benchmark.methods import zz_probe  # noqa\n")
     assert "benchmark/methods/zz_probe.py" in script_deps("pipelines/data.py", tmp_path)
     assert str(store) in parsed and str(probe) in parsed and len(parsed) == 2  # only the edited file and the new one
+
+
+def _deps(stages: dict, name: str) -> set[str]:
+    return {d if isinstance(d, str) else next(iter(d)) for d in _body(stages[name])["deps"]}
+
+
+def test_the_modules_a_stage_imports_at_run_time_are_its_deps_and_nothing_it_does_not_run():
+    """What a stage imports by the params (the suite kind's data source, a paper suite's own loaders, the embedded data
+    stage's builder, the torchrun launcher, the evaluate stage's methods) is a dependency of that stage alone; a
+    ``train@``/``logits@`` stage depends on no metric, evaluation, report, bundle, launcher or other suite's loader."""
+    from benchmark.dvcgen import suite_pipeline
+    from benchmark.models.distributed import DistConfig
+    from benchmark.stages.model_params import DataRef
+
+    loaders = {f"benchmark/data/paper/{m}.py" for m in ("imagenet", "caltech", "iwildcam", "cifar", "oxford")}
+    never = {"benchmark/core/metrics.py", "benchmark/core/groups.py", "benchmark/config/evaluate.py",
+             "benchmark/config/report_config.py", "benchmark/models/launch.py", "benchmark/stages/params_config.py"}
+    caltech = yaml.safe_load(suite_pipeline.render("caltech256", ROOT)["dvc.yaml"])["stages"]
+    for stages, up, own, other in [(STAGES, "", "embedded_source", "paper_source"), (caltech, "../../", "paper_source", "embedded_source")]:
+        for name in ("train", "logits"):
+            deps = {d.removeprefix(up) for d in _deps(stages, name)}
+            bad = {d for d in deps if d in never or d.startswith(("benchmark/evaluation/", "benchmark/report/", "benchmark/bundle/"))}
+            assert not bad, (name, sorted(bad))
+            assert f"benchmark/stages/{own}.py" in deps and f"benchmark/stages/{other}.py" not in deps, name
+            assert deps & loaders == ({"benchmark/data/paper/caltech.py"} if up else set()), (name, sorted(deps & loaders))
+            assert "benchmark/data/embedded.py" not in deps, name  # the builder: the data stage's
+        data = {d.removeprefix(up) for d in _deps(stages, "data")}
+        assert ("benchmark/data/embedded.py" in data) != bool(up) and not data & never
+    assert {f"benchmark/methods/{m}.py" for m in ("single", "duo", "deep_ensemble")} <= _deps(STAGES, "evaluate")
+    runs = suite_pipeline.run_time_modules({}, DataRef(), DistConfig(nproc_per_node=2))
+    assert {s for s, mods in runs.items() if "benchmark.models.launch" in mods} == {"train", "logits"}

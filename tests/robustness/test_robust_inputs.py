@@ -17,7 +17,8 @@ from benchmark.models.train import Recipe, fine_tune, load_weights, save_weights
 from benchmark.models.zoo import ZooError, load_zoo
 from benchmark.stages import stage_config
 from benchmark.stages.entry import stage_main
-from benchmark.stages.stage_config import ConfigError, load_params
+from benchmark.stages.params_config import load_params
+from benchmark.stages.stage_config import ConfigError
 from benchmark.storage.store import StoreError
 
 ROOT = Path(__file__).resolve().parents[2]

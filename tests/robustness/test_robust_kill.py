@@ -27,8 +27,9 @@ from baseline_tree import ZOO, make_tree, params  # noqa: E402
 
 from benchmark.evaluation import stage as evaluate
 from benchmark.stages import method_stage  # noqa: E402
-from benchmark.stages import stage_config
-from benchmark.stages import per_model  # noqa: E402
+from benchmark.stages.logits_stage import cost, logits_and_cost  # noqa: E402
+from benchmark.stages.params_config import load_params  # noqa: E402
+from benchmark.stages.per_model import model_stage, train  # noqa: E402
 from benchmark.storage import store  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -70,8 +71,9 @@ def _context():
         _CTX = multiprocessing.get_context("forkserver")
         # what the four stage scripts import (so each of the ~130 children imports nothing more): the stages, their
         # entry and the suites' data modules, fvcore (the methods' cost), and the writers' own lazy imports
-        _CTX.set_forkserver_preload(["benchmark.stages.entry", "benchmark.stages.per_model", "benchmark.stages.method_stage",
-                                     "benchmark.methods.mc_dropout", "benchmark.evaluation.stage", "benchmark.data.paper.suites",
+        _CTX.set_forkserver_preload(["benchmark.stages.entry", "benchmark.stages.per_model", "benchmark.stages.logits_stage",
+                                     "benchmark.stages.method_stage", "benchmark.stages.embedded_source",
+                                     "benchmark.methods.mc_dropout", "benchmark.evaluation.stage", "benchmark.data.embedded",
                                      "timm", "fvcore.nn", "pandas", "pandas.io.formats.csvs", "pyarrow.pandas_compat",
                                      "safetensors.numpy", "sklearn.metrics"])
     return _CTX
@@ -152,10 +154,10 @@ def test_a_kill_at_every_write_boundary_resumes_to_identical_outputs(base, scrat
             shutil.rmtree(work)
         if stage == "logits":  # the other model's logits and both costs are inputs of the later stages
             with chdir(ref):
-                p = stage_config.load_params("params.yaml")
-                per_model.logits(p, "t-s0", progress=False)
+                p = load_params("params.yaml")
+                logits_and_cost(model_stage(p, "t-s0"), with_cost=False, progress=False)
                 for name in ("t-s0", "r"):
-                    per_model.cost(p, name)
+                    cost(model_stage(p, name))
         before = ref
 
 
@@ -165,11 +167,10 @@ def evaluated(base, scratch):
     root = scratch / "evaluated"
     shutil.copytree(base, root)
     with chdir(root):
-        p = stage_config.load_params("params.yaml")
-        per_model.train(p, "r", progress=False)
+        p = load_params("params.yaml")
+        train(model_stage(p, "r"), progress=False)
         for name in ("t-s0", "r"):
-            per_model.logits(p, name, progress=False)
-            per_model.cost(p, name)
+            logits_and_cost(model_stage(p, name), progress=False)
         method_stage.run(p, "mc_dropout", "mcd-t", progress=False)
         evaluate.run(p, progress=False)
     return root, p, {name: (root / "results" / name).read_bytes() for name in ("metrics.csv", "paired.csv")}
@@ -195,7 +196,7 @@ def test_leftovers_of_killed_writes_are_never_read_as_results(evaluated):
     assert (root / "results" / "metrics.csv").read_bytes() == expected["metrics.csv"]
     with chdir(root):  # the next write of the method output and of the logits folder removes them
         method_stage.run(p, "mc_dropout", "mcd-t", progress=False)
-        per_model.logits(p, "r", progress=False)
+        logits_and_cost(model_stage(p, "r"), with_cost=False, progress=False)
     assert sorted(p.name for p in methods.iterdir()) == ["mcd-t"]
     assert not [f for f in logits.iterdir() if f.name.startswith(".")]
 

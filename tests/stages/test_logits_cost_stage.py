@@ -14,8 +14,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "pipeline"))
 from baseline_tree import make_tree, params  # noqa: E402
 
 from benchmark.models.cost import count_flops, count_params  # noqa: E402
-from benchmark.stages import per_model  # noqa: E402
-from benchmark.stages.stage_config import load_params  # noqa: E402
+from benchmark.stages import logits_stage, per_model  # noqa: E402
+from benchmark.stages.params_config import load_params  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -43,12 +43,12 @@ def test_logits_with_cost_writes_what_the_cost_stage_writes(tree, name, monkeypa
     folded = json.loads((tree / "results" / "cost" / f"{name}.json").read_text())
     monkeypatch.chdir(tree)
     p = load_params(tree / "params.yaml")
-    alone = per_model.cost(p, name)  # the cost stage's function, in this process
+    alone = logits_stage.cost(per_model.model_stage(p, name))  # the cost stage's function, in this process
     assert set(folded) == set(alone)
     assert {k: v for k, v in folded.items() if k != "throughput"} == {k: v for k, v in alone.items() if k != "throughput"}
     assert folded["throughput"] > 0
     # independent check of the counts: fvcore on the trained model (weights do not change FLOPs or sizes)
-    _, model = per_model.load_trained(p, name)
+    model = per_model.load_trained(per_model.model_stage(p, name))
     assert folded["gflops"] == count_flops(model, folded["img_size"]) and folded["params"] == count_params(model)
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 from torchvision.datasets import Caltech256
 
-from benchmark.data.paper.common import FileImages, layout_error, make_split, require_dir, seeded_split
+from benchmark.data.paper.common import FileImages, Loader, layout_error, make_split, require_dir, seeded_split
 
 CALTECH256_SKETCH = """
 <root>/caltech256/256_ObjectCategories/001.ak47/001_0001.jpg
@@ -63,3 +63,8 @@ def load_caltech256(root, *, fractions=(0.7, 0.15), seed: int = 42) -> dict:
     parts = seeded_split(n, [n_train, n_val, n - n_train - n_val], seed)
     ids = np.arange(n, dtype=np.int64)
     return {name: make_split(name, "caltech256", source, pos, labels, ids) for name, pos in zip(("train", "val", "test"), parts)}
+
+
+LOADERS = {  # the loaders of this module, by the name a suite file gives (benchmark.data.paper.suites.LOADERS)
+    "caltech256": Loader(load_caltech256, CALTECH256_SKETCH),
+}

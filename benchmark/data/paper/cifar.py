@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmark.data.embedded import corrupt_split_name
-from benchmark.data.paper.common import ArrayImages, layout_error, make_split, require_dir, require_file, seeded_split
+from benchmark.data.paper.common import ArrayImages, Loader, layout_error, make_split, require_dir, require_file, seeded_split
 from benchmark.data.safe_pickle import ALLOWED_GLOBALS, UnsafePickleError
 
 CIFAR100_TEST_ID_OFFSET = 100_000
@@ -172,3 +172,10 @@ def load_cifar100_c(root, *, corruptions=CIFAR_C_CORRUPTIONS, severities=SEVERIT
             name = corrupt_split_name(c, s)
             out[name] = make_split(name, "cifar100_c", source, (s - 1) * n + np.arange(n), labels, ids)
     return out
+
+
+LOADERS = {  # the loaders of this module, by the name a suite file gives (benchmark.data.paper.suites.LOADERS)
+    "cifar100": Loader(load_cifar100, CIFAR100_SKETCH),
+    "cifar10": Loader(load_cifar10, CIFAR10_SKETCH),
+    "cifar100_c": Loader(load_cifar100_c, CIFAR100_C_SKETCH),
+}

@@ -13,12 +13,23 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import torch
 from PIL import Image
 
 OOD_LABEL = -1
+
+
+@dataclass(frozen=True)
+class Loader:
+    """One dataset loader: ``fn(root, **options) -> {split: SampleSplit}`` and the layout sketch of its root. Each
+    loader module lists its loaders as ``LOADERS = {name: Loader(...)}``; a suite file names them
+    (:data:`benchmark.data.paper.suites.LOADERS`: which module holds which loader, imported when a suite uses it)."""
+
+    fn: Callable[..., dict]
+    sketch: str
 
 
 class DatasetLayoutError(FileNotFoundError):

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 from torchvision.datasets import ImageFolder
 
-from benchmark.data.paper.common import FileImages, layout_error, make_split, require_dir, seeded_split
+from benchmark.data.paper.common import FileImages, Loader, layout_error, make_split, require_dir, seeded_split
 
 IMAGENET_V2_ID_OFFSET = 1_000_000
 
@@ -87,3 +87,9 @@ def load_imagenet_v2(root) -> dict:
     source = FileImages(path for path, _ in samples)
     ids = IMAGENET_V2_ID_OFFSET + np.arange(n, dtype=np.int64)
     return {"test": make_split("test", "imagenet_v2", source, np.arange(n), labels, ids)}
+
+
+LOADERS = {  # the loaders of this module, by the name a suite file gives (benchmark.data.paper.suites.LOADERS)
+    "imagenet": Loader(load_imagenet, IMAGENET_SKETCH),
+    "imagenet_v2": Loader(load_imagenet_v2, IMAGENET_V2_SKETCH),
+}

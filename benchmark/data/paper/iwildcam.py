@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmark.data.paper.common import FileImages, layout_error, make_split, require_dir, require_file
+from benchmark.data.paper.common import FileImages, Loader, layout_error, make_split, require_dir, require_file
 
 WILDS_SPLITS = ("train", "id_val", "id_test", "val", "test")
 REQUIRED_COLUMNS = ("split", "filename", "y", "location_remapped")
@@ -75,3 +75,8 @@ def load_iwildcam(root, *, check_files: bool = True) -> dict:
     split = df["split"].astype(str).to_numpy()
     return {name: make_split(name, "iwildcam", source, np.flatnonzero(split == name), labels, ids, groups)
             for name in WILDS_SPLITS}
+
+
+LOADERS = {  # the loaders of this module, by the name a suite file gives (benchmark.data.paper.suites.LOADERS)
+    "iwildcam": Loader(load_iwildcam, IWILDCAM_SKETCH),
+}

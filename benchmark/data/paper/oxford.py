@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmark.data.paper.common import FileImages, layout_error, make_split, require_dir, require_file, seeded_split
+from benchmark.data.paper.common import FileImages, Loader, layout_error, make_split, require_dir, require_file, seeded_split
 
 FLOWERS102_SKETCH = """
 <root>/flowers-102/jpg/image_00001.jpg .. image_08189.jpg
@@ -170,3 +170,10 @@ def load_pets(root, *, val_fraction: float = 0.1, seed: int = 42) -> dict:
     out["train"] = trainval.subset(train_pos, "train")
     out["val"] = trainval.subset(val_pos, "val")
     return out
+
+
+LOADERS = {  # the loaders of this module, by the name a suite file gives (benchmark.data.paper.suites.LOADERS)
+    "flowers102": Loader(load_flowers102, FLOWERS102_SKETCH),
+    "dtd": Loader(load_dtd, DTD_SKETCH),
+    "pets": Loader(load_pets, PETS_SKETCH),
+}

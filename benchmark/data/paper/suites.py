@@ -26,17 +26,16 @@ as a recipe trains. The data root is the ``data_root`` argument (params.yaml
 from __future__ import annotations
 
 import hashlib
+import importlib
 import inspect
 import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 
 from benchmark.config.typed import check, parse_config
-from benchmark.data.paper import caltech, cifar, imagenet, iwildcam, oxford
-from benchmark.data.paper.common import DatasetLayoutError, SampleSplit, layout_error
+from benchmark.data.paper.common import DatasetLayoutError, Loader, SampleSplit, layout_error
 from benchmark.data.paper.transforms import SplitDataset, eval_transform, train_transform
 
 DATA_ROOT_ENV = "UQBENCH_DATA"
@@ -45,25 +44,37 @@ SELECT_BY = ("accuracy", "macro_f1")
 SPLIT_RE = re.compile(r"^(train|val|test|shift|ood|corrupt-\*|corrupt-[a-z0-9_]+-[1-5])$")
 
 
-@dataclass(frozen=True)
-class Loader:
-    fn: Callable[..., dict]
-    sketch: str
-
-
-LOADERS: dict[str, Loader] = {
-    "imagenet": Loader(imagenet.load_imagenet, imagenet.IMAGENET_SKETCH),
-    "imagenet_v2": Loader(imagenet.load_imagenet_v2, imagenet.IMAGENET_V2_SKETCH),
-    "caltech256": Loader(caltech.load_caltech256, caltech.CALTECH256_SKETCH),
-    "iwildcam": Loader(iwildcam.load_iwildcam, iwildcam.IWILDCAM_SKETCH),
-    "cifar100": Loader(cifar.load_cifar100, cifar.CIFAR100_SKETCH),
-    "cifar10": Loader(cifar.load_cifar10, cifar.CIFAR10_SKETCH),
-    "cifar100_c": Loader(cifar.load_cifar100_c, cifar.CIFAR100_C_SKETCH),
-    "flowers102": Loader(oxford.load_flowers102, oxford.FLOWERS102_SKETCH),
-    "dtd": Loader(oxford.load_dtd, oxford.DTD_SKETCH),
-    "pets": Loader(oxford.load_pets, oxford.PETS_SKETCH),
+LOADERS: dict[str, str] = {
+    "imagenet": "imagenet",
+    "imagenet_v2": "imagenet",
+    "caltech256": "caltech",
+    "iwildcam": "iwildcam",
+    "cifar100": "cifar",
+    "cifar10": "cifar",
+    "cifar100_c": "cifar",
+    "flowers102": "oxford",
+    "dtd": "oxford",
+    "pets": "oxford",
 }
-"""Dataset loaders by name: ``fn(root, **options) -> {split: SampleSplit}`` and the layout sketch of its root."""
+"""Dataset loaders by name: the module of :mod:`benchmark.data.paper` that holds each (in its ``LOADERS``,
+:class:`~benchmark.data.paper.common.Loader`: ``fn(root, **options) -> {split: SampleSplit}`` and the layout sketch
+of its root). A suite imports the modules of its own loaders only (:func:`loader`), so a stage of one suite runs, and
+depends on, no other suite's loader (:func:`loader_modules`)."""
+
+
+def loader_module(name: str) -> str:
+    """The dotted module that holds loader ``name``."""
+    return f"{__package__}.{LOADERS[name]}"
+
+
+def loader(name: str) -> Loader:
+    """Loader ``name`` (its module imported now, the first time a suite uses it)."""
+    return importlib.import_module(loader_module(name)).LOADERS[name]
+
+
+def loader_modules(spec: "SuiteSpec") -> list[str]:
+    """The dotted modules of the loaders suite ``spec`` uses (what its stages import besides their own imports), sorted."""
+    return sorted({loader_module(d.loader) for d in spec.datasets.values()})
 
 
 _LOADED: dict[tuple[str, str], "SuiteSpec"] = {}
@@ -85,7 +96,7 @@ class DatasetEntry:
 @dataclass(frozen=True)
 class SuiteFile:
     """A suite file as written, parsed field by field (:func:`benchmark.config.typed.parse_config`); its
-    recipes are parsed by :meth:`benchmark.models.train.Recipe.from_params`, its splits and loaders checked in
+    recipes are parsed by :meth:`benchmark.models.recipe.Recipe.from_params`, its splits and loaders checked in
     :func:`load_suite`."""
 
     description: str
@@ -123,8 +134,8 @@ class SuiteSpec:
         return any(r.get("epochs", 0) > 0 for r in self.recipes.values())
 
     def recipe(self, name: str):
-        """The :class:`benchmark.models.train.Recipe` called ``name``, or None for an ``epochs: 0`` recipe (no training)."""
-        from benchmark.models.train import Recipe
+        """The :class:`benchmark.models.recipe.Recipe` called ``name``, or None for an ``epochs: 0`` recipe (no training)."""
+        from benchmark.models.recipe import Recipe
 
         if name not in self.recipes:
             raise SuiteError(f"suite {self.name!r}: no recipe {name!r}; known {sorted(self.recipes)}")
@@ -148,7 +159,7 @@ class SuiteSpec:
             raise layout_error(
                 f"suite {self.name!r} dataset {key!r}", "<data root>" if ds.root in (".", "") else f"<data root>/{ds.root}",
                 f"no data root is set: pass data_root (params.yaml 'data_root') or export {DATA_ROOT_ENV}=/path/to/datasets",
-                LOADERS[ds.loader].sketch)
+                loader(ds.loader).sketch)
         return Path(os.path.expanduser(str(base))) / root
 
     def load_splits(self, data_root=None, *, only=None) -> dict[str, SampleSplit]:
@@ -191,7 +202,7 @@ class SuiteSpec:
         ds = self.datasets[key]
         root = self.root(key, data_root)
         try:
-            return LOADERS[ds.loader].fn(root, **ds.options)
+            return loader(ds.loader).fn(root, **ds.options)
         except DatasetLayoutError as e:
             raise DatasetLayoutError(f"suite {self.name!r}: {e}") from None
 
@@ -207,8 +218,8 @@ def _matches(pattern_key: str, name: str) -> bool:
 
 
 def _check_recipes(where: str, raw: dict, select_by: str) -> dict[str, dict]:
-    """Each recipe parsed as a :class:`benchmark.models.train.Recipe` (field by field) and selecting by the suite's score."""
-    from benchmark.models.train import Recipe
+    """Each recipe parsed as a :class:`benchmark.models.recipe.Recipe` (field by field) and selecting by the suite's score."""
+    from benchmark.models.recipe import Recipe
 
     out = {}
     for name, r in raw.items():
@@ -226,16 +237,16 @@ def _check_recipes(where: str, raw: dict, select_by: str) -> dict[str, dict]:
 def _check_datasets(where: str, raw: dict[str, DatasetEntry]) -> dict[str, DatasetSpec]:
     out = {}
     for key, d in raw.items():
-        loader = d.loader or key
-        if loader not in LOADERS:
-            raise SuiteError(f"{where}: dataset {key!r}: unknown loader {loader!r}; known {sorted(LOADERS)}")
+        name = d.loader or key
+        if name not in LOADERS:
+            raise SuiteError(f"{where}: dataset {key!r}: unknown loader {name!r}; known {sorted(LOADERS)}")
         options = d.options or {}
-        params = inspect.signature(LOADERS[loader].fn).parameters
+        params = inspect.signature(loader(name).fn).parameters
         allowed = [p for p, v in params.items() if v.kind is inspect.Parameter.KEYWORD_ONLY]
         bad = sorted(set(options) - set(allowed))
         if bad:
-            raise SuiteError(f"{where}: dataset {key!r}: unknown options {bad} for loader {loader!r}; allowed {allowed}")
-        out[key] = DatasetSpec(key=key, loader=loader, root=d.root, options=dict(options))
+            raise SuiteError(f"{where}: dataset {key!r}: unknown options {bad} for loader {name!r}; allowed {allowed}")
+        out[key] = DatasetSpec(key=key, loader=name, root=d.root, options=dict(options))
     return out
 
 

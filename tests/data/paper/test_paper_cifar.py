@@ -8,7 +8,7 @@ import pytest
 import torch
 from paper_layouts import write_cifar10, write_cifar100, write_cifar100_c
 
-from benchmark.data.paper import DatasetLayoutError
+from benchmark.data.paper.common import DatasetLayoutError
 from benchmark.data.paper.cifar import (
     CIFAR10_TEST_ID_OFFSET, CIFAR100_TEST_ID_OFFSET, load_cifar10, load_cifar100, load_cifar100_c,
 )

@@ -6,7 +6,7 @@ import pytest
 import torch
 from paper_layouts import WNIDS, label_of, write_caltech256, write_imagenet, write_imagenet_v2
 
-from benchmark.data.paper import DatasetLayoutError, seeded_split
+from benchmark.data.paper.common import DatasetLayoutError, seeded_split
 from benchmark.data.paper.caltech import load_caltech256
 from benchmark.data.paper.imagenet import IMAGENET_V2_ID_OFFSET, load_imagenet, load_imagenet_v2
 

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 from paper_layouts import label_of, write_iwildcam
 
-from benchmark.data.paper import DatasetLayoutError
+from benchmark.data.paper.common import DatasetLayoutError
 from benchmark.data.paper.iwildcam import WILDS_SPLITS, load_iwildcam
 
 

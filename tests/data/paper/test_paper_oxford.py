@@ -6,7 +6,7 @@ import pytest
 import torch
 from paper_layouts import DTD_CLASSES, label_of, write_dtd, write_flowers102, write_pets
 
-from benchmark.data.paper import DatasetLayoutError
+from benchmark.data.paper.common import DatasetLayoutError
 from benchmark.data.paper.oxford import load_dtd, load_flowers102, load_pets
 
 

@@ -11,7 +11,9 @@ from paper_layouts import (
     write_imagenet_v2, write_iwildcam, write_pets,
 )
 
-from benchmark.data.paper import DatasetLayoutError, SplitDataset, SuiteError, list_suites, load_suite
+from benchmark.data.paper.common import DatasetLayoutError
+from benchmark.data.paper.suites import SuiteError, list_suites, load_suite
+from benchmark.data.paper.transforms import SplitDataset
 from benchmark.data.paper.cifar import CIFAR_C_CORRUPTIONS
 
 REPO = Path(__file__).resolve().parents[3]

@@ -1,0 +1,70 @@
+"""The embedded suite's data source (params ``data.suite: embedded``): whole splits in ``results/data``, pixels
+included, prepared for a model as one (N, 3, S, S) tensor in memory (the suite is small).
+
+The model stages read the split files (:mod:`benchmark.data.splits_io`); the data stage alone builds them
+(:data:`BUILDER`, imported by it at run time), so a change to how the splits are built (a corruption, a source)
+re-runs the data stage, never a ``train@`` or ``logits@`` stage directly.
+"""
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import torch
+
+from benchmark.data.model_input import to_model_input
+from benchmark.data.paper.transforms import data_config
+from benchmark.data.splits_io import load_split, save_split
+from benchmark.stages.suite_source import TRAIN, SplitInputs, split_file, split_index
+from benchmark.storage import store
+
+BUILDER = "benchmark.data.embedded"  # builds the splits from the params' data block (the data stage's)
+
+
+def embedded_inputs(split, entry) -> tuple[torch.Tensor, torch.Tensor]:
+    """An embedded :class:`~benchmark.data.splits_io.Split` as model input (N, 3, S, S) and labels."""
+    cfg = data_config(entry)  # timm's normalisation for the entry (as for the paper suites)
+    return to_model_input(split.images, entry.img_size, cfg["mean"], cfg["std"]), torch.from_numpy(split.labels)
+
+
+class EmbeddedSource:
+    """The embedded suite: whole splits in ``results/data``, prepared in memory."""
+
+    kind = "embedded"
+    num_workers = 0
+
+    def __init__(self, params, data: dict | None = None):
+        """``data``: the raw ``data`` block (the data stage's entry): its settings typed here
+        (:class:`benchmark.data.embedded.EmbeddedData`), before any work."""
+        self.settings = None if data is None else importlib.import_module(BUILDER).parse_data(data)
+
+    @staticmethod
+    def modules(data, *, data_stage: bool = False) -> list[str]:
+        """What this source imports at run time: the builder, in the data stage."""
+        return [BUILDER] if data_stage else []
+
+    def prepare(self, out: Path) -> list[str]:
+        """Build the splits (the data stage) and write ``<out>/<split>.npz`` + ``splits.json``, the folder atomically."""
+        if self.settings is None:
+            raise ValueError("the embedded data source was opened without the params' data block (the data stage's)")
+        splits = importlib.import_module(BUILDER).build_embedded_suite(self.settings)
+        with store.atomic_dir(out) as tmp:
+            for name, split in splits.items():
+                save_split(tmp / f"{name}.npz", split)
+            store.write_json(tmp / "splits.json", {n: len(s) for n, s in splits.items()})
+        return list(splits)
+
+    def num_classes(self) -> int:
+        return int(split_index(TRAIN).labels.max()) + 1
+
+    def check_recipe(self, name: str, recipe) -> None:
+        """Any recipe fits the embedded suite."""
+
+    def inputs(self, split: str, entry, *, train: bool = False) -> SplitInputs:
+        """The whole split as one tensor (``train`` changes nothing: the recipe's shift augments in ``fine_tune``)."""
+        s = load_split(split_file(split), split)
+        x, y = embedded_inputs(s, entry)
+        return SplitInputs(split, x, y, torch.from_numpy(s.ids))
+
+
+Source = EmbeddedSource  # what benchmark.stages.suite_source.for_params opens for this kind

@@ -87,22 +87,33 @@ def pull(targets=(), *, remote: str | None = None, root=".", jobs: int | None = 
 
 
 def status(targets=(), *, remote: str | None = None, root=".") -> dict[str, dict[str, str]]:
-    """State of each cached output against the remote: ``{stage: {output path: state}}``.
+    """State of every output of the stages against the remote: ``{stage: {output path: state}}``.
 
-    States: ``synced`` (in the local cache and on the remote), ``local only``
+    States of a DVC-cached output: ``synced`` (in the local cache and on the remote), ``local only``
     (push it), ``remote only`` (pull it), ``missing`` (neither: recompute it),
-    ``not run`` (no entry in dvc.lock yet).
+    ``not run`` (no entry in dvc.lock yet). An output DVC does not cache (``cache: false``) travels through git or
+    not at all: ``in git`` (tracked by git: a clone has it) or ``not shared`` (a clone lacks it, so its stage would
+    run again there).
     """
     with _project(root) as (repo, log):
         rem = _remote(repo, remote)
-        stages = _stages(repo, targets)
+        stages = _stages(repo, targets, cached_only=False)
         _probe(repo, rem, "checking", stages)
         try:
             cloud = repo.status(targets=list(targets) or None, cloud=True, remote=rem.name)
-            out = {s.addressing: {_relpath(repo, o): _state(repo, rem, o, cloud) for o in _cached_outs(s)} for s in stages}
+            out = {s.addressing: {_relpath(repo, o): _state(repo, rem, o, cloud) if o.use_cache else _uncached_state(repo, o)
+                                  for o in s.outs} for s in stages}
         except Exception as e:  # noqa: BLE001
             raise _transfer_error(rem, "checking", stages, e, log) from e
         return out
+
+
+def _uncached_state(repo, out) -> str:
+    """``in git`` when git tracks the output (a clone has it), else ``not shared``."""
+    try:
+        return "in git" if repo.scm.is_tracked(out.fs_path) else "not shared"
+    except Exception:  # noqa: BLE001 - no git repository (dvc init --no-scm): nothing but the remote travels
+        return "not shared"
 
 
 def _state(repo, rem: Remote, out, cloud: dict) -> str:
@@ -185,8 +196,9 @@ def _cached_outs(stage) -> list:
     return [o for o in stage.outs if o.use_cache]
 
 
-def _stages(repo, targets) -> list:
-    """Stages of ``targets`` (stage names, foreach groups, output paths; default all) that have cached outputs."""
+def _stages(repo, targets, *, cached_only: bool = True) -> list:
+    """Stages of ``targets`` (stage names, foreach groups, output paths; default all) that have cached outputs (any
+    output: ``cached_only=False``)."""
     from dvc.exceptions import DvcException
 
     stages = []
@@ -195,7 +207,7 @@ def _stages(repo, targets) -> list:
     except DvcException as e:
         raise RemoteError(f"cannot read the DVC pipeline of {repo.root_dir}: {e}") from None
     for info in infos:
-        if info.stage not in stages and _cached_outs(info.stage):
+        if info.stage not in stages and (_cached_outs(info.stage) if cached_only else info.stage.outs):
             stages.append(info.stage)
     if targets and not stages:
         raise RemoteError(f"{', '.join(targets)}: no output cached by DVC (outputs with `cache: false` are never stored on a remote)")

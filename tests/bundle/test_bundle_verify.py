@@ -199,7 +199,7 @@ def test_edited_paired_difference_is_caught(bundle, results, capsys):
 
 def test_submit_reads_the_embedded_layout(caltech, tmp_path, monkeypatch, capsys):
     """The embedded default's layout: results/, dvc.lock and params.yaml at the root, the zoo path relative to it
-    (the fixture run moved there and renamed; tests/pipeline/test_dvc_e2e.py does it on a real embedded run)."""
+    (the fixture run moved there and renamed; the submit-results tutorial does it on a tiny embedded run: tests/docs/test_tutorials.py)."""
     suite, root = caltech / "suites" / "caltech256", tmp_path / "clone"
     shutil.copytree(suite / "results", root / "results", ignore=shutil.ignore_patterns("*checkpoints", "units"))
     for name in ("metrics.csv", "paired.csv"):

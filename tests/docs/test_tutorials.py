@@ -136,7 +136,7 @@ def walk(page: Path, folder: Path, run: Path | None) -> Path:
     cwd = folder / "checkout"
     if run is not None:
         private_copy(run, cwd)
-    else:
+    elif any(b["mark"] != "skip" and b["lang"] != "text" for b in blocks(page)):  # a page that only names commands needs none
         fresh_clone(cwd)
     # PATH: tests/conftest.py put the virtual environment's bin (python, dvc) on it, behind the tests' warm python
     env = reader_env(PYTHONPATH=str(cwd), NO_MKDOCS_2_WARNING="1")

@@ -41,7 +41,6 @@ from benchmark.data.corruptions import CORRUPTIONS, SEVERITIES, check_corruption
 ID_OFFSETS = {"mnist": 0, "digits": 100_000, "animal": 200_000}
 SOURCE_SIZES = {"mnist": 5000, "digits": 1797, "animal": 10_000}
 OOD_LABEL = -1
-NUM_CLASSES = 10  # the digits 0-9 of every labelled split: what the pipeline builds the models' heads with
 CLEAN_SPLITS = ("train", "val", "test", "shift", "ood")
 
 DEFAULT_CONFIG: dict = {

@@ -25,6 +25,7 @@ import re
 import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -134,15 +135,18 @@ def walk(page: Path, folder: Path, run: Path | None) -> Path:
     from shared_runs import private_copy
 
     cwd = folder / "checkout"
+    start = time.perf_counter()
     if run is not None:
         private_copy(run, cwd)
     elif any(b["mark"] != "skip" and b["lang"] != "text" for b in blocks(page)):  # a page that only names commands needs none
         fresh_clone(cwd)
     # PATH: tests/conftest.py put the virtual environment's bin (python, dvc) on it, behind the tests' warm python
     env = reader_env(PYTHONPATH=str(cwd), NO_MKDOCS_2_WARNING="1")
-    steps = []
+    steps = [{"block": 0, "lang": "", "code": "(the checkout)", "ran": False, "rc": 0, "stdout": "", "stderr": "",
+              "seconds": round(time.perf_counter() - start, 2)}]
     for i, b in enumerate(blocks(page)):
         step = {"block": i + 1, "lang": b["lang"], "code": b["code"], "ran": False, "rc": 0, "stdout": "", "stderr": ""}
+        start = time.perf_counter()
         try:
             proc = _run_block(page, i, b, cwd, env)
         except (AssertionError, subprocess.TimeoutExpired, yaml.YAMLError) as e:
@@ -150,6 +154,7 @@ def walk(page: Path, folder: Path, run: Path | None) -> Path:
         else:
             if proc is not None:
                 step.update(ran=True, rc=proc.returncode, stdout=proc.stdout[-20000:], stderr=proc.stderr[-20000:])
+        step["seconds"] = round(time.perf_counter() - start, 2)
         steps.append(step)
         if step["rc"]:
             break

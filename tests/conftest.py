@@ -31,6 +31,7 @@ import torch  # noqa: E402
 import dvc  # noqa: E402,F401
 
 from file_order import schedule, uses_caltech  # noqa: E402
+from shared_runs import once_per_run, private_copy  # noqa: E402,F401  (private_copy: for the fixtures below)
 from chromium import browser, tab  # noqa: E402,F401  (fixtures of the page tests: tests/chromium.py)
 
 torch.set_num_threads(min(2, os.cpu_count() or 1))
@@ -89,43 +90,6 @@ def _restore_cwd():
         pytest.fail(f"the test left PATH changed (now restored): {path[:120]}...", pytrace=False)
 
 
-def once_per_run(tmp_path_factory, name: str, build):
-    """``build(folder)`` once for the whole test run, also with pytest-xdist (``-n``), where every worker is its own
-    session: the first worker that asks builds it under a file lock in the run's shared temporary folder, the others
-    wait and reuse it (the pattern of pytest-xdist's docs). ``build`` returns a path; users read it and never write
-    into it (a test that changes it works on a copy). A build that failed fails every later ask at once, with its error."""
-    import traceback
-    from pathlib import Path
-
-    if not os.environ.get("PYTEST_XDIST_WORKER"):
-        return build(tmp_path_factory.mktemp(name))
-    from filelock import FileLock
-
-    shared = tmp_path_factory.getbasetemp().parent / f"shared-{name}"  # <basetemp>/popen-gwN -> <basetemp>
-    done, failed = shared / "done.txt", shared / "failed.txt"
-    with FileLock(f"{shared}.lock"):
-        if failed.exists():
-            pytest.fail(f"the shared fixture {name!r} failed in another worker:\n{failed.read_text()}", pytrace=False)
-        if not done.exists():
-            (shared / "work").mkdir(parents=True, exist_ok=True)
-            try:
-                result = build(shared / "work")
-            except BaseException:
-                failed.write_text(traceback.format_exc())
-                raise
-            done.write_text(str(result))
-    return Path(done.read_text())
-
-
-def private_copy(src, dst):
-    """A test's own copy of a shared run (``src``) to change: the whole tree (a few MB), symlinks kept, without the
-    DVC scratch folder ``.dvc/tmp`` (another test may be using the original's at the same time)."""
-    import shutil
-
-    shutil.copytree(src, dst, symlinks=True, ignore=lambda d, names: ["tmp"] if os.path.basename(d) == ".dvc" else [])
-    return dst
-
-
 def _caltech_run(tmp_path_factory):
     from pathlib import Path
 
@@ -176,6 +140,17 @@ def pytest_collection_modifyitems(config, items):
         factory = config._tmp_path_factory
         factory.getbasetemp()  # made (and cached) here: the thread and the first test must not both create it
         threading.Thread(target=_caltech_run, args=(factory,), name="caltech-run", daemon=True).start()
+
+
+@pytest.fixture(scope="session")
+def embedded_run(tmp_path_factory):
+    """Root of a fresh clone where the embedded default's ``dvc repro`` ran on a tiny profile, committed
+    (tests/checkouts.py): one run per test run, shared by the pytest-xdist workers (``once_per_run``); read by
+    tests/pipeline/test_dvc_e2e.py and the docs pages that start after the main job (tests/docs/test_tutorials.py).
+    A test that changes it or runs DVC in it works on a ``private_copy``."""
+    from checkouts import embedded_run as build
+
+    return once_per_run(tmp_path_factory, "embedded-run", build)
 
 
 @pytest.fixture

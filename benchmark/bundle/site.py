@@ -51,6 +51,7 @@ from benchmark.bundle.site_data import suite_downloads
 from benchmark.bundle.verify import TOLERANCE, VERIFIED, recorded_status
 from benchmark.report.assets import write_assets
 from benchmark.report.build import publishable
+from benchmark.report.inputs import Origin
 from benchmark.storage.results_schema import COLUMNS
 from benchmark.storage.store import StoreError, atomic_dir, write_text
 
@@ -151,7 +152,26 @@ def repo_params(suite: str, repo=".") -> tuple[dict, Path, list[str]]:
     return params or {}, path, notices
 
 
-def _suite_report(suite: str, bundles: list, merged: pd.DataFrame, out: Path, downloads: dict, repo=".") -> None:
+def origin(merged: pd.DataFrame, conflicts: pd.DataFrame, entries: list[dict]) -> Origin:
+    """Where each leaderboard row (:data:`benchmark.report.tables.KEY`: a row of every metric) of the merged table comes
+    from: the bundles its values are shown from, and the other bundles in conflict with any of them; and each bundle's
+    contributor, status and provenance page (``entries``: the suite's entries, links relative to its page)."""
+    from benchmark.report.tables import KEY as ROW
+
+    def joined(frame: pd.DataFrame, col: str) -> pd.Series:
+        pairs = frame[ROW + [col]].drop_duplicates().sort_values(col, kind="mergesort")
+        return pairs.groupby(ROW, sort=False, dropna=False)[col].agg(" ".join)
+
+    rows = joined(merged, "bundle").rename("source").to_frame()
+    rows["conflict"] = joined(conflicts, "other_bundle") if len(conflicts) else ""
+    rows["conflict"] = rows["conflict"].fillna("")
+    sources = {e["bundle"]: {"contributor": e["contributor"], "status": e["status"], "link": e["provenance"],
+                             "shown": e["shown"]} for e in entries}
+    return Origin(rows=rows.reset_index(), sources=sources)
+
+
+def _suite_report(suite: str, bundles: list, merged: pd.DataFrame, out: Path, downloads: dict, repo=".",
+                  rows_origin: Origin | None = None) -> None:
     """The suite's leaderboard page, built by benchmark.report from the merged rows and configured by the repository's
     params of the suite: interactive charts (plotly.js from the site's assets/), no static figure; ``downloads`` go to
     its data/ folder."""
@@ -170,7 +190,7 @@ def _suite_report(suite: str, bundles: list, merged: pd.DataFrame, out: Path, do
     cfg = ReportConfig.from_params(params, source=str(path))
     inputs = ReportInputs(results=results, models=_models(bundles), zoo=zoo, params=params, lock=_merged_lock(bundles),
                           config=cfg, notices=notices, sources={"results": f"the bundles of suite {suite}"},
-                          paired=_paired(bundles), downloads=downloads)
+                          paired=_paired(bundles), downloads=downloads, origin=rows_origin)
     build_report(inputs, out, progress=False, figures=False, assets="../assets/")
 
 
@@ -219,7 +239,8 @@ def _suite(suite: str, bs: list, tmp: Path, repo) -> dict:
                         "rows": len(b.rows), "shown": int((merged["bundle"] == b.name).sum()),
                         "provenance": f"../{rel}/index.html"})
     rows = merged.rename(columns={c: f"{c}_reported" for c in REPORTED})  # measured by the contributor, not verified
-    _suite_report(suite, bs, merged, tmp / suite, suite_downloads(rows, pd.DataFrame(entries), conflicts), repo=repo)
+    _suite_report(suite, bs, merged, tmp / suite, suite_downloads(rows, pd.DataFrame(entries), conflicts), repo=repo,
+                  rows_origin=origin(merged, conflicts, entries))
     data = {name: {"parquet": f"data/{name}.parquet", "csv": f"data/{name}.csv.gz", "rows": n}
             for name, n in (("rows", len(merged)), ("entries", len(entries)), ("conflicts", len(conflicts)))}
     _render("entries.html.j2", tmp / suite / "entries.html", suite=suite, entries=entries, data=data, rule=RULE,

@@ -59,15 +59,16 @@ class Report:
     def ok(self) -> bool:
         return not self.problems
 
-    def why_not_verified(self) -> str:
-        """One line: what keeps the bundle from being verified ('' when it is)."""
+    def why_not_verified(self, no_logits: str = "no logits: give --logits or --remote") -> str:
+        """One line: what keeps the bundle from being verified ('' when it is); ``no_logits`` says why rows were not
+        recomputed (the caller knows where it looked for logits)."""
         if self.status == VERIFIED:
             return ""
         if self.problems:
             return f"{len(self.problems)} mismatch(es)"
         parts = []
         if self.recomputed < self.rows:
-            parts.append(f"{self.rows - self.recomputed} of {self.rows} rows not recomputed (no logits: give --logits or --remote)")
+            parts.append(f"{self.rows - self.recomputed} of {self.rows} rows not recomputed ({no_logits})")
         if self.costs < self.rows:
             parts.append(f"the costs of {self.rows - self.costs} rows not recomputed")
         if self.models_checked is False:

@@ -36,6 +36,7 @@ def run_submit(args) -> int:
 
     out = submit(args.suite, args.out, results=args.results, lock=args.lock, contributor=args.contributor)
     bundle = load_bundle(out)  # what verify and publish will read: the intake's checks
+    print(_remote_note(bundle.manifest["remote"]), file=sys.stderr)
     if args.no_verify:
         print(f"{out}: written (not recomputed: --no-verify)")
         return 0
@@ -49,6 +50,19 @@ def run_submit(args) -> int:
           + ("" if rep.status == "verified" else f"would not be verified: {rep.why_not_verified()}; ")
           + "the badge on the site comes from the project's own verification")
     return 0
+
+
+def _remote_note(remote: str | None) -> str:
+    """What ``submit`` says about the DVC remote its manifest names (where the site pulls the logits to verify)."""
+    if remote is None:
+        return ("submit: no default DVC remote is configured, so the manifest names none and the site cannot pull your logits "
+                "to verify the bundle: add one (`dvc remote add -d NAME URL`), push (`python -m benchmark remote push`) "
+                "and submit again")
+    return f"submit: the manifest names DVC remote {remote!r}: push the logits there (`python -m benchmark remote push`)"
+
+
+NO_REMOTE = ("its manifest names no DVC remote (the bundle was made before one was configured): give --remote NAME or "
+             "--logits DIR, or submit again after `dvc remote add -d NAME URL`")
 
 
 def add_verify_command(subparsers) -> None:
@@ -70,7 +84,8 @@ def add_verify_command(subparsers) -> None:
     p.add_argument("--strict", action="store_true", help="exit 1 unless the bundle ends verified (every row and cost recomputed)")
     p.add_argument("--report", metavar="CSV", help="write the per-row report (row key, check, detail) to this CSV file")
     p.add_argument("--workers", type=int, help="worker processes for the units (default: the run's evaluate.workers)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--quiet", action="store_true", help="no progress bar and no per-unit lines: the status line and any "
+                                                        "mismatch only")
     p.set_defaults(handler=run_verify)
 
 
@@ -99,7 +114,7 @@ def run_verify(args) -> int:
             raise StoreError(f"--remote {remote}: {e}") from None
         source = f"pulled through DVC remote {remote}"
     elif args.pull:
-        print(f"{bundle.path}: its manifest names no DVC remote: nothing to pull")
+        print(f"{bundle.path}: nothing pulled: {NO_REMOTE}", file=sys.stderr)
     if logits is not None and not logits.is_dir():
         raise StoreError(f"--logits {logits}: not a folder")
     try:
@@ -107,7 +122,7 @@ def run_verify(args) -> int:
     except (ValueError, RuntimeError, OSError) as e:  # logits that pass their hash but cannot be evaluated (StoreError too)
         msg = " ".join(str(e).split())
         raise StoreError(msg if isinstance(e, StoreError) else f"{bundle.path}: the recompute failed: {type(e).__name__}: {msg[:500]}") from None
-    for line in rep.lines:
+    for line in [] if args.quiet else rep.lines:
         print(line)
     for p in rep.problems:
         print(f"mismatch: {p}", file=sys.stderr)
@@ -121,7 +136,8 @@ def run_verify(args) -> int:
     if not rep.ok:
         return 1
     if args.strict and rep.status != VERIFIED:
-        print(f"{bundle.path}: not verified (--strict): {rep.why_not_verified()}", file=sys.stderr)
+        why = rep.why_not_verified(*([f"no logits: {NO_REMOTE}"] if args.pull and not remote and logits is None else []))
+        print(f"{bundle.path}: not verified (--strict): {why}", file=sys.stderr)
         return 1
     return 0
 

@@ -14,7 +14,8 @@ import sys
 ACTIONS = {
     "push": "upload the cached outputs of the targets to the remote",
     "pull": "download the outputs recorded in dvc.lock and check them out (nothing is recomputed)",
-    "status": "state of each output: synced, local only, remote only, missing, not run",
+    "status": "state of every output: synced, local only, remote only, missing, not run; in git or not shared "
+              "(outputs DVC does not cache)",
 }
 
 

@@ -39,14 +39,24 @@ def _no_flops(inputs, outputs) -> Counter:
     return Counter()
 
 
+def _flop_counter():
+    """fvcore's ``FlopCountAnalysis``. Importing ``fvcore.nn`` scripts its focal loss with ``torch.jit.script``, which
+    recent torch answers with a FutureWarning (deprecated) that the user can do nothing about: silenced here, where
+    the project imports fvcore."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r".*torch\.jit\.script.* is deprecated", category=FutureWarning)
+        from fvcore.nn import FlopCountAnalysis
+    return FlopCountAnalysis
+
+
 def count_flops(model: nn.Module, img_size: int, *, channels: int = 3) -> float:
     """GFLOPs (fvcore multiply-adds) of one forward of one ``img_size`` image.
 
     A model returning (M, B, C) (multi-member) is counted as it runs, i.e. all
     members together.
     """
-    from fvcore.nn import FlopCountAnalysis
-
     flagged = [m for m in model.modules() if getattr(m, "fused_attn", False) is True]
     for m in flagged:
         m.fused_attn = False
@@ -54,7 +64,7 @@ def count_flops(model: nn.Module, img_size: int, *, channels: int = 3) -> float:
         was_training = model.training
         model.eval()
         with torch.no_grad():
-            fca = FlopCountAnalysis(model, torch.zeros(1, channels, img_size, img_size))
+            fca = _flop_counter()(model, torch.zeros(1, channels, img_size, img_size))
             fca.unsupported_ops_warnings(False)
             fca.uncalled_modules_warnings(False)
             fca.set_op_handle(**{op: _no_flops for op in IGNORED_OPS})

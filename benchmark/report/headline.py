@@ -107,6 +107,7 @@ def _entry(i, r: dict, role_kind: str, metrics, alone: dict | None, paired: dict
         "balance": float(r["balance"]) if np.isfinite(float(r["balance"])) else math.nan,
         **{k: _count(r.get(k)) for k in ("train_images", "train_params")},  # its training budget (NaN: not recorded)
         "variant": f"{r['fit']} / {r['confidence']}", "metrics": vals,
+        **{k: r[k] for k in ("source", "conflict") if r.get(k)},  # a merged page: where the row comes from
     }
 
 
@@ -263,7 +264,8 @@ SOURCE_FLAGS = {"own": 8, "fallback": 16}
 
 
 def compact(head: dict) -> dict:
-    """``head`` for the page: per entry ``ti``, ``tp`` its training budget (images, parameters; null: not recorded) and
+    """``head`` for the page: per entry ``ti``, ``tp`` its training budget (images, parameters; null: not recorded),
+    ``src`` and ``cf`` (a merged page only: the sources of its values and the other sources that disagree) and
     ``m`` = ``[value, diff, lo, hi, flags, sd_seed, seeds]`` in
     ``head["metrics"]`` order (flags: 1 = interval excludes 0 and better, 2 = and worse, 4 = within the seed
     noise, 8 = seed noise of its own seed group, 16 = the fallback; neither = no seed noise); per split
@@ -285,7 +287,8 @@ def compact(head: dict) -> dict:
                                rounded(v["sd_seed"], 3), v["seeds"]])
                 entries.append({"k": e["kind"], "b": e["base"], "l": e["label"], "o": e["models"], "g": rounded(e["gflops"], 4),
                                 "ti": rounded(e.get("train_images"), 7), "tp": rounded(e.get("train_params"), 7),
-                                "v": e["variant"], "m": ms})
+                                "v": e["variant"], "m": ms,
+                                **{short: e[k] for short, k in (("src", "source"), ("cf", "conflict")) if e.get(k)}})
             spread = [{"w": r["what"], "n": r["seeds"],
                        "m": [[rounded(s["mean"]), rounded(s["sd"], 3), rounded(s["min"]), rounded(s["max"])]
                              if (s := r["metrics"].get(k)) else None for k in keys],

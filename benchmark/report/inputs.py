@@ -21,6 +21,16 @@ REQUIRED_COLUMNS = ("suite", "split", "family", "method", "base", "metric", "val
 
 
 @dataclass
+class Origin:
+    """Where the rows of a page that merges several sources come from (the site: the result bundles of a suite)."""
+
+    # benchmark.report.tables.KEY (one leaderboard row), "source" (the ids its values come from, space-separated) and
+    # "conflict" (ids of other sources of the same standing that give other values for it, space-separated; "" none)
+    rows: pd.DataFrame
+    sources: dict[str, dict] = field(default_factory=dict)  # id -> {"contributor", "status", "link" (from the page)}
+
+
+@dataclass
 class ReportInputs:
     """Everything the report is rendered from (no paths needed after loading)."""
 
@@ -37,6 +47,7 @@ class ReportInputs:
     methods_dir: str | None = None  # results/methods: the same for method outputs (SVE, soups, ...); None = beside logits
     # tables written to data/ for download (Parquet, gzipped CSV, schema.json); None = the results table as "rows"
     downloads: dict | None = None  # name -> benchmark.storage.downloads.DownloadTable
+    origin: Origin | None = None  # several sources merged: the source of every row, shown beside it
 
 
 def results_from_frame(df: pd.DataFrame, *, source: str = "results table") -> tuple[pd.DataFrame, list[str]]:

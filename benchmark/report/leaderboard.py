@@ -19,6 +19,7 @@ from benchmark.report.headline import compact, headline_context
 from benchmark.report.pagedata import data_script, table_data, to_json
 from benchmark.report.provenance import anchor, file_slug, model_provenance
 from benchmark.report.tables import (
+    KEY,
     fmt_metric,
     match_any,
     default_view,
@@ -42,8 +43,9 @@ def metric_column(metric: str) -> dict:
     return {"key": metric, "label": f"{info.label if info else metric} {_ARROW[hib]}".strip(), "num": True, "title": title, "metric": True}
 
 
-def table_columns(metrics) -> list[dict]:
-    """Column specs of a results table: ids, costs, one per metric, sample count."""
+def table_columns(metrics, *, source: bool = False) -> list[dict]:
+    """Column specs of a results table: ids, costs, one per metric, sample count, and (``source``) where the row
+    comes from."""
     cols = [
         {"key": "method", "label": "Method", "num": False, "title": "method family · method"},
         {"key": "models", "label": "Models", "num": False, "title": "base model + sidekick, or all members"},
@@ -69,6 +71,10 @@ def table_columns(metrics) -> list[dict]:
     ]
     cols = [c | {"metric": False} for c in cols] + [metric_column(m) for m in metrics]
     cols.append({"key": "n", "label": "n", "num": True, "title": "number of evaluated samples", "metric": False})
+    if source:
+        cols.append({"key": "source", "label": "Source", "num": False, "metric": False,
+                     "title": "the bundle the row's values come from (its contributor and status: hover); ⚠ another bundle "
+                              "of the same status gives other values for it"})
     return cols
 
 
@@ -84,7 +90,8 @@ def _filter(key: str, label: str, values, preferred_value: str | None = None) ->
     return {"key": key, "label": label, "options": opts, "selected": opts[0][0] if preferred_value in vals else ""}
 
 
-def suites_context(wide: pd.DataFrame, metrics, computed: dict, plots: dict, config) -> tuple[list[dict], dict]:
+def suites_context(wide: pd.DataFrame, metrics, computed: dict, plots: dict, config, sources: dict | None = None
+                   ) -> tuple[list[dict], dict]:
     """Per suite: filter options and defaults; per tabulated split: row count, data file, plots.
 
     ``computed[(suite, split)]`` is the set of metrics with rows for that split:
@@ -104,8 +111,8 @@ def suites_context(wide: pd.DataFrame, metrics, computed: dict, plots: dict, con
                     for m in config.plot_metrics if plots.get((suite, split), {}).get(m)]
             key = f"{suite}/{split}"
             path = f"data/{file_slug(suite)}_{file_slug(split)}.js"
-            files[path] = data_script(key, table_data(rows, table_columns(present), fit_pref=rows["fit_pref"],
-                                                      conf_pref=rows["conf_pref"]))
+            files[path] = data_script(key, table_data(rows, table_columns(present, source=sources is not None),
+                                                      fit_pref=rows["fit_pref"], conf_pref=rows["conf_pref"], sources=sources))
             sections.append({"name": split, "anchor": anchor("split", key), "open": i == 0, "key": key, "file": path,
                              "total": len(rows), "plots": figs})
         charted = [sp["key"] for sp in sections if match_any(sp["name"], config.plot_splits)] + [sp["key"] for sp in sections]
@@ -160,11 +167,19 @@ def page_context(inputs, wide: pd.DataFrame, metrics, plots: dict, repro_rows: l
     """The template's context and the split data files ``{relative path: content}``."""
     cfg = inputs.config
     used = models_used(wide)
+    origin = inputs.origin
+    if origin is not None and len(wide):  # the source of every row, beside it in the headline and the tables
+        wide = wide.merge(origin.rows[KEY + ["source", "conflict"]], on=KEY, how="left", validate="one_to_one")
+        wide[["source", "conflict"]] = wide[["source", "conflict"]].fillna("")
     computed = inputs.results.groupby(["suite", "split"])["metric"].agg(set).to_dict() if len(wide) else {}
-    suites, files = suites_context(wide, metrics, computed, plots, cfg) if len(wide) else ([], {})
+    sources = origin.sources if origin is not None else None
+    suites, files = suites_context(wide, metrics, computed, plots, cfg, sources) if len(wide) else ([], {})
     head = headline_context(headline_views(default_view(wide, cfg.fit, cfg.confidence), cfg), cfg, zoo=inputs.zoo,
                             paired=inputs.paired)
     head["anchors"] = {n: anchor("model", n) for n in sorted(used)}
+    if origin is not None:
+        head["sources"] = origin.sources
+        head["conflicts"] = int((wide["conflict"] != "").sum()) if len(wide) else 0
     return {
         "title": cfg.title,
         "notices": list(notices),

@@ -72,14 +72,24 @@ class Strings:
         return self._index[s]
 
 
-def table_data(rows: pd.DataFrame, columns: list[dict], *, fit_pref, conf_pref) -> dict:
+def source_text(source: str, conflict: str, sources: dict) -> tuple[str, str]:
+    """(cell, tooltip) of a row's source: its bundle ids (⚠ when another source gives other values) and, per id, the
+    contributor and status (``sources``: id -> {"contributor", "status"})."""
+    ids = source.split()
+    tip = "; ".join(f"{i}: {sources.get(i, {}).get('contributor', '')} ({sources.get(i, {}).get('status', '')})" for i in ids)
+    if conflict:
+        tip += f"; other values for this row in: {', '.join(conflict.split())}"
+    return " + ".join(ids) + (" ⚠" if conflict else ""), tip
+
+
+def table_data(rows: pd.DataFrame, columns: list[dict], *, fit_pref, conf_pref, sources: dict | None = None) -> dict:
     """One split's full table: ``{"s": strings, "columns": [...], "rows": [...]}``.
 
     A row is ``[base, family, fit, confidence, preferred, balance, hash, [members], sidekick, cells...]``
     (strings as indices into ``s``; ``preferred`` = 1 if the preferred fit + 2 if
     the preferred confidence; :data:`CELLS` fields before the cells). Cells follow ``columns``: text columns as string
-    indices (``variant`` as ``[text, tooltip]``), costs as numbers, metrics as
-    ``[value, lo, hi]`` (null when missing).
+    indices (``variant`` and ``source`` as ``[text, tooltip]``; ``sources``: :func:`source_text`), costs as numbers,
+    metrics as ``[value, lo, hi]`` (null when missing).
     """
     s = Strings()
     cols = []
@@ -102,6 +112,8 @@ def table_data(rows: pd.DataFrame, columns: list[dict], *, fit_pref, conf_pref) 
                 row.append(s(" + ".join(names)))
             elif k == "variant":
                 row.append([s(f"{r['fit']} / {r['confidence']}"), s(_extras(r))])
+            elif k == "source":
+                row.append([s(x) for x in source_text(r.get("source") or "", r.get("conflict") or "", sources or {})])
             elif c.get("metric"):
                 row.append([rounded(r.get(k)), rounded(r.get(f"{k}:lo"), 4), rounded(r.get(f"{k}:hi"), 4)])
             else:

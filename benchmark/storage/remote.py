@@ -54,7 +54,7 @@ def push(targets=(), *, remote: str | None = None, root=".", jobs: int | None = 
         ran, not_run = _split_ran(repo, targets, "push")
         _probe(repo, rem, "pushing", ran)
         try:
-            files = repo.push(targets=list(targets) or list(_names(ran)), remote=rem.name, jobs=jobs) if ran else 0
+            files = repo.push(targets=_dvc_targets(targets, not_run, ran), remote=rem.name, jobs=jobs) if ran else 0
         except Exception as e:  # noqa: BLE001 - any library/network failure becomes one message
             raise _transfer_error(rem, "pushing", ran, e, log) from e
         return Transfer(rem, _names(ran), int(files), _names(not_run))
@@ -72,7 +72,7 @@ def pull(targets=(), *, remote: str | None = None, root=".", jobs: int | None = 
         ran, not_run = _split_ran(repo, targets, "pull")
         _probe(repo, rem, "pulling", ran)
         try:
-            res = repo.pull(targets=list(targets) or list(_names(ran)), remote=rem.name, jobs=jobs) if ran else {}
+            res = repo.pull(targets=_dvc_targets(targets, not_run, ran), remote=rem.name, jobs=jobs) if ran else {}
         except CheckoutError as e:  # the remote answered but lacks some objects
             lacking = _stages_of(repo, ran, e.target_infos) or ran
             paths = ", ".join(sorted(str(t) for t in e.target_infos))
@@ -87,22 +87,33 @@ def pull(targets=(), *, remote: str | None = None, root=".", jobs: int | None = 
 
 
 def status(targets=(), *, remote: str | None = None, root=".") -> dict[str, dict[str, str]]:
-    """State of each cached output against the remote: ``{stage: {output path: state}}``.
+    """State of every output of the stages against the remote: ``{stage: {output path: state}}``.
 
-    States: ``synced`` (in the local cache and on the remote), ``local only``
+    States of a DVC-cached output: ``synced`` (in the local cache and on the remote), ``local only``
     (push it), ``remote only`` (pull it), ``missing`` (neither: recompute it),
-    ``not run`` (no entry in dvc.lock yet).
+    ``not run`` (no entry in dvc.lock yet). An output DVC does not cache (``cache: false``) travels through git or
+    not at all: ``in git`` (tracked by git: a clone has it) or ``not shared`` (a clone lacks it, so its stage would
+    run again there).
     """
     with _project(root) as (repo, log):
         rem = _remote(repo, remote)
-        stages = _stages(repo, targets)
+        stages = _stages(repo, targets, cached_only=False)
         _probe(repo, rem, "checking", stages)
         try:
             cloud = repo.status(targets=list(targets) or None, cloud=True, remote=rem.name)
-            out = {s.addressing: {_relpath(repo, o): _state(repo, rem, o, cloud) for o in _cached_outs(s)} for s in stages}
+            out = {s.addressing: {_relpath(repo, o): _state(repo, rem, o, cloud) if o.use_cache else _uncached_state(repo, o)
+                                  for o in s.outs} for s in stages}
         except Exception as e:  # noqa: BLE001
             raise _transfer_error(rem, "checking", stages, e, log) from e
         return out
+
+
+def _uncached_state(repo, out) -> str:
+    """``in git`` when git tracks the output (a clone has it), else ``not shared``."""
+    try:
+        return "in git" if repo.scm.is_tracked(out.fs_path) else "not shared"
+    except Exception:  # noqa: BLE001 - no git repository (dvc init --no-scm): nothing but the remote travels
+        return "not shared"
 
 
 def _state(repo, rem: Remote, out, cloud: dict) -> str:
@@ -185,8 +196,9 @@ def _cached_outs(stage) -> list:
     return [o for o in stage.outs if o.use_cache]
 
 
-def _stages(repo, targets) -> list:
-    """Stages of ``targets`` (stage names, foreach groups, output paths; default all) that have cached outputs."""
+def _stages(repo, targets, *, cached_only: bool = True) -> list:
+    """Stages of ``targets`` (stage names, foreach groups, output paths; default all) that have cached outputs (any
+    output: ``cached_only=False``)."""
     from dvc.exceptions import DvcException
 
     stages = []
@@ -195,7 +207,7 @@ def _stages(repo, targets) -> list:
     except DvcException as e:
         raise RemoteError(f"cannot read the DVC pipeline of {repo.root_dir}: {e}") from None
     for info in infos:
-        if info.stage not in stages and _cached_outs(info.stage):
+        if info.stage not in stages and (_cached_outs(info.stage) if cached_only else info.stage.outs):
             stages.append(info.stage)
     if targets and not stages:
         raise RemoteError(f"{', '.join(targets)}: no output cached by DVC (outputs with `cache: false` are never stored on a remote)")
@@ -220,6 +232,15 @@ def _split_ran(repo, targets, action: str) -> tuple[list, list]:
         raise RemoteError(f"nothing to {action} for {_what(not_run)}: no outputs recorded in dvc.lock yet; "
                           f"run `dvc repro {' '.join(_names(not_run))}` first (or pull dvc.lock from git)")
     return ran, not_run
+
+
+def _dvc_targets(targets, not_run, ran) -> list[str] | None:
+    """What to hand DVC's push or pull: the targets given; else every stage (None) when every stage ran, or the stages
+    that ran. DVC reads the pipeline and its dvc.lock once per target, so naming all stages one by one costs a read
+    of dvc.lock each (seconds on the embedded default's)."""
+    if targets:
+        return list(targets)
+    return None if not not_run else list(_names(ran))
 
 
 def _relpath(repo, out) -> str:

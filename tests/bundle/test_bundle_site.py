@@ -108,6 +108,44 @@ def test_publish_from_bundles_only_is_byte_identical(bundle, recs, tmp_path, mon
     assert "refusing to replace it" in capsys.readouterr().err
 
 
+def _headline(page: Path) -> dict:
+    text = page.read_text(encoding="utf-8")
+    return json.loads(text.split('<script type="application/json" id="uq-headline">')[1].split("</script>")[0])
+
+
+def test_the_suite_page_names_the_source_of_every_row_and_its_conflicts(bundle, tmp_path):
+    """Issue 50 item 3: two self-reported bundles of one suite disagree on the single models' test accuracy; the newer
+    one's rows are shown, and the headline says so beside them: the bundle, contributor and status of every row (the
+    Source column), the other bundle where they conflict (⚠), and above the table, not in a collapsed note."""
+    variant(bundle, "b2", created=_when(0), delta=-0.01)
+    (bundle.parent / "b2" / "manifest.json").write_text((bundle.parent / "b2" / "manifest.json").read_text().replace(
+        '"contributor": "tests <b>&"', '"contributor": "Alice (lab X)"'))
+    write_manifest(bundle.parent / "b2", manifest(bundle.parent / "b2"))  # the edited contributor, re-hashed
+    assert main(["publish", "--bundles", str(bundle.parent.parent), "--out", str(tmp_path / "site"), "--quiet"]) == 0
+    page = tmp_path / "site" / "caltech256" / "index.html"
+    head = _headline(page)
+    assert {k: (v["status"], v["contributor"]) for k, v in head["sources"].items()} == {
+        "b1": (SELF_REPORTED, "tests <b>&"), "b2": (SELF_REPORTED, "Alice (lab X)")}
+    assert head["sources"]["b2"]["link"] == "../bundles/caltech256/b2/index.html"
+    test = next(sp for sp in head["suites"][0]["splits"] if sp["name"] == "test")
+    alone = [e for e in test["entries"] if e["k"] == "alone"]
+    assert alone and all(e["src"] == "b2" and e["cf"] == "b1" for e in alone)  # newer shown; the other named beside
+    assert all(e["src"] == "b2" and "cf" not in e for e in test["entries"] if e["k"] != "alone")  # the same values
+    merged, conflicts = merge([load_bundle(bundle), load_bundle(bundle.parent / "b2")])
+    rows = conflicts.drop_duplicates(["split", "family", "method", "base", "sidekick", "members", "fit", "confidence"])
+    assert head["conflicts"] == len(rows) > 0
+    text = page.read_text(encoding="utf-8")
+    note = text.split('<p class="origin" role="note">')[1].split("</p>")[0]
+    assert "b1</a> <span class=\"badge self-reported\">self-reported</span> by tests &lt;b&gt;&amp;" in note  # escaped
+    assert "Alice (lab X)" in note and f"&#9888; {len(rows)} row(s) of this suite are given other values" in note
+    assert text.index('<p class="origin"') < text.index('id="headline-table"')  # beside the table, not in the notes
+    data = (tmp_path / "site" / "caltech256" / "data" / "caltech256_test.js").read_text(encoding="utf-8")
+    table = json.loads(data[data.index(",") + 1:data.rindex(")")])
+    col = [c["key"] for c in table["columns"]].index("source")
+    cells = {table["s"][r[9 + col][0]] for r in table["rows"]}
+    assert cells == {"b2", "b2 ⚠"}  # the full table: every row's bundle, ⚠ where the other bundle disagrees
+
+
 def test_publish_rejects_a_malformed_bundle(bundle, tmp_path, capsys):
     rows = read_rows(bundle)
     rows.loc[0, "metric"] = "top5"
@@ -130,6 +168,8 @@ def test_site_opens_in_chromium_with_badges(bundle, recs, tmp_path, tab):
     assert page.locator("b").count() == 0
     page.click("text=Leaderboard and plots")
     assert page.url.endswith("caltech256/index.html") and page.locator("table").count() > 0
+    source = page.locator("#headline-table tbody tr td.source").first  # verified b1 beats the newer self-reported b2
+    assert source.locator("a").inner_text() == "b1" and source.locator(".badge").inner_text() == "verified"
     page.wait_for_selector(".chart[data-ready]", state="attached")  # plotly.js from the site's assets/
     assert page.locator(".chart .scatterlayer .point").count() > 0
     page.go_back()

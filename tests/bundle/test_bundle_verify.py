@@ -18,8 +18,8 @@ from benchmark.cli.main import main
 pytestmark = pytest.mark.slow
 
 
-def verify(capsys, *args):
-    rc = main(["verify", *map(str, args), "--quiet"])
+def verify(capsys, *args, quiet=True):
+    rc = main(["verify", *map(str, args), *(["--quiet"] if quiet else [])])
     out = capsys.readouterr()
     return rc, out.out, out.err
 
@@ -91,7 +91,7 @@ def test_edited_logits_file_is_caught(bundle, results, tmp_path, capsys):
     data = bytearray(f.read_bytes())
     data[-3] ^= 0x01  # one bit of one logit
     f.write_bytes(bytes(data))
-    rc, out, err = verify(capsys, bundle, "--logits", copy)
+    rc, out, err = verify(capsys, bundle, "--logits", copy, quiet=False)  # the per-unit lines (--quiet: none)
     assert rc == 1 and f"{f}: sha256 differs from the manifest's" in err
     rows = read_rows(bundle)
     n = {fam: int(((rows.family == fam) & (rows.base == base)).sum()) for fam, base in (("duo", "res"), ("single", "res"))}
@@ -168,6 +168,21 @@ def test_unknown_remote_is_one_clear_line(bundle, caltech, monkeypatch, capsys):
     assert rc == 2 and err.count("\n") == 1 and err.startswith("error: --remote nowhere: ") and "nowhere" in err
 
 
+def test_pull_without_a_remote_in_the_manifest_says_so(bundle, pristine, caltech, monkeypatch, capsys):
+    """Issue 50 item 2: a bundle made before any DVC remote was configured names none; submit said so, and
+    `verify --pull --strict` names that as the reason it is not verified (not only "no logits")."""
+    assert json.loads((pristine / "manifest.json").read_text())["remote"] is None  # the fixture run has no remote
+    monkeypatch.chdir(caltech)
+    rc, out, err = verify(capsys, bundle, "--pull", "--strict")
+    lines = err.strip().splitlines()
+    assert rc == 1 and len(lines) == 2, err
+    assert lines[0] == f"{bundle}: nothing pulled: its manifest names no DVC remote (the bundle was made before one was " \
+                       "configured): give --remote NAME or --logits DIR, or submit again after `dvc remote add -d NAME URL`"
+    assert lines[1].startswith(f"{bundle}: not verified (--strict): ") and "rows not recomputed (no logits: its manifest " \
+        "names no DVC remote" in lines[1]
+    assert out.count("\n") == 1 and "self-reported" in out  # --quiet: the status line only
+
+
 def test_edited_paired_difference_is_caught(bundle, results, capsys):
     from helpers import rehash
 
@@ -184,7 +199,7 @@ def test_edited_paired_difference_is_caught(bundle, results, capsys):
 
 def test_submit_reads_the_embedded_layout(caltech, tmp_path, monkeypatch, capsys):
     """The embedded default's layout: results/, dvc.lock and params.yaml at the root, the zoo path relative to it
-    (the fixture run moved there and renamed; tests/pipeline/test_dvc_e2e.py does it on a real embedded run)."""
+    (the fixture run moved there and renamed; the submit-results tutorial does it on a tiny embedded run: tests/docs/test_tutorials.py)."""
     suite, root = caltech / "suites" / "caltech256", tmp_path / "clone"
     shutil.copytree(suite / "results", root / "results", ignore=shutil.ignore_patterns("*checkpoints", "units"))
     for name in ("metrics.csv", "paired.csv"):

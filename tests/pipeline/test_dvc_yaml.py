@@ -48,3 +48,30 @@ def test_validate_zoo_names_a_value_dvc_cannot_read(tmp_path, capsys):
     assert 'quote a value that holds \':\' inside { }, e.g. init: "timm:ra_in1k"' in err
     zoo.write_text("models:\n  m: {arch: test_resnet, init: \"timm:r160_in1k\", img_size: 32, seed: 0, recipe: r}\n")
     assert main(args) == 0, capsys.readouterr().err
+
+
+def test_every_output_travels_through_the_remote_or_git():
+    """Issue 50 item 1: a clone that pulls recomputes nothing only if every output a stage has is DVC-cached (the
+    remote carries it) or one that git may commit (not git-ignored: results/summary.json). An output with `cache:
+    false` that git ignores (as the cost records were) is in neither: its stage runs again in every fresh clone.
+    The root dvc.yaml (regenerated) and the template every suite's dvc.yaml is rendered from."""
+    import yaml
+
+    outs = []
+    for name, stage in yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"].items():
+        body = stage.get("do", stage)
+        for out in body.get("outs", []) + [m for m in body.get("metrics", []) if isinstance(m, dict)]:
+            path, flags = (out, {}) if isinstance(out, str) else next(iter(out.items()))
+            outs.append((path.replace("${key}", "m").replace("${item}", "1"), flags or {}))
+    uncached = [p for p, flags in outs if flags.get("cache") is False]
+    assert len(outs) > 10 and uncached == ["results/summary.json"]
+    committed = ["results/summary.json", "suites/caltech256/results/summary.json"]  # as the suites' dvc.yaml names it
+    template = (ROOT / "benchmark" / "dvcgen" / "templates" / "pipeline.dvc.yaml.j2").read_text()
+    assert [line.strip() for line in template.splitlines() if "cache: false" in line] == ["cache: false"] * 2
+    lines = template.splitlines()
+    assert ["results/summary.json" in lines[i - 1] for i, line in enumerate(lines) if "cache: false" in line] == [True] * 2
+    ignored = subprocess.run(["git", "check-ignore", *committed], cwd=ROOT, capture_output=True, text=True).stdout.split()
+    assert ignored == [], f"outputs DVC does not cache and git ignores: nothing carries them to a clone: {ignored}"
+    probe = subprocess.run(["git", "check-ignore", "results/cost/m.json", "suites/caltech256/results/cost/m.json"],
+                           cwd=ROOT, capture_output=True, text=True).stdout.split()
+    assert len(probe) == 2, "the check can fail: a cost record is git-ignored"

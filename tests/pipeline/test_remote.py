@@ -174,3 +174,16 @@ def test_stages_that_never_ran_are_reported_not_pushed(source, tmp_path):
     with pytest.raises(remote.RemoteError, match=r"nothing to push for stage extra: .*run `dvc repro extra` first"):
         remote.push(["extra"], root=dst)
     assert remote.status(["extra"], root=dst) == {"extra": {"results/logits/extra": "not run"}}
+
+
+def test_status_lists_outputs_dvc_does_not_cache_as_in_git_or_not_shared(source, tmp_path):
+    """Issue 50 item 1: `remote status` lists every output; one with `cache: false` travels only through git:
+    'in git' when git tracks it, else 'not shared' (a fresh clone lacks it and would run its stage again)."""
+    dst = clone(source, tmp_path)
+    (dst / "dvc.yaml").write_text(DVC_YAML + "  summary:\n    cmd: echo {} > summary.json\n    outs:\n"
+                                  "      - summary.json:\n          cache: false\n")
+    assert remote.status(["summary"], root=dst) == {"summary": {"summary.json": "not shared"}}
+    (dst / "summary.json").write_text("{}\n")
+    git("add", "summary.json", cwd=dst)
+    states = remote.status(root=dst)
+    assert states["summary"] == {"summary.json": "in git"} and set(states) == {"summary", "logits@tiny", "logits@small"}

@@ -72,7 +72,7 @@ def test_root_dvc_yaml_has_no_cost_stage_and_logits_owns_the_cost_files():
     assert "cost" not in stages_
     do = stages_["logits"]["do"]
     assert do["cmd"].split("#")[0].split() == ["python", "pipelines/logits.py", "--model", "${key}", "--cost"]
-    assert {"results/cost/${key}.json": {"cache": False}} in do["outs"]
+    assert "results/cost/${key}.json" in do["outs"]  # DVC-cached: a clone that pulls recomputes nothing (issue 50)
     assert "cost" in do["params"] and {"zoo/embedded.yaml": ["models.${key}"]} in do["params"]
     assert "results/cost" in stages_["evaluate"]["deps"]
     assert per_model.stage_config.paths("x")["cost"] == per_model.stage_config.RESULTS / "cost" / "x.json"  # where evaluate reads them

@@ -316,6 +316,29 @@
     return dominated;
   }
 
+  /* a page merged from several sources (the site: bundles): where each headline row comes from */
+  var SOURCES = head.sources || null;
+  function sourceCell(src, cf) {
+    var td = el("td", "t source");
+    (src ? src.split(" ") : []).forEach(function (id, i) {
+      var info = SOURCES[id] || {};
+      if (i) td.appendChild(document.createTextNode(" + "));
+      var a = el("a", "", id);
+      if (info.link) a.href = info.link;
+      td.appendChild(a);
+      td.appendChild(document.createTextNode(" "));
+      td.appendChild(el("span", "badge " + (info.status === "verified" ? "verified" : "self-reported"), info.status || "?"));
+      td.appendChild(el("span", "who", " " + (info.contributor || "")));
+    });
+    if (cf) {
+      var w = el("span", "mark conflict", " \u26A0");
+      w.title = "another bundle of the same status gives other values for this row: " + cf.split(" ").join(", ");
+      td.appendChild(w);
+      td.classList.add("conflict");
+    }
+    return td;
+  }
+
   function renderHeadline() {
     var table = document.getElementById("headline-table");
     var suite = head.suites[hf("suite").value], split = suite && suite.splits[hf("split").value];
@@ -337,6 +360,12 @@
       th.dataset.metric = m.key;
       tr.appendChild(th);
     });
+    if (SOURCES) {
+      var sh = el("th", "text", "Source");
+      sh.title = "the bundle the row's values come from, its status and contributor; \u26A0: another bundle of the same " +
+        "status gives other values for this row";
+      tr.appendChild(sh);
+    }
     table.tHead.replaceChildren(tr);
     var body = document.createDocumentFragment(), order = split ? (split.order[metric] || []) : [];
     order.forEach(function (o, rank) {
@@ -361,6 +390,7 @@
       if (e.k !== "alone" && pm) src.title = seedText(pm);
       row.appendChild(src);
       head.metrics.forEach(function (m, i) { row.appendChild(metricCell(i, e, m.key === metric, withCi)); });
+      if (SOURCES) row.appendChild(sourceCell(e.src, e.cf));
       body.appendChild(row);
     });
     table.tBodies[0].replaceChildren(body);

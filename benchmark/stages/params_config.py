@@ -69,6 +69,7 @@ class Params:
     sve: dict | None = None  # Singular Value Ensembles (benchmark.methods.sve_stage.SveConfig)
     baselines: dict | None = None  # baselines.<kind>.<key>: one entry per method stage (benchmark.methods.registry)
     report: ReportConfig | None = None
+    cluster: dict | None = None  # Slurm resources per stage (benchmark.cluster.config.ClusterConfig); no stage reads it
 
     def __post_init__(self):
         if isinstance(self.evaluate, EvalConfig) and self.evaluate.suite != self.suite:  # the rows are labelled with it

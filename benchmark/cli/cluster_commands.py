@@ -61,10 +61,12 @@ def add_cluster_command(subparsers) -> None:
 
 
 def _errors():
+    from dvc.exceptions import DvcException
+
     from benchmark.cluster.local import LocalClusterError
     from benchmark.cluster.slurm import SlurmError
 
-    return (ValueError, SlurmError, LocalClusterError)
+    return (ValueError, SlurmError, LocalClusterError, DvcException)
 
 
 def _fail(e: Exception) -> int:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -81,11 +82,12 @@ def inputs(stage) -> dict:
 
 
 def _differences(before: dict, after: dict) -> list[str]:
-    if before["cmd"] != after["cmd"] or before["outs"] != after["outs"]:
-        return ["the stage's definition in dvc.yaml"]
-    paths = [d.get("path", "?") for d in after["deps"]]
+    """What changed between two :func:`inputs` of a stage: its command or outputs in dvc.yaml, dependency paths."""
+    changed = [what for key, what in (("cmd", "its command in dvc.yaml"), ("outs", "its outputs in dvc.yaml"))
+               if before[key] != after[key]]
     old = {d.get("path"): d for d in before["deps"]}
-    return [p for p, d in zip(paths, after["deps"]) if old.get(p) != d] or ["its list of dependencies"]
+    changed += [d.get("path", "?") for d in after["deps"] if old.get(d.get("path")) != d]
+    return changed or ["its list of dependencies"]
 
 
 def _clear_outputs(stage) -> None:
@@ -118,8 +120,9 @@ def _command(run: Run, name: str, stage, nodes: int) -> int:
         return subprocess.run(argv, env=env, stdin=subprocess.DEVNULL).returncode
     try:
         cmd_run(stage)
-    except StageCmdFailedError as e:
-        return getattr(e, "returncode", None) or 1
+    except StageCmdFailedError as e:  # "failed to run: <cmd>, exited with <status>"
+        status = re.search(r"exited with (-?\d+)$", str(e))
+        return int(status.group(1)) if status else 1
     return 0
 
 
@@ -158,6 +161,8 @@ def run_stage(run: Run, name: str) -> int:
             except RunCacheNotFoundError:
                 pass
     rc = 0 if restored else _command(run, name, stage, int(run.stage(name).get("nodes", 1)))
+    if rc in (-signal.SIGTERM, 128 + signal.SIGTERM) and _STOPPED["signal"] is None:
+        _STOPPED["signal"] = signal.SIGTERM  # Slurm's SIGTERM reached the command before this process
     if rc != 0 or _STOPPED["signal"]:
         stopped = _STOPPED["signal"] is not None
         with locked_repo(root) as repo:

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from benchmark.cluster import config, slurm
-from benchmark.cluster.pipeline import Pipeline, load
+from benchmark.cluster.pipeline import Pipeline, load, locate
 from benchmark.cluster.runs import Run, safe_name
 
 
@@ -58,6 +58,7 @@ def submit(path, *, force: bool = False, dry_run: bool = False, log=print) -> Ru
     or None when there is nothing to do (or ``dry_run``: the jobs are printed, nothing is submitted).
     ``slurm.SlurmError`` (no sbatch, an unreachable controller, a refused job) and ``ValueError`` (bad params, a
     run still active) leave nothing submitted."""
+    locate(path)  # a path that is no pipeline is named first
     if not dry_run:
         slurm.check_available()
     pipe, todo = load(path, force=force)

@@ -127,12 +127,13 @@ def run_through_slurm(copy: Path, dvcfile: str, cluster: LocalCluster, *, extra_
 
 
 def local_check(pipeline="dvc.yaml", *, jobs: int = 2, workdir=None, keep: bool = False, extra_env: dict | None = None,
-                log=print) -> Result:
-    """Run the check of the module docstring for the pipeline file ``pipeline`` of this checkout."""
+                serial_lock=None, log=print) -> Result:
+    """Run the check of the module docstring for the pipeline file ``pipeline`` of this checkout (``serial_lock``: the
+    serial run's lock to compare with, default the checkout's; ``extra_env``: more environment for the jobs)."""
     from benchmark.reproduce import lockfile
 
     root, dvcfile = locate(pipeline)
-    serial_lock = root / Path(dvcfile).parent / "dvc.lock"
+    serial_lock = Path(serial_lock) if serial_lock else root / Path(dvcfile).parent / "dvc.lock"
     if not serial_lock.is_file():
         raise PipelineError(f"{serial_lock}: not found; run the pipeline serially first (dvc repro), to compare with")
     if jobs < 1:

@@ -238,6 +238,7 @@ def main(argv=None) -> int:
     p.add_argument("run", help="the run's folder (.dvc/tmp/cluster/<run>)")
     p.add_argument("stage", nargs="?", help="the stage (stage, exec)")
     args = p.parse_args(argv)
+    os.environ.pop("UQ_TIMINGS_PID", None)  # with UQ_TIMINGS set the stage's process records its own time, not this one
     run = Run.open(args.run)
     if args.action == "collect":
         return collect(run)

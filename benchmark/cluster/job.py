@@ -20,7 +20,6 @@ depend on it. ``collect`` (the final job) reports every stage and whether ``dvc 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import re
 import signal
@@ -30,47 +29,18 @@ import sys
 import time
 from pathlib import Path
 
-from benchmark.cluster.pipeline import stages_of
-from benchmark.cluster.runs import RUNS, Run
+from benchmark.cluster.pipeline import locked_repo, stages_of
+from benchmark.cluster.runs import Run
 
 STALE_EXIT = 3  # step 3 found other inputs than step 1
 _STOPPED = {"signal": None}
 
 
-@contextlib.contextmanager
-def locked_repo(root: Path):
-    """A DVC ``Repo`` of ``root`` holding the run lock (one job of any cluster run in this repository at a time) and
-    DVC's repository lock (waited for while another dvc command holds it)."""
-    from dvc.lock import LockError
-    from dvc.repo import Repo
-    from filelock import FileLock
-
-    (root / RUNS).mkdir(parents=True, exist_ok=True)
-    with FileLock(str(root / RUNS / "guard.lock")):
-        for attempt in range(150):
-            repo = Repo(str(root))
-            try:
-                repo.lock.lock()
-                break
-            except LockError:
-                repo.close()
-                if attempt == 149:
-                    raise
-                time.sleep(2)
-        try:
-            yield repo
-        finally:
-            repo.lock.unlock()
-            repo.close()
-
-
 def _find(repo, run: Run, name: str):
-    from dvc.stage.exceptions import StageNotFound
-
     target = f"{run.manifest['pipeline']}:{name}"
     try:
         stages = repo.stage.collect(target)
-    except (StageNotFound, Exception) as e:  # noqa: BLE001 - a dvc.yaml edited since the submit: any parse error
+    except Exception as e:  # noqa: BLE001 - a dvc.yaml edited since the submit: not found, or any parse error
         raise LookupError(f"stage {target} is no longer in the pipeline ({type(e).__name__}: {e})") from None
     return stages[0]
 

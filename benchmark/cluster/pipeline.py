@@ -9,8 +9,12 @@ which at its start checks again and skips when its inputs turned out unchanged
 """
 from __future__ import annotations
 
+import contextlib
+import time
 from dataclasses import dataclass
 from pathlib import Path
+
+RUNS = Path(".dvc") / "tmp" / "cluster"  # a repository's cluster runs (benchmark.cluster.runs) and their lock
 
 
 class PipelineError(ValueError):
@@ -51,6 +55,33 @@ class Pipeline:
         return [s for s in self.order if s in chosen]
 
 
+@contextlib.contextmanager
+def locked_repo(root: Path):
+    """A DVC ``Repo`` of ``root`` holding the run lock (one job of any cluster run in this repository at a time) and
+    DVC's repository lock (waited for while another dvc command holds it)."""
+    from dvc.lock import LockError
+    from dvc.repo import Repo
+    from filelock import FileLock
+
+    (Path(root) / RUNS).mkdir(parents=True, exist_ok=True)
+    with FileLock(str(Path(root) / RUNS / "guard.lock")):
+        for attempt in range(150):
+            repo = Repo(str(root))
+            try:
+                repo.lock.lock()
+                break
+            except LockError:
+                repo.close()
+                if attempt == 149:
+                    raise
+                time.sleep(2)
+        try:
+            yield repo
+        finally:
+            repo.lock.unlock()
+            repo.close()
+
+
 def locate(path) -> tuple[Path, str]:
     """(repository root, pipeline file relative to it) of the ``dvc.yaml`` at ``path``; ``PipelineError`` else."""
     from dvc.exceptions import NotDvcRepoError
@@ -79,11 +110,10 @@ def load(path, *, force: bool = False) -> tuple[Pipeline, list[str]]:
     """The pipeline of the ``dvc.yaml`` at ``path`` and the stages a cluster run gives a job, in run order: those
     DVC calls changed (every stage with ``force``) and all downstream of them. Holds DVC's repository lock while
     it reads (the stages' status hashes their dependencies, as ``dvc status`` does)."""
-    from dvc.repo import Repo
     from dvc.repo.reproduce import get_active_graph, plan_repro
 
     root, dvcfile = locate(path)
-    with Repo(str(root)) as repo, repo.lock:
+    with locked_repo(root) as repo:
         stages = stages_of(repo, dvcfile)
         if not stages:
             raise PipelineError(f"{dvcfile}: no stages")

@@ -18,9 +18,9 @@ import re
 import time
 from pathlib import Path
 
+from benchmark.cluster.pipeline import RUNS
 from benchmark.storage.atomic import write_text
 
-RUNS = Path(".dvc") / "tmp" / "cluster"
 # (JSON through benchmark.storage.atomic, not benchmark.storage.store: a job starts without importing torch)
 FINAL = ("skipped", "done", "failed", "stale", "cancelled")  # what a job reports when it ends
 

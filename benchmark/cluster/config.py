@@ -81,7 +81,7 @@ class ClusterConfig:
 
     partition: str | None = None  # every job's partition unless resources say otherwise (null: the cluster's default)
     account: str | None = None  # every job's account unless resources say otherwise (null: the user's default)
-    resources: dict[str, Resources] = field(default_factory=dict)
+    resources: dict[str, Resources] = field(default_factory=dict)  # by `default`, kind or stage (stage wins); unset: built-in
 
     def validate(self) -> None:
         Resources(partition=self.partition, account=self.account).validate()

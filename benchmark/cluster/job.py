@@ -27,7 +27,6 @@ import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 from benchmark.cluster.pipeline import locked_repo, stages_of
 from benchmark.cluster.runs import Run
@@ -160,10 +159,9 @@ def run_stage(run: Run, name: str) -> int:
         stage.save(run_cache=not no_cache)
         stage.commit()
         stage.dump(update_pipeline=False)
-        lock = Path(stage.dvcfile._lockfile.path)
-        lockfile.reorder(lock, run.manifest["lock_before"], run.manifest["order"])
+        lockfile.reorder(run.lockfile, run.manifest["lock_before"], run.manifest["order"])
     run.report(name, "done", ended=time.time(), message="restored from the run cache" if restored else "")
-    print(f"== {name}: done, recorded in {lock.relative_to(root)}", flush=True)
+    print(f"== {name}: done, recorded in {run.lockfile.relative_to(root)}", flush=True)
     return 0
 
 
@@ -186,9 +184,8 @@ def collect(run: Run) -> int:
     with locked_repo(run.root) as repo:
         stages = stages_of(repo, run.manifest["pipeline"])
         changed = [s.name for s in stages if s.changed()]
-        lock = run.root / Path(run.manifest["pipeline"]).parent / "dvc.lock"
-        if lock.is_file():
-            lockfile.reorder(lock, run.manifest["lock_before"], run.manifest["order"])
+        if run.lockfile.is_file():
+            lockfile.reorder(run.lockfile, run.manifest["lock_before"], run.manifest["order"])
     bad = [r for r in rows if r["state"] not in ("done", "skipped")]
     summary = {"run": run.folder.name, "pipeline": run.manifest["pipeline"], "complete": not bad and not changed,
                "stages": rows, "not_up_to_date": changed, "time": time.time()}

@@ -92,6 +92,11 @@ class Run:
         return Path(self.manifest["root"])
 
     @property
+    def lockfile(self) -> Path:
+        """The pipeline's dvc.lock."""
+        return self.root / Path(self.manifest["pipeline"]).parent / "dvc.lock"
+
+    @property
     def stages(self) -> list[dict]:
         return self.manifest["stages"]
 

@@ -12,7 +12,8 @@ mapping at this level because its shape depends on the suite: the embedded suite
 :class:`benchmark.data.embedded.EmbeddedData`, a paper suite's by its suite file (:mod:`benchmark.data.paper.suites`).
 ``sve`` and ``baselines`` hold the methods' entries, parsed with each method's own typed config where they are used:
 by the method's stage (:mod:`benchmark.stages.method_stage`) and by the pipeline generator, never by the stages that
-do not run a method.
+do not run a method. ``cluster`` (Slurm resources per stage) is typed by :mod:`benchmark.cluster.config`
+where ``cluster submit`` reads it; no stage does.
 """
 from __future__ import annotations
 

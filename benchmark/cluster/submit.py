@@ -7,6 +7,7 @@ nothing runs; the run's folder is then removed. A final job (``collect``,
 """
 from __future__ import annotations
 
+import re
 import shutil
 import sys
 import time
@@ -23,16 +24,18 @@ class RunActive(ValueError):
 
 def job_specs(pipe: Pipeline, stages: list[str]) -> tuple[dict[str, config.JobSpec], config.JobSpec, list[str]]:
     """The job of each stage (params ``cluster`` and the run's ``device``, ``threads``, ``num_workers``,
-    ``distributed`` in the pipeline's params file), the final job's, and warnings (resources keys that match no
-    stage of the pipeline)."""
+    ``distributed`` in the pipeline's params file, the built-in defaults without one), the final job's, and warnings
+    (resources keys that match no stage of the pipeline)."""
     from benchmark.stages.stage_config import load_params
 
-    params = load_params(pipe.params_file)
     where = str(pipe.params_file.relative_to(pipe.root))
-    cfg = config.parse(params.cluster, where)
-    d = params.distributed
-    kw = {"device": params.device, "threads": params.threads, "num_workers": params.num_workers,
-          "nproc_per_node": d.nproc_per_node, "nnodes": d.nnodes}
+    if pipe.params_file.is_file():
+        params = load_params(pipe.params_file)
+        cfg, d = config.parse(params.cluster, where), params.distributed
+        kw = {"device": params.device, "threads": params.threads, "num_workers": params.num_workers,
+              "nproc_per_node": d.nproc_per_node, "nnodes": d.nnodes}
+    else:  # a pipeline without a params file: every built-in default
+        cfg, kw = config.ClusterConfig(), {}
     specs = {s: config.job_spec(s, cfg, **kw) for s in stages}
     known = {"default", config.COLLECT} | set(pipe.order) | {config.kind(s) for s in pipe.order}
     warnings = [f"{where}: cluster.resources.{k} names no stage or kind of stage of {pipe.dvcfile} (kinds: "
@@ -100,9 +103,14 @@ def submit(path, *, force: bool = False, dry_run: bool = False, log=print) -> Ru
         submitted.append(run.manifest["collect_job"])
         run.save()
         slurm.release(submitted)
-    except BaseException:
+    except BaseException as e:
         slurm.cancel(submitted)
         shutil.rmtree(run.folder, ignore_errors=True)
+        job = re.search(r"\bjob (\d+)", str(e)) if isinstance(e, slurm.SlurmError) else None
+        which = [s for s in run.stages if job and s.get("job") == job.group(1)]
+        if which:  # Slurm names a job: say which stage and what it asked for
+            raise slurm.SlurmError(f"{e} (stage {which[0]['name']}: {' '.join(which[0]['options'])}); nothing was "
+                                   f"submitted") from None
         raise
     log(f"submitted {len(run.stages)} stage job(s) of {pipe.dvcfile} and a final one: run {run.folder.name} "
         f"(jobs {submitted[0]}-{submitted[-1]}); follow it with `python -m benchmark cluster status {pipe.dvcfile}`")

@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from toy import BY
+
 from benchmark.cli.main import main as cli_main
 from benchmark.cluster import config
 from benchmark.cluster.check import max_overlap, set_cpus
@@ -105,8 +107,8 @@ def test_submit_bad_input_is_one_line_and_exit_2(toy_repo, monkeypatch, capsys):
     # what would be submitted (no Slurm needed): one job per stage, in run order, with its upstream stages
     assert cli_main(["cluster", "submit", "--dry-run"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert [line.split(":")[0] for line in out] == ["a", "b@x", "b@y", "c", "d"]
-    assert out[3].endswith("(after b@x, b@y)") and "--cpus-per-task=1" in out[0]
+    assert [line.split(": --")[0] for line in out] == ["a", "b@x", BY, "c", "d"]
+    assert out[3].endswith(f"(after b@x, {BY})") and "--cpus-per-task=1" in out[0]
     # bad params, a file that is no pipeline, an unknown run: one line each
     params = toy_repo / "params.yaml"
     params.write_text(params.read_text().replace("cpus: 1", "{cpus: 1, mem: lots}").replace("default:\n", "default: "))

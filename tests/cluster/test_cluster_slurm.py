@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from toy import until
+from toy import BY, until
 
 from benchmark.cli.main import main as cli_main
 from benchmark.cluster.check import max_overlap
@@ -45,16 +45,18 @@ def _lock_and_status(repo: Path) -> tuple[str, str]:
 def test_from_scratch_a_failure_and_a_resubmit_give_the_serial_dvc_lock_and_cache(slurm, toy_repo, toy_serial,
                                                                                    monkeypatch, capsys):
     monkeypatch.chdir(toy_repo)
-    (toy_repo / "hold-b-x").touch()  # b@x ends after b@y: its dvc.lock entry is written last, then put in run order
+    (toy_repo / "hold-b-x").touch()  # b@x ends after b@Y: its dvc.lock entry is written last, then put in run order
     (toy_repo / "fail-c").touch()
     run = _submit(toy_repo, capsys)
-    assert [s["name"] for s in run.stages] == ["a", "b@x", "b@y", "c", "d"]
-    until(lambda: _state(run, "b@y") == "done" and (toy_repo / "started-b-x").exists(), 120, "b@y done while b@x runs")
+    assert [s["name"] for s in run.stages] == ["a", "b@x", BY, "c", "d"]
+    until(lambda: _state(run, BY) == "done" and (toy_repo / "started-b-x").exists(), 120, "b@Y done while b@x runs")
     (toy_repo / "hold-b-x").unlink()
     rows = _wait(run)
-    assert {s: r["state"] for s, r in rows.items()} == {"a": "done", "b@x": "done", "b@y": "done", "c": "failed",
+    assert {s: r["state"] for s, r in rows.items()} == {"a": "done", "b@x": "done", BY: "done", "c": "failed",
                                                         "d": "cancelled"}
-    spans = [(run.state(s)["started"], run.state(s)["ended"]) for s in ("b@x", "b@y")]
+    assert not list(toy_repo.parent.rglob("pwned"))  # names and paths reach Slurm as arguments, never through a shell
+    assert run.log(BY).name == "02-b@y__touch_pwned___touch_pwned_.out" and run.log(BY).parent == run.folder / "logs"
+    spans = [(run.state(s)["started"], run.state(s)["ended"]) for s in ("b@x", BY)]
     assert max_overlap(spans) == 2  # the two independent stages ran at the same time
     log = run.log("c")  # the failed stage, with its log (inside the repository); what depends on it is cancelled
     assert rows["c"]["detail"] == f"the command failed (exit code 1); log {log}"
@@ -86,7 +88,7 @@ def test_inputs_changed_while_running_are_not_recorded(slurm, toy_repo, monkeypa
     rows = _wait(run)
     assert rows["a"]["state"] == "stale"
     assert "inputs changed while it ran (its command in dvc.yaml, params.yaml)" in rows["a"]["detail"]
-    assert {rows[s]["state"] for s in ("b@x", "b@y", "c", "d")} == {"cancelled"}
+    assert {rows[s]["state"] for s in ("b@x", BY, "c", "d")} == {"cancelled"}
     assert not (toy_repo / "a.txt").exists() and not (toy_repo / "dvc.lock").exists()
 
 
@@ -102,7 +104,7 @@ def test_cancel_ends_the_run_and_a_second_submit_waits_for_none(slurm, toy_repo,
     assert f"run {run.folder.name}: cancelled 6 job(s)" in capsys.readouterr().out
     rows = _wait(run)
     assert rows["a"]["state"] == "cancelled" and rows["a"]["detail"].startswith("stopped by a signal")
-    assert {rows[s]["state"] for s in ("b@x", "b@y", "c", "d")} == {"cancelled"}
+    assert {rows[s]["state"] for s in ("b@x", BY, "c", "d")} == {"cancelled"}
     assert not (toy_repo / "a.txt").exists() and not (toy_repo / "dvc.lock").exists()
     assert not [p for p in toy_repo.iterdir() if p.name.startswith(".a.txt")]  # no leftover of a write
     assert cli_main(["cluster", "collect"]) == 1

@@ -1,6 +1,6 @@
 """A tiny DVC project whose stages are shell commands, for the tests of ``python -m benchmark cluster``.
 
-The toy pipeline is a diamond and a tail, ``a -> b@x, b@y -> c -> d``; each command first runs ``gate.sh NAME``, which the tests use
+The toy pipeline is a diamond and a tail, ``a -> b@x, b@<Y> -> c -> d`` (``BY``: a stage name full of shell syntax); each command first runs ``gate.sh NAME``, which the tests use
 to steer a job without touching the stage's inputs: a file ``fail-NAME`` makes the command fail, a file
 ``hold-NAME`` makes it wait (after creating ``started-NAME``) until the file is removed."""
 from __future__ import annotations
@@ -16,6 +16,7 @@ import pytest
 from benchmark.cluster.check import set_cpus
 
 ROOT = Path(__file__).resolve().parents[2]
+BY = "b@y; $(touch pwned) `touch pwned`"  # the second b stage (its gate name: b-y)
 TOY = """\
 stages:
   a:
@@ -23,7 +24,9 @@ stages:
     params: [data.seed]
     outs: [a.txt]
   b:
-    foreach: [x, y]
+    foreach:   # stage names b@x and b@<Y>: a name that a shell would run something for reaches Slurm as it is
+      x: x
+      "y; $(touch pwned) `touch pwned`": y
     do:
       cmd: sh gate.sh b-${item} && cat a.txt > b-${item}.txt && echo ${item} >> b-${item}.txt
       deps: [a.txt]

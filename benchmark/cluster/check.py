@@ -1,7 +1,7 @@
 """``cluster local-check``: a pipeline run from scratch through Slurm gives the serial run's ``dvc.lock``.
 
-In a scratch copy of this checkout (every file git tracks or would track, no
-``dvc.lock``, no outputs) on a one-node cluster started here
+In a scratch copy of this checkout (every file git tracks or would track; no
+output and no DVC cache, so every stage runs) on a one-node cluster started here
 (:class:`benchmark.cluster.local.LocalCluster`), ``cluster submit`` runs the
 pipeline with ``jobs`` stage jobs at once (params ``cluster.resources.default.cpus``
 of the copy set to the node's CPUs / ``jobs``: not a stage parameter, so no output
@@ -68,16 +68,17 @@ def environment(values: dict):
 
 
 def copy_checkout(root: Path, dvcfile: str, dest: Path) -> None:
-    """``root``'s files (as ``reproduce simulate`` copies them) and the pipeline's own files, without its lock."""
+    """``root``'s files (as ``reproduce simulate`` copies them) and the pipeline's own files, its ``dvc.lock``
+    included: no output and no DVC cache come along, so every stage runs, and the lock's entries keep the order the
+    serial run kept them in (``dvc repro`` leaves an existing entry where it is)."""
     from benchmark.reproduce.simulate import make_copy
 
     make_copy(root, dest, [], [])
     folder = Path(dvcfile).parent
-    for name in ("dvc.yaml", "params.yaml"):  # a suite's materialised pipeline, whatever git thinks of it
+    for name in ("dvc.yaml", "params.yaml", "dvc.lock"):  # a suite's materialised pipeline, whatever git thinks of it
         if (root / folder / name).is_file():
             (dest / folder).mkdir(parents=True, exist_ok=True)
             shutil.copy2(root / folder / name, dest / folder / name)
-    (dest / folder / "dvc.lock").unlink(missing_ok=True)
 
 
 def set_cpus(params_file: Path, cpus: int) -> None:

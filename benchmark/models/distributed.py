@@ -55,7 +55,7 @@ class DistConfig:
     nproc_per_node: int = 1
     nnodes: int = 1
     node_rank: int | None = None
-    master_addr: str = "127.0.0.1"
+    master_addr: str | None = "127.0.0.1"  # null: $MASTER_ADDR (what a `cluster submit` job sets: its first node)
     master_port: int = 29500
     backend: str = "auto"
 
@@ -64,8 +64,8 @@ class DistConfig:
         _int(self.nnodes, "nnodes", 1)
         if self.node_rank is not None:
             _int(self.node_rank, "node_rank", 0, self.nnodes - 1)
-        if not isinstance(self.master_addr, str) or not self.master_addr:
-            raise ValueError(f"master_addr must be a host name or address, got {self.master_addr!r}")
+        if self.master_addr is not None and (not isinstance(self.master_addr, str) or not self.master_addr):
+            raise ValueError(f"master_addr must be a host name or address (or null: $MASTER_ADDR), got {self.master_addr!r}")
         _int(self.master_port, "master_port", 1, 65535)
         if self.backend not in BACKENDS:
             raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
@@ -91,13 +91,21 @@ class DistConfig:
         raise ValueError(f"params 'distributed': node_rank is null and neither $NODE_RANK nor $SLURM_NODEID is set; "
                          f"set it on each of the {self.nnodes} nodes (0 on the node at master_addr)")
 
+    def rendezvous_host(self) -> str:
+        """``master_addr``, else ``$MASTER_ADDR`` (set by a ``cluster submit`` job to its allocation's first node)."""
+        host = self.master_addr or os.environ.get("MASTER_ADDR", "")
+        if not host:
+            raise ValueError("params 'distributed': master_addr is null and $MASTER_ADDR is not set; set either to "
+                             "the address of node 0 (a `cluster submit` job sets $MASTER_ADDR itself)")
+        return host
+
     def torchrun_args(self, script: str, argv) -> list[str]:
         """The ``torchrun`` arguments that run ``python script argv`` as this node's share of the workers."""
         args = ["--nproc_per_node", str(self.nproc_per_node), "--nnodes", str(self.nnodes)]
         if self.nnodes == 1:
             args.append("--standalone")
         else:
-            args += ["--node_rank", str(self.this_node_rank()), "--master_addr", self.master_addr,
+            args += ["--node_rank", str(self.this_node_rank()), "--master_addr", self.rendezvous_host(),
                      "--master_port", str(self.master_port)]
         return [*args, str(script), *argv]
 

@@ -8,6 +8,8 @@ committed records (never typed):
 * ``results/test_command.json`` -- the README's test command, timed (``bash scripts/measure-tests.sh``).
 * ``results/cross_cpu.json`` and ``results/fingerprints/`` -- the from-scratch runs checked on each CPU kind and the
   kernel fingerprints of each kind (:mod:`benchmark.reproduce.cross_cpu`).
+* ``results/cluster.json`` -- the embedded default through Slurm against a serial ``dvc repro``
+  (``pytest --benchmark-enable tests/benchmarks/test_bench_cluster.py``).
 
 A record that is missing gives a line saying which command writes it.
 """
@@ -115,3 +117,25 @@ def site_table(root=".") -> str:
         text += ("\nFirst render in Chromium, median ms per suite page: "
                  + ", ".join(f"{k} {v}" for k, v in sorted(rec["first_render_ms"].items())) + ".\n")
     return text
+
+
+def cluster_table(root=".") -> str:
+    """The embedded default from scratch as Slurm jobs on a one-node cluster (1 and 2 jobs at once) against a serial
+    ``dvc repro`` on the same machine: wall seconds, what the Slurm path adds, and its cost per job."""
+    rec = _load(Path(root) / "results" / "cluster.json")
+    if rec is None:
+        return ("Not measured on this commit yet: `pytest --benchmark-enable tests/benchmarks/test_bench_cluster.py` "
+                "writes `results/cluster.json`.\n")
+    serial = rec["serial"]
+    lines = ["| run | stage jobs at once | wall s | added over serial | stage processes s | per job s |",
+             "|---|---|---|---|---|---|",
+             f"| `dvc repro` (serial) | 1 | {serial['wall_s']:.0f} |  | {serial['stages_wall_s']:.0f} |  |"]
+    for r in rec["slurm"]:
+        added = r["wall_s"] - serial["wall_s"]
+        lines.append(f"| `cluster submit` | {r['jobs']} (at most {r['max_concurrent']} seen) | {r['wall_s']:.0f} | "
+                     f"{added:+.0f} s ({added / serial['wall_s']:+.0%}) | {r['stages_wall_s']:.0f} | "
+                     f"{r['job_overhead_s']:.1f} |")
+    return ("\n".join(lines) + f"\n\n{rec['stages']} stage jobs and the final one; *stage processes*: the stages' own "
+            f"wall seconds, summed; *per job*: a job's time outside its stage's process (the interpreter, DVC's two "
+            f"hashings, the lock), on average. Measured {rec.get('date', '?')} on {_cpu(rec.get('machine'))}, one run "
+            f"each{'; ' + rec['note'] if rec.get('note') else ''}.\n")

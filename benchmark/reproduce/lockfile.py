@@ -13,9 +13,12 @@ from __future__ import annotations
 import fnmatch
 import subprocess
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
 import yaml
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # Outputs that embed a measured time or a record of the run (path patterns relative to the dvc.yaml's folder) and
 # why: the one list the gate (benchmark.reproduce.gate) leaves out.
@@ -83,31 +86,68 @@ def current_stages(root=".", dvcfile: str = "dvc.yaml") -> set[str] | None:
         return None
 
 
-def prune(path, stages: set[str]) -> list[str]:
-    """Drop from the ``dvc.lock`` at ``path`` every entry of a stage not in ``stages`` (the pipeline's stages now,
-    :func:`current_stages`) and return their names. DVC keeps a removed stage's entry forever, so a lock rebuilt
-    from an older one would go on recording outputs that no committed code produces (DVC also parses the whole
-    lock again around each stage it runs). The file is rewritten atomically in DVC's own format (ruamel round
-    trip); nothing is written when no entry is stale."""
+def _rewrite(path, change) -> bool:
+    """Apply ``change(stages)`` (the lock's ``stages`` mapping; returns True when it changed it) to the ``dvc.lock`` at
+    ``path`` and rewrite the file atomically in DVC's own format (ruamel round trip) when it did."""
     from io import StringIO
 
     from ruamel.yaml import YAML
 
-    from benchmark.storage import store
+    from benchmark.storage.atomic import write_text
 
     path = Path(path)
     rt = YAML()  # round trip, as DVC writes the lock
     data = rt.load(path.read_text(encoding="utf-8"))
     if not isinstance(data, dict) or not isinstance(data.get("stages"), dict):
         raise ValueError(f"{path}: not a dvc.lock (no 'stages' mapping)")
-    stale = [name for name in data["stages"] if name not in stages]
-    if stale:
+    if not change(data["stages"]):
+        return False
+    buf = StringIO()
+    rt.dump(data, buf)
+    write_text(path, buf.getvalue())
+    return True
+
+
+def prune(path, stages: set[str]) -> list[str]:
+    """Drop from the ``dvc.lock`` at ``path`` every entry of a stage not in ``stages`` (the pipeline's stages now,
+    :func:`current_stages`) and return their names. DVC keeps a removed stage's entry forever, so a lock rebuilt
+    from an older one would go on recording outputs that no committed code produces (DVC also parses the whole
+    lock again around each stage it runs). The file is rewritten atomically in DVC's own format (ruamel round
+    trip); nothing is written when no entry is stale."""
+    stale: list[str] = []
+
+    def drop(entries) -> bool:
+        stale.extend(name for name in entries if name not in stages)
         for name in stale:
-            del data["stages"][name]
-        buf = StringIO()
-        rt.dump(data, buf)
-        store.write_text(path, buf.getvalue())
+            del entries[name]
+        return bool(stale)
+
+    _rewrite(path, drop)
     return stale
+
+
+def reorder(path, kept, run_order) -> bool:
+    """Put the entries of the ``dvc.lock`` at ``path`` in the order a serial ``dvc repro`` leaves them: DVC keeps
+    an entry where it is and appends a new one when its stage has run, so the entries named in ``kept`` (the
+    lock's stages before the run, in their order) come first, then the others in ``run_order`` (the order
+    ``dvc repro`` runs the stages), then any other entry where it was. Rewrites the file atomically, and only when
+    the order changes (the stages' entries themselves are left as DVC wrote them); True when it did."""
+
+    def sort(entries) -> bool:
+        names = list(entries)
+        rank = {n: i for i, n in enumerate(kept)}
+        rank.update({n: len(kept) + i for i, n in enumerate(run_order) if n not in rank})
+        wanted = sorted(names, key=lambda n: (rank.get(n, len(rank)), names.index(n)))
+        if wanted == names:
+            return False
+        items = [(n, entries[n]) for n in wanted]
+        for n in names:
+            del entries[n]
+        for n, v in items:
+            entries[n] = v
+        return True
+
+    return _rewrite(path, sort)
 
 
 def compare_outputs(committed: dict, fresh: dict, stages: set[str] | None = None) -> pd.DataFrame:
@@ -129,6 +169,8 @@ def compare_outputs(committed: dict, fresh: dict, stages: set[str] | None = None
             else:
                 status = "identical" if a[path] == b[path] else "different"
             rows.append((stage, path, a.get(path, ""), b.get(path, ""), status, why or ""))
+    import pandas as pd  # (imported here: a cluster job reorders a lock without loading pandas)
+
     return pd.DataFrame(rows, columns=["stage", "path", "committed", "fresh", "status", "measured"])
 
 

@@ -33,7 +33,8 @@ from benchmark.report.tables import fmt_short as fmt, match_any, split_sort_key
 from benchmark.reproduce import cross_cpu, facts, fingerprint, timing
 from benchmark.reproduce.facts import TARGET_S
 
-FILES = ("README.md", "docs/results.md", "docs/explanations/performance.md", "docs/explanations/reproducibility.md")  # the files holding generated blocks
+FILES = ("README.md", "docs/results.md", "docs/explanations/performance.md", "docs/explanations/reproducibility.md",
+         "docs/how-to/cluster.md")  # the files holding generated blocks
 SPLIT, FIT, CONF = "test", "converged", "max"
 MODEL_METRICS = [("accuracy", "test acc"), ("nll", "NLL"), ("aurc", "AURC"), ("auroc", "AUROC"), ("sac98", "SAC@98")]
 DUO_METRICS = [("aurc", "AURC"), ("nll", "NLL")]
@@ -301,6 +302,7 @@ def blocks(root=".") -> dict[str, str]:
     out["cross_cpu"] = cross_cpu.runs_table(cross_cpu.load(root / cross_cpu.RECORD))
     out["fingerprints"] = cross_cpu.fingerprint_table(fingerprint.read_records(root / fingerprint.RECORDS))
     out["site_scale"] = facts.site_table(root)
+    out["cluster"] = facts.cluster_table(root)
     out["pinning"] = (pinning_table(json.loads(nfile.read_text())) if nfile.exists() else
                       "Not measured on this commit yet: `python -m benchmark reproduce pinning-cost` writes it.\n")
     return out

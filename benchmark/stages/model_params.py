@@ -3,7 +3,7 @@ the methods' entries, what a method's stage reads.
 
 A model stage parses these blocks, and only these, at its entry (:func:`load_model_params`, cached per process on
 the file's bytes) and hands the :class:`ModelParams` down; a method's stage also the methods' entries
-(:class:`MethodParams`); the other blocks (:data:`OTHER_BLOCKS`: ``evaluate``, ``report``) are the evaluate and report
+(:class:`MethodParams`); the other blocks (:data:`OTHER_BLOCKS`: ``evaluate``, ``report``; ``cluster`` is ``cluster submit``'s) are the evaluate and report
 stages' (:mod:`benchmark.stages.params_config` parses the whole file), so neither their settings nor the code that
 types them is a dependency of a stage that does not read them. A key that is no block of the file is still an
 error here.
@@ -25,7 +25,7 @@ from benchmark.models.recipe import Recipe
 from benchmark.stages.stage_config import read_params
 
 DEVICES = ("auto", "cpu", "cuda")
-OTHER_BLOCKS = ("evaluate", "report", "sve", "baselines")  # params.yaml blocks no model stage reads
+OTHER_BLOCKS = ("evaluate", "report", "sve", "baselines", "cluster")  # params.yaml blocks no model stage reads
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,8 @@ methods' entries, parsed with each method's own typed config where they are used
 :mod:`benchmark.stages.method_stage`, and by the pipeline generator) and the blocks of the stages after them:
 ``evaluate`` (:class:`benchmark.config.evaluate.EvalConfig`) and ``report``
 (:class:`benchmark.config.report_config.ReportConfig`). The evaluate stage and the pipeline generator parse it.
+``cluster`` (Slurm resources per stage) is typed by :mod:`benchmark.cluster.config` where ``cluster submit``
+reads it; no stage does.
 """
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ class Params(MethodParams):
 
     evaluate: EvalConfig = field(kw_only=True)
     report: ReportConfig | None = field(default=None, kw_only=True)
+    cluster: dict | None = field(default=None, kw_only=True)  # Slurm resources (benchmark.cluster.config); no stage reads it
 
     def __post_init__(self):
         if isinstance(self.evaluate, EvalConfig) and self.evaluate.suite != self.suite:  # the rows are labelled with it

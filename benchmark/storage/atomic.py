@@ -117,6 +117,12 @@ def atomic_path(path: str | os.PathLike, suffix: str | None = None):
     write_boundary(f"replaced {path}")
 
 
+def write_text(path, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` atomically (:func:`atomic_path`)."""
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
 @contextlib.contextmanager
 def atomic_dir(path: str | os.PathLike):
     """Yield a temporary folder next to ``path``; on success it replaces ``path`` whole.

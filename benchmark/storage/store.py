@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from benchmark.storage.atomic import atomic_dir, atomic_path, clean_leftovers, is_leftover, listing, write_boundary
+from benchmark.storage.atomic import atomic_dir, atomic_path, clean_leftovers, is_leftover, listing, write_boundary, write_text
 
 
 META_KEY = "benchmark"  # safetensors metadata key of the logits files' JSON metadata
@@ -36,11 +36,6 @@ META_KEY = "benchmark"  # safetensors metadata key of the logits files' JSON met
 
 class StoreError(ValueError):
     """A file is missing, unreadable or does not hold what it must."""
-
-
-def write_text(path, text: str) -> None:
-    with atomic_path(path) as tmp:
-        tmp.write_text(text, encoding="utf-8")
 
 
 def write_json(path, obj) -> None:

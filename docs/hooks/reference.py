@@ -198,6 +198,11 @@ def params_reference() -> str:
                     walk(sub, key + ".")
 
     walk(Params, "")
+    from benchmark.cluster.config import ClusterConfig  # params `cluster` (a mapping to the stages, typed where used)
+
+    seen.add(ClusterConfig)
+    sections.append(("cluster", ClusterConfig, ""))
+    walk(ClusterConfig, "cluster.")
     links = {cls: _slug(path) for path, cls, _ in sections}
     links[Params] = "top-level-keys"
     links[DataRef] = "data"

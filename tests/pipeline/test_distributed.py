@@ -226,6 +226,13 @@ def test_shards_and_torchrun_arguments(monkeypatch):
     monkeypatch.setenv("SLURM_NODEID", "1")
     assert two_nodes.torchrun_args("s.py", []) == ["--nproc_per_node", "2", "--nnodes", "2", "--node_rank", "1",
                                                    "--master_addr", "10.0.0.1", "--master_port", "1234", "s.py"]
+    # master_addr null: $MASTER_ADDR, the first node of a `cluster submit` job's allocation
+    from_env = distributed.DistConfig(nproc_per_node=2, nnodes=2, master_addr=None)
+    monkeypatch.delenv("MASTER_ADDR", raising=False)
+    with pytest.raises(ValueError, match="master_addr is null and .MASTER_ADDR is not set"):
+        from_env.torchrun_args("s.py", [])
+    monkeypatch.setenv("MASTER_ADDR", "node-a7")
+    assert from_env.torchrun_args("s.py", [])[6:8] == ["--master_addr", "node-a7"]
 
 
 if __name__ == "__main__":

@@ -1,0 +1,126 @@
+"""``python -m benchmark cluster`` without a Slurm: params ``cluster``, each stage's job, the lock's order, bad input."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+from toy import BY
+
+from benchmark.cli.main import main as cli_main
+from benchmark.cluster import config
+from benchmark.cluster.check import max_overlap, set_cpus
+from benchmark.cluster.runs import RUNS, safe_name
+from benchmark.reproduce import lockfile
+
+
+def test_resources_resolve_stage_over_kind_over_default_over_builtin():
+    cfg = config.parse({"partition": "cpu", "account": "lab",
+                        "resources": {"default": {"mem": "16G"}, "train": {"time": "1-00:00:00", "partition": "gpu"},
+                                      "train@big": {"gpus": 4, "extra": ["--qos=high"]}}})
+    big = config.job_spec("train@big", cfg, device="cuda", threads=2, num_workers=1)
+    small = config.job_spec("train@small", cfg, device="cuda", threads=2, num_workers=1)
+    ev = config.job_spec("evaluate", cfg, device="cuda", threads=2)
+    assert big.sbatch_options() == ["--nodes=1", "--ntasks-per-node=1", "--cpus-per-task=3", "--mem=16G",
+                                    "--time=1-00:00:00", "--gpus-per-node=4", "--partition=gpu", "--account=lab", "--qos=high"]
+    assert small.resources.gpus == 1 and small.resources.partition == "gpu"  # a model stage: 1 GPU when device is not cpu
+    assert (ev.resources.gpus, ev.resources.partition, ev.resources.time) == (0, "cpu", config.DEFAULT_TIME)
+    assert config.job_spec("train@x", config.parse(None), device="cpu").resources.gpus == 0
+    assert config.job_spec("collect", cfg, device="cuda").resources.cpus == 1
+
+
+def test_distributed_stages_ask_for_their_nodes_processes_and_gpus():
+    cfg = config.parse({"resources": {}})
+    kw = dict(device="cuda", threads=2, num_workers=0, nproc_per_node=4, nnodes=2)
+    train = config.job_spec("train@m", cfg, **kw)
+    assert (train.nodes, train.resources.gpus, train.resources.cpus) == (2, 4, 8)
+    assert "--nodes=2" in train.sbatch_options() and "--gpus-per-node=4" in train.sbatch_options()
+    sve = config.job_spec("sve-train", cfg, **kw)  # not a torchrun stage: one process on one node
+    assert (sve.nodes, sve.resources.gpus, sve.resources.cpus) == (1, 1, 2)
+
+
+@pytest.mark.parametrize("raw, message", [
+    ({"resources": {"train": {"mem": "lots"}}}, "mem must be a number"),
+    ({"resources": {"train": {"time": "2h"}}}, "time must be minutes"),
+    ({"resources": {"default": {"cpus": 0}}}, "cpus must be an integer >= 1"),
+    ({"resources": {"train": {"extra": ["--qos high"]}}}, "one sbatch option written --name=value"),
+    ({"resources": {"train": {"extra": ["--output=/etc/x"]}}}, "--output is set by `cluster submit` itself"),
+    ({"partition": "gpu; rm -rf /"}, "partition must be a Slurm name"),
+    ({"queue": "gpu"}, "unknown keys ['queue']"),
+])
+def test_bad_cluster_params_name_the_field(raw, message):
+    with pytest.raises(ValueError, match="params.yaml: cluster") as e:
+        config.parse(raw)
+    assert message in str(e.value)
+
+
+def test_safe_names_and_overlap():
+    assert safe_name(3, "train@lite0-s1") == "03-train@lite0-s1"
+    assert safe_name(12, "x/../y z") == "12-x_.._y_z"  # no folder separators: stays in the run's folders
+    assert max_overlap([(0, 5), (1, 2), (3, 6), (6, 7)]) == 2
+    assert max_overlap([(0, 1), (1, 2)]) == 1
+
+
+LOCK = """schema: '2.0'
+stages:
+  data:
+    cmd: d
+  train@b:
+    cmd: tb
+  train@a:
+    cmd: ta
+"""
+
+
+def test_reorder_puts_new_entries_in_run_order_after_the_kept_ones(tmp_path):
+    lock = tmp_path / "dvc.lock"
+    lock.write_text(LOCK)
+    # a run that started from a lock with `data` only; train@b finished (and was written) before train@a
+    assert lockfile.reorder(lock, ["data"], ["data", "train@a", "train@b"])
+    assert list(yaml.safe_load(lock.read_text())["stages"]) == ["data", "train@a", "train@b"]
+    assert lock.read_text() == LOCK.replace("  train@b:\n    cmd: tb\n", "") + "  train@b:\n    cmd: tb\n"
+    before = lock.stat().st_mtime_ns
+    assert not lockfile.reorder(lock, ["data"], ["data", "train@a", "train@b"])  # in order: not rewritten
+    assert lock.stat().st_mtime_ns == before
+    lock.write_text(LOCK)  # entries the run found keep their place, even out of run order
+    assert not lockfile.reorder(lock, ["data", "train@b", "train@a"], ["data", "train@a", "train@b"])
+
+
+def test_set_cpus_keeps_the_rest_of_params(tmp_path):
+    p = tmp_path / "params.yaml"
+    p.write_text("threads: 2   # a comment\ncluster:\n  partition: gpu\n")
+    set_cpus(p, 1)
+    assert "# a comment" in p.read_text()
+    assert yaml.safe_load(p.read_text())["cluster"] == {"partition": "gpu", "resources": {"default": {"cpus": 1}}}
+
+
+def test_submit_bad_input_is_one_line_and_exit_2(toy_repo, monkeypatch, capsys):
+    monkeypatch.chdir(toy_repo)
+    # no sbatch on PATH: nothing submitted, no run folder
+    monkeypatch.setenv("PATH", str(Path(os.sys.executable).parent))
+    assert cli_main(["cluster", "submit"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: sbatch not found on PATH") and "\n" not in err
+    assert not (toy_repo / RUNS).exists()
+    # what would be submitted (no Slurm needed): one job per stage, in run order, with its upstream stages
+    assert cli_main(["cluster", "submit", "--dry-run"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split(": --")[0] for line in out] == ["a", "b@x", BY, "c", "d"]
+    assert out[3].endswith(f"(after b@x, {BY})") and "--cpus-per-task=1" in out[0]
+    # bad params, a file that is no pipeline, an unknown run: one line each
+    params = toy_repo / "params.yaml"
+    params.write_text(params.read_text().replace("cpus: 1", "{cpus: 1, mem: lots}").replace("default:\n", "default: "))
+    assert cli_main(["cluster", "submit", "--dry-run"]) == 2
+    assert "params.yaml: cluster: resources.default" in capsys.readouterr().err
+    params.write_text(params.read_text() + "cluster: {}\n")  # a duplicate key: DVC's own error, one line too
+    assert cli_main(["cluster", "submit", "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "params.yaml" in err and "\n" not in err
+    assert cli_main(["cluster", "submit", "params.yaml"]) == 2
+    assert "params.yaml: not a pipeline file" in capsys.readouterr().err
+    assert cli_main(["cluster", "status"]) == 2
+    assert "no cluster run yet" in capsys.readouterr().err
+    assert cli_main(["cluster", "status", "--run", "../x"]) == 2
+    assert not list((toy_repo / RUNS).glob("*/run.json"))  # no run (only the lock the stages' status was read under)

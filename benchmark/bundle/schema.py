@@ -55,6 +55,7 @@ class Bundle:
     lock: dict | None = None
     paired: pd.DataFrame | None = None  # paired-bootstrap differences duo - base (results/paired.csv)
     status: str = "self-reported"  # set by publish from a verification record (benchmark.bundle.verify)
+    verification: dict | None = None  # that record (when, on which CPU, against which logits), when there is one
     files: dict[str, bytes] = field(default_factory=dict, repr=False)  # name -> the validated bytes (manifest included)
 
     @property

@@ -48,7 +48,7 @@ from tqdm.auto import tqdm
 from benchmark.bundle.intake import MANIFEST, show
 from benchmark.bundle.schema import KEY, REPORTED, BundleError, load_bundle
 from benchmark.bundle.site_data import suite_downloads
-from benchmark.bundle.verify import TOLERANCE, VERIFIED, recorded_status
+from benchmark.bundle.verify import SELF_REPORTED, TOLERANCE, VERIFIED, recorded
 from benchmark.report.assets import write_assets
 from benchmark.report.build import publishable
 from benchmark.report.inputs import Origin
@@ -215,7 +215,8 @@ def _load(paths, verified, progress: bool) -> tuple[list, list[str]]:
     for path in tqdm(paths, desc="read bundles", disable=not progress):
         try:
             b = load_bundle(path, check_arch=False)  # the architectures are checked by verify (CI), not on every publish
-            b.status = recorded_status(verified, b)
+            b.verification = recorded(verified, b)
+            b.status = VERIFIED if b.verification else SELF_REPORTED
             bundles.append(b)
         except Exception as e:  # noqa: BLE001 - one bad bundle is reported and left out, never stops the site
             problems.append(_left_out(path, e))

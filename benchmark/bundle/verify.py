@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import datetime
 import hashlib
 import json
 import os
@@ -275,6 +276,7 @@ def record(folder, bundle: Bundle, rep: Report, *, tolerance: float = TOLERANCE,
     """Write the verification of ``bundle`` to ``folder/<suite>/<id>.json`` (outside the bundle) when it is verified;
     otherwise remove any earlier record of it. Returns the record's path, or None."""
     from benchmark.bundle.pack import package_versions
+    from benchmark.config.numerics import cpu
     from benchmark.storage.store import write_text
 
     path = _record_path(folder, bundle)
@@ -284,7 +286,9 @@ def record(folder, bundle: Bundle, rep: Report, *, tolerance: float = TOLERANCE,
     data = {"format": RECORD_FORMAT, "bundle": f"{bundle.suite}/{bundle.name}", "status": rep.status, "rows": rep.rows,
             "recomputed": rep.recomputed, "costs_recomputed": rep.costs, "tolerance": tolerance,
             "manifest_sha256": _manifest_sha256(bundle), "rows_sha256": rows_digest(bundle.manifest),
-            "reported_not_verified": list(rep.reported), "logits": source, "checked_with": package_versions()}
+            "reported_not_verified": list(rep.reported), "logits": source, "checked_with": package_versions(),
+            "verified_on": {k: v for k, v in cpu().items() if k in ("kind", "cpu", "cores")},
+            "verified_at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
     path.parent.mkdir(parents=True, exist_ok=True)
     write_text(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
     return path
@@ -293,21 +297,27 @@ def record(folder, bundle: Bundle, rep: Report, *, tolerance: float = TOLERANCE,
 def recorded_status(folder, bundle: Bundle) -> str:
     """``verified`` when ``folder`` holds a verification record of exactly this bundle (identity, manifest, rows),
     else ``self-reported``; a record that does not match, or cannot be read, is ignored."""
+    return VERIFIED if recorded(folder, bundle) else SELF_REPORTED
+
+
+def recorded(folder, bundle: Bundle) -> dict | None:
+    """The verification record of exactly this bundle in ``folder`` (what :func:`record` wrote: when, on which CPU,
+    against which logits), or None (no record, one that does not match, or one that cannot be read)."""
     if folder is None:
-        return SELF_REPORTED
+        return None
     path = _record_path(folder, bundle)
     try:
         with intake.Folder(path.parent) as f:
             data = intake.strict_json(f.read(path.name, cap=MAX_RECORD_BYTES), intake.show(path))
     except BundleError:
-        return SELF_REPORTED
+        return None
     n = len(bundle.rows)
     same = (isinstance(data, dict) and data.get("format") == RECORD_FORMAT
             and data.get("bundle") == f"{bundle.suite}/{bundle.name}"
             and data.get("manifest_sha256") == _manifest_sha256(bundle)
             and data.get("rows_sha256") == rows_digest(bundle.manifest)
             and data.get("rows") == data.get("recomputed") == data.get("costs_recomputed") == n)
-    return VERIFIED if same and data.get("status") == VERIFIED else SELF_REPORTED
+    return data if same and data.get("status") == VERIFIED else None
 
 
 def pull_logits(bundle: Bundle, remote: str | None, root=".") -> Path:

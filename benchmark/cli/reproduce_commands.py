@@ -203,7 +203,7 @@ def run_readme(args) -> int:
 def run_fingerprint(args) -> int:
     from benchmark.models.zoo import load_zoo
     from benchmark.reproduce import fingerprint as fp
-    from benchmark.stages.stage_config import load_params
+    from benchmark.stages.params_config import load_params
     from benchmark.storage.store import write_json
 
     try:

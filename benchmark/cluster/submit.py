@@ -26,7 +26,7 @@ def job_specs(pipe: Pipeline, stages: list[str]) -> tuple[dict[str, config.JobSp
     """The job of each stage (params ``cluster`` and the run's ``device``, ``threads``, ``num_workers``,
     ``distributed`` in the pipeline's params file, the built-in defaults without one), the final job's, and warnings
     (resources keys that match no stage of the pipeline)."""
-    from benchmark.stages.stage_config import load_params
+    from benchmark.stages.params_config import load_params
 
     where = str(pipe.params_file.relative_to(pipe.root))
     if pipe.params_file.is_file():

@@ -196,13 +196,24 @@ def pipeline(params, zoo: dict, t: str) -> dict[str, str]:
 
 def mkl_ops_in(params, zoo: dict) -> dict[str, list[str]]:
     """``model -> [MKL-routed ATen operators]`` that one training step (batch 64) and the logits pass of each distinct
-    architecture of ``zoo`` call, as the stages run them (:data:`MKL_OPS`; there should be none)."""
+    architecture of ``zoo`` call, as the stages run them (:data:`MKL_OPS`; there should be none), at the params'
+    ``threads`` (ATen sends a convolution to its MKL-backed ``slow_conv2d`` on one thread: the portable route needs
+    two or more)."""
+    out, seen, threads = {}, set(), torch.get_num_threads()
+    torch.set_num_threads(getattr(params, "threads", None) or os.cpu_count() or 1)  # as stage_config.set_threads
+    try:
+        _profile_each(params, zoo, out, seen)
+    finally:
+        torch.set_num_threads(threads)
+    return out
+
+
+def _profile_each(params, zoo: dict, out: dict, seen: set) -> None:
     from torch.profiler import ProfilerActivity, profile
 
     from benchmark.core.members import member_cross_entropy
     from benchmark.models import factory, infer, portable
 
-    out, seen = {}, set()
     for name, entry in zoo.items():
         recipe = params.recipes[entry.recipe]
         if (entry.arch, entry.img_size) in seen or recipe.epochs == 0:
@@ -218,7 +229,6 @@ def mkl_ops_in(params, zoo: dict) -> dict[str, list[str]]:
             for n in (64, 5, 1):
                 infer.predict_logits(model, x[:n], batch_size=256)
         out[name] = sorted({e.name for e in prof.events()} & MKL_OPS)
-    return out
 
 
 def machine() -> dict:

@@ -108,6 +108,33 @@ def test_publish_from_bundles_only_is_byte_identical(bundle, recs, tmp_path, mon
     assert "refusing to replace it" in capsys.readouterr().err
 
 
+def test_a_bundle_page_says_when_and_on_what_cpu_this_project_verified_it(bundle, recs, tmp_path, monkeypatch):
+    """The verification record says when and on which CPU (benchmark.config.numerics.cpu) the rows were recomputed;
+    the bundle's page shows it, escaped; a bundle without a record says it is self-reported."""
+    import datetime
+    import html
+
+    from benchmark.config.numerics import cpu
+
+    path = recs / "caltech256" / "b1.json"
+    rec = json.loads(path.read_text())
+    assert rec["verified_on"] == {k: cpu()[k] for k in ("kind", "cpu", "cores")}
+    when = datetime.datetime.strptime(rec["verified_at"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.timezone.utc)
+    assert datetime.timedelta(0) <= datetime.datetime.now(datetime.timezone.utc) - when < datetime.timedelta(hours=6)
+    rec["verified_on"]["cpu"] = "<b>Xeon</b> & co"  # what reaches HTML is escaped
+    path.write_text(json.dumps(rec))
+    variant(bundle, "b2", created=_when(0), delta=-0.01)
+    monkeypatch.chdir(tmp_path)
+    assert main(["publish", "--bundles", str(bundle.parent.parent), "--out", "site", "--verified", str(recs), "--quiet"]) == 0
+    page = (tmp_path / "site" / "bundles" / "caltech256" / "b1" / "index.html").read_text(encoding="utf-8")
+    note = page.split('<p class="verification" role="note">')[1].split("</p>")[0]
+    assert f"Verified by this project on {rec['verified_at']}" in note
+    assert html.escape("<b>Xeon</b> & co") in note and "<b>Xeon" not in note and rec["verified_on"]["kind"] in note
+    assert f"{rec['recomputed']} of {rec['rows']} rows" in note
+    other = (tmp_path / "site" / "bundles" / "caltech256" / "b2" / "index.html").read_text(encoding="utf-8")
+    assert "Self-reported: this project holds no verification" in other.split('<p class="verification"')[1]
+
+
 def _headline(page: Path) -> dict:
     text = page.read_text(encoding="utf-8")
     return json.loads(text.split('<script type="application/json" id="uq-headline">')[1].split("</script>")[0])

@@ -109,10 +109,16 @@ def test_a_training_step_and_the_logits_pass_call_no_mkl_routed_operator():
 
     class P:
         recipes = {"r": Recipe(epochs=1, batch_size=64, lr=0.01, drop_rate=0.2)}
+        threads = 2  # the embedded default's params.yaml
 
     zoo = {n: parse_entry(n, {"arch": a, "init": "scratch", "img_size": 24, "seed": 0, "recipe": "r"}, check_arch=False)
            for n, a in (("lite", "tf_efficientnet_lite0"), ("mnv3", "mobilenetv3_small_050"))}
+    before = torch.get_num_threads()
     assert fingerprint.mkl_ops_in(P, zoo) == {"lite": [], "mnv3": []}
+    # one thread: ATen computes some convolutions with its MKL-backed slow_conv2d (the portable route needs two)
+    P.threads = 1
+    assert "aten::_slow_conv2d_forward" in fingerprint.mkl_ops_in(P, {"mnv3": zoo["mnv3"]})["mnv3"]
+    assert torch.get_num_threads() == before  # the measurement leaves the process's threads as they were
 
 
 def test_the_mkl_operator_list_sees_what_the_usual_route_calls():  # the negative control of the test above
@@ -126,3 +132,34 @@ def test_the_mkl_operator_list_sees_what_the_usual_route_calls():  # the negativ
         opt.step()
     names = {e.name for e in prof.events()} & fingerprint.MKL_OPS
     assert {"aten::addmm", "aten::sqrt"} <= names or {"aten::mm", "aten::sqrt"} <= names
+
+
+def test_a_resumed_fused_adamw_continues_a_channels_last_model_byte_for_byte(tmp_path):
+    """The resume checkpoint stores the moments contiguous; restored, each takes its parameter's (channels-last)
+    layout, which the fused kernel needs (it walks parameter and moments as flat memory)."""
+    from benchmark.models import train
+
+    def make():
+        torch.manual_seed(0)
+        return nn.Sequential(nn.Conv2d(3, 4, 3), nn.Flatten(), nn.Linear(4 * 4 * 4, 2)).to(memory_format=torch.channels_last)
+
+    def step(model, opt, seed):
+        x = torch.randn(3, 3, 6, 6, generator=torch.Generator().manual_seed(seed)).contiguous(memory_format=torch.channels_last)
+        opt.zero_grad()
+        model(x).square().sum().backward()
+        opt.step()
+
+    a = make()
+    opt_a = portable.adamw(a.parameters(), lr=0.05, weight_decay=0.01)
+    for s in range(2):
+        step(a, opt_a, s)
+    assert not a[0].weight.is_contiguous()  # the case: a channels-last weight
+    train._save_resume(tmp_path, a, opt_a, {"fingerprint": "f", "epoch": 0, "record": {}})
+    b = make()
+    opt_b = portable.adamw(b.parameters(), lr=0.05, weight_decay=0.01)
+    tensors, _ = train._read_resume(tmp_path, "f")
+    train._apply_resume(tensors, b, opt_b)
+    step(a, opt_a, 7)
+    step(b, opt_b, 7)
+    for (name, pa), pb in zip(a.named_parameters(), b.parameters()):
+        assert torch.equal(pa, pb), name

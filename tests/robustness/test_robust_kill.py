@@ -150,7 +150,8 @@ def test_a_kill_at_every_write_boundary_resumes_to_identical_outputs(base, scrat
             got = snapshot(work, stage)
             assert sorted(got) == sorted(expected), f"{stage}, killed at {label}: other files {sorted(set(got) ^ set(expected))}"
             changed = [f for f in expected if got[f] != expected[f]]
-            assert not changed, f"{stage}, killed at {label}: {changed} differ from an uninterrupted run"
+            assert not changed, f"{stage}, killed at {label}: {changed} differ from an uninterrupted run" + "".join(
+                f"\n{got[f][:2000]!r}\n{expected[f][:2000]!r}" for f in changed)
             shutil.rmtree(work)
         if stage == "logits":  # the other model's logits and both costs are inputs of the later stages
             with chdir(ref):

@@ -76,7 +76,8 @@ def holds_line(runs: list[dict], records: list[dict]) -> str:
     latest = {}
     for r in runs:
         latest[r["kind"]] = r
-    parts = [f"{r['cpu']} (`{r['kind']}`) at `{_short(r['commit'])}`: {_verdict(r)}" for r in latest.values()]
+    parts = [f"{r['cpu']} (`{r['kind']}`) at `{_short(r['commit'])}` against the bundle made at "
+             f"`{_short(r['bundle_commit'])}`: {_verdict(r)}" for r in latest.values()]
     fp = fingerprint_summary(records)
     return ("- Across CPU kinds, checked from scratch (`results/cross_cpu.json`): " + "; ".join(parts) + "." + fp
             + " What is and is not checked: [reproducibility](docs/explanations/reproducibility.md).")
@@ -92,9 +93,16 @@ def fingerprint_summary(records: list[dict]) -> str:
     keys = sorted(set.intersection(*[set(k for k in r["hashes"] if k.startswith(mode)) for r in records]))
     kinds = " and ".join(f"`{r['machine']['kind']}`" for r in records)
     same = sum(k in agreed for k in keys)
-    return (f" Kernel fingerprints of {kinds} (`results/fingerprints/`): {same} of {len(keys)} operations equal in the "
-            f"pipeline's mode; the {len(keys) - same} that part are MKL's (small matrix products, `exp`, the AdamW of "
-            f"`torch.optim` through `sqrt`), which training and logits no longer call (portable kernels).")
+    pairs = []  # each pair of records: its shared operations (every mode) and how many are equal
+    for i, a in enumerate(records):
+        for b in records[i + 1:]:
+            shared = set(a["hashes"]) & set(b["hashes"])
+            equal = sum(a["hashes"][k] == b["hashes"][k] for k in shared)
+            pairs.append(f"`{a['machine']['kind']}` / `{b['machine']['kind']}` {equal:,} of {len(shared):,}")
+    return (f" Kernel fingerprints of {kinds} (`results/fingerprints/`): {same} of {len(keys)} operations that all of "
+            f"them hold agree in the pipeline's mode; the {len(keys) - same} that part are MKL's (small matrix "
+            f"products, `exp`, the AdamW of `torch.optim` through `sqrt`), which training and logits no longer call "
+            f"(portable kernels). Equal operations by pair, every mode: {'; '.join(pairs)}.")
 
 
 def runs_table(runs: list[dict]) -> str:

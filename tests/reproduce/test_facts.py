@@ -111,7 +111,9 @@ def test_the_fingerprint_lines_count_what_two_kinds_share_and_agree_on():
                                                                          f"{mode}/sum": "3", "threads=1,onednn=on/sum": "4"}}
     b = {"machine": {"kind": "B", "cpu": "b"}, "torch": "t", "hashes": {f"{mode}/conv fwd x": "1", f"{mode}/mm 7x33x5": "9",
                                                                          f"{mode}/sum": "3", "threads=1,onednn=on/sum": "5"}}
-    assert "2 of 3 operations equal in the pipeline's mode; the 1 that part" in cross_cpu.fingerprint_summary([a, b])
+    summary = cross_cpu.fingerprint_summary([a, b])
+    assert "2 of 3 operations that all of them hold agree in the pipeline's mode; the 1 that part" in summary
+    assert "Equal operations by pair, every mode: `A` / `B` 2 of 4." in summary
     table = cross_cpu.fingerprint_table([a, b])
     assert "| convolution | 0 of 0 | 1 of 1 |" in table and "| matrix product (MKL) | 0 of 0 | 0 of 1 **part** |" in table
     assert "| other ATen operations | 0 of 1 **part** | 1 of 1 |" in table

@@ -76,11 +76,11 @@ def holds_line(runs: list[dict], records: list[dict]) -> str:
     latest = {}
     for r in runs:
         latest[r["kind"]] = r
-    parts = [f"{r['cpu']} (`{r['kind']}`) at `{_short(r['commit'])}` against the bundle made at "
-             f"`{_short(r['bundle_commit'])}`: {_verdict(r)}" for r in latest.values()]
+    parts = [f"{r['cpu']} (`{r['kind']}`) at `{_short(r['commit'])}` (vs the bundle of "
+             f"`{_short(r['bundle_commit'])}`): {_verdict(r)}" for r in latest.values()]
     fp = fingerprint_summary(records)
-    return ("- Across CPU kinds, checked from scratch (`results/cross_cpu.json`): " + "; ".join(parts) + "." + fp
-            + " What is and is not checked: [reproducibility](docs/explanations/reproducibility.md).")
+    return ("- Across CPU kinds, from scratch (`results/cross_cpu.json`): " + "; ".join(parts) + "." + fp
+            + " Details: [reproducibility](docs/explanations/reproducibility.md).")
 
 
 def fingerprint_summary(records: list[dict]) -> str:
@@ -91,7 +91,6 @@ def fingerprint_summary(records: list[dict]) -> str:
     agreed = fingerprint.evidence(records)
     mode = fingerprint.tag(2) + "/"
     keys = sorted(set.intersection(*[set(k for k in r["hashes"] if k.startswith(mode)) for r in records]))
-    kinds = " and ".join(f"`{r['machine']['kind']}`" for r in records)
     same = sum(k in agreed for k in keys)
     pairs = []  # each pair of records: its shared operations (every mode) and how many are equal
     for i, a in enumerate(records):
@@ -99,10 +98,9 @@ def fingerprint_summary(records: list[dict]) -> str:
             shared = set(a["hashes"]) & set(b["hashes"])
             equal = sum(a["hashes"][k] == b["hashes"][k] for k in shared)
             pairs.append(f"`{a['machine']['kind']}` / `{b['machine']['kind']}` {equal:,} of {len(shared):,}")
-    return (f" Kernel fingerprints of {kinds} (`results/fingerprints/`): {same} of {len(keys)} operations that all of "
-            f"them hold agree in the pipeline's mode; the {len(keys) - same} that part are MKL's (small matrix "
-            f"products, `exp`, the AdamW of `torch.optim` through `sqrt`), which training and logits no longer call "
-            f"(portable kernels). Equal operations by pair, every mode: {'; '.join(pairs)}.")
+    return (f" Kernel fingerprints (`results/fingerprints/`), equal operations by pair, every mode: {'; '.join(pairs)};"
+            f" {same} of {len(keys)} that all {len(records)} hold agree in the pipeline's mode, the {len(keys) - same} "
+            f"that part are MKL's, which training and logits no longer call.")
 
 
 def runs_table(runs: list[dict]) -> str:

@@ -55,7 +55,8 @@ def test_from_scratch_a_failure_and_a_resubmit_give_the_serial_dvc_lock_and_cach
     assert {s: r["state"] for s, r in rows.items()} == {"a": "done", "b@x": "done", BY: "done", "c": "failed",
                                                         "d": "cancelled"}
     assert not list(toy_repo.parent.rglob("pwned"))  # names and paths reach Slurm as arguments, never through a shell
-    assert run.log(BY).name == "02-b@y__touch_pwned___touch_pwned_.out" and run.log(BY).parent == run.folder / "logs"
+    # every character outside [A-Za-z0-9._@-] becomes "_" ("; $(" -> "____", ") `" -> "___")
+    assert run.log(BY).name == "02-b@y____touch_pwned___touch_pwned_.out" and run.log(BY).parent == run.folder / "logs"
     spans = [(run.state(s)["started"], run.state(s)["ended"]) for s in ("b@x", BY)]
     assert max_overlap(spans) == 2  # the two independent stages ran at the same time
     log = run.log("c")  # the failed stage, with its log (inside the repository); what depends on it is cancelled

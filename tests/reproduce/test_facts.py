@@ -92,8 +92,8 @@ def test_the_cross_cpu_line_names_each_kind_its_commit_and_what_held(tmp_path):
     runs = cross_cpu.add(path, _run("A", "2222222bbbb", identical=21, compared=21, rows=100, within=0))  # replaced, not added
     assert [r["kind"] for r in runs] == ["A", "I"] and cross_cpu.load(path) == runs
     line = cross_cpu.holds_line(runs, [])
-    assert "A CPU (`A`) at `2222222`: 21 of 21 stage outputs byte-identical, every row the same" in line
-    assert "I CPU (`I`) at `1111111`: 1 of 21 stage outputs byte-identical; 100 of 100 rows on the noise path, within it " \
+    assert "A CPU (`A`) at `2222222` (vs the bundle of `c0ffee1`): 21 of 21 stage outputs byte-identical, every row the same" in line
+    assert "I CPU (`I`) at `1111111` (vs the bundle of `c0ffee1`): 1 of 21 stage outputs byte-identical; 100 of 100 rows on the noise path, within it " \
            "(15 greedy-soup rows chose other ingredients)" in line
     table = cross_cpu.runs_table(runs)
     assert "| `I` | I CPU | `1111111`" in table and "| 1 of 21 | 0 / 100 / 0 | passes |" in table
@@ -112,8 +112,8 @@ def test_the_fingerprint_lines_count_what_two_kinds_share_and_agree_on():
     b = {"machine": {"kind": "B", "cpu": "b"}, "torch": "t", "hashes": {f"{mode}/conv fwd x": "1", f"{mode}/mm 7x33x5": "9",
                                                                          f"{mode}/sum": "3", "threads=1,onednn=on/sum": "5"}}
     summary = cross_cpu.fingerprint_summary([a, b])
-    assert "2 of 3 operations that all of them hold agree in the pipeline's mode; the 1 that part" in summary
-    assert "Equal operations by pair, every mode: `A` / `B` 2 of 4." in summary
+    assert "equal operations by pair, every mode: `A` / `B` 2 of 4; 2 of 3 that all 2 hold agree in the pipeline's " \
+           "mode, the 1 that part are MKL's" in summary
     table = cross_cpu.fingerprint_table([a, b])
     assert "| convolution | 0 of 0 | 1 of 1 |" in table and "| matrix product (MKL) | 0 of 0 | 0 of 1 **part** |" in table
     assert "| other ATen operations | 0 of 1 **part** | 1 of 1 |" in table

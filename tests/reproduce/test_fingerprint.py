@@ -31,6 +31,17 @@ def test_both_vendors_are_recorded_and_agree_on_every_operation_of_the_pipelines
     assert len(convs) == 16 and all(k in agreed for k in convs)  # oneDNN's convolutions hold across the vendors
 
 
+def test_two_kinds_of_one_vendor_agreeing_is_no_evidence_for_the_other_vendor():
+    zen4, zen5 = rec("AuthenticAMD-f25-m17", {"layer": "1", "op": "1"}), rec("AuthenticAMD-f26-m2", {"layer": "1", "op": "1"})
+    intel = rec(INTEL, {"op": "1"})
+    assert fp.evidence([zen4, zen5]) == set()  # one vendor
+    assert fp.evidence([zen4, zen5, intel]) == {"op"}  # "layer": only AMD kinds hold it
+    mine = rec("GenuineIntel-f6-m143", {"layer": "2", "op": "1"})
+    verdicts = fp.compare(mine, [zen4, zen5, intel])
+    assert all(v["failing"] == [] for v in verdicts) and verdicts[0]["differ"] == ["layer"]  # reported, not failed
+    assert fp.compare(rec("GenuineIntel-f6-m143", {"op": "2"}), [zen4, intel])[0]["failing"] == ["op"]
+
+
 def test_a_record_of_this_cpu_kind_must_agree_on_every_operation():
     mine = rec("A", {"x": "1", "y": "2"})
     (v,) = fp.compare(mine, [rec("A", {"x": "1", "y": "3"})])

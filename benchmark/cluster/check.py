@@ -68,7 +68,7 @@ def environment(values: dict):
 
 
 def copy_checkout(root: Path, dvcfile: str, dest: Path) -> None:
-    """``root``'s files (:func:`benchmark.reproduce.scratch.make_copy`: what git tracks or does not ignore) and the pipeline's own files, its ``dvc.lock``
+    """``root``'s files (:func:`benchmark.reproduce.scratch.make_copy`) and the pipeline's own files, its ``dvc.lock``
     included: no output and no DVC cache come along, so every stage runs, and the lock's entries keep the order the
     serial run kept them in (``dvc repro`` leaves an existing entry where it is)."""
     from benchmark.reproduce.scratch import make_copy

@@ -124,3 +124,16 @@ def test_submit_bad_input_is_one_line_and_exit_2(toy_repo, monkeypatch, capsys):
     assert "no cluster run yet" in capsys.readouterr().err
     assert cli_main(["cluster", "status", "--run", "../x"]) == 2
     assert not list((toy_repo / RUNS).glob("*/run.json"))  # no run (only the lock the stages' status was read under)
+
+
+def test_the_local_checks_scratch_copy_holds_the_pipeline_and_its_lock(tmp_path):
+    """`cluster local-check` (in .ci/run) starts from this copy: the checkout's files without outputs, and the
+    pipeline's dvc.yaml, params.yaml and dvc.lock byte for byte (so every stage runs, in the serial lock's order)."""
+    from benchmark.cluster.check import copy_checkout
+
+    root = Path(__file__).resolve().parents[2]
+    dest = tmp_path / "copy"
+    copy_checkout(root, "dvc.yaml", dest)
+    for name in ("dvc.yaml", "params.yaml", "dvc.lock", "benchmark/cluster/check.py"):
+        assert (dest / name).read_bytes() == (root / name).read_bytes(), name
+    assert not (dest / "results" / "checkpoints").exists() and not (dest / ".dvc" / "cache").exists()

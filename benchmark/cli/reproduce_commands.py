@@ -93,8 +93,8 @@ def add_reproduce_command(subparsers) -> None:
                                    "operations, and each layer, gradient and logits of a training step and a logits pass "
                                    "of every zoo architecture, with the project's own code) under the pinned numerics, and "
                                    "compare them with the records in --records: a record of this CPU kind must agree on "
-                                   "every operation, a record of another kind on every operation that two recorded kinds "
-                                   "agree on; other differences are reported. Also lists any MKL-routed operator that a "
+                                   "every operation, a record of another kind on every operation that records of two "
+                                   "vendors agree on; other differences are reported. Also lists any MKL-routed operator that a "
                                    "training step or a logits pass calls (there must be none). Exit 1 on a failure. "
                                    "Rules: benchmark/reproduce/fingerprint.py.")
     f.add_argument("--records", default="results/fingerprints", help="folder of records (default: results/fingerprints)")

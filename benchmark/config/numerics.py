@@ -30,6 +30,13 @@ math (``torch.sqrt``, ``exp``: AdamW's update) give other bytes on an Intel Xeon
 than on an AMD EPYC (the kernel fingerprints, ``results/fingerprints/``), so under
 pinning, training and logits run without MKL (:mod:`benchmark.models.portable`).
 
+A CPU without AVX2 and FMA (an old workstation, a CPUID-masked virtual machine) is asked, not assumed: the caps
+would make ATen run AVX2 instructions it lacks (``SIGILL`` at the first tensor operation), so :func:`pinnable` reads
+the CPU's own ``CPUID`` (:mod:`benchmark.config.cpuid`; ``/proc/cpuinfo`` is the host's under an emulator), and there
+the pins are not applied (a pinned parent process's are taken back), the records say so (``pinned: false`` and the
+capability really used), a stage says in one line that the committed bytes cannot be promised
+(:func:`unpinnable_note`), and the gate judges such a run by its noise.
+
 Nothing here imports torch: :func:`pin` must run before it (``import benchmark``
 calls it through :mod:`benchmark.config.runtime`).
 """
@@ -37,6 +44,8 @@ from __future__ import annotations
 
 import os
 import platform
+
+from benchmark.config import cpuid
 
 ENV = "UQ_NUMERICS"
 MODES = ("pinned", "native")
@@ -74,7 +83,13 @@ def cpu_flags() -> set[str]:
 
 def cpu() -> dict:
     """This CPU: ``kind`` (vendor, family and model: what a kernel fingerprint record is of), ``cpu`` (its name),
-    ``isa`` (its vector instruction set flags) and ``cores``; read from ``/proc/cpuinfo`` (Linux), else the platform's."""
+    ``isa`` (its vector instruction set flags) and ``cores``. Read from the CPU itself (:mod:`benchmark.config.cpuid`:
+    right under an emulator too, where ``/proc/cpuinfo`` is the host's), else from ``/proc/cpuinfo`` (Linux), else
+    the platform's."""
+    own = cpuid.read()
+    if own is not None:
+        isa = [f for f in own["flags"] if f.startswith(("avx", "amx", "fma"))]
+        return {"kind": own["kind"], "cpu": own["name"] or platform.processor(), "isa": isa, "cores": os.cpu_count()}
     info = _cpuinfo()
     flags = info.get("flags", "").split()
     vendor, family, model = info.get("vendor_id", platform.machine()), info.get("cpu family", "?"), info.get("model", "?")
@@ -83,11 +98,17 @@ def cpu() -> dict:
 
 
 def pinnable(machine: str | None = None, flags: set[str] | None = None) -> bool:
-    """Pinning needs an x86-64 CPU with AVX2 and FMA (every x86 server CPU since 2013)."""
+    """Pinning needs an x86-64 CPU with AVX2 and FMA (every x86 server CPU since 2013) whose operating system saves
+    the AVX registers. Asked of the CPU itself (:mod:`benchmark.config.cpuid`) unless ``flags`` are given; where it
+    cannot be asked, ``/proc/cpuinfo``'s flags (which the kernel clears when it does not save the registers)."""
     machine = platform.machine().lower() if machine is None else machine.lower()
     if machine not in ("x86_64", "amd64"):
         return False
-    flags = cpu_flags() if flags is None else flags
+    if flags is None:
+        own = cpuid.read()
+        if own is not None:
+            return {"avx2", "fma"} <= set(own["flags"]) and own["os_avx"]
+        flags = cpu_flags()
     return {"avx2", "fma"} <= flags
 
 
@@ -102,6 +123,13 @@ def pin(environ=None) -> dict:
     if mode == "pinned" and pinnable():
         environ.update(PINNED)
         applied["pinned"] = True
+    elif mode == "pinned":
+        # no AVX2/FMA here: the caps would force instructions this CPU lacks (SIGILL at the first tensor operation);
+        # a parent process's pins (a pinned process starting this one, e.g. under an emulator) are taken back
+        applied["unpinnable"] = True
+        for k, v in PINNED.items():
+            if environ.get(k) == v:
+                del environ[k]
     if environ is os.environ:
         _applied.clear()
         _applied.update(applied)
@@ -116,6 +144,17 @@ def state() -> dict:
     return {"numerics": _applied.get("mode", requested_mode()),
             "pinned": bool(_applied.get("pinned")) and capability == PINNED["ATEN_CPU_CAPABILITY"].upper(),
             "cpu_capability": capability}
+
+
+def unpinnable_note() -> str | None:
+    """One line for a user whose CPU cannot run the pinned numerics (no AVX2 and FMA), None elsewhere: what it cannot
+    promise and how its numbers will be judged."""
+    if not _applied.get("unpinnable"):
+        return None
+    me = cpu()
+    return (f"numerics: this CPU ({me['cpu'] or me['kind']}, {me['kind']}) has no AVX2 and FMA, so the pinned numerics "
+            f"cannot give the committed bytes here; it runs its own kernels ({state()['cpu_capability']}) and "
+            f"`reproduce check` judges this run's numbers by their noise")
 
 
 def check_pinned() -> None:

@@ -256,8 +256,7 @@ def _size_info(ctx, t: _Run, record: dict, members: int, val_logits, one: float)
             "img_size": entry.img_size, "sigma_init": cfg.sigma_init, "seed": cfg.seed,
             "adapted_layers": len(model.layer_names), "epoch_images": len(tr), "trained_members": model.members,
             "val_score": record["best_score"] if sub is model else selection_score(val_logits[:members], va.labels, recipe.select_by),
-            "select_by": recipe.select_by, **cost_info(sub, entry.img_size, one),
-            "throughput": costs.measure_throughput(sub, entry.img_size, batch_size=c.throughput_batch, iters=c.throughput_iters)}
+            "select_by": recipe.select_by, **cost_info(sub, entry.img_size, one), **costs.measured(sub, entry.img_size, c)}
 
 
 def _predict(ctx, t: _Run) -> dict:

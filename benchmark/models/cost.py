@@ -117,6 +117,17 @@ def measure_throughput(model: nn.Module, img_size: int, *, batch_size: int = 64,
     return batch_size * iters / (time.perf_counter() - start)
 
 
+def measured(model: nn.Module, img_size: int, cost_params) -> dict:
+    """The measured part of a cost record: ``throughput`` (:func:`measure_throughput` with params ``cost``:
+    ``throughput_batch``, ``throughput_iters``) and the CPU ``numerics`` it ran with
+    (:func:`benchmark.config.numerics.state`: the kernels really used, pinned or not)."""
+    from benchmark.config import numerics
+
+    return {"throughput": measure_throughput(model, img_size, batch_size=cost_params.throughput_batch,
+                                             iters=cost_params.throughput_iters),
+            "numerics": numerics.state()}
+
+
 BUDGET = ("train_images", "train_params")  # a row's training budget (results schema columns of the same names)
 
 

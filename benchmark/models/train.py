@@ -192,6 +192,51 @@ def _train_batches(train, idx_order: torch.Tensor, batch_size: int, num_workers:
         yield item[0], item[1], start, rows, size
 
 
+def training_model(entry, num_classes: int, recipe: Recipe, device: torch.device | None = None, *,
+                   load_weights: bool = True) -> nn.Module:
+    """The model a training run of zoo ``entry`` starts from, as ``train@`` builds it: its architecture and initial
+    weights with ``num_classes`` outputs (:func:`benchmark.models.factory.create`, the recipe's ``drop_rate``), on
+    ``device``, in channels-last order (:func:`benchmark.models.infer.channels_last`)."""
+    from benchmark.models import factory
+    from benchmark.models.infer import channels_last
+
+    model = factory.create(entry, num_classes, load_weights=load_weights, drop_rate=recipe.drop_rate)
+    return channels_last(model if device is None else model.to(device))
+
+
+def make_optimizer(params, recipe: Recipe) -> torch.optim.Optimizer:
+    """The optimizer of a training run: AdamW with the recipe's ``lr`` and ``weight_decay``, fused on the CPU
+    (:func:`benchmark.models.portable.adamw`: bytes that do not depend on the CPU vendor)."""
+    return portable.adamw(params, lr=recipe.lr, weight_decay=recipe.weight_decay)
+
+
+def train_step(net: nn.Module, opt: torch.optim.Optimizer, xb: torch.Tensor, yb: torch.Tensor, recipe: Recipe, *,
+               loss_fn: Callable = member_cross_entropy, rows: int | None = None, size: int | None = None,
+               where: str = "", after_backward: Callable[[], None] | None = None) -> float:
+    """One optimisation step of ``net`` on the batch ``(xb, yb)`` (on the model's device, in its memory format):
+    ``loss_fn(net(xb), yb, recipe.label_smoothing)``, its gradient, ``opt.step()``; the loss's value.
+
+    What every training run of the pipeline executes per batch (:func:`fine_tune`), and what the kernel fingerprint
+    profiles (:mod:`benchmark.reproduce.fingerprint`), so the two cannot part. Several processes: this rank's
+    ``rows`` of a global batch of ``size`` (:func:`~benchmark.models.distributed.global_batch_loss`).
+    ``after_backward`` runs between the gradient and the update (the fingerprint reads the gradients there). A loss
+    that is not finite is a :class:`FloatingPointError` naming ``where``."""
+    with distributed.guard("the forward pass"):
+        loss = loss_fn(net(xb), yb, recipe.label_smoothing)
+    value = loss
+    if distributed.world_size() > 1:
+        loss, value = distributed.global_batch_loss(loss, rows, size)
+    if not torch.isfinite(value):
+        raise FloatingPointError(f"training loss became {value.item()} at {where or 'a training step'}; lower the learning rate")
+    opt.zero_grad(set_to_none=True)
+    with distributed.guard("the gradient all-reduce"):
+        loss.backward()
+    if after_backward is not None:
+        after_backward()
+    opt.step()
+    return value.item()
+
+
 def fine_tune(model: nn.Module, train, val, recipe: Recipe, *, seed: int, folder, fingerprint: str, params=None,
               loss_fn: Callable = member_cross_entropy, progress: bool = True, stop_after_epoch: int | None = None,
               num_workers: int = 0) -> dict:
@@ -226,7 +271,7 @@ def fine_tune(model: nn.Module, train, val, recipe: Recipe, *, seed: int, folder
         model, net = distributed.wrap(model, device)
     n = len(split_labels(train))
     params = list(model.parameters()) if params is None else list(params)
-    opt = portable.adamw(params, lr=recipe.lr, weight_decay=recipe.weight_decay)  # fused on the CPU: vendor-independent bytes
+    opt = make_optimizer(params, recipe)  # fused on the CPU: vendor-independent bytes
     steps_per_epoch = math.ceil(n / recipe.batch_size)
     total, warmup = recipe.epochs * steps_per_epoch, round(recipe.warmup_epochs * steps_per_epoch)
     record = {"recipe": asdict(recipe), "fingerprint": fingerprint, "seed": seed, "history": [], "best_epoch": -1, "best_score": -1.0,
@@ -249,18 +294,8 @@ def fine_tune(model: nn.Module, train, val, recipe: Recipe, *, seed: int, folder
             for g in opt.param_groups:
                 g["lr"] = recipe.lr * lr_factor(step, total, warmup, recipe.warmup_start_factor)
             xb = _shift(xb, recipe.shift_pixels, gen, start, size).to(device, non_blocking=True, memory_format=fmt)
-            with distributed.guard("the forward pass"):
-                loss = loss_fn(net(xb), yb.to(device), recipe.label_smoothing)
-            value = loss
-            if world > 1:
-                loss, value = distributed.global_batch_loss(loss, rows, size)
-            if not torch.isfinite(value):
-                raise FloatingPointError(f"training loss became {value.item()} at epoch {epoch}, step {i}; lower the learning rate")
-            opt.zero_grad(set_to_none=True)
-            with distributed.guard("the gradient all-reduce"):
-                loss.backward()
-            opt.step()
-            losses.append(value.item())
+            losses.append(train_step(net, opt, xb, yb.to(device), recipe, loss_fn=loss_fn, rows=rows, size=size,
+                                     where=f"epoch {epoch}, step {i}"))
             bar.set_postfix(loss=f"{losses[-1]:.3f}")
         val_inputs = val[0] if isinstance(val, tuple) else val
         z = distributed.predict_logits(model, val_inputs, batch_size=4 * recipe.batch_size, num_workers=num_workers)

@@ -105,13 +105,14 @@ def _record(args, bundle, pinned: bool, rows: dict, summary: dict, outputs: dict
     """Add this check to the cross-CPU record (:mod:`benchmark.reproduce.cross_cpu`): the CPU kind that made the fresh
     run (this machine's, or ``--ran-on``), the checkout's commit, the bundle and the gate's counts."""
     from benchmark.bundle.pack import git_state
-    from benchmark.reproduce import cross_cpu, fingerprint
+    from benchmark.config.numerics import cpu
+    from benchmark.reproduce import cross_cpu, fingerprint_records
 
-    me = fingerprint.machine()
+    me = cpu()
     kind = args.ran_on or me["kind"]
     cpu = me["cpu"]
     if args.ran_on and args.ran_on != me["kind"]:
-        records = fingerprint.read_records(Path(args.record).parent / "fingerprints")
+        records = fingerprint_records.read_records(Path(args.record).parent / "fingerprints")
         known = {r["machine"]["kind"]: r["machine"].get("cpu", "") for r in records}
         cpu = known.get(args.ran_on, args.ran_on)
     run = cross_cpu.entry(kind=kind, cpu=cpu, commit=git_state(".").get("commit") or "?", bundle=str(bundle.path),

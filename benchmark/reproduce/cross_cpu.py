@@ -30,6 +30,29 @@ def entry(*, kind: str, cpu: str, commit: str, bundle: str, bundle_commit: str, 
             "byte_identical": bool(same_rows and outputs["identical"] == outputs["compared"]), "note": note}
 
 
+def stage_entry(result: dict, *, commit: str, note: str = "") -> dict:
+    """One rerun of whole stages (:func:`benchmark.reproduce.rerun.run`) against the committed ``dvc.lock``: the CPU
+    kind they ran on (``emulated``, with the kind it ``stands_for`` and its ``host``, when it was an emulation), the
+    code (``commit``), the stages and how many of their compared outputs were byte-identical."""
+    m, c = result["machine"], result["counts"]
+    return {"scope": "stages", "kind": m["kind"], "cpu": m.get("cpu", ""), "emulated": bool(m.get("emulated")),
+            "stands_for": m.get("stands_for"), "host": m.get("host"), "qemu": m.get("qemu"), "commit": commit,
+            "date": datetime.date.today().isoformat(), "stages": list(result["stages"]),
+            "stage_outputs": {"identical": int(c["identical"]), "compared": int(c["compared"])},
+            "byte_identical": bool(c["compared"] and c["identical"] == c["compared"] and not c["missing"] and not c["extra"]),
+            "seconds": result["seconds"], "note": note}
+
+
+def gate_runs(runs: list[dict]) -> list[dict]:
+    """The from-scratch runs judged by the gate (not the reruns of single stages)."""
+    return [r for r in runs if r.get("scope", "gate") == "gate"]
+
+
+def stage_runs(runs: list[dict]) -> list[dict]:
+    """The reruns of single stages (:func:`stage_entry`)."""
+    return [r for r in runs if r.get("scope") == "stages"]
+
+
 def load(path=RECORD) -> list[dict]:
     path = Path(path)
     if not path.exists():
@@ -44,10 +67,12 @@ def load(path=RECORD) -> list[dict]:
 
 
 def add(path, run: dict) -> list[dict]:
-    """``run`` added to the record at ``path`` (replacing an entry of the same kind and commit); written atomically."""
+    """``run`` added to the record at ``path`` (replacing an entry of the same kind, commit and scope); written
+    atomically."""
     from benchmark.storage.store import write_text
 
-    runs = [r for r in load(path) if (r["kind"], r["commit"]) != (run["kind"], run["commit"])] + [run]
+    key = (run["kind"], run["commit"], run.get("scope", "gate"))
+    runs = [r for r in load(path) if (r["kind"], r["commit"], r.get("scope", "gate")) != key] + [run]
     runs.sort(key=lambda r: (r.get("date", ""), r["kind"]))
     write_text(path, json.dumps(runs, indent=1, sort_keys=True) + "\n")
     return runs
@@ -74,7 +99,7 @@ def holds_line(runs: list[dict], records: list[dict]) -> str:
         return ("- Across CPU kinds: no from-scratch run recorded (`python -m benchmark reproduce check --record "
                 "results/cross_cpu.json` after one).")
     latest = {}
-    for r in runs:
+    for r in gate_runs(runs):
         latest[r["kind"]] = r
     parts = [f"{r['cpu']} (`{r['kind']}`) at `{_short(r['commit'])}` (vs the bundle of "
              f"`{_short(r['bundle_commit'])}`): {_verdict(r)}" for r in latest.values()]
@@ -86,10 +111,10 @@ def holds_line(runs: list[dict], records: list[dict]) -> str:
 def fingerprint_summary(records: list[dict]) -> str:
     if len(records) < 2:
         return ""
-    from benchmark.reproduce import fingerprint
+    from benchmark.reproduce import fingerprint_records
 
-    agreed = fingerprint.evidence(records)
-    mode = fingerprint.tag(2) + "/"
+    agreed = fingerprint_records.evidence(records)
+    mode = fingerprint_records.tag(2) + "/"
     keys = sorted(set.intersection(*[set(k for k in r["hashes"] if k.startswith(mode)) for r in records]))
     same = sum(k in agreed for k in keys)
     pairs = []  # each pair of records: its shared operations (every mode) and how many are equal
@@ -108,7 +133,7 @@ def runs_table(runs: list[dict]) -> str:
         return "No from-scratch run recorded yet (`python -m benchmark reproduce check --record results/cross_cpu.json`).\n"
     lines = ["| CPU kind | CPU | code | checked against | stage outputs identical | rows identical / within noise / failing | gate |",
              "|---|---|---|---|---|---|---|"]
-    for r in runs:
+    for r in gate_runs(runs):
         n, o = r["rows"], r["stage_outputs"]
         failing = n["differs"] + n["beyond-noise"] + n["inputs-differ"] + n["missing"] + n["extra"]
         lines.append(f"| `{r['kind']}` | {r['cpu']} | `{_short(r['commit'])}` ({r['date']}) | `{r['bundle']}` (made at "
@@ -138,7 +163,7 @@ def fingerprint_table(records: list[dict]) -> str:
             same = sum(a["hashes"][k] == b["hashes"][k] for k in keys)
             cells.append(f"{same} of {len(keys)}" + (" **part**" if same < len(keys) else ""))
         lines.append(f"| {name} | {' | '.join(cells)} |")
-    from benchmark.reproduce.fingerprint import tag
+    from benchmark.reproduce.fingerprint_records import tag
 
     diff = [k for k in shared if a["hashes"][k] != b["hashes"][k]]
     mode = [k.split("/", 1)[1] for k in diff if k.startswith(tag(2) + "/")]

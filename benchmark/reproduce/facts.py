@@ -87,9 +87,9 @@ def holds_block(root=".") -> str:
     """Five lines: the main job's time, the pinned kernels and their cost, what was checked across CPU kinds, the site at
     the papers' scale, the tests."""
     res = Path(root) / "results"
-    from benchmark.reproduce import cross_cpu, fingerprint
+    from benchmark.reproduce import cross_cpu, fingerprint_records
 
-    cross = cross_cpu.holds_line(cross_cpu.load(res / "cross_cpu.json"), fingerprint.read_records(res / "fingerprints"))
+    cross = cross_cpu.holds_line(cross_cpu.load(res / "cross_cpu.json"), fingerprint_records.read_records(res / "fingerprints"))
     return "\n".join([main_job_line(_load(res / "timings.json")), pinning_line(_load(res / "numerics.json")), cross,
                       site_line(_load(res / "site_scale.json")), test_command_line(_load(res / "test_command.json"))]) + "\n"
 

@@ -3,7 +3,8 @@
 A fingerprint is a SHA-256 prefix of the result of each of a fixed set of float32 operations, computed under the
 pinned numerics (:mod:`benchmark.config.numerics`). Two machines whose fingerprints agree on every operation a
 stage runs give that stage the same bytes; where they part, the first operation that differs names the kernel.
-Records live in ``results/fingerprints/<kind>.json`` (kind: CPU vendor, family and model).
+Records live in ``results/fingerprints/<kind>.json`` (kind: CPU vendor, family and model; ``QEMU-<model>`` for an
+emulated one).
 
 Two sets of operations:
 
@@ -13,17 +14,17 @@ Two sets of operations:
   cross-entropy, AdamW, pools, resizing, the RNG and dropout; in the mode ``threads=T,onednn=on|off``.
   Those that go through MKL (:data:`MKL_ROUTED`) are what the pipeline no longer runs
   (:mod:`benchmark.models.portable`); the rest it relies on.
-* **pipeline** (:func:`pipeline`): what the embedded default's stages run, with the project's own code: for each
-  (architecture, input size) of the zoo, the model built as ``train@`` builds it (pretrained weights, portable
-  linear layers, channels-last), two training steps of a batch of 64 with the fused AdamW and dropout, and the
-  logits of 256, 5 and 1 images as ``logits@`` computes them; hashed per layer (each module's output of the first
-  forward), per parameter (its first gradient) and as a whole (weights after two steps, logits). The first
-  layer that differs is the operation where two CPU kinds part.
+* **pipeline** (:func:`pipeline`): what the embedded default's stages run, through the very functions they call
+  (:func:`benchmark.models.train.training_model`, ``make_optimizer`` and ``train_step``, and
+  :func:`benchmark.models.distributed.predict_logits`): for each (architecture, input size) of the zoo, the model
+  built as ``train@`` builds it (pretrained weights, portable linear layers, channels-last), two training steps of
+  a batch of 64 with the fused AdamW and dropout, and the logits of 256, 5 and 1 images as ``logits@`` computes
+  them; hashed per layer (each module's output of the first forward), per parameter (its first gradient) and as a
+  whole (weights after two steps, logits). The first layer that differs is the operation where two CPU kinds part.
 
-:func:`compare` judges a fingerprint against the records: a record of the same CPU kind must agree on every
-shared operation (a torch upgrade or a changed kernel route shows here); a record of another kind must agree on
-every operation that records of two vendors already agree on (the evidence that the pipeline's bytes hold across
-kinds), and the other shared operations are reported. :func:`mkl_ops_in` lists the MKL-routed operations that the
+The records of CPU kinds (``results/fingerprints/``) and the rules that judge a fingerprint by them are in
+:mod:`benchmark.reproduce.fingerprint_records`; an emulated CPU kind's fingerprint (QEMU user mode) is made by
+:mod:`benchmark.reproduce.emulate`. :func:`mkl_ops_in` lists the MKL-routed operations that the
 pipeline's training step and logits pass call (there must be none). The CLI is ``python -m benchmark reproduce
 fingerprint`` (:mod:`benchmark.cli.reproduce_commands`).
 """
@@ -33,14 +34,14 @@ import dataclasses
 import hashlib
 import json
 import os
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
 from benchmark.config import numerics
+from benchmark.reproduce.fingerprint_records import tag
 
-RECORDS = Path("results") / "fingerprints"
+NUM_CLASSES = 10  # the head of every profiled model (the embedded suite's classes)
 # tool keys computed through MKL (BLAS small products, VML exp/sqrt in torch's AdamW): parting across vendors,
 # not run by the pipeline (benchmark.models.portable)
 MKL_ROUTED = ("/mm 64x1280x10", "/mm 7x33x5", "/linear fwd+bwd 64x1280->10", "/elementwise exp", "/adamw 3 steps")
@@ -61,10 +62,6 @@ def h(*tensors) -> str:
 
 def gen(seed: int, *shape) -> torch.Tensor:
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
-
-
-def tag(threads: int, onednn: bool = True) -> str:
-    return f"threads={threads},onednn={'on' if onednn else 'off'}"
 
 
 # the convolutions of an EfficientNet-Lite / MobileNetV3 forward: (N, C, H, W, out, k, stride, pad, groups)
@@ -148,49 +145,66 @@ def _primitives(t: str) -> dict[str, str]:
     return out
 
 
-def pipeline(params, zoo: dict, t: str) -> dict[str, str]:
-    """The pipeline's own operations (module docstring), for each distinct (architecture, init, input size, recipe)
-    of ``zoo`` (typed zoo entries), with ``params``' recipes; keyed ``<t>/pipeline <arch> <px>px: <what>``."""
-    from benchmark.core.members import member_cross_entropy
-    from benchmark.models import factory, infer, portable
-
-    out, seen = {}, set()
-    for entry in zoo.values():
+def _distinct(params, zoo: dict, names=None):
+    """``(name, entry, recipe)`` of each distinct (architecture, init, input size, recipe) of ``zoo`` (typed zoo
+    entries) that trains (``epochs`` > 0), first entry of each; only the entries ``names`` when given."""
+    seen = set()
+    for name, entry in zoo.items():
         recipe = params.recipes[entry.recipe]
         ident = (entry.arch, entry.init, entry.img_size, entry.recipe)
-        if ident in seen or recipe.epochs == 0:
-            continue
-        seen.add(ident)
-        # the key names the settings (a short hash of the architecture, init, size and recipe): records stay valid
-        # when params change, their keys are then not shared
-        settings = json.dumps([entry.arch, entry.init, entry.img_size, dataclasses.asdict(recipe)], sort_keys=True)
-        px = entry.img_size
-        key = f"{t}/pipeline {entry.arch} {px}px [{hashlib.sha256(settings.encode()).hexdigest()[:8]}]"
-        model = infer.channels_last(factory.create(entry, 10, drop_rate=recipe.drop_rate))
-        opt = portable.adamw(model.parameters(), lr=recipe.lr, weight_decay=recipe.weight_decay)
-        names = {m: n for n, m in model.named_modules() if n and not any(True for _ in m.children())}
+        if (names is None or name in names) and ident not in seen and recipe.epochs:
+            seen.add(ident)
+            yield name, entry, recipe
+
+
+def pipeline_key(entry, recipe, t: str) -> str:
+    """The key prefix of one architecture's pipeline operations: ``<t>/pipeline <arch> <px>px [<settings hash>]``;
+    the short hash of the architecture, init, size and recipe keeps records valid when params change (their keys are
+    then not shared)."""
+    settings = json.dumps([entry.arch, entry.init, entry.img_size, dataclasses.asdict(recipe)], sort_keys=True)
+    return f"{t}/pipeline {entry.arch} {entry.img_size}px [{hashlib.sha256(settings.encode()).hexdigest()[:8]}]"
+
+
+def pipeline(params, zoo: dict, t: str, *, names=None, progress=None) -> dict[str, str]:
+    """The pipeline's own operations (module docstring), for each distinct (architecture, init, input size, recipe)
+    of ``zoo`` (typed zoo entries; only ``names`` when given), with ``params``' recipes; keyed
+    ``<t>/pipeline <arch> <px>px [<settings>]: <what>``. The model, optimizer, training step and logits pass are
+    the functions ``train@`` and ``logits@`` call (:func:`benchmark.models.train.training_model`, ``make_optimizer``,
+    ``train_step``; :func:`benchmark.models.distributed.predict_logits`). ``progress(name)`` is called before each."""
+    from benchmark.models import distributed, train
+
+    out = {}
+    for name, entry, recipe in _distinct(params, zoo, names):
+        if progress is not None:
+            progress(name)
+        key, px = pipeline_key(entry, recipe, t), entry.img_size
+        model = train.training_model(entry, NUM_CLASSES, recipe)
+        opt = train.make_optimizer(model.parameters(), recipe)
+        names_of = {m: n for n, m in model.named_modules() if n and not any(True for _ in m.children())}
         first: dict[str, str] = {}
 
         def record(m, inputs, output) -> None:  # a forward hook that returns None leaves the output as it is
-            first.setdefault(names[m], h(output))
+            first.setdefault(names_of[m], h(output))
 
-        hooks = [m.register_forward_hook(record) for m in names]
+        hooks = [m.register_forward_hook(record) for m in names_of]
+
+        def gradients() -> None:  # after the first backward: every layer's first output and every gradient
+            for hk in hooks:
+                hk.remove()
+            hooks.clear()
+            out.update({f"{key}: forward {n}": v for n, v in first.items()})
+            out.update({f"{key}: gradient {n}": h(p.grad) for n, p in model.named_parameters() if p.grad is not None})
+
         x = gen(800, 64, 3, px, px).contiguous(memory_format=torch.channels_last)
-        y = torch.arange(64) % 10
+        y = torch.arange(64) % NUM_CLASSES
         torch.manual_seed(1)
         model.train()
         for step in range(2):
-            opt.zero_grad(set_to_none=True)
-            member_cross_entropy(model(x), y, recipe.label_smoothing).backward()
-            if step == 0:
-                for hk in hooks:
-                    hk.remove()
-                out.update({f"{key}: forward {n}": v for n, v in first.items()})
-                out.update({f"{key}: gradient {n}": h(p.grad) for n, p in model.named_parameters() if p.grad is not None})
-            opt.step()
+            train.train_step(model, opt, x, y, recipe, after_backward=gradients if step == 0 else None)
         out[f"{key}: weights after 2 steps"] = h(*model.parameters())
-        out[f"{key}: logits of 256, 5 and 1 images"] = h(*(infer.predict_logits(model, gen(801 + n, n, 3, px, px), batch_size=256)
-                                                           for n in (256, 5, 1)))
+        out[f"{key}: logits of 256, 5 and 1 images"] = h(*(
+            distributed.predict_logits(model, gen(801 + n, n, 3, px, px), to_all=False, batch_size=params.logits.batch_size)
+            for n in (256, 5, 1)))
     return out
 
 
@@ -199,36 +213,36 @@ def mkl_ops_in(params, zoo: dict) -> dict[str, list[str]]:
     architecture of ``zoo`` call, as the stages run them (:data:`MKL_OPS`; there should be none), at the params'
     ``threads`` (ATen sends a convolution to its MKL-backed ``slow_conv2d`` on one thread: the portable route needs
     two or more)."""
+    from benchmark.stages import stage_config
+
     threads = torch.get_num_threads()
-    torch.set_num_threads(getattr(params, "threads", None) or os.cpu_count() or 1)  # as stage_config.set_threads
+    stage_config.set_threads(params)
     try:
         out, seen = {}, set()
-        for name, entry in zoo.items():
-            recipe = params.recipes[entry.recipe]
-            if (entry.arch, entry.img_size) not in seen and recipe.epochs:
+        for name, entry, recipe in _distinct(params, zoo):
+            if (entry.arch, entry.img_size) not in seen:
                 seen.add((entry.arch, entry.img_size))
-                out[name] = _mkl_ops_of(entry, recipe)
+                out[name] = _mkl_ops_of(params, entry, recipe)
         return out
     finally:
         torch.set_num_threads(threads)
 
 
-def _mkl_ops_of(entry, recipe) -> list[str]:
-    """The MKL-routed operators of one training step and the logits pass of ``entry`` (:func:`mkl_ops_in`)."""
+def _mkl_ops_of(params, entry, recipe) -> list[str]:
+    """The MKL-routed operators of one training step and the logits pass of ``entry`` (:func:`mkl_ops_in`), through
+    the functions the stages call."""
     from torch.profiler import ProfilerActivity, profile
 
-    from benchmark.core.members import member_cross_entropy
-    from benchmark.models import factory, infer, portable
+    from benchmark.models import distributed, train
 
-    model = infer.channels_last(factory.create(entry, 10, load_weights=False, drop_rate=recipe.drop_rate))
-    opt = portable.adamw(model.parameters(), lr=recipe.lr, weight_decay=recipe.weight_decay)
+    model = train.training_model(entry, NUM_CLASSES, recipe, load_weights=False)
+    opt = train.make_optimizer(model.parameters(), recipe)
     x = gen(0, 64, 3, entry.img_size, entry.img_size).contiguous(memory_format=torch.channels_last)
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         model.train()
-        member_cross_entropy(model(x), torch.arange(64) % 10, recipe.label_smoothing).backward()
-        opt.step()
+        train.train_step(model, opt, x, torch.arange(64) % NUM_CLASSES, recipe)
         for n in (64, 5, 1):
-            infer.predict_logits(model, x[:n], batch_size=256)
+            distributed.predict_logits(model, x[:n], to_all=False, batch_size=params.logits.batch_size)
     return sorted({e.name for e in prof.events()} & MKL_OPS)
 
 
@@ -237,78 +251,37 @@ def machine() -> dict:
     return numerics.cpu()
 
 
-def measure(params, zoo: dict, *, all_modes: bool = False, with_pipeline: bool = True) -> dict:
+MODES = [(1, True), (1, False), (2, True), (2, False)]  # the tool's four modes: torch threads, oneDNN on/off
+
+
+def measure(params, zoo: dict, *, all_modes: bool = False, with_pipeline: bool = True, with_ops: bool = True,
+            names=None, progress=None) -> dict:
     """This machine's fingerprint record: :func:`ops` in the pipeline's mode (params ``threads``, oneDNN on), or in
-    all four modes (1 and 2 threads, oneDNN on and off) with ``all_modes``; :func:`pipeline` in the pipeline's mode.
-    The torch thread count and oneDNN switch are restored afterwards."""
-    threads = params.threads or os.cpu_count() or 1
+    all four modes (:data:`MODES`) with ``all_modes`` (none without ``with_ops``); :func:`pipeline` (only the zoo
+    entries ``names`` when given) in the pipeline's mode. The torch thread count and oneDNN switch are restored
+    afterwards. ``progress(what)`` is called before each part."""
+    from benchmark.stages import stage_config
+
     before, onednn = torch.get_num_threads(), torch.backends.mkldnn.enabled
     hashes: dict[str, str] = {}
     try:
-        for th, on in ([(1, True), (1, False), (2, True), (2, False)] if all_modes else [(threads, True)]):
+        stage_config.set_threads(params)
+        threads = torch.get_num_threads()
+        modes = (MODES if all_modes else [(threads, True)]) if with_ops else []
+        for th, on in modes:
+            if progress is not None:
+                progress(f"the tool's operations, {tag(th, on)}")
             torch.set_num_threads(th)
             torch.backends.mkldnn.enabled = on
             hashes.update(ops(tag(th, on)))
         torch.set_num_threads(threads)
         torch.backends.mkldnn.enabled = True
         if with_pipeline:
-            hashes.update(pipeline(params, zoo, tag(threads)))
+            hashes.update(pipeline(params, zoo, tag(threads), names=names,
+                                   progress=None if progress is None else lambda n: progress(f"the pipeline's {n}")))
     finally:
         torch.set_num_threads(before)
         torch.backends.mkldnn.enabled = onednn
     state = numerics.state()
     return {"machine": machine(), "torch": torch.__version__, "cpu_capability": state["cpu_capability"],
             "pinned": state["pinned"], "env": {k: os.environ.get(k) for k in numerics.PINNED}, "hashes": hashes}
-
-
-def evidence(records: list[dict]) -> set[str]:
-    """Operations on which records of two CPU vendors agree (and no record disagrees): the bytes are known to hold
-    across vendors there. Two kinds of one vendor agreeing (two AMD EPYC generations) is no evidence for the other
-    vendor: an operation only they hold is reported on the other vendor's machine, not failed."""
-    seen: dict[str, dict[str, str]] = {}  # key -> {kind: hash}
-    for r in records:
-        for k, v in r["hashes"].items():
-            seen.setdefault(k, {})[r["machine"]["kind"]] = v
-    return {k for k, by in seen.items() if len({kind.split("-")[0] for kind in by}) >= 2 and len(set(by.values())) == 1}
-
-
-def compare(mine: dict, records: list[dict]) -> list[dict]:
-    """One verdict per record: ``kind``, ``same_kind``, ``torch`` (the record's), ``shared``, ``equal``, ``differ``
-    (the keys, in this machine's order), ``failing`` (those that must agree: every shared key of a record of this
-    machine's own kind, and on another kind the keys of :func:`evidence`)."""
-    agreed = evidence(records)
-    out = []
-    for r in records:
-        same = r["machine"]["kind"] == mine["machine"]["kind"]
-        shared = [k for k in mine["hashes"] if k in r["hashes"]]
-        differ = [k for k in shared if mine["hashes"][k] != r["hashes"][k]]
-        out.append({"kind": r["machine"]["kind"], "cpu": r["machine"].get("cpu", ""), "same_kind": same, "torch": r.get("torch"),
-                    "shared": len(shared), "equal": len(shared) - len(differ), "differ": differ,
-                    "failing": differ if same else [k for k in differ if k in agreed]})
-    return out
-
-
-def read_record(path) -> dict:
-    """A fingerprint record (JSON: ``machine.kind``, ``torch``, ``hashes``); ``ValueError`` naming the file and what
-    is wrong."""
-    path = Path(path)
-    try:
-        r = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ValueError(f"{path}: not a readable JSON fingerprint record ({e})") from None
-    ok = (isinstance(r, dict) and isinstance(r.get("machine"), dict) and isinstance(r["machine"].get("kind"), str)
-          and isinstance(r.get("hashes"), dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in r["hashes"].items()))
-    if not ok:
-        raise ValueError(f"{path}: a fingerprint record needs machine.kind (a string) and hashes (names to hash strings)")
-    return r
-
-
-def read_records(folder=RECORDS) -> list[dict]:
-    """Every ``*.json`` record of ``folder`` (sorted by name), each with its ``path``."""
-    return [dict(read_record(p), path=str(p)) for p in sorted(Path(folder).glob("*.json"))]
-
-
-def record_name(record: dict) -> str:
-    """The file name of a record: its CPU kind, made safe for a path."""
-    kind = "".join(c if c.isalnum() or c in "-_." else "-" for c in record["machine"]["kind"])
-    return f"{kind}.json"

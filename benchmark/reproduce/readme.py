@@ -30,7 +30,7 @@ from benchmark.config.report_config import ReportConfig
 from benchmark.core import noise
 from benchmark.core.metric_info import METRICS
 from benchmark.report.tables import fmt_short as fmt, match_any, split_sort_key
-from benchmark.reproduce import cross_cpu, facts, fingerprint, timing
+from benchmark.reproduce import cross_cpu, facts, fingerprint_records, timing
 from benchmark.reproduce.facts import TARGET_S
 
 FILES = ("README.md", "docs/results.md", "docs/explanations/performance.md", "docs/explanations/reproducibility.md",
@@ -300,7 +300,7 @@ def blocks(root=".") -> dict[str, str]:
     out["detection"] = detection_table(bundle, cfg, float(((bundle.manifest.get("params") or {}).get("evaluate") or {})
                                                           .get("bootstrap_level", 0.95)))
     out["cross_cpu"] = cross_cpu.runs_table(cross_cpu.load(root / cross_cpu.RECORD))
-    out["fingerprints"] = cross_cpu.fingerprint_table(fingerprint.read_records(root / fingerprint.RECORDS))
+    out["fingerprints"] = cross_cpu.fingerprint_table(fingerprint_records.read_records(root / fingerprint_records.RECORDS))
     out["site_scale"] = facts.site_table(root)
     out["cluster"] = facts.cluster_table(root)
     out["pinning"] = (pinning_table(json.loads(nfile.read_text())) if nfile.exists() else

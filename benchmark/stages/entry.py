@@ -52,6 +52,9 @@ def stage_main(description: str, run: Callable[[object, argparse.Namespace], obj
     args = parser.parse_args(argv)
     try:
         numerics.check_pinned()
+        note = numerics.unpinnable_note()  # a CPU without AVX2: what this run cannot promise, in one line
+        if note:
+            print(note, file=sys.stderr)
         params = load(args.params)
         if script is not None:
             cfg = distributed.config(params.distributed, params.device)

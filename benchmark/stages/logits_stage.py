@@ -26,7 +26,7 @@ def cost(stage: ModelStage) -> dict:
         "name": stage.name, "arch": entry.arch, "init": entry.init, "img_size": entry.img_size, "seed": entry.seed,
         "role": entry.role, **static,
         **costs.train_budget(stage.recipe.epochs, train_size() if stage.recipe.epochs else 0, static["params"]),
-        "throughput": costs.measure_throughput(model, entry.img_size, batch_size=c.throughput_batch, iters=c.throughput_iters),
+        **costs.measured(model, entry.img_size, c),
         "threads": torch.get_num_threads(),
     }
     store.write_json(stage.folders["cost"], record)

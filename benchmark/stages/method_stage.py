@@ -138,8 +138,7 @@ class MethodContext:
         self.set_threads()
         c = self.params.cost
         model.cpu()
-        return {**costs.static_cost(model, img_size),
-                "throughput": costs.measure_throughput(model, img_size, batch_size=c.throughput_batch, iters=c.throughput_iters)}
+        return {**costs.static_cost(model, img_size), **costs.measured(model, img_size, c)}
 
     def predict(self, model, entry, splits, *, batch_size: int | None = None, desc: str = "") -> dict[str, tuple]:
         """split -> (logits, labels, ids) of ``model`` on each of ``splits`` (inputs prepared for ``entry``), on

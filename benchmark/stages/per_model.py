@@ -20,7 +20,7 @@ import torch
 from benchmark.models import distributed, factory
 from benchmark.models.infer import amp_dtype, channels_last
 from benchmark.models.recipe import Recipe
-from benchmark.models.train import fine_tune, load_weights
+from benchmark.models.train import fine_tune, load_weights, training_model
 from benchmark.models.zoo import ZooEntry
 from benchmark.stages import stage_config, suite_source
 from benchmark.stages.entry import stage_main
@@ -86,7 +86,7 @@ def train(stage: ModelStage, *, progress: bool = True, stop_after_epoch: int | N
     entry, recipe, src = stage.entry, stage.recipe, stage.source
     src.check_recipe(entry.recipe, recipe)
     dev = distributed.init(stage.params.distributed, stage.device)
-    model = factory.create(entry, src.num_classes(), drop_rate=recipe.drop_rate)  # fails fast on missing weights
+    model = training_model(entry, src.num_classes(), recipe, dev)  # fails fast on missing weights
     stage.set_threads()
     train_data = val_data = None
     data_fp = []
@@ -94,7 +94,7 @@ def train(stage: ModelStage, *, progress: bool = True, stop_after_epoch: int | N
         tr, va = src.inputs(TRAIN, entry, train=True), src.inputs(VAL, entry)
         train_data, val_data, data_fp = tr.fit_data, va.fit_data, [store.array_hash(tr.ids), store.array_hash(va.ids)]
     fp = stage_config.fingerprint(entry.as_dict(), asdict(recipe), *data_fp)
-    return fine_tune(channels_last(model.to(dev)), train_data, val_data, recipe, seed=entry.seed,
+    return fine_tune(model, train_data, val_data, recipe, seed=entry.seed,
                      folder=stage.folders["checkpoint"], fingerprint=fp, progress=progress,
                      stop_after_epoch=stop_after_epoch, num_workers=src.num_workers)
 

@@ -110,6 +110,7 @@ def test_a_training_step_and_the_logits_pass_call_no_mkl_routed_operator():
     class P:
         recipes = {"r": Recipe(epochs=1, batch_size=64, lr=0.01, drop_rate=0.2)}
         threads = 2  # the embedded default's params.yaml
+        logits = type("Logits", (), {"batch_size": 256})
 
     zoo = {n: parse_entry(n, {"arch": a, "init": "scratch", "img_size": 24, "seed": 0, "recipe": "r"}, check_arch=False)
            for n, a in (("lite", "tf_efficientnet_lite0"), ("mnv3", "mobilenetv3_small_050"))}

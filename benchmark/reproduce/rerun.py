@@ -31,7 +31,7 @@ from benchmark.reproduce import lockfile
 from benchmark.reproduce.scratch import ScratchError, Target, checked_inputs, make_copy
 
 # the `python` of an emulated scratch run: the project's interpreter under the emulator, QEMU's warnings filtered out
-_SHIM = '''#!{python}
+_SHIM = r'''#!{python}
 import os, subprocess, sys
 cmd = [{qemu!r}, "-cpu", {model!r}, {python!r}, *sys.argv[1:]]
 child = subprocess.Popen(cmd, stderr=subprocess.PIPE)

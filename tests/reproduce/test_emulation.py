@@ -127,3 +127,48 @@ def test_ci_runs_the_matrix_of_cpu_kinds_and_setup_installs_the_emulator():
     setup = (ROOT / "scripts" / "setup.sh").read_text()
     test_part = setup[setup.index('if [ "$what" = test ]'):setup.index("else")]
     assert "qemu-user" in test_part and "command -v qemu-x86_64" in test_part
+
+
+@needs_qemu
+def test_the_scratch_runs_python_is_the_emulated_cpu_without_qemus_warnings(tmp_path):
+    from benchmark.reproduce import rerun
+
+    shim = rerun._shim(tmp_path / "bin", "Icelake-Server")
+    code = "import sys; from benchmark.config import numerics; print(numerics.cpu()['kind']); sys.stderr.write('a\\rb\\n')"
+    out = subprocess.run([str(shim), "-c", code], cwd=ROOT, capture_output=True, timeout=600, env=_env())
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.decode().strip() == "GenuineIntel-f6-m134"  # what the emulated CPU's CPUID says, not the host
+    assert out.stderr == b"a\rb\n"  # the child's own output, tqdm's carriage returns included; QEMU's warnings gone
+
+
+@pytest.mark.slow
+def test_a_stage_rerun_in_a_scratch_copy_is_compared_with_the_committed_lock(capsys):
+    """`reproduce stage data` here: the data stage again in a scratch copy, its output byte-identical to the
+    committed dvc.lock's (the embedded suite's data do not depend on the CPU)."""
+    from benchmark.cli.main import main
+
+    assert main(["reproduce", "stage", "data"]) == 0
+    out = capsys.readouterr().out
+    assert "data results/data: identical" in out and "1 of 1 compared outputs byte-identical" in out
+
+
+def test_the_stage_command_fails_on_a_differing_output_and_records_the_emulated_kind(tmp_path, monkeypatch, capsys):
+    from benchmark.cli.main import main
+    from benchmark.reproduce import cross_cpu, rerun
+
+    machine = {"kind": "QEMU-Icelake-Server", "cpu": "Intel Xeon Processor (Icelake)", "emulated": True,
+               "stands_for": "GenuineIntel-f6-m134", "host": {"kind": "AuthenticAMD-f25-m17", "cpu": "AMD EPYC"},
+               "qemu": "7.2.22"}
+    outputs = [{"stage": "train@m", "path": "results/checkpoints/m", "committed": "a", "fresh": "b", "status": "different",
+                "measured": ""}]
+    counts = {"identical": 0, "different": 1, "measured": 0, "missing": 0, "extra": 0, "stale": 0, "compared": 1,
+              "failing_stages": ["train@m"]}
+    monkeypatch.setattr(rerun, "run", lambda stages, **k: {"stages": stages, "outputs": outputs, "counts": counts,
+                                                           "seconds": 12.0, "machine": machine})
+    record = tmp_path / "cross_cpu.json"
+    assert main(["reproduce", "stage", "train@m", "--emulate", "Icelake-Server", "--record", str(record)]) == 1
+    out = capsys.readouterr().out
+    assert "train@m results/checkpoints/m: different" in out and "0 of 1 compared outputs byte-identical" in out
+    (entry,) = cross_cpu.load(record)
+    assert entry["scope"] == "stages" and entry["emulated"] and entry["stands_for"] == "GenuineIntel-f6-m134"
+    assert entry["byte_identical"] is False and entry["stages"] == ["train@m"] and entry["commit"]

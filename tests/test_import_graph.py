@@ -11,8 +11,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "benchmark"
 # a package may import only itself and the packages of a lower rank
-RANK = {"core": 0, "config": 1, "storage": 1, "models": 2, "data": 3, "methods": 4, "stages": 5, "evaluation": 6,
-        "dvcgen": 6, "report": 7, "bundle": 8, "reproduce": 9, "gpu": 10, "cluster": 10, "cli": 11}
+RANK = {"core": 0, "config": 1, "storage": 1, "dvcutil": 2, "models": 3, "data": 4, "methods": 5, "stages": 6,
+        "evaluation": 7, "dvcgen": 7, "cluster": 7, "report": 8, "bundle": 9, "reproduce": 10, "gpu": 10, "docsgen": 11,
+        "cli": 12}
 
 
 def _module(path: Path) -> str:

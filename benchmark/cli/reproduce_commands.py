@@ -69,7 +69,7 @@ def add_reproduce_command(subparsers) -> None:
                                    "whose params.yaml differs only in recipes.<recipe>.lr (the recipe's budget unchanged), "
                                    "score each run by the validation score its train.json records, and write the grid to "
                                    "results/tuning.json. Exit 1 when params.yaml's lr is not the best of the grid. "
-                                   "Rules: benchmark/reproduce/tune.py.")
+                                   "Rules: benchmark/models/tune.py.")
     u.add_argument("--stage", required=True, help="the training stage, e.g. train@lite0-s0 or sve-train")
     u.add_argument("--recipe", required=True, help="the recipe whose lr is tuned (params.yaml recipes.<name>)")
     u.add_argument("--lr", nargs="+", type=float, required=True, metavar="LR", help="the grid")
@@ -115,13 +115,10 @@ def add_reproduce_command(subparsers) -> None:
 
 
 def run_check(args) -> int:
-    from benchmark.reproduce import check
+    """``reproduce check`` (:mod:`benchmark.cli.reproduce_check`, imported when the command runs)."""
+    from benchmark.cli import reproduce_check
 
-    try:
-        return check.run(args)
-    except (ValueError, FileNotFoundError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    return reproduce_check.main(args)
 
 
 def run_timings(args) -> int:
@@ -150,7 +147,7 @@ def run_test_time(args) -> int:
 
 
 def run_tune(args) -> int:
-    from benchmark.reproduce import tune
+    from benchmark.models import tune
 
     try:
         record = tune.tune(args.stage, args.recipe, args.lr, sets=[tune.parse_assignment(a) for a in args.set])
@@ -181,7 +178,7 @@ def run_pinning_cost(args) -> int:
 
 
 def run_readme(args) -> int:
-    from benchmark.reproduce import readme
+    from benchmark.docsgen import readme
 
     files = args.file or list(readme.FILES)
     try:

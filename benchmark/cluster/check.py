@@ -8,7 +8,7 @@ of the copy set to the node's CPUs / ``jobs``: not a stage parameter, so no outp
 depends on it). The copy's ``dvc.lock`` is then compared with this checkout's,
 from a serial ``dvc repro`` on this machine: the same stages in the same order,
 every stage output with the same md5 except those that embed a measured time
-(:data:`benchmark.reproduce.lockfile.MEASURED`), ``dvc status`` clean, and at
+(:data:`benchmark.dvcutil.lockfile.MEASURED`), ``dvc status`` clean, and at
 least two jobs having run at once.
 """
 from __future__ import annotations
@@ -68,10 +68,10 @@ def environment(values: dict):
 
 
 def copy_checkout(root: Path, dvcfile: str, dest: Path) -> None:
-    """``root``'s files (:func:`benchmark.reproduce.scratch.make_copy`) and the pipeline's own files, its ``dvc.lock``
+    """``root``'s files (:func:`benchmark.dvcutil.scratch.make_copy`) and the pipeline's own files, its ``dvc.lock``
     included: no output and no DVC cache come along, so every stage runs, and the lock's entries keep the order the
     serial run kept them in (``dvc repro`` leaves an existing entry where it is)."""
-    from benchmark.reproduce.scratch import make_copy
+    from benchmark.dvcutil.scratch import make_copy
 
     make_copy(root, dest, [], [])
     folder = Path(dvcfile).parent
@@ -131,7 +131,7 @@ def local_check(pipeline="dvc.yaml", *, jobs: int = 2, workdir=None, keep: bool 
                 serial_lock=None, log=print) -> Result:
     """Run the check of the module docstring for the pipeline file ``pipeline`` of this checkout (``serial_lock``: the
     serial run's lock to compare with, default the checkout's; ``extra_env``: more environment for the jobs)."""
-    from benchmark.reproduce import lockfile
+    from benchmark.dvcutil import lockfile
 
     root, dvcfile = locate(pipeline)
     serial_lock = Path(serial_lock) if serial_lock else root / Path(dvcfile).parent / "dvc.lock"

@@ -100,7 +100,7 @@ def run_stage(run: Run, name: str) -> int:
     from dvc.dependency.base import DependencyDoesNotExistError
     from dvc.stage.cache import RunCacheNotFoundError
 
-    from benchmark.reproduce import lockfile
+    from benchmark.dvcutil import lockfile
 
     signal.signal(signal.SIGTERM, _on_sigterm)
     root, force = run.root, bool(run.manifest.get("force"))
@@ -178,7 +178,7 @@ def collect(run: Run) -> int:
     """The final job: each stage's state, the lock's order, and whether DVC calls every stage of the pipeline
     up to date; writes ``summary.json`` and prints it. 0 when the run is complete, 1 otherwise."""
     from benchmark.cluster.runs import format_status, write_json
-    from benchmark.reproduce import lockfile
+    from benchmark.dvcutil import lockfile
 
     rows = run.status()
     with locked_repo(run.root) as repo:

@@ -16,7 +16,7 @@ before torch is imported, so that other x86 CPU kinds produce the same bytes (``
 CPU's own kernels).
 
 Timings: when ``UQ_TIMINGS`` names a file, the process appends one JSON line to
-it at exit: its command line, wall time since the process started (imports
+it at exit: its command line (and the DVC stage that started it: ``DVC_STAGE``), wall time since the process started (imports
 included), user and system CPU time, peak RSS and minor page faults. ``python
 -m benchmark timings`` runs ``dvc repro`` with it set and tabulates the lines
 per stage (:mod:`benchmark.reproduce.timing`).
@@ -68,7 +68,7 @@ def _record_timing(path: str, start: float) -> None:
 
     ru = resource.getrusage(resource.RUSAGE_SELF)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    line = {"argv": sys.argv, "cwd": os.getcwd(), "wall_s": round(time.time() - start, 3),
+    line = {"argv": sys.argv, "cwd": os.getcwd(), "dvc_stage": os.environ.get("DVC_STAGE"), "wall_s": round(time.time() - start, 3),
             "user_s": round(ru.ru_utime + kids.ru_utime, 3), "sys_s": round(ru.ru_stime + kids.ru_stime, 3),
             "max_rss_mb": round(max(ru.ru_maxrss, kids.ru_maxrss) / 1024, 1), "minor_faults": ru.ru_minflt + kids.ru_minflt}
     try:

@@ -44,7 +44,7 @@ else this process; the committed run's bundle manifest, else the committed
 byte-identical across x86 CPU kinds, so a row whose inputs differ fails on its own
 ("logits differ although both runs pinned the numerics") unless
 ``--allow-other-inputs``; and every stage output of ``dvc.lock`` but those that
-embed a measured time or a run record (:data:`benchmark.reproduce.lockfile.MEASURED`) must equal
+embed a measured time or a run record (:data:`benchmark.dvcutil.lockfile.MEASURED`) must equal
 the committed one.
 
 What the noise path can see is small only where the seed noise is: :func:`detection` gives, per headline
@@ -70,7 +70,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from benchmark.bundle.schema import KEY, RECOMPUTED
+from benchmark.bundle.schema import KEY, RECOMPUTED, Bundle, load_bundle
 
 STRUCTURAL_COLUMNS = ["n", "gflops", "params", "balance", "overhead_percent", "extra_params_percent"]
 EXACT_COLUMNS = RECOMPUTED + [c for c in STRUCTURAL_COLUMNS if c not in RECOMPUTED]  # throughput: measured, never compared
@@ -254,15 +254,14 @@ def flatten_summary(d: dict, prefix: str = "") -> dict[str, float]:
     return out
 
 
-def summary_sources(rows: pd.DataFrame, main_fit: str) -> dict[str, tuple]:
-    """``summary key -> the row's KEY tuple`` it was taken from: the evaluate stage's own :func:`summary` run on
-    the rows with each value replaced by the row's position."""
-    from benchmark.evaluation.stage import summary
-
+def summary_sources(rows: pd.DataFrame, summarize) -> dict[str, tuple]:
+    """``summary key -> the row's KEY tuple`` it was taken from: ``summarize`` (the evaluate stage's own summary,
+    ``rows -> dict``: :func:`benchmark.evaluation.stage.summary` at the run's main fit) run on the rows with each value
+    replaced by the row's position."""
     pos = rows.reset_index(drop=True).assign(value=lambda d: np.arange(len(d), dtype=float))
     keys = pos[KEY].astype(str).itertuples(index=False, name=None)
     by_pos = dict(enumerate(keys))
-    return {k: by_pos[int(v)] for k, v in flatten_summary(summary(pos, main_fit)).items()}
+    return {k: by_pos[int(v)] for k, v in flatten_summary(summarize(pos)).items()}
 
 
 def compare_summary(committed: dict, fresh: dict, row_report: pd.DataFrame, sources: dict[str, tuple]) -> pd.DataFrame:
@@ -309,3 +308,11 @@ def latest_bundle(folder) -> Path:
     if not found:
         raise FileNotFoundError(f"{folder}: no bundle (no */manifest.json)")
     return found[-1]
+
+
+def committed_bundle(root=".", bundle=None) -> Bundle:
+    """The committed bundle a fresh run of the embedded default is judged against: ``bundle`` (a path) when given,
+    else the newest under ``root/leaderboard/embedded`` (:func:`latest_bundle`); read without checking the zoo's
+    architectures (no model is built)."""
+    path = Path(bundle) if bundle else latest_bundle(Path(root) / "leaderboard" / "embedded")
+    return load_bundle(path, check_arch=False)

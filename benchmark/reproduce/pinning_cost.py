@@ -2,7 +2,7 @@
 
 ``python -m benchmark reproduce pinning-cost [--stage train@lite0-s0] [--repeats 2]`` runs
 the stage (``dvc repro -s -f --no-commit``) in scratch copies of this checkout
-(:func:`benchmark.reproduce.scratch.make_copy`: tracked files copied, upstream outputs
+(:func:`benchmark.dvcutil.scratch.make_copy`: tracked files copied, upstream outputs
 hard-linked), alternately with ``UQ_NUMERICS=pinned`` (the default:
 :mod:`benchmark.config.numerics`) and ``UQ_NUMERICS=native`` (this CPU's own kernels),
 ``repeats`` times each, and reads the stage process's own timing record
@@ -22,7 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from benchmark.reproduce.scratch import ScratchError, Target, checked_inputs, make_copy
+from benchmark.dvcutil.scratch import ScratchError, Target, checked_inputs, make_copy
 
 RECORD = "results/numerics.json"
 MODES = ("pinned", "native")

@@ -17,7 +17,7 @@ import json
 import os
 from pathlib import Path
 
-from benchmark.reproduce.lockfile import committed_text
+from benchmark.dvcutil.lockfile import committed_text
 
 
 def _timings_pinned(text: str):

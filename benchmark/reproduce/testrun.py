@@ -4,7 +4,7 @@
 test``) and then runs :func:`measure`: ``python -m pytest`` as the README runs it, with a JUnit XML report in a
 temporary folder for the counts. A run with a failed or erroring test, or none at all, is not recorded (nothing is
 written over the committed record). The README's "what holds" line is rendered from the record
-(:func:`benchmark.reproduce.facts.test_command_line`); the target is :data:`TARGET_S` on 2 cores, the install excluded.
+(:func:`benchmark.docsgen.facts.test_command_line`); the target is :data:`TARGET_S` on 2 cores, the install excluded.
 """
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ from benchmark.cli.main import main as cli_main
 from benchmark.cluster import config
 from benchmark.cluster.check import max_overlap, set_cpus
 from benchmark.cluster.runs import RUNS, safe_name
-from benchmark.reproduce import lockfile
+from benchmark.dvcutil import lockfile
 
 
 def test_resources_resolve_stage_over_kind_over_default_over_builtin():

@@ -240,7 +240,7 @@ def test_k_is_the_t_quantile_of_the_seed_count():
 def test_summary_values_follow_their_rows_path(committed, retrained):
     from benchmark.evaluation.stage import summary
 
-    sources = gate.summary_sources(committed, "converged")
+    sources = gate.summary_sources(committed, lambda r: summary(r, "converged"))
     ref = summary(committed, "converged")
     assert sources["single/a-s0/accuracy"][1:] == ("test", "single", "ts", "a-s0", "", "a-s0", "converged", "max", "accuracy")
     assert sources["duo/a-s0+s/nll"][3] == "weighted"

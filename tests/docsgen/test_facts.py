@@ -1,7 +1,7 @@
 """The README's "what holds" lines and the performance page's site table come from the records, by hand-made cases."""
 import json
 
-from benchmark.reproduce import facts
+from benchmark.docsgen import facts
 
 MACHINE = {"cpus": 2, "cpu": "AMD EPYC 9B45"}
 

@@ -9,11 +9,11 @@ spread of every shown split and metric with the headline's noise verdict
 (:func:`verdicts`), the duo block marks ✱ only a difference whose interval
 excludes 0 *and* that lies outside the seed noise of its kind, and adds the
 seed-robust statement over each seed group's bases; the budgets block gives the training budget behind each method
-family (:mod:`benchmark.reproduce.budgets`). Each generated block sits between
+family (:mod:`benchmark.docsgen.budgets`). Each generated block sits between
 ``<!-- generated:NAME -->`` and ``<!-- /generated:NAME -->`` in one of :data:`FILES`
 (the README keeps the headline, the docs the rest; a block may appear in several);
 :func:`update` rewrites the blocks, :func:`stale` lists those that differ
-(tests/reproduce/test_readme_results.py fails on any, naming the command that regenerates
+(tests/docsgen/test_readme_results.py fails on any, naming the command that regenerates
 them: ``python -m benchmark reproduce readme --write``).
 """
 from __future__ import annotations
@@ -30,8 +30,9 @@ from benchmark.config.report_config import ReportConfig
 from benchmark.core import noise
 from benchmark.core.metric_info import METRICS
 from benchmark.report.tables import fmt_short as fmt, match_any, split_sort_key
-from benchmark.reproduce import cross_cpu, facts, fingerprint, timing
-from benchmark.reproduce.facts import TARGET_S
+from benchmark.docsgen import facts
+from benchmark.docsgen.facts import TARGET_S
+from benchmark.reproduce import cross_cpu, fingerprint, timing
 
 FILES = ("README.md", "docs/results.md", "docs/explanations/performance.md", "docs/explanations/reproducibility.md",
          "docs/how-to/cluster.md")  # the files holding generated blocks
@@ -273,11 +274,10 @@ def report_config(root=".") -> ReportConfig:
 
 def blocks(root=".") -> dict[str, str]:
     """The generated blocks' bodies, from the committed bundle, params.yaml's ``report:`` settings and timings."""
-    from benchmark.bundle.schema import load_bundle
-    from benchmark.reproduce.gate import latest_bundle
+    from benchmark.reproduce.gate import committed_bundle
 
     root = Path(root)
-    bundle = load_bundle(latest_bundle(root / "leaderboard" / "embedded"), check_arch=False)
+    bundle = committed_bundle(root)
     cfg = report_config(root)
     zoo = bundle.manifest.get("zoo") or {}
     paired = bundle.paired if bundle.paired is not None else pd.DataFrame(
@@ -309,11 +309,11 @@ def blocks(root=".") -> dict[str, str]:
 
 
 def budgets_block(bundle, config, timings: dict | None, tuning_file) -> str:
-    """The budgets block (:func:`benchmark.reproduce.budgets.budgets_table`) of a loaded bundle, with the timings
+    """The budgets block (:func:`benchmark.docsgen.budgets.budgets_table`) of a loaded bundle, with the timings
     record and the tuning file when there is one."""
     import json
 
-    from benchmark.reproduce.budgets import budgets_table
+    from benchmark.docsgen.budgets import budgets_table
 
     tuning_file = Path(tuning_file)
     try:

@@ -7,7 +7,7 @@ in the page's default view: the rows' training budget (columns ``train_images``,
 metrics, and the wall seconds of the stages that made their models when ``results/timings.json`` has them (the
 ``train@<model>`` stage of every zoo model behind the row and the method's own stages, found in the bundle's
 ``dvc.lock``). Then one generated sentence on SVE against its base and the learning-rate grids of
-``results/tuning.json`` (:mod:`benchmark.reproduce.tune`). Nothing here is typed by hand.
+``results/tuning.json`` (:mod:`benchmark.models.tune`). Nothing here is typed by hand.
 """
 from __future__ import annotations
 
@@ -157,7 +157,7 @@ def sve_sentence(view: pd.DataFrame, base: str, split: str) -> str:
 
 def tuning_lines(tuning: dict | None) -> str:
     """The learning-rate grids of ``results/tuning.json``: lr -> validation score, the one params.yaml uses in bold."""
-    from benchmark.reproduce import tune
+    from benchmark.models import tune
 
     if not tuning:
         return ("\nNo learning-rate grid recorded (`results/tuning.json`; `python -m benchmark reproduce tune` writes "

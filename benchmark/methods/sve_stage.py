@@ -63,7 +63,7 @@ from benchmark.methods.registry import Output, Training, register_cost, register
 from benchmark.methods.sve import SIGMA_INIT, SingularValueEnsemble, check_diversity, check_members
 from benchmark.models import factory
 from benchmark.models import cost as costs
-from benchmark.models.recipe import Recipe
+from benchmark.models.recipe import Recipe, recipe_of
 from benchmark.models.train import selection_score
 from benchmark.models.zoo import ZooEntry
 from benchmark.storage import store
@@ -96,9 +96,7 @@ def check_config(ctx, cfg: SveConfig) -> SveConfig:
     if not cfg.members:
         raise ValueError(f"params.yaml {SECTION}.members is [] (no SVE: the pipeline has no SVE stage); list the sizes M "
                          f"to run, e.g. [1, 2, 4, 8]")
-    if cfg.recipe not in ctx.recipes:
-        raise ValueError(f"params.yaml {SECTION}.recipe: unknown recipe {cfg.recipe!r}; define it in params.yaml recipes "
-                         f"(known: {sorted(ctx.recipes)})")
+    recipe_of(ctx.recipes, cfg.recipe, f"params.yaml {SECTION}.recipe")
     return cfg
 
 
@@ -181,7 +179,7 @@ def check(ctx, cfg: SveConfig, members) -> tuple[ZooEntry, Recipe, list[str]]:
         raise ValueError(f"sve stage: {e} (--members)") from None
     check_config(ctx, cfg)
     entry = base_entry(ctx, cfg)
-    recipe = ctx.recipes[cfg.recipe]
+    recipe = recipe_of(ctx.recipes, cfg.recipe, f"params.yaml {SECTION}.recipe")
     splits = ctx.resolve_splits(cfg.splits, f"params.yaml {SECTION}.splits")
     # build() gives the backbone its 1000-class head; SVE copies it into every member when the suite has 1000 classes
     check_diversity(members, cfg.sigma_init, ctx.source.num_classes() == 1000, f"params.yaml {SECTION} (sve@{members})")

@@ -297,6 +297,7 @@ def blocks(root=".") -> dict[str, str]:
     out["budgets"] = budgets_block(bundle, cfg, timings, root / "results" / "tuning.json")
     nfile = root / "results" / "numerics.json"
     out["holds"] = facts.holds_block(root)
+    out["holds_details"] = facts.holds_details(root)
     out["detection"] = detection_table(bundle, cfg, float(((bundle.manifest.get("params") or {}).get("evaluate") or {})
                                                           .get("bootstrap_level", 0.95)))
     out["cross_cpu"] = cross_cpu.runs_table(cross_cpu.load(root / cross_cpu.RECORD))

@@ -2,8 +2,8 @@
 run that ``python -m benchmark reproduce check --record results/cross_cpu.json`` judged against the committed
 results; and the kernel fingerprint records (``results/fingerprints/``, :mod:`benchmark.reproduce.fingerprint`).
 
-The README's "what holds" line and the reproducibility page are generated from these (:func:`holds_line`,
-:func:`runs_table`, :func:`fingerprint_table`), never typed.
+The README's "what holds" and the reproducibility page are generated from these (:func:`holds_line`,
+:func:`runs_table`, :func:`fingerprint_table`; :mod:`benchmark.docsgen.facts`), never typed.
 """
 from __future__ import annotations
 
@@ -68,8 +68,8 @@ def _verdict(r: dict) -> str:
 
 
 def holds_line(runs: list[dict], records: list[dict]) -> str:
-    """The README line: the CPU kinds a from-scratch run was checked on, the commit and the result, and the kernel
-    fingerprints' agreement in the pipeline's mode."""
+    """The CPU kinds a from-scratch run was checked on, the commit and the result, and the kernel fingerprints'
+    agreement in the pipeline's mode, in full (the reproducibility page's "what holds")."""
     if not runs:
         return ("- Across CPU kinds: no from-scratch run recorded (`python -m benchmark reproduce check --record "
                 "results/cross_cpu.json` after one).")
@@ -79,8 +79,7 @@ def holds_line(runs: list[dict], records: list[dict]) -> str:
     parts = [f"{r['cpu']} (`{r['kind']}`) at `{_short(r['commit'])}` (vs the bundle of "
              f"`{_short(r['bundle_commit'])}`): {_verdict(r)}" for r in latest.values()]
     fp = fingerprint_summary(records)
-    return ("- Across CPU kinds, from scratch (`results/cross_cpu.json`): " + "; ".join(parts) + "." + fp
-            + " Details: [reproducibility](docs/explanations/reproducibility.md).")
+    return "- Across CPU kinds, from scratch (`results/cross_cpu.json`): " + "; ".join(parts) + "." + fp
 
 
 def fingerprint_summary(records: list[dict]) -> str:

@@ -1,6 +1,7 @@
 """The package's imports point one way (ARCHITECTURE: core <- config <- data/models <- methods <- stages <- ...): no
 import cycle between modules, no package importing one above it (nothing under methods/ imports stages/), the method
-registry a leaf, no package module importing a test file. Read from the sources (every import, also inside functions)."""
+registry a leaf, no package module importing a test file. Read from the sources (every import, also inside
+functions)."""
 from __future__ import annotations
 
 import ast

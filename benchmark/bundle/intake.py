@@ -57,7 +57,8 @@ class BundleError(StoreError):
 
 
 def show(text) -> str:
-    """``text`` (e.g. a path) for a one-line message: as is when printable, else escaped (newlines, control characters)."""
+    """``text`` (e.g. a path) for a one-line message: as is when printable, else escaped (newlines, control
+    characters)."""
     text = str(text)
     return text if text.isprintable() else ascii(text)
 

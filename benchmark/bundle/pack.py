@@ -292,7 +292,7 @@ def submit(suite: str, out, *, results=None, lock=None, contributor: str = "", r
         if lock_data is not None:
             (tmp / "dvc.lock").write_bytes(lock_path.read_bytes())
             files["lock"] = "dvc.lock"
-        for role, fname in files.items():
+        for fname in files.values():
             if (tmp / fname).stat().st_size >= MAX_FILE_BYTES:
                 raise BundleError(f"{fname}: over {MAX_FILE_BYTES} bytes; a bundle file must stay under 1 MB")
         manifest = {

@@ -61,7 +61,8 @@ def _entries(bundle: Bundle) -> dict:
 
 
 def recipes_of(params: dict) -> dict:
-    """The run's params ``recipes``, typed (:class:`benchmark.models.recipe.Recipe`); ``ValueError`` naming a bad one."""
+    """The run's params ``recipes``, typed (:class:`benchmark.models.recipe.Recipe`); ``ValueError`` naming a bad
+    one."""
     from benchmark.models.recipe import Recipe
 
     raw = params.get("recipes")
@@ -112,7 +113,8 @@ def _method_config(family: str, name: str, params: dict):
 
 
 def recompute(bundle: Bundle, num_classes: int, method_members: dict[str, int]) -> Costs:
-    """The costs every row of ``bundle`` must carry (``method_members``: method output -> member count of its logits)."""
+    """The costs every row of ``bundle`` must carry (``method_members``: method output -> member count of its
+    logits)."""
     from benchmark.evaluation.stage import unit_list  # the evaluate stage's own unit list (costs included)
     from benchmark.methods import budget, registry
 

@@ -186,7 +186,8 @@ def run_duo(args) -> int:
         _print_json({**head, **res})
     else:
         print(f"fit={args.fit} confidence={args.confidence} test N={bt.logits.shape[0]} C={bt.logits.shape[1]}")
-        print(f"duo temperatures: base {duo.t_base:.6g}, sidekick {duo.t_side:.6g} (weights {duo.w_base:.6g}, {duo.w_side:.6g}); val NLL {duo.nll:.6g}")
+        print(f"duo temperatures: base {duo.t_base:.6g}, sidekick {duo.t_side:.6g} (weights {duo.w_base:.6g}, "
+              f"{duo.w_side:.6g}); val NLL {duo.nll:.6g}")
         print(f"single temperatures: base {t_base:.6g}, sidekick {t_side:.6g}")
         _print_table(res)
     return 0

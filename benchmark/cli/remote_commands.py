@@ -1,4 +1,5 @@
-"""Command ``remote`` (registered in :mod:`benchmark.cli.main`; also ``python -m benchmark.cli.remote_commands``): share outputs through a DVC remote.
+"""Command ``remote`` (registered in :mod:`benchmark.cli.main`; also ``python -m benchmark.cli.remote_commands``):
+share outputs through a DVC remote.
 
 ``remote push [TARGET ...]``, ``remote pull [TARGET ...]``, ``remote status [TARGET ...]``:
 TARGETs are stages (``logits@lite2``), foreach groups (``logits``) or output paths
@@ -28,7 +29,8 @@ def add_remote_command(subparsers) -> None:
     for action, text in ACTIONS.items():
         a = actions.add_parser(action, help=text, description=text[0].upper() + text[1:] + ".")
         a.add_argument("targets", nargs="*", metavar="TARGET",
-                       help="stage (logits@lite2), foreach group (logits) or output path (results/logits/lite2); default: every stage")
+                       help="stage (logits@lite2), foreach group (logits) or output path (results/logits/lite2); default: every "
+                            "stage")
         a.add_argument("-r", "--remote", metavar="NAME", help="DVC remote (default: the project's default remote)")
         a.add_argument("--root", default=".", metavar="DIR", help="a folder inside the DVC project (default: the current folder)")
         if action == "status":

@@ -103,8 +103,8 @@ def _summary(args, bundle, params, rows: pd.DataFrame) -> dict:
     sources = gate.summary_sources(bundle.rows, lambda r: summary(r, params.evaluate.main_fit))
     summ = gate.compare_summary(committed, gate.read_summary(Path(args.summary).read_text(), args.summary), rows, sources)
     t = gate.summarize_summary(summ)
-    print(f"{args.summary} vs HEAD:{head}: {t['values']} values: {t['identical']} identical, {t['within']} within the row's "
-          f"tolerance, {t['outside']} outside, {t['missing']} missing, {t['extra']} extra -> "
+    print(f"{args.summary} vs HEAD:{head}: {t['values']} values: {t['identical']} identical, {t['within']} within the "
+          f"row's tolerance, {t['outside']} outside, {t['missing']} missing, {t['extra']} extra -> "
           f"{'reproduces' if t['reproduces'] else 'DOES NOT REPRODUCE'}")
     _show(summ, args.show, SUMMARY_COLUMNS)
     return t
@@ -128,7 +128,8 @@ def _outputs(args, pinned: bool) -> tuple[dict, bool]:
         verdict = (" -> DIFFER although both runs pinned the numerics: " + ", ".join(o["failing_stages"])
                    + (" (reported, not failing: --allow-other-inputs)" if ok else ""))
     print(f"stage outputs of {args.lock} vs HEAD:{head}: {o['identical']} of {o['compared']} byte-identical"
-          f" ({o['measured']} embed a measured time or a run record, not compared; {o['stale']} stale lock entries ignored"
+          f" ({o['measured']} embed a measured time or a run record, not compared; {o['stale']} stale lock entries "
+          "ignored"
           + (f"; {o['missing']} missing, {o['extra']} extra" if o["missing"] or o["extra"] else "") + ")" + verdict)
     return o, ok
 

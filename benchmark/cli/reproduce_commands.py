@@ -129,7 +129,8 @@ def run_timings(args) -> int:
     except RuntimeError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    print(f"dvc repro: {rec['repro_wall_s']} s wall ({rec['stages_wall_s']} s in {len(rec['stages'])} stage processes); wrote {args.out}")
+    print(f"dvc repro: {rec['repro_wall_s']} s wall ({rec['stages_wall_s']} s in {len(rec['stages'])} stage "
+          f"processes); wrote {args.out}")
     return 0
 
 
@@ -155,7 +156,8 @@ def run_tune(args) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     for g in record["grid"]:
-        print(f"lr {g['lr']:g}: validation {g['select_by']} {g['val_score']:.4f} (epoch {g['best_epoch']}, {g['wall_s']:.0f} s)")
+        print(f"lr {g['lr']:g}: validation {g['select_by']} {g['val_score']:.4f} (epoch {g['best_epoch']}, "
+              f"{g['wall_s']:.0f} s)")
     path = tune.write(record, args.out)
     problem = tune.check(record)
     print(f"wrote {path}" + (f"; {problem}" if problem else f"; params.yaml's lr {record['params_lr']:g} is the best of the grid"))
@@ -172,8 +174,8 @@ def run_pinning_cost(args) -> int:
         return 2
     med, ratio = record["median"], record["ratio"]
     print(f"{args.stage}: pinned {med['pinned']['wall_s']:.1f} s wall / {med['pinned']['cpu_s']:.1f} s CPU, native "
-          f"{med['native']['wall_s']:.1f} s / {med['native']['cpu_s']:.1f} s (pinned / native: {ratio['wall_s']:.2f} wall, "
-          f"{ratio['cpu_s']:.2f} CPU); wrote {pinning_cost.write(record, args.out)}")
+          f"{med['native']['wall_s']:.1f} s / {med['native']['cpu_s']:.1f} s (pinned / native: {ratio['wall_s']:.2f} "
+          f"wall, {ratio['cpu_s']:.2f} CPU); wrote {pinning_cost.write(record, args.out)}")
     return 0
 
 
@@ -215,7 +217,8 @@ def run_fingerprint(args) -> int:
           + ("; ".join(f"{m}: {', '.join(o)}" for m, o in mkl.items()) + " -> NOT PORTABLE" if mkl else "none"))
     mine = fp.measure(params, zoo, all_modes=args.all_modes)
     print(f"this machine: {mine['machine']['cpu']} ({mine['machine']['kind']}), torch {mine['torch']}, "
-          f"{mine['cpu_capability']} kernels, {'pinned' if mine['pinned'] else 'NOT pinned'}: {len(mine['hashes'])} operations")
+          f"{mine['cpu_capability']} kernels, {'pinned' if mine['pinned'] else 'NOT pinned'}: {len(mine['hashes'])} "
+          "operations")
     failing = bool(mkl) or not mine["pinned"]
     for v in fp.compare(mine, records):
         rel = "this CPU kind" if v["same_kind"] else "another CPU kind"

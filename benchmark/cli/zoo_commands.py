@@ -1,4 +1,5 @@
-"""Commands ``flops`` and ``validate-zoo`` (registered in :mod:`benchmark.cli.main`; also ``python -m benchmark.cli.zoo_commands``).
+"""Commands ``flops`` and ``validate-zoo`` (registered in :mod:`benchmark.cli.main`; also ``python -m
+benchmark.cli.zoo_commands``).
 
 ``flops ARCH [--img-size N] [--suite NAME | --num-classes C] [--json]``: GFLOPs (fvcore multiply-adds, as
 published GMACs) and parameters of a timm architecture (or ``torchvision:<builder>``),
@@ -177,7 +178,8 @@ def add_flops_command(subparsers) -> None:
 
 
 def _flops_classes(args) -> tuple[int, str]:
-    """(classes, where they come from) of ``flops``: --num-classes, else --suite, else ./params.yaml's suite, else 1000."""
+    """(classes, where they come from) of ``flops``: --num-classes, else --suite, else ./params.yaml's suite, else
+    1000."""
     if getattr(args, "num_classes", None) is not None:
         return args.num_classes, "--num-classes"
     suite, where = getattr(args, "suite", None), "--suite"
@@ -314,9 +316,11 @@ def validate_file(path: Path, recipes, *, flops: bool = True, recipes_in: str | 
 def add_validate_zoo_command(subparsers) -> None:
     p = subparsers.add_parser(
         "validate-zoo", help="check zoo files offline (schema, names, architectures, tags, recipes, FLOPs)",
-        description="Validate zoo files without network: schema, unique names, the timm architecture exists, the pretrained "
-                    "tag is in timm.list_pretrained (torchvision: entries: torchvision knows the builder, weights enum and checkpoint), "
-                    "the recipe is defined, FLOPs are computable at the entry's img_size (counted with the classes of the suites "
+        description="Validate zoo files without network: schema, unique names, the timm architecture exists, the "
+                    "pretrained tag is in timm.list_pretrained (torchvision: entries: torchvision knows the builder, weights "
+                    "enum and "
+                    "checkpoint), the recipe is defined, FLOPs are computable at the entry's img_size (counted with the classes "
+                    "of the suites "
                     "using the file, as their models.csv), and DVC can read the file (with libyaml too).")
     p.add_argument("files", nargs="*", metavar="FILE", help="zoo YAML files (default: every zoo/*.yaml)")
     p.add_argument("--suites-dir", default="suites", metavar="DIR", help="suite files whose recipes the zoos use (default suites/)")

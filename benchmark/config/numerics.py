@@ -74,7 +74,8 @@ def cpu_flags() -> set[str]:
 
 def cpu() -> dict:
     """This CPU: ``kind`` (vendor, family and model: what a kernel fingerprint record is of), ``cpu`` (its name),
-    ``isa`` (its vector instruction set flags) and ``cores``; read from ``/proc/cpuinfo`` (Linux), else the platform's."""
+    ``isa`` (its vector instruction set flags) and ``cores``; read from ``/proc/cpuinfo`` (Linux), else the
+    platform's."""
     info = _cpuinfo()
     flags = info.get("flags", "").split()
     vendor, family, model = info.get("vendor_id", platform.machine()), info.get("cpu family", "?"), info.get("model", "?")
@@ -119,8 +120,8 @@ def state() -> dict:
 
 
 def check_pinned() -> None:
-    """Raise ValueError when pinning was asked for on a CPU that supports it but did not take (torch ran a CPU kernel before
-    :mod:`benchmark` was imported): the outputs would not be byte-identical across CPU kinds."""
+    """Raise ValueError when pinning was asked for on a CPU that supports it but did not take (torch ran a CPU kernel
+    before :mod:`benchmark` was imported): the outputs would not be byte-identical across CPU kinds."""
     if _applied.get("pinned") and not state()["pinned"]:
         raise ValueError(f"CPU numerics not pinned: torch chose {state()['cpu_capability']} kernels before benchmark "
                            f"was imported (import benchmark first, or set {ENV}=native to run with this CPU's own kernels)")

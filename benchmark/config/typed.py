@@ -1,14 +1,14 @@
 """Typed configuration: one YAML block (params.yaml and its blocks, a recipe, a method's params entry, a zoo entry,
 a suite file) parsed field by field into a frozen dataclass: the one set of helpers every config goes through.
 
-A wrong type, an unknown or a missing key is one ``ValueError`` naming the file, the entry and the
-field (numbers given as strings get YAML 1.1's hint). Field bounds and choices are dataclass field
-metadata (:func:`check`). A field whose type is itself such a dataclass (or ``dict[str, <dataclass>]``) is parsed
-the same way, its errors naming the nested path. Checks across fields (ranges that depend on another field)
-go in the dataclass's ``validate(self)`` hook, which :func:`parse_config` calls after the field checks; a
-``ValueError`` it raises is prefixed with the file and entry. Used by the methods
-(:mod:`benchmark.methods.registry`: their params entries), :mod:`benchmark.models.zoo` (zoo entries), :mod:`benchmark.models.train` (recipes),
-:mod:`benchmark.stages.params_config` (params.yaml) and :mod:`benchmark.data.paper.suites` (suite files).
+A wrong type, an unknown or a missing key is one ``ValueError`` naming the file, the entry and the field (numbers
+given as strings get YAML 1.1's hint). Field bounds and choices are dataclass field metadata (:func:`check`). A field
+whose type is itself such a dataclass (or ``dict[str, <dataclass>]``) is parsed the same way, its errors naming the
+nested path. Checks across fields (ranges that depend on another field) go in the dataclass's ``validate(self)`` hook,
+which :func:`parse_config` calls after the field checks; a ``ValueError`` it raises is prefixed with the file and
+entry. Used by the methods (:mod:`benchmark.methods.registry`: their params entries), :mod:`benchmark.models.zoo` (zoo
+entries), :mod:`benchmark.models.train` (recipes), :mod:`benchmark.stages.params_config` (params.yaml) and
+:mod:`benchmark.data.paper.suites` (suite files).
 """
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def _check_value(where: str, key: str, value, typ, meta: dict):
         if value is None:
             return None
         rest = [a for a in args if a is not type(None)]
-        typ = rest[0] if len(rest) == 1 else typing.Union[tuple(rest)]
+        typ = rest[0] if len(rest) == 1 else typing.Union[tuple(rest)]  # noqa: UP007 (built at run time, not written)
         origin, args = typing.get_origin(typ), typing.get_args(typ)
     if typ is bool:
         if not isinstance(value, bool):

@@ -56,7 +56,8 @@ class Prediction:
     def __post_init__(self):
         p, y, c = self.probs, self.prediction, self.confidence
         if p.ndim != 2 or y.shape != p.shape[:1] or c.shape != p.shape[:1]:
-            raise InputError(f"Prediction: need probs (N, C), prediction (N,), confidence (N,); got {tuple(p.shape)}, {tuple(y.shape)}, {tuple(c.shape)}")
+            raise InputError(f"Prediction: need probs (N, C), prediction (N,), confidence (N,); got {tuple(p.shape)}, "
+                             f"{tuple(y.shape)}, {tuple(c.shape)}")
 
 
 def _check_temperature(t, name: str) -> float:

@@ -188,8 +188,8 @@ def seed_sd(rows: pd.DataFrame, groups: list[SeedGroup], *, spread: pd.DataFrame
     largest sd of the row's ``(split, metric)``: ``fallback``, default :func:`fallback_spread` of ``spread``) or
     ``none`` (NaN).
 
-    ``own="all"`` (the gate): a row takes its own spread only when every model of its ``members`` is in a seed
-    group, so that its siblings vary all of them. ``own="base"`` (differences to the base alone, :func:`difference_noise`):
+    ``own="all"`` (the gate): a row takes its own spread only when every model of its ``members`` is in a seed group,
+    so that its siblings vary all of them. ``own="base"`` (differences to the base alone, :func:`difference_noise`):
     when its ``base`` is, e.g. a duo of a group's base with a sidekick of no group, whose siblings are the group's
     other bases with that sidekick."""
     if own not in ("all", "base"):
@@ -279,14 +279,14 @@ def difference_noise(rows: pd.DataFrame, groups: list[SeedGroup], reference_fami
                      factor: float = FACTOR) -> pd.DataFrame:
     """Training-seed noise of each row's difference to its base alone (:func:`differences`), index of those rows.
 
-    Columns ``diff``, ``sd_seed``, ``seeds``, ``seed_source``, ``within``. ``sd_seed`` is the spread over the
-    seeds of a seed group of the same kind's difference (:func:`seed_spread` of the differences: e.g. duo minus
-    base over the group's bases with the same sidekick, method, fit and confidence; ``seed_source = "own"``),
-    for a row whose base is in a seed group and that has such siblings (:func:`seed_sd` with ``own="base"``).
-    Otherwise the conservative fallback: the largest sd of differences of the same family and method on the
-    ``(split, metric)`` (e.g. weighted duos: not another variant's), else of any kind (:func:`fallback_spread`),
-    and where no difference has a spread there, the largest sd of values (the reference family's included). ``within = |diff| <= factor * sd_seed`` (:func:`within_noise`: None without a
-    spread, ``seed_source = "none"``)."""
+    Columns ``diff``, ``sd_seed``, ``seeds``, ``seed_source``, ``within``. ``sd_seed`` is the spread over the seeds of
+    a seed group of the same kind's difference (:func:`seed_spread` of the differences: e.g. duo minus base over the
+    group's bases with the same sidekick, method, fit and confidence; ``seed_source = "own"``), for a row whose base
+    is in a seed group and that has such siblings (:func:`seed_sd` with ``own="base"``). Otherwise the conservative
+    fallback: the largest sd of differences of the same family and method on the ``(split, metric)`` (e.g. weighted
+    duos: not another variant's), else of any kind (:func:`fallback_spread`), and where no difference has a spread
+    there, the largest sd of values (the reference family's included). ``within = |diff| <= factor * sd_seed``
+    (:func:`within_noise`: None without a spread, ``seed_source = "none"``)."""
     diffs = differences(rows, reference_family)
     cols = ["diff", "sd_seed", "seeds", "seed_source", "within"]
     if diffs.empty:

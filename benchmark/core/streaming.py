@@ -64,7 +64,8 @@ def _raise_non_finite(logits: Sequence[torch.Tensor], rows: slice) -> None:
         bad = ~torch.isfinite(z[rows])
         if bad.any():
             row = rows.start + int(bad.any(1).nonzero()[0])
-            raise InputError(f"logits[{j}]: contains {'NaN' if torch.isnan(z[rows]).any() else 'Inf'} (first non-finite value in row {row})")
+            raise InputError(f"logits[{j}]: contains {'NaN' if torch.isnan(z[rows]).any() else 'Inf'} (first non-finite value in "
+                             f"row {row})")
     raise InputError(f"logits: the weighted sum overflows in rows {rows.start}..{rows.stop - 1}")
 
 

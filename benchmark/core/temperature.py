@@ -172,7 +172,8 @@ def minimise_nll(logits: list[torch.Tensor], labels: torch.Tensor, w0: list[floa
         return w, f
     raise FitError(
         f"temperature fit: the validation NLL has no finite minimum (weights run to {w.tolist()}, NLL {f:.3g}, "
-        f"gradient {g.tolist()}); typically every validation prediction is already correct, so no temperature is optimal"
+        f"gradient {g.tolist()}); typically every validation prediction is already correct, so no temperature is "
+        "optimal"
     )
 
 
@@ -266,14 +267,17 @@ def _check_separable(logits: list[torch.Tensor], labels: torch.Tensor, names: li
     head = f"{mode} fit of {' + '.join(names)}: the validation logits"
     if len(logits) == 1:
         if sep.direction[0] > 0:
-            what = f"are separable: every one of the {n} samples is classified correctly (smallest margin {sep.margin:.3g}), so the NLL keeps decreasing as T -> 0"
+            what = (f"are separable: every one of the {n} samples is classified correctly (smallest margin "
+                    f"{sep.margin:.3g}), so the NLL keeps decreasing as T -> 0")
         else:
-            what = f"have every sample's label at the smallest logit (margin {sep.margin:.3g}), so the NLL keeps decreasing as T -> 0 from below"
+            what = (f"have every sample's label at the smallest logit (margin {sep.margin:.3g}), so the NLL keeps "
+                    "decreasing as T -> 0 from below")
         raise FitError(f"{head} {what} and has no minimum at a finite temperature; {_ADVICE}")
     db, ds = sep.direction
     raise FitError(
-        f"{head} are jointly separable: the combination {db:.3g} z_base {ds:+.3g} z_side classifies every one of the {n} "
-        f"samples correctly (smallest margin {m:.3g}), so the duo NLL has no minimum at finite temperatures; {_ADVICE}")
+        f"{head} are jointly separable: the combination {db:.3g} z_base {ds:+.3g} z_side classifies every one of the "
+        f"{n} samples correctly (smallest margin {m:.3g}), so the duo NLL has no minimum at finite temperatures; "
+        f"{_ADVICE}")
 
 
 def _temperature(w: float, k: float) -> float:

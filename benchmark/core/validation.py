@@ -82,7 +82,8 @@ def as_probs(x, name: str = "probs", *, atol: float = 1e-3) -> torch.Tensor:
         dev = (rows - 1).abs()
         if dev.max() > atol:
             row = start + int(dev.argmax())
-            raise InputError(f"{name}: row {row} sums to {float(rows[row - start]):.6g}, not 1 (were logits passed as probabilities?)")
+            raise InputError(f"{name}: row {row} sums to {float(rows[row - start]):.6g}, not 1 (were logits passed as "
+                             "probabilities?)")
     return t
 
 

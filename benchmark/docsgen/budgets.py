@@ -115,8 +115,9 @@ def budgets_table(rows: pd.DataFrame, manifest: dict, lock: dict | None, config,
     if view.empty:
         return "No seed group of models in the committed bundle: no budgets to compare.\n"
     units = {u["inputs_hash"]: u for u in manifest.get("units") or []}
-    lines = [f"Split `{config.headline_split}`, the page's default view (`{config.fit}` fit, `{config.confidence}` confidence "
-             f"where a method has them); base **{base}** (the first model of the first seed group) and the methods built "
+    lines = [f"Split `{config.headline_split}`, the page's default view (`{config.fit}` fit, `{config.confidence}` "
+             f"confidence where a method has them); base **{base}** (the first model of the first seed group) and the "
+             "methods built "
              "on or beside it. Train images: epochs × training images × members that each run the whole network, summed "
              "over every training run behind the row (the fine-tunes a method starts from included); trained params: the "
              "parameters those runs trained; wall s: the stages that made its models, from `results/timings.json`.", "",
@@ -128,7 +129,8 @@ def budgets_table(rows: pd.DataFrame, manifest: dict, lock: dict | None, config,
         wall = wall_seconds(stages, timings)
         when = f"{wall:.1f} ({_stage_text(stages)})" if wall is not None else "not measured"
         cells = [fmt(r.get(m)) for m, _ in METRICS]
-        lines.append(f"| {method_label(r['family'], r['method'])} | {' + '.join(member_names(r['members'], r['base'], r['sidekick']))} "
+        lines.append(f"| {method_label(r['family'], r['method'])} | "
+                     f"{' + '.join(member_names(r['members'], r['base'], r['sidekick']))} "
                      f"| {fmt_count(r['train_images'])} | {fmt_count(r['train_params'])} | {when} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n\n" + sve_sentence(view, base, config.headline_split) + tuning_lines(tuning)
 

@@ -92,7 +92,8 @@ def tests_item(rec: dict | None) -> str:
 def main_job_line(rec: dict | None) -> str:
     """The main job in full: install and ``dvc repro`` seconds, the target, the machine and the date."""
     if rec is None:
-        return "- Main job: not measured on this commit (`bash scripts/measure-main-job.sh` writes `results/timings.json`)."
+        return ("- Main job: not measured on this commit (`bash scripts/measure-main-job.sh` writes "
+                "`results/timings.json`).")
     total = rec["repro_wall_s"] + (rec.get("install_s") or 0)
     verdict = "within" if total <= TARGET_S else "**over**"
     install = f"install {rec['install_s']:.0f} s + " if rec.get("install_s") is not None else ""
@@ -177,8 +178,9 @@ def site_table(root=".") -> str:
         lines.append(f"| {name}: {r['rows']:,.0f} | {r['wall']:.0f} | {r['cpu']:.0f} | {r['bytes'] / MB:.1f} | "
                      f"{r.get('files', '')} | {largest} | {embedded} |")
     text = "\n".join(lines) + (
-        f"\n\nTargets: publish at most {lim['publish_s']} s, site at most {lim['site_bytes'] / MB:.0f} MB, no file over "
-        f"{lim['file_bytes'] / MB:.0f} MB, the embedded part at most {lim['embedded_bytes'] / MB:.0f} MB, each page's "
+        f"\n\nTargets: publish at most {lim['publish_s']} s, site at most {lim['site_bytes'] / MB:.0f} MB, no file "
+        f"over {lim['file_bytes'] / MB:.0f} MB, the embedded part at most {lim['embedded_bytes'] / MB:.0f} MB, each "
+        "page's "
         f"first render under {lim['render_ms']} ms; the 10x row is a straight line through the two measured sizes "
         f"(not a target). Measured {rec.get('date', '?')} on {_cpu(rec.get('machine'))}.\n")
     if rec.get("first_render_ms"):

@@ -124,7 +124,8 @@ def duos_table(rows: pd.DataFrame, paired: pd.DataFrame, sidekicks=None, zoo: di
                 diffs[(base, side, m)] = float(r["diff"])
                 j["within"] = noise.within_noise(float(r["diff"]), j.get("sd", math.nan))
                 j["finding"] = bool((r["ci_high"] < 0 or r["ci_low"] > 0) and j["within"] is False)
-                cells.append(f"{fmt(b)} → {fmt(x)} ({_signed(r['diff'])} [{_signed(r['ci_low'])}, {_signed(r['ci_high'])}]){_marks(j)}")
+                cells.append(f"{fmt(b)} → {fmt(x)} ({_signed(r['diff'])} [{_signed(r['ci_low'])}, "
+                             f"{_signed(r['ci_high'])}]){_marks(j)}")
             else:
                 diffs[(base, side, m)] = x - b
                 cells.append(f"{fmt(b)} → {fmt(x)}{_marks(j)}")
@@ -208,8 +209,8 @@ def seeds_table(rows: pd.DataFrame, zoo: dict, verdict: pd.DataFrame | None = No
                     med = fmt(r["median"])
                     mark = "**noise-dominated**" if r["dominated"] else "ranked" if np.isfinite(r["sd"]) and r["entries"] else "—"
                 label = METRICS[m].label if m in METRICS else m
-                lines.append(f"| {split} | {' / '.join(g.names)} | {label} | {fmt(x['mean'])} | {fmt(x['sd'])} | {fmt(x['min'])} "
-                             f"| {fmt(x['max'])} | {med} | {mark} |")
+                lines.append(f"| {split} | {' / '.join(g.names)} | {label} | {fmt(x['mean'])} | {fmt(x['sd'])} | "
+                             f"{fmt(x['min'])} | {fmt(x['max'])} | {med} | {mark} |")
     legend = (f"\nmedian ranked |Δ|: the median difference to the base alone of the rows the headline ranks on that split "
               f"(every method but the models alone); **noise-dominated**: it is under {noise.FACTOR:g} × the largest seed sd "
               "of a model alone on that split and metric (over the seed groups), so one retraining could reorder the "
@@ -224,7 +225,8 @@ def timings_table(record: dict) -> str:
     kinds = timing.by_kind(timing.stages_frame(record))
     lines = ["| stage | runs | wall s | user s | sys s | peak RSS MB | minor faults |", "|---|---|---|---|---|---|---|"]
     for r in kinds.itertuples(index=False):
-        lines.append(f"| {r.kind} | {r.stages} | {r.wall_s:.1f} | {r.user_s:.1f} | {r.sys_s:.1f} | {r.max_rss_mb:.0f} | {int(r.minor_faults):,} |")
+        lines.append(f"| {r.kind} | {r.stages} | {r.wall_s:.1f} | {r.user_s:.1f} | {r.sys_s:.1f} | {r.max_rss_mb:.0f} | "
+                     f"{int(r.minor_faults):,} |")
     lines.append(f"| DVC itself (hashing, locks, process starts) | | {record['dvc_overhead_s']:.1f} | | | | |")
     m = record.get("machine", {})
     tail = (f"\n`{record['command']}`: **{record['repro_wall_s']:.0f} s** wall"

@@ -79,7 +79,8 @@ def _check_alignment(models: dict[str, dict], methods: dict[str, dict]) -> None:
             raise store.StoreError(f"models {ref_name!r} and {name!r} have logits for different splits: {sorted(set(files) ^ set(ref))}")
     for name, files in (models | methods).items():
         if name in methods and ({"val", "test"} - set(files) or set(files) - set(ref)):
-            raise store.StoreError(f"method output {name!r} has splits {sorted(files)}; it needs val and test and only splits of the models {sorted(ref)}")
+            raise store.StoreError(f"method output {name!r} has splits {sorted(files)}; it needs val and test and only splits of the "
+                                   f"models {sorted(ref)}")
         for split in files:
             store.check_aligned(ref[split], files[split])
 

@@ -56,7 +56,8 @@ def _sync(device) -> None:
 # -- (b) logits throughput against timm's inference benchmark --------------------------------------------
 
 def timm_ips(model, x, steps: int, warmup: int, amp) -> float:
-    """timm's ``InferenceBenchmarkRunner``: eval, no_grad, one batch on the device, warm-up, timed synchronised steps."""
+    """timm's ``InferenceBenchmarkRunner``: eval, no_grad, one batch on the device, warm-up, timed synchronised
+    steps."""
     import torch
 
     from benchmark.models.infer import autocast
@@ -76,7 +77,8 @@ def timm_ips(model, x, steps: int, warmup: int, amp) -> float:
 
 
 def ours_ips(model, x_cpu, batch: int, rounds: int, amp) -> float:
-    """:func:`benchmark.models.infer.predict_logits` over CPU inputs (copies, forward, logits back), after one warm call."""
+    """:func:`benchmark.models.infer.predict_logits` over CPU inputs (copies, forward, logits back), after one warm
+    call."""
     from benchmark.models.infer import predict_logits
 
     predict_logits(model, x_cpu[:batch], batch_size=batch, amp=amp)
@@ -146,10 +148,10 @@ def check_sve(ctx: Ctx) -> None:
         dense = [sve.export_member(m).eval().to(ctx.device) for m in range(members)]
         sve.to(ctx.device)
 
-        def batched():
+        def batched(sve=sve):  # (bound here: the loop's next architecture must not change it)
             return sve(x)
 
-        def sequential():
+        def sequential(dense=dense):
             return torch.stack([d(x) for d in dense])
 
         def softmax_diff() -> float:
@@ -198,7 +200,8 @@ def run_checks(ctx: Ctx, only) -> None:
             continue
         if name == "e" and not ctx.gpu and not ctx.cpu_full:
             ctx.add(Row("e Caltech-256 fixture suite through DVC", "-", "runs", "skipped",
-                        "GPU check skipped without CUDA; its CPU run: tests/pipeline/test_paper_suite_pipeline.py (or --cpu-full)"))
+                        "GPU check skipped without CUDA; its CPU run: tests/pipeline/test_paper_suite_pipeline.py (or "
+                        "--cpu-full)"))
             continue
         if ctx.gpu and ctx.left() < NEEDS[name]:
             ctx.add(Row(f"{name} (all)", "-", "runs", "skipped", f"time budget: {ctx.left():.0f} s left"))
@@ -276,7 +279,8 @@ def main(argv=None) -> int:
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     env = environment(device)
-    print(f"GPU check: {env['device']}, torch {env['torch']}, {env['date']}; checks {','.join(args.only)}; budget {args.budget:.0f} s",
+    print(f"GPU check: {env['device']}, torch {env['torch']}, {env['date']}; checks {','.join(args.only)}; budget "
+          f"{args.budget:.0f} s",
           flush=True)
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="gpu-check-", ignore_cleanup_errors=True) as tmp:

@@ -1,6 +1,7 @@
-"""A tiny Caltech-256 suite: its on-disk fixture (the official layout, colour-coded images) and a CPU-sized profile
-of its params, the methods' entries declared by the methods themselves (:func:`method_params`). What the GPU check runs through DVC (check ``e``, :mod:`benchmark.gpu.pipeline_checks`) and what the
-pipeline tests run on the CPU (``tests/pipeline``, ``tests/bundle``), from one definition."""
+"""A tiny Caltech-256 suite: its on-disk fixture (the official layout, colour-coded images) and a CPU-sized profile of
+its params, the methods' entries declared by the methods themselves (:func:`method_params`). What the GPU check runs
+through DVC (check ``e``, :mod:`benchmark.gpu.pipeline_checks`) and what the pipeline tests run on the CPU
+(``tests/pipeline``, ``tests/bundle``), from one definition."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -35,7 +36,8 @@ def method_params() -> dict:
 
 
 def method_families(params: dict) -> set[str]:
-    """The ``family`` of every weight-based method with an entry in ``params``' ``baselines`` (the method registry's)."""
+    """The ``family`` of every weight-based method with an entry in ``params``' ``baselines`` (the method
+    registry's)."""
     from benchmark.methods import registry
 
     return {registry.get_method(k).family for k, v in (params.get("baselines") or {}).items() if isinstance(v, dict) and v}

@@ -325,6 +325,8 @@ def check_caltech(ctx: Ctx) -> None:
     else:
         import pandas as pd
 
+        from benchmark.gpu import fixture as suite_test
+
         families = set(pd.read_csv(folder / "results" / "metrics.csv")["family"])
         params = yaml.safe_load((folder / "params.yaml").read_text())
         want = {"single", "duo"} | suite_test.method_families(params) | ({"sve"} if lite else set())

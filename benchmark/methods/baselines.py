@@ -61,7 +61,8 @@ def train_drop_rate(ctx, name: str) -> float:
 
 
 def features(ctx, model, split) -> Tensor:
-    """(N, D) penultimate features of ``model`` on a split (:class:`~benchmark.stages.suite_source.SplitInputs`), on the CPU."""
+    """(N, D) penultimate features of ``model`` on a split (:class:`~benchmark.stages.suite_source.SplitInputs`), on
+    the CPU."""
     return penultimate_batched(model, split.inputs, batch_size=ctx.batch_size, num_workers=ctx.source.num_workers)
 
 

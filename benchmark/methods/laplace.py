@@ -219,7 +219,8 @@ def check_laplace(ctx, cfg: LaplaceConfig) -> list[str]:
                                    "prior_precisions: [1.0e-2, 1.0, 100.0, 1.0e+4]}",
                  fixture=lambda x: {f"la-{x['base']}": {"model": x["base"], "prior_precisions": [1.0, 100.0]}})
 def laplace(ctx, cfg: LaplaceConfig, key: str) -> list[Output]:
-    """Last-layer Laplace of zoo model ``model`` (GGN on train, prior precision by val NLL) -> ``results/methods/<key>``."""
+    """Last-layer Laplace of zoo model ``model`` (GGN on train, prior precision by val NLL) ->
+    ``results/methods/<key>``."""
     splits = check_laplace(ctx, cfg)
     name = cfg.model
     entry, model = ctx.load_trained(name)

@@ -182,7 +182,8 @@ class LoRAEnsemble(nn.Module):
         return tokens * sum(self.rank * (m.chunks * m.base.in_features + m.base.out_features) for m in layers)
 
 
-# ---- the method: params.yaml baselines.lora_ensemble.<key> -> one output (registered; see benchmark.methods.baselines) ----
+# ---- the method: params.yaml baselines.lora_ensemble.<key> -> one output (registered; see
+# benchmark.methods.baselines) ----
 
 @dataclass(frozen=True)
 class LoRAConfig:
@@ -197,7 +198,8 @@ class LoRAConfig:
 
 
 def check_lora(ctx, cfg: LoRAConfig) -> tuple[float, list[str]]:
-    """The entry checked (adapter, variant, recipe, a ViT with a linear head): its ``alpha`` and the splits it covers."""
+    """The entry checked (adapter, variant, recipe, a ViT with a linear head): its ``alpha`` and the splits it
+    covers."""
     name = bl.model(ctx, cfg.model)
     alpha = float(cfg.rank) if cfg.alpha is None else cfg.alpha
     check_adapter(cfg.members, cfg.rank, alpha, name)

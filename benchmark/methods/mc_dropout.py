@@ -125,7 +125,8 @@ class MCDropout(nn.Module):
         return self.head(f.unsqueeze(0) * keep / (1.0 - self.p))
 
 
-# ---- the method: params.yaml baselines.mc_dropout.<key> -> one output (registered; see benchmark.methods.baselines) ----
+# ---- the method: params.yaml baselines.mc_dropout.<key> -> one output (registered; see
+# benchmark.methods.baselines) ----
 
 @dataclass(frozen=True)
 class MCDropoutConfig:

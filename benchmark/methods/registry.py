@@ -10,7 +10,8 @@ other method, and the stages import exactly the methods they run. One registrati
 
 What a method declares:
 
-* ``kind``: its params entries are ``baselines.<kind>.<key>``; by convention its module is ``benchmark/methods/<kind>.py``
+* ``kind``: its params entries are ``baselines.<kind>.<key>``; by convention its module is
+  ``benchmark/methods/<kind>.py``
   (:func:`get_method` imports that module when the kind is not registered yet);
 * ``family``: the ``family`` column of its rows in the results table;
 * ``config``: a frozen dataclass of one params entry, parsed field by field by its stage

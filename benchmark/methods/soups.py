@@ -61,7 +61,8 @@ def average_state_dicts(state_dicts: Sequence[Mapping[str, Tensor]], names: Sequ
             raise ValueError(f"{METHOD}: {name!r} and {names[0]!r} have different weights ({diff}); soups need one architecture")
         for k, v in sd.items():
             if v.shape != ref[k].shape:
-                raise ValueError(f"{METHOD}: tensor {k!r} has shape {tuple(v.shape)} in {name!r} but {tuple(ref[k].shape)} in {names[0]!r}")
+                raise ValueError(f"{METHOD}: tensor {k!r} has shape {tuple(v.shape)} in {name!r} but {tuple(ref[k].shape)} in "
+                                 f"{names[0]!r}")
     out = {}
     for k, v in ref.items():
         if v.is_floating_point():
@@ -175,7 +176,8 @@ def check_soup(ctx, cfg: SoupConfig) -> list[str]:
         for attr in ("arch", "init", "img_size", "recipe"):
             if getattr(e, attr) != getattr(entries[0], attr):
                 raise ValueError(f"{ctx.where}: {METHOD} ingredients must be fine-tunes of one architecture from one "
-                                 f"init; model {e.name!r} has {attr} {getattr(e, attr)!r} but {names[0]!r} has {getattr(entries[0], attr)!r}")
+                                 f"init; model {e.name!r} has {attr} {getattr(e, attr)!r} but {names[0]!r} has "
+                                 f"{getattr(entries[0], attr)!r}")
     return ctx.splits(cfg.splits)
 
 

@@ -116,8 +116,9 @@ def base_entry(ctx, cfg: SveConfig) -> ZooEntry:
     return entry
 
 
-def train_subset(split: SplitInputs, n: int | None, seed: int) -> SplitInputs:
-    """A stratified seeded subset of ``n`` samples (in split order); the split itself if ``n`` is None."""
+def train_subset(split, n: int | None, seed: int):
+    """A stratified seeded subset of ``n`` samples (in split order) of ``split`` (the stage's
+    :class:`~benchmark.stages.suite_source.SplitInputs`); the split itself if ``n`` is None."""
     if n is None:
         return split
     if n > len(split):
@@ -151,7 +152,8 @@ def cost_info(model: SingularValueEnsemble, img_size: int, one: float | None = N
 
 @register_cost("sve")
 def sve_output_cost(info: dict, entry: ZooEntry, num_classes: int, members: int, cfg: SveConfig) -> dict:
-    """:func:`cost_info` of output ``sve-m<members>`` (params ``sve``: ``cfg``; base ``entry``), rebuilt without weights."""
+    """:func:`cost_info` of output ``sve-m<members>`` (params ``sve``: ``cfg``; base ``entry``), rebuilt without
+    weights."""
     if info.get("members") != members:
         raise ValueError(f"members {info.get('members')!r}, but the logits have {members}")
     model = build(entry, cfg, members, num_classes, load_weights=False)

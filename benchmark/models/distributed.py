@@ -1,4 +1,5 @@
-"""Data-parallel stages under torchrun (torch.distributed): settings, sharding, gathering (the launch: :mod:`benchmark.models.launch`).
+"""Data-parallel stages under torchrun (torch.distributed): settings, sharding, gathering (the launch:
+:mod:`benchmark.models.launch`).
 
 One process is the default. params.yaml's ``distributed`` block (missing = one
 process) asks for more::
@@ -154,7 +155,8 @@ def _in_thread_shutdown(frame) -> bool:
 
 
 def _default_sigterm() -> None:
-    """At interpreter exit a SIGTERM just ends the process (raising inside another atexit callback printed a traceback)."""
+    """At interpreter exit a SIGTERM just ends the process (raising inside another atexit callback printed a
+    traceback)."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
@@ -223,7 +225,8 @@ def _comm_device() -> torch.device:
 
 
 def gather_rows(local: torch.Tensor | None, n: int, *, dim: int = -2) -> torch.Tensor:
-    """Every rank's shard (rows along ``dim``, ``None`` for an empty shard) concatenated in rank order, on the CPU, on every rank."""
+    """Every rank's shard (rows along ``dim``, ``None`` for an empty shard) concatenated in rank order, on the CPU, on
+    every rank."""
     world = world_size()
     if world == 1:
         return local

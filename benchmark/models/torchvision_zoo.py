@@ -188,7 +188,8 @@ def eval_transform(weights, img_size: int | None = None):
 
 
 def data_config(weights, img_size: int | None = None) -> dict:
-    """The transform's settings in timm's data-config keys (input_size, interpolation, mean, std, crop_pct, crop_mode)."""
+    """The transform's settings in timm's data-config keys (input_size, interpolation, mean, std, crop_pct,
+    crop_mode)."""
     t = eval_transform(weights, img_size)
     crop, resize = t.crop_size[0], t.resize_size[0]
     return {"input_size": (3, crop, crop), "interpolation": t.interpolation.value, "mean": tuple(t.mean),

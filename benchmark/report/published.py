@@ -148,7 +148,8 @@ def reproduction_rows(pub: Published, wide: pd.DataFrame, fits) -> list[dict]:
                 ours[fit] = {"status": "no matching row"}
                 continue
             best = cand.sort_values(cell.metric, ascending=not hib).iloc[0]
-            detail = f"{method_label(best['family'], best['method'])}, {best['members'] or best['base']}, confidence {best['confidence']}"
+            detail = (f"{method_label(best['family'], best['method'])}, {best['members'] or best['base']}, confidence "
+                      f"{best['confidence']}")
             if len(cand) > 1:
                 detail = f"best of {len(cand)}: " + detail
             v = float(best[cell.metric])

@@ -138,7 +138,8 @@ def missing_notices(results: pd.DataFrame, config, models: pd.DataFrame | None) 
                          + " The report.table_splits setting chooses the tabulated ones.")
         fams = set(g["family"])
         if config.reference_family not in fams:
-            notes.append(f"{suite}: no '{config.reference_family}' rows (report.reference_family): base models alone are not marked.")
+            notes.append(f"{suite}: no '{config.reference_family}' rows (report.reference_family): base models alone are not "
+                         "marked.")
     unknown = sorted(set(results["metric"]) - set(METRICS))
     if unknown:
         notes.append(f"results: metrics not in benchmark.core.metric_info.METRICS (direction unknown): {unknown}.")

@@ -104,8 +104,10 @@ def fingerprint_summary(records: list[dict]) -> str:
 
 def runs_table(runs: list[dict]) -> str:
     if not runs:
-        return "No from-scratch run recorded yet (`python -m benchmark reproduce check --record results/cross_cpu.json`).\n"
-    lines = ["| CPU kind | CPU | code | checked against | stage outputs identical | rows identical / within noise / failing | gate |",
+        return ("No from-scratch run recorded yet (`python -m benchmark reproduce check --record "
+                "results/cross_cpu.json`).\n")
+    lines = ["| CPU kind | CPU | code | checked against | stage outputs identical | rows identical / within noise / "
+             "failing | gate |",
              "|---|---|---|---|---|---|---|"]
     for r in runs:
         n, o = r["rows"], r["stage_outputs"]
@@ -130,7 +132,7 @@ def fingerprint_table(records: list[dict]) -> str:
     shared = [k for k in a["hashes"] if k in b["hashes"]]
     modes = sorted({k.split("/", 1)[0] for k in shared}, key=lambda m: (m.split(",")[0], m.split(",")[1] != "onednn=on"))
     lines = [f"| operations | {' | '.join(modes)} |", "|---|" + "---|" * len(modes)]
-    for name, pattern in _GROUPS:
+    for name, _ in _GROUPS:
         cells = []
         for m in modes:
             keys = [k for k in shared if k.startswith(m + "/") and _group(k) == name]

@@ -26,16 +26,13 @@ widen its own tolerance. The columns that do not depend on trained weights
 (``n``, GFLOPs, parameters, balance, overheads: :data:`STRUCTURAL_COLUMNS`)
 must still agree exactly.
 
-``k`` follows from the seed count. The fresh and the committed value are two
-independent draws, so their difference has the standard deviation ``sqrt(2)
-sigma``; ``sigma`` is estimated by a seed spread of ``s`` seeds (``s - 1``
-degrees of freedom), so ``(fresh - committed) / (sqrt(2) sd)`` follows Student's
-``t`` with ``s - 1`` degrees of freedom. A row passes below the two-sided
-``1 - ALPHA`` quantile: ``k = sqrt(2) t_{s-1}(1 - ALPHA / 2)`` with ``ALPHA =
-0.001`` (a gate of ~10^5 rows needs a small per-row false-alarm rate): ``k =
-12.2`` for 5 seeds, ``6.8`` for 10, ``44.7`` for 3 (a spread of 3 seeds says
-little); ``sqrt(2) z = 4.65`` for a row whose noise is its bootstrap error alone. The noise path cannot see a small regression: that is
-what the exact path is for.
+``k`` follows from the seed count. The fresh and the committed value are two independent draws, so their difference
+has the standard deviation ``sqrt(2) sigma``; ``sigma`` is estimated by a seed spread of ``s`` seeds (``s - 1``
+degrees of freedom), so ``(fresh - committed) / (sqrt(2) sd)`` follows Student's ``t`` with ``s - 1`` degrees of
+freedom. A row passes below the two-sided ``1 - ALPHA`` quantile: ``k = sqrt(2) t_{s-1}(1 - ALPHA / 2)`` with ``ALPHA
+= 0.001`` (a gate of ~10^5 rows needs a small per-row false-alarm rate): ``k = 12.2`` for 5 seeds, ``6.8`` for 10,
+``44.7`` for 3 (a spread of 3 seeds says little); ``sqrt(2) z = 4.65`` for a row whose noise is its bootstrap error
+alone. The noise path cannot see a small regression: that is what the exact path is for.
 
 **Mode.** When both runs pinned the CPU numerics (:mod:`benchmark.config.numerics`;
 the fresh run's ``results/timings.json``, else its checkpoints' ``train.json``,
@@ -197,7 +194,8 @@ def compare(committed: pd.DataFrame, fresh: pd.DataFrame, noise: pd.DataFrame, *
             if not within[i]:
                 parts.insert(0, "value" if np.isfinite(nz[i]) else "value (no noise estimate)")
             if status[i] == "inputs-differ":
-                parts.insert(0, f"logits differ although both runs pinned the numerics (noise path: {'within' if noise_ok[i] else 'beyond'})")
+                parts.insert(0, "logits differ although both runs pinned the numerics (noise path: "
+                                f"{'within' if noise_ok[i] else 'beyond'})")
             detail.append("; ".join(parts))
     out = m[KEY].copy()
     out["path"] = np.where(~both, "", np.where(same_inputs, "exact", "noise"))

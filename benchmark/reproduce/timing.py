@@ -64,7 +64,8 @@ def read_records(path) -> pd.DataFrame:
 
 
 def by_kind(stages: pd.DataFrame) -> pd.DataFrame:
-    """Stages grouped by kind (``train@lite1`` -> ``train``): count and sums (peak RSS: max), largest wall time first."""
+    """Stages grouped by kind (``train@lite1`` -> ``train``): count and sums (peak RSS: max), largest wall time
+    first."""
     df = stages.assign(kind=stages["stage"].str.split("@").str[0])
     g = df.groupby("kind").agg(stages=("stage", "size"), wall_s=("wall_s", "sum"), user_s=("user_s", "sum"),
                                sys_s=("sys_s", "sum"), max_rss_mb=("max_rss_mb", "max"), minor_faults=("minor_faults", "sum"))

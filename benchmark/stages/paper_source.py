@@ -47,7 +47,8 @@ class PaperSource:
         return self._splits
 
     def prepare(self, out: Path) -> list[str]:
-        """Read the suite's splits (the data stage) and write their indexes and ``splits.json``, the folder atomically."""
+        """Read the suite's splits (the data stage) and write their indexes and ``splits.json``, the folder
+        atomically."""
         splits = self.splits()
         with store.atomic_dir(out) as tmp:
             for name, s in splits.items():

@@ -64,7 +64,8 @@ def model_stage_main(description: str, fn: Callable[[ModelStage, argparse.Namesp
     typed :class:`ModelStage` of zoo entry VALUE that the entry builds (:func:`model_stage`: the params' model blocks,
     the zoo entry, the data source).
 
-    ``script``: see :func:`benchmark.stages.entry.stage_main`; the stage is named ``<script stem>@<value>`` as in dvc.yaml.
+    ``script``: see :func:`benchmark.stages.entry.stage_main`; the stage is named ``<script stem>@<value>`` as in
+    dvc.yaml.
     """
     def add(p):
         p.add_argument(f"--{arg}", required=True, help=help)

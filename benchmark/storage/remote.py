@@ -151,7 +151,8 @@ def _project(root):
     try:
         top = Repo.find_root(os.fspath(root))
     except NotDvcRepoError:
-        raise RemoteError(f"{Path(root).resolve()} is not inside a DVC project (no .dvc folder): run `dvc init` at the repository root") from None
+        raise RemoteError(f"{Path(root).resolve()} is not inside a DVC project (no .dvc folder): run `dvc init` at the repository "
+                          "root") from None
     log = _Records()
     saved = [(lg, lg.handlers[:], lg.propagate) for lg in map(logging.getLogger, DVC_LOGGERS)]
     try:

@@ -157,7 +157,8 @@ def _checked_logits_file(path: Path, arrays: dict, meta: dict) -> LogitsFile:
     """Validate the arrays of a logits file (see :func:`load_logits_file`) and wrap them."""
     for key in ("logits", "labels"):
         if key not in arrays:
-            raise StoreError(f"{path}: missing array {key!r} (found {sorted(arrays)}); a logits file needs 'logits' (N, C) and 'labels' (N,)")
+            raise StoreError(f"{path}: missing array {key!r} (found {sorted(arrays)}); a logits file needs 'logits' (N, C) and "
+                             "'labels' (N,)")
     check_arrays(path, arrays)
     logits, labels = arrays["logits"], arrays["labels"]
     if not np.issubdtype(logits.dtype, np.floating):

@@ -1,4 +1,5 @@
-"""``python -m benchmark cluster`` without a Slurm: params ``cluster``, each stage's job, the lock's order, bad input."""
+"""``python -m benchmark cluster`` without a Slurm: params ``cluster``, each stage's job, the lock's order, bad
+input."""
 from __future__ import annotations
 
 import os

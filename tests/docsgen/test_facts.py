@@ -130,9 +130,10 @@ def test_the_cross_cpu_line_names_each_kind_its_commit_and_what_held(tmp_path):
     runs = cross_cpu.add(path, _run("A", "2222222bbbb", identical=21, compared=21, rows=100, within=0))  # replaced, not added
     assert [r["kind"] for r in runs] == ["A", "I"] and cross_cpu.load(path) == runs
     line = cross_cpu.holds_line(runs, [])
-    assert "A CPU (`A`) at `2222222` (vs the bundle of `c0ffee1`): 21 of 21 stage outputs byte-identical, every row the same" in line
-    assert "I CPU (`I`) at `1111111` (vs the bundle of `c0ffee1`): 1 of 21 stage outputs byte-identical; 100 of 100 rows on the noise path, within it " \
-           "(15 greedy-soup rows chose other ingredients)" in line
+    assert ("A CPU (`A`) at `2222222` (vs the bundle of `c0ffee1`): 21 of 21 stage outputs byte-identical, every row the "
+            "same") in line
+    assert ("I CPU (`I`) at `1111111` (vs the bundle of `c0ffee1`): 1 of 21 stage outputs byte-identical; 100 of 100 "
+            "rows on the noise path, within it (15 greedy-soup rows chose other ingredients)") in line
     table = cross_cpu.runs_table(runs)
     assert "| `I` | I CPU | `1111111`" in table and "| 1 of 21 | 0 / 100 / 0 | passes |" in table
     assert "| 3 of 21 | 90 / 7 / 3 | FAILS |" in cross_cpu.runs_table(

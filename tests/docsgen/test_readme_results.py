@@ -40,7 +40,8 @@ def _copy(tmp_path):
 
 def test_readme_blocks_are_generated_from_the_committed_results(tmp_path):
     stale = readme.stale(root=_copy(tmp_path))
-    assert not stale, f"generated blocks {stale} differ from the committed results: run `python -m benchmark reproduce readme --write`"
+    assert not stale, (f"generated blocks {stale} differ from the committed results: run `python -m benchmark reproduce readme "
+                       "--write`")
 
 
 def test_update_rewrites_a_stale_block_in_any_file_and_refuses_unknown_or_missing_blocks(tmp_path, monkeypatch):

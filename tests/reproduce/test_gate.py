@@ -1,11 +1,11 @@
 """The reproducibility gate (benchmark/reproduce/gate.py) on rows made by the project's own evaluation code.
 
-Synthetic logits of a small zoo (a seed group of bases ``a-s0..a-s4``, sidekicks ``s`` and ``s2``) go through
-the real units (single, duo, deep ensemble: their method modules, benchmark.methods.rows) twice. Exact path: the same logits with
-a regression injected into the evaluation code must fail (a temperature 3% off, one label wrong, a duo combined
+Synthetic logits of a small zoo (a seed group of bases ``a-s0..a-s4``, sidekicks ``s`` and ``s2``) go through the real
+units (single, duo, deep ensemble: their method modules, benchmark.methods.rows) twice. Exact path: the same logits
+with a regression injected into the evaluation code must fail (a temperature 3% off, one label wrong, a duo combined
 with another sidekick's logits); the same code must pass. Noise path: retrained models (new draws of every model)
-pass, a gross regression fails. The real cross-CPU data: tests/reproduce/data/cross_cpu.csv.gz (see
-make_cross_cpu.py beside it)."""
+pass, a gross regression fails. The real cross-CPU data: tests/reproduce/data/cross_cpu.csv.gz (see make_cross_cpu.py
+beside it)."""
 from __future__ import annotations
 
 import dataclasses
@@ -151,7 +151,10 @@ def test_a_metric_computed_one_sample_wrong_is_caught(zoo_logits, committed, mon
         return y
 
     stats, ev = evrows.terms_stats, evrows.evaluate
-    wrong_stats = lambda t, y, **k: stats(t, one_label_off(y, t.top if k.get("prediction") is None else k["prediction"]), **k)  # noqa: E731
+
+    def wrong_stats(t, y, **k):
+        return stats(t, one_label_off(y, t.top if k.get("prediction") is None else k["prediction"]), **k)
+
     monkeypatch.setattr(evrows, "terms_stats", wrong_stats)
     monkeypatch.setattr(duo, "terms_stats", wrong_stats)  # the duo's paired differences
     monkeypatch.setattr(evrows, "evaluate", lambda p, y, **k: ev(p, one_label_off(y, p.prediction), **k))

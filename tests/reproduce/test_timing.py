@@ -35,7 +35,8 @@ def test_a_process_importing_the_package_appends_its_record(tmp_path):
     env.pop("UQ_TIMINGS_PID", None)
     env.pop("DVC_STAGE", None)
     for model in ("a", "b"):
-        code = "import sys; sys.argv = ['pipelines/train.py', '--model', %r]; import benchmark; x = bytearray(50 << 20)" % model
+        code = (f"import sys; sys.argv = ['pipelines/train.py', '--model', {model!r}]; import benchmark; x = "
+                "bytearray(50 << 20)")
         subprocess.run([sys.executable, "-c", code], env=env, check=True)
     recs = timing.read_records(log)
     assert list(recs["stage"]) == ["train@a", "train@b"]
@@ -78,8 +79,6 @@ def test_by_kind_sums_and_the_readme_table(tmp_path):
 def test_a_worker_of_a_timed_process_is_counted_by_its_parent(monkeypatch):
     """``UQ_TIMINGS_PID`` names the timed process: a process below it (a multiprocessing worker) records nothing
     itself (its time reaches the parent's children's usage); an unrelated or a recycled pid does not count."""
-    from benchmark.config import runtime
-
     parent, grandparent = os.getppid(), None
     with open(f"/proc/{parent}/stat") as f:
         grandparent = int(f.read().rsplit(")", 1)[1].split()[1])

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import os
 import platform
+from collections.abc import Mapping, MutableMapping
 
 ENV = "UQ_NUMERICS"
 MODES = ("pinned", "native")
@@ -45,7 +46,7 @@ PINNED = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_CBWR
 _applied: dict = {}
 
 
-def requested_mode(environ=None) -> str:
+def requested_mode(environ: Mapping[str, str] | None = None) -> str:
     """``UQ_NUMERICS`` (default ``pinned``); anything else is a clear error."""
     environ = os.environ if environ is None else environ
     mode = environ.get(ENV, "pinned") or "pinned"
@@ -92,7 +93,7 @@ def pinnable(machine: str | None = None, flags: set[str] | None = None) -> bool:
     return {"avx2", "fma"} <= flags
 
 
-def pin(environ=None) -> dict:
+def pin(environ: MutableMapping[str, str] | None = None) -> dict:
     """Apply the requested mode to ``environ`` (default: this process's environment) and return what was applied.
 
     Must run before torch runs its first CPU kernel (ATen fixes its choice then): :func:`state` tells

@@ -35,7 +35,7 @@ import torch
 
 from benchmark.core.f1 import macro_f1_table
 from benchmark.core.samples import ADDITIVE_COLUMNS, GroupIndex, SampleStats, sample_stats
-from benchmark.core.validation import InputError
+from benchmark.core.validation import InputError, TensorLike
 
 
 def sac_key(threshold: float) -> str:
@@ -63,7 +63,8 @@ def _lookup(table: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
     return table.index_select(0, idx.flatten()).view(idx.shape)
 
 
-def _group_terms(g: GroupIndex, cum, cum_err, tables, n: int, max_risk: float, pure: bool):
+def _group_terms(g: GroupIndex, cum: torch.Tensor, cum_err: torch.Tensor, tables: tuple[torch.Tensor, torch.Tensor],
+                 n: int, max_risk: float, pure: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """Row sums of the error-group terms of :func:`metrics_from_counts`, the SAC
     candidate and (mixed groups) the error rates."""
     f64 = torch.float64
@@ -128,6 +129,7 @@ def metrics_from_counts(stats: SampleStats, counts: torch.Tensor, *, sac_thresho
     max_risk = 1 - sac_threshold
     ds_p, gen_p, pairs_p, sac_p, _ = _group_terms(stats.pure, cum, cum_err, tables, n, max_risk, pure=True)
     ds_m, gen_m, pairs_m, sac_m, rate_m = _group_terms(stats.mixed, cum, cum_err, tables, n, max_risk, pure=False)
+    assert rate_m is not None, "mixed groups have error rates"
     risk_sum = e_tot * harm[n] - ds_p - ds_m
 
     first = torch.searchsorted(cum, torch.full((b, 1), 0.5, dtype=cum.dtype))[:, 0]
@@ -168,7 +170,8 @@ def check_sac_threshold(t: float) -> float:
     return float(t)
 
 
-def compute_metrics(probs, labels, *, confidence=None, prediction=None, ece_bins: int = 15, sac_threshold: float = 0.98, brier: str = "usual") -> dict[str, float]:
+def compute_metrics(probs: TensorLike, labels: TensorLike, *, confidence: TensorLike | None = None,
+                    prediction: TensorLike | None = None, ece_bins: int = 15, sac_threshold: float = 0.98, brier: str = "usual") -> dict[str, float]:
     r"""Every metric of one set of predictions (see the module docstring for ties).
 
     With ``c_i = [yhat_i == y_i]``, ``q_i = max_c p_ic`` and ``a_i = [argmax_c p_ic == y_i]``:

@@ -52,8 +52,10 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -76,7 +78,7 @@ class SeedGroup:
         return self.names[0]
 
 
-def _fields(entry) -> dict | None:
+def _fields(entry: Any) -> dict | None:
     """An entry as a plain mapping (zoo dicts, :class:`~benchmark.models.zoo.ZooEntry`); None when unusable."""
     if isinstance(entry, dict):
         return entry
@@ -93,7 +95,7 @@ def seed_groups(zoo: dict) -> list[SeedGroup]:
     first ``m`` seeds (the members of a deep ensemble of size ``m``). Entries
     without a ``seed`` belong to no group.
     """
-    buckets: dict[str, list[tuple[object, str]]] = {}
+    buckets: dict[str, list[tuple[Any, str]]] = {}  # the seed (a number) and the entry's name
     archs: dict[str, str] = {}
     for name, entry in zoo.items():
         f = _fields(entry)
@@ -170,7 +172,7 @@ def bootstrap_se(rows: pd.DataFrame, level: float) -> pd.Series:
     return ((hi - lo) / (2 * z_of(level))).where(np.isfinite(lo) & np.isfinite(hi), 0.0).clip(lower=0.0)
 
 
-def fallback_spread(spread: pd.DataFrame, by=("split", "metric")) -> pd.DataFrame:
+def fallback_spread(spread: pd.DataFrame, by: Sequence[str] = ("split", "metric")) -> pd.DataFrame:
     """Per ``by`` (default ``(split, metric)``): the largest seed sd over all groups (and families and methods unless
     ``by`` names them), with its ``n``."""
     by = list(by)
@@ -268,7 +270,7 @@ def differences(rows: pd.DataFrame, reference_family: str) -> pd.DataFrame:
     return out[~np.isnan(a)]
 
 
-def within_noise(diff, sd, factor: float = FACTOR):
+def within_noise(diff: float | None, sd: float | None, factor: float = FACTOR) -> bool | None:
     """``|diff| <= factor * sd``; None where either is not finite (no judgement)."""
     if diff is None or sd is None or not (np.isfinite(diff) and np.isfinite(sd)):
         return None

@@ -18,10 +18,16 @@ from pathlib import Path
 
 
 def add_reproduce_command(subparsers) -> None:
+    """Register ``reproduce`` and its actions (one ``_add_<action>`` each) in the command line's ``subparsers``."""
     p = subparsers.add_parser("reproduce", help="reproducibility gate, per-stage timings, README result tables",
                               description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="reproduce_command", metavar="ACTION", required=True)
+    for add in (_add_check, _add_timings, _add_test_time, _add_tune, _add_pinning_cost, _add_fingerprint, _add_readme):
+        add(sub)
 
+
+def _add_check(sub) -> None:
+    """``reproduce check``."""
     c = sub.add_parser("check", help="compare a fresh run with the committed results: exactly where the logits are the "
                        "same, within each row's noise where they differ",
                        description="Compare results/metrics.csv with the rows of the committed embedded bundle, "
@@ -47,12 +53,18 @@ def add_reproduce_command(subparsers) -> None:
     c.add_argument("--note", help="with --record: a note for the record (e.g. what the run is a replay of)")
     c.set_defaults(handler=run_check)
 
+
+def _add_timings(sub) -> None:
+    """``reproduce timings``."""
     t = sub.add_parser("timings", help="run dvc repro with per-stage timing records; write results/timings.json")
     t.add_argument("--force", action="store_true", help="dvc repro -f (rerun every stage)")
     t.add_argument("--install-seconds", type=float, help="install time to record beside the repro (clone-to-leaderboard)")
     t.add_argument("--out", default="results/timings.json", help="output JSON (default: results/timings.json)")
     t.set_defaults(handler=run_timings)
 
+
+def _add_test_time(sub) -> None:
+    """``reproduce test-time``."""
     e = sub.add_parser("test-time", help="run the test suite (python -m pytest) timed; write results/test_command.json",
                        description="Run `python -m pytest` here, as the README's test command does, and record its wall "
                                    "seconds, the counts of passed and skipped tests, whether .pytest_cache existed before, "
@@ -64,6 +76,9 @@ def add_reproduce_command(subparsers) -> None:
                    "the whole suite as pyproject.toml configures it)")
     e.set_defaults(handler=run_test_time)
 
+
+def _add_tune(sub) -> None:
+    """``reproduce tune``."""
     u = sub.add_parser("tune", help="choose a recipe's lr on validation: one stage run per grid point, in scratch copies",
                        description="Run a training stage once per learning rate, each in a scratch copy of this checkout "
                                    "whose params.yaml differs only in recipes.<recipe>.lr (the recipe's budget unchanged), "
@@ -78,6 +93,9 @@ def add_reproduce_command(subparsers) -> None:
     u.add_argument("--out", default="results/tuning.json", help="the tuning record (default: results/tuning.json)")
     u.set_defaults(handler=run_tune)
 
+
+def _add_pinning_cost(sub) -> None:
+    """``reproduce pinning-cost``."""
     n = sub.add_parser("pinning-cost", help="time a training stage with pinned and with native CPU numerics",
                        description="Run a training stage in scratch copies of this checkout, alternately with "
                                    "UQ_NUMERICS=pinned and UQ_NUMERICS=native, and write the medians of the stage "
@@ -88,6 +106,9 @@ def add_reproduce_command(subparsers) -> None:
     n.add_argument("--out", default="results/numerics.json", help="the record (default: results/numerics.json)")
     n.set_defaults(handler=run_pinning_cost)
 
+
+def _add_fingerprint(sub) -> None:
+    """``reproduce fingerprint``."""
     f = sub.add_parser("fingerprint", help="this CPU's kernel fingerprint against the committed records of CPU kinds",
                        description="Hash the float32 operations the pipeline's stages run (the kernel-fingerprint tool's "
                                    "operations, and each layer, gradient and logits of a training step and a logits pass "
@@ -105,6 +126,9 @@ def add_reproduce_command(subparsers) -> None:
     f.add_argument("--show", type=int, default=8, help="differing operations to print per record (default 8)")
     f.set_defaults(handler=run_fingerprint)
 
+
+def _add_readme(sub) -> None:
+    """``reproduce readme``."""
     r = sub.add_parser("readme", help="regenerate (or check) the README's result blocks from committed files")
     r.add_argument("--file", action="append", metavar="FILE",
                    help="a file with generated blocks (repeatable; default: the README and the docs pages that have them)")

@@ -64,9 +64,9 @@ def _lookup(table: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
 
 
 def _group_terms(g: GroupIndex, cum: torch.Tensor, cum_err: torch.Tensor, tables: tuple[torch.Tensor, torch.Tensor],
-                 n: int, max_risk: float, pure: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
-    """Row sums of the error-group terms of :func:`metrics_from_counts`, the SAC
-    candidate and (mixed groups) the error rates."""
+                 n: int, max_risk: float, pure: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Row sums of the error-group terms of :func:`metrics_from_counts`, the SAC candidate and the groups' error
+    rates (1 in every non-empty pure group)."""
     f64 = torch.float64
     s_tab, q_tab = tables
     k_prev, k_end = cum.index_select(1, g.k_before), cum.index_select(1, g.k_end)
@@ -77,7 +77,7 @@ def _group_terms(g: GroupIndex, cum: torch.Tensor, cum_err: torch.Tensor, tables
     d_s = _lookup(s_tab, i_end) - _lookup(s_tab, i_prev)
     d_q = _lookup(q_tab, i_end) - _lookup(q_tab, i_prev)
     if pure:  # every member wrong: e_g = n_g and r_g = 1 wherever n_g > 0
-        e_g, e_end, rate = n_g, e_prev + n_g, None
+        e_g, e_end, rate = n_g, e_prev + n_g, (n_g > 0).to(f64)
         gen = n_g.sum(1) * (n + 0.5) - d_q.sum(1)
         risk, pairs = d_s.sum(1), (n_g * (k_prev - e_prev)).sum(1)
     else:
@@ -129,7 +129,6 @@ def metrics_from_counts(stats: SampleStats, counts: torch.Tensor, *, sac_thresho
     max_risk = 1 - sac_threshold
     ds_p, gen_p, pairs_p, sac_p, _ = _group_terms(stats.pure, cum, cum_err, tables, n, max_risk, pure=True)
     ds_m, gen_m, pairs_m, sac_m, rate_m = _group_terms(stats.mixed, cum, cum_err, tables, n, max_risk, pure=False)
-    assert rate_m is not None, "mixed groups have error rates"
     risk_sum = e_tot * harm[n] - ds_p - ds_m
 
     first = torch.searchsorted(cum, torch.full((b, 1), 0.5, dtype=cum.dtype))[:, 0]

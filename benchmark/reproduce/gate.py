@@ -145,6 +145,26 @@ def compare(committed: pd.DataFrame, fresh: pd.DataFrame, noise: pd.DataFrame, *
     _check("committed", committed)
     _check("fresh", fresh)
     cols = [c for c in EXACT_COLUMNS if c in committed.columns and c in fresh.columns]
+    m = _matched(committed, fresh, noise, cols, chosen)
+    j = _judged(m, cols, inputs_must_match)
+    exact = j["same_inputs"].to_numpy()
+    out = m[KEY].copy()
+    out["path"] = np.where(~j["both"].to_numpy(), "", np.where(exact, "exact", "noise"))
+    out["status"] = j["status"].to_numpy()
+    out["committed"], out["fresh"], out["diff"] = j["ref"].to_numpy(), j["new"].to_numpy(), j["diff"].to_numpy()
+    for c in ("noise", "k", "ratio"):  # the noise path's: NaN on the exact path
+        out[c] = np.where(exact, np.nan, j[c].to_numpy())
+    out["seed_source"] = m["seed_source"].fillna("")
+    out["choice"] = j["choice"].to_numpy()
+    out["detail"] = _details(j, cols)
+    out["ok"] = ~np.isin(j["status"].to_numpy(), FAIL)
+    return out
+
+
+def _matched(committed: pd.DataFrame, fresh: pd.DataFrame, noise: pd.DataFrame, cols: list[str], chosen) -> pd.DataFrame:
+    """The two tables outer-joined on each row's :func:`identity`: ``<column>_ref`` (committed, with its noise) and
+    ``<column>_new`` (fresh) of the :data:`KEY`, ``cols`` and ``inputs_hash``; ``_merge`` says which side has the
+    row; the :data:`KEY` columns hold the committed row's key, else the fresh one's."""
     ident = ["_" + k for k in KEY]
 
     def side(df: pd.DataFrame) -> pd.DataFrame:
@@ -160,52 +180,62 @@ def compare(committed: pd.DataFrame, fresh: pd.DataFrame, noise: pd.DataFrame, *
     m = a.merge(b, on=ident, how="outer", suffixes=("_ref", "_new"), indicator=True).reset_index(drop=True)
     for k in KEY:
         m[k] = m[f"{k}_ref"].where(m[f"{k}_ref"].notna(), m[f"{k}_new"])
-    choice = pd.Series("", index=m.index)
-    other = (m["_merge"] == "both") & (m["members_ref"] != m["members_new"])
-    choice[other] = m.loc[other, "members_ref"] + " -> " + m.loc[other, "members_new"]
+    return m
+
+
+def _judged(m: pd.DataFrame, cols: list[str], inputs_must_match: bool) -> pd.DataFrame:
+    """Per matched row (:func:`_matched`) what the rules of the module docstring look at, as columns: ``both``,
+    ``same_inputs``, ``choice``, ``agree:<column>`` (within the exact tolerance), ``ref``/``new``/``diff`` (values),
+    ``noise``, ``k``, ``ratio``, ``within`` (the value within k x noise), ``noise_ok`` (and the structural columns
+    exact) and the verdict, ``status``."""
+    j = pd.DataFrame(index=m.index)
     both = (m["_merge"] == "both").to_numpy()
-    same_inputs = both & (m["inputs_hash_ref"].astype(str) == m["inputs_hash_new"].astype(str)).to_numpy()
-    agree = {c: close(_num(m[f"{c}_ref"]), _num(m[f"{c}_new"])) for c in cols}
-    exact_ok = np.logical_and.reduce([agree[c] for c in cols]) & (choice == "").to_numpy()
-    bitwise = np.logical_and.reduce([(_num(m[f"{c}_ref"]) == _num(m[f"{c}_new"])) | (np.isnan(_num(m[f"{c}_ref"])) & np.isnan(_num(m[f"{c}_new"])))
-                                     for c in cols])
-    ref, new = _num(m["value_ref"]), _num(m["value_new"])
-    diff = new - ref
-    k = k_factor(m["seeds"].fillna(0))
-    nz = _num(m["noise"])
+    other = pd.Series(both, index=m.index) & (m["members_ref"] != m["members_new"])
+    j["choice"] = ""
+    j.loc[other, "choice"] = m.loc[other, "members_ref"] + " -> " + m.loc[other, "members_new"]
+    no_choice = (j["choice"] == "").to_numpy()
+    j["both"] = both
+    j["same_inputs"] = both & (m["inputs_hash_ref"].astype(str) == m["inputs_hash_new"].astype(str)).to_numpy()
+    for c in cols:
+        j[f"agree:{c}"] = close(_num(m[f"{c}_ref"]), _num(m[f"{c}_new"]))
+    exact_ok = np.logical_and.reduce([j[f"agree:{c}"].to_numpy() for c in cols]) & no_choice
+    bitwise = np.logical_and.reduce([(_num(m[f"{c}_ref"]) == _num(m[f"{c}_new"]))
+                                     | (np.isnan(_num(m[f"{c}_ref"])) & np.isnan(_num(m[f"{c}_new"]))) for c in cols])
+    j["ref"], j["new"] = _num(m["value_ref"]), _num(m["value_new"])
+    j["diff"] = j["new"] - j["ref"]
+    j["k"] = k_factor(m["seeds"].fillna(0))
+    j["noise"] = _num(m["noise"])
     with np.errstate(invalid="ignore", divide="ignore"):
-        ratio = np.abs(diff) / nz
-        within = agree["value"] | (np.abs(diff) <= k * nz)
-    structural = np.logical_and.reduce([agree[c] for c in cols if c in STRUCTURAL_COLUMNS] or [np.ones(len(m), bool)])
-    noise_ok = within & structural
-    status = np.select(
-        [~both & (m["_merge"] == "left_only").to_numpy(), ~both,
-         same_inputs & bitwise & (choice == "").to_numpy(), same_inputs & exact_ok, same_inputs,
-         inputs_must_match, noise_ok],
+        j["ratio"] = np.abs(j["diff"].to_numpy()) / j["noise"].to_numpy()
+        j["within"] = j["agree:value"].to_numpy() | (np.abs(j["diff"].to_numpy()) <= j["k"].to_numpy() * j["noise"].to_numpy())
+    structural = [j[f"agree:{c}"].to_numpy() for c in cols if c in STRUCTURAL_COLUMNS] or [np.ones(len(m), bool)]
+    j["noise_ok"] = j["within"].to_numpy() & np.logical_and.reduce(structural)
+    same = j["same_inputs"].to_numpy()
+    j["status"] = np.select(
+        [~both & (m["_merge"] == "left_only").to_numpy(), ~both, same & bitwise & no_choice, same & exact_ok, same,
+         np.full(len(m), bool(inputs_must_match)), j["noise_ok"].to_numpy()],
         ["missing", "extra", "identical", "recomputed", "differs", "inputs-differ", "within-noise"], "beyond-noise")
-    detail = []
-    for i in range(len(m)):
-        if not both[i]:
-            detail.append("")
-        elif same_inputs[i]:
-            detail.append(",".join([c for c in cols if not agree[c][i]] + (["choice"] if choice[i] else [])))
+    return j
+
+
+def _details(j: pd.DataFrame, cols: list[str]) -> list[str]:
+    """Per judged row (:func:`_judged`): the columns that differ on the exact path (and ``choice``), or on the noise
+    path the value beyond its noise, the structural columns that differ and, where pinned numerics forbid other
+    inputs, that the logits differ."""
+    out = []
+    for r in j.to_dict("records"):
+        if not r["both"]:
+            out.append("")
+        elif r["same_inputs"]:
+            out.append(",".join([c for c in cols if not r[f"agree:{c}"]] + (["choice"] if r["choice"] else [])))
         else:
-            parts = [c for c in cols if c in STRUCTURAL_COLUMNS and not agree[c][i]]
-            if not within[i]:
-                parts.insert(0, "value" if np.isfinite(nz[i]) else "value (no noise estimate)")
-            if status[i] == "inputs-differ":
+            parts = [c for c in cols if c in STRUCTURAL_COLUMNS and not r[f"agree:{c}"]]
+            if not r["within"]:
+                parts.insert(0, "value" if np.isfinite(r["noise"]) else "value (no noise estimate)")
+            if r["status"] == "inputs-differ":
                 parts.insert(0, "logits differ although both runs pinned the numerics (noise path: "
-                                f"{'within' if noise_ok[i] else 'beyond'})")
-            detail.append("; ".join(parts))
-    out = m[KEY].copy()
-    out["path"] = np.where(~both, "", np.where(same_inputs, "exact", "noise"))
-    out["status"] = status
-    out["committed"], out["fresh"], out["diff"] = ref, new, diff
-    out["noise"], out["k"], out["ratio"] = np.where(same_inputs, np.nan, nz), np.where(same_inputs, np.nan, k), np.where(same_inputs, np.nan, ratio)
-    out["seed_source"] = m["seed_source"].fillna("")
-    out["choice"] = choice.to_numpy()
-    out["detail"] = detail
-    out["ok"] = ~np.isin(status, FAIL)
+                                f"{'within' if r['noise_ok'] else 'beyond'})")
+            out.append("; ".join(parts))
     return out
 
 
@@ -223,8 +253,8 @@ def detection(rows: pd.DataFrame, noise: pd.DataFrame, *, split: str, family: st
         m = v[v["metric"] == metric]
         th = (m["_k"] * m["_noise"]).to_numpy(dtype=float)
         ok = np.isfinite(th)
-        if not ok.any():
-            out.append((metric, 0, math.nan, math.nan, math.nan, ""))
+        if not ok.any():  # no row of the view carries a noise estimate: no threshold
+            out.append((metric, 0, math.nan, math.nan, math.nan, "", math.nan))
             continue
         i = int(np.nanargmin(np.where(ok, th, np.nan)))
         out.append((metric, int(ok.sum()), float(np.min(th[ok])), float(np.median(th[ok])), float(np.max(th[ok])),

@@ -293,3 +293,24 @@ def test_real_other_cpu_run_of_the_old_code_is_within_noise_on_the_test_and_ood_
     assert rep["ratio"].max() < 0.5 * rep["k"].min()
     # the same data under pinned mode: every row fails (logits differ although both runs pinned)
     assert (gate.compare(committed, other, nz, inputs_must_match=True)["status"] == "inputs-differ").all()
+
+
+# -- detection thresholds ---------------------------------------------------------------------------------------------
+
+def test_detection_of_metrics_without_a_noise_estimate_is_a_row_of_nan_not_a_crash():
+    """A headline metric none of whose rows carries a noise estimate (no seed spread, no bootstrap) has no threshold:
+    its row says 0 models and NaN, with every column of the frame (a row of 6 values in a 7-column frame raised)."""
+    rows = pd.DataFrame({"split": "test", "family": "single", "fit": "converged", "confidence": "max",
+                         "metric": ["accuracy", "nll", "accuracy"], "base": ["a", "a", "b"], "value": [0.9, 0.3, 0.8]})
+    no_noise = pd.DataFrame({"noise": [np.nan] * 3, "seeds": [0] * 3})
+    det = gate.detection(rows, no_noise, split="test", family="single", fit="converged", confidence="max",
+                         metrics=["accuracy", "nll"])
+    assert list(det.columns) == ["metric", "models", "min", "median", "max", "model_min", "k"]
+    assert list(det["metric"]) == ["accuracy", "nll"] and list(det["models"]) == [0, 0]
+    assert det[["min", "median", "max", "k"]].isna().all().all() and list(det["model_min"]) == ["", ""]
+    one = pd.DataFrame({"noise": [0.01, np.nan, np.nan], "seeds": [5, 0, 0]})  # accuracy of model a has a noise estimate
+    det = gate.detection(rows, one, split="test", family="single", fit="converged", confidence="max",
+                         metrics=["accuracy", "nll"]).set_index("metric")
+    assert det.loc["accuracy", "models"] == 1 and det.loc["accuracy", "model_min"] == "a"
+    assert det.loc["accuracy", "min"] == pytest.approx(float(gate.k_factor([5])[0]) * 0.01)
+    assert det.loc["nll", "models"] == 0 and np.isnan(det.loc["nll", "k"])

@@ -102,3 +102,18 @@ def test_the_graph_reads_what_python_imports():
     except graphlib.CycleError:
         return
     raise AssertionError("a cycle went unnoticed")
+
+
+MAX_PACKAGES = 6  # the other packages one package may import (the command line excepted: it wires them all)
+WIDER = {"bundle": 9, "dvcgen": 7}  # wider today, to be narrowed (issue 55); never wider than this
+
+
+def test_no_package_but_the_command_line_imports_more_than_six_others():
+    uses = defaultdict(set)
+    for name, path in MODULES.items():
+        here = name.split(".")[1] if name.count(".") else None
+        uses[here] |= {m.split(".")[1] for _, m in _imports(path) if m.startswith("benchmark.") and m.count(".")} - {here}
+    over = {p: sorted(u) for p, u in uses.items() if p in RANK and p != "cli" and len(u) > WIDER.get(p, MAX_PACKAGES)}
+    assert not over, over
+    assert "reproduce" not in uses["cluster"] and len(uses["reproduce"]) <= MAX_PACKAGES
+    assert {p for p in WIDER if len(uses[p]) < WIDER[p]} == set(), "narrower now: lower WIDER"

@@ -56,6 +56,7 @@ def git_state(root: Path) -> dict:
 
 
 def package_versions() -> dict:
+    """The versions a bundle records: Python, torch, timm and the benchmark."""
     import timm
     import torch
 

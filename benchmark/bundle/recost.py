@@ -175,6 +175,7 @@ def recompute(bundle: Bundle, num_classes: int, method_members: dict[str, int]) 
 
 
 def close(a, b, tol: float) -> bool:
+    """``|a - b| <= tol max(1, |a|, |b|)``; NaN equals NaN only."""
     a, b = float(a), float(b)
     if math.isnan(a) or math.isnan(b):
         return math.isnan(a) and math.isnan(b)

@@ -61,14 +61,17 @@ class Bundle:
 
     @property
     def suite(self) -> str:
+        """The suite the bundle's rows are of (its manifest's)."""
         return self.manifest["suite"]
 
     @property
     def name(self) -> str:
+        """The bundle's id: its folder's name."""
         return self.path.name
 
 
 def sha256_file(path) -> str:
+    """The sha256 of a file's bytes, read in chunks."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         while chunk := f.read(1 << 20):

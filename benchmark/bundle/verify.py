@@ -62,6 +62,7 @@ class Report:
 
     @property
     def ok(self) -> bool:
+        """Whether the verification found no problem."""
         return not self.problems
 
     def why_not_verified(self, no_logits: str = "no logits: give --logits or --remote") -> str:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 
 def add_submit_command(subparsers) -> None:
+    """Register ``submit`` (pack a finished run into a result bundle) in ``subparsers``."""
     p = subparsers.add_parser(
         "submit", help="pack a finished run into a result bundle (rows + provenance manifest)",
         description="Pack a suite's finished run (results/metrics.csv, models.csv, the zoo entries and params used, "
@@ -31,6 +32,8 @@ def add_submit_command(subparsers) -> None:
 
 
 def run_submit(args) -> int:
+    """``submit``: write the bundle, then read it back and verify its rows and costs against the local logits; the exit
+    status."""
     from benchmark.bundle.pack import submit, suite_folder
     from benchmark.bundle.schema import load_bundle
     from benchmark.bundle.verify import verify_bundle
@@ -68,6 +71,7 @@ NO_REMOTE = ("its manifest names no DVC remote (the bundle was made before one w
 
 
 def add_verify_command(subparsers) -> None:
+    """Register ``verify`` (check a bundle and recompute its rows from logits) in ``subparsers``."""
     p = subparsers.add_parser(
         "verify", help="check a result bundle and recompute its rows from logits",
         description="Check a bundle's files, manifest and rows (exit 2 when malformed or hostile, one line), then, "
@@ -93,6 +97,8 @@ def add_verify_command(subparsers) -> None:
 
 
 def run_verify(args) -> int:
+    """``verify``: check a bundle, recompute its rows from the logits (pulled when asked), print the report and record a
+    verification when asked; the exit status."""
     import os
 
     from benchmark.bundle.schema import load_bundle
@@ -146,6 +152,7 @@ def run_verify(args) -> int:
 
 
 def add_publish_command(subparsers) -> None:
+    """Register ``publish`` (the static leaderboard site from every bundle) in ``subparsers``."""
     p = subparsers.add_parser(
         "publish", help="build the static leaderboard site from all result bundles",
         description="Build the static site (index, one page per suite with interactive Pareto charts, provenance of "
@@ -164,6 +171,7 @@ def add_publish_command(subparsers) -> None:
 
 
 def run_publish(args) -> int:
+    """``publish``: build the site from the bundles; 3 when a bundle was left out, else 0."""
     from benchmark.bundle.site import publish
     from benchmark.storage.store import StoreError
 

@@ -88,6 +88,7 @@ def _add_bootstrap_options(p: argparse.ArgumentParser) -> None:
 
 
 def add_metrics_command(subparsers) -> None:
+    """Register ``metrics`` (every metric of one model's logits) in ``subparsers``."""
     p = subparsers.add_parser(
         "metrics",
         help="every metric of one model's logits",
@@ -99,6 +100,7 @@ def add_metrics_command(subparsers) -> None:
 
 
 def run_metrics(args) -> int:
+    """``metrics``: every metric of one logits file, as a table or JSON."""
     from benchmark.core.combine import single_prediction
 
     f = _load(args.file)
@@ -129,6 +131,7 @@ class _FitModes(Sequence):
 
 
 def add_duo_command(subparsers) -> None:
+    """Register ``duo`` (an Asymmetric Duo fit on validation logits, evaluated on test logits) in ``subparsers``."""
     p = subparsers.add_parser(
         "duo",
         help="fit an Asymmetric Duo on validation logits and evaluate it on test logits",
@@ -155,6 +158,8 @@ def add_duo_command(subparsers) -> None:
 
 
 def run_duo(args) -> int:
+    """``duo``: fit the duo and each member's temperature on the validation files, print the test metrics of the base
+    and of each duo variant."""
     from benchmark.core.combine import duo_prediction, single_prediction
     from benchmark.core.temperature import FitError, fit_duo, fit_temperature
     from benchmark.storage.store import StoreError, check_aligned

@@ -21,6 +21,7 @@ ACTIONS = {
 
 
 def add_remote_command(subparsers) -> None:
+    """Register ``remote`` and its actions (push, pull, status) in ``subparsers``."""
     p = subparsers.add_parser(
         "remote", help="share checkpoints, logits and method outputs through a DVC remote",
         description="Push, pull or compare the DVC outputs of chosen stages with a DVC remote (S3, GCS, SSH, a "
@@ -41,6 +42,7 @@ def add_remote_command(subparsers) -> None:
 
 
 def run_remote(args) -> int:
+    """``remote push|pull|status``: share or compare the chosen stages' outputs with a DVC remote; the exit status."""
     from benchmark.storage import remote
 
     try:
@@ -71,6 +73,7 @@ def _print_status(states: dict[str, dict[str, str]], as_json: bool) -> None:
 
 
 def main(argv=None) -> int:
+    """``python -m benchmark.cli.remote_commands``: the ``remote`` command alone."""
     from benchmark.cli.subcommands import run_subcommands
 
     return run_subcommands("python -m benchmark.cli.remote_commands", [add_remote_command], argv)

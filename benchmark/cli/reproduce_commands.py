@@ -146,6 +146,8 @@ def run_check(args) -> int:
 
 
 def run_timings(args) -> int:
+    """``reproduce timings``: ``dvc repro`` with per-stage timing records, written to ``--out``; 1 when the run
+    fails."""
     from benchmark.reproduce.timing import run_repro
 
     try:
@@ -159,6 +161,7 @@ def run_timings(args) -> int:
 
 
 def run_test_time(args) -> int:
+    """``reproduce test-time``: the README's test command, timed and recorded; 1 when a test fails."""
     from benchmark.reproduce import testrun
 
     try:
@@ -172,6 +175,8 @@ def run_test_time(args) -> int:
 
 
 def run_tune(args) -> int:
+    """``reproduce tune``: one training run per learning rate of the grid, recorded; 1 when params.yaml's lr is not the
+    best of the grid."""
     from benchmark.models import tune
 
     try:
@@ -189,6 +194,7 @@ def run_tune(args) -> int:
 
 
 def run_pinning_cost(args) -> int:
+    """``reproduce pinning-cost``: a training stage timed with pinned and with native numerics, recorded."""
     from benchmark.reproduce import pinning_cost
 
     try:
@@ -204,6 +210,7 @@ def run_pinning_cost(args) -> int:
 
 
 def run_readme(args) -> int:
+    """``reproduce readme --write|--check``: rewrite the stale generated blocks, or exit 1 naming them."""
     from benchmark.docsgen import readme
 
     files = args.file or list(readme.FILES)
@@ -224,6 +231,8 @@ def run_readme(args) -> int:
 
 
 def run_fingerprint(args) -> int:
+    """``reproduce fingerprint``: this CPU's kernel fingerprint against the committed records of CPU kinds, and the
+    MKL-routed operators a training step or a logits pass calls; 1 when one must agree and does not."""
     from benchmark.models.zoo import load_zoo
     from benchmark.reproduce import fingerprint as fp
     from benchmark.stages.params_config import load_params

@@ -162,6 +162,7 @@ def default_img_size(arch: str) -> int:
 
 
 def add_flops_command(subparsers) -> None:
+    """Register ``flops`` (GFLOPs and parameters of an architecture, no weights) in ``subparsers``."""
     p = subparsers.add_parser(
         "flops", help="GFLOPs and parameters of a timm architecture (no weights needed)",
         description="Build a timm architecture without weights and print its GFLOPs (fvcore multiply-adds, "
@@ -191,6 +192,7 @@ def _flops_classes(args) -> tuple[int, str]:
 
 
 def run_flops(args) -> int:
+    """``flops``: build the architecture without weights and print its GFLOPs and parameters; the exit status."""
     size = args.img_size if args.img_size is not None else default_img_size(args.arch)
     try:
         classes, source = _flops_classes(args)
@@ -314,6 +316,7 @@ def validate_file(path: Path, recipes, *, flops: bool = True, recipes_in: str | 
 
 
 def add_validate_zoo_command(subparsers) -> None:
+    """Register ``validate-zoo`` (zoo files checked offline) in ``subparsers``."""
     p = subparsers.add_parser(
         "validate-zoo", help="check zoo files offline (schema, names, architectures, tags, recipes, FLOPs)",
         description="Validate zoo files without network: schema, unique names, the timm architecture exists, the "
@@ -330,6 +333,8 @@ def add_validate_zoo_command(subparsers) -> None:
 
 
 def run_validate_zoo(args) -> int:
+    """``validate-zoo``: check every entry of the zoo files (schema, names, architectures, tags, recipes, FLOPs); 2 when
+    one fails."""
     files = [Path(f) for f in args.files] or sorted(Path("zoo").glob("*.yaml"))
     if not files:
         _err("no zoo files given and none found in zoo/")
@@ -356,6 +361,7 @@ def run_validate_zoo(args) -> int:
 
 
 def main(argv=None) -> int:
+    """``python -m benchmark.cli.zoo_commands``: the ``flops`` and ``validate-zoo`` commands alone."""
     from benchmark.cli.subcommands import run_subcommands
 
     return run_subcommands("python -m benchmark.cli.zoo_commands", [add_flops_command, add_validate_zoo_command], argv)

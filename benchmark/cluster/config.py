@@ -54,6 +54,8 @@ class Resources:
     extra: list[str] | None = None  # more sbatch options, each one "--name=value" (e.g. --qos=high, --constraint=a100)
 
     def validate(self) -> None:
+        """The checks across fields: ``mem`` and ``time`` as sbatch reads them, Slurm names, ``extra`` options written
+        ``--name=value`` and none that ``cluster submit`` sets itself."""
         if self.mem is not None and not MEM.match(self.mem):
             raise ValueError(f"mem must be a number with an optional K/M/G/T suffix (sbatch --mem), got {self.mem!r}")
         if self.time is not None and not TIME.match(self.time):
@@ -85,6 +87,7 @@ class ClusterConfig:
     resources: dict[str, Resources] = field(default_factory=dict)  # by `default`, kind or stage (stage wins); unset: built-in
 
     def validate(self) -> None:
+        """The block's own ``partition`` and ``account`` checked as a job's resources are."""
         Resources(partition=self.partition, account=self.account).validate()
 
 

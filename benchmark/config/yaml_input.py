@@ -30,6 +30,7 @@ class UniqueKeyLoader(yaml.SafeLoader):
     """SafeLoader that refuses duplicate keys (YAML would silently keep the last)."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        """A mapping, refusing a key given twice (a :class:`yaml.constructor.ConstructorError` naming it)."""
         seen = set()
         for key_node, _ in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":

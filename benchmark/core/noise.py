@@ -75,6 +75,7 @@ class SeedGroup:
 
     @property
     def first(self) -> str:
+        """The group's first model (its representative in the headline)."""
         return self.names[0]
 
 

@@ -35,6 +35,7 @@ class GroupIndex:
     e_end: torch.Tensor
 
     def select(self, mask: torch.Tensor) -> "GroupIndex":
+        """The groups where ``mask`` holds."""
         return GroupIndex(self.k_before[mask], self.k_end[mask], self.e_before[mask], self.e_end[mask])
 
 
@@ -66,6 +67,7 @@ class SampleStats:
 
     @property
     def n(self) -> int:
+        """The number of samples."""
         return int(self.order.shape[0])
 
 

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from benchmark.core import noise
+from benchmark.models import tune
 from benchmark.report.tables import default_view, fmt_count, fmt_short as fmt, member_names, method_label, wide_table
 
 METRICS = [("accuracy", "acc"), ("nll", "NLL"), ("aurc", "AURC")]
@@ -159,8 +160,6 @@ def sve_sentence(view: pd.DataFrame, base: str, split: str) -> str:
 
 def tuning_lines(tuning: dict | None) -> str:
     """The learning-rate grids of ``results/tuning.json``: lr -> validation score, the one params.yaml uses in bold."""
-    from benchmark.models import tune
-
     if not tuning:
         return ("\nNo learning-rate grid recorded (`results/tuning.json`; `python -m benchmark reproduce tune` writes "
                 "it).\n")

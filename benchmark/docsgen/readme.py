@@ -25,14 +25,21 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import yaml
 
 from benchmark.config.report_config import ReportConfig
 from benchmark.core import noise
 from benchmark.core.metric_info import METRICS
-from benchmark.report.tables import fmt_short as fmt, match_any, split_sort_key
 from benchmark.docsgen import facts
+from benchmark.docsgen.budgets import budgets_table
 from benchmark.docsgen.facts import TARGET_S
-from benchmark.reproduce import cross_cpu, fingerprint, timing
+from benchmark.report.headline import headline_context
+from benchmark.report.headline_noise import noise_table
+from benchmark.report.tables import default_view, match_any, split_sort_key, wide_table
+from benchmark.report.tables import fmt_short as fmt
+from benchmark.reproduce import cross_cpu, fingerprint, gate, timing
+from benchmark.reproduce.gate import committed_bundle
+from benchmark.storage.atomic import write_text
 
 FILES = ("README.md", "docs/results.md", "docs/explanations/performance.md", "docs/explanations/reproducibility.md",
          "docs/how-to/cluster.md")  # the files holding generated blocks
@@ -75,8 +82,6 @@ def duo_noise(rows: pd.DataFrame, zoo: dict | None, config=None) -> dict:
     """``(base, sidekick, metric) -> {sd, seeds, source, within}`` of every weighted duo of the test split's default
     view (the page's: :func:`benchmark.report.tables.default_view`): the seed noise of its difference to the base
     alone (:func:`benchmark.core.noise.difference_noise`)."""
-    from benchmark.report.tables import default_view
-
     cfg = config or ReportConfig()
     v = default_view(rows[rows["split"] == SPLIT], cfg.fit, cfg.confidence)
     dn = noise.difference_noise(v, noise.seed_groups(zoo or {}), cfg.reference_family)
@@ -175,10 +180,6 @@ def shown_splits(rows: pd.DataFrame, config) -> list[str]:
 
 def verdicts(rows: pd.DataFrame, zoo: dict, paired: pd.DataFrame | None, config, splits) -> pd.DataFrame:
     """The headline's noise verdict per shown split and metric (:func:`benchmark.report.headline_noise.noise_table`)."""
-    from benchmark.report.headline import headline_context
-    from benchmark.report.headline_noise import noise_table
-    from benchmark.report.tables import default_view, wide_table
-
     view = default_view(wide_table(rows[rows["split"].isin(list(splits))]), config.fit, config.confidence)
     views = {(su, sp): g for (su, sp), g in view.groupby(["suite", "split"], sort=False)}
     views = {k: views[k] for k in sorted(views, key=lambda k: (k[0], split_sort_key(k[1])))}
@@ -252,8 +253,6 @@ def pinning_table(record: dict) -> str:
 def detection_table(bundle, cfg: ReportConfig, level: float) -> str:
     """The smallest shift of each headline metric that the gate's noise path detects on the committed bundle's
     headline rows (:func:`benchmark.reproduce.gate.detection`)."""
-    from benchmark.reproduce import gate
-
     nz = noise.row_noise(bundle.rows, noise.seed_groups(bundle.manifest.get("zoo") or {}), level=level)
     det = gate.detection(bundle.rows, nz, split=cfg.headline_split, family=cfg.reference_family, fit=cfg.fit,
                          confidence=cfg.confidence, metrics=cfg.headline_metrics)
@@ -268,16 +267,12 @@ def detection_table(bundle, cfg: ReportConfig, level: float) -> str:
 
 def report_config(root=".") -> ReportConfig:
     """The ``report:`` settings of ``root/params.yaml`` (the defaults without one)."""
-    import yaml
-
     path = Path(root) / "params.yaml"
     return ReportConfig.from_params(yaml.safe_load(path.read_text()) if path.exists() else None, source=str(path))
 
 
 def blocks(root=".") -> dict[str, str]:
     """The generated blocks' bodies, from the committed bundle, params.yaml's ``report:`` settings and timings."""
-    from benchmark.reproduce.gate import committed_bundle
-
     root = Path(root)
     bundle = committed_bundle(root)
     cfg = report_config(root)
@@ -314,10 +309,6 @@ def blocks(root=".") -> dict[str, str]:
 def budgets_block(bundle, config, timings: dict | None, tuning_file) -> str:
     """The budgets block (:func:`benchmark.docsgen.budgets.budgets_table`) of a loaded bundle, with the timings
     record and the tuning file when there is one."""
-    import json
-
-    from benchmark.docsgen.budgets import budgets_table
-
     tuning_file = Path(tuning_file)
     try:
         tuning = json.loads(tuning_file.read_text(encoding="utf-8")) if tuning_file.is_file() else None
@@ -329,6 +320,8 @@ def budgets_block(bundle, config, timings: dict | None, tuning_file) -> str:
 
 
 def render(text: str, new: dict[str, str]) -> str:
+    """``text`` with the body of every generated block named in ``new`` replaced by ``new[name]``; other blocks as they
+    are."""
     def sub(m):
         name = m.group("name")
         return m.group(1) + new[name] + m.group(4) if name in new else m.group(0)
@@ -365,8 +358,6 @@ def stale(files=FILES, root=".") -> list[str]:
 
 def update(files=FILES, root=".") -> list[str]:
     """Rewrite the stale generated blocks of ``files``; return them as ``FILE: NAME``."""
-    from benchmark.storage.store import write_text
-
     root = Path(root)
     changed = stale(files, root)
     new = blocks(root)

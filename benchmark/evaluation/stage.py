@@ -45,6 +45,8 @@ def code_hash(kind: str) -> str:
 
 
 def load_costs(names) -> dict[str, dict]:
+    """Each zoo model's cost record (``results/cost/<name>.json``); :class:`StoreError` naming the stage that writes a
+    missing one."""
     out = {}
     for name in names:
         path = stage_config.paths(name)["cost"]

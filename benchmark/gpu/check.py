@@ -43,6 +43,7 @@ SVE_ARCHS = ("tf_efficientnet_lite0", "vit_tiny_patch16_224")
 
 
 def judge(ok: bool, gpu: bool = True) -> str:
+    """A row's status: pass or fail on a GPU; ``info`` on the CPU, where the GPU's targets do not apply."""
     return ("pass" if ok else "fail") if gpu else "info"
 
 
@@ -91,6 +92,8 @@ def ours_ips(model, x_cpu, batch: int, rounds: int, amp) -> float:
 
 
 def check_throughput(ctx: Ctx) -> None:
+    """Check ``b``: inference throughput of the zoo's architectures on the device, timm's benchmark loop against the
+    project's logits pass."""
     import timm
     import torch
 
@@ -133,6 +136,8 @@ def full_float32():
 
 
 def check_sve(ctx: Ctx) -> None:
+    """Check ``d``: an SVE's members batched against each member run alone: their softmax agrees in float32; the two
+    passes' times are reported."""
     import timm
     import torch
 
@@ -187,6 +192,7 @@ NEEDS = {"a": 120, "b": 30, "c": 40, "d": 10, "e": 150}  # rough seconds a check
 
 
 def run_checks(ctx: Ctx, only) -> None:
+    """Run the checks named in ``only`` (a to e) with ``ctx``'s device and time budget, adding their rows to ``ctx``."""
     from benchmark.gpu import pipeline_checks as pipe
 
     steps = {"a": pipe.check_embedded, "b": check_throughput, "c": pipe.check_torchrun, "d": check_sve,
@@ -216,6 +222,7 @@ def run_checks(ctx: Ctx, only) -> None:
 
 
 def environment(device) -> dict:
+    """The date, torch and the device the checks ran on (CUDA version and GPU count on a GPU)."""
     import torch
 
     info = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "torch": torch.__version__,
@@ -226,6 +233,7 @@ def environment(device) -> dict:
 
 
 def table(rows, *, markdown: bool = False) -> str:
+    """The rows as an aligned text table, or Markdown with ``markdown``."""
     head = ("check", "value", "target", "status")
     cells = [(r.check, r.value, r.target, r.status + (f": {r.note}" if r.note and r.status != "pass" else "")) for r in rows]
     if markdown:
@@ -238,6 +246,7 @@ def table(rows, *, markdown: bool = False) -> str:
 
 
 def write_out(path: Path, rows, env: dict) -> None:
+    """Write the rows and the environment to ``path``, atomically: JSON when it ends in ``.json``, else Markdown."""
     from benchmark.storage.store import atomic_path
 
     path = Path(path)
@@ -252,6 +261,7 @@ def write_out(path: Path, rows, env: dict) -> None:
 
 
 def parse_only(value: str) -> list[str]:
+    """``--only``: comma-separated check names, each one of :data:`CHECKS`."""
     names = [v.strip() for v in value.split(",") if v.strip()]
     bad = [n for n in names if n not in CHECKS]
     if bad or not names:
@@ -260,6 +270,7 @@ def parse_only(value: str) -> list[str]:
 
 
 def main(argv=None) -> int:
+    """``scripts/gpu-check.sh``: run the checks, print and write their table; 0 when none failed, 1 otherwise."""
     parser = argparse.ArgumentParser(prog="scripts/gpu-check.sh", description=__doc__.split("\n\n")[0],
                                      epilog="Exit status: 0 when no check failed (skipped checks are not failures), 1 otherwise, "
                                             "2 on bad arguments.")

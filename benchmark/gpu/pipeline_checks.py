@@ -36,6 +36,7 @@ IGNORE = shutil.ignore_patterns("__pycache__", "results", "reports", "dvc.lock",
 
 
 def missing(*modules: str) -> list[str]:
+    """The modules of ``modules`` that cannot be imported here."""
     return [m for m in modules if importlib.util.find_spec(m) is None]
 
 
@@ -111,6 +112,8 @@ def embedded_params(ctx: Ctx, device: str) -> dict:
 
 
 def embedded_project(ctx: Ctx) -> Path:
+    """A copy of the repository whose embedded zoo holds the checks' models, with a recipe of one step for the DDP
+    model."""
     root = copy_repo(ctx.work / "embedded")
     zoo = yaml.safe_load((ROOT / "zoo" / "embedded.yaml").read_text())["models"]
     zoo = {**zoo, **EXTRA}
@@ -147,6 +150,8 @@ def _agreement_rows(label: str, diff: float, agree: float, n: int) -> list[Row]:
 
 
 def check_embedded(ctx: Ctx) -> None:
+    """Check ``a``: the train and logits stages of the embedded zoo's check models on the device (through ``dvc repro``
+    where DVC is installed), then a logits stage on the CPU from each device checkpoint."""
     lost = missing(*EMBEDDED_NEEDS)
     if lost:
         ctx.add(Row("a embedded train + logits", "-", "runs", "skipped", f"missing Python packages: {', '.join(lost)} (carry them)"))
@@ -195,6 +200,8 @@ def _torchrun(n: int, *args) -> list[str]:
 
 
 def check_torchrun(ctx: Ctx) -> None:
+    """Check ``c``: a training stage (one step) and a logits stage under torchrun on the device, and a DDP step through
+    :func:`benchmark.models.distributed.wrap`, on check ``a``'s data and checkpoints."""
     import torch
 
     root = ctx.embedded

@@ -85,4 +85,5 @@ def splits_field():
 
 
 def seed_field():
+    """A method config's ``seed`` field: an integer >= 0, default 0."""
     return field(default=0, metadata=check(minimum=0))

@@ -58,6 +58,8 @@ class LastLayerHessian:
 
 
 def check_options(hessian: str, predictive: str, samples, model_name: str = "") -> None:
+    """``hessian``, ``predictive`` and (for ``mc``) ``samples`` checked; ``ValueError`` naming the model and the
+    option."""
     where = f"{METHOD} of model {model_name!r}"
     if hessian not in HESSIANS:
         raise ValueError(f"{where}: hessian must be one of {HESSIANS}, got {hessian!r}")
@@ -68,6 +70,7 @@ def check_options(hessian: str, predictive: str, samples, model_name: str = "") 
 
 
 def check_prior_precision(delta, where: str = METHOD) -> float:
+    """``delta`` as a prior precision: a positive number, infinity allowed; ``ValueError`` naming ``where``."""
     if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not delta > 0 or math.isnan(delta):
         raise ValueError(f"{where}: prior precision must be a positive number (inf allowed), got {delta!r}")
     return float(delta)
@@ -141,6 +144,7 @@ class LaplaceHead(nn.Module):
         return (proj.square() @ self.r) @ self.ug2t
 
     def forward(self, f: Tensor) -> Tensor:
+        """Features (B, D) -> logits: (M, B, C) sampled heads with ``mc``, else (B, C) probit-scaled logits."""
         if self.predictive == "mc":
             m = self.heads_wt.shape[0]
             return torch.bmm(f.unsqueeze(0).expand(m, -1, -1), self.heads_wt) + self.heads_b

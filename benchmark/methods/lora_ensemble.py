@@ -67,6 +67,8 @@ DEFAULT_VARIANT = "published"
 
 
 def check_variant(variant, model_name: str = "") -> tuple[bool, str, float | None]:
+    """The settings of LoRA-Ensemble variant ``variant`` (per-projection adapters, its name, the Xavier gain);
+    ``ValueError`` naming the model."""
     if variant not in VARIANTS:
         raise ValueError(f"{METHOD} of model {model_name!r}: variant must be one of {list(VARIANTS)}, got {variant!r}")
     return VARIANTS[variant]
@@ -85,6 +87,7 @@ def target_layers(model: nn.Module, model_name: str, targets: Sequence[str] = TA
 
 
 def check_adapter(members, rank, alpha, model_name: str = "") -> None:
+    """``members`` and ``rank`` integers >= 1 and ``alpha`` a finite number > 0; ``ValueError`` naming the model."""
     where = f"{METHOD} of model {model_name!r}"
     for key, v in (("members", members), ("rank", rank)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
@@ -129,6 +132,8 @@ class LoRAEnsembleLinear(nn.Module):
         return self.scale * torch.cat([(self.lora_a[member, j] @ self.lora_b[member, j]).T for j in range(self.chunks)])
 
     def forward(self, x: Tensor) -> Tensor:
+        """Tokens (M B, T, D) -> (M B, T, out): the shared projection plus each member's low-rank update, member by
+        member along the batch."""
         y = F.linear(x, self.base.weight, self.base.bias)
         m, k, d, r = self.lora_a.shape
         xm = x.reshape(m, -1, d)
@@ -168,6 +173,7 @@ class LoRAEnsemble(nn.Module):
         self.head_bias = nn.Parameter((torch.rand(members, 1, head.out_features, generator=gen) * 2 - 1) * bound)
 
     def forward(self, x: Tensor) -> Tensor:
+        """Images (B, 3, S, S) -> (M, B, C): every member's logits, the batch repeated once per member."""
         b = x.shape[0]
         f = penultimate(self.model, x.repeat(self.members, *([1] * (x.dim() - 1))))
         return torch.bmm(f.reshape(self.members, b, -1), self.head_weight) + self.head_bias

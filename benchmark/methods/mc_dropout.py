@@ -48,6 +48,7 @@ VARIANTS = ("trained", "post-hoc")
 
 
 def check_samples(samples, model_name: str = "") -> int:
+    """``samples`` (T) as an integer >= 1; ``ValueError`` naming the model."""
     if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
         raise ValueError(f"{METHOD} of model {model_name!r}: samples T must be an integer >= 1, got {samples!r}")
     return samples
@@ -119,6 +120,7 @@ class MCDropout(nn.Module):
         return self
 
     def forward(self, x: Tensor) -> Tensor:
+        """Images (B, 3, S, S) -> (T, B, C): the head on T seeded dropout masks of the penultimate features."""
         f = penultimate(self.model, x)
         gen = torch.Generator(device=f.device).manual_seed(self.seed)
         keep = torch.rand((self.samples, *f.shape), generator=gen, device=f.device) >= self.p

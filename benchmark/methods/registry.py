@@ -89,6 +89,7 @@ class Method:
     fixture: Callable | None = None  # x -> {key: entry}: its entry on the tiny fixture suite (see the module docstring)
 
     def output_names(self, key: str) -> list[str]:
+        """The output names the method writes for params entry ``key`` (default: the key itself)."""
         return list(self.outputs(key)) if self.outputs else [key]
 
 

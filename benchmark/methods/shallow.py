@@ -41,6 +41,7 @@ METHOD = "shallow ensemble"
 
 
 def check_members(members, model_name: str = "") -> int:
+    """``members`` as an integer >= 2; ``ValueError`` naming the model."""
     if isinstance(members, bool) or not isinstance(members, int) or members < 2:
         raise ValueError(f"{METHOD} of model {model_name!r}: members must be an integer >= 2, got {members!r}")
     return members
@@ -58,6 +59,7 @@ class EnsembleHeads(nn.Module):
         self.bias = nn.Parameter((torch.rand(members, 1, classes, generator=gen) * 2 - 1) * bound)
 
     def forward(self, f: Tensor) -> Tensor:
+        """Features (B, D) -> (M, B, C): every head's logits."""
         f = f.flatten(1)
         return torch.bmm(f.unsqueeze(0).expand(self.weight.shape[0], -1, -1), self.weight) + self.bias
 

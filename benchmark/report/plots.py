@@ -56,6 +56,7 @@ def palette(names) -> dict[str, tuple]:
 
 
 def markers(names) -> dict[str, str]:
+    """A marker per name, the same for a name on every plot."""
     return {n: _MARKERS[i % len(_MARKERS)] for i, n in enumerate(sorted(set(names)))}
 
 
@@ -92,6 +93,7 @@ def _frontier(ax, x, y, hib: bool, **kw):
 
 
 def axis_label(metric: str) -> str:
+    """A metric's axis label with its direction."""
     info = METRICS[metric]
     return f"{info.label} ({'higher' if info.higher_is_better else 'lower'} is better)"
 

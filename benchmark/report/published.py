@@ -45,6 +45,7 @@ class Published:
     aliases: dict[str, frozenset[str]]  # norm(canonical) -> norms of every name
 
     def names(self, model: str) -> frozenset[str]:
+        """The names a model goes by in the published numbers (its aliases, normalised)."""
         key = norm(model)
         return self.aliases.get(key, frozenset({key}))
 
@@ -93,6 +94,7 @@ def parse_published(data, *, source: str = "published.yaml") -> Published:
 
 
 def load_published(path=DEFAULT_PATH) -> Published:
+    """The published numbers of ``path`` (:func:`parse_published`); :class:`StoreError` when the file is missing."""
     from benchmark.report.inputs import read_yaml
 
     path = Path(path)

@@ -57,6 +57,7 @@ def split_sort_key(split: str):
 
 
 def match_any(name: str, patterns) -> bool:
+    """Whether ``name`` matches one of the shell ``patterns``."""
     return any(fnmatch.fnmatchcase(name, p) for p in patterns)
 
 
@@ -95,6 +96,7 @@ def wide_table(results: pd.DataFrame) -> pd.DataFrame:
 
 
 def metrics_in(wide: pd.DataFrame) -> list[str]:
+    """The metric columns of a wide table (not a key, a cost or an interval column)."""
     return [c for c in wide.columns if c not in KEY + COST and ":" not in c]
 
 

@@ -12,6 +12,9 @@ import json
 import re
 from pathlib import Path
 
+from benchmark.reproduce import fingerprint
+from benchmark.storage.atomic import write_text
+
 RECORD = Path("results") / "cross_cpu.json"
 ROW_COUNTS = ("rows", "identical", "recomputed", "differs", "within-noise", "beyond-noise", "inputs-differ", "missing", "extra")
 
@@ -31,6 +34,8 @@ def entry(*, kind: str, cpu: str, commit: str, bundle: str, bundle_commit: str, 
 
 
 def load(path=RECORD) -> list[dict]:
+    """The checked runs of the record at ``path`` (none when it does not exist); ``ValueError`` naming the file when it
+    is not a list of runs."""
     path = Path(path)
     if not path.exists():
         return []
@@ -45,8 +50,6 @@ def load(path=RECORD) -> list[dict]:
 
 def add(path, run: dict) -> list[dict]:
     """``run`` added to the record at ``path`` (replacing an entry of the same kind and commit); written atomically."""
-    from benchmark.storage.store import write_text
-
     runs = [r for r in load(path) if (r["kind"], r["commit"]) != (run["kind"], run["commit"])] + [run]
     runs.sort(key=lambda r: (r.get("date", ""), r["kind"]))
     write_text(path, json.dumps(runs, indent=1, sort_keys=True) + "\n")
@@ -83,9 +86,10 @@ def holds_line(runs: list[dict], records: list[dict]) -> str:
 
 
 def fingerprint_summary(records: list[dict]) -> str:
+    """One sentence on the kernel fingerprint records: the equal operations of each pair of CPU kinds, and how many
+    operations that every record holds agree in the pipeline's mode ('' with fewer than two records)."""
     if len(records) < 2:
         return ""
-    from benchmark.reproduce import fingerprint
 
     agreed = fingerprint.evidence(records)
     mode = fingerprint.tag(2) + "/"
@@ -103,6 +107,8 @@ def fingerprint_summary(records: list[dict]) -> str:
 
 
 def runs_table(runs: list[dict]) -> str:
+    """The reproducibility page's table of the checked runs: CPU kind, code, bundle, identical stage outputs, rows and
+    the gate's verdict."""
     if not runs:
         return ("No from-scratch run recorded yet (`python -m benchmark reproduce check --record "
                 "results/cross_cpu.json`).\n")
@@ -139,14 +145,13 @@ def fingerprint_table(records: list[dict]) -> str:
             same = sum(a["hashes"][k] == b["hashes"][k] for k in keys)
             cells.append(f"{same} of {len(keys)}" + (" **part**" if same < len(keys) else ""))
         lines.append(f"| {name} | {' | '.join(cells)} |")
-    from benchmark.reproduce.fingerprint import tag
 
     diff = [k for k in shared if a["hashes"][k] != b["hashes"][k]]
-    mode = [k.split("/", 1)[1] for k in diff if k.startswith(tag(2) + "/")]
+    mode = [k.split("/", 1)[1] for k in diff if k.startswith(fingerprint.tag(2) + "/")]
     lines.append("")
     lines.append(f"`{a['machine']['kind']}` ({a['machine'].get('cpu', '')}) against `{b['machine']['kind']}` "
                  f"({b['machine'].get('cpu', '')}), torch {a.get('torch')}: {len(shared) - len(diff)} of {len(shared)} "
-                 f"operations equal. In the pipeline's mode ({tag(2)}) these differ: " + ", ".join(f"`{k}`" for k in mode) + ".")
+                 f"operations equal. In the pipeline's mode ({fingerprint.tag(2)}) these differ: " + ", ".join(f"`{k}`" for k in mode) + ".")
     return "\n".join(lines) + "\n"
 
 

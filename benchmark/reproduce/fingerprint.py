@@ -60,10 +60,12 @@ def h(*tensors) -> str:
 
 
 def gen(seed: int, *shape) -> torch.Tensor:
+    """A seeded standard-normal float32 tensor of ``shape``: the same numbers on every machine."""
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
 
 
 def tag(threads: int, onednn: bool = True) -> str:
+    """The mode of a fingerprint's operations, as its keys start: ``threads=T,onednn=on|off``."""
     return f"threads={threads},onednn={'on' if onednn else 'off'}"
 
 

@@ -315,12 +315,14 @@ def compare_summary(committed: dict, fresh: dict, row_report: pd.DataFrame, sour
 
 
 def summarize_summary(report: pd.DataFrame) -> dict:
+    """Counts per status of :func:`compare_summary`'s report and whether every value reproduces."""
     c = report["status"].value_counts()
     n = {s: int(c.get(s, 0)) for s in ("identical", "within", "outside", "missing", "extra")}
     return {"values": int(len(report)), **n, "reproduces": n["outside"] + n["missing"] + n["extra"] == 0}
 
 
 def read_summary(text: str, where: str) -> dict:
+    """``results/summary.json``'s text as a mapping; ``ValueError`` naming ``where`` when it is not a JSON object."""
     try:
         d = json.loads(text)
     except json.JSONDecodeError as e:

@@ -15,6 +15,8 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from benchmark.bundle.pack import git_state
+from benchmark.reproduce.timing import machine
 from benchmark.storage import store
 
 TARGET_S = 360  # the whole suite on 2 cores, the install excluded (issue 27)
@@ -48,9 +50,6 @@ def measure(pytest_args=(), *, setup_s: float | None = None, root=".", python: s
     in the run), ``setup_s`` (the install before it, when given), the commit and whether the checkout had
     uncommitted changes, the machine and the date.
     ``RuntimeError`` when a test failed or erred, or when pytest ran none or left no report."""
-    from benchmark.bundle.pack import git_state
-    from benchmark.reproduce.timing import machine
-
     root = Path(root)
     cache = "present" if (root / ".pytest_cache").is_dir() else "empty"
     with tempfile.TemporaryDirectory() as tmp:

@@ -20,7 +20,10 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import torch
 
+from benchmark.config import numerics
+from benchmark.dvcutil import lockfile
 from benchmark.storage import store
 
 _SCRIPT = re.compile(r"pipelines/(\w+)\.py$")
@@ -73,15 +76,14 @@ def by_kind(stages: pd.DataFrame) -> pd.DataFrame:
 
 
 def machine() -> dict:
+    """This machine as a timing record names it: CPU count and model, Python and torch versions, the CPU numerics."""
     model = platform.processor()
     try:
         with open("/proc/cpuinfo") as f:
             model = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), model)
     except OSError:
         pass
-    import torch
 
-    from benchmark.config import numerics
 
     return {"cpus": os.cpu_count(), "cpu": model, "python": platform.python_version(), "torch": torch.__version__,
             **numerics.state()}
@@ -90,8 +92,6 @@ def machine() -> dict:
 def run_repro(out, *, force: bool = False, dvc_args=(), install_s: float | None = None, cwd=".") -> dict:
     """Run ``dvc repro`` (``-f`` when ``force``) with timing records on; write ``out`` (JSON) and return it. The
     entries of stages no longer in ``dvc.yaml`` are dropped from ``dvc.lock`` first (:func:`lockfile.prune`)."""
-    from benchmark.dvcutil import lockfile
-
     stages = lockfile.current_stages(cwd)
     if stages and (Path(cwd) / "dvc.lock").is_file():
         gone = lockfile.prune(Path(cwd) / "dvc.lock", stages)
@@ -119,6 +119,7 @@ def run_repro(out, *, force: bool = False, dvc_args=(), install_s: float | None 
 
 
 def read_records_empty() -> pd.DataFrame:
+    """An empty table of stage records (the columns of :func:`read_records`)."""
     return pd.DataFrame(columns=["stage", "wall_s", "user_s", "sys_s", "max_rss_mb", "minor_faults"])
 
 
@@ -131,4 +132,5 @@ def load(path) -> dict:
 
 
 def stages_frame(record: dict) -> pd.DataFrame:
+    """A timings record's stages as a table (the columns of :func:`read_records`)."""
     return pd.DataFrame(record["stages"], columns=read_records_empty().columns)

@@ -56,6 +56,7 @@ class EmbeddedSource:
         return list(splits)
 
     def num_classes(self) -> int:
+        """The classes of the suite: one more than the largest train label."""
         return int(split_index(TRAIN).labels.max()) + 1
 
     def check_recipe(self, name: str, recipe) -> None:

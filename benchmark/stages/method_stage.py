@@ -88,6 +88,7 @@ class MethodContext:
 
     # -- zoo models -----------------------------------------------------------------------------------------
     def entry(self, name: str):
+        """Zoo entry ``name`` (:func:`benchmark.stages.stage_config.entry`)."""
         return stage_config.entry(self.params, name)
 
     def skeleton(self, name: str):

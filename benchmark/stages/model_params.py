@@ -36,6 +36,7 @@ class LogitsParams:
     amp: typing.Any = None  # null/false (off), bfloat16 or float16 (benchmark.models.infer.amp_dtype)
 
     def validate(self) -> None:
+        """``amp`` names an autocast dtype the logits stage knows."""
         from benchmark.models.infer import amp_dtype
 
         amp_dtype(self.amp, "amp")
@@ -62,6 +63,7 @@ class DataRef:
         return "paper" if self.spec else "embedded"
 
     def validate(self) -> None:
+        """A paper suite names its suite file (``spec``); only the embedded default does without."""
         if not self.spec and self.suite != "embedded":
             raise ValueError(f"must have 'spec: <suite file>' (a paper suite) or 'suite: embedded', got suite {self.suite!r}")
 

@@ -57,6 +57,7 @@ class PaperSource:
         return list(splits)
 
     def num_classes(self) -> int:
+        """The classes of the suite (its suite file's)."""
         return self.spec.num_classes
 
     def check_recipe(self, name: str, recipe) -> None:

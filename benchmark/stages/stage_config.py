@@ -87,6 +87,8 @@ def zoo(params, *, check_arch: bool = True) -> dict[str, ZooEntry]:
 
 
 def entry(params, name: str) -> ZooEntry:
+    """Zoo entry ``name`` of ``params``' zoo; :class:`ZooError` naming the zoo's entries when it has none of that
+    name."""
     entries = zoo(params)
     if name not in entries:
         raise ZooError(f"unknown model {name!r}; the zoo {params.zoo} has {sorted(entries)}")

@@ -117,6 +117,7 @@ class LabelledSubset(torch.utils.data.Subset):
 
     @property
     def labels(self) -> np.ndarray:
+        """The labels of the subset's images."""
         return np.asarray(self.dataset.labels)[np.asarray(self.indices)]
 
 
@@ -156,6 +157,8 @@ def train_size(data_dir: Path | None = None) -> int:
 
 
 def split_file(split: str) -> Path:
+    """The data stage's file of ``split``; :class:`StoreError` naming the suite's splits when it has none of that
+    name."""
     files = split_files()
     if split not in files:
         raise store.StoreError(f"{stage_config.paths()['data']}: no split {split!r} (the suite has {sorted(files)})")

@@ -34,8 +34,6 @@ from benchmark.storage.atomic import PathLike, atomic_dir, atomic_path, clean_le
 if TYPE_CHECKING:
     import pandas as pd
 
-    from benchmark.core.validation import TensorLike
-
 
 META_KEY = "benchmark"  # safetensors metadata key of the logits files' JSON metadata
 
@@ -98,6 +96,7 @@ class LogitsFile:
 
     @property
     def alignment_key(self) -> tuple[str, str]:
+        """What two logits files of one split must share: the hashes of their labels and sample ids."""
         return (array_hash(self.labels), array_hash(self.ids) if self.ids is not None else "")
 
 
@@ -294,8 +293,8 @@ def mmap_logits_file(path: PathLike) -> LogitsFile:
     return _checked_logits_file(path, arrays, meta)
 
 
-def save_logits_file(path: PathLike, logits: TensorLike, labels: TensorLike, ids: TensorLike | None = None,
-                     meta: dict | None = None) -> None:
+def save_logits_file(path: PathLike, logits: torch.Tensor | np.ndarray, labels: torch.Tensor | np.ndarray,
+                     ids: torch.Tensor | np.ndarray | None = None, meta: dict | None = None) -> None:
     """Write a ``.safetensors`` (or ``.npz``) logits file atomically, with hashes."""
     path = Path(path)
     arrays: dict[str, np.ndarray] = {

@@ -132,6 +132,7 @@ class SuiteSpec:
     recipes: dict[str, dict]
 
     def trains(self) -> bool:
+        """Whether a recipe of the suite trains (``epochs`` > 0)."""
         return any(r.get("epochs", 0) > 0 for r in self.recipes.values())
 
     def recipe(self, name: str):
@@ -306,4 +307,5 @@ def load_suite(name_or_path, *, suites_dir=SUITES_DIR) -> SuiteSpec:
 
 
 def list_suites(suites_dir=SUITES_DIR) -> list[str]:
+    """The suites defined in ``suites_dir`` (one ``<name>.yaml`` each), sorted."""
     return sorted(p.stem for p in Path(suites_dir).glob("*.yaml"))

@@ -28,7 +28,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--logits", default="results/logits",
                    help="models' logits folders (<model>/<split>.safetensors): risk-coverage and reliability curves")
     p.add_argument("--methods", default=argparse.SUPPRESS,
-                   help="method outputs (<name>/{cost.json, <split>.safetensors}): their curves (default: 'methods' beside --logits)")
+                   help="method outputs (<name>/{cost.json, <split>.safetensors}): their curves (default: 'methods' beside "
+                        "--logits)")
     p.add_argument("--lock", default="dvc.lock", help="dvc.lock, read for the hashes of each model's logits (not a dependency)")
     p.add_argument("--published", default=argparse.SUPPRESS, help="published numbers YAML (default: the package's published.yaml)")
     p.add_argument("--out", default="reports", help="output folder (replaced as a whole)")

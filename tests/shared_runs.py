@@ -12,7 +12,8 @@ def once_per_run(tmp_path_factory, name: str, build):
     """``build(folder)`` once for the whole test run, also with pytest-xdist (``-n``), where every worker is its own
     session: the first worker that asks builds it under a file lock in the run's shared temporary folder, the others
     wait and reuse it (the pattern of pytest-xdist's docs). ``build`` returns a path; users read it and never write
-    into it (a test that changes it works on a copy). A build that failed fails every later ask at once, with its error."""
+    into it (a test that changes it works on a copy). A build that failed fails every later ask at once, with its
+    error."""
     import traceback
     from pathlib import Path
 

@@ -189,7 +189,8 @@ def test_module_entry_point(files):
 def test_the_command_line_is_built_without_torch_and_its_other_errors_are_not_swallowed(monkeypatch):
     """``publish``, ``suite-pipeline``... start in a fresh interpreter without torch (the logits commands import it when
     they run); ``duo --help`` still lists the fits; an error that is not bad input still raises."""
-    code = ("import sys; from benchmark.cli.main import build_parser; p = build_parser(); p.parse_args(['publish', '--out', 'x']);"
+    code = ("import sys; from benchmark.cli.main import build_parser; p = build_parser(); p.parse_args(['publish', "
+            "'--out', 'x']);"
             "print(sorted(m for m in ('torch', 'pandas', 'benchmark.core.temperature') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.split() == ["[]"], out.stderr

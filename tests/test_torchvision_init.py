@@ -72,16 +72,20 @@ def test_validate_zoo_checks_torchvision_entries(tmp_path, capsys):
     zoo = tmp_path / "zoo.yaml"
     zoo.write_text(
         "models:\n"
-        "  good: {arch: mobilenet_v3_small, init: \"torchvision:MobileNet_V3_Small_Weights.IMAGENET1K_V1\", img_size: 224, seed: 0, recipe: r}\n"
-        "  enum: {arch: mobilenet_v3_small, init: \"torchvision:MobileNet_V3_Large_Weights.IMAGENET1K_V1\", img_size: 224, seed: 0, recipe: r}\n"
-        "  builder: {arch: mobilenet_v9, init: \"torchvision:MobileNet_V3_Small_Weights.IMAGENET1K_V1\", img_size: 224, seed: 0, recipe: r}\n")
+        "  good: {arch: mobilenet_v3_small, init: \"torchvision:MobileNet_V3_Small_Weights.IMAGENET1K_V1\", "
+        "img_size: 224, seed: 0, recipe: r}\n"
+        "  enum: {arch: mobilenet_v3_small, init: \"torchvision:MobileNet_V3_Large_Weights.IMAGENET1K_V1\", "
+        "img_size: 224, seed: 0, recipe: r}\n"
+        "  builder: {arch: mobilenet_v9, init: \"torchvision:MobileNet_V3_Small_Weights.IMAGENET1K_V1\", "
+        "img_size: 224, seed: 0, recipe: r}\n")
     args = Namespace(files=[str(zoo)], suites_dir=str(tmp_path / "none"), params=str(tmp_path / "none.yaml"), no_flops=False)
     assert run_validate_zoo(args) == 2
     out, err = capsys.readouterr()
     line = next(x for x in out.splitlines() if " good " in x)
     gflops = float(line.split("GFLOPs")[0].split()[-1])
     assert gflops == pytest.approx(tvm.MobileNet_V3_Small_Weights.IMAGENET1K_V1.meta["_ops"], rel=0.02)
-    assert "zoo entry 'enum': torchvision model 'mobilenet_v3_small' takes MobileNet_V3_Small_Weights weights, not 'MobileNet_V3_Large_Weights'" in err
+    assert ("zoo entry 'enum': torchvision model 'mobilenet_v3_small' takes MobileNet_V3_Small_Weights weights, not "
+            "'MobileNet_V3_Large_Weights'") in err
     assert "zoo entry 'builder': unknown torchvision classification model 'mobilenet_v9'" in err
     assert "1 entries in 1 files valid; 2 error(s)" in err
 

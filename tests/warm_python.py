@@ -210,7 +210,8 @@ def _recv_request(conn: socket.socket):
 
 
 def _base_path() -> list[str]:
-    """The interpreter's own ``sys.path`` (stdlib, site-packages): the server's, less its script folder and PYTHONPATH."""
+    """The interpreter's own ``sys.path`` (stdlib, site-packages): the server's, less its script folder and
+    PYTHONPATH."""
     extra = {os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p}
     return [p for p in sys.path[1:] if os.path.abspath(p) not in extra]
 
@@ -258,7 +259,8 @@ class EnvServers:
         self.procs = []
 
     def route(self, request: dict, set_by_imports: dict) -> str | None:
-        """The socket of the server for this request's environment (started now if it is the second request), or None."""
+        """The socket of the server for this request's environment (started now if it is the second request), or
+        None."""
         key = (tuple(sorted((k, v) for k, v in {**set_by_imports, **request["env"]}.items() if not harmless(k))),
                tuple(request.get("cpus") or ()))
         self.seen[key] = self.seen.get(key, 0) + 1

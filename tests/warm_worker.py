@@ -135,7 +135,8 @@ def _exit_code(value) -> int:
 
 
 def _restart_coverage() -> None:
-    """Under ``coverage run`` (the server was started with it, ``patch = subprocess``): measure this child on its own."""
+    """Under ``coverage run`` (the server was started with it, ``patch = subprocess``): measure this child on its
+    own."""
     if "coverage" in sys.modules:
         from coverage import Coverage
 

@@ -57,7 +57,8 @@ class BundleError(StoreError):
 
 
 def show(text) -> str:
-    """``text`` (e.g. a path) for a one-line message: as is when printable, else escaped (newlines, control characters)."""
+    """``text`` (e.g. a path) for a one-line message: as is when printable, else escaped (newlines, control
+    characters)."""
     text = str(text)
     return text if text.isprintable() else ascii(text)
 
@@ -116,6 +117,7 @@ class Folder:
             self.entries = {e.name: e.stat(follow_symlinks=False) for e in it}
 
     def close(self) -> None:
+        """Close the folder's descriptor (once; later calls do nothing)."""
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
@@ -127,6 +129,7 @@ class Folder:
         self.close()
 
     def where(self, name: str) -> str:
+        """File ``name`` of the folder, as a message shows it."""
         return show(self.path / name)
 
     def check_entries(self, allowed: set[str]) -> None:

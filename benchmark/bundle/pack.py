@@ -56,6 +56,7 @@ def git_state(root: Path) -> dict:
 
 
 def package_versions() -> dict:
+    """The versions a bundle records: Python, torch, timm and the benchmark."""
     import timm
     import torch
 
@@ -229,46 +230,16 @@ def _csv_parts(stem: str, df: pd.DataFrame) -> list[tuple[str, str, bytes]]:
 
 def submit(suite: str, out, *, results=None, lock=None, contributor: str = "", root=".") -> Path:
     """Write the bundle folder ``out`` from the suite's finished run; returns ``out``."""
-    from benchmark.bundle.intake import show
-    from benchmark.bundle.manifest import BUNDLE_ID, MAX_TEXT, check_suite
-    from benchmark.models.zoo import load_yaml
-
-    check_suite(suite, "--suite")
     root, out = Path(root), Path(out)
-    if not BUNDLE_ID.fullmatch(out.name) or Path(os.path.abspath(out)).parent.name != suite:
-        raise BundleError(f"--out {show(out)}: a bundle's folder is leaderboard/{suite}/<id> with <id> matching "
-                          f"{BUNDLE_ID.pattern} (its identity on the site)")
-    if not isinstance(contributor, str) or len(contributor) > MAX_TEXT or not contributor.isprintable():
-        raise BundleError(f"--contributor: printable text on one line of at most {MAX_TEXT} characters")
+    _check_target(suite, out, contributor)
     folder = suite_folder(suite, root)
     results = Path(results) if results else folder / "results"
     lock_path = Path(lock) if lock else folder / "dvc.lock"
-    params_path = folder / "params.yaml"
-    if out.exists():
-        raise BundleError(f"{out}: already exists; a bundle is never overwritten, choose a new id")
-    metrics = results / "metrics.csv"
-    if not metrics.is_file():
-        raise BundleError(f"{metrics}: not found; run the suite's pipeline first (dvc repro"
-                          f"{'' if suite == 'embedded' else f' suites/{suite}/dvc.yaml'})")
-    if not params_path.is_file():
-        raise BundleError(f"{params_path}: not found (the params of the run)")
-    def read_yaml(path):
-        try:
-            return load_yaml(path) or {}
-        except (ValueError, OSError) as e:  # ZooError and friends: one line naming the file
-            raise BundleError(str(e) if str(path) in str(e) else f"{path}: {e}") from None
-
-    params = read_yaml(params_path)
-    if not isinstance(params, dict):
-        raise BundleError(f"{params_path}: must be a mapping")
-    rows = check_rows(pd.read_csv(metrics, dtype=str, keep_default_na=False, na_values=[""]), suite, str(metrics))
+    params, rows = _read_run(suite, folder, results, out)
     zoo_path = folder / params.get("zoo", "")
-    zoo_raw = read_yaml(zoo_path).get("models", {}) if zoo_path.is_file() else {}
+    zoo_raw = _read_yaml(zoo_path).get("models", {}) if zoo_path.is_file() else {}
     unit_list, logits = units(rows, results)
-    used = sorted({m for u in unit_list for m, f in zip(u["members"], u["folders"]) if f.startswith("logits/")}
-                  | {n for u in unit_list if u["kind"] == "method"
-                     for n in [u["info"].get("base"), *(u["info"].get("ingredients") or []), *(u["info"].get("builds_on") or [])]
-                     if n in zoo_raw})
+    used = _used_models(unit_list, zoo_raw)
     missing = [m for m in used if m not in zoo_raw]
     if missing:
         raise BundleError(f"{zoo_path}: no zoo entry for models {missing} behind the rows")
@@ -282,25 +253,14 @@ def submit(suite: str, out, *, results=None, lock=None, contributor: str = "", r
     if (results / "paired.csv").is_file():
         tables += _csv_parts("paired", pd.read_csv(results / "paired.csv", dtype=str, keep_default_na=False))
     with atomic_dir(out) as tmp:
-        files = {}
-        for role, name, data in tables:
-            (tmp / name).write_bytes(data)
-            files[role] = name
-        if (results / "models.csv").is_file():
-            (tmp / "models.csv").write_bytes((results / "models.csv").read_bytes())
-            files["models"] = "models.csv"
-        if lock_data is not None:
-            (tmp / "dvc.lock").write_bytes(lock_path.read_bytes())
-            files["lock"] = "dvc.lock"
-        for role, fname in files.items():
-            if (tmp / fname).stat().st_size >= MAX_FILE_BYTES:
-                raise BundleError(f"{fname}: over {MAX_FILE_BYTES} bytes; a bundle file must stay under 1 MB")
+        files = _write_files(tmp, tables, results, lock_path if lock_data is not None else None)
         manifest = {
             "format": FORMAT, "suite": suite, "contributor": contributor,
             "created": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z"),
             "git": git_state(root), "versions": package_versions(), "device": _device(params), "remote": _remote(root),
             "params": params, "zoo": {m: zoo_raw[m] for m in used},
-            "files": {role: {"path": f, "sha256": sha256_file(tmp / f), "bytes": (tmp / f).stat().st_size} for role, f in files.items()},
+            "files": {role: {"path": f, "sha256": sha256_file(tmp / f), "bytes": (tmp / f).stat().st_size}
+                      for role, f in files.items()},
             "stages": _lock_stages(lock_data or {}, rel), "logits": logits, "units": unit_list,
             **({"train_size": train_size} if train_size is not None else {}),
         }
@@ -309,3 +269,72 @@ def submit(suite: str, out, *, results=None, lock=None, contributor: str = "", r
             raise BundleError(f"{MANIFEST}: {(tmp / MANIFEST).stat().st_size} bytes; a bundle file must stay under 1 MB")
     print(f"submit: wrote {out} ({len(rows)} rows, {len(unit_list)} units, {len(logits)} logits files)", file=sys.stderr)
     return out
+
+
+def _check_target(suite: str, out: Path, contributor: str) -> None:
+    """The suite, the bundle's folder (``leaderboard/<suite>/<id>``) and the contributor as ``submit`` takes them."""
+    from benchmark.bundle.intake import show
+    from benchmark.bundle.manifest import BUNDLE_ID, MAX_TEXT, check_suite
+
+    check_suite(suite, "--suite")
+    if not BUNDLE_ID.fullmatch(out.name) or Path(os.path.abspath(out)).parent.name != suite:
+        raise BundleError(f"--out {show(out)}: a bundle's folder is leaderboard/{suite}/<id> with <id> matching "
+                          f"{BUNDLE_ID.pattern} (its identity on the site)")
+    if not isinstance(contributor, str) or len(contributor) > MAX_TEXT or not contributor.isprintable():
+        raise BundleError(f"--contributor: printable text on one line of at most {MAX_TEXT} characters")
+
+
+def _read_yaml(path) -> dict:
+    """A YAML file of the run (its params, its zoo); :class:`BundleError` naming the file when it cannot be read."""
+    from benchmark.models.zoo import load_yaml
+
+    try:
+        return load_yaml(path) or {}
+    except (ValueError, OSError) as e:  # ZooError and friends: one line naming the file
+        raise BundleError(str(e) if str(path) in str(e) else f"{path}: {e}") from None
+
+
+def _read_run(suite: str, folder: Path, results: Path, out: Path) -> tuple[dict, pd.DataFrame]:
+    """The finished run's params and its checked result rows (``out`` must not exist yet)."""
+    params_path = folder / "params.yaml"
+    if out.exists():
+        raise BundleError(f"{out}: already exists; a bundle is never overwritten, choose a new id")
+    metrics = results / "metrics.csv"
+    if not metrics.is_file():
+        raise BundleError(f"{metrics}: not found; run the suite's pipeline first (dvc repro"
+                          f"{'' if suite == 'embedded' else f' suites/{suite}/dvc.yaml'})")
+    if not params_path.is_file():
+        raise BundleError(f"{params_path}: not found (the params of the run)")
+    params = _read_yaml(params_path)
+    if not isinstance(params, dict):
+        raise BundleError(f"{params_path}: must be a mapping")
+    return params, check_rows(pd.read_csv(metrics, dtype=str, keep_default_na=False, na_values=[""]), suite, str(metrics))
+
+
+def _used_models(unit_list: list[dict], zoo_raw: dict) -> list[str]:
+    """The zoo models behind the rows: those whose logits a unit reads, and a method's base, ingredients and the
+    models its training builds on."""
+    return sorted({m for u in unit_list for m, f in zip(u["members"], u["folders"]) if f.startswith("logits/")}
+                  | {n for u in unit_list if u["kind"] == "method"
+                     for n in [u["info"].get("base"), *(u["info"].get("ingredients") or []),
+                               *(u["info"].get("builds_on") or [])]
+                     if n in zoo_raw})
+
+
+def _write_files(tmp: Path, tables: list, results: Path, lock_path: Path | None) -> dict[str, str]:
+    """The bundle's data files in the folder ``tmp`` (the rows and paired parts, ``models.csv``, ``dvc.lock``), each
+    under :data:`MAX_FILE_BYTES`; role -> file name."""
+    files = {}
+    for role, name, data in tables:
+        (tmp / name).write_bytes(data)
+        files[role] = name
+    if (results / "models.csv").is_file():
+        (tmp / "models.csv").write_bytes((results / "models.csv").read_bytes())
+        files["models"] = "models.csv"
+    if lock_path is not None:
+        (tmp / "dvc.lock").write_bytes(lock_path.read_bytes())
+        files["lock"] = "dvc.lock"
+    for fname in files.values():
+        if (tmp / fname).stat().st_size >= MAX_FILE_BYTES:
+            raise BundleError(f"{fname}: over {MAX_FILE_BYTES} bytes; a bundle file must stay under 1 MB")
+    return files

@@ -61,7 +61,8 @@ def _entries(bundle: Bundle) -> dict:
 
 
 def recipes_of(params: dict) -> dict:
-    """The run's params ``recipes``, typed (:class:`benchmark.models.recipe.Recipe`); ``ValueError`` naming a bad one."""
+    """The run's params ``recipes``, typed (:class:`benchmark.models.recipe.Recipe`); ``ValueError`` naming a bad
+    one."""
     from benchmark.models.recipe import Recipe
 
     raw = params.get("recipes")
@@ -72,6 +73,7 @@ def model_costs(entries: dict, num_classes: int, recipes: dict | None = None, tr
     """name -> the cost record of each zoo entry (gflops, params; throughput NaN: not recomputable) and its training
     budget (from ``recipes``, name -> Recipe, and ``train_size``; NaN without them)."""
     from benchmark.models import cost, factory
+    from benchmark.models.recipe import recipe_of
 
     out = {}
     for name, e in entries.items():
@@ -79,7 +81,7 @@ def model_costs(entries: dict, num_classes: int, recipes: dict | None = None, tr
         if train_size is None or recipes is None or e.recipe not in recipes:
             trained = {k: NAN for k in cost.BUDGET}
         else:  # as the cost stage (benchmark.stages.logits_stage.cost)
-            trained = cost.train_budget(recipes[e.recipe].epochs, train_size, static["params"])
+            trained = cost.train_budget(recipe_of(recipes, e.recipe).epochs, train_size, static["params"])
         out[name] = {"name": name, "arch": e.arch, "init": e.init, "img_size": e.img_size, "seed": e.seed, "role": e.role,
                      **static, **trained, "throughput": NAN}
     return out
@@ -111,7 +113,8 @@ def _method_config(family: str, name: str, params: dict):
 
 
 def recompute(bundle: Bundle, num_classes: int, method_members: dict[str, int]) -> Costs:
-    """The costs every row of ``bundle`` must carry (``method_members``: method output -> member count of its logits)."""
+    """The costs every row of ``bundle`` must carry (``method_members``: method output -> member count of its
+    logits)."""
     from benchmark.evaluation.stage import unit_list  # the evaluate stage's own unit list (costs included)
     from benchmark.methods import budget, registry
 
@@ -172,6 +175,7 @@ def recompute(bundle: Bundle, num_classes: int, method_members: dict[str, int]) 
 
 
 def close(a, b, tol: float) -> bool:
+    """``|a - b| <= tol max(1, |a|, |b|)``; NaN equals NaN only."""
     a, b = float(a), float(b)
     if math.isnan(a) or math.isnan(b):
         return math.isnan(a) and math.isnan(b)

@@ -5,8 +5,9 @@ named after the manifest's suite, ``id`` matches :data:`~benchmark.bundle.manife
 holding exactly these regular files::
 
     manifest.json       provenance (see benchmark.bundle.manifest) and the list of the bundle's files with their sha256
-    rows.csv[.gz]       the tidy result rows (benchmark.storage.results_schema), gzip when larger than ~900 kB; when even
-                        that is 1 MB or more, in parts rows.csv.gz, rows-001.csv.gz, ... (manifest roles rows, rows-001, ...)
+    rows.csv[.gz]       the tidy result rows (benchmark.storage.results_schema), gzip when larger than ~900 kB;
+                        when even that is 1 MB or more, in parts rows.csv.gz, rows-001.csv.gz, ... (manifest
+                        roles rows, rows-001, ...)
     paired.csv[.gz]     the paired-bootstrap differences duo - base of the run (optional; parts as the rows)
     models.csv          the model table of the run (optional)
     dvc.lock            the run's dvc.lock (optional)
@@ -60,14 +61,17 @@ class Bundle:
 
     @property
     def suite(self) -> str:
+        """The suite the bundle's rows are of (its manifest's)."""
         return self.manifest["suite"]
 
     @property
     def name(self) -> str:
+        """The bundle's id: its folder's name."""
         return self.path.name
 
 
 def sha256_file(path) -> str:
+    """The sha256 of a file's bytes, read in chunks."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         while chunk := f.read(1 << 20):
@@ -139,7 +143,8 @@ def _numbers(df: pd.DataFrame, columns, where: str) -> None:
 
 
 def _names(df: pd.DataFrame, columns, where: str, *, empty=(), joined=()) -> None:
-    """Text columns hold names (:data:`~benchmark.bundle.manifest.NAME`); ``empty`` may be '', ``joined`` are '+'-joined."""
+    """Text columns hold names (:data:`~benchmark.bundle.manifest.NAME`); ``empty`` may be '', ``joined`` are
+    '+'-joined."""
     for c in columns:
         col = df[c].fillna("")
         ok = col.str.fullmatch(_NAME)

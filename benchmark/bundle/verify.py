@@ -30,12 +30,16 @@ import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from benchmark.bundle import intake, recost
 from benchmark.bundle.manifest import evaluate_params
 from benchmark.bundle.schema import COSTS, KEY, MANIFEST, RECOMPUTED, REPORTED, Bundle, BundleError, row_label, rows_digest, sha256_file
+
+if TYPE_CHECKING:
+    from benchmark.evaluation.runner import Unit
 
 TOLERANCE = 1e-6
 VERIFIED, SELF_REPORTED = "verified", "self-reported"
@@ -58,6 +62,7 @@ class Report:
 
     @property
     def ok(self) -> bool:
+        """Whether the verification found no problem."""
         return not self.problems
 
     def why_not_verified(self, no_logits: str = "no logits: give --logits or --remote") -> str:
@@ -199,61 +204,17 @@ def verify_bundle(bundle: Bundle, results=None, *, tolerance: float = TOLERANCE,
     """Check ``bundle`` against the logits in the results folder ``results`` (None: nothing to recompute).
 
     ``workers``: processes for the units (default: the run's ``evaluate.workers``, at most the CPU count)."""
-    from benchmark.bundle.pack import folder_hash
-    from benchmark.evaluation.runner import Context, Unit, run_units
-    from benchmark.stages.stage_config import fingerprint
-    from benchmark.storage import store
-
-    cpus = os.cpu_count() or 1
     if workers is None:
-        workers = min(evaluate_params(bundle.manifest, intake.show(bundle.path / MANIFEST)).workers, cpus)
-    rows = bundle.rows
-    rep = Report(rows=len(rows))
-    checks: list[dict] = []
-    todo: list[tuple[dict, Unit]] = []
-    units = bundle.manifest["units"]
-    ok_folders: set[str] = set()
-    if results is not None:
-        results = Path(results)
-        ok_folders = _check_files(bundle, results, rep)
-        for i, u in enumerate(units):
-            if not set(u["folders"]) <= ok_folders:
-                continue
-            if fingerprint([folder_hash(results / f) for f in u["folders"]]) != u["inputs_hash"]:
-                rep.problems.append(f"unit {u['kind']} {'+'.join(u['members'])}: the logits folders {u['folders']} do not hash "
-                                    f"to the rows' inputs_hash {u['inputs_hash']} (other or extra logits files)")
-                continue
-            todo.append((u, Unit((u["kind"], *u["members"]), f"u{i:05d}", u.get("info"))))
-    fresh = {}
-    if todo:
-        files = {}
-        for u, _ in todo:
-            for m, f in zip(u["members"], u["folders"], strict=True):
-                files[m] = {p.stem: str((results / f / p.name).absolute()) for p in store.listing(results / f, "*.safetensors")}
-        cfg = _eval_config(bundle, results, files)
-        threads = bundle.manifest["params"].get("threads")
-        threads = threads if isinstance(threads, int) and not isinstance(threads, bool) and 1 <= threads <= cpus else cpus
-        with tempfile.TemporaryDirectory(prefix="uq-verify-") as tmp:
-            ctx = Context(cfg=cfg, files=files, folder=tmp)
-            fresh = run_units([unit for _, unit in todo], ctx, workers=workers, threads=max(1, threads // workers), progress=progress)
+        workers = min(evaluate_params(bundle.manifest, intake.show(bundle.path / MANIFEST)).workers, os.cpu_count() or 1)
+    rep = Report(rows=len(bundle.rows))
+    ok_folders, todo = _units_to_recompute(bundle, results, rep)
+    fresh = _recompute(bundle, results, todo, workers, progress) if todo else {}
     costs = _costs(bundle, results, ok_folders, rep)
     done = {u["inputs_hash"]: unit.key for u, unit in todo}
-    for u in units:
-        mine = rows[rows["inputs_hash"] == u["inputs_hash"]]
-        name = f"{u['kind']} {'+'.join(u['members'])}"
-        expected = costs.units.get(u["inputs_hash"]) if costs is not None else None
+    checks: list[dict] = []
+    for u in bundle.manifest["units"]:
         theirs, paired = fresh[done[u["inputs_hash"]]] if u["inputs_hash"] in done else (None, None)
-        before = len(rep.problems)
-        checks += _compare(u, mine, theirs, expected, tolerance, rep)
-        if theirs is not None and u["kind"] == "duo" and bundle.paired is not None:
-            _compare_paired(u, bundle.paired, paired, tolerance, rep)
-        bad = len(rep.problems) - before
-        rep.recomputed += len(mine) if theirs is not None else 0
-        rep.costs += len(mine) if expected is not None else 0
-        what = ("rows recomputed" if theirs is not None else "rows not recomputed (logits not available or not matching)")
-        why = costs.missing.get(u["inputs_hash"]) if costs is not None else None
-        cost_note = "" if expected is not None else f"; costs not recomputed{f' ({why})' if why else ''}"
-        rep.lines.append(f"{name}: {len(mine)} {what}{cost_note}, " + (f"{bad} mismatch(es)" if bad else "no mismatch"))
+        checks += _check_unit(bundle, u, theirs, paired, costs, tolerance, rep)
     if bundle.models is not None:
         rep.models_checked = costs is not None
         if costs is not None:
@@ -262,6 +223,67 @@ def verify_bundle(bundle: Bundle, results=None, *, tolerance: float = TOLERANCE,
     full = rep.recomputed == rep.costs == rep.rows and rep.models_checked is not False
     rep.status = VERIFIED if rep.ok and full else SELF_REPORTED
     return rep
+
+
+def _units_to_recompute(bundle: Bundle, results, rep: Report) -> tuple[set[str], list[tuple[dict, Unit]]]:
+    """The logits folders of ``results`` that match the manifest, and the units whose folders all do and hash to
+    their rows' ``inputs_hash`` (with the :class:`~benchmark.evaluation.runner.Unit` that recomputes each)."""
+    from benchmark.bundle.pack import folder_hash
+    from benchmark.evaluation.runner import Unit
+    from benchmark.stages.stage_config import fingerprint
+
+    if results is None:
+        return set(), []
+    results = Path(results)
+    ok_folders = _check_files(bundle, results, rep)
+    todo = []
+    for i, u in enumerate(bundle.manifest["units"]):
+        if not set(u["folders"]) <= ok_folders:
+            continue
+        if fingerprint([folder_hash(results / f) for f in u["folders"]]) != u["inputs_hash"]:
+            rep.problems.append(f"unit {u['kind']} {'+'.join(u['members'])}: the logits folders {u['folders']} do not "
+                                f"hash to the rows' inputs_hash {u['inputs_hash']} (other or extra logits files)")
+            continue
+        todo.append((u, Unit((u["kind"], *u["members"]), f"u{i:05d}", u.get("info"))))
+    return ok_folders, todo
+
+
+def _recompute(bundle: Bundle, results, todo: list[tuple[dict, Unit]], workers: int, progress: bool) -> dict:
+    """The rows of the ``todo`` units recomputed from the logits in ``results``, as the evaluate stage computes them
+    (its unit runner, one torch thread per process: :data:`benchmark.evaluation.runner.THREADS`); key -> (rows,
+    paired)."""
+    from benchmark.evaluation.runner import Context, run_units
+    from benchmark.storage import store
+
+    results = Path(results)
+    files = {}
+    for u, _ in todo:
+        for m, f in zip(u["members"], u["folders"], strict=True):
+            files[m] = {p.stem: str((results / f / p.name).absolute()) for p in store.listing(results / f, "*.safetensors")}
+    cfg = _eval_config(bundle, results, files)
+    with tempfile.TemporaryDirectory(prefix="uq-verify-") as tmp:
+        return run_units([unit for _, unit in todo], Context(cfg=cfg, files=files, folder=tmp), workers=workers,
+                         progress=progress)
+
+
+def _check_unit(bundle: Bundle, u: dict, theirs, paired, costs, tolerance: float, rep: Report) -> list[dict]:
+    """One unit's rows against their recomputed values (``theirs``, None when not recomputed) and costs; its line
+    of the report; the checks made."""
+    mine = bundle.rows[bundle.rows["inputs_hash"] == u["inputs_hash"]]
+    expected = costs.units.get(u["inputs_hash"]) if costs is not None else None
+    before = len(rep.problems)
+    checks = _compare(u, mine, theirs, expected, tolerance, rep)
+    if theirs is not None and u["kind"] == "duo" and bundle.paired is not None:
+        _compare_paired(u, bundle.paired, paired, tolerance, rep)
+    bad = len(rep.problems) - before
+    rep.recomputed += len(mine) if theirs is not None else 0
+    rep.costs += len(mine) if expected is not None else 0
+    what = "rows recomputed" if theirs is not None else "rows not recomputed (logits not available or not matching)"
+    why = costs.missing.get(u["inputs_hash"]) if costs is not None else None
+    cost_note = "" if expected is not None else f"; costs not recomputed{f' ({why})' if why else ''}"
+    rep.lines.append(f"{u['kind']} {'+'.join(u['members'])}: {len(mine)} {what}{cost_note}, "
+                     + (f"{bad} mismatch(es)" if bad else "no mismatch"))
+    return checks
 
 
 def _record_path(folder, bundle: Bundle) -> Path:

@@ -14,10 +14,12 @@ from pathlib import Path
 
 
 def add_submit_command(subparsers) -> None:
+    """Register ``submit`` (pack a finished run into a result bundle) in ``subparsers``."""
     p = subparsers.add_parser(
         "submit", help="pack a finished run into a result bundle (rows + provenance manifest)",
-        description="Pack a suite's finished run (results/metrics.csv, models.csv, the zoo entries and params used, dvc.lock, "
-                    "the sha256 of every logits file behind the rows, versions, device, git commit) into a small bundle folder "
+        description="Pack a suite's finished run (results/metrics.csv, models.csv, the zoo entries and params used, "
+                    "dvc.lock, the sha256 of every logits file behind the rows, versions, device, git commit) into a small "
+                    "bundle folder "
                     "leaderboard/<suite>/<id>, then recompute its rows and costs from the local logits as a check (the "
                     "site's badge comes from the verification this project's workflow runs, never from the bundle).")
     p.add_argument("--suite", required=True, help="'embedded' or a paper suite (suites/<name>.yaml)")
@@ -30,6 +32,8 @@ def add_submit_command(subparsers) -> None:
 
 
 def run_submit(args) -> int:
+    """``submit``: write the bundle, then read it back and verify its rows and costs against the local logits; the exit
+    status."""
     from benchmark.bundle.pack import submit, suite_folder
     from benchmark.bundle.schema import load_bundle
     from benchmark.bundle.verify import verify_bundle
@@ -55,8 +59,9 @@ def run_submit(args) -> int:
 def _remote_note(remote: str | None) -> str:
     """What ``submit`` says about the DVC remote its manifest names (where the site pulls the logits to verify)."""
     if remote is None:
-        return ("submit: no default DVC remote is configured, so the manifest names none and the site cannot pull your logits "
-                "to verify the bundle: add one (`dvc remote add -d NAME URL`), push (`python -m benchmark remote push`) "
+        return ("submit: no default DVC remote is configured, so the manifest names none and the site cannot pull your "
+                "logits to verify the bundle: add one (`dvc remote add -d NAME URL`), push (`python -m benchmark remote "
+                "push`) "
                 "and submit again")
     return f"submit: the manifest names DVC remote {remote!r}: push the logits there (`python -m benchmark remote push`)"
 
@@ -66,10 +71,12 @@ NO_REMOTE = ("its manifest names no DVC remote (the bundle was made before one w
 
 
 def add_verify_command(subparsers) -> None:
+    """Register ``verify`` (check a bundle and recompute its rows from logits) in ``subparsers``."""
     p = subparsers.add_parser(
         "verify", help="check a result bundle and recompute its rows from logits",
-        description="Check a bundle's files, manifest and rows (exit 2 when malformed or hostile, one line), then, where logits "
-                    "are available, check every logits file's sha256 and recompute every row with the evaluate stage's code "
+        description="Check a bundle's files, manifest and rows (exit 2 when malformed or hostile, one line), then, "
+                    "where logits are available, check every logits file's sha256 and recompute every row with the evaluate "
+                    "stage's code "
                     "and every cost (GFLOPs and parameters with fvcore from the zoo entries, balance, overhead) and models.csv "
                     "(to 1e-6). Exit 1 on any mismatch. Status: 'verified' when every row and cost was recomputed, else "
                     "'self-reported'. Throughput is the contributor's measurement: never verified.")
@@ -90,6 +97,8 @@ def add_verify_command(subparsers) -> None:
 
 
 def run_verify(args) -> int:
+    """``verify``: check a bundle, recompute its rows from the logits (pulled when asked), print the report and record a
+    verification when asked; the exit status."""
     import os
 
     from benchmark.bundle.schema import load_bundle
@@ -143,10 +152,11 @@ def run_verify(args) -> int:
 
 
 def add_publish_command(subparsers) -> None:
+    """Register ``publish`` (the static leaderboard site from every bundle) in ``subparsers``."""
     p = subparsers.add_parser(
         "publish", help="build the static leaderboard site from all result bundles",
-        description="Build the static site (index, one page per suite with interactive Pareto charts, provenance of every "
-                    "bundle, Parquet and gzipped CSV of every table) from the bundles under --bundles (at "
+        description="Build the static site (index, one page per suite with interactive Pareto charts, provenance of "
+                    "every bundle, Parquet and gzipped CSV of every table) from the bundles under --bundles (at "
                     "<bundles>/<suite>/<id>/); no training, no results/ needed. A bundle that cannot be read is reported and "
                     "left out (exit 3 once the rest of the site is written). The same bundles and records give a "
                     "byte-identical site.")
@@ -161,6 +171,7 @@ def add_publish_command(subparsers) -> None:
 
 
 def run_publish(args) -> int:
+    """``publish``: build the site from the bundles; 3 when a bundle was left out, else 0."""
     from benchmark.bundle.site import publish
     from benchmark.storage.store import StoreError
 

@@ -19,6 +19,7 @@ PIPELINE_HELP = "the pipeline file: dvc.yaml (default) or suites/<name>/dvc.yaml
 
 
 def add_cluster_command(subparsers) -> None:
+    """Register ``cluster`` and its actions (submit, status, cancel, collect, local-check) in ``subparsers``."""
     p = subparsers.add_parser("cluster", help="run the pipeline's stages as Slurm jobs (one job per stage, along the DAG)",
                               description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cluster_command", metavar="ACTION", required=True)
@@ -92,6 +93,8 @@ def _run_of(args):
 
 
 def run_submit(args: argparse.Namespace) -> int:
+    """``cluster submit``: one Slurm job per stage that is not up to date (``--wait``: until they end); the exit
+    status."""
     from benchmark.cluster.submit import submit, wait
 
     try:
@@ -104,6 +107,7 @@ def run_submit(args: argparse.Namespace) -> int:
 
 
 def run_status(args: argparse.Namespace) -> int:
+    """``cluster status``: each stage's state in a run (the newest by default)."""
     from benchmark.cluster.runs import format_status
 
     try:
@@ -115,6 +119,7 @@ def run_status(args: argparse.Namespace) -> int:
 
 
 def run_cancel(args: argparse.Namespace) -> int:
+    """``cluster cancel``: cancel a run's jobs that are still in Slurm's queue."""
     from benchmark.cluster import slurm
 
     try:
@@ -129,6 +134,7 @@ def run_cancel(args: argparse.Namespace) -> int:
 
 
 def run_collect(args: argparse.Namespace) -> int:
+    """``cluster collect``: the run's final job by hand, once none of its jobs is queued; 0 when the run is complete."""
     from benchmark.cluster.job import collect
 
     try:
@@ -141,6 +147,8 @@ def run_collect(args: argparse.Namespace) -> int:
 
 
 def run_local_check(args: argparse.Namespace) -> int:
+    """``cluster local-check``: the pipeline from scratch through a one-node Slurm against a serial ``dvc repro``; 0
+    when the locks agree."""
     from benchmark.cluster.check import local_check
 
     try:

@@ -88,6 +88,7 @@ def _add_bootstrap_options(p: argparse.ArgumentParser) -> None:
 
 
 def add_metrics_command(subparsers) -> None:
+    """Register ``metrics`` (every metric of one model's logits) in ``subparsers``."""
     p = subparsers.add_parser(
         "metrics",
         help="every metric of one model's logits",
@@ -99,6 +100,7 @@ def add_metrics_command(subparsers) -> None:
 
 
 def run_metrics(args) -> int:
+    """``metrics``: every metric of one logits file, as a table or JSON."""
     from benchmark.core.combine import single_prediction
 
     f = _load(args.file)
@@ -129,6 +131,7 @@ class _FitModes(Sequence):
 
 
 def add_duo_command(subparsers) -> None:
+    """Register ``duo`` (an Asymmetric Duo fit on validation logits, evaluated on test logits) in ``subparsers``."""
     p = subparsers.add_parser(
         "duo",
         help="fit an Asymmetric Duo on validation logits and evaluate it on test logits",
@@ -155,6 +158,8 @@ def add_duo_command(subparsers) -> None:
 
 
 def run_duo(args) -> int:
+    """``duo``: fit the duo and each member's temperature on the validation files, print the test metrics of the base
+    and of each duo variant."""
     from benchmark.core.combine import duo_prediction, single_prediction
     from benchmark.core.temperature import FitError, fit_duo, fit_temperature
     from benchmark.storage.store import StoreError, check_aligned
@@ -186,7 +191,8 @@ def run_duo(args) -> int:
         _print_json({**head, **res})
     else:
         print(f"fit={args.fit} confidence={args.confidence} test N={bt.logits.shape[0]} C={bt.logits.shape[1]}")
-        print(f"duo temperatures: base {duo.t_base:.6g}, sidekick {duo.t_side:.6g} (weights {duo.w_base:.6g}, {duo.w_side:.6g}); val NLL {duo.nll:.6g}")
+        print(f"duo temperatures: base {duo.t_base:.6g}, sidekick {duo.t_side:.6g} (weights {duo.w_base:.6g}, "
+              f"{duo.w_side:.6g}); val NLL {duo.nll:.6g}")
         print(f"single temperatures: base {t_base:.6g}, sidekick {t_side:.6g}")
         _print_table(res)
     return 0

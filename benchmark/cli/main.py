@@ -22,6 +22,7 @@ COMMANDS = [add_metrics_command, add_duo_command, add_flops_command, add_validat
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``python -m benchmark`` parser with every command of :data:`COMMANDS` registered."""
     parser = argparse.ArgumentParser(prog="python -m benchmark", description="Benchmark of cheap uncertainty quantification.")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for add in COMMANDS:
@@ -30,6 +31,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    """Run one command (``argv``, default the process's arguments); its exit status, 2 for a usage error or bad
+    input."""
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

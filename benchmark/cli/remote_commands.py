@@ -1,4 +1,5 @@
-"""Command ``remote`` (registered in :mod:`benchmark.cli.main`; also ``python -m benchmark.cli.remote_commands``): share outputs through a DVC remote.
+"""Command ``remote`` (registered in :mod:`benchmark.cli.main`; also ``python -m benchmark.cli.remote_commands``):
+share outputs through a DVC remote.
 
 ``remote push [TARGET ...]``, ``remote pull [TARGET ...]``, ``remote status [TARGET ...]``:
 TARGETs are stages (``logits@lite2``), foreach groups (``logits``) or output paths
@@ -20,6 +21,7 @@ ACTIONS = {
 
 
 def add_remote_command(subparsers) -> None:
+    """Register ``remote`` and its actions (push, pull, status) in ``subparsers``."""
     p = subparsers.add_parser(
         "remote", help="share checkpoints, logits and method outputs through a DVC remote",
         description="Push, pull or compare the DVC outputs of chosen stages with a DVC remote (S3, GCS, SSH, a "
@@ -28,7 +30,8 @@ def add_remote_command(subparsers) -> None:
     for action, text in ACTIONS.items():
         a = actions.add_parser(action, help=text, description=text[0].upper() + text[1:] + ".")
         a.add_argument("targets", nargs="*", metavar="TARGET",
-                       help="stage (logits@lite2), foreach group (logits) or output path (results/logits/lite2); default: every stage")
+                       help="stage (logits@lite2), foreach group (logits) or output path (results/logits/lite2); default: every "
+                            "stage")
         a.add_argument("-r", "--remote", metavar="NAME", help="DVC remote (default: the project's default remote)")
         a.add_argument("--root", default=".", metavar="DIR", help="a folder inside the DVC project (default: the current folder)")
         if action == "status":
@@ -39,6 +42,7 @@ def add_remote_command(subparsers) -> None:
 
 
 def run_remote(args) -> int:
+    """``remote push|pull|status``: share or compare the chosen stages' outputs with a DVC remote; the exit status."""
     from benchmark.storage import remote
 
     try:
@@ -69,6 +73,7 @@ def _print_status(states: dict[str, dict[str, str]], as_json: bool) -> None:
 
 
 def main(argv=None) -> int:
+    """``python -m benchmark.cli.remote_commands``: the ``remote`` command alone."""
     from benchmark.cli.subcommands import run_subcommands
 
     return run_subcommands("python -m benchmark.cli.remote_commands", [add_remote_command], argv)

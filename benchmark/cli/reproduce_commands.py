@@ -18,10 +18,17 @@ from pathlib import Path
 
 
 def add_reproduce_command(subparsers) -> None:
+    """Register ``reproduce`` and its actions (one ``_add_<action>`` each) in the command line's ``subparsers``."""
     p = subparsers.add_parser("reproduce", help="reproducibility gate, per-stage timings, README result tables",
                               description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="reproduce_command", metavar="ACTION", required=True)
+    for add in (_add_check, _add_timings, _add_test_time, _add_tune, _add_pinning_cost, _add_fingerprint, _add_stage,
+                _add_readme):
+        add(sub)
 
+
+def _add_check(sub) -> None:
+    """``reproduce check``."""
     c = sub.add_parser("check", help="compare a fresh run with the committed results: exactly where the logits are the "
                        "same, within each row's noise where they differ",
                        description="Compare results/metrics.csv with the rows of the committed embedded bundle, "
@@ -47,12 +54,18 @@ def add_reproduce_command(subparsers) -> None:
     c.add_argument("--note", help="with --record: a note for the record (e.g. what the run is a replay of)")
     c.set_defaults(handler=run_check)
 
+
+def _add_timings(sub) -> None:
+    """``reproduce timings``."""
     t = sub.add_parser("timings", help="run dvc repro with per-stage timing records; write results/timings.json")
     t.add_argument("--force", action="store_true", help="dvc repro -f (rerun every stage)")
     t.add_argument("--install-seconds", type=float, help="install time to record beside the repro (clone-to-leaderboard)")
     t.add_argument("--out", default="results/timings.json", help="output JSON (default: results/timings.json)")
     t.set_defaults(handler=run_timings)
 
+
+def _add_test_time(sub) -> None:
+    """``reproduce test-time``."""
     e = sub.add_parser("test-time", help="run the test suite (python -m pytest) timed; write results/test_command.json",
                        description="Run `python -m pytest` here, as the README's test command does, and record its wall "
                                    "seconds, the counts of passed and skipped tests, whether .pytest_cache existed before, "
@@ -64,12 +77,15 @@ def add_reproduce_command(subparsers) -> None:
                    "the whole suite as pyproject.toml configures it)")
     e.set_defaults(handler=run_test_time)
 
+
+def _add_tune(sub) -> None:
+    """``reproduce tune``."""
     u = sub.add_parser("tune", help="choose a recipe's lr on validation: one stage run per grid point, in scratch copies",
                        description="Run a training stage once per learning rate, each in a scratch copy of this checkout "
                                    "whose params.yaml differs only in recipes.<recipe>.lr (the recipe's budget unchanged), "
                                    "score each run by the validation score its train.json records, and write the grid to "
                                    "results/tuning.json. Exit 1 when params.yaml's lr is not the best of the grid. "
-                                   "Rules: benchmark/reproduce/tune.py.")
+                                   "Rules: benchmark/models/tune.py.")
     u.add_argument("--stage", required=True, help="the training stage, e.g. train@lite0-s0 or sve-train")
     u.add_argument("--recipe", required=True, help="the recipe whose lr is tuned (params.yaml recipes.<name>)")
     u.add_argument("--lr", nargs="+", type=float, required=True, metavar="LR", help="the grid")
@@ -78,6 +94,9 @@ def add_reproduce_command(subparsers) -> None:
     u.add_argument("--out", default="results/tuning.json", help="the tuning record (default: results/tuning.json)")
     u.set_defaults(handler=run_tune)
 
+
+def _add_pinning_cost(sub) -> None:
+    """``reproduce pinning-cost``."""
     n = sub.add_parser("pinning-cost", help="time a training stage with pinned and with native CPU numerics",
                        description="Run a training stage in scratch copies of this checkout, alternately with "
                                    "UQ_NUMERICS=pinned and UQ_NUMERICS=native, and write the medians of the stage "
@@ -88,6 +107,9 @@ def add_reproduce_command(subparsers) -> None:
     n.add_argument("--out", default="results/numerics.json", help="the record (default: results/numerics.json)")
     n.set_defaults(handler=run_pinning_cost)
 
+
+def _add_fingerprint(sub) -> None:
+    """``reproduce fingerprint``."""
     f = sub.add_parser("fingerprint", help="this CPU's kernel fingerprint against the committed records of CPU kinds",
                        description="Hash the float32 operations the pipeline's stages run (the kernel-fingerprint tool's "
                                    "operations, and each layer, gradient and logits of a training step and a logits pass "
@@ -118,6 +140,9 @@ def add_reproduce_command(subparsers) -> None:
     f.add_argument("--show", type=int, default=8, help="differing operations to print per record (default 8)")
     f.set_defaults(handler=run_fingerprint)
 
+
+def _add_stage(sub) -> None:
+    """``reproduce stage``."""
     st = sub.add_parser("stage", help="rerun whole stages in a scratch copy (here or on an emulated CPU) and compare "
                         "their outputs with the committed dvc.lock",
                         description="Copy this checkout into a scratch folder (upstream outputs such as results/data "
@@ -136,6 +161,9 @@ def add_reproduce_command(subparsers) -> None:
     st.add_argument("--note", help="with --record: a note for the record")
     st.set_defaults(handler=run_stage)
 
+
+def _add_readme(sub) -> None:
+    """``reproduce readme``."""
     r = sub.add_parser("readme", help="regenerate (or check) the README's result blocks from committed files")
     r.add_argument("--file", action="append", metavar="FILE",
                    help="a file with generated blocks (repeatable; default: the README and the docs pages that have them)")
@@ -146,16 +174,15 @@ def add_reproduce_command(subparsers) -> None:
 
 
 def run_check(args) -> int:
-    from benchmark.reproduce import check
+    """``reproduce check`` (:mod:`benchmark.cli.reproduce_check`, imported when the command runs)."""
+    from benchmark.cli import reproduce_check
 
-    try:
-        return check.run(args)
-    except (ValueError, FileNotFoundError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    return reproduce_check.main(args)
 
 
 def run_timings(args) -> int:
+    """``reproduce timings``: ``dvc repro`` with per-stage timing records, written to ``--out``; 1 when the run
+    fails."""
     from benchmark.reproduce.timing import run_repro
 
     try:
@@ -163,11 +190,13 @@ def run_timings(args) -> int:
     except RuntimeError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    print(f"dvc repro: {rec['repro_wall_s']} s wall ({rec['stages_wall_s']} s in {len(rec['stages'])} stage processes); wrote {args.out}")
+    print(f"dvc repro: {rec['repro_wall_s']} s wall ({rec['stages_wall_s']} s in {len(rec['stages'])} stage "
+          f"processes); wrote {args.out}")
     return 0
 
 
 def run_test_time(args) -> int:
+    """``reproduce test-time``: the README's test command, timed and recorded; 1 when a test fails."""
     from benchmark.reproduce import testrun
 
     try:
@@ -181,7 +210,9 @@ def run_test_time(args) -> int:
 
 
 def run_tune(args) -> int:
-    from benchmark.reproduce import tune
+    """``reproduce tune``: one training run per learning rate of the grid, recorded; 1 when params.yaml's lr is not the
+    best of the grid."""
+    from benchmark.models import tune
 
     try:
         record = tune.tune(args.stage, args.recipe, args.lr, sets=[tune.parse_assignment(a) for a in args.set])
@@ -189,7 +220,8 @@ def run_tune(args) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     for g in record["grid"]:
-        print(f"lr {g['lr']:g}: validation {g['select_by']} {g['val_score']:.4f} (epoch {g['best_epoch']}, {g['wall_s']:.0f} s)")
+        print(f"lr {g['lr']:g}: validation {g['select_by']} {g['val_score']:.4f} (epoch {g['best_epoch']}, "
+              f"{g['wall_s']:.0f} s)")
     path = tune.write(record, args.out)
     problem = tune.check(record)
     print(f"wrote {path}" + (f"; {problem}" if problem else f"; params.yaml's lr {record['params_lr']:g} is the best of the grid"))
@@ -197,6 +229,7 @@ def run_tune(args) -> int:
 
 
 def run_pinning_cost(args) -> int:
+    """``reproduce pinning-cost``: a training stage timed with pinned and with native numerics, recorded."""
     from benchmark.reproduce import pinning_cost
 
     try:
@@ -206,13 +239,14 @@ def run_pinning_cost(args) -> int:
         return 2
     med, ratio = record["median"], record["ratio"]
     print(f"{args.stage}: pinned {med['pinned']['wall_s']:.1f} s wall / {med['pinned']['cpu_s']:.1f} s CPU, native "
-          f"{med['native']['wall_s']:.1f} s / {med['native']['cpu_s']:.1f} s (pinned / native: {ratio['wall_s']:.2f} wall, "
-          f"{ratio['cpu_s']:.2f} CPU); wrote {pinning_cost.write(record, args.out)}")
+          f"{med['native']['wall_s']:.1f} s / {med['native']['cpu_s']:.1f} s (pinned / native: {ratio['wall_s']:.2f} "
+          f"wall, {ratio['cpu_s']:.2f} CPU); wrote {pinning_cost.write(record, args.out)}")
     return 0
 
 
 def run_readme(args) -> int:
-    from benchmark.reproduce import readme
+    """``reproduce readme --write|--check``: rewrite the stale generated blocks, or exit 1 naming them."""
+    from benchmark.docsgen import readme
 
     files = args.file or list(readme.FILES)
     try:
@@ -232,6 +266,8 @@ def run_readme(args) -> int:
 
 
 def run_fingerprint(args) -> int:
+    """``reproduce fingerprint``: this CPU's kernel fingerprint against the committed records of CPU kinds, and the
+    MKL-routed operators a training step or a logits pass calls; 1 when one must agree and does not."""
     from benchmark.models.zoo import load_zoo
     from benchmark.reproduce import emulate
     from benchmark.reproduce import fingerprint as fp
@@ -306,8 +342,10 @@ def _print_verdicts(verdicts: list[dict], mine: dict, show: int) -> bool:
 
 
 def run_stage(args) -> int:
+    """``reproduce stage``: rerun whole stages in a scratch copy (here or under an emulated CPU) and compare their
+    outputs with the committed dvc.lock; 1 when one differs, 2 when it cannot run."""
     from benchmark.reproduce import emulate, rerun
-    from benchmark.reproduce.scratch import ScratchError
+    from benchmark.dvcutil.scratch import ScratchError
 
     try:
         result = rerun.run(args.stages, emulate_model=args.emulate, timeout=args.timeout)

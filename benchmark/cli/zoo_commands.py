@@ -1,4 +1,5 @@
-"""Commands ``flops`` and ``validate-zoo`` (registered in :mod:`benchmark.cli.main`; also ``python -m benchmark.cli.zoo_commands``).
+"""Commands ``flops`` and ``validate-zoo`` (registered in :mod:`benchmark.cli.main`; also ``python -m
+benchmark.cli.zoo_commands``).
 
 ``flops ARCH [--img-size N] [--suite NAME | --num-classes C] [--json]``: GFLOPs (fvcore multiply-adds, as
 published GMACs) and parameters of a timm architecture (or ``torchvision:<builder>``),
@@ -161,6 +162,7 @@ def default_img_size(arch: str) -> int:
 
 
 def add_flops_command(subparsers) -> None:
+    """Register ``flops`` (GFLOPs and parameters of an architecture, no weights) in ``subparsers``."""
     p = subparsers.add_parser(
         "flops", help="GFLOPs and parameters of a timm architecture (no weights needed)",
         description="Build a timm architecture without weights and print its GFLOPs (fvcore multiply-adds, "
@@ -177,7 +179,8 @@ def add_flops_command(subparsers) -> None:
 
 
 def _flops_classes(args) -> tuple[int, str]:
-    """(classes, where they come from) of ``flops``: --num-classes, else --suite, else ./params.yaml's suite, else 1000."""
+    """(classes, where they come from) of ``flops``: --num-classes, else --suite, else ./params.yaml's suite, else
+    1000."""
     if getattr(args, "num_classes", None) is not None:
         return args.num_classes, "--num-classes"
     suite, where = getattr(args, "suite", None), "--suite"
@@ -189,6 +192,7 @@ def _flops_classes(args) -> tuple[int, str]:
 
 
 def run_flops(args) -> int:
+    """``flops``: build the architecture without weights and print its GFLOPs and parameters; the exit status."""
     size = args.img_size if args.img_size is not None else default_img_size(args.arch)
     try:
         classes, source = _flops_classes(args)
@@ -312,11 +316,14 @@ def validate_file(path: Path, recipes, *, flops: bool = True, recipes_in: str | 
 
 
 def add_validate_zoo_command(subparsers) -> None:
+    """Register ``validate-zoo`` (zoo files checked offline) in ``subparsers``."""
     p = subparsers.add_parser(
         "validate-zoo", help="check zoo files offline (schema, names, architectures, tags, recipes, FLOPs)",
-        description="Validate zoo files without network: schema, unique names, the timm architecture exists, the pretrained "
-                    "tag is in timm.list_pretrained (torchvision: entries: torchvision knows the builder, weights enum and checkpoint), "
-                    "the recipe is defined, FLOPs are computable at the entry's img_size (counted with the classes of the suites "
+        description="Validate zoo files without network: schema, unique names, the timm architecture exists, the "
+                    "pretrained tag is in timm.list_pretrained (torchvision: entries: torchvision knows the builder, weights "
+                    "enum and "
+                    "checkpoint), the recipe is defined, FLOPs are computable at the entry's img_size (counted with the classes "
+                    "of the suites "
                     "using the file, as their models.csv), and DVC can read the file (with libyaml too).")
     p.add_argument("files", nargs="*", metavar="FILE", help="zoo YAML files (default: every zoo/*.yaml)")
     p.add_argument("--suites-dir", default="suites", metavar="DIR", help="suite files whose recipes the zoos use (default suites/)")
@@ -326,6 +333,8 @@ def add_validate_zoo_command(subparsers) -> None:
 
 
 def run_validate_zoo(args) -> int:
+    """``validate-zoo``: check every entry of the zoo files (schema, names, architectures, tags, recipes, FLOPs); 2 when
+    one fails."""
     files = [Path(f) for f in args.files] or sorted(Path("zoo").glob("*.yaml"))
     if not files:
         _err("no zoo files given and none found in zoo/")
@@ -352,6 +361,7 @@ def run_validate_zoo(args) -> int:
 
 
 def main(argv=None) -> int:
+    """``python -m benchmark.cli.zoo_commands``: the ``flops`` and ``validate-zoo`` commands alone."""
     from benchmark.cli.subcommands import run_subcommands
 
     return run_subcommands("python -m benchmark.cli.zoo_commands", [add_flops_command, add_validate_zoo_command], argv)

@@ -8,7 +8,7 @@ of the copy set to the node's CPUs / ``jobs``: not a stage parameter, so no outp
 depends on it). The copy's ``dvc.lock`` is then compared with this checkout's,
 from a serial ``dvc repro`` on this machine: the same stages in the same order,
 every stage output with the same md5 except those that embed a measured time
-(:data:`benchmark.reproduce.lockfile.MEASURED`), ``dvc status`` clean, and at
+(:data:`benchmark.dvcutil.lockfile.MEASURED`), ``dvc status`` clean, and at
 least two jobs having run at once.
 """
 from __future__ import annotations
@@ -19,11 +19,18 @@ import shutil
 import tempfile
 import time
 from dataclasses import dataclass, field
+from io import StringIO
 from pathlib import Path
+
+from ruamel.yaml import YAML
 
 from benchmark.cluster.local import LocalCluster
 from benchmark.cluster.pipeline import PipelineError, locate
 from benchmark.cluster.runs import Run
+from benchmark.cluster.submit import submit, wait
+from benchmark.dvcutil import lockfile
+from benchmark.dvcutil.scratch import make_copy
+from benchmark.storage.atomic import write_text
 
 
 @dataclass
@@ -39,9 +46,12 @@ class Result:
 
     @property
     def ok(self) -> bool:
+        """Whether the check found no problem."""
         return not self.problems
 
     def report(self) -> str:
+        """The check as the lines ``cluster local-check`` prints: time, concurrency, the stage outputs against the
+        serial run, problems."""
         o = self.outputs
         lines = [f"{self.pipeline} from scratch through Slurm ({self.jobs} jobs at once on a one-node cluster): "
                  f"{self.wall_s:.0f} s, at most {self.max_concurrent} stage jobs at once",
@@ -68,11 +78,9 @@ def environment(values: dict):
 
 
 def copy_checkout(root: Path, dvcfile: str, dest: Path) -> None:
-    """``root``'s files (:func:`benchmark.reproduce.scratch.make_copy`) and the pipeline's own files, its ``dvc.lock``
+    """``root``'s files (:func:`benchmark.dvcutil.scratch.make_copy`) and the pipeline's own files, its ``dvc.lock``
     included: no output and no DVC cache come along, so every stage runs, and the lock's entries keep the order the
     serial run kept them in (``dvc repro`` leaves an existing entry where it is)."""
-    from benchmark.reproduce.scratch import make_copy
-
     make_copy(root, dest, [], [])
     folder = Path(dvcfile).parent
     for name in ("dvc.yaml", "params.yaml", "dvc.lock"):  # a suite's materialised pipeline, whatever git thinks of it
@@ -83,12 +91,6 @@ def copy_checkout(root: Path, dvcfile: str, dest: Path) -> None:
 
 def set_cpus(params_file: Path, cpus: int) -> None:
     """params ``cluster.resources.default.cpus = cpus`` in ``params_file``, the rest of the file as it was."""
-    from io import StringIO
-
-    from ruamel.yaml import YAML
-
-    from benchmark.storage.atomic import write_text
-
     rt = YAML()
     data = rt.load(params_file.read_text(encoding="utf-8"))
     cluster = data.setdefault("cluster", {}) or {}
@@ -116,8 +118,6 @@ def max_overlap(intervals: list[tuple[float, float]]) -> int:
 def run_through_slurm(copy: Path, dvcfile: str, cluster: LocalCluster, *, extra_env: dict | None = None,
                       log=print) -> tuple[Run, float, int]:
     """Submit ``dvcfile`` in ``copy`` to ``cluster`` and wait: (the run, its wall seconds, the wait's exit code)."""
-    from benchmark.cluster.submit import submit, wait
-
     with environment({**cluster.env(), **(extra_env or {})}):
         t0 = time.perf_counter()
         run = submit(copy / dvcfile, log=log)
@@ -131,8 +131,6 @@ def local_check(pipeline="dvc.yaml", *, jobs: int = 2, workdir=None, keep: bool 
                 serial_lock=None, log=print) -> Result:
     """Run the check of the module docstring for the pipeline file ``pipeline`` of this checkout (``serial_lock``: the
     serial run's lock to compare with, default the checkout's; ``extra_env``: more environment for the jobs)."""
-    from benchmark.reproduce import lockfile
-
     root, dvcfile = locate(pipeline)
     serial_lock = Path(serial_lock) if serial_lock else root / Path(dvcfile).parent / "dvc.lock"
     if not serial_lock.is_file():

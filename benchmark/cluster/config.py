@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, fields, replace
+from functools import cache
 
 from benchmark.config.typed import check, parse_config
 
 TORCHRUN_KINDS = ("train", "logits")  # the stages that relaunch themselves under torchrun (benchmark.models.distributed)
 CPU_KINDS = ("data", "sve", "evaluate", "report")  # stages that never run a model; every other kind (train, logits,
 # sve-train and the weight-based methods' stages) gets the GPUs of its processes when params `device` is not cpu
-TRAINING_KINDS = ("train", "sve-train", "shallow", "lora_ensemble")  # built-in time limit: TRAIN_TIME
+TRAINING_KINDS = ("train", "sve-train")  # the pipeline's training stages; with every method stage that trains (trains)
 TIME = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$")  # minutes, M:S, H:M:S, D-H, D-H:M, D-H:M:S (sbatch --time)
 MEM = re.compile(r"^\d+[KMGT]?$")  # sbatch --mem: a number, megabytes unless a K/M/G/T suffix
 NAME = re.compile(r"^[A-Za-z0-9_.+-]+$")  # a partition or account name
@@ -53,6 +54,8 @@ class Resources:
     extra: list[str] | None = None  # more sbatch options, each one "--name=value" (e.g. --qos=high, --constraint=a100)
 
     def validate(self) -> None:
+        """The checks across fields: ``mem`` and ``time`` as sbatch reads them, Slurm names, ``extra`` options written
+        ``--name=value`` and none that ``cluster submit`` sets itself."""
         if self.mem is not None and not MEM.match(self.mem):
             raise ValueError(f"mem must be a number with an optional K/M/G/T suffix (sbatch --mem), got {self.mem!r}")
         if self.time is not None and not TIME.match(self.time):
@@ -84,6 +87,7 @@ class ClusterConfig:
     resources: dict[str, Resources] = field(default_factory=dict)  # by `default`, kind or stage (stage wins); unset: built-in
 
     def validate(self) -> None:
+        """The block's own ``partition`` and ``account`` checked as a job's resources are."""
         Resources(partition=self.partition, account=self.account).validate()
 
 
@@ -98,6 +102,22 @@ def kind(stage: str) -> str:
     return stage.split("@", 1)[0]
 
 
+@cache
+def _method_training_stages() -> frozenset[str]:
+    """The stage names of the methods that declare a training of their own (the method registry's ``training``)."""
+    from benchmark.methods import registry  # imports every method module (torch): only when a job's time is asked
+
+    methods = map(registry.get_method, registry.list_methods("stage"))
+    return frozenset(m.stage for m in methods if m.training is not None)
+
+
+def trains(stage_kind: str) -> bool:
+    """Whether stages of ``stage_kind`` train a model (the built-in time limit :data:`TRAIN_TIME`): the zoo's
+    fine-tunes, SVE's training and the stage of every method that declares its own training (shallow and LoRA
+    ensembles, ...: the method registry says which)."""
+    return stage_kind in TRAINING_KINDS or stage_kind in _method_training_stages()
+
+
 def builtin(stage_kind: str, *, device: str, threads: int | None, num_workers: int, procs: int) -> Resources:
     """The built-in resources of a ``stage_kind`` job whose node runs ``procs`` processes: per process params
     ``threads`` (null: 4) CPUs plus ``num_workers`` data loaders, and one GPU unless ``device`` is cpu or the kind
@@ -107,7 +127,7 @@ def builtin(stage_kind: str, *, device: str, threads: int | None, num_workers: i
         return Resources(cpus=1, gpus=0, mem="2G", time="30:00")
     gpus = 0 if device == "cpu" or stage_kind in CPU_KINDS else procs
     cpus = procs * ((threads or 4) + num_workers)
-    return Resources(cpus=cpus, gpus=gpus, mem=DEFAULT_MEM, time=TRAIN_TIME if stage_kind in TRAINING_KINDS else DEFAULT_TIME)
+    return Resources(cpus=cpus, gpus=gpus, mem=DEFAULT_MEM, time=TRAIN_TIME if trains(stage_kind) else DEFAULT_TIME)
 
 
 @dataclass(frozen=True)

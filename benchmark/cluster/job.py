@@ -28,11 +28,19 @@ import subprocess
 import sys
 import time
 
+from dvc.dependency.base import DependencyDoesNotExistError
+from dvc.repo import Repo
+from dvc.stage.cache import RunCacheNotFoundError
+from dvc.stage.exceptions import StageCmdFailedError
+from dvc.stage.run import cmd_run
+
+from benchmark.cluster import slurm
 from benchmark.cluster.pipeline import locked_repo, stages_of
-from benchmark.cluster.runs import Run
+from benchmark.cluster.runs import Run, format_status, write_json
+from benchmark.dvcutil import lockfile
+from benchmark.storage.atomic import clean_leftovers
 
 STALE_EXIT = 3  # step 3 found other inputs than step 1
-_STOPPED = {"signal": None}
 
 
 def _find(repo, run: Run, name: str):
@@ -62,26 +70,33 @@ def _differences(before: dict, after: dict) -> list[str]:
 def _clear_outputs(stage) -> None:
     """Remove what a failed or stopped command left of ``stage``'s outputs: the outputs (persistent ones keep their
     completed atomic writes, as DVC keeps them between runs) and the hidden leftovers of interrupted writes."""
-    from benchmark.storage.atomic import clean_leftovers
-
     for out in stage.outs:
         if not out.persist:
             out.remove(ignore_remove=False)
         clean_leftovers(out.fs_path)
 
 
-def _on_sigterm(signum, frame):
-    _STOPPED["signal"] = signum  # Slurm signals every process of the job: the command ends too, then we clean up
+class _Stop:
+    """The signal that stopped this job, if one did: Slurm sends SIGTERM to every process of a job (``scancel``, a
+    time limit, preemption); the stage's command ends too, and the job then cleans up."""
+
+    def __init__(self) -> None:
+        self.signal: int | None = None
+        signal.signal(signal.SIGTERM, self._received)
+
+    def _received(self, signum: int, frame: object) -> None:
+        self.signal = signum
+
+    def seen_in(self, rc: int) -> int | None:
+        """The signal, also when it reached the command alone (its exit status ``rc`` says SIGTERM)."""
+        if self.signal is None and rc in (-signal.SIGTERM, 128 + signal.SIGTERM):
+            self.signal = signal.SIGTERM
+        return self.signal
 
 
 def _command(run: Run, name: str, stage, nodes: int) -> int:
     """Run the stage's command (step 2): here, or on each of the job's ``nodes`` through srun; its exit status."""
-    from dvc.stage.exceptions import StageCmdFailedError
-    from dvc.stage.run import cmd_run
-
     if nodes > 1:
-        from benchmark.cluster import slurm
-
         env = dict(os.environ)
         env.setdefault("MASTER_ADDR", slurm.first_node() or "")  # rank 0's node: params distributed.master_addr null
         argv = ["srun", f"--nodes={nodes}", f"--ntasks={nodes}", "--ntasks-per-node=1", "--kill-on-bad-exit=1",
@@ -97,17 +112,26 @@ def _command(run: Run, name: str, stage, nodes: int) -> int:
 
 def run_stage(run: Run, name: str) -> int:
     """Step 1-3 of the module docstring for stage ``name`` of ``run``; the job's exit status."""
-    from dvc.dependency.base import DependencyDoesNotExistError
-    from dvc.stage.cache import RunCacheNotFoundError
-
-    from benchmark.reproduce import lockfile
-
-    signal.signal(signal.SIGTERM, _on_sigterm)
-    root, force = run.root, bool(run.manifest.get("force"))
+    stop = _Stop()
     job, host = os.environ.get("SLURM_JOB_ID", "-"), socket.gethostname()
     run.report(name, "running", job=job, host=host, started=time.time(), message="")
     print(f"== stage {name} of {run.manifest['pipeline']}: job {job} on {host}", flush=True)
-    with locked_repo(root) as repo:
+    prepared = _prepare(run, name)
+    if isinstance(prepared, int):
+        return prepared
+    stage, before, restored = prepared
+    rc = 0 if restored else _command(run, name, stage, int(run.stage(name).get("nodes", 1)))
+    signum = stop.seen_in(rc)
+    if rc != 0 or signum is not None:
+        return _not_recorded(run, name, rc, signum)
+    return _record(run, name, before, restored)
+
+
+def _prepare(run: Run, name: str) -> int | tuple[object, dict, bool]:
+    """Step 1 under the locks: the job's exit status when there is nothing to run (the stage is up to date, a
+    dependency is missing), else the stage, its :func:`inputs` and whether DVC's run cache restored its outputs."""
+    force = bool(run.manifest.get("force"))
+    with locked_repo(run.root) as repo:
         stage = _find(repo, run, name)
         if not force and not stage.changed():
             print(f"== {name}: up to date (its inputs are unchanged), nothing to run", flush=True)
@@ -121,27 +145,34 @@ def run_stage(run: Run, name: str) -> int:
             return 1
         before = inputs(stage)
         stage.remove_outs(ignore_remove=False, force=False)
-        restored = False
-        if not force:
-            try:
-                repo.stage_cache.restore(stage)
-                restored = True
-                print(f"== {name}: restored from DVC's run cache", flush=True)
-            except RunCacheNotFoundError:
-                pass
-    rc = 0 if restored else _command(run, name, stage, int(run.stage(name).get("nodes", 1)))
-    if rc in (-signal.SIGTERM, 128 + signal.SIGTERM) and _STOPPED["signal"] is None:
-        _STOPPED["signal"] = signal.SIGTERM  # Slurm's SIGTERM reached the command before this process
-    if rc != 0 or _STOPPED["signal"]:
-        stopped = _STOPPED["signal"] is not None
-        with locked_repo(root) as repo:
-            _clear_outputs(_find(repo, run, name))
-        why = "stopped by a signal (scancel, a time limit or preemption)" if stopped else f"the command failed (exit code {rc})"
-        run.report(name, "cancelled" if stopped else "failed", ended=time.time(), message=why)
-        print(f"error: stage {name}: {why}; its outputs were removed, nothing recorded. Log: {run.log(name)}",
-              file=sys.stderr, flush=True)
-        return 128 + _STOPPED["signal"] if stopped else rc
-    with locked_repo(root) as repo:
+        if force:
+            return stage, before, False
+        try:
+            repo.stage_cache.restore(stage)
+        except RunCacheNotFoundError:
+            return stage, before, False
+        print(f"== {name}: restored from DVC's run cache", flush=True)
+        return stage, before, True
+
+
+def _not_recorded(run: Run, name: str, rc: int, signum: int | None) -> int:
+    """A command that failed (exit status ``rc``) or was stopped (signal ``signum``): its outputs removed, nothing
+    recorded; the job's exit status."""
+    with locked_repo(run.root) as repo:
+        _clear_outputs(_find(repo, run, name))
+    stopped = signum is not None
+    why = ("stopped by a signal (scancel, a time limit or preemption)" if stopped
+           else f"the command failed (exit code {rc})")
+    run.report(name, "cancelled" if stopped else "failed", ended=time.time(), message=why)
+    print(f"error: stage {name}: {why}; its outputs were removed, nothing recorded. Log: {run.log(name)}",
+          file=sys.stderr, flush=True)
+    return 128 + signum if signum is not None else rc
+
+
+def _record(run: Run, name: str, before: dict, restored: bool) -> int:
+    """Step 3 under the locks: the stage's outputs recorded as DVC records them when its inputs are still
+    ``before``, else left unrecorded as ``stale``; the job's exit status."""
+    with locked_repo(run.root) as repo:
         stage = _find(repo, run, name)
         try:
             stage.save_deps()
@@ -161,14 +192,12 @@ def run_stage(run: Run, name: str) -> int:
         stage.dump(update_pipeline=False)
         lockfile.reorder(run.lockfile, run.manifest["lock_before"], run.manifest["order"])
     run.report(name, "done", ended=time.time(), message="restored from the run cache" if restored else "")
-    print(f"== {name}: done, recorded in {run.lockfile.relative_to(root)}", flush=True)
+    print(f"== {name}: done, recorded in {run.lockfile.relative_to(run.root)}", flush=True)
     return 0
 
 
 def run_command(run: Run, name: str) -> int:
     """``exec``: the stage's command alone (one node's share of a several-node stage, started by srun)."""
-    from dvc.repo import Repo
-
     with Repo(str(run.root)) as repo:
         stage = _find(repo, run, name)
     return _command(run, name, stage, nodes=1)
@@ -177,9 +206,6 @@ def run_command(run: Run, name: str) -> int:
 def collect(run: Run) -> int:
     """The final job: each stage's state, the lock's order, and whether DVC calls every stage of the pipeline
     up to date; writes ``summary.json`` and prints it. 0 when the run is complete, 1 otherwise."""
-    from benchmark.cluster.runs import format_status, write_json
-    from benchmark.reproduce import lockfile
-
     rows = run.status()
     with locked_repo(run.root) as repo:
         stages = stages_of(repo, run.manifest["pipeline"])
@@ -200,6 +226,7 @@ def collect(run: Run) -> int:
 
 
 def main(argv=None) -> int:
+    """``python -m benchmark.cluster.job {stage,exec,collect} RUN_FOLDER [STAGE]``: the job's exit status."""
     p = argparse.ArgumentParser(prog="python -m benchmark.cluster.job", description=__doc__.split("\n\n")[0])
     p.add_argument("action", choices=["stage", "exec", "collect"])
     p.add_argument("run", help="the run's folder (.dvc/tmp/cluster/<run>)")

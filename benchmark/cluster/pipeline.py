@@ -32,14 +32,17 @@ class Pipeline:
 
     @property
     def folder(self) -> Path:
+        """The folder of the pipeline's ``dvc.yaml`` (the root, or ``suites/<name>``)."""
         return self.root / Path(self.dvcfile).parent
 
     @property
     def lockfile(self) -> Path:
+        """The pipeline's ``dvc.lock``."""
         return self.folder / "dvc.lock"
 
     @property
     def params_file(self) -> Path:
+        """The pipeline's ``params.yaml``."""
         return self.folder / "params.yaml"
 
     def target(self, stage: str) -> str:

@@ -18,6 +18,7 @@ import re
 import time
 from pathlib import Path
 
+from benchmark.cluster import slurm
 from benchmark.cluster.pipeline import RUNS
 from benchmark.storage.atomic import write_text
 
@@ -26,6 +27,7 @@ FINAL = ("skipped", "done", "failed", "stale", "cancelled")  # what a job report
 
 
 def write_json(path, obj) -> None:
+    """Write ``obj`` as indented JSON with sorted keys, atomically."""
     write_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
 
 
@@ -64,6 +66,7 @@ class Run:
 
     @classmethod
     def open(cls, folder) -> Run:
+        """The run recorded in ``folder`` (its ``run.json``); ``ValueError`` when there is none."""
         folder = Path(folder)
         try:
             manifest = json.loads((folder / "run.json").read_text(encoding="utf-8"))
@@ -84,11 +87,13 @@ class Run:
         return None
 
     def save(self) -> None:
+        """Write the run's manifest back to ``run.json``, atomically."""
         write_json(self.folder / "run.json", self.manifest)
 
     # -- what the manifest says ---------------------------------------------------------------------------------
     @property
     def root(self) -> Path:
+        """The repository the run's pipeline belongs to."""
         return Path(self.manifest["root"])
 
     @property
@@ -98,9 +103,11 @@ class Run:
 
     @property
     def stages(self) -> list[dict]:
+        """The run's stages, in the order they were submitted: name, job, log file, nodes."""
         return self.manifest["stages"]
 
     def stage(self, name: str) -> dict:
+        """The submitted stage ``name``; ``ValueError`` when the run has none of that name."""
         for s in self.stages:
             if s["name"] == name:
                 return s
@@ -112,6 +119,7 @@ class Run:
                                                                      if self.manifest.get("collect_job") else [])
 
     def log(self, name: str) -> Path:
+        """The log file of stage ``name``'s job."""
         return self.folder / "logs" / f"{self.stage(name)['file']}.out"
 
     # -- what the jobs report -----------------------------------------------------------------------------------
@@ -119,6 +127,7 @@ class Run:
         return self.folder / "state" / f"{self.stage(name)['file']}.json"
 
     def state(self, name: str) -> dict | None:
+        """What stage ``name``'s job last reported (its state file), None before it started or when unreadable."""
         path = self._state_path(name)
         try:
             return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
@@ -131,6 +140,7 @@ class Run:
         write_json(self._state_path(name), rec)
 
     def summary(self) -> dict | None:
+        """The final job's ``summary.json``, None before it ran."""
         path = self.folder / "summary.json"
         return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
@@ -139,8 +149,6 @@ class Run:
         """One row per stage (run order): ``stage``, ``job``, ``state`` and ``detail``: what the stage's job
         reported when it ended, else what Slurm says of the job (a job killed outright, by a lost node or a
         memory limit, reports nothing). A failed, stale or stopped stage's detail ends with the path of its log."""
-        from benchmark.cluster import slurm
-
         queued = slurm.queue(self.jobs())
         rows = []
         for s in self.stages:
@@ -156,14 +164,12 @@ class Run:
 
     def _from_slurm(self, name: str, rec: dict, slurm_says: tuple[str, str] | None) -> tuple[str, str]:
         """(state, detail) of a stage whose job has not reported an end, from Slurm's (state, reason) of the job."""
-        from benchmark.cluster.slurm import ENDED
-
         started = rec.get("status") == "running"
         if slurm_says is None:  # the controller no longer knows the job: it has ended
             return ("failed", "the job ended without a record (killed: a lost node, a memory limit?)") if started else \
                 ("cancelled", self._blame(name) or "the job ended before it started")
         state, reason = slurm_says
-        if state not in ENDED:
+        if state not in slurm.ENDED:
             return state.lower(), "" if reason in ("None", "") else reason
         if not started and (reason == "DependencyNeverSatisfied" or state == "CANCELLED"):
             return "cancelled", self._blame(name) or "cancelled before it started"
@@ -185,8 +191,6 @@ class Run:
 
     def active(self) -> list[str]:
         """The run's jobs that Slurm still lists as pending or running."""
-        from benchmark.cluster import slurm
-
         return [j for j, (state, _) in slurm.queue(self.jobs()).items() if state not in slurm.ENDED]
 
 

@@ -13,9 +13,12 @@ import sys
 import time
 from pathlib import Path
 
+import yaml
+from tqdm import tqdm
+
 from benchmark.cluster import config, slurm
 from benchmark.cluster.pipeline import Pipeline, load, locate
-from benchmark.cluster.runs import Run, safe_name
+from benchmark.cluster.runs import Run, format_status, safe_name
 
 
 class RunActive(ValueError):
@@ -44,7 +47,6 @@ def job_specs(pipe: Pipeline, stages: list[str]) -> tuple[dict[str, config.JobSp
 
 
 def _lock_keys(pipe: Pipeline) -> list[str]:
-    import yaml
 
     if not pipe.lockfile.is_file():
         return []
@@ -123,8 +125,6 @@ QUIET_REASONS = ("None", "Dependency", "Priority", "Resources", "JobHeldUser", "
 def wait(run: Run, *, poll: float = 2.0, log=print) -> int:
     """Wait until no job of ``run`` is in Slurm's queue (the bar shows how many ended, how many run, and why jobs
     wait when it is not their dependencies or free resources); print the final report. 0 when the run is complete."""
-    from tqdm import tqdm
-
     jobs = run.jobs()
     with tqdm(total=len(jobs), desc=f"run {run.folder.name}", unit="job", file=sys.stderr) as bar:
         while True:
@@ -138,7 +138,6 @@ def wait(run: Run, *, poll: float = 2.0, log=print) -> int:
             time.sleep(poll)
     summary = run.summary()
     if summary is None:  # the final job did not run (cancelled): report from the jobs' records
-        from benchmark.cluster.runs import format_status
 
         log(format_status(run, run.status()))
         log("the run's final job did not run: `python -m benchmark cluster collect` checks the pipeline's status")

@@ -19,6 +19,7 @@ import functools
 import mmap
 import platform
 import struct
+from typing import Any
 
 # void cpuid(uint32 leaf, uint32 subleaf, uint32 out[4]) -- System V ABI: edi, esi, rdx
 _CPUID = bytes.fromhex(
@@ -54,7 +55,7 @@ _OSXSAVE = (1, 0, 2, 27)
 _XCR0_AVX = 0b110  # SSE and AVX (YMM) state enabled by the operating system
 
 
-def _function(code: bytes, restype, *argtypes):
+def _function(code: bytes, restype: Any, *argtypes: Any) -> Any:
     """A callable running ``code`` from its own executable page (kept alive with the callable)."""
     page = mmap.mmap(-1, mmap.PAGESIZE, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
     page.write(code)
@@ -84,7 +85,8 @@ def read() -> dict | None:
     def cpuid(leaf: int, sub: int = 0) -> tuple[int, int, int, int]:
         out = (ctypes.c_uint32 * 4)()
         raw(leaf, sub, ctypes.byref(out))
-        return tuple(out)  # type: ignore[return-value]
+        a, b, c, d = out
+        return a, b, c, d
 
     top, b, c, d = cpuid(0)
     vendor = struct.pack("<III", b, d, c).decode("ascii", "replace")
@@ -105,7 +107,7 @@ def read() -> dict | None:
             os_avx = False
     name = ""
     if cpuid(0x80000000)[0] >= 0x80000004:
-        name = b"".join(struct.pack("<4I", *cpuid(0x80000002 + i)) for i in range(3)).split(b"\0")[0]
-        name = name.decode("ascii", "replace").strip()
+        brand = b"".join(struct.pack("<4I", *cpuid(0x80000002 + i)) for i in range(3)).split(b"\0")[0]
+        name = brand.decode("ascii", "replace").strip()
     return {"vendor": vendor, "family": family, "model": model, "kind": f"{vendor}-f{family}-m{model}", "name": name,
             "flags": sorted(has), "os_avx": os_avx}

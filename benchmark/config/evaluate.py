@@ -42,6 +42,8 @@ class EvalConfig:
     groups: dict = field(default_factory=dict, compare=False, repr=False, metadata=derived())
 
     def validate(self) -> None:
+        """The checks across fields: ``balance_range`` null or ``[low, high]`` with low <= high; ``main_fit`` one of
+        ``fits``."""
         if self.balance_range is not None and (len(self.balance_range) != 2 or self.balance_range[0] > self.balance_range[1]):
             raise ValueError(f"balance_range must be null or [low, high] with low <= high, got {list(self.balance_range)}")
         if self.main_fit not in self.fits:
@@ -58,4 +60,5 @@ class EvalConfig:
         return {k: getattr(self, k) for k in UNIT_SETTINGS}
 
     def n_boot(self, split: str) -> int:
+        """Bootstrap resamples on ``split``: ``n_bootstrap`` on the ``bootstrap_splits``, else 0."""
         return self.n_bootstrap if split in self.bootstrap_splits else 0

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import os
 import platform
+from collections.abc import Mapping, MutableMapping
 
 from benchmark.config import cpuid
 
@@ -54,7 +55,7 @@ PINNED = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_CBWR
 _applied: dict = {}
 
 
-def requested_mode(environ=None) -> str:
+def requested_mode(environ: Mapping[str, str] | None = None) -> str:
     """``UQ_NUMERICS`` (default ``pinned``); anything else is a clear error."""
     environ = os.environ if environ is None else environ
     mode = environ.get(ENV, "pinned") or "pinned"
@@ -112,7 +113,7 @@ def pinnable(machine: str | None = None, flags: set[str] | None = None) -> bool:
     return {"avx2", "fma"} <= flags
 
 
-def pin(environ=None) -> dict:
+def pin(environ: MutableMapping[str, str] | None = None) -> dict:
     """Apply the requested mode to ``environ`` (default: this process's environment) and return what was applied.
 
     Must run before torch runs its first CPU kernel (ATen fixes its choice then): :func:`state` tells
@@ -158,8 +159,8 @@ def unpinnable_note() -> str | None:
 
 
 def check_pinned() -> None:
-    """Raise ValueError when pinning was asked for on a CPU that supports it but did not take (torch ran a CPU kernel before
-    :mod:`benchmark` was imported): the outputs would not be byte-identical across CPU kinds."""
+    """Raise ValueError when pinning was asked for on a CPU that supports it but did not take (torch ran a CPU kernel
+    before :mod:`benchmark` was imported): the outputs would not be byte-identical across CPU kinds."""
     if _applied.get("pinned") and not state()["pinned"]:
         raise ValueError(f"CPU numerics not pinned: torch chose {state()['cpu_capability']} kernels before benchmark "
                            f"was imported (import benchmark first, or set {ENV}=native to run with this CPU's own kernels)")

@@ -58,7 +58,8 @@ class ReportConfig:
 
     @classmethod
     def from_params(cls, params: dict | None, *, source: str = "params.yaml") -> "ReportConfig":
-        """Build from a whole params mapping (its ``report`` block, parsed by :func:`benchmark.config.typed.parse_config`;
-        absent = the defaults). Raises ``ValueError`` naming ``source`` and the offending field or value."""
+        """Build from a whole params mapping (its ``report`` block, parsed by
+        :func:`benchmark.config.typed.parse_config`; absent = the defaults). Raises ``ValueError`` naming ``source``
+        and the offending field or value."""
         block = (params or {}).get("report")
         return cls() if block is None else parse_config(cls, block, f"{source}: report")

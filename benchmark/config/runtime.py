@@ -15,11 +15,10 @@ Numerics: :func:`benchmark.config.numerics.pin` pins the CPU kernels (ISA caps, 
 before torch is imported, so that other x86 CPU kinds produce the same bytes (``UQ_NUMERICS=native``: this
 CPU's own kernels).
 
-Timings: when ``UQ_TIMINGS`` names a file, the process appends one JSON line to
-it at exit: its command line, wall time since the process started (imports
-included), user and system CPU time, peak RSS and minor page faults. ``python
--m benchmark timings`` runs ``dvc repro`` with it set and tabulates the lines
-per stage (:mod:`benchmark.reproduce.timing`).
+Timings: when ``UQ_TIMINGS`` names a file, the process appends one JSON line to it at exit: its command line (and the
+DVC stage that started it: ``DVC_STAGE``), wall time since the process started (imports included), user and system CPU
+time, peak RSS and minor page faults. ``python -m benchmark timings`` runs ``dvc repro`` with it set and tabulates the
+lines per stage (:mod:`benchmark.reproduce.timing`).
 """
 from __future__ import annotations
 
@@ -68,7 +67,7 @@ def _record_timing(path: str, start: float) -> None:
 
     ru = resource.getrusage(resource.RUSAGE_SELF)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    line = {"argv": sys.argv, "cwd": os.getcwd(), "wall_s": round(time.time() - start, 3),
+    line = {"argv": sys.argv, "cwd": os.getcwd(), "dvc_stage": os.environ.get("DVC_STAGE"), "wall_s": round(time.time() - start, 3),
             "user_s": round(ru.ru_utime + kids.ru_utime, 3), "sys_s": round(ru.ru_stime + kids.ru_stime, 3),
             "max_rss_mb": round(max(ru.ru_maxrss, kids.ru_maxrss) / 1024, 1), "minor_faults": ru.ru_minflt + kids.ru_minflt}
     try:
@@ -92,7 +91,8 @@ def setup() -> None:
 
 
 def _top_pid() -> int:
-    """This process, unless it is a worker of a benchmark process (multiprocessing children are counted by their parent)."""
+    """This process, unless it is a worker of a benchmark process (multiprocessing children are counted by their
+    parent)."""
     parent = os.environ.get("UQ_TIMINGS_PID")
     if parent and parent != str(os.getpid()) and _is_ancestor(int(parent)):
         return -1

@@ -1,37 +1,45 @@
 """Typed configuration: one YAML block (params.yaml and its blocks, a recipe, a method's params entry, a zoo entry,
 a suite file) parsed field by field into a frozen dataclass: the one set of helpers every config goes through.
 
-A wrong type, an unknown or a missing key is one ``ValueError`` naming the file, the entry and the
-field (numbers given as strings get YAML 1.1's hint). Field bounds and choices are dataclass field
-metadata (:func:`check`). A field whose type is itself such a dataclass (or ``dict[str, <dataclass>]``) is parsed
-the same way, its errors naming the nested path. Checks across fields (ranges that depend on another field)
-go in the dataclass's ``validate(self)`` hook, which :func:`parse_config` calls after the field checks; a
-``ValueError`` it raises is prefixed with the file and entry. Used by the methods
-(:mod:`benchmark.methods.registry`: their params entries), :mod:`benchmark.models.zoo` (zoo entries), :mod:`benchmark.models.train` (recipes),
-:mod:`benchmark.stages.params_config` (params.yaml) and :mod:`benchmark.data.paper.suites` (suite files).
+A wrong type, an unknown or a missing key is one ``ValueError`` naming the file, the entry and the field (numbers
+given as strings get YAML 1.1's hint). Field bounds and choices are dataclass field metadata (:func:`check`). A field
+whose type is itself such a dataclass (or ``dict[str, <dataclass>]``) is parsed the same way, its errors naming the
+nested path. Checks across fields (ranges that depend on another field) go in the dataclass's ``validate(self)`` hook,
+which :func:`parse_config` calls after the field checks; a ``ValueError`` it raises is prefixed with the file and
+entry. Used by the methods (:mod:`benchmark.methods.registry`: their params entries), :mod:`benchmark.models.zoo` (zoo
+entries), :mod:`benchmark.models.train` (recipes), :mod:`benchmark.stages.params_config` (params.yaml) and
+:mod:`benchmark.data.paper.suites` (suite files).
 """
 from __future__ import annotations
 
 import dataclasses
 import types
 import typing
+from collections.abc import Collection
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from benchmark.config.yaml_input import check_int, check_number, check_text
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
-def check(*, minimum=None, above=None, maximum=None, choices=None, min_len: int = 0, unique: bool = False,
-          inf: bool = False):
+T = TypeVar("T", bound="DataclassInstance")  # the dataclass a params block is parsed into
+
+
+def check(*, minimum: float | None = None, above: float | None = None, maximum: float | None = None,
+          choices: Collection[str] | None = None, min_len: int = 0, unique: bool = False,
+          inf: bool = False) -> dict[str, Any]:
     """Field metadata: bounds of a number (``inf``: infinity allowed), choices of a text, a list's length."""
     return {"minimum": minimum, "above": above, "maximum": maximum, "choices": choices, "min_len": min_len,
             "unique": unique, "inf": inf}
 
 
-def derived():
+def derived() -> dict[str, Any]:
     """Field metadata: not a key of the block, set by the code that uses the config (``dataclasses.replace``)."""
     return {"derived": True}
 
 
-def _check_value(where: str, key: str, value, typ, meta: dict):
+def _check_value(where: str, key: str, value: Any, typ: Any, meta: dict) -> Any:
     """``value`` checked against ``typ``; returns the value to store (nested dataclasses parsed, lists as tuples
     where the field is a tuple)."""
     origin, args = typing.get_origin(typ), typing.get_args(typ)
@@ -39,7 +47,7 @@ def _check_value(where: str, key: str, value, typ, meta: dict):
         if value is None:
             return None
         rest = [a for a in args if a is not type(None)]
-        typ = rest[0] if len(rest) == 1 else typing.Union[tuple(rest)]
+        typ = rest[0] if len(rest) == 1 else typing.Union[tuple(rest)]  # noqa: UP007 (built at run time, not written)
         origin, args = typing.get_origin(typ), typing.get_args(typ)
     if typ is bool:
         if not isinstance(value, bool):
@@ -79,7 +87,7 @@ def _check_value(where: str, key: str, value, typ, meta: dict):
                 raise ValueError(f"{where}: {key} has a key {name!r} that is not text")
             out[name] = _check_value(where, f"{key}.{name}", v, elem, {})
         return out
-    elif dataclasses.is_dataclass(typ):
+    elif isinstance(typ, type) and dataclasses.is_dataclass(typ):
         return parse_config(typ, value, f"{where}: {key}")
     elif typ is typing.Any:
         return value
@@ -88,7 +96,7 @@ def _check_value(where: str, key: str, value, typ, meta: dict):
     return value
 
 
-def parse_config(cls, raw, where: str, **given):
+def parse_config(cls: type[T], raw: Any, where: str, **given: Any) -> T:
     """``raw`` (one params block or entry, a zoo entry, a suite file) as the frozen dataclass ``cls``: unknown,
     missing or mistyped keys are one ``ValueError`` naming ``where`` (file and entry) and the field; numbers given
     as strings get YAML's hint. ``given``: fields the caller supplies (a zoo entry's name), not keys of ``raw``.

@@ -9,8 +9,11 @@ only: :class:`yaml.SafeLoader`). Loaders pass their own error class (a
 from __future__ import annotations
 
 import math
+import os
 import re
+from collections.abc import Callable, Collection
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -26,7 +29,8 @@ class _DuplicateKey(yaml.YAMLError):
 class UniqueKeyLoader(yaml.SafeLoader):
     """SafeLoader that refuses duplicate keys (YAML would silently keep the last)."""
 
-    def construct_mapping(self, node, deep=False):
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        """A mapping, refusing a key given twice (a :class:`yaml.constructor.ConstructorError` naming it)."""
         seen = set()
         for key_node, _ in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":
@@ -54,8 +58,8 @@ def yaml_problem(e: yaml.YAMLError) -> str:
     return f"{where}not valid YAML ({context + ': ' if context else ''}{problem})"
 
 
-def read_yaml(path, *, what: str = "YAML file", error: type[ValueError] = YAMLInputError, mapping: bool = True,
-              allow_empty: bool = False):
+def read_yaml(path: str | os.PathLike[str], *, what: str = "YAML file", error: type[ValueError] = YAMLInputError, mapping: bool = True,
+              allow_empty: bool = False) -> Any:
     """The data of YAML file ``path``; ``error`` (one line naming the file) when it cannot be read as such.
 
     ``mapping``: the top level must be a mapping. ``allow_empty``: an empty file is ``{}``
@@ -88,7 +92,7 @@ def read_yaml(path, *, what: str = "YAML file", error: type[ValueError] = YAMLIn
 _FLOAT_TEXT = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
 
 
-def check_int(where: str, key: str, value, *, minimum: int | None = None, optional: bool = False) -> None:
+def check_int(where: str, key: str, value: Any, *, minimum: int | None = None, optional: bool = False) -> None:
     """``value`` must be an integer (not a bool, not a float such as 16.5), at least ``minimum``."""
     if value is None and optional:
         return
@@ -99,7 +103,7 @@ def check_int(where: str, key: str, value, *, minimum: int | None = None, option
         raise ValueError(f"{where}: {key} must be an integer >= {minimum}, got {value!r}")
 
 
-def check_number(where: str, key: str, value, *, minimum: float | None = None, above: float | None = None,
+def check_number(where: str, key: str, value: Any, *, minimum: float | None = None, above: float | None = None,
                  maximum: float | None = None, optional: bool = False) -> None:
     """``value`` must be a finite number (int or float, not a bool or a string) within the bounds given.
 
@@ -121,13 +125,14 @@ def check_number(where: str, key: str, value, *, minimum: float | None = None, a
             raise ValueError(f"{where}: {key} must be {op} {bound}, got {value!r}")
 
 
-def check_text(where: str, key: str, value, *, choices=None) -> None:
+def check_text(where: str, key: str, value: Any, *, choices: Collection[str] | None = None) -> None:
+    """``value`` must be text, one of ``choices`` when given."""
     if not isinstance(value, str) or (choices is not None and value not in choices):
         extra = f" (one of {list(choices)})" if choices is not None else ""
         raise ValueError(f"{where}: {key} must be text{extra}, got {value!r}")
 
 
-def cli_int(minimum: int = 0):
+def cli_int(minimum: int = 0) -> Callable[[str], int]:
     """An argparse ``type`` for integers >= ``minimum`` (e.g. ``--seed``): argparse then reports a
     bad value as one usage error, exit code 2, instead of a traceback later on."""
     import argparse

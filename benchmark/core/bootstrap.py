@@ -29,6 +29,7 @@ DEFAULT_CHUNK = 64
 
 
 def check_bootstrap_args(n_bootstrap: int, level: float) -> None:
+    """``n_bootstrap`` a non-negative integer and ``level`` in (0, 1); :class:`InputError` otherwise."""
     if not isinstance(n_bootstrap, Integral) or isinstance(n_bootstrap, bool) or n_bootstrap < 0:
         raise InputError(f"n_bootstrap: must be a non-negative integer, got {n_bootstrap!r}")
     if not (isinstance(level, Real) and 0 < level < 1):

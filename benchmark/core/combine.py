@@ -25,7 +25,7 @@ in the last float bit, so switching would change published numbers.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from math import isfinite
 from typing import TYPE_CHECKING
@@ -34,7 +34,7 @@ import numpy as np
 import torch
 
 from benchmark.core.streaming import mixture_probs
-from benchmark.core.validation import InputError, as_float_matrix, as_logits, check_choice, check_same_shape
+from benchmark.core.validation import InputError, TensorLike, as_float_matrix, as_logits, check_choice, check_same_shape
 
 if TYPE_CHECKING:
     from benchmark.core.temperature import DuoFit
@@ -53,13 +53,14 @@ class Prediction:
     prediction: torch.Tensor  # (N,) int64 predicted class
     confidence: torch.Tensor  # (N,) float, higher = more confident
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         p, y, c = self.probs, self.prediction, self.confidence
         if p.ndim != 2 or y.shape != p.shape[:1] or c.shape != p.shape[:1]:
-            raise InputError(f"Prediction: need probs (N, C), prediction (N,), confidence (N,); got {tuple(p.shape)}, {tuple(y.shape)}, {tuple(c.shape)}")
+            raise InputError(f"Prediction: need probs (N, C), prediction (N,), confidence (N,); got {tuple(p.shape)}, "
+                             f"{tuple(y.shape)}, {tuple(c.shape)}")
 
 
-def _check_temperature(t, name: str) -> float:
+def _check_temperature(t: float, name: str) -> float:
     if not isinstance(t, (int, float)) or isinstance(t, bool) or not isfinite(t) or t == 0:
         raise InputError(f"{name}: must be a finite non-zero number, got {t!r}")
     return float(t)
@@ -71,7 +72,7 @@ def _softmax_(block: torch.Tensor) -> None:
     block.div_(block.sum(1, keepdim=True))
 
 
-def _rowwise(like: torch.Tensor, fill):
+def _rowwise(like: torch.Tensor, fill: Callable[[slice, torch.Tensor], None]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Build probabilities in cache-sized row chunks, with a single (N, C) allocation.
 
     ``fill(rows, out)`` writes the probabilities of ``rows`` into ``out``. Returns
@@ -87,10 +88,10 @@ def _rowwise(like: torch.Tensor, fill):
     return probs, conf, pred
 
 
-def _softmax_of_sum(terms: list[tuple[torch.Tensor, float]]):
+def _softmax_of_sum(terms: list[tuple[torch.Tensor, float]]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``p = softmax(sum_j w_j z_j)`` for ``terms = [(z_j, w_j), ...]``, row-chunked (see :func:`_rowwise`)."""
 
-    def fill(rows, out):
+    def fill(rows: slice, out: torch.Tensor) -> None:
         torch.mul(terms[0][0][rows], terms[0][1], out=out)
         for z, w in terms[1:]:
             out.add_(z[rows], alpha=w)
@@ -99,7 +100,7 @@ def _softmax_of_sum(terms: list[tuple[torch.Tensor, float]]):
     return _rowwise(terms[0][0], fill)
 
 
-def single_prediction(logits, temperature: float = 1.0) -> Prediction:
+def single_prediction(logits: TensorLike, temperature: float = 1.0) -> Prediction:
     """``p = softmax(logits / T)``; prediction ``argmax p``, confidence ``max p``."""
     z = as_logits(logits, "logits")
     t = _check_temperature(temperature, "temperature")
@@ -132,8 +133,8 @@ def duo_predicts_base(variant: str) -> bool:
 
 
 def duo_prediction(
-    base_logits,
-    side_logits,
+    base_logits: TensorLike,
+    side_logits: TensorLike,
     *,
     variant: str,
     fit: DuoFit | None = None,
@@ -154,7 +155,7 @@ def duo_prediction(
     probs, conf, pred = mixture_probs([zb, zs], duo_weights(variant, fit=fit, single_temperatures=single_temperatures))
     if variant == "unweighted":
         return Prediction(probs=probs, prediction=pred, confidence=conf)
-    base_pred = zb.argmax(1) if duo_predicts_base(variant) or confidence == "published" else None
+    base_pred = zb.argmax(1)
     if confidence == "published":
         conf = probs.gather(1, base_pred[:, None])[:, 0]
     return Prediction(probs=probs, prediction=base_pred if duo_predicts_base(variant) else pred, confidence=conf)
@@ -179,7 +180,7 @@ def ensemble_prediction(member_logits: Sequence[torch.Tensor] | torch.Tensor, *,
         probs, conf, pred = _softmax_of_sum([(m, 1.0 / len(members)) for m in members])
         return Prediction(probs=probs, prediction=pred, confidence=conf)
 
-    def fill(rows, out):
+    def fill(rows: slice, out: torch.Tensor) -> None:
         out.zero_()
         for m in members:
             block = m[rows].clone()

@@ -17,9 +17,10 @@ consistent with :mod:`benchmark.core.metrics` by construction:
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 
-def _array(x, name: str) -> np.ndarray:
+def _array(x: ArrayLike, name: str) -> np.ndarray:
     if hasattr(x, "detach"):
         x = x.detach().cpu().numpy()
     a = np.asarray(x, dtype=np.float64)
@@ -28,7 +29,7 @@ def _array(x, name: str) -> np.ndarray:
     return a
 
 
-def risk_coverage(confidence, correct) -> dict[str, np.ndarray]:
+def risk_coverage(confidence: ArrayLike, correct: ArrayLike) -> dict[str, np.ndarray]:
     """``{"coverage", "selective_risk", "generalized_risk"}``, each of length N (most confident first)."""
     s, c = _array(confidence, "confidence"), _array(correct, "correct")
     if len(s) != len(c) or len(s) == 0:
@@ -59,7 +60,7 @@ def augrc_from_curve(curve: dict) -> float:
     return float(np.sum((x[1:] - x[:-1]) * (y[1:] + y[:-1]) / 2))
 
 
-def reliability(top_confidence, top_correct, n_bins: int = 15) -> dict[str, np.ndarray]:
+def reliability(top_confidence: ArrayLike, top_correct: ArrayLike, n_bins: int = 15) -> dict[str, np.ndarray]:
     """Per bin: ``lo``, ``hi``, ``count``, ``accuracy`` and ``confidence`` (NaN in an empty bin)."""
     q, a = _array(top_confidence, "top_confidence"), _array(top_correct, "top_correct")
     if len(q) != len(a):

@@ -11,12 +11,12 @@ from benchmark.core.bootstrap import bootstrap_samples, check_bootstrap_args, pe
 from benchmark.core.combine import Prediction
 from benchmark.core.metrics import check_sac_threshold, point_metrics
 from benchmark.core.samples import SampleStats, sample_stats
-from benchmark.core.validation import InputError
+from benchmark.core.validation import InputError, TensorLike
 
 _NAN = float("nan")
 
 
-def _stats(pred: Prediction, labels, name: str, ece_bins: int, brier: str) -> SampleStats:
+def _stats(pred: Prediction, labels: TensorLike, name: str, ece_bins: int, brier: str) -> SampleStats:
     if not isinstance(pred, Prediction):
         raise InputError(f"{name}: must be a Prediction record, got {type(pred).__name__}")
     return sample_stats(pred.probs, labels, confidence=pred.confidence, prediction=pred.prediction, ece_bins=ece_bins, brier=brier)
@@ -24,7 +24,7 @@ def _stats(pred: Prediction, labels, name: str, ece_bins: int, brier: str) -> Sa
 
 def evaluate(
     pred: Prediction,
-    labels,
+    labels: TensorLike,
     *,
     n_bootstrap: int = 1000,
     seed: int = 0,
@@ -59,7 +59,7 @@ def evaluate_stats(stats: SampleStats, *, n_bootstrap: int = 1000, seed: int = 0
 def paired_difference(
     pred_a: Prediction,
     pred_b: Prediction,
-    labels,
+    labels: TensorLike,
     *,
     n_bootstrap: int = 1000,
     seed: int = 0,

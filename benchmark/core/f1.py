@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from benchmark.core.validation import as_labels, check_choice
+from benchmark.core.validation import TensorLike, as_labels, check_choice
 
 
 def macro_f1_table(tp: torch.Tensor, true: torch.Tensor, predicted: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -34,7 +34,7 @@ def macro_f1_table(tp: torch.Tensor, true: torch.Tensor, predicted: torch.Tensor
 PRESENT = ("union", "true")
 
 
-def labelled(pred, labels, groups):
+def labelled(pred: TensorLike, labels: TensorLike, groups: TensorLike | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``pred``, ``labels`` and ``groups`` (None: one group) checked as (N,) integer tensors."""
     y = as_labels(labels, "labels")
     yhat = as_labels(pred, "pred", n=y.shape[0])
@@ -43,7 +43,7 @@ def labelled(pred, labels, groups):
     return yhat, y, as_labels(groups, "groups", n=y.shape[0])
 
 
-def class_counts(yhat, y, g):
+def class_counts(yhat: torch.Tensor, y: torch.Tensor, g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """(TP, T, P) as (G, C) int64 tables and n (G,)."""
     n_groups, n_cls = int(g.max()) + 1, int(torch.maximum(y.max(), yhat.max())) + 1
     size = n_groups * n_cls
@@ -54,13 +54,13 @@ def class_counts(yhat, y, g):
     return tp, true, predicted, torch.bincount(g, minlength=n_groups)
 
 
-def macro_f1_of(tp, true, predicted, present: str) -> torch.Tensor:
+def macro_f1_of(tp: torch.Tensor, true: torch.Tensor, predicted: torch.Tensor, present: str) -> torch.Tensor:
     """Per-row macro F1 of (G, C) counts over the classes ``present`` says."""
     union, wilds = macro_f1_table(tp, true, predicted)
     return union if present == "union" else wilds
 
 
-def macro_f1(pred, labels, *, present: str = "union") -> float:
+def macro_f1(pred: TensorLike, labels: TensorLike, *, present: str = "union") -> float:
     """Macro F1 of predicted classes ``pred`` against ``labels`` over all samples (one group)."""
     check_choice(present, "present", PRESENT)
     tp, true, predicted, _ = class_counts(*labelled(pred, labels, None))

@@ -20,10 +20,10 @@ from __future__ import annotations
 import torch
 
 from benchmark.core.f1 import PRESENT, class_counts, labelled, macro_f1, macro_f1_of
-from benchmark.core.validation import InputError, check_choice
+from benchmark.core.validation import InputError, TensorLike, check_choice
 
 
-def group_accuracy(pred, labels, groups) -> tuple[torch.Tensor, torch.Tensor]:
+def group_accuracy(pred: TensorLike, labels: TensorLike, groups: TensorLike) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-group accuracy (G,) float64 (NaN for an empty group id) and group sizes (G,) int64, G = max(groups) + 1."""
     yhat, y, g = labelled(pred, labels, groups)
     n = torch.bincount(g)
@@ -31,14 +31,14 @@ def group_accuracy(pred, labels, groups) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.where(n > 0, correct / n.clamp_min(1), torch.full_like(correct, float("nan"))), n
 
 
-def group_macro_f1(pred, labels, groups, *, present: str = "union") -> tuple[torch.Tensor, torch.Tensor]:
+def group_macro_f1(pred: TensorLike, labels: TensorLike, groups: TensorLike, *, present: str = "union") -> tuple[torch.Tensor, torch.Tensor]:
     """Per-group macro F1 (G,) float64 (NaN for an empty group id) and group sizes (G,) int64."""
     check_choice(present, "present", PRESENT)
     tp, true, predicted, n = class_counts(*labelled(pred, labels, groups))
     return macro_f1_of(tp, true, predicted, present), n
 
 
-def worst_group(values, counts, *, min_count: int = 1) -> tuple[float, int]:
+def worst_group(values: torch.Tensor, counts: torch.Tensor, *, min_count: int = 1) -> tuple[float, int]:
     """(lowest value, its group id) over the groups with ``counts >= min_count``."""
     v, c = torch.as_tensor(values, dtype=torch.float64), torch.as_tensor(counts)
     if v.shape != c.shape or v.ndim != 1:
@@ -53,7 +53,7 @@ def worst_group(values, counts, *, min_count: int = 1) -> tuple[float, int]:
     return float(v[k]), k
 
 
-def group_summary(pred, labels, groups, *, min_count: int = 1, present: str = "union") -> dict[str, float]:
+def group_summary(pred: TensorLike, labels: TensorLike, groups: TensorLike, *, min_count: int = 1, present: str = "union") -> dict[str, float]:
     """Overall and group-aware scores: accuracy, macro_f1, mean/worst group accuracy and macro F1, n_groups.
 
     Means and minima are over the groups with at least ``min_count`` samples.

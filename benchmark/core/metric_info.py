@@ -20,11 +20,15 @@ METRICS: dict[str, MetricInfo] = {
     m.name: m
     for m in [
         MetricInfo("accuracy", "Accuracy", True, "Fraction of correct top-1 predictions."),
-        MetricInfo("macro_f1", "Macro F1", True, "Unweighted mean of the per-class F1 over the classes present in the labels or the predictions (scikit-learn's default, as in the Asymmetric Duos code)."),
-        MetricInfo("macro_f1_wilds", "Macro F1 (WILDS)", True, "Unweighted mean of the per-class F1 over the classes present in the labels only (WILDS' F1 metric, labels=unique(y_true))."),
-        MetricInfo("brier", "Brier", False, "Mean over samples of the squared error between the probability vector and the one-hot label, summed over classes (0..2)."),
+        MetricInfo("macro_f1", "Macro F1", True, "Unweighted mean of the per-class F1 over the classes present in the labels or the predictions "
+                                                 "(scikit-learn's default, as in the Asymmetric Duos code)."),
+        MetricInfo("macro_f1_wilds", "Macro F1 (WILDS)", True, "Unweighted mean of the per-class F1 over the classes present in the labels only (WILDS' F1 metric, "
+                                                               "labels=unique(y_true))."),
+        MetricInfo("brier", "Brier", False, "Mean over samples of the squared error between the probability vector and the one-hot label, summed "
+                                            "over classes (0..2)."),
         MetricInfo("nll", "NLL", False, "Mean negative log-likelihood of the true class."),
-        MetricInfo("ece", "ECE", False, "Expected calibration error: 15 equal-width bins of top-label confidence, |accuracy - confidence| weighted by bin size."),
+        MetricInfo("ece", "ECE", False, "Expected calibration error: 15 equal-width bins of top-label confidence, |accuracy - confidence| "
+                                        "weighted by bin size."),
         MetricInfo("auroc", "AUROC", True, "Area under the ROC curve of the confidence separating correct from wrong predictions."),
         MetricInfo("aurc", "AURC", False, "Area under the risk-coverage curve: mean over k of the error rate among the k most confident samples."),
         MetricInfo("aurc_trapezoid", "AURC (trapezoid)", False, "AURC as TorchUncertainty defines it: trapezoid over coverage, divided by (1 - 1/N)."),

@@ -35,7 +35,7 @@ import torch
 
 from benchmark.core.f1 import macro_f1_table
 from benchmark.core.samples import ADDITIVE_COLUMNS, GroupIndex, SampleStats, sample_stats
-from benchmark.core.validation import InputError
+from benchmark.core.validation import InputError, TensorLike
 
 
 def sac_key(threshold: float) -> str:
@@ -63,9 +63,10 @@ def _lookup(table: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
     return table.index_select(0, idx.flatten()).view(idx.shape)
 
 
-def _group_terms(g: GroupIndex, cum, cum_err, tables, n: int, max_risk: float, pure: bool):
-    """Row sums of the error-group terms of :func:`metrics_from_counts`, the SAC
-    candidate and (mixed groups) the error rates."""
+def _group_terms(g: GroupIndex, cum: torch.Tensor, cum_err: torch.Tensor, tables: tuple[torch.Tensor, torch.Tensor],
+                 n: int, max_risk: float, pure: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Row sums of the error-group terms of :func:`metrics_from_counts`, the SAC candidate and the groups' error
+    rates (1 in every non-empty pure group)."""
     f64 = torch.float64
     s_tab, q_tab = tables
     k_prev, k_end = cum.index_select(1, g.k_before), cum.index_select(1, g.k_end)
@@ -76,7 +77,7 @@ def _group_terms(g: GroupIndex, cum, cum_err, tables, n: int, max_risk: float, p
     d_s = _lookup(s_tab, i_end) - _lookup(s_tab, i_prev)
     d_q = _lookup(q_tab, i_end) - _lookup(q_tab, i_prev)
     if pure:  # every member wrong: e_g = n_g and r_g = 1 wherever n_g > 0
-        e_g, e_end, rate = n_g, e_prev + n_g, None
+        e_g, e_end, rate = n_g, e_prev + n_g, (n_g > 0).to(f64)
         gen = n_g.sum(1) * (n + 0.5) - d_q.sum(1)
         risk, pairs = d_s.sum(1), (n_g * (k_prev - e_prev)).sum(1)
     else:
@@ -168,7 +169,8 @@ def check_sac_threshold(t: float) -> float:
     return float(t)
 
 
-def compute_metrics(probs, labels, *, confidence=None, prediction=None, ece_bins: int = 15, sac_threshold: float = 0.98, brier: str = "usual") -> dict[str, float]:
+def compute_metrics(probs: TensorLike, labels: TensorLike, *, confidence: TensorLike | None = None,
+                    prediction: TensorLike | None = None, ece_bins: int = 15, sac_threshold: float = 0.98, brier: str = "usual") -> dict[str, float]:
     r"""Every metric of one set of predictions (see the module docstring for ties).
 
     With ``c_i = [yhat_i == y_i]``, ``q_i = max_c p_ic`` and ``a_i = [argmax_c p_ic == y_i]``:

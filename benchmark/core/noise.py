@@ -52,8 +52,10 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -73,10 +75,11 @@ class SeedGroup:
 
     @property
     def first(self) -> str:
+        """The group's first model (its representative in the headline)."""
         return self.names[0]
 
 
-def _fields(entry) -> dict | None:
+def _fields(entry: Any) -> dict | None:
     """An entry as a plain mapping (zoo dicts, :class:`~benchmark.models.zoo.ZooEntry`); None when unusable."""
     if isinstance(entry, dict):
         return entry
@@ -93,7 +96,7 @@ def seed_groups(zoo: dict) -> list[SeedGroup]:
     first ``m`` seeds (the members of a deep ensemble of size ``m``). Entries
     without a ``seed`` belong to no group.
     """
-    buckets: dict[str, list[tuple[object, str]]] = {}
+    buckets: dict[str, list[tuple[Any, str]]] = {}  # the seed (a number) and the entry's name
     archs: dict[str, str] = {}
     for name, entry in zoo.items():
         f = _fields(entry)
@@ -170,7 +173,7 @@ def bootstrap_se(rows: pd.DataFrame, level: float) -> pd.Series:
     return ((hi - lo) / (2 * z_of(level))).where(np.isfinite(lo) & np.isfinite(hi), 0.0).clip(lower=0.0)
 
 
-def fallback_spread(spread: pd.DataFrame, by=("split", "metric")) -> pd.DataFrame:
+def fallback_spread(spread: pd.DataFrame, by: Sequence[str] = ("split", "metric")) -> pd.DataFrame:
     """Per ``by`` (default ``(split, metric)``): the largest seed sd over all groups (and families and methods unless
     ``by`` names them), with its ``n``."""
     by = list(by)
@@ -188,8 +191,8 @@ def seed_sd(rows: pd.DataFrame, groups: list[SeedGroup], *, spread: pd.DataFrame
     largest sd of the row's ``(split, metric)``: ``fallback``, default :func:`fallback_spread` of ``spread``) or
     ``none`` (NaN).
 
-    ``own="all"`` (the gate): a row takes its own spread only when every model of its ``members`` is in a seed
-    group, so that its siblings vary all of them. ``own="base"`` (differences to the base alone, :func:`difference_noise`):
+    ``own="all"`` (the gate): a row takes its own spread only when every model of its ``members`` is in a seed group,
+    so that its siblings vary all of them. ``own="base"`` (differences to the base alone, :func:`difference_noise`):
     when its ``base`` is, e.g. a duo of a group's base with a sidekick of no group, whose siblings are the group's
     other bases with that sidekick."""
     if own not in ("all", "base"):
@@ -268,7 +271,7 @@ def differences(rows: pd.DataFrame, reference_family: str) -> pd.DataFrame:
     return out[~np.isnan(a)]
 
 
-def within_noise(diff, sd, factor: float = FACTOR):
+def within_noise(diff: float | None, sd: float | None, factor: float = FACTOR) -> bool | None:
     """``|diff| <= factor * sd``; None where either is not finite (no judgement)."""
     if diff is None or sd is None or not (np.isfinite(diff) and np.isfinite(sd)):
         return None
@@ -279,14 +282,14 @@ def difference_noise(rows: pd.DataFrame, groups: list[SeedGroup], reference_fami
                      factor: float = FACTOR) -> pd.DataFrame:
     """Training-seed noise of each row's difference to its base alone (:func:`differences`), index of those rows.
 
-    Columns ``diff``, ``sd_seed``, ``seeds``, ``seed_source``, ``within``. ``sd_seed`` is the spread over the
-    seeds of a seed group of the same kind's difference (:func:`seed_spread` of the differences: e.g. duo minus
-    base over the group's bases with the same sidekick, method, fit and confidence; ``seed_source = "own"``),
-    for a row whose base is in a seed group and that has such siblings (:func:`seed_sd` with ``own="base"``).
-    Otherwise the conservative fallback: the largest sd of differences of the same family and method on the
-    ``(split, metric)`` (e.g. weighted duos: not another variant's), else of any kind (:func:`fallback_spread`),
-    and where no difference has a spread there, the largest sd of values (the reference family's included). ``within = |diff| <= factor * sd_seed`` (:func:`within_noise`: None without a
-    spread, ``seed_source = "none"``)."""
+    Columns ``diff``, ``sd_seed``, ``seeds``, ``seed_source``, ``within``. ``sd_seed`` is the spread over the seeds of
+    a seed group of the same kind's difference (:func:`seed_spread` of the differences: e.g. duo minus base over the
+    group's bases with the same sidekick, method, fit and confidence; ``seed_source = "own"``), for a row whose base
+    is in a seed group and that has such siblings (:func:`seed_sd` with ``own="base"``). Otherwise the conservative
+    fallback: the largest sd of differences of the same family and method on the ``(split, metric)`` (e.g. weighted
+    duos: not another variant's), else of any kind (:func:`fallback_spread`), and where no difference has a spread
+    there, the largest sd of values (the reference family's included). ``within = |diff| <= factor * sd_seed``
+    (:func:`within_noise`: None without a spread, ``seed_source = "none"``)."""
     diffs = differences(rows, reference_family)
     cols = ["diff", "sd_seed", "seeds", "seed_source", "within"]
     if diffs.empty:

@@ -8,18 +8,19 @@ thresholds, so the input order never matters.
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 import torch
 
 from benchmark.core import ranking
 from benchmark.core.bootstrap import DEFAULT_CHUNK, KEEP_DRAWS, check_bootstrap_args, percentile_interval
-from benchmark.core.validation import as_scores
+from benchmark.core.validation import TensorLike, as_scores
 
 OOD_METRICS = ("ood_auroc", "ood_aupr", "ood_fpr95")
 
 
-def _setup(conf_id, conf_ood):
+def _setup(conf_id: TensorLike, conf_ood: TensorLike) -> tuple[int, int, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     a = as_scores(conf_id, "conf_id")
     b = as_scores(conf_ood, "conf_ood")
     order, group = ranking.tie_groups(torch.cat([a, b]))
@@ -65,7 +66,7 @@ def _from_group_counts(pos_g: torch.Tensor, neg_g: torch.Tensor) -> dict[str, to
     }
 
 
-def ood_metrics(conf_id, conf_ood) -> dict[str, float]:
+def ood_metrics(conf_id: TensorLike, conf_ood: TensorLike) -> dict[str, float]:
     """OOD detection metrics of confidences on ID samples ``conf_id`` (N1,) and OOD
     samples ``conf_ood`` (N2,); see :func:`_from_weights` for the formulas."""
     _, _, _, is_id, ends, _ = _setup(conf_id, conf_ood)
@@ -73,7 +74,7 @@ def ood_metrics(conf_id, conf_ood) -> dict[str, float]:
     return {k: float(v[0]) for k, v in _from_weights(ones, is_id, ends).items()}
 
 
-def ood_evaluate(conf_id, conf_ood, *, n_bootstrap: int = 1000, seed: int = 0, level: float = 0.95) -> dict[str, tuple[float, float, float]]:
+def ood_evaluate(conf_id: TensorLike, conf_ood: TensorLike, *, n_bootstrap: int = 1000, seed: int = 0, level: float = 0.95) -> dict[str, tuple[float, float, float]]:
     """``metric -> (value, ci_low, ci_high)``: percentile-bootstrap intervals with the
     ID and the OOD set resampled separately (stratified), NaN bounds for 0 resamples."""
     check_bootstrap_args(n_bootstrap, level)
@@ -97,7 +98,7 @@ def ood_evaluate(conf_id, conf_ood, *, n_bootstrap: int = 1000, seed: int = 0, l
     return {k: (v, *percentile_interval(torch.cat(parts[k]), level)) for k, v in values.items()}
 
 
-def _draws(n1: int, n2: int, n_bootstrap: int, seed: int):
+def _draws(n1: int, n2: int, n_bootstrap: int, seed: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     rng = np.random.default_rng(seed)
     for start in range(0, n_bootstrap, DEFAULT_CHUNK):
         b = min(DEFAULT_CHUNK, n_bootstrap - start)
@@ -109,7 +110,7 @@ def _kept_draws(n1: int, n2: int, n_bootstrap: int, seed: int) -> tuple:
     return tuple(_draws(n1, n2, n_bootstrap, seed))
 
 
-def _stratified_indices(n1: int, n2: int, n_bootstrap: int, seed: int):
+def _stratified_indices(n1: int, n2: int, n_bootstrap: int, seed: int) -> Iterable[tuple[torch.Tensor, torch.Tensor]]:
     """The resamples of :func:`ood_evaluate`: ID and OOD indices per chunk. They depend only on the
     sizes and the seed, so while they fit in :data:`~benchmark.core.bootstrap.KEEP_DRAWS` integers
     they are drawn once and reused by every confidence scored on the same samples."""

@@ -18,7 +18,7 @@ class Pair:
     params: int  # params(base) + params(sidekick)
 
 
-def _check_model(i: int, m) -> tuple[str, float, int]:
+def _check_model(i: int, m: Mapping) -> tuple[str, float, int]:
     where = f"models[{i}]"
     if not isinstance(m, Mapping):
         raise InputError(f"{where}: must be a mapping with keys name, gflops, params, got {type(m).__name__}")

@@ -29,6 +29,7 @@ the published closure, so the decision is the published one.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
 from math import frexp, isfinite
 from typing import Callable
@@ -45,7 +46,7 @@ _NEAR_LOSS_ULPS, _NEAR_GRAD, _NEAR_STEP, _YS_NOISE = 24, 1e-4, 1e-6, 2e-4
 
 
 @contextmanager
-def _one_thread():
+def _one_thread() -> Iterator[None]:
     """torch on one thread: blocks of 256 rows are too small to share, and with several threads
     the waiting ones spin (4 times the CPU time on a busy 2-core machine); results then do not
     depend on the thread count either. (torch's setting is per process: the project calls the
@@ -137,7 +138,7 @@ def lbfgs(params: list[torch.Tensor], loss_fn: Callable[[], torch.Tensor], logit
     start = [p.detach().clone() for p in params]
     trace = []
 
-    def fused():
+    def fused() -> torch.Tensor:
         t = [float(p.detach()) for p in params]
         f, gw = nll_and_grad(logits, labels, [1.0 / (k * tj) for tj in t])
         gt = [-gj / (k * tj * tj) for gj, tj in zip(gw, t)]
@@ -154,10 +155,10 @@ def lbfgs(params: list[torch.Tensor], loss_fn: Callable[[], torch.Tensor], logit
         _run_lbfgs(params, loss_fn, autograd=True)
 
 
-def _run_lbfgs(params, loss_fn, autograd: bool = False) -> None:
+def _run_lbfgs(params: list[torch.Tensor], loss_fn: Callable[[], torch.Tensor], autograd: bool = False) -> None:
     optimizer = torch.optim.LBFGS(params, lr=0.01, max_iter=50)
 
-    def closure():
+    def closure() -> torch.Tensor:
         if not autograd:
             return loss_fn()
         optimizer.zero_grad()

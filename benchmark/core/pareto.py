@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 
-def pareto_front(cost, value, higher_is_better: bool = True) -> np.ndarray:
+def pareto_front(cost: ArrayLike, value: ArrayLike, higher_is_better: bool = True) -> np.ndarray:
     """Boolean mask of the non-dominated points.
 
     Lower cost is always better; ``value`` is better when higher if

@@ -14,7 +14,7 @@ from numbers import Integral
 import torch
 
 from benchmark.core import ranking
-from benchmark.core.validation import InputError, as_labels, as_probs, as_scores, check_choice
+from benchmark.core.validation import InputError, TensorLike, as_labels, as_probs, as_scores, check_choice
 
 BRIER_MODES = ("usual", "per_entry")
 ADDITIVE_COLUMNS = ("correct", "nll", "brier")  # then one ECE-residual column per bin
@@ -35,6 +35,7 @@ class GroupIndex:
     e_end: torch.Tensor
 
     def select(self, mask: torch.Tensor) -> "GroupIndex":
+        """The groups where ``mask`` holds."""
         return GroupIndex(self.k_before[mask], self.k_end[mask], self.e_before[mask], self.e_end[mask])
 
 
@@ -66,10 +67,11 @@ class SampleStats:
 
     @property
     def n(self) -> int:
+        """The number of samples."""
         return int(self.order.shape[0])
 
 
-def _per_sample(probs: torch.Tensor, labels: torch.Tensor):
+def _per_sample(probs: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """NLL, squared error and top-label confidence/class of each sample."""
     n = probs.shape[0]
     eps = torch.finfo(probs.dtype).eps
@@ -92,7 +94,8 @@ def _pad(t: torch.Tensor, value: float = 0) -> torch.Tensor:
     return torch.cat([torch.full((1, *t.shape[1:]), value, dtype=t.dtype), t])
 
 
-def sample_stats(probs, labels, *, confidence=None, prediction=None, ece_bins: int = 15, brier: str = "usual") -> SampleStats:
+def sample_stats(probs: TensorLike, labels: TensorLike, *, confidence: TensorLike | None = None,
+                 prediction: TensorLike | None = None, ece_bins: int = 15, brier: str = "usual") -> SampleStats:
     """Validate a prediction and compute the sorted per-sample quantities.
 
     ``confidence`` defaults to the top-label probability ``max_c p``,
@@ -106,7 +109,8 @@ def sample_stats(probs, labels, *, confidence=None, prediction=None, ece_bins: i
                             ece_bins=ece_bins, brier=brier)
 
 
-def stats_from_terms(nll, sq, top_conf, top, labels, *, num_classes: int, confidence=None, prediction=None,
+def stats_from_terms(nll: torch.Tensor, sq: torch.Tensor, top_conf: torch.Tensor, top: torch.Tensor, labels: TensorLike, *,
+                     num_classes: int, confidence: TensorLike | None = None, prediction: TensorLike | None = None,
                      ece_bins: int = 15, brier: str = "usual") -> SampleStats:
     """:func:`sample_stats` from per-sample terms of the probabilities ``p`` (N,) each:
     ``nll = -log clip(p_y)`` and ``sq = sum_c (p_c - [c = y])^2`` (float64),

@@ -28,6 +28,8 @@ check costs one block of rows on ordinary data.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from typing import cast
 from dataclasses import dataclass
 
 import torch
@@ -46,7 +48,7 @@ class Separation:
     samples: int
 
 
-def _differences(logits: list[torch.Tensor], labels: torch.Tensor):
+def _differences(logits: list[torch.Tensor], labels: torch.Tensor) -> Iterator[list[torch.Tensor]]:
     """Blocks of ``z_iy - z_ic`` (float64), one tensor per model, for 256 rows at a time."""
     n = labels.shape[0]
     for s in range(0, n, _CHUNK_ROWS):
@@ -61,7 +63,7 @@ def _differences(logits: list[torch.Tensor], labels: torch.Tensor):
 def _margin(logits: list[torch.Tensor], labels: torch.Tensor, d: tuple[float, ...]) -> float:
     margin = math.inf
     for blocks in _differences(logits, labels):
-        proj = sum(dj * a for dj, a in zip(d, blocks))
+        proj = cast(torch.Tensor, sum(dj * a for dj, a in zip(d, blocks)))
         nonzero = torch.stack([a != 0 for a in blocks]).any(0)
         if bool(nonzero.any()):
             margin = min(margin, float(proj[nonzero].min()))

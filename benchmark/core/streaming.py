@@ -20,7 +20,7 @@ Duo is computed by this module alone, as terms or as a matrix.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from math import isfinite
 
@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from benchmark.core.samples import SampleStats, stats_from_terms
-from benchmark.core.validation import InputError, as_labels, check_same_shape
+from benchmark.core.validation import InputError, TensorLike, as_labels, check_same_shape
 
 _ROWS = 256  # rows per block: a few (rows, C) float32 buffers stay in cache
 
@@ -64,7 +64,8 @@ def _raise_non_finite(logits: Sequence[torch.Tensor], rows: slice) -> None:
         bad = ~torch.isfinite(z[rows])
         if bad.any():
             row = rows.start + int(bad.any(1).nonzero()[0])
-            raise InputError(f"logits[{j}]: contains {'NaN' if torch.isnan(z[rows]).any() else 'Inf'} (first non-finite value in row {row})")
+            raise InputError(f"logits[{j}]: contains {'NaN' if torch.isnan(z[rows]).any() else 'Inf'} (first non-finite value in "
+                             f"row {row})")
     raise InputError(f"logits: the weighted sum overflows in rows {rows.start}..{rows.stop - 1}")
 
 
@@ -73,7 +74,8 @@ def _argmax(block: torch.Tensor) -> torch.Tensor:
     return torch.from_numpy(np.argmax(block.numpy(), axis=1))
 
 
-def _mixture_block(logits, rows: slice, blocks, w, s: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+def _mixture_block(logits: Sequence[torch.Tensor], rows: slice, blocks: list[torch.Tensor], w: Sequence[float],
+                   s: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
     """``out = softmax(sum_j w_j blocks[j])`` for one block of ``rows`` (``s``: scratch of the block's shape)."""
     torch.mul(blocks[0], w[0], out=s)
     for b, wj in zip(blocks[1:], w[1:]):
@@ -103,8 +105,8 @@ def mixture_probs(logits: Sequence[torch.Tensor], weights: Sequence[float]) -> t
     return probs, probs.gather(1, top[:, None])[:, 0], top
 
 
-def mixture_terms(logits: Sequence[torch.Tensor], weights: Sequence[Sequence[float]], labels=None, *,
-                  base_conf: bool = False, release=None) -> tuple[list[MixtureTerms], torch.Tensor | None]:
+def mixture_terms(logits: Sequence[torch.Tensor], weights: Sequence[Sequence[float]], labels: TensorLike | None = None, *,
+                  base_conf: bool = False, release: Callable[[torch.Tensor], object] | None = None) -> tuple[list[MixtureTerms], torch.Tensor | None]:
     """Terms of the mixtures ``p_k = softmax(sum_j weights[k][j] logits[j])``, in one pass over the rows.
 
     ``logits``: members (N, C), finite, same shape; ``labels`` (N,) or None (then
@@ -120,7 +122,7 @@ def mixture_terms(logits: Sequence[torch.Tensor], weights: Sequence[Sequence[flo
     y = None if labels is None else as_labels(labels, "labels", n=n, num_classes=c)
     names = ["top_conf", "top"] + (["base"] if base_conf else []) + (["py", "p2"] if y is not None else [])
     out = [{k: torch.empty(n, dtype=torch.int64 if k == "top" else dtype) for k in names} for _ in weights]
-    base_pred = torch.empty(n, dtype=torch.int64) if base_conf else None
+    base_pred = torch.empty(n if base_conf else 0, dtype=torch.int64)  # filled (and returned) with base_conf only
     s, probs = torch.empty(min(_ROWS, n), c, dtype=dtype), torch.empty(min(_ROWS, n), c, dtype=dtype)
     for start in range(0, n, _ROWS):
         rows = slice(start, start + _ROWS)
@@ -138,8 +140,9 @@ def mixture_terms(logits: Sequence[torch.Tensor], weights: Sequence[Sequence[flo
             if y is not None:
                 o["py"][rows] = p.gather(1, y[rows, None])[:, 0]
                 torch.linalg.vecdot(p, p, out=o["p2"][rows])
-        for b in blocks if release is not None else ():
-            release(b)
+        if release is not None:
+            for b in blocks:
+                release(b)
     eps = torch.finfo(dtype).eps
     result = []
     for o in out:
@@ -149,10 +152,11 @@ def mixture_terms(logits: Sequence[torch.Tensor], weights: Sequence[Sequence[flo
             nll = -torch.log(py.clamp(eps, 1 - eps))
             sq = o["p2"].to(torch.float64) - 2 * py + 1  # sum_c (p_c - [c = y])^2
         result.append(MixtureTerms(top_conf=o["top_conf"], top=o["top"], base_conf=o.get("base"), nll=nll, sq=sq))
-    return result, base_pred
+    return result, base_pred if base_conf else None
 
 
-def terms_stats(terms: MixtureTerms, labels, *, num_classes: int, confidence=None, prediction=None, ece_bins: int = 15,
+def terms_stats(terms: MixtureTerms, labels: TensorLike, *, num_classes: int, confidence: TensorLike | None = None,
+                prediction: TensorLike | None = None, ece_bins: int = 15,
                 brier: str = "usual") -> SampleStats:
     """:func:`~benchmark.core.samples.sample_stats` of the mixture whose terms are ``terms``.
 

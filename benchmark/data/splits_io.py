@@ -33,11 +33,13 @@ class Split:
 
         im, lab, ids = self.images, self.labels, self.ids
         if not (isinstance(im, np.ndarray) and im.ndim == 3 and im.dtype == np.uint8):
-            raise bad(f"images must be a uint8 (N, H, W) array, got {getattr(im, 'dtype', type(im).__name__)} {getattr(im, 'shape', '')}")
+            raise bad(f"images must be a uint8 (N, H, W) array, got {getattr(im, 'dtype', type(im).__name__)} "
+                      f"{getattr(im, 'shape', '')}")
         n = len(im)
         for key, arr in (("labels", lab), ("ids", ids)):
             if not (isinstance(arr, np.ndarray) and arr.dtype == np.int64 and arr.shape == (n,)):
-                raise bad(f"{key} must be an int64 array of shape ({n},), got {getattr(arr, 'dtype', type(arr).__name__)} {getattr(arr, 'shape', '')}")
+                raise bad(f"{key} must be an int64 array of shape ({n},), got {getattr(arr, 'dtype', type(arr).__name__)} "
+                          f"{getattr(arr, 'shape', '')}")
         if np.unique(ids).size != n:
             raise bad("ids are not unique")
         if n and lab.min() < OOD_LABEL:

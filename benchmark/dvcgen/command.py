@@ -11,6 +11,7 @@ from benchmark.dvcgen import suite_pipeline
 
 
 def add_suite_pipeline_command(subparsers) -> None:
+    """Register ``suite-pipeline`` (a suite's generated ``dvc.yaml``) in ``subparsers``."""
     p = subparsers.add_parser(
         "suite-pipeline", help="write a paper suite's DVC pipeline suites/<NAME>/dvc.yaml (ask for the suite)",
         description="Write suites/<NAME>/dvc.yaml from the package's template (not committed: the suite is then "
@@ -27,6 +28,7 @@ def add_suite_pipeline_command(subparsers) -> None:
 
 
 def run_suite_pipeline(args) -> int:
+    """``suite-pipeline``: write (or with ``--check`` compare) the pipelines of the named suites; the exit status."""
     from benchmark.data.paper.suites import SuiteError, list_suites
     from benchmark.models.zoo import ZooError
 

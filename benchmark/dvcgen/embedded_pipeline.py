@@ -29,6 +29,7 @@ def is_generated(root=".") -> bool:
 
 
 def context(root=".") -> dict:
+    """The template's values for the embedded default, from ``root``'s ``params.yaml`` and zoo."""
     from benchmark.dvcgen import suite_pipeline
     from benchmark.stages.params_config import load_params
 
@@ -49,12 +50,14 @@ def context(root=".") -> dict:
 
 
 def render(root=".") -> str:
+    """The root ``dvc.yaml`` of the embedded default, rendered from the one pipeline template."""
     from benchmark.dvcgen import suite_pipeline
 
     return suite_pipeline.environment().get_template(suite_pipeline.TEMPLATE).render(context(root))
 
 
 def write(root=".") -> list[Path]:
+    """Write the root ``dvc.yaml`` when it differs from :func:`render`'s; the files written."""
     from benchmark.storage import store
 
     path, text = Path(root) / "dvc.yaml", render(root)
@@ -65,6 +68,7 @@ def write(root=".") -> list[Path]:
 
 
 def check(root=".") -> list[str]:
+    """The root ``dvc.yaml`` when it is missing or differs from :func:`render`'s (a message each)."""
     path = Path(root) / "dvc.yaml"
     if not path.is_file() or path.read_text(encoding="utf-8") != render(root):
         return [f"{path}: {'missing' if not path.is_file() else 'differs from the generator'}"]

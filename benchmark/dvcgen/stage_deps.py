@@ -16,15 +16,17 @@ from pathlib import Path
 
 from benchmark.storage.imports import closure
 
+NOT_DATA = ("__pycache__", "py.typed")  # beside the modules, read by no stage
+
 
 def package_data(root, files) -> list[str]:
-    """The non-Python files and folders (``__pycache__`` and subpackages left out) beside ``files``, paths relative to
-    ``root``, sorted."""
+    """The non-Python files and folders (``__pycache__``, subpackages and the type checkers' ``py.typed`` marker left
+    out: no stage reads them) beside ``files``, paths relative to ``root``, sorted."""
     root = Path(root)
     out = set()
     for folder in {(root / f).parent for f in files}:
         for p in folder.iterdir():
-            if p.name == "__pycache__" or p.name.startswith(".") or p.suffix == ".py" or (p / "__init__.py").exists():
+            if p.name in NOT_DATA or p.name.startswith(".") or p.suffix == ".py" or (p / "__init__.py").exists():
                 continue
             out.add(p.relative_to(root).as_posix())
     return sorted(out)

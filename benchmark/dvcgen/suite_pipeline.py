@@ -127,6 +127,7 @@ def _comment(text) -> str:
 
 
 def environment():
+    """The Jinja environment of the pipeline templates (undefined names fail; the filters the templates use)."""
     import jinja2
 
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), undefined=jinja2.StrictUndefined,

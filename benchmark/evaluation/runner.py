@@ -199,11 +199,16 @@ def _mp_context():
 
 
 _RUNNER: Runner | None = None  # the worker process's runner
+# Torch threads of a process that runs units, whatever params ``threads`` says: the units work on row blocks of a few
+# thousand samples, where intra-op threads only wait on each other (a duo unit of the embedded default: 3.4 s of CPU at
+# one thread, 2x to 10x that at two); the workers (params ``evaluate.workers``) give the parallelism. The evaluate stage
+# and a bundle's verification (benchmark.bundle.verify) both run units so.
+THREADS = 1
 
 
-def _init_worker(ctx: Context, threads: int) -> None:
+def _init_worker(ctx: Context) -> None:
     global _RUNNER
-    torch.set_num_threads(threads)
+    torch.set_num_threads(THREADS)
     _RUNNER = Runner(ctx)
 
 
@@ -211,12 +216,12 @@ def _run_batch(batch: list[Unit]):
     return list(_RUNNER.run_batch(batch))
 
 
-def run_units(units: list[Unit], ctx: Context, *, workers: int = 1, threads: int = 1,
+def run_units(units: list[Unit], ctx: Context, *, workers: int = 1,
               progress: bool = True) -> dict[str, tuple[pd.DataFrame, pd.DataFrame]]:
     """Evaluate ``units`` (writing their files); ``key -> (rows, paired)``.
 
     ``workers = 1`` runs them in this process, more starts that many worker
-    processes (:func:`_mp_context`); either way with ``threads`` torch threads per process. The
+    processes (:func:`_mp_context`); either way with :data:`THREADS` torch threads per process. The
     first unit that fails raises :class:`UnitError` naming it, once the units
     already running have finished (and written their files); queued units are dropped.
     """
@@ -224,7 +229,7 @@ def run_units(units: list[Unit], ctx: Context, *, workers: int = 1, threads: int
     with tqdm(total=len(units), desc="evaluate", disable=not progress) as bar:
         if workers <= 1 or len(units) <= 1:
             runner, before = Runner(ctx), torch.get_num_threads()
-            torch.set_num_threads(threads)
+            torch.set_num_threads(THREADS)
             try:
                 for batch in batches(units, 1):
                     for key, rows, paired in runner.run_batch(batch):
@@ -233,7 +238,7 @@ def run_units(units: list[Unit], ctx: Context, *, workers: int = 1, threads: int
             finally:
                 torch.set_num_threads(before)
             return out
-        pool = ProcessPoolExecutor(workers, mp_context=_mp_context(), initializer=_init_worker, initargs=(ctx, threads))
+        pool = ProcessPoolExecutor(workers, mp_context=_mp_context(), initializer=_init_worker, initargs=(ctx,))
         try:
             futures = {pool.submit(_run_batch, b): b for b in batches(units, workers)}
             for f in as_completed(futures):

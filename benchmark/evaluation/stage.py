@@ -45,6 +45,8 @@ def code_hash(kind: str) -> str:
 
 
 def load_costs(names) -> dict[str, dict]:
+    """Each zoo model's cost record (``results/cost/<name>.json``); :class:`StoreError` naming the stage that writes a
+    missing one."""
     out = {}
     for name in names:
         path = stage_config.paths(name)["cost"]
@@ -79,7 +81,8 @@ def _check_alignment(models: dict[str, dict], methods: dict[str, dict]) -> None:
             raise store.StoreError(f"models {ref_name!r} and {name!r} have logits for different splits: {sorted(set(files) ^ set(ref))}")
     for name, files in (models | methods).items():
         if name in methods and ({"val", "test"} - set(files) or set(files) - set(ref)):
-            raise store.StoreError(f"method output {name!r} has splits {sorted(files)}; it needs val and test and only splits of the models {sorted(ref)}")
+            raise store.StoreError(f"method output {name!r} has splits {sorted(files)}; it needs val and test and only splits of the "
+                                   f"models {sorted(ref)}")
         for split in files:
             store.check_aligned(ref[split], files[split])
 
@@ -161,10 +164,7 @@ def run(params: Params, *, progress: bool = True) -> dict:
     todo = [u for u, _, _ in units if not cached(folder, u.key)]
     ctx = Context(cfg=cfg, files={n: {s: str(f.absolute()) for s, f in fs.items()} for n, fs in files.items()},
                   folder=str(folder.absolute()))
-    # one torch thread per process: the units work on row blocks of a few thousand samples, where
-    # intra-op threads only wait on each other (a duo unit of the embedded default: 3.4 s of CPU at
-    # one thread, 2x to 10x that at two); evaluate.workers gives the parallelism
-    fresh = run_units(todo, ctx, workers=cfg.workers, threads=1, progress=progress)
+    fresh = run_units(todo, ctx, workers=cfg.workers, progress=progress)  # one torch thread per process (runner.THREADS)
     tables, paired_tables = [], []
     for unit, inputs, cost in units:
         rows, paired = fresh[unit.key] if unit.key in fresh else read_unit(folder, unit.key)

@@ -130,6 +130,7 @@ class TreeMonitor:
         return out
 
     def sample(self) -> None:
+        """Add one sample of the process tree: CPU seconds per process and the summed memory fields."""
         total = dict.fromkeys(self.FIELDS + self.PSS, 0)
         procs = 0
         for p in self._tree():
@@ -195,6 +196,8 @@ def sweep(root, *, workers: int, interval: float = 0.1) -> dict:
 
 
 def main(argv=None) -> int:
+    """``python -m benchmark.evaluation.sweep_bench``: the all-pairs sweep timed on synthetic logits; its exit
+    status."""
     ap = argparse.ArgumentParser(prog="python -m benchmark.evaluation.sweep_bench", description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
     from benchmark.config.yaml_input import cli_int

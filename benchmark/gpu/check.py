@@ -43,6 +43,7 @@ SVE_ARCHS = ("tf_efficientnet_lite0", "vit_tiny_patch16_224")
 
 
 def judge(ok: bool, gpu: bool = True) -> str:
+    """A row's status: pass or fail on a GPU; ``info`` on the CPU, where the GPU's targets do not apply."""
     return ("pass" if ok else "fail") if gpu else "info"
 
 
@@ -56,7 +57,8 @@ def _sync(device) -> None:
 # -- (b) logits throughput against timm's inference benchmark --------------------------------------------
 
 def timm_ips(model, x, steps: int, warmup: int, amp) -> float:
-    """timm's ``InferenceBenchmarkRunner``: eval, no_grad, one batch on the device, warm-up, timed synchronised steps."""
+    """timm's ``InferenceBenchmarkRunner``: eval, no_grad, one batch on the device, warm-up, timed synchronised
+    steps."""
     import torch
 
     from benchmark.models.infer import autocast
@@ -76,7 +78,8 @@ def timm_ips(model, x, steps: int, warmup: int, amp) -> float:
 
 
 def ours_ips(model, x_cpu, batch: int, rounds: int, amp) -> float:
-    """:func:`benchmark.models.infer.predict_logits` over CPU inputs (copies, forward, logits back), after one warm call."""
+    """:func:`benchmark.models.infer.predict_logits` over CPU inputs (copies, forward, logits back), after one warm
+    call."""
     from benchmark.models.infer import predict_logits
 
     predict_logits(model, x_cpu[:batch], batch_size=batch, amp=amp)
@@ -89,6 +92,8 @@ def ours_ips(model, x_cpu, batch: int, rounds: int, amp) -> float:
 
 
 def check_throughput(ctx: Ctx) -> None:
+    """Check ``b``: inference throughput of the zoo's architectures on the device, timm's benchmark loop against the
+    project's logits pass."""
     import timm
     import torch
 
@@ -131,6 +136,8 @@ def full_float32():
 
 
 def check_sve(ctx: Ctx) -> None:
+    """Check ``d``: an SVE's members batched against each member run alone: their softmax agrees in float32; the two
+    passes' times are reported."""
     import timm
     import torch
 
@@ -146,10 +153,10 @@ def check_sve(ctx: Ctx) -> None:
         dense = [sve.export_member(m).eval().to(ctx.device) for m in range(members)]
         sve.to(ctx.device)
 
-        def batched():
+        def batched(sve=sve):  # (bound here: the loop's next architecture must not change it)
             return sve(x)
 
-        def sequential():
+        def sequential(dense=dense):
             return torch.stack([d(x) for d in dense])
 
         def softmax_diff() -> float:
@@ -185,6 +192,7 @@ NEEDS = {"a": 120, "b": 30, "c": 40, "d": 10, "e": 150}  # rough seconds a check
 
 
 def run_checks(ctx: Ctx, only) -> None:
+    """Run the checks named in ``only`` (a to e) with ``ctx``'s device and time budget, adding their rows to ``ctx``."""
     from benchmark.gpu import pipeline_checks as pipe
 
     steps = {"a": pipe.check_embedded, "b": check_throughput, "c": pipe.check_torchrun, "d": check_sve,
@@ -198,7 +206,8 @@ def run_checks(ctx: Ctx, only) -> None:
             continue
         if name == "e" and not ctx.gpu and not ctx.cpu_full:
             ctx.add(Row("e Caltech-256 fixture suite through DVC", "-", "runs", "skipped",
-                        "GPU check skipped without CUDA; its CPU run: tests/pipeline/test_paper_suite_pipeline.py (or --cpu-full)"))
+                        "GPU check skipped without CUDA; its CPU run: tests/pipeline/test_paper_suite_pipeline.py (or "
+                        "--cpu-full)"))
             continue
         if ctx.gpu and ctx.left() < NEEDS[name]:
             ctx.add(Row(f"{name} (all)", "-", "runs", "skipped", f"time budget: {ctx.left():.0f} s left"))
@@ -213,6 +222,7 @@ def run_checks(ctx: Ctx, only) -> None:
 
 
 def environment(device) -> dict:
+    """The date, torch and the device the checks ran on (CUDA version and GPU count on a GPU)."""
     import torch
 
     info = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "torch": torch.__version__,
@@ -223,6 +233,7 @@ def environment(device) -> dict:
 
 
 def table(rows, *, markdown: bool = False) -> str:
+    """The rows as an aligned text table, or Markdown with ``markdown``."""
     head = ("check", "value", "target", "status")
     cells = [(r.check, r.value, r.target, r.status + (f": {r.note}" if r.note and r.status != "pass" else "")) for r in rows]
     if markdown:
@@ -235,6 +246,7 @@ def table(rows, *, markdown: bool = False) -> str:
 
 
 def write_out(path: Path, rows, env: dict) -> None:
+    """Write the rows and the environment to ``path``, atomically: JSON when it ends in ``.json``, else Markdown."""
     from benchmark.storage.store import atomic_path
 
     path = Path(path)
@@ -249,6 +261,7 @@ def write_out(path: Path, rows, env: dict) -> None:
 
 
 def parse_only(value: str) -> list[str]:
+    """``--only``: comma-separated check names, each one of :data:`CHECKS`."""
     names = [v.strip() for v in value.split(",") if v.strip()]
     bad = [n for n in names if n not in CHECKS]
     if bad or not names:
@@ -257,6 +270,7 @@ def parse_only(value: str) -> list[str]:
 
 
 def main(argv=None) -> int:
+    """``scripts/gpu-check.sh``: run the checks, print and write their table; 0 when none failed, 1 otherwise."""
     parser = argparse.ArgumentParser(prog="scripts/gpu-check.sh", description=__doc__.split("\n\n")[0],
                                      epilog="Exit status: 0 when no check failed (skipped checks are not failures), 1 otherwise, "
                                             "2 on bad arguments.")
@@ -276,7 +290,8 @@ def main(argv=None) -> int:
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     env = environment(device)
-    print(f"GPU check: {env['device']}, torch {env['torch']}, {env['date']}; checks {','.join(args.only)}; budget {args.budget:.0f} s",
+    print(f"GPU check: {env['device']}, torch {env['torch']}, {env['date']}; checks {','.join(args.only)}; budget "
+          f"{args.budget:.0f} s",
           flush=True)
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="gpu-check-", ignore_cleanup_errors=True) as tmp:

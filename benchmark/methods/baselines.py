@@ -48,12 +48,10 @@ def model(ctx, name) -> str:
     return name
 
 
-def recipe(ctx, name: str, model_name: str):
-    """Recipe ``name`` of params ``recipes``; else ``ValueError`` naming the entry, the method and the model."""
-    if name not in ctx.recipes:
-        raise ValueError(f"{ctx.where}: {ctx.title} of model {model_name!r}: unknown recipe {name!r}; "
-                         f"define it in params.yaml 'recipes' (known: {sorted(ctx.recipes)})")
-    return ctx.recipes[name]
+def who(ctx, model_name: str) -> str:
+    """How a message names this entry's method on zoo model ``model_name`` (``baselines.<kind>.<key>: <title> of
+    model '<name>'``), e.g. for :func:`benchmark.models.recipe.recipe_of`."""
+    return f"{ctx.where}: {ctx.title} of model {model_name!r}"
 
 
 def train_drop_rate(ctx, name: str) -> float:
@@ -63,7 +61,8 @@ def train_drop_rate(ctx, name: str) -> float:
 
 
 def features(ctx, model, split) -> Tensor:
-    """(N, D) penultimate features of ``model`` on a split (:class:`~benchmark.stages.suite_source.SplitInputs`), on the CPU."""
+    """(N, D) penultimate features of ``model`` on a split (:class:`~benchmark.stages.suite_source.SplitInputs`), on
+    the CPU."""
     return penultimate_batched(model, split.inputs, batch_size=ctx.batch_size, num_workers=ctx.source.num_workers)
 
 
@@ -86,4 +85,5 @@ def splits_field():
 
 
 def seed_field():
+    """A method config's ``seed`` field: an integer >= 0, default 0."""
     return field(default=0, metadata=check(minimum=0))

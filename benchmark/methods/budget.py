@@ -23,6 +23,7 @@ import math
 
 from benchmark.methods import registry
 from benchmark.models.cost import BUDGET, sum_budget, train_budget
+from benchmark.models.recipe import recipe_of
 
 OWN = tuple(f"own_{k}" for k in BUDGET)  # cost.json: the output's own training
 FIELDS = (*OWN, "builds_on")  # what own_budget adds to a cost record
@@ -38,13 +39,12 @@ def own_budget(method: registry.Method, cfg, info: dict, recipes: dict, train_si
         raise ValueError(f"method {method.kind!r}: its training function returned {type(t).__name__}, not a Training")
     own = {"train_images": 0, "train_params": 0}
     if t.recipe:
-        if t.recipe not in recipes:
-            raise ValueError(f"its recipe {t.recipe!r} is not in params recipes (known: {sorted(recipes)})")
+        recipe = recipe_of(recipes, t.recipe, "its training")
         trainable = info.get("trainable_params")
         if trainable is None:
             raise ValueError(f"it trains (recipe {t.recipe!r}) but its cost record has no trainable_params")
         images = train_size if t.images is None else t.images
-        own = train_budget(recipes[t.recipe].epochs, images, trainable, t.members)
+        own = train_budget(recipe.epochs, images, trainable, t.members)
     return {"own_train_images": own["train_images"], "own_train_params": own["train_params"],
             "builds_on": list(t.builds_on)}
 

@@ -47,11 +47,14 @@ def ensemble_unit(cfg: EvalConfig, members: list[str], member_logits: list[dict]
 
 
 def ensemble_rows(cfg: EvalConfig, names: tuple, logits: list, *, info=None, memo=None, release=None) -> tuple[list, list]:
+    """The rows of one deep-ensemble unit (its members' logits averaged in probability); no paired differences."""
     return ensemble_unit(cfg, list(names), logits), []
 
 
 @register_method(kind="deep_ensemble", family="deep_ensemble", group="evaluate", needs=("logits",), section="",
                  title="deep ensemble", rows=ensemble_rows)
 def deep_ensemble_units(x: LogitsInput) -> list:
+    """One unit per deep ensemble of params ``evaluate.deep_ensembles`` over the zoo's seed groups, with the members'
+    summed costs."""
     return [(("deep_ensemble", *ms), None, dict(sum_cost(x.costs, ms), balance=float("nan")))
             for ms in deep_ensemble_groups(x.zoo, list(x.cfg.deep_ensembles))]

@@ -65,6 +65,7 @@ def duo_unit(cfg: EvalConfig, base: str, side: str, logits_b: dict, logits_s: di
 
 
 def duo_rows(cfg: EvalConfig, names: tuple, logits: list, *, info=None, memo=None, release=None) -> tuple[list, list]:
+    """The rows of one duo unit (base ``names[0]``, sidekick ``names[1]``) and its paired differences to the base."""
     return duo_unit(cfg, names[0], names[1], logits[0], logits[1], memo=memo, release=release)
 
 
@@ -77,4 +78,5 @@ def pairs(costs: dict, cfg: EvalConfig) -> list:
 @register_method(kind="duo", family="duo", group="evaluate", needs=("logits",), section="", title="Asymmetric Duo",
                  rows=duo_rows)
 def duo_units(x: LogitsInput) -> list:
+    """One unit per base and sidekick pair the evaluate block admits, with the pair's summed costs."""
     return [(("duo", p.base, p.sidekick), None, sum_cost(x.costs, [p.base, p.sidekick])) for p in pairs(x.costs, x.cfg)]

@@ -58,6 +58,8 @@ class LastLayerHessian:
 
 
 def check_options(hessian: str, predictive: str, samples, model_name: str = "") -> None:
+    """``hessian``, ``predictive`` and (for ``mc``) ``samples`` checked; ``ValueError`` naming the model and the
+    option."""
     where = f"{METHOD} of model {model_name!r}"
     if hessian not in HESSIANS:
         raise ValueError(f"{where}: hessian must be one of {HESSIANS}, got {hessian!r}")
@@ -68,6 +70,7 @@ def check_options(hessian: str, predictive: str, samples, model_name: str = "") 
 
 
 def check_prior_precision(delta, where: str = METHOD) -> float:
+    """``delta`` as a prior precision: a positive number, infinity allowed; ``ValueError`` naming ``where``."""
     if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not delta > 0 or math.isnan(delta):
         raise ValueError(f"{where}: prior precision must be a positive number (inf allowed), got {delta!r}")
     return float(delta)
@@ -141,6 +144,7 @@ class LaplaceHead(nn.Module):
         return (proj.square() @ self.r) @ self.ug2t
 
     def forward(self, f: Tensor) -> Tensor:
+        """Features (B, D) -> logits: (M, B, C) sampled heads with ``mc``, else (B, C) probit-scaled logits."""
         if self.predictive == "mc":
             m = self.heads_wt.shape[0]
             return torch.bmm(f.unsqueeze(0).expand(m, -1, -1), self.heads_wt) + self.heads_b
@@ -216,9 +220,11 @@ def check_laplace(ctx, cfg: LaplaceConfig) -> list[str]:
 @register_method(kind="laplace", family="laplace", title=METHOD, config=LaplaceConfig,
                  needs=("checkpoints",), comment="last-layer Laplace",
                  example=lambda x: f"laplace-{x['base']}: {{model: {x['base']}, hessian: kron, predictive: probit, "
-                                   "prior_precisions: [1.0e-2, 1.0, 100.0, 1.0e+4]}")
+                                   "prior_precisions: [1.0e-2, 1.0, 100.0, 1.0e+4]}",
+                 fixture=lambda x: {f"la-{x['base']}": {"model": x["base"], "prior_precisions": [1.0, 100.0]}})
 def laplace(ctx, cfg: LaplaceConfig, key: str) -> list[Output]:
-    """Last-layer Laplace of zoo model ``model`` (GGN on train, prior precision by val NLL) -> ``results/methods/<key>``."""
+    """Last-layer Laplace of zoo model ``model`` (GGN on train, prior precision by val NLL) ->
+    ``results/methods/<key>``."""
     splits = check_laplace(ctx, cfg)
     name = cfg.model
     entry, model = ctx.load_trained(name)

@@ -68,10 +68,12 @@ class BackboneHead(nn.Module):
             model.eval()
 
     def train(self, mode: bool = True) -> "BackboneHead":
+        """Train mode for the head; a frozen backbone stays in eval mode (its batch norm statistics fixed)."""
         super().train(mode)
         if self.frozen:
             self.model.eval()
         return self
 
     def forward(self, x: Tensor) -> Tensor:
+        """Images (B, 3, S, S) -> the head's logits of the backbone's penultimate features."""
         return self.head(penultimate(self.model, x))

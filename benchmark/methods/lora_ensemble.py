@@ -54,6 +54,7 @@ from benchmark.methods import baselines as bl
 from benchmark.methods.last_layer import linear_head, penultimate
 from benchmark.methods.registry import Output, Training, register_cost, register_method
 from benchmark.models import cost as costs
+from benchmark.models.recipe import recipe_of
 from benchmark.storage import store
 
 METHOD = "LoRA-Ensemble"
@@ -66,6 +67,8 @@ DEFAULT_VARIANT = "published"
 
 
 def check_variant(variant, model_name: str = "") -> tuple[bool, str, float | None]:
+    """The settings of LoRA-Ensemble variant ``variant`` (per-projection adapters, its name, the Xavier gain);
+    ``ValueError`` naming the model."""
     if variant not in VARIANTS:
         raise ValueError(f"{METHOD} of model {model_name!r}: variant must be one of {list(VARIANTS)}, got {variant!r}")
     return VARIANTS[variant]
@@ -84,6 +87,7 @@ def target_layers(model: nn.Module, model_name: str, targets: Sequence[str] = TA
 
 
 def check_adapter(members, rank, alpha, model_name: str = "") -> None:
+    """``members`` and ``rank`` integers >= 1 and ``alpha`` a finite number > 0; ``ValueError`` naming the model."""
     where = f"{METHOD} of model {model_name!r}"
     for key, v in (("members", members), ("rank", rank)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
@@ -128,6 +132,8 @@ class LoRAEnsembleLinear(nn.Module):
         return self.scale * torch.cat([(self.lora_a[member, j] @ self.lora_b[member, j]).T for j in range(self.chunks)])
 
     def forward(self, x: Tensor) -> Tensor:
+        """Tokens (M B, T, D) -> (M B, T, out): the shared projection plus each member's low-rank update, member by
+        member along the batch."""
         y = F.linear(x, self.base.weight, self.base.bias)
         m, k, d, r = self.lora_a.shape
         xm = x.reshape(m, -1, d)
@@ -167,6 +173,7 @@ class LoRAEnsemble(nn.Module):
         self.head_bias = nn.Parameter((torch.rand(members, 1, head.out_features, generator=gen) * 2 - 1) * bound)
 
     def forward(self, x: Tensor) -> Tensor:
+        """Images (B, 3, S, S) -> (M, B, C): every member's logits, the batch repeated once per member."""
         b = x.shape[0]
         f = penultimate(self.model, x.repeat(self.members, *([1] * (x.dim() - 1))))
         return torch.bmm(f.reshape(self.members, b, -1), self.head_weight) + self.head_bias
@@ -181,7 +188,8 @@ class LoRAEnsemble(nn.Module):
         return tokens * sum(self.rank * (m.chunks * m.base.in_features + m.base.out_features) for m in layers)
 
 
-# ---- the method: params.yaml baselines.lora_ensemble.<key> -> one output (registered; see benchmark.methods.baselines) ----
+# ---- the method: params.yaml baselines.lora_ensemble.<key> -> one output (registered; see
+# benchmark.methods.baselines) ----
 
 @dataclass(frozen=True)
 class LoRAConfig:
@@ -196,12 +204,13 @@ class LoRAConfig:
 
 
 def check_lora(ctx, cfg: LoRAConfig) -> tuple[float, list[str]]:
-    """The entry checked (adapter, variant, recipe, a ViT with a linear head): its ``alpha`` and the splits it covers."""
+    """The entry checked (adapter, variant, recipe, a ViT with a linear head): its ``alpha`` and the splits it
+    covers."""
     name = bl.model(ctx, cfg.model)
     alpha = float(cfg.rank) if cfg.alpha is None else cfg.alpha
     check_adapter(cfg.members, cfg.rank, alpha, name)
     check_variant(cfg.variant, name)
-    bl.recipe(ctx, cfg.recipe, name)
+    recipe_of(ctx.recipes, cfg.recipe, bl.who(ctx, name))
     skeleton = ctx.skeleton(name)
     target_layers(skeleton, name)
     linear_head(skeleton, METHOD, name)
@@ -225,7 +234,7 @@ def lora_ensemble(ctx, cfg: LoRAConfig, key: str) -> list[Output]:
     alpha, splits = check_lora(ctx, cfg)
     name = cfg.model
     entry = ctx.entry(name)
-    recipe = bl.recipe(ctx, cfg.recipe, name)
+    recipe = recipe_of(ctx.recipes, cfg.recipe, bl.who(ctx, name))
     model = ctx.create(entry, drop_rate=recipe.drop_rate)  # the pretrained init; fails fast
     tr, va = ctx.inputs(bl.TRAIN, entry, train=True), ctx.inputs(bl.VAL, entry)
     ctx.set_threads()

@@ -41,12 +41,14 @@ from benchmark.methods import baselines as bl
 from benchmark.methods.last_layer import linear_head, penultimate
 from benchmark.methods.registry import Output, register_cost, register_method
 from benchmark.models import cost as costs
+from benchmark.models.recipe import recipe_of
 
 METHOD = "MC dropout"
 VARIANTS = ("trained", "post-hoc")
 
 
 def check_samples(samples, model_name: str = "") -> int:
+    """``samples`` (T) as an integer >= 1; ``ValueError`` naming the model."""
     if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
         raise ValueError(f"{METHOD} of model {model_name!r}: samples T must be an integer >= 1, got {samples!r}")
     return samples
@@ -118,13 +120,15 @@ class MCDropout(nn.Module):
         return self
 
     def forward(self, x: Tensor) -> Tensor:
+        """Images (B, 3, S, S) -> (T, B, C): the head on T seeded dropout masks of the penultimate features."""
         f = penultimate(self.model, x)
         gen = torch.Generator(device=f.device).manual_seed(self.seed)
         keep = torch.rand((self.samples, *f.shape), generator=gen, device=f.device) >= self.p
         return self.head(f.unsqueeze(0) * keep / (1.0 - self.p))
 
 
-# ---- the method: params.yaml baselines.mc_dropout.<key> -> one output (registered; see benchmark.methods.baselines) ----
+# ---- the method: params.yaml baselines.mc_dropout.<key> -> one output (registered; see
+# benchmark.methods.baselines) ----
 
 @dataclass(frozen=True)
 class MCDropoutConfig:
@@ -141,14 +145,15 @@ def check_mc_dropout(ctx, cfg: MCDropoutConfig) -> list[str]:
     name = bl.model(ctx, cfg.model)
     check_samples(cfg.samples, name)
     entry = ctx.entry(name)
-    rate = ctx.recipes[entry.recipe].drop_rate  # what train@<model> fine-tunes it with
+    rate = recipe_of(ctx.recipes, entry.recipe, f"zoo entry {name!r}").drop_rate  # what train@<model> fine-tunes it with
     MCDropout(ctx.skeleton(name), cfg.samples, cfg.p, model_name=name, variant=cfg.variant, train_rate=rate)
     return ctx.splits(cfg.splits)
 
 
 @register_method(kind="mc_dropout", family="mc_dropout", title=METHOD, config=MCDropoutConfig,
                  needs=("checkpoints",), comment="MC dropout, T masks",
-                 example=lambda x: f"mcdrop-{x['base']}: {{model: {x['base']}, samples: 8, p: 0.1}}")
+                 example=lambda x: f"mcdrop-{x['base']}: {{model: {x['base']}, samples: 8, p: 0.1}}",
+                 fixture=lambda x: {f"mcd-{x['sidekick']}": {"model": x["sidekick"], "samples": 3}})  # its recipe's drop_rate
 def mc_dropout(ctx, cfg: MCDropoutConfig, key: str) -> list[Output]:
     """MC dropout with ``samples`` masks on zoo model ``model`` -> ``results/methods/<key>``."""
     splits = check_mc_dropout(ctx, cfg)

@@ -10,7 +10,8 @@ other method, and the stages import exactly the methods they run. One registrati
 
 What a method declares:
 
-* ``kind``: its params entries are ``baselines.<kind>.<key>``; by convention its module is ``benchmark/methods/<kind>.py``
+* ``kind``: its params entries are ``baselines.<kind>.<key>``; by convention its module is
+  ``benchmark/methods/<kind>.py``
   (:func:`get_method` imports that module when the kind is not registered yet);
 * ``family``: the ``family`` column of its rows in the results table;
 * ``config``: a frozen dataclass of one params entry, parsed field by field by its stage
@@ -30,6 +31,9 @@ What a method declares:
   budget is computed from it (:mod:`benchmark.methods.budget`). Default (:func:`training_of`): no training of its own,
   built on the entry's ``model`` (or ``models``) when it needs their checkpoints or logits. A method that trains
   declares it, and its cost function then returns the ``trainable_params`` its training updates;
+* ``fixture``: ``fixture(x) -> {key: entry}`` (or None), the CPU-sized params entry that runs the method on the tiny
+  fixture suite of the pipeline tests and the GPU check (:mod:`benchmark.gpu.fixture`; ``x``: its zoo's ``base``, a
+  ResNet, and ``sidekick``, an EfficientNet with dropout, and ``train_recipe``); None: the fixture runs no entry of it;
 * ``chosen``: the values of its rows' ``method`` column whose ``base`` and ``members`` the method chooses from the
   data (the greedy soup keeps the ingredients that improve its validation score): another CPU kind or training seed
   may choose otherwise, so the reproducibility gate matches such rows by what they are, the choice being a value
@@ -82,8 +86,10 @@ class Method:
     module: str = ""
     training: Callable | None = None  # (cfg, info) -> Training; None: see training_of
     chosen: tuple[str, ...] = ()  # row methods whose base and members are chosen from the data (see the module docstring)
+    fixture: Callable | None = None  # x -> {key: entry}: its entry on the tiny fixture suite (see the module docstring)
 
     def output_names(self, key: str) -> list[str]:
+        """The output names the method writes for params entry ``key`` (default: the key itself)."""
         return list(self.outputs(key)) if self.outputs else [key]
 
 
@@ -148,7 +154,7 @@ _REGISTRY: dict[str, Method] = {}
 def register_method(*, kind: str, family: str, config: type | None = None, needs=(), outputs=None, script: str = "method",
                     group: str = "stage", comment: str = "", example=None, persist: bool = False, section: str = "baselines",
                     title: str = "", stage: str = "", rows: Callable | None = None, training: Callable | None = None,
-                    chosen: tuple[str, ...] = ()):
+                    chosen: tuple[str, ...] = (), fixture: Callable | None = None):
     """Decorator registering a method's function: ``run(ctx, cfg, key)`` (groups ``stage``, ``sve``) or, for group
     ``evaluate``, ``units(x)`` (with its ``rows`` function)."""
     if group not in GROUPS:
@@ -169,7 +175,7 @@ def register_method(*, kind: str, family: str, config: type | None = None, needs
                                  rows=rows, title=title or kind, stage=stage or kind, config=config, needs=tuple(needs),
                                  outputs=outputs, script=script, section=section, group=group, comment=comment,
                                  example=example, persist=persist, module=module, training=training,
-                                 chosen=tuple(chosen))
+                                 chosen=tuple(chosen), fixture=fixture)
         return fn
 
     return wrap

@@ -37,6 +37,8 @@ GROUP_METRICS = ("mean_group_accuracy", "worst_group_accuracy", "mean_group_macr
 
 
 def eval_splits(logits: dict) -> list[str]:
+    """The splits a unit's rows cover: every split of ``logits`` but val (and OOD); ``ValueError`` without val and
+    test."""
     if VAL not in logits or TEST not in logits:
         raise ValueError(f"evaluation needs 'val' and 'test' splits, got {sorted(logits)}")
     return [s for s in logits if s not in (VAL, OOD)]
@@ -79,6 +81,7 @@ def method_rows(cfg: EvalConfig, ident: dict, labels: dict, predict) -> list[dic
 
 
 def split_labels(logits: dict) -> dict:
+    """Split -> the labels of ``logits`` (split -> (logits, labels))."""
     return {s: y for s, (_, y) in logits.items()}
 
 
@@ -100,6 +103,7 @@ class ModelMemo:
         self._temperature: dict[tuple[str, str], float] = {}
 
     def temperature(self, name: str, logits: dict, fit: str) -> float:
+        """Model ``name``'s temperature fit on its validation logits with ``fit``, computed once per unit batch."""
         if (name, fit) not in self._temperature:
             self._temperature[name, fit] = single_temperature(logits, fit)
         return self._temperature[name, fit]

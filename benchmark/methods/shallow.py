@@ -34,12 +34,14 @@ from benchmark.methods import baselines as bl
 from benchmark.methods.last_layer import BackboneHead, linear_head
 from benchmark.methods.registry import Output, Training, register_cost, register_method
 from benchmark.models import cost as costs
+from benchmark.models.recipe import recipe_of
 from benchmark.storage import store
 
 METHOD = "shallow ensemble"
 
 
 def check_members(members, model_name: str = "") -> int:
+    """``members`` as an integer >= 2; ``ValueError`` naming the model."""
     if isinstance(members, bool) or not isinstance(members, int) or members < 2:
         raise ValueError(f"{METHOD} of model {model_name!r}: members must be an integer >= 2, got {members!r}")
     return members
@@ -57,6 +59,7 @@ class EnsembleHeads(nn.Module):
         self.bias = nn.Parameter((torch.rand(members, 1, classes, generator=gen) * 2 - 1) * bound)
 
     def forward(self, f: Tensor) -> Tensor:
+        """Features (B, D) -> (M, B, C): every head's logits."""
         f = f.flatten(1)
         return torch.bmm(f.unsqueeze(0).expand(self.weight.shape[0], -1, -1), self.weight) + self.bias
 
@@ -100,10 +103,10 @@ def check_shallow(ctx, cfg: ShallowConfig) -> list[str]:
     if cfg.backbone not in BACKBONES:
         raise ValueError(f"{ctx.where}: {METHOD} of model {name!r}: backbone must be one of {list(BACKBONES)}, "
                          f"got {cfg.backbone!r}")
-    if cfg.backbone == "frozen" and bl.recipe(ctx, cfg.recipe, name).shift_pixels:
-        raise ValueError(f"{ctx.where}: {METHOD} of model {name!r}: with a frozen backbone the heads train on "
+    recipe = recipe_of(ctx.recipes, cfg.recipe, bl.who(ctx, name))
+    if cfg.backbone == "frozen" and recipe.shift_pixels:
+        raise ValueError(f"{bl.who(ctx, name)}: with a frozen backbone the heads train on "
                          f"features, so recipe {cfg.recipe!r} must have shift_pixels: 0")
-    bl.recipe(ctx, cfg.recipe, name)
     linear_head(ctx.skeleton(name), METHOD, name)
     return ctx.splits(cfg.splits)
 
@@ -117,7 +120,8 @@ def shallow_training(cfg: ShallowConfig, info: dict) -> Training:
 @register_method(kind="shallow", family="shallow_ensemble", title=METHOD, config=ShallowConfig,
                  needs=("checkpoints", "base-model"), persist=True, comment="one backbone, M heads (joint: from the init)",
                  training=shallow_training,
-                 example=lambda x: f"shallow-{x['base']}: {{model: {x['base']}, members: 5, recipe: {x['train_recipe']}}}")
+                 example=lambda x: f"shallow-{x['base']}: {{model: {x['base']}, members: 5, recipe: {x['train_recipe']}}}",
+                 fixture=lambda x: {f"sh-{x['sidekick']}": {"model": x["sidekick"], "members": 2, "recipe": x["train_recipe"]}})
 def shallow(ctx, cfg: ShallowConfig, key: str) -> list[Output]:
     """Shallow ensemble of ``members`` heads on one backbone of zoo model ``model`` -> ``results/methods/<key>``.
 
@@ -129,7 +133,7 @@ def shallow(ctx, cfg: ShallowConfig, key: str) -> list[Output]:
     """
     splits = check_shallow(ctx, cfg)
     name, m, joint = cfg.model, cfg.members, cfg.backbone == "joint"
-    recipe = bl.recipe(ctx, cfg.recipe, name)
+    recipe = recipe_of(ctx.recipes, cfg.recipe, bl.who(ctx, name))
     if joint:
         entry = ctx.entry(name)
         model = ctx.create(entry, drop_rate=recipe.drop_rate)  # the pretrained init; fails fast

@@ -22,10 +22,12 @@ def single_unit(cfg: EvalConfig, name: str, logits: dict, *, memo: ModelMemo | N
 
 
 def single_rows(cfg: EvalConfig, names: tuple, logits: list, *, info=None, memo=None, release=None) -> tuple[list, list]:
+    """The rows of one single-model unit (its logits temperature-scaled); no paired differences."""
     return single_unit(cfg, names[0], logits[0], memo=memo, release=release), []
 
 
 @register_method(kind="single", family="single", group="evaluate", needs=("logits",), section="", title="single model",
                  rows=single_rows)
 def single_units(x: LogitsInput) -> list:
+    """One unit per zoo model, with its cost."""
     return [(("single", n), None, sum_cost(x.costs, [n])) for n in x.zoo]

@@ -44,6 +44,7 @@ from benchmark.config.typed import check
 from benchmark.methods import baselines as bl
 from benchmark.methods.registry import Output, register_cost, register_method
 from benchmark.models.infer import batches, predict_logits
+from benchmark.models.recipe import recipe_of
 
 METHOD = "model soup"
 
@@ -60,7 +61,8 @@ def average_state_dicts(state_dicts: Sequence[Mapping[str, Tensor]], names: Sequ
             raise ValueError(f"{METHOD}: {name!r} and {names[0]!r} have different weights ({diff}); soups need one architecture")
         for k, v in sd.items():
             if v.shape != ref[k].shape:
-                raise ValueError(f"{METHOD}: tensor {k!r} has shape {tuple(v.shape)} in {name!r} but {tuple(ref[k].shape)} in {names[0]!r}")
+                raise ValueError(f"{METHOD}: tensor {k!r} has shape {tuple(v.shape)} in {name!r} but {tuple(ref[k].shape)} in "
+                                 f"{names[0]!r}")
     out = {}
     for k, v in ref.items():
         if v.is_floating_point():
@@ -104,6 +106,8 @@ def recompute_batchnorm(model: nn.Module, batches) -> nn.Module:
 
 
 def check_ingredients(models: Sequence, names: Sequence[str] | None = None) -> list[str]:
+    """The ingredients' names (``ingredient i`` when not given), at least two and one per model; ``ValueError``
+    otherwise."""
     names = list(names) if names is not None else [f"ingredient {i}" for i in range(len(models))]
     if len(names) != len(models):
         raise ValueError(f"{METHOD}: {len(models)} models but {len(names)} names")
@@ -174,7 +178,8 @@ def check_soup(ctx, cfg: SoupConfig) -> list[str]:
         for attr in ("arch", "init", "img_size", "recipe"):
             if getattr(e, attr) != getattr(entries[0], attr):
                 raise ValueError(f"{ctx.where}: {METHOD} ingredients must be fine-tunes of one architecture from one "
-                                 f"init; model {e.name!r} has {attr} {getattr(e, attr)!r} but {names[0]!r} has {getattr(entries[0], attr)!r}")
+                                 f"init; model {e.name!r} has {attr} {getattr(e, attr)!r} but {names[0]!r} has "
+                                 f"{getattr(entries[0], attr)!r}")
     return ctx.splits(cfg.splits)
 
 
@@ -189,7 +194,7 @@ def soup(ctx, cfg: SoupConfig, key: str) -> list[Output]:
     loaded = [ctx.load_trained(n) for n in names]
     entry, ingredients = loaded[0][0], [m for _, m in loaded]
     ctx.set_threads()
-    select_by = ctx.recipes[entry.recipe].select_by
+    select_by = recipe_of(ctx.recipes, entry.recipe, f"zoo entry {names[0]!r}").select_by
     val = ctx.inputs(bl.VAL, entry)
     bs, workers = ctx.batch_size, ctx.source.num_workers
 

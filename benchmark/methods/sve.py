@@ -109,9 +109,28 @@ def member_generator(seed: int, member: int) -> torch.Generator:
 
 
 def check_members(members) -> int:
+    """``members`` (M) as an integer >= 1; ``ValueError`` otherwise."""
     if isinstance(members, bool) or not isinstance(members, int) or members < 1:
         raise ValueError(f"members must be an integer >= 1, got {members!r}")
     return members
+
+
+def _check_settings(backbone: nn.Module, *, sigma_init: float, num_classes: int | None, mode: str, pretrained: bool,
+                    allow_random_init: bool) -> None:
+    """:class:`SingularValueEnsemble`'s settings checked before it changes the backbone: ``ValueError`` (``TypeError``
+    for a backbone that is not a timm model) naming the setting."""
+    if not (isinstance(sigma_init, (int, float)) and math.isfinite(sigma_init) and sigma_init >= 0):
+        raise ValueError(f"sigma_init must be a finite number >= 0, got {sigma_init!r}")
+    if num_classes is not None and (isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1):
+        raise ValueError(f"num_classes must be an integer >= 1 or None, got {num_classes!r}")
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    if not pretrained and not allow_random_init:
+        raise ValueError("SVE needs a pretrained backbone (its singular vectors are the basis all members share; from a "
+                         "random init SVE does poorly): load weights and pass pretrained=True, or pass "
+                         "allow_random_init=True for tests and parameter counts")
+    if not (hasattr(backbone, "get_classifier") and hasattr(backbone, "reset_classifier")):
+        raise TypeError(f"SVE wraps timm models (get_classifier/reset_classifier); {type(backbone).__name__} has neither")
 
 
 class SingularValueEnsemble(nn.Module):
@@ -137,18 +156,8 @@ class SingularValueEnsemble(nn.Module):
                  split_qkv: bool = True, mode: str = "auto", member_streams: bool = True):
         super().__init__()
         self.members = check_members(members)
-        if not (isinstance(sigma_init, (int, float)) and math.isfinite(sigma_init) and sigma_init >= 0):
-            raise ValueError(f"sigma_init must be a finite number >= 0, got {sigma_init!r}")
-        if num_classes is not None and (isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1):
-            raise ValueError(f"num_classes must be an integer >= 1 or None, got {num_classes!r}")
-        if mode not in MODES:
-            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-        if not pretrained and not allow_random_init:
-            raise ValueError("SVE needs a pretrained backbone (its singular vectors are the basis all members share; from a "
-                             "random init SVE does poorly): load weights and pass pretrained=True, or pass "
-                             "allow_random_init=True for tests and parameter counts")
-        if not (hasattr(backbone, "get_classifier") and hasattr(backbone, "reset_classifier")):
-            raise TypeError(f"SVE wraps timm models (get_classifier/reset_classifier); {type(backbone).__name__} has neither")
+        _check_settings(backbone, sigma_init=sigma_init, num_classes=num_classes, mode=mode, pretrained=pretrained,
+                        allow_random_init=allow_random_init)
         head = backbone.get_classifier()
         if isinstance(head, nn.Linear):
             dim, self.classifier_name = head.in_features, next(n for n, m in backbone.named_modules() if m is head)
@@ -211,6 +220,7 @@ class SingularValueEnsemble(nn.Module):
         return sub
 
     def sve_layers(self) -> list[SVELayer]:
+        """The ensemble's SVE layers, in module order."""
         return [m for m in self.backbone.modules() if isinstance(m, SVELayer)]
 
     def forward(self, x: Tensor) -> Tensor:

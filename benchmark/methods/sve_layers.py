@@ -150,6 +150,7 @@ class SVELayer(nn.Module):
         self._cache = None
 
     def train(self, mode: bool = True):
+        """Train or eval mode; either drops the cached member weights (rebuilt by the next forward that uses them)."""
         self.clear_cache()
         return super().train(mode)
 
@@ -162,6 +163,7 @@ class SVELayer(nn.Module):
         super()._load_from_state_dict(*args, **kwargs)
 
     def extra_repr(self) -> str:
+        """The layer's sizes, members, chunks, rank and mode, for ``repr``."""
         return (f"in={self.in_features}, out={self.out_features}, members={self.members}, "
                 f"chunks={self.chunks}, rank={self.rank}, mode={self.mode}")
 
@@ -170,6 +172,7 @@ class SVELinear(SVELayer):
     """SVE replacement of ``nn.Linear``; input (M B, ..., in), output (M B, ..., out)."""
 
     def forward(self, x: Tensor) -> Tensor:
+        """Inputs (M B, ..., in) -> (M B, ..., out): member m's weights applied to the m-th block of the batch."""
         self._per_member(x)
         y = self._members_apply(x.reshape(self.members, -1, self.in_features))
         return y.reshape(*x.shape[:-1], self.out_features)
@@ -191,6 +194,8 @@ class SVEConv1x1(SVELayer):
         self.stride = tuple(conv.stride)
 
     def forward(self, x: Tensor) -> Tensor:
+        """Feature maps (M B, in, H, W) -> (M B, out, H', W'): a 1x1 convolution (with its stride) with member m's
+        weights on the m-th block of the batch."""
         if self.stride != (1, 1):
             x = x[:, :, :: self.stride[0], :: self.stride[1]]
         self._per_member(x)

@@ -63,7 +63,7 @@ from benchmark.methods.registry import Output, Training, register_cost, register
 from benchmark.methods.sve import SIGMA_INIT, SingularValueEnsemble, check_diversity, check_members
 from benchmark.models import factory
 from benchmark.models import cost as costs
-from benchmark.models.recipe import Recipe
+from benchmark.models.recipe import Recipe, recipe_of
 from benchmark.models.train import selection_score
 from benchmark.models.zoo import ZooEntry
 from benchmark.storage import store
@@ -88,6 +88,7 @@ class SveConfig:
 
 
 def output_name(members: int) -> str:
+    """The output of an ``M``-member SVE: ``sve-m<M>``."""
     return f"sve-m{members}"
 
 
@@ -96,9 +97,7 @@ def check_config(ctx, cfg: SveConfig) -> SveConfig:
     if not cfg.members:
         raise ValueError(f"params.yaml {SECTION}.members is [] (no SVE: the pipeline has no SVE stage); list the sizes M "
                          f"to run, e.g. [1, 2, 4, 8]")
-    if cfg.recipe not in ctx.recipes:
-        raise ValueError(f"params.yaml {SECTION}.recipe: unknown recipe {cfg.recipe!r}; define it in params.yaml recipes "
-                         f"(known: {sorted(ctx.recipes)})")
+    recipe_of(ctx.recipes, cfg.recipe, f"params.yaml {SECTION}.recipe")
     return cfg
 
 
@@ -118,8 +117,9 @@ def base_entry(ctx, cfg: SveConfig) -> ZooEntry:
     return entry
 
 
-def train_subset(split: SplitInputs, n: int | None, seed: int) -> SplitInputs:
-    """A stratified seeded subset of ``n`` samples (in split order); the split itself if ``n`` is None."""
+def train_subset(split, n: int | None, seed: int):
+    """A stratified seeded subset of ``n`` samples (in split order) of ``split`` (the stage's
+    :class:`~benchmark.stages.suite_source.SplitInputs`); the split itself if ``n`` is None."""
     if n is None:
         return split
     if n > len(split):
@@ -153,7 +153,8 @@ def cost_info(model: SingularValueEnsemble, img_size: int, one: float | None = N
 
 @register_cost("sve")
 def sve_output_cost(info: dict, entry: ZooEntry, num_classes: int, members: int, cfg: SveConfig) -> dict:
-    """:func:`cost_info` of output ``sve-m<members>`` (params ``sve``: ``cfg``; base ``entry``), rebuilt without weights."""
+    """:func:`cost_info` of output ``sve-m<members>`` (params ``sve``: ``cfg``; base ``entry``), rebuilt without
+    weights."""
     if info.get("members") != members:
         raise ValueError(f"members {info.get('members')!r}, but the logits have {members}")
     model = build(entry, cfg, members, num_classes, load_weights=False)
@@ -181,7 +182,7 @@ def check(ctx, cfg: SveConfig, members) -> tuple[ZooEntry, Recipe, list[str]]:
         raise ValueError(f"sve stage: {e} (--members)") from None
     check_config(ctx, cfg)
     entry = base_entry(ctx, cfg)
-    recipe = ctx.recipes[cfg.recipe]
+    recipe = recipe_of(ctx.recipes, cfg.recipe, f"params.yaml {SECTION}.recipe")
     splits = ctx.resolve_splits(cfg.splits, f"params.yaml {SECTION}.splits")
     # build() gives the backbone its 1000-class head; SVE copies it into every member when the suite has 1000 classes
     check_diversity(members, cfg.sigma_init, ctx.source.num_classes() == 1000, f"params.yaml {SECTION} (sve@{members})")

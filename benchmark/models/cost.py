@@ -77,6 +77,7 @@ def count_flops(model: nn.Module, img_size: int, *, channels: int = 3) -> float:
 
 
 def count_params(model: nn.Module) -> int:
+    """The number of parameters of ``model``."""
     return sum(p.numel() for p in model.parameters())
 
 

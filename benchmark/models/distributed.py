@@ -1,4 +1,5 @@
-"""Data-parallel stages under torchrun (torch.distributed): settings, sharding, gathering (the launch: :mod:`benchmark.models.launch`).
+"""Data-parallel stages under torchrun (torch.distributed): settings, sharding, gathering (the launch:
+:mod:`benchmark.models.launch`).
 
 One process is the default. params.yaml's ``distributed`` block (missing = one
 process) asks for more::
@@ -72,9 +73,12 @@ class DistConfig:
 
     @property
     def world_size(self) -> int:
+        """The processes of a run: per node times nodes."""
         return self.nproc_per_node * self.nnodes
 
     def backend_for(self, device: torch.device) -> str:
+        """The process group backend on ``device``: ``auto`` is NCCL on CUDA, else gloo; ``ValueError`` for NCCL without
+        CUDA."""
         if self.backend == "nccl" and device.type != "cuda":
             raise ValueError(f"params 'distributed': backend nccl needs CUDA, but the device is {device.type}; use auto or gloo")
         return self.backend if self.backend != "auto" else ("nccl" if device.type == "cuda" else "gloo")
@@ -123,14 +127,17 @@ def is_worker() -> bool:
 
 
 def world_size() -> int:
+    """The processes of this run (1 outside torch.distributed)."""
     return dist.get_world_size() if dist.is_initialized() else 1
 
 
 def rank() -> int:
+    """This process's rank (0 outside torch.distributed)."""
     return dist.get_rank() if dist.is_initialized() else 0
 
 
 def is_main() -> bool:
+    """Whether this is rank 0, the process that writes."""
     return rank() == 0
 
 
@@ -154,7 +161,8 @@ def _in_thread_shutdown(frame) -> bool:
 
 
 def _default_sigterm() -> None:
-    """At interpreter exit a SIGTERM just ends the process (raising inside another atexit callback printed a traceback)."""
+    """At interpreter exit a SIGTERM just ends the process (raising inside another atexit callback printed a
+    traceback)."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
@@ -178,6 +186,7 @@ def init(cfg: DistConfig, device: torch.device) -> torch.device:
 
 
 def shutdown() -> None:
+    """End the process group, when there is one."""
     if dist.is_initialized():
         dist.destroy_process_group()
 
@@ -223,7 +232,8 @@ def _comm_device() -> torch.device:
 
 
 def gather_rows(local: torch.Tensor | None, n: int, *, dim: int = -2) -> torch.Tensor:
-    """Every rank's shard (rows along ``dim``, ``None`` for an empty shard) concatenated in rank order, on the CPU, on every rank."""
+    """Every rank's shard (rows along ``dim``, ``None`` for an empty shard) concatenated in rank order, on the CPU, on
+    every rank."""
     world = world_size()
     if world == 1:
         return local

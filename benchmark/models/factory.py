@@ -78,7 +78,8 @@ def pypi_weight_file(entry: ZooEntry) -> Path:
     folder = list(found.submodule_search_locations)[0]
     files = sorted(glob.glob(os.path.join(folder, spec.file_glob)))
     if len(files) != 1:
-        raise ZooError(f"zoo entry {entry.name!r}: expected one weight file {spec.file_glob!r} in {folder}, found {len(files)}; reinstall {pkg}")
+        raise ZooError(f"zoo entry {entry.name!r}: expected one weight file {spec.file_glob!r} in {folder}, found {len(files)}; "
+                       f"reinstall {pkg}")
     return Path(files[0])
 
 
@@ -88,11 +89,13 @@ def _ordered_state_dict(model: nn.Module, path: Path, entry: ZooEntry) -> dict:
         src = src["state_dict"]
     dst = model.state_dict()
     if len(src) != len(dst):
-        raise ZooError(f"zoo entry {entry.name!r}: {path.name} has {len(src)} tensors but timm {entry.arch} has {len(dst)}; wrong arch for these weights?")
+        raise ZooError(f"zoo entry {entry.name!r}: {path.name} has {len(src)} tensors but timm {entry.arch} has {len(dst)}; "
+                       "wrong arch for these weights?")
     out = {}
     for (sk, sv), (dk, dv) in zip(src.items(), dst.items()):
         if tuple(sv.shape) != tuple(dv.shape):
-            raise ZooError(f"zoo entry {entry.name!r}: {path.name} tensor {sk} {tuple(sv.shape)} does not fit timm {dk} {tuple(dv.shape)}")
+            raise ZooError(f"zoo entry {entry.name!r}: {path.name} tensor {sk} {tuple(sv.shape)} does not fit timm {dk} "
+                           f"{tuple(dv.shape)}")
         out[dk] = sv
     return out
 
@@ -122,7 +125,8 @@ def _create_from_hub(entry: ZooEntry, num_classes: int, kwargs: dict | None = No
     except Exception as e:  # hub errors come in many types
         raise ZooError(
             f"zoo entry {entry.name!r}: cannot load pretrained weights {name!r} ({hint}; {type(e).__name__}: {e}). "
-            "Download them once with network (they are cached by huggingface_hub) or point HF_HOME at a cache that has them."
+            "Download them once with network (they are cached by huggingface_hub) or point HF_HOME at a cache that "
+            "has them."
         ) from e
 
 

@@ -36,6 +36,7 @@ def hub_reachable(timeout: float = HUB_PROBE_TIMEOUT) -> bool:
 
 
 def hub_offline() -> bool:
+    """Whether the Hugging Face hub may not be reached (``HF_HUB_OFFLINE``)."""
     from huggingface_hub import constants
 
     return bool(constants.HF_HUB_OFFLINE) or os.environ.get("HF_HUB_OFFLINE", "0") not in ("", "0")

@@ -37,6 +37,7 @@ def autocast(device: torch.device, dtype: torch.dtype | None):
 
 
 def model_device(model: nn.Module) -> torch.device:
+    """The device of ``model``'s parameters (the CPU for a model without any)."""
     p = next(model.parameters(), None)
     return p.device if p is not None else torch.device("cpu")
 

@@ -64,6 +64,7 @@ class Linear(nn.Linear):
     """``nn.Linear`` computed by :func:`linear` on the CPU under pinned numerics, by ``F.linear`` elsewhere."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x @ W.T + b``: through :func:`linear` (no BLAS) where the portable kernels are on, else ATen's linear."""
         if active(x):
             return linear(x, self.weight, self.bias)
         return F.linear(x, self.weight, self.bias)

@@ -5,6 +5,7 @@ the recipe's type, not on the training loop that runs it (:func:`benchmark.model
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 
 from benchmark.config.typed import check, parse_config
@@ -47,3 +48,13 @@ class Recipe:
     def from_params(cls, name: str, raw, where: str = "") -> "Recipe":
         """``raw`` (one ``recipes`` entry) as a Recipe; errors name ``where`` (the file) and ``recipe <name>``."""
         return parse_config(cls, raw, f"{where + ': ' if where else ''}recipe {name!r}")
+
+
+def recipe_of(recipes: Mapping[str, Recipe], name: str, user: str = "") -> Recipe:
+    """Recipe ``name`` of ``recipes`` (params.yaml ``recipes``, typed): the one way a stage, a method or a check reads
+    the recipe of a zoo entry (``entry.recipe``) or of a method's config. ``ValueError`` naming ``user`` (who asks for
+    it, e.g. ``baselines.shallow.a: shallow ensemble of model 'm'``) and the known recipes."""
+    if name not in recipes:
+        raise ValueError(f"{user + ': ' if user else ''}unknown recipe {name!r}; define it in params.yaml 'recipes' "
+                         f"(known: {sorted(recipes)})")
+    return recipes[name]

@@ -69,16 +69,20 @@ class TorchvisionClassifier(nn.Module):
         self.tv_weights = weights  # the torchvision weights member (its transforms and meta)
 
     def forward_features(self, x: torch.Tensor) -> torch.Tensor:
+        """Images -> the body's pooled features (timm's name for it)."""
         return self.body(x)
 
     def forward_head(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
+        """Features -> logits, through the head's dropout (``pre_logits``: the features after it)."""
         x = self.head_drop(x)
         return x if pre_logits else self.head(x)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Images -> logits."""
         return self.forward_head(self.forward_features(x))
 
     def get_classifier(self) -> nn.Module:
+        """The linear head (timm's name for it)."""
         return self.head
 
     def reset_classifier(self, num_classes: int) -> None:
@@ -188,7 +192,8 @@ def eval_transform(weights, img_size: int | None = None):
 
 
 def data_config(weights, img_size: int | None = None) -> dict:
-    """The transform's settings in timm's data-config keys (input_size, interpolation, mean, std, crop_pct, crop_mode)."""
+    """The transform's settings in timm's data-config keys (input_size, interpolation, mean, std, crop_pct,
+    crop_mode)."""
     t = eval_transform(weights, img_size)
     crop, resize = t.crop_size[0], t.resize_size[0]
     return {"input_size": (3, crop, crop), "interpolation": t.interpolation.value, "mean": tuple(t.mean),

@@ -140,7 +140,8 @@ def read_checkpoint(path, what: str = "checkpoint") -> tuple[dict, dict]:
 def _apply_resume(tensors: dict, model: nn.Module, opt: torch.optim.Optimizer) -> None:
     model.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("model.")}, strict=True)
     for i, p in enumerate(opt.param_groups[0]["params"]):
-        # a moment takes its parameter's layout (channels-last weights): the fused AdamW kernel walks both as flat memory
+        # a moment takes its parameter's layout (channels-last weights): the fused AdamW kernel walks both
+        # as flat memory
         st = {k.split(".", 2)[2]: v if k.endswith(".step") else torch.empty_like(p).copy_(v)
               for k, v in tensors.items() if k.startswith(f"opt.{i}.")}
         if st:
@@ -148,11 +149,14 @@ def _apply_resume(tensors: dict, model: nn.Module, opt: torch.optim.Optimizer) -
 
 
 def save_weights(path, model: nn.Module) -> None:
+    """Write ``model``'s state dict as a safetensors checkpoint at ``path``, atomically."""
     with store.atomic_path(path) as tmp:
         save_file({k: v.detach().contiguous() for k, v in model.state_dict().items()}, str(tmp))
 
 
 def load_weights(path, model: nn.Module) -> nn.Module:
+    """Load the checkpoint at ``path`` into ``model`` (every tensor, strictly); :class:`StoreError` when it is missing
+    or does not fit."""
     path = Path(path)
     if not path.exists():
         raise store.StoreError(f"{path}: checkpoint not found; run the train stage first (dvc repro)")

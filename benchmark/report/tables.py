@@ -57,6 +57,7 @@ def split_sort_key(split: str):
 
 
 def match_any(name: str, patterns) -> bool:
+    """Whether ``name`` matches one of the shell ``patterns``."""
     return any(fnmatch.fnmatchcase(name, p) for p in patterns)
 
 
@@ -95,6 +96,7 @@ def wide_table(results: pd.DataFrame) -> pd.DataFrame:
 
 
 def metrics_in(wide: pd.DataFrame) -> list[str]:
+    """The metric columns of a wide table (not a key, a cost or an interval column)."""
     return [c for c in wide.columns if c not in KEY + COST and ":" not in c]
 
 
@@ -138,7 +140,8 @@ def missing_notices(results: pd.DataFrame, config, models: pd.DataFrame | None) 
                          + " The report.table_splits setting chooses the tabulated ones.")
         fams = set(g["family"])
         if config.reference_family not in fams:
-            notes.append(f"{suite}: no '{config.reference_family}' rows (report.reference_family): base models alone are not marked.")
+            notes.append(f"{suite}: no '{config.reference_family}' rows (report.reference_family): base models alone are not "
+                         "marked.")
     unknown = sorted(set(results["metric"]) - set(METRICS))
     if unknown:
         notes.append(f"results: metrics not in benchmark.core.metric_info.METRICS (direction unknown): {unknown}.")

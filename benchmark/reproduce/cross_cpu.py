@@ -1,9 +1,9 @@
 """What was checked on which CPU kind: ``results/cross_cpu.json``, one entry per (CPU kind, commit) of a from-scratch
 run that ``python -m benchmark reproduce check --record results/cross_cpu.json`` judged against the committed
-results; and the kernel fingerprint records (``results/fingerprints/``, :mod:`benchmark.reproduce.fingerprint`).
+results; and the kernel fingerprint records (``results/fingerprints/``, :mod:`benchmark.reproduce.fingerprint_records`).
 
-The README's "what holds" line and the reproducibility page are generated from these (:func:`holds_line`,
-:func:`runs_table`, :func:`fingerprint_table`), never typed.
+The README's "what holds" and the reproducibility page are generated from these (:func:`holds_line`,
+:func:`runs_table`, :func:`fingerprint_table`; :mod:`benchmark.docsgen.facts`), never typed.
 """
 from __future__ import annotations
 
@@ -11,6 +11,9 @@ import datetime
 import json
 import re
 from pathlib import Path
+
+from benchmark.reproduce import fingerprint_records
+from benchmark.storage.atomic import write_text
 
 RECORD = Path("results") / "cross_cpu.json"
 ROW_COUNTS = ("rows", "identical", "recomputed", "differs", "within-noise", "beyond-noise", "inputs-differ", "missing", "extra")
@@ -54,6 +57,8 @@ def stage_runs(runs: list[dict]) -> list[dict]:
 
 
 def load(path=RECORD) -> list[dict]:
+    """The checked runs of the record at ``path`` (none when it does not exist); ``ValueError`` naming the file when it
+    is not a list of runs."""
     path = Path(path)
     if not path.exists():
         return []
@@ -69,8 +74,6 @@ def load(path=RECORD) -> list[dict]:
 def add(path, run: dict) -> list[dict]:
     """``run`` added to the record at ``path`` (replacing an entry of the same kind, commit and scope); written
     atomically."""
-    from benchmark.storage.store import write_text
-
     key = (run["kind"], run["commit"], run.get("scope", "gate"))
     runs = [r for r in load(path) if (r["kind"], r["commit"], r.get("scope", "gate")) != key] + [run]
     runs.sort(key=lambda r: (r.get("date", ""), r["kind"]))
@@ -93,8 +96,8 @@ def _verdict(r: dict) -> str:
 
 
 def holds_line(runs: list[dict], records: list[dict]) -> str:
-    """The README line: the CPU kinds a from-scratch run was checked on, the commit and the result, and the kernel
-    fingerprints' agreement in the pipeline's mode."""
+    """The CPU kinds a from-scratch run was checked on, the commit and the result, and the kernel fingerprints'
+    agreement in the pipeline's mode, in full (the reproducibility page's "what holds")."""
     if not runs:
         return ("- Across CPU kinds: no from-scratch run recorded (`python -m benchmark reproduce check --record "
                 "results/cross_cpu.json` after one).")
@@ -104,14 +107,14 @@ def holds_line(runs: list[dict], records: list[dict]) -> str:
     parts = [f"{r['cpu']} (`{r['kind']}`) at `{_short(r['commit'])}` (vs the bundle of "
              f"`{_short(r['bundle_commit'])}`): {_verdict(r)}" for r in latest.values()]
     fp = fingerprint_summary(records)
-    return ("- Across CPU kinds, from scratch (`results/cross_cpu.json`): " + "; ".join(parts) + "." + fp
-            + " Details: [reproducibility](docs/explanations/reproducibility.md).")
+    return "- Across CPU kinds, from scratch (`results/cross_cpu.json`): " + "; ".join(parts) + "." + fp
 
 
 def fingerprint_summary(records: list[dict]) -> str:
+    """One sentence on the kernel fingerprint records: the equal operations of each pair of CPU kinds, and how many
+    operations that every record holds agree in the pipeline's mode ('' with fewer than two records)."""
     if len(records) < 2:
         return ""
-    from benchmark.reproduce import fingerprint_records
 
     agreed = fingerprint_records.evidence(records)
     mode = fingerprint_records.tag(2) + "/"
@@ -129,9 +132,13 @@ def fingerprint_summary(records: list[dict]) -> str:
 
 
 def runs_table(runs: list[dict]) -> str:
+    """The reproducibility page's table of the checked runs: CPU kind, code, bundle, identical stage outputs, rows and
+    the gate's verdict."""
     if not runs:
-        return "No from-scratch run recorded yet (`python -m benchmark reproduce check --record results/cross_cpu.json`).\n"
-    lines = ["| CPU kind | CPU | code | checked against | stage outputs identical | rows identical / within noise / failing | gate |",
+        return ("No from-scratch run recorded yet (`python -m benchmark reproduce check --record "
+                "results/cross_cpu.json`).\n")
+    lines = ["| CPU kind | CPU | code | checked against | stage outputs identical | rows identical / within noise / "
+             "failing | gate |",
              "|---|---|---|---|---|---|---|"]
     for r in gate_runs(runs):
         n, o = r["rows"], r["stage_outputs"]
@@ -156,21 +163,20 @@ def fingerprint_table(records: list[dict]) -> str:
     shared = [k for k in a["hashes"] if k in b["hashes"]]
     modes = sorted({k.split("/", 1)[0] for k in shared}, key=lambda m: (m.split(",")[0], m.split(",")[1] != "onednn=on"))
     lines = [f"| operations | {' | '.join(modes)} |", "|---|" + "---|" * len(modes)]
-    for name, pattern in _GROUPS:
+    for name, _ in _GROUPS:
         cells = []
         for m in modes:
             keys = [k for k in shared if k.startswith(m + "/") and _group(k) == name]
             same = sum(a["hashes"][k] == b["hashes"][k] for k in keys)
             cells.append(f"{same} of {len(keys)}" + (" **part**" if same < len(keys) else ""))
         lines.append(f"| {name} | {' | '.join(cells)} |")
-    from benchmark.reproduce.fingerprint_records import tag
 
     diff = [k for k in shared if a["hashes"][k] != b["hashes"][k]]
-    mode = [k.split("/", 1)[1] for k in diff if k.startswith(tag(2) + "/")]
+    mode = [k.split("/", 1)[1] for k in diff if k.startswith(fingerprint_records.tag(2) + "/")]
     lines.append("")
     lines.append(f"`{a['machine']['kind']}` ({a['machine'].get('cpu', '')}) against `{b['machine']['kind']}` "
                  f"({b['machine'].get('cpu', '')}), torch {a.get('torch')}: {len(shared) - len(diff)} of {len(shared)} "
-                 f"operations equal. In the pipeline's mode ({tag(2)}) these differ: " + ", ".join(f"`{k}`" for k in mode) + ".")
+                 f"operations equal. In the pipeline's mode ({fingerprint_records.tag(2)}) these differ: " + ", ".join(f"`{k}`" for k in mode) + ".")
     return "\n".join(lines) + "\n"
 
 

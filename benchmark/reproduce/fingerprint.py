@@ -39,6 +39,7 @@ import torch
 import torch.nn.functional as F
 
 from benchmark.config import numerics
+from benchmark.models.recipe import recipe_of
 from benchmark.reproduce.fingerprint_records import tag
 
 NUM_CLASSES = 10  # the head of every profiled model (the embedded suite's classes)
@@ -61,6 +62,7 @@ def h(*tensors) -> str:
 
 
 def gen(seed: int, *shape) -> torch.Tensor:
+    """A seeded standard-normal float32 tensor of ``shape``: the same numbers on every machine."""
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
 
 
@@ -150,7 +152,7 @@ def _distinct(params, zoo: dict, names=None):
     entries) that trains (``epochs`` > 0), first entry of each; only the entries ``names`` when given."""
     seen = set()
     for name, entry in zoo.items():
-        recipe = params.recipes[entry.recipe]
+        recipe = recipe_of(params.recipes, entry.recipe, f"zoo entry {name!r}")
         ident = (entry.arch, entry.init, entry.img_size, entry.recipe)
         if (names is None or name in names) and ident not in seen and recipe.epochs:
             seen.add(ident)

@@ -26,16 +26,13 @@ widen its own tolerance. The columns that do not depend on trained weights
 (``n``, GFLOPs, parameters, balance, overheads: :data:`STRUCTURAL_COLUMNS`)
 must still agree exactly.
 
-``k`` follows from the seed count. The fresh and the committed value are two
-independent draws, so their difference has the standard deviation ``sqrt(2)
-sigma``; ``sigma`` is estimated by a seed spread of ``s`` seeds (``s - 1``
-degrees of freedom), so ``(fresh - committed) / (sqrt(2) sd)`` follows Student's
-``t`` with ``s - 1`` degrees of freedom. A row passes below the two-sided
-``1 - ALPHA`` quantile: ``k = sqrt(2) t_{s-1}(1 - ALPHA / 2)`` with ``ALPHA =
-0.001`` (a gate of ~10^5 rows needs a small per-row false-alarm rate): ``k =
-12.2`` for 5 seeds, ``6.8`` for 10, ``44.7`` for 3 (a spread of 3 seeds says
-little); ``sqrt(2) z = 4.65`` for a row whose noise is its bootstrap error alone. The noise path cannot see a small regression: that is
-what the exact path is for.
+``k`` follows from the seed count. The fresh and the committed value are two independent draws, so their difference
+has the standard deviation ``sqrt(2) sigma``; ``sigma`` is estimated by a seed spread of ``s`` seeds (``s - 1``
+degrees of freedom), so ``(fresh - committed) / (sqrt(2) sd)`` follows Student's ``t`` with ``s - 1`` degrees of
+freedom. A row passes below the two-sided ``1 - ALPHA`` quantile: ``k = sqrt(2) t_{s-1}(1 - ALPHA / 2)`` with ``ALPHA
+= 0.001`` (a gate of ~10^5 rows needs a small per-row false-alarm rate): ``k = 12.2`` for 5 seeds, ``6.8`` for 10,
+``44.7`` for 3 (a spread of 3 seeds says little); ``sqrt(2) z = 4.65`` for a row whose noise is its bootstrap error
+alone. The noise path cannot see a small regression: that is what the exact path is for.
 
 **Mode.** When both runs pinned the CPU numerics (:mod:`benchmark.config.numerics`;
 the fresh run's ``results/timings.json``, else its checkpoints' ``train.json``,
@@ -44,7 +41,7 @@ else this process; the committed run's bundle manifest, else the committed
 byte-identical across x86 CPU kinds, so a row whose inputs differ fails on its own
 ("logits differ although both runs pinned the numerics") unless
 ``--allow-other-inputs``; and every stage output of ``dvc.lock`` but those that
-embed a measured time or a run record (:data:`benchmark.reproduce.lockfile.MEASURED`) must equal
+embed a measured time or a run record (:data:`benchmark.dvcutil.lockfile.MEASURED`) must equal
 the committed one.
 
 What the noise path can see is small only where the seed noise is: :func:`detection` gives, per headline
@@ -70,7 +67,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from benchmark.bundle.schema import KEY, RECOMPUTED
+from benchmark.bundle.schema import KEY, RECOMPUTED, Bundle, load_bundle
 
 STRUCTURAL_COLUMNS = ["n", "gflops", "params", "balance", "overhead_percent", "extra_params_percent"]
 EXACT_COLUMNS = RECOMPUTED + [c for c in STRUCTURAL_COLUMNS if c not in RECOMPUTED]  # throughput: measured, never compared
@@ -148,6 +145,26 @@ def compare(committed: pd.DataFrame, fresh: pd.DataFrame, noise: pd.DataFrame, *
     _check("committed", committed)
     _check("fresh", fresh)
     cols = [c for c in EXACT_COLUMNS if c in committed.columns and c in fresh.columns]
+    m = _matched(committed, fresh, noise, cols, chosen)
+    j = _judged(m, cols, inputs_must_match)
+    exact = j["same_inputs"].to_numpy()
+    out = m[KEY].copy()
+    out["path"] = np.where(~j["both"].to_numpy(), "", np.where(exact, "exact", "noise"))
+    out["status"] = j["status"].to_numpy()
+    out["committed"], out["fresh"], out["diff"] = j["ref"].to_numpy(), j["new"].to_numpy(), j["diff"].to_numpy()
+    for c in ("noise", "k", "ratio"):  # the noise path's: NaN on the exact path
+        out[c] = np.where(exact, np.nan, j[c].to_numpy())
+    out["seed_source"] = m["seed_source"].fillna("")
+    out["choice"] = j["choice"].to_numpy()
+    out["detail"] = _details(j, cols)
+    out["ok"] = ~np.isin(j["status"].to_numpy(), FAIL)
+    return out
+
+
+def _matched(committed: pd.DataFrame, fresh: pd.DataFrame, noise: pd.DataFrame, cols: list[str], chosen) -> pd.DataFrame:
+    """The two tables outer-joined on each row's :func:`identity`: ``<column>_ref`` (committed, with its noise) and
+    ``<column>_new`` (fresh) of the :data:`KEY`, ``cols`` and ``inputs_hash``; ``_merge`` says which side has the
+    row; the :data:`KEY` columns hold the committed row's key, else the fresh one's."""
     ident = ["_" + k for k in KEY]
 
     def side(df: pd.DataFrame) -> pd.DataFrame:
@@ -163,51 +180,62 @@ def compare(committed: pd.DataFrame, fresh: pd.DataFrame, noise: pd.DataFrame, *
     m = a.merge(b, on=ident, how="outer", suffixes=("_ref", "_new"), indicator=True).reset_index(drop=True)
     for k in KEY:
         m[k] = m[f"{k}_ref"].where(m[f"{k}_ref"].notna(), m[f"{k}_new"])
-    choice = pd.Series("", index=m.index)
-    other = (m["_merge"] == "both") & (m["members_ref"] != m["members_new"])
-    choice[other] = m.loc[other, "members_ref"] + " -> " + m.loc[other, "members_new"]
+    return m
+
+
+def _judged(m: pd.DataFrame, cols: list[str], inputs_must_match: bool) -> pd.DataFrame:
+    """Per matched row (:func:`_matched`) what the rules of the module docstring look at, as columns: ``both``,
+    ``same_inputs``, ``choice``, ``agree:<column>`` (within the exact tolerance), ``ref``/``new``/``diff`` (values),
+    ``noise``, ``k``, ``ratio``, ``within`` (the value within k x noise), ``noise_ok`` (and the structural columns
+    exact) and the verdict, ``status``."""
+    j = pd.DataFrame(index=m.index)
     both = (m["_merge"] == "both").to_numpy()
-    same_inputs = both & (m["inputs_hash_ref"].astype(str) == m["inputs_hash_new"].astype(str)).to_numpy()
-    agree = {c: close(_num(m[f"{c}_ref"]), _num(m[f"{c}_new"])) for c in cols}
-    exact_ok = np.logical_and.reduce([agree[c] for c in cols]) & (choice == "").to_numpy()
-    bitwise = np.logical_and.reduce([(_num(m[f"{c}_ref"]) == _num(m[f"{c}_new"])) | (np.isnan(_num(m[f"{c}_ref"])) & np.isnan(_num(m[f"{c}_new"])))
-                                     for c in cols])
-    ref, new = _num(m["value_ref"]), _num(m["value_new"])
-    diff = new - ref
-    k = k_factor(m["seeds"].fillna(0))
-    nz = _num(m["noise"])
+    other = pd.Series(both, index=m.index) & (m["members_ref"] != m["members_new"])
+    j["choice"] = ""
+    j.loc[other, "choice"] = m.loc[other, "members_ref"] + " -> " + m.loc[other, "members_new"]
+    no_choice = (j["choice"] == "").to_numpy()
+    j["both"] = both
+    j["same_inputs"] = both & (m["inputs_hash_ref"].astype(str) == m["inputs_hash_new"].astype(str)).to_numpy()
+    for c in cols:
+        j[f"agree:{c}"] = close(_num(m[f"{c}_ref"]), _num(m[f"{c}_new"]))
+    exact_ok = np.logical_and.reduce([j[f"agree:{c}"].to_numpy() for c in cols]) & no_choice
+    bitwise = np.logical_and.reduce([(_num(m[f"{c}_ref"]) == _num(m[f"{c}_new"]))
+                                     | (np.isnan(_num(m[f"{c}_ref"])) & np.isnan(_num(m[f"{c}_new"]))) for c in cols])
+    j["ref"], j["new"] = _num(m["value_ref"]), _num(m["value_new"])
+    j["diff"] = j["new"] - j["ref"]
+    j["k"] = k_factor(m["seeds"].fillna(0))
+    j["noise"] = _num(m["noise"])
     with np.errstate(invalid="ignore", divide="ignore"):
-        ratio = np.abs(diff) / nz
-        within = agree["value"] | (np.abs(diff) <= k * nz)
-    structural = np.logical_and.reduce([agree[c] for c in cols if c in STRUCTURAL_COLUMNS] or [np.ones(len(m), bool)])
-    noise_ok = within & structural
-    status = np.select(
-        [~both & (m["_merge"] == "left_only").to_numpy(), ~both,
-         same_inputs & bitwise & (choice == "").to_numpy(), same_inputs & exact_ok, same_inputs,
-         inputs_must_match, noise_ok],
+        j["ratio"] = np.abs(j["diff"].to_numpy()) / j["noise"].to_numpy()
+        j["within"] = j["agree:value"].to_numpy() | (np.abs(j["diff"].to_numpy()) <= j["k"].to_numpy() * j["noise"].to_numpy())
+    structural = [j[f"agree:{c}"].to_numpy() for c in cols if c in STRUCTURAL_COLUMNS] or [np.ones(len(m), bool)]
+    j["noise_ok"] = j["within"].to_numpy() & np.logical_and.reduce(structural)
+    same = j["same_inputs"].to_numpy()
+    j["status"] = np.select(
+        [~both & (m["_merge"] == "left_only").to_numpy(), ~both, same & bitwise & no_choice, same & exact_ok, same,
+         np.full(len(m), bool(inputs_must_match)), j["noise_ok"].to_numpy()],
         ["missing", "extra", "identical", "recomputed", "differs", "inputs-differ", "within-noise"], "beyond-noise")
-    detail = []
-    for i in range(len(m)):
-        if not both[i]:
-            detail.append("")
-        elif same_inputs[i]:
-            detail.append(",".join([c for c in cols if not agree[c][i]] + (["choice"] if choice[i] else [])))
+    return j
+
+
+def _details(j: pd.DataFrame, cols: list[str]) -> list[str]:
+    """Per judged row (:func:`_judged`): the columns that differ on the exact path (and ``choice``), or on the noise
+    path the value beyond its noise, the structural columns that differ and, where pinned numerics forbid other
+    inputs, that the logits differ."""
+    out = []
+    for r in j.to_dict("records"):
+        if not r["both"]:
+            out.append("")
+        elif r["same_inputs"]:
+            out.append(",".join([c for c in cols if not r[f"agree:{c}"]] + (["choice"] if r["choice"] else [])))
         else:
-            parts = [c for c in cols if c in STRUCTURAL_COLUMNS and not agree[c][i]]
-            if not within[i]:
-                parts.insert(0, "value" if np.isfinite(nz[i]) else "value (no noise estimate)")
-            if status[i] == "inputs-differ":
-                parts.insert(0, f"logits differ although both runs pinned the numerics (noise path: {'within' if noise_ok[i] else 'beyond'})")
-            detail.append("; ".join(parts))
-    out = m[KEY].copy()
-    out["path"] = np.where(~both, "", np.where(same_inputs, "exact", "noise"))
-    out["status"] = status
-    out["committed"], out["fresh"], out["diff"] = ref, new, diff
-    out["noise"], out["k"], out["ratio"] = np.where(same_inputs, np.nan, nz), np.where(same_inputs, np.nan, k), np.where(same_inputs, np.nan, ratio)
-    out["seed_source"] = m["seed_source"].fillna("")
-    out["choice"] = choice.to_numpy()
-    out["detail"] = detail
-    out["ok"] = ~np.isin(status, FAIL)
+            parts = [c for c in cols if c in STRUCTURAL_COLUMNS and not r[f"agree:{c}"]]
+            if not r["within"]:
+                parts.insert(0, "value" if np.isfinite(r["noise"]) else "value (no noise estimate)")
+            if r["status"] == "inputs-differ":
+                parts.insert(0, "logits differ although both runs pinned the numerics (noise path: "
+                                f"{'within' if r['noise_ok'] else 'beyond'})")
+            out.append("; ".join(parts))
     return out
 
 
@@ -225,8 +253,8 @@ def detection(rows: pd.DataFrame, noise: pd.DataFrame, *, split: str, family: st
         m = v[v["metric"] == metric]
         th = (m["_k"] * m["_noise"]).to_numpy(dtype=float)
         ok = np.isfinite(th)
-        if not ok.any():
-            out.append((metric, 0, math.nan, math.nan, math.nan, ""))
+        if not ok.any():  # no row of the view carries a noise estimate: no threshold
+            out.append((metric, 0, math.nan, math.nan, math.nan, "", math.nan))
             continue
         i = int(np.nanargmin(np.where(ok, th, np.nan)))
         out.append((metric, int(ok.sum()), float(np.min(th[ok])), float(np.median(th[ok])), float(np.max(th[ok])),
@@ -254,15 +282,14 @@ def flatten_summary(d: dict, prefix: str = "") -> dict[str, float]:
     return out
 
 
-def summary_sources(rows: pd.DataFrame, main_fit: str) -> dict[str, tuple]:
-    """``summary key -> the row's KEY tuple`` it was taken from: the evaluate stage's own :func:`summary` run on
-    the rows with each value replaced by the row's position."""
-    from benchmark.evaluation.stage import summary
-
+def summary_sources(rows: pd.DataFrame, summarize) -> dict[str, tuple]:
+    """``summary key -> the row's KEY tuple`` it was taken from: ``summarize`` (the evaluate stage's own summary,
+    ``rows -> dict``: :func:`benchmark.evaluation.stage.summary` at the run's main fit) run on the rows with each value
+    replaced by the row's position."""
     pos = rows.reset_index(drop=True).assign(value=lambda d: np.arange(len(d), dtype=float))
     keys = pos[KEY].astype(str).itertuples(index=False, name=None)
     by_pos = dict(enumerate(keys))
-    return {k: by_pos[int(v)] for k, v in flatten_summary(summary(pos, main_fit)).items()}
+    return {k: by_pos[int(v)] for k, v in flatten_summary(summarize(pos)).items()}
 
 
 def compare_summary(committed: dict, fresh: dict, row_report: pd.DataFrame, sources: dict[str, tuple]) -> pd.DataFrame:
@@ -288,12 +315,14 @@ def compare_summary(committed: dict, fresh: dict, row_report: pd.DataFrame, sour
 
 
 def summarize_summary(report: pd.DataFrame) -> dict:
+    """Counts per status of :func:`compare_summary`'s report and whether every value reproduces."""
     c = report["status"].value_counts()
     n = {s: int(c.get(s, 0)) for s in ("identical", "within", "outside", "missing", "extra")}
     return {"values": int(len(report)), **n, "reproduces": n["outside"] + n["missing"] + n["extra"] == 0}
 
 
 def read_summary(text: str, where: str) -> dict:
+    """``results/summary.json``'s text as a mapping; ``ValueError`` naming ``where`` when it is not a JSON object."""
     try:
         d = json.loads(text)
     except json.JSONDecodeError as e:
@@ -309,3 +338,11 @@ def latest_bundle(folder) -> Path:
     if not found:
         raise FileNotFoundError(f"{folder}: no bundle (no */manifest.json)")
     return found[-1]
+
+
+def committed_bundle(root=".", bundle=None) -> Bundle:
+    """The committed bundle a fresh run of the embedded default is judged against: ``bundle`` (a path) when given,
+    else the newest under ``root/leaderboard/embedded`` (:func:`latest_bundle`); read without checking the zoo's
+    architectures (no model is built)."""
+    path = Path(bundle) if bundle else latest_bundle(Path(root) / "leaderboard" / "embedded")
+    return load_bundle(path, check_arch=False)

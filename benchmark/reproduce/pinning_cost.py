@@ -2,7 +2,7 @@
 
 ``python -m benchmark reproduce pinning-cost [--stage train@lite0-s0] [--repeats 2]`` runs
 the stage (``dvc repro -s -f --no-commit``) in scratch copies of this checkout
-(:func:`benchmark.reproduce.scratch.make_copy`: tracked files copied, upstream outputs
+(:func:`benchmark.dvcutil.scratch.make_copy`: tracked files copied, upstream outputs
 hard-linked), alternately with ``UQ_NUMERICS=pinned`` (the default:
 :mod:`benchmark.config.numerics`) and ``UQ_NUMERICS=native`` (this CPU's own kernels),
 ``repeats`` times each, and reads the stage process's own timing record
@@ -22,7 +22,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from benchmark.reproduce.scratch import ScratchError, Target, checked_inputs, make_copy
+from tqdm import tqdm
+
+from benchmark.dvcutil.scratch import ScratchError, Target, checked_inputs, make_copy
+from benchmark.reproduce.timing import machine
+from benchmark.storage.atomic import write_text
 
 RECORD = "results/numerics.json"
 MODES = ("pinned", "native")
@@ -64,10 +68,6 @@ def summarize(runs: list[dict]) -> dict:
 
 def measure(stage: str = "train@lite0-s0", repeats: int = 2, *, root=".", progress: bool = True) -> dict:
     """Time ``stage`` pinned and native, ``repeats`` times each, alternating (see the module docstring)."""
-    from tqdm import tqdm
-
-    from benchmark.reproduce.timing import machine
-
     if repeats < 1:
         raise ValueError(f"--repeats must be >= 1, got {repeats}")
     root = Path(root).resolve()
@@ -81,8 +81,7 @@ def measure(stage: str = "train@lite0-s0", repeats: int = 2, *, root=".", progre
 
 
 def write(record: dict, path=RECORD) -> Path:
-    from benchmark.storage.store import write_text
-
+    """Write the pinning-cost record to ``path`` atomically; returns ``path``."""
     path = Path(path)
     write_text(path, json.dumps(record, indent=1, sort_keys=True) + "\n")
     return path

@@ -17,7 +17,9 @@ import json
 import os
 from pathlib import Path
 
-from benchmark.reproduce.lockfile import committed_text
+from benchmark.config import numerics
+
+from benchmark.dvcutil.lockfile import committed_text
 
 
 def _timings_pinned(text: str):
@@ -50,7 +52,6 @@ def fresh_numerics(results, root=".") -> tuple[bool, str]:
             except (json.JSONDecodeError, AttributeError, OSError):
                 states.append(None)
         return all(s is True for s in states), f"{results / 'checkpoints'}/*/train.json ({sum(s is True for s in states)} of {len(states)} pinned)"
-    from benchmark.config import numerics
 
     return bool(numerics.state()["pinned"]), "this process; the run recorded nothing"
 

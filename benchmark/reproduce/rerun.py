@@ -1,10 +1,10 @@
 """Whole stages again, here or on an emulated CPU kind: do they give the committed ``dvc.lock``'s outputs byte for byte?
 
 ``python -m benchmark reproduce stage train@mnv3s050 logits@mnv3s050 [--emulate Icelake-Server] [--record FILE]``
-copies the checkout into a scratch folder (:func:`benchmark.reproduce.scratch.make_copy`: tracked files, and hard
+copies the checkout into a scratch folder (:func:`benchmark.dvcutil.scratch.make_copy`: tracked files, and hard
 links to the upstream outputs the stages read, e.g. ``results/data``), runs the stages there with
 ``dvc repro --single-item --force`` and compares the outputs that the scratch run's ``dvc.lock`` records with the
-checkout's ``dvc.lock`` (:func:`benchmark.reproduce.lockfile.compare_outputs`; a measured output such as a cost
+checkout's ``dvc.lock`` (:func:`benchmark.dvcutil.lockfile.compare_outputs`; a measured output such as a cost
 record's throughput is not compared). Nothing of the checkout is touched but the record.
 
 With ``--emulate MODEL``, DVC runs natively and every stage command (``python pipelines/...``) runs under
@@ -27,8 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmark.reproduce import lockfile
-from benchmark.reproduce.scratch import ScratchError, Target, checked_inputs, make_copy
+from benchmark.dvcutil import lockfile
+from benchmark.dvcutil.scratch import ScratchError, Target, checked_inputs, make_copy
 
 # the `python` of an emulated scratch run: the project's interpreter under the emulator, QEMU's warnings filtered out
 _SHIM = r'''#!{python}
@@ -71,7 +71,7 @@ def run(stages: list[str], *, root=".", emulate_model: str | None = None, timeou
     """Run ``stages`` (``train@mnv3s050``, or ``suites/<s>/dvc.yaml:stage``) in a scratch copy of ``root``, under the
     emulated CPU ``emulate_model`` when given, and compare their outputs with ``root``'s ``dvc.lock``. Returns
     ``stages``, ``outputs`` (one dict per compared output: stage, path, committed, fresh, status), ``counts``
-    (:func:`benchmark.reproduce.lockfile.summarize`), ``seconds``, ``machine`` (the CPU the stages ran on: this one,
+    (:func:`benchmark.dvcutil.lockfile.summarize`), ``seconds``, ``machine`` (the CPU the stages ran on: this one,
     or the emulated one with ``emulated``/``stands_for``/``host``/``qemu``). :class:`ScratchError` when the stages or
     their inputs are missing, or DVC fails."""
     from benchmark.config import numerics

@@ -4,7 +4,7 @@
 test``) and then runs :func:`measure`: ``python -m pytest`` as the README runs it, with a JUnit XML report in a
 temporary folder for the counts. A run with a failed or erroring test, or none at all, is not recorded (nothing is
 written over the committed record). The README's "what holds" line is rendered from the record
-(:func:`benchmark.reproduce.facts.test_command_line`); the target is :data:`TARGET_S` on 2 cores, the install excluded.
+(:func:`benchmark.docsgen.facts.test_command_line`); the target is :data:`TARGET_S` on 2 cores, the install excluded.
 """
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from benchmark.bundle.pack import git_state
+from benchmark.reproduce.timing import machine
 from benchmark.storage import store
 
 TARGET_S = 360  # the whole suite on 2 cores, the install excluded (issue 27)
@@ -48,9 +50,6 @@ def measure(pytest_args=(), *, setup_s: float | None = None, root=".", python: s
     in the run), ``setup_s`` (the install before it, when given), the commit and whether the checkout had
     uncommitted changes, the machine and the date.
     ``RuntimeError`` when a test failed or erred, or when pytest ran none or left no report."""
-    from benchmark.bundle.pack import git_state
-    from benchmark.reproduce.timing import machine
-
     root = Path(root)
     cache = "present" if (root / ".pytest_cache").is_dir() else "empty"
     with tempfile.TemporaryDirectory() as tmp:

@@ -4,7 +4,7 @@ Every process that imports :mod:`benchmark` appends its wall time (imports
 included), user/system CPU time, peak RSS and minor page faults to the file named
 by ``UQ_TIMINGS`` (:mod:`benchmark.config.runtime`). :func:`run_repro` runs ``dvc
 repro`` with it set and writes ``results/timings.json``; the README's timing
-table is rendered from that file (:mod:`benchmark.reproduce.readme`). DVC's own
+table is rendered from that file (:mod:`benchmark.docsgen.readme`). DVC's own
 work (hashing, locking, starting processes) is the total minus the stages.
 """
 from __future__ import annotations
@@ -20,7 +20,10 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import torch
 
+from benchmark.config import numerics
+from benchmark.dvcutil import lockfile
 from benchmark.storage import store
 
 _SCRIPT = re.compile(r"pipelines/(\w+)\.py$")
@@ -28,21 +31,17 @@ _ITEM_FLAGS = ("--model", "--members", "--key")
 
 
 def stage_name(argv: list[str]) -> str:
-    """``['pipelines/train.py', '--model', 'lite1']`` -> ``'train@lite1'``; ``'data'`` for an item-less stage; a method's
-    stage (``pipelines/method.py --kind soups --key k``) by its DVC name (``soup@k``); SVE's training
+    """The stage a process without DVC's stage name (:func:`read_records`) ran, from its command line:
+    ``['pipelines/train.py', '--model', 'lite1']`` -> ``'train@lite1'``; ``'data'`` for an item-less stage; a method's
+    stage (``pipelines/method.py --kind soups --key k``) by its kind (``soups@k``); SVE's training
     (``pipelines/sve.py --train``) as ``sve-train``."""
     script = next((a for a in argv if _SCRIPT.search(a.replace(os.sep, "/"))), None)
     if script is None:
         return " ".join(Path(a).name for a in argv[:2])
-    name = _SCRIPT.search(script.replace(os.sep, "/")).group(1)
+    match = _SCRIPT.search(script.replace(os.sep, "/"))
+    name = match.group(1) if match else script
     if name == "method" and "--kind" in argv and argv.index("--kind") + 1 < len(argv):
-        from benchmark.methods import registry
-
-        kind = argv[argv.index("--kind") + 1]
-        try:
-            name = registry.get_method(kind).stage
-        except ValueError:
-            name = kind
+        name = argv[argv.index("--kind") + 1]
     for flag in _ITEM_FLAGS:
         if flag in argv and argv.index(flag) + 1 < len(argv):
             return f"{name}@{argv[argv.index(flag) + 1]}"
@@ -50,7 +49,9 @@ def stage_name(argv: list[str]) -> str:
 
 
 def read_records(path) -> pd.DataFrame:
-    """The records a run left in ``path`` (one JSON object a line), with a ``stage`` column."""
+    """The records a run left in ``path`` (one JSON object a line), with a ``stage`` column: the DVC stage that started
+    the process (``DVC_STAGE``, recorded by :mod:`benchmark.config.runtime`), else :func:`stage_name` of its command
+    line."""
     rows = []
     for i, line in enumerate(Path(path).read_text().splitlines(), 1):
         if not line.strip():
@@ -59,14 +60,15 @@ def read_records(path) -> pd.DataFrame:
             r = json.loads(line)
         except json.JSONDecodeError as e:
             raise ValueError(f"{path}:{i}: not a JSON line ({e})") from None
-        r["stage"] = stage_name(r.get("argv", []))
+        r["stage"] = r.get("dvc_stage") or stage_name(r.get("argv", []))  # DVC's own name for the stages it runs
         rows.append(r)
     cols = ["stage", "wall_s", "user_s", "sys_s", "max_rss_mb", "minor_faults"]
     return pd.DataFrame(rows, columns=cols + ["argv", "cwd"])[cols] if rows else pd.DataFrame(columns=cols)
 
 
 def by_kind(stages: pd.DataFrame) -> pd.DataFrame:
-    """Stages grouped by kind (``train@lite1`` -> ``train``): count and sums (peak RSS: max), largest wall time first."""
+    """Stages grouped by kind (``train@lite1`` -> ``train``): count and sums (peak RSS: max), largest wall time
+    first."""
     df = stages.assign(kind=stages["stage"].str.split("@").str[0])
     g = df.groupby("kind").agg(stages=("stage", "size"), wall_s=("wall_s", "sum"), user_s=("user_s", "sum"),
                                sys_s=("sys_s", "sum"), max_rss_mb=("max_rss_mb", "max"), minor_faults=("minor_faults", "sum"))
@@ -74,15 +76,14 @@ def by_kind(stages: pd.DataFrame) -> pd.DataFrame:
 
 
 def machine() -> dict:
+    """This machine as a timing record names it: CPU count and model, Python and torch versions, the CPU numerics."""
     model = platform.processor()
     try:
         with open("/proc/cpuinfo") as f:
             model = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), model)
     except OSError:
         pass
-    import torch
 
-    from benchmark.config import numerics
 
     return {"cpus": os.cpu_count(), "cpu": model, "python": platform.python_version(), "torch": torch.__version__,
             **numerics.state()}
@@ -91,8 +92,6 @@ def machine() -> dict:
 def run_repro(out, *, force: bool = False, dvc_args=(), install_s: float | None = None, cwd=".") -> dict:
     """Run ``dvc repro`` (``-f`` when ``force``) with timing records on; write ``out`` (JSON) and return it. The
     entries of stages no longer in ``dvc.yaml`` are dropped from ``dvc.lock`` first (:func:`lockfile.prune`)."""
-    from benchmark.reproduce import lockfile
-
     stages = lockfile.current_stages(cwd)
     if stages and (Path(cwd) / "dvc.lock").is_file():
         gone = lockfile.prune(Path(cwd) / "dvc.lock", stages)
@@ -120,6 +119,7 @@ def run_repro(out, *, force: bool = False, dvc_args=(), install_s: float | None 
 
 
 def read_records_empty() -> pd.DataFrame:
+    """An empty table of stage records (the columns of :func:`read_records`)."""
     return pd.DataFrame(columns=["stage", "wall_s", "user_s", "sys_s", "max_rss_mb", "minor_faults"])
 
 
@@ -132,4 +132,5 @@ def load(path) -> dict:
 
 
 def stages_frame(record: dict) -> pd.DataFrame:
+    """A timings record's stages as a table (the columns of :func:`read_records`)."""
     return pd.DataFrame(record["stages"], columns=read_records_empty().columns)

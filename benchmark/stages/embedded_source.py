@@ -44,7 +44,8 @@ class EmbeddedSource:
         return [BUILDER] if data_stage else []
 
     def prepare(self, out: Path) -> list[str]:
-        """Build the splits (the data stage) and write ``<out>/<split>.npz`` + ``splits.json``, the folder atomically."""
+        """Build the splits (the data stage) and write ``<out>/<split>.npz`` + ``splits.json``, the folder
+        atomically."""
         if self.settings is None:
             raise ValueError("the embedded data source was opened without the params' data block (the data stage's)")
         splits = importlib.import_module(BUILDER).build_embedded_suite(self.settings)
@@ -55,6 +56,7 @@ class EmbeddedSource:
         return list(splits)
 
     def num_classes(self) -> int:
+        """The classes of the suite: one more than the largest train label."""
         return int(split_index(TRAIN).labels.max()) + 1
 
     def check_recipe(self, name: str, recipe) -> None:

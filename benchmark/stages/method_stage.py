@@ -21,6 +21,7 @@ from benchmark.methods.registry import Method, Output
 from benchmark.models import cost as costs
 from benchmark.models import factory
 from benchmark.models.infer import predict_logits
+from benchmark.models.recipe import recipe_of
 from benchmark.models.zoo import NAME_RE
 from benchmark.stages import per_model, stage_config, suite_source
 from benchmark.stages.model_params import MethodParams
@@ -87,13 +88,14 @@ class MethodContext:
 
     # -- zoo models -----------------------------------------------------------------------------------------
     def entry(self, name: str):
+        """Zoo entry ``name`` (:func:`benchmark.stages.stage_config.entry`)."""
         return stage_config.entry(self.params, name)
 
     def skeleton(self, name: str):
         """The architecture of zoo entry ``name`` without weights (to check applicability before any work)."""
         entry = self.entry(name)
         return factory.create(entry, self.source.num_classes(), load_weights=False,
-                              drop_rate=self.recipes[entry.recipe].drop_rate)
+                              drop_rate=recipe_of(self.recipes, entry.recipe, f"zoo entry {name!r}").drop_rate)
 
     def create(self, entry, drop_rate: float = 0.0):
         """Zoo entry ``entry`` with its initial (pretrained) weights and the suite's classes (fails fast)."""

@@ -1,12 +1,12 @@
 """The blocks of params.yaml that the model stages (``data``, ``train@``, ``logits@``) read, as typed objects; with
 the methods' entries, what a method's stage reads.
 
-A model stage parses these blocks, and only these, at its entry (:func:`load_model_params`, cached per process on
-the file's bytes) and hands the :class:`ModelParams` down; a method's stage also the methods' entries
-(:class:`MethodParams`); the other blocks (:data:`OTHER_BLOCKS`: ``evaluate``, ``report``; ``cluster`` is ``cluster submit``'s) are the evaluate and report
-stages' (:mod:`benchmark.stages.params_config` parses the whole file), so neither their settings nor the code that
-types them is a dependency of a stage that does not read them. A key that is no block of the file is still an
-error here.
+A model stage parses these blocks, and only these, at its entry (:func:`load_model_params`, cached per process on the
+file's bytes) and hands the :class:`ModelParams` down; a method's stage also the methods' entries
+(:class:`MethodParams`); the other blocks (:data:`OTHER_BLOCKS`: ``evaluate``, ``report``; ``cluster`` is ``cluster
+submit``'s) are the evaluate and report stages' (:mod:`benchmark.stages.params_config` parses the whole file), so
+neither their settings nor the code that types them is a dependency of a stage that does not read them. A key that is
+no block of the file is still an error here.
 
 ``data`` is typed by :class:`DataRef`: which suite's data the stages read (``spec``: a paper suite's file; else the
 embedded suite). The embedded suite's other keys are the data stage's settings, typed where that stage builds the
@@ -36,6 +36,7 @@ class LogitsParams:
     amp: typing.Any = None  # null/false (off), bfloat16 or float16 (benchmark.models.infer.amp_dtype)
 
     def validate(self) -> None:
+        """``amp`` names an autocast dtype the logits stage knows."""
         from benchmark.models.infer import amp_dtype
 
         amp_dtype(self.amp, "amp")
@@ -62,13 +63,15 @@ class DataRef:
         return "paper" if self.spec else "embedded"
 
     def validate(self) -> None:
+        """A paper suite names its suite file (``spec``); only the embedded default does without."""
         if not self.spec and self.suite != "embedded":
             raise ValueError(f"must have 'spec: <suite file>' (a paper suite) or 'suite: embedded', got suite {self.suite!r}")
 
 
 @dataclass(frozen=True)
 class ModelParams:
-    """The model stages' blocks of a params file (the embedded default's ``params.yaml`` or ``suites/<name>/params.yaml``)."""
+    """The model stages' blocks of a params file (the embedded default's ``params.yaml`` or
+    ``suites/<name>/params.yaml``)."""
 
     zoo: str
     data: DataRef

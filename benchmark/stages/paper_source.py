@@ -47,7 +47,8 @@ class PaperSource:
         return self._splits
 
     def prepare(self, out: Path) -> list[str]:
-        """Read the suite's splits (the data stage) and write their indexes and ``splits.json``, the folder atomically."""
+        """Read the suite's splits (the data stage) and write their indexes and ``splits.json``, the folder
+        atomically."""
         splits = self.splits()
         with store.atomic_dir(out) as tmp:
             for name, s in splits.items():
@@ -56,6 +57,7 @@ class PaperSource:
         return list(splits)
 
     def num_classes(self) -> int:
+        """The classes of the suite (its suite file's)."""
         return self.spec.num_classes
 
     def check_recipe(self, name: str, recipe) -> None:

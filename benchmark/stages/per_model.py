@@ -19,7 +19,7 @@ import torch
 
 from benchmark.models import distributed, factory
 from benchmark.models.infer import amp_dtype, channels_last
-from benchmark.models.recipe import Recipe
+from benchmark.models.recipe import Recipe, recipe_of
 from benchmark.models.train import fine_tune, load_weights, training_model
 from benchmark.models.zoo import ZooEntry
 from benchmark.stages import stage_config, suite_source
@@ -52,7 +52,7 @@ def model_stage(params: ModelParams, name: str, source=None) -> ModelStage:
     """Zoo entry ``name`` of ``params``'s zoo, its recipe, the data source (``source``, else opened here) and the
     device, checked before any work: what a per-model stage's entry hands down."""
     entry = stage_config.entry(params, name)
-    return ModelStage(name=name, entry=entry, recipe=params.recipes[entry.recipe],
+    return ModelStage(name=name, entry=entry, recipe=recipe_of(params.recipes, entry.recipe, f"zoo entry {name!r}"),
                       source=suite_source.for_params(params) if source is None else source, params=params,
                       device=suite_source.device(params), folders=stage_config.paths(name))
 
@@ -64,7 +64,8 @@ def model_stage_main(description: str, fn: Callable[[ModelStage, argparse.Namesp
     typed :class:`ModelStage` of zoo entry VALUE that the entry builds (:func:`model_stage`: the params' model blocks,
     the zoo entry, the data source).
 
-    ``script``: see :func:`benchmark.stages.entry.stage_main`; the stage is named ``<script stem>@<value>`` as in dvc.yaml.
+    ``script``: see :func:`benchmark.stages.entry.stage_main`; the stage is named ``<script stem>@<value>`` as in
+    dvc.yaml.
     """
     def add(p):
         p.add_argument(f"--{arg}", required=True, help=help)

@@ -87,6 +87,8 @@ def zoo(params, *, check_arch: bool = True) -> dict[str, ZooEntry]:
 
 
 def entry(params, name: str) -> ZooEntry:
+    """Zoo entry ``name`` of ``params``' zoo; :class:`ZooError` naming the zoo's entries when it has none of that
+    name."""
     entries = zoo(params)
     if name not in entries:
         raise ZooError(f"unknown model {name!r}; the zoo {params.zoo} has {sorted(entries)}")
@@ -99,9 +101,16 @@ def fingerprint(*parts) -> str:
     return hashlib.sha256(blob).hexdigest()[:16]
 
 
+def threads(params) -> int:
+    """The torch threads of a stage process: params ``threads`` (null: every core). The one reading of the key (the
+    per-model and method stages set it through :func:`set_threads`; the kernel fingerprint profiles in that mode). The
+    evaluate stage's units run on one thread per process instead (:data:`benchmark.evaluation.runner.THREADS`)."""
+    return params.threads or os.cpu_count() or 1
+
+
 def set_threads(params) -> None:
-    """Torch threads as params ``threads`` says (null: every core)."""
-    torch.set_num_threads(params.threads or os.cpu_count() or 1)
+    """Torch threads as params ``threads`` says (:func:`threads`)."""
+    torch.set_num_threads(threads(params))
 
 
 def paths(name: str | None = None) -> dict[str, Path]:

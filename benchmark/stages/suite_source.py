@@ -117,13 +117,15 @@ class LabelledSubset(torch.utils.data.Subset):
 
     @property
     def labels(self) -> np.ndarray:
+        """The labels of the subset's images."""
         return np.asarray(self.dataset.labels)[np.asarray(self.indices)]
 
 
 def resolve_splits(patterns: list[str] | None, available: list[str], where: str, required=(VAL, "test")) -> list[str]:
     """Split names matching ``patterns`` (names or shell patterns; None = all of ``available``), in data order.
 
-    Raises ``ValueError`` starting with ``where`` (e.g. ``params.yaml sve.splits``) when a pattern matches nothing or a ``required`` split is left out.
+    Raises ``ValueError`` starting with ``where`` (e.g. ``params.yaml sve.splits``) when a pattern matches nothing or
+    a ``required`` split is left out.
     """
     if patterns is None:
         chosen = list(available)
@@ -145,14 +147,18 @@ def resolve_splits(patterns: list[str] | None, available: list[str], where: str,
 
 def train_size(data_dir: Path | None = None) -> int:
     """Images of the train split (its file or index in ``results/data``): what one epoch of a recipe passes over
-    (:func:`benchmark.stages.per_model.train`), the images of a training budget (:func:`benchmark.models.cost.train_budget`)."""
+    (:func:`benchmark.stages.per_model.train`), the images of a training budget
+    (:func:`benchmark.models.cost.train_budget`)."""
     files = split_files(data_dir)
     if TRAIN not in files:
-        raise store.StoreError(f"{Path(data_dir or stage_config.paths()['data'])}: no train split file; rerun the data stage (dvc repro data)")
+        raise store.StoreError(f"{Path(data_dir or stage_config.paths()['data'])}: no train split file; rerun the data stage (dvc repro "
+                               "data)")
     return len(read_index(files[TRAIN], TRAIN).ids)
 
 
 def split_file(split: str) -> Path:
+    """The data stage's file of ``split``; :class:`StoreError` naming the suite's splits when it has none of that
+    name."""
     files = split_files()
     if split not in files:
         raise store.StoreError(f"{stage_config.paths()['data']}: no split {split!r} (the suite has {sorted(files)})")

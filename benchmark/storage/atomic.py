@@ -12,7 +12,11 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TypeAlias
+
+PathLike: TypeAlias = "str | os.PathLike[str]"  # a path as the storage functions take it
 
 
 def _umask() -> int:
@@ -53,7 +57,7 @@ def is_leftover(name: str) -> bool:
     return name.startswith(".")
 
 
-def listing(folder, pattern: str = "*") -> list[Path]:
+def listing(folder: PathLike, pattern: str = "*") -> list[Path]:
     """``sorted(folder.glob(pattern))`` without hidden names in any part below ``folder``
     (pathlib's glob matches dot files and folders, e.g. the leftovers of a killed atomic write)."""
     folder = Path(folder)
@@ -65,7 +69,7 @@ def listing(folder, pattern: str = "*") -> list[Path]:
 _RANDOM = "[a-z0-9_]{8}"  # the random part of tempfile's names
 
 
-def clean_leftovers(path) -> list[Path]:
+def clean_leftovers(path: PathLike) -> list[Path]:
     """Remove what interrupted atomic writes of ``path`` left next to it (``.name.xxxxxxxx<suffix>``
     temporary files or folders, ``.name.old-<pid>`` folders); the paths removed.
 
@@ -94,7 +98,7 @@ def clean_leftovers(path) -> list[Path]:
 
 
 @contextlib.contextmanager
-def atomic_path(path: str | os.PathLike, suffix: str | None = None):
+def atomic_path(path: PathLike, suffix: str | None = None) -> Iterator[Path]:
     """Yield a temporary path next to ``path``; rename it onto ``path`` on success.
 
     On any exception the temporary file is removed and ``path`` is untouched;
@@ -117,14 +121,14 @@ def atomic_path(path: str | os.PathLike, suffix: str | None = None):
     write_boundary(f"replaced {path}")
 
 
-def write_text(path, text: str) -> None:
+def write_text(path: PathLike, text: str) -> None:
     """Write ``text`` (UTF-8) to ``path`` atomically (:func:`atomic_path`)."""
     with atomic_path(path) as tmp:
         tmp.write_text(text, encoding="utf-8")
 
 
 @contextlib.contextmanager
-def atomic_dir(path: str | os.PathLike):
+def atomic_dir(path: PathLike) -> Iterator[Path]:
     """Yield a temporary folder next to ``path``; on success it replaces ``path`` whole.
 
     A reader therefore sees either the old complete folder or the new complete

@@ -18,10 +18,11 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
-from benchmark.storage.atomic import atomic_path
+from benchmark.storage.atomic import PathLike, atomic_path
 
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 # a cell that is a plain decimal number (what a spreadsheet reads as a number, not as a formula)
@@ -29,7 +30,7 @@ _NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 _SCHEMA_TYPES = {"string": "string", "float64": "number", "int64": "integer"}
 
 
-def neutralise(value):
+def neutralise(value: Any) -> Any:
     """``value`` with a leading ``'`` if it is text a spreadsheet would read as a formula; anything else unchanged.
 
     >>> neutralise("=HYPERLINK(1)"), neutralise("-0.5"), neutralise("resnet50"), neutralise(-0.5)
@@ -74,19 +75,19 @@ def csv_bytes(df: pd.DataFrame) -> bytes:
     return sink.getvalue().to_pybytes()
 
 
-def write_csv(path, df: pd.DataFrame) -> None:
+def write_csv(path: PathLike, df: pd.DataFrame) -> None:
     """``path`` (CSV), atomically, formula cells neutralised."""
     with atomic_path(path) as tmp:
         tmp.write_bytes(csv_bytes(df))
 
 
-def write_csv_gz(path, df: pd.DataFrame) -> None:
+def write_csv_gz(path: PathLike, df: pd.DataFrame) -> None:
     """``path`` (gzipped CSV, no timestamp: same table, same bytes), atomically, formula cells neutralised."""
     with atomic_path(path) as tmp:
         tmp.write_bytes(gzip.compress(csv_bytes(df), compresslevel=6, mtime=0))
 
 
-def write_parquet(path, df: pd.DataFrame) -> None:
+def write_parquet(path: PathLike, df: pd.DataFrame) -> None:
     """``path`` (Parquet, zstd, no index), atomically; typed values as they are (a Parquet cell is never a formula)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -114,7 +115,7 @@ class DownloadTable:
 SCHEMA_FILE = "schema.json"
 
 
-def write_downloads(folder, tables: dict[str, DownloadTable], *, prefix: str = "") -> dict:
+def write_downloads(folder: PathLike, tables: dict[str, DownloadTable], *, prefix: str = "") -> dict:
     """``<folder>/<name>.parquet`` and ``<name>.csv.gz`` of every table, and ``schema.json`` describing them all.
 
     Returns ``{"schema": prefix + "schema.json", "tables": [{name, title, rows, parquet, csv, fields}]}`` (paths
@@ -135,7 +136,7 @@ def write_downloads(folder, tables: dict[str, DownloadTable], *, prefix: str = "
 
 def typed(df: pd.DataFrame, columns: dict[str, tuple[str, str]]) -> pd.DataFrame:
     """``df``'s ``columns`` in order, each with its dtype (text: '' for missing; numbers: NaN; integers: -1)."""
-    out = {}
+    out: dict[str, pd.Series] = {}
     for c, (dtype, _) in columns.items():
         s = df[c] if c in df.columns else pd.Series([None] * len(df), index=df.index, dtype=object)
         if dtype == "string" and isinstance(s.dtype, pd.StringDtype):
@@ -148,7 +149,7 @@ def typed(df: pd.DataFrame, columns: dict[str, tuple[str, str]]) -> pd.DataFrame
     return pd.DataFrame(out, index=df.index).reset_index(drop=True)
 
 
-def write_schema(path, tables: dict[str, dict]) -> None:
+def write_schema(path: PathLike, tables: dict[str, dict]) -> None:
     """``path``: JSON ``{table name: table schema}`` (sorted keys, so the same schema gives the same bytes)."""
     with atomic_path(path) as tmp:
         tmp.write_text(json.dumps(tables, indent=1, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
 
@@ -56,7 +57,7 @@ def _imported_names(root: Path, file: Path, mtime_ns: int, size: int) -> frozens
     return frozenset(m for m in out if m == PACKAGE or m.startswith(PACKAGE + "."))
 
 
-def _modules_run(root: Path, dotted: str, found=None) -> list[Path]:
+def _modules_run(root: Path, dotted: str, found: dict[str, Path | None] | None = None) -> list[Path]:
     """The files importing ``dotted`` runs: each enclosing package's ``__init__.py``, then the module itself.
     ``found``: a dict that keeps :func:`module_file`'s answers across calls."""
     found = {} if found is None else found
@@ -83,7 +84,7 @@ def _closure(root: Path, start: tuple[Path, ...], stamp: tuple) -> frozenset[Pat
     return frozenset(seen)
 
 
-def closure(root, *starts) -> list[str]:
+def closure(root: str | Path, *starts: str) -> list[str]:
     """The package files (paths relative to ``root``, sorted) that the scripts or modules ``starts`` import,
     transitively; ``starts`` are paths relative to ``root`` (``pipelines/train.py``) or dotted module names
     (``benchmark.methods.duo``: its package ``__init__`` files and itself included). A script itself is not listed."""
@@ -103,7 +104,7 @@ def closure(root, *starts) -> list[str]:
     return sorted(p.relative_to(root).as_posix() for p in reached)
 
 
-def code_hash(root, files) -> str:
+def code_hash(root: str | Path, files: Iterable[str]) -> str:
     """A short hash of ``files`` (paths relative to ``root``): their names and bytes."""
     h = hashlib.sha256()
     for rel in sorted(files):

@@ -13,9 +13,18 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
+
+from benchmark.storage.atomic import PathLike
+
+if TYPE_CHECKING:  # DVC ships no type information: these read as Any
+    from dvc.output import Output
+    from dvc.repo import Repo
+    from dvc.stage import Stage
 
 DVC_LOGGERS = ("dvc", "dvc_data", "dvc_objects")
 SHOWN_STAGES = 4  # stage names spelled out in a message; the rest are counted
@@ -47,7 +56,7 @@ class Transfer:
     not_run: tuple[str, ...] = ()  # stages without outputs in dvc.lock: nothing to share yet
 
 
-def push(targets=(), *, remote: str | None = None, root=".", jobs: int | None = None) -> Transfer:
+def push(targets: Sequence[str] = (), *, remote: str | None = None, root: PathLike = ".", jobs: int | None = None) -> Transfer:
     """Upload the cached outputs of ``targets`` (default: every stage) to the remote."""
     with _project(root) as (repo, log):
         rem = _remote(repo, remote)
@@ -60,7 +69,7 @@ def push(targets=(), *, remote: str | None = None, root=".", jobs: int | None = 
         return Transfer(rem, _names(ran), int(files), _names(not_run))
 
 
-def pull(targets=(), *, remote: str | None = None, root=".", jobs: int | None = None) -> Transfer:
+def pull(targets: Sequence[str] = (), *, remote: str | None = None, root: PathLike = ".", jobs: int | None = None) -> Transfer:
     """Download the outputs of ``targets`` (default: every stage) recorded in dvc.lock and check them out.
 
     Nothing is recomputed: afterwards ``dvc status`` reports those stages up to date.
@@ -86,7 +95,7 @@ def pull(targets=(), *, remote: str | None = None, root=".", jobs: int | None = 
         return Transfer(rem, _names(ran), int(res.get("stats", {}).get("fetched", 0)), _names(not_run))
 
 
-def status(targets=(), *, remote: str | None = None, root=".") -> dict[str, dict[str, str]]:
+def status(targets: Sequence[str] = (), *, remote: str | None = None, root: PathLike = ".") -> dict[str, dict[str, str]]:
     """State of every output of the stages against the remote: ``{stage: {output path: state}}``.
 
     States of a DVC-cached output: ``synced`` (in the local cache and on the remote), ``local only``
@@ -108,7 +117,7 @@ def status(targets=(), *, remote: str | None = None, root=".") -> dict[str, dict
         return out
 
 
-def _uncached_state(repo, out) -> str:
+def _uncached_state(repo: Repo, out: Output) -> str:
     """``in git`` when git tracks the output (a clone has it), else ``not shared``."""
     try:
         return "in git" if repo.scm.is_tracked(out.fs_path) else "not shared"
@@ -116,7 +125,7 @@ def _uncached_state(repo, out) -> str:
         return "not shared"
 
 
-def _state(repo, rem: Remote, out, cloud: dict) -> str:
+def _state(repo: Repo, rem: Remote, out: Output, cloud: dict) -> str:
     """One output's state from dvc's cloud status (object path -> new/deleted/missing). dvc lists nothing
     for a directory whose manifest is neither cached nor on the remote, so that manifest is checked here."""
     if not out.hash_info:
@@ -133,16 +142,16 @@ def _state(repo, rem: Remote, out, cloud: dict) -> str:
 
 
 class _Records(logging.Handler):
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__(logging.WARNING)
         self.records: list[logging.LogRecord] = []
 
-    def emit(self, record):
+    def emit(self, record: logging.LogRecord) -> None:
         self.records.append(record)
 
 
 @contextlib.contextmanager
-def _project(root):
+def _project(root: PathLike) -> Iterator[tuple[Repo, _Records]]:
     """``(repo, log)``: the DVC project containing ``root`` with the working folder at its root, and the
     log records DVC would have printed (warnings and errors)."""
     from dvc.exceptions import DvcException, NotDvcRepoError
@@ -151,14 +160,15 @@ def _project(root):
     try:
         top = Repo.find_root(os.fspath(root))
     except NotDvcRepoError:
-        raise RemoteError(f"{Path(root).resolve()} is not inside a DVC project (no .dvc folder): run `dvc init` at the repository root") from None
+        raise RemoteError(f"{Path(root).resolve()} is not inside a DVC project (no .dvc folder): run `dvc init` at the repository "
+                          "root") from None
     log = _Records()
     saved = [(lg, lg.handlers[:], lg.propagate) for lg in map(logging.getLogger, DVC_LOGGERS)]
     try:
         for lg, _, _ in saved:
             lg.handlers[:] = [log]
             lg.propagate = False
-        with contextlib.chdir(top):  # targets and stage names are relative to the project root
+        with _chdir(top):  # targets and stage names are relative to the project root
             try:
                 repo = Repo(top)
             except DvcException as e:
@@ -171,15 +181,26 @@ def _project(root):
             lg.propagate = propagate
 
 
+@contextlib.contextmanager
+def _chdir(path: PathLike) -> Iterator[None]:
+    """Work in ``path`` and return to the current folder after (``contextlib.chdir`` is Python 3.11's)."""
+    before = os.getcwd()
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(before)
+
+
 def _mask(url: str) -> str:
     parts = urlsplit(url)
     if not parts.password:
         return url
-    host = parts.hostname + (f":{parts.port}" if parts.port else "")
+    host = (parts.hostname or "") + (f":{parts.port}" if parts.port else "")
     return parts._replace(netloc=f"{parts.username}:***@{host}").geturl()
 
 
-def _remote(repo, name: str | None) -> Remote:
+def _remote(repo: Repo, name: str | None) -> Remote:
     remotes = repo.config.get("remote", {})
     configured = f"configured: {', '.join(sorted(remotes))}" if remotes else "none is configured"
     name = name or repo.config.get("core", {}).get("remote")
@@ -192,11 +213,11 @@ def _remote(repo, name: str | None) -> Remote:
     return Remote(name, _mask(str(remotes[name].get("url", ""))))
 
 
-def _cached_outs(stage) -> list:
+def _cached_outs(stage: Stage) -> list:
     return [o for o in stage.outs if o.use_cache]
 
 
-def _stages(repo, targets, *, cached_only: bool = True) -> list:
+def _stages(repo: Repo, targets: Sequence[str], *, cached_only: bool = True) -> list:
     """Stages of ``targets`` (stage names, foreach groups, output paths; default all) that have cached outputs (any
     output: ``cached_only=False``)."""
     from dvc.exceptions import DvcException
@@ -214,7 +235,7 @@ def _stages(repo, targets, *, cached_only: bool = True) -> list:
     return stages
 
 
-def _collect(repo, target: str) -> list:
+def _collect(repo: Repo, target: str) -> list:
     from dvc.exceptions import DvcException
 
     try:
@@ -223,7 +244,7 @@ def _collect(repo, target: str) -> list:
         raise RemoteError(f"{target!r} is neither a stage nor a DVC output of {repo.root_dir} (see `dvc stage list`)") from None
 
 
-def _split_ran(repo, targets, action: str) -> tuple[list, list]:
+def _split_ran(repo: Repo, targets: Sequence[str], action: str) -> tuple[list, list]:
     """(stages with outputs recorded in dvc.lock, stages not run yet); an error when the named targets never ran."""
     stages = _stages(repo, targets)
     ran = [s for s in stages if all(o.hash_info for o in _cached_outs(s))]
@@ -234,7 +255,7 @@ def _split_ran(repo, targets, action: str) -> tuple[list, list]:
     return ran, not_run
 
 
-def _dvc_targets(targets, not_run, ran) -> list[str] | None:
+def _dvc_targets(targets: Sequence[str], not_run: list, ran: list) -> list[str] | None:
     """What to hand DVC's push or pull: the targets given; else every stage (None) when every stage ran, or the stages
     that ran. DVC reads the pipeline and its dvc.lock once per target, so naming all stages one by one costs a read
     of dvc.lock each (seconds on the embedded default's)."""
@@ -243,11 +264,11 @@ def _dvc_targets(targets, not_run, ran) -> list[str] | None:
     return None if not not_run else list(_names(ran))
 
 
-def _relpath(repo, out) -> str:
+def _relpath(repo: Repo, out: Output) -> str:
     return Path(os.path.relpath(out.fs_path, repo.root_dir)).as_posix()
 
 
-def _stages_of(repo, stages, paths) -> list:
+def _stages_of(repo: Repo, stages: list, paths: Iterable[str]) -> list:
     """The stages owning any of ``paths`` (relative to the project root)."""
     paths = [Path(p).as_posix().rstrip("/") for p in paths]
     outs = {s: [_relpath(repo, o) for o in _cached_outs(s)] for s in stages}
@@ -257,11 +278,11 @@ def _stages_of(repo, stages, paths) -> list:
 # -- errors ------------------------------------------------------------------------------------
 
 
-def _names(stages) -> tuple[str, ...]:
+def _names(stages: Iterable[Stage]) -> tuple[str, ...]:
     return tuple(s.addressing for s in stages)
 
 
-def _what(stages) -> str:
+def _what(stages: Sequence[Stage]) -> str:
     names = _names(stages)
     if not names:
         return "no stage"
@@ -298,7 +319,7 @@ def _connection_cause(e: BaseException) -> BaseException | None:
     return None
 
 
-def _probe(repo, rem: Remote, verb: str, stages) -> None:
+def _probe(repo: Repo, rem: Remote, verb: str, stages: Sequence[Stage]) -> None:
     """Raise :class:`RemoteError` unless the remote answers; a remote that does not exist yet answers 'not found'."""
     try:
         remote = repo.cloud.get_remote(rem.name)
@@ -316,7 +337,7 @@ def _probe(repo, rem: Remote, verb: str, stages) -> None:
         raise RemoteError(f"{rem} unreachable while {verb} {_what(stages)}: {_short(e)}; {_hint(rem)}") from None
 
 
-def _transfer_error(rem: Remote, verb: str, stages, e: BaseException, log: _Records) -> RemoteError:
+def _transfer_error(rem: Remote, verb: str, stages: Sequence[Stage], e: BaseException, log: _Records) -> RemoteError:
     """One message for a failure inside DVC: its error plus the first reason DVC logged for a failed file."""
     from dvc.exceptions import DvcException
 

@@ -51,6 +51,7 @@ OPTIONAL_COLUMNS = ("overhead_percent", "extra_params_percent", "train_images", 
 
 
 def empty_results() -> pd.DataFrame:
+    """A results table without rows, every column typed."""
     return pd.DataFrame({c: pd.Series(dtype=t) for c, (t, _) in COLUMNS.items()})
 
 

@@ -24,11 +24,15 @@ import os
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
-from benchmark.storage.atomic import atomic_dir, atomic_path, clean_leftovers, is_leftover, listing, write_boundary, write_text
+from benchmark.storage.atomic import PathLike, atomic_dir, atomic_path, clean_leftovers, is_leftover, listing, write_boundary, write_text
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 META_KEY = "benchmark"  # safetensors metadata key of the logits files' JSON metadata
@@ -38,11 +42,12 @@ class StoreError(ValueError):
     """A file is missing, unreadable or does not hold what it must."""
 
 
-def write_json(path, obj) -> None:
+def write_json(path: PathLike, obj: Any) -> None:
+    """Write ``obj`` as indented JSON with sorted keys (NumPy and torch numbers as numbers), atomically."""
     write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=_json_default) + "\n")
 
 
-def _json_default(o):
+def _json_default(o: Any) -> Any:
     if isinstance(o, (np.floating, np.integer)):
         return o.item()
     if isinstance(o, torch.Tensor):
@@ -50,26 +55,27 @@ def _json_default(o):
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
-def read_json(path):
+def read_json(path: PathLike) -> Any:
+    """The JSON value of file ``path``; :class:`StoreError` when the file is missing."""
     path = Path(path)
     if not path.exists():
         raise StoreError(f"{path}: file not found")
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def write_table(path, df) -> None:
+def write_table(path: PathLike, df: pd.DataFrame) -> None:
     """Write a pandas DataFrame as CSV atomically."""
     with atomic_path(path) as tmp:
         df.to_csv(tmp, index=False)
 
 
-def array_hash(a) -> str:
+def array_hash(a: np.ndarray | torch.Tensor) -> str:
     """Stable short hash of an integer array (dtype- and order-sensitive content)."""
     arr = np.ascontiguousarray(np.asarray(a, dtype=np.int64))
     return hashlib.sha256(arr.tobytes()).hexdigest()[:16]
 
 
-def file_hash(path, chunk: int = 1 << 20) -> str:
+def file_hash(path: PathLike, chunk: int = 1 << 20) -> str:
     """Short sha256 of a file's bytes, read in chunks (no whole-file copy in memory)."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -90,10 +96,11 @@ class LogitsFile:
 
     @property
     def alignment_key(self) -> tuple[str, str]:
+        """What two logits files of one split must share: the hashes of their labels and sample ids."""
         return (array_hash(self.labels), array_hash(self.ids) if self.ids is not None else "")
 
 
-def load_logits_file(path) -> LogitsFile:
+def load_logits_file(path: PathLike) -> LogitsFile:
     """Read a ``.npz`` or ``.safetensors`` logits file and validate its arrays.
 
     Raises :class:`StoreError` naming the file and the problem: missing file,
@@ -125,7 +132,7 @@ def load_logits_file(path) -> LogitsFile:
     return _checked_logits_file(path, arrays, meta)
 
 
-def _meta_entry(path: Path, meta) -> dict:
+def _meta_entry(path: Path, meta: Any) -> dict:
     """The JSON object of the ``benchmark`` metadata entry (see :func:`save_logits_file`), else ``meta`` as it is."""
     if not isinstance(meta, dict):
         raise StoreError(f"{path}: cannot read logits file (the safetensors metadata is not a mapping)")
@@ -144,7 +151,7 @@ def _meta_entry(path: Path, meta) -> dict:
 F32_MAX = float(np.finfo(np.float32).max)
 
 
-def check_arrays(path, arrays: dict) -> None:
+def check_arrays(path: PathLike, arrays: dict) -> None:
     """Every member read from an ``.npz`` file must be an array: ``np.load`` gives the raw bytes of a zip
     member that is not an ``.npy`` (e.g. ``logits`` instead of ``logits.npy``)."""
     for key, value in arrays.items():
@@ -157,7 +164,8 @@ def _checked_logits_file(path: Path, arrays: dict, meta: dict) -> LogitsFile:
     """Validate the arrays of a logits file (see :func:`load_logits_file`) and wrap them."""
     for key in ("logits", "labels"):
         if key not in arrays:
-            raise StoreError(f"{path}: missing array {key!r} (found {sorted(arrays)}); a logits file needs 'logits' (N, C) and 'labels' (N,)")
+            raise StoreError(f"{path}: missing array {key!r} (found {sorted(arrays)}); a logits file needs 'logits' (N, C) and "
+                             "'labels' (N,)")
     check_arrays(path, arrays)
     logits, labels = arrays["logits"], arrays["labels"]
     if not np.issubdtype(logits.dtype, np.floating):
@@ -250,7 +258,7 @@ def release_pages(block: torch.Tensor) -> None:
             return
 
 
-def mmap_logits_file(path) -> LogitsFile:
+def mmap_logits_file(path: PathLike) -> LogitsFile:
     """:func:`load_logits_file`, with the logits of a ``.safetensors`` file memory-mapped.
 
     The header (8-byte little-endian length, then JSON) is parsed here and the
@@ -285,10 +293,11 @@ def mmap_logits_file(path) -> LogitsFile:
     return _checked_logits_file(path, arrays, meta)
 
 
-def save_logits_file(path, logits, labels, ids=None, meta: dict | None = None) -> None:
+def save_logits_file(path: PathLike, logits: torch.Tensor | np.ndarray, labels: torch.Tensor | np.ndarray,
+                     ids: torch.Tensor | np.ndarray | None = None, meta: dict | None = None) -> None:
     """Write a ``.safetensors`` (or ``.npz``) logits file atomically, with hashes."""
     path = Path(path)
-    arrays = {
+    arrays: dict[str, np.ndarray] = {
         "logits": np.ascontiguousarray(torch.as_tensor(logits).float().cpu().numpy()),
         "labels": np.ascontiguousarray(torch.as_tensor(labels).long().cpu().numpy()),
     }
@@ -307,7 +316,8 @@ def save_logits_file(path, logits, labels, ids=None, meta: dict | None = None) -
             save_file(arrays, str(tmp), metadata={META_KEY: json.dumps(m, sort_keys=True)})
         elif path.suffix == ".npz":
             with open(tmp, "wb") as f:
-                np.savez(f, **arrays)
+                # (numpy's stubs match **arrays against savez's allow_pickle too; every value is an array)
+                np.savez(f, **arrays)  # type: ignore[arg-type]
         else:
             raise StoreError(f"{path}: unknown logits file type {path.suffix!r}; use .npz or .safetensors")
 

@@ -235,13 +235,15 @@ def suite_reference() -> str:
     links = {DatasetEntry: "datasets-entry"}
     return "\n".join([
         "## Suite file `suites/<name>.yaml` { #suite-file }", "", _doc(SuiteFile), "", *config_table(SuiteFile, links), "",
-        "Every entry of `recipes` is a training recipe, with the keys of [`recipes.<name>`](params.md#recipesname).",
+        "Every entry of `recipes` is a training recipe, with the keys of "
+        "[`recipes.<name>`](params.md#recipesname).",
         f"Split names match `{SPLIT_RE.pattern}`.", "",
         "## `datasets.<key>` { #datasets-entry }", "", _doc(DatasetEntry), "", *config_table(DatasetEntry, links), "",
         "## Dataset layouts { #layouts }", "",
-        "Each loader (`loader`, default the entry's key) reads the dataset's official on-disk layout under the entry's "
-        "`root` (relative to the data root: `UQBENCH_DATA` or params `data_root`); nothing is downloaded. A missing "
-        "root or a wrong layout is one error that shows the layout.", "",
+        "Each loader (`loader`, default the entry's key) reads the dataset's official on-disk layout under "
+        "the entry's `root` (relative to the data root: `UQBENCH_DATA` or params `data_root`); nothing is "
+        "downloaded. A "
+        "missing root or a wrong layout is one error that shows the layout.", "",
         *[line for n in sorted(LOADERS) for line in (f"`{n}`", "", "```text", loader(n).sketch.strip("\n"), "```", "")]]) + "\n"
 
 

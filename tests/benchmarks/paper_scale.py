@@ -1,15 +1,15 @@
 """Synthetic result bundles at the papers' scale, packed by the project's own ``submit``.
 
-For every suite under ``suites/``: its zoo (``zoo/<suite>.yaml`` through ``suites/<suite>/params.yaml``), its
-reported splits (``suites/<suite>.yaml``; ``corrupt-*`` = CIFAR-100-C's 19 corruptions x 5 severities), and
-every unit its evaluate stage runs: each model alone, every pair with GFLOPs(base) > GFLOPs(sidekick)
+For every suite under ``suites/``: its zoo (``zoo/<suite>.yaml`` through ``suites/<suite>/params.yaml``), its reported
+splits (``suites/<suite>.yaml``; ``corrupt-*`` = CIFAR-100-C's 19 corruptions x 5 severities), and every unit its
+evaluate stage runs: each model alone, every pair with GFLOPs(base) > GFLOPs(sidekick)
 (:func:`benchmark.core.pairs.enumerate_pairs`), the deep ensembles of its seed groups
-(:func:`benchmark.core.noise.seed_groups`) and its SVE sizes. The rows of a unit have the structure the
-evaluate stage gives them: the stage's own unit functions (the method modules, :mod:`benchmark.methods.rows`) run once on tiny
-synthetic logits, and their (method, fit, confidence, metric) rows are repeated for every unit and split, with
-values drawn at random in each metric's range (full precision, as real values). Each model's logits are a tiny
-file (they only make the rows' ``inputs_hash``); :func:`benchmark.bundle.pack.submit` packs the results folder
-as a contributor would, so the bundles pass the same checks.
+(:func:`benchmark.core.noise.seed_groups`) and its SVE sizes. The rows of a unit have the structure the evaluate stage
+gives them: the stage's own unit functions (the method modules, :mod:`benchmark.methods.rows`) run once on tiny
+synthetic logits, and their (method, fit, confidence, metric) rows are repeated for every unit and split, with values
+drawn at random in each metric's range (full precision, as real values). Each model's logits are a tiny file (they
+only make the rows' ``inputs_hash``); :func:`benchmark.bundle.pack.submit` packs the results folder as a contributor
+would, so the bundles pass the same checks.
 
 ``scale`` keeps that fraction of each suite's reported splits (``test`` always), so the rows grow about
 linearly with it. Made once and cached (:func:`cached_bundles`). By hand::

@@ -42,7 +42,8 @@ def results(caltech) -> Path:
 
 @pytest.fixture(scope="session")
 def records(pristine, caltech, tmp_path_factory) -> Path:
-    """The folder of verification records of the pristine bundle (``verify --record-to``, as the deploy workflow does)."""
+    """The folder of verification records of the pristine bundle (``verify --record-to``, as the deploy workflow
+    does)."""
     out = tmp_path_factory.mktemp("records")
     rc = cli_main(["verify", str(pristine), "--logits", str(caltech / "suites" / SUITE / "results"), "--record-to", str(out),
                    "--quiet"])

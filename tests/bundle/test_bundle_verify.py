@@ -198,8 +198,9 @@ def test_edited_paired_difference_is_caught(bundle, results, capsys):
 
 
 def test_submit_reads_the_embedded_layout(caltech, tmp_path, monkeypatch, capsys):
-    """The embedded default's layout: results/, dvc.lock and params.yaml at the root, the zoo path relative to it
-    (the fixture run moved there and renamed; the submit-results tutorial does it on a tiny embedded run: tests/docs/test_tutorials.py)."""
+    """The embedded default's layout: results/, dvc.lock and params.yaml at the root, the zoo path relative to it (the
+    fixture run moved there and renamed; the submit-results tutorial does it on a tiny embedded run:
+    tests/docs/test_tutorials.py)."""
     suite, root = caltech / "suites" / "caltech256", tmp_path / "clone"
     shutil.copytree(suite / "results", root / "results", ignore=shutil.ignore_patterns("*checkpoints", "units"))
     for name in ("metrics.csv", "paired.csv"):
@@ -244,8 +245,8 @@ def test_rows_over_the_file_limit_are_split_in_parts(monkeypatch, caltech, resul
 
 
 def test_leftovers_of_killed_writes_are_never_packed_or_verified(caltech_copy, tmp_path, monkeypatch, capsys):
-    """Hidden ``.name.xxxxxxxx`` folders/files (an interrupted atomic write) are not results: submit and verify skip them.
-    (On a private copy of the run: other tests read the shared one meanwhile.)"""
+    """Hidden ``.name.xxxxxxxx`` folders/files (an interrupted atomic write) are not results: submit and verify skip
+    them. (On a private copy of the run: other tests read the shared one meanwhile.)"""
     import shutil
 
     from benchmark.bundle import pack

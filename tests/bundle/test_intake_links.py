@@ -72,7 +72,8 @@ def test_a_linked_bundle_folder_is_refused(pristine, tmp_path, load):
 
 @pytest.mark.parametrize("how", ["link-out", "link-proc", "fifo"])
 def test_publish_never_reads_or_copies_what_a_link_points_to(bundle, pristine, tmp_path, capsys, fast_report, how):
-    """The other bundle is published; the hostile one is left out (one line, exit 3) and the secret is nowhere in the site."""
+    """The other bundle is published; the hostile one is left out (one line, exit 3) and the secret is nowhere in the
+    site."""
     board = bundle.parent.parent
     good = board / "caltech256" / "good"
     shutil.copytree(pristine, good)

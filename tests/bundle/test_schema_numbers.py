@@ -1,5 +1,6 @@
 """The bundle checks' number parsing (:func:`benchmark.bundle.schema.to_float`, pyarrow's cast with pandas as the
-fallback) reads every cell as ``pd.to_numeric(errors="coerce")`` does, so the checks accept and refuse the same cells."""
+fallback) reads every cell as ``pd.to_numeric(errors="coerce")`` does, so the checks accept and refuse the same
+cells."""
 from __future__ import annotations
 
 import numpy as np

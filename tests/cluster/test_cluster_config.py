@@ -1,4 +1,5 @@
-"""``python -m benchmark cluster`` without a Slurm: params ``cluster``, each stage's job, the lock's order, bad input."""
+"""``python -m benchmark cluster`` without a Slurm: params ``cluster``, each stage's job, the lock's order, bad
+input."""
 from __future__ import annotations
 
 import os
@@ -13,7 +14,7 @@ from benchmark.cli.main import main as cli_main
 from benchmark.cluster import config
 from benchmark.cluster.check import max_overlap, set_cpus
 from benchmark.cluster.runs import RUNS, safe_name
-from benchmark.reproduce import lockfile
+from benchmark.dvcutil import lockfile
 
 
 def test_resources_resolve_stage_over_kind_over_default_over_builtin():
@@ -29,6 +30,21 @@ def test_resources_resolve_stage_over_kind_over_default_over_builtin():
     assert (ev.resources.gpus, ev.resources.partition, ev.resources.time) == (0, "cpu", config.DEFAULT_TIME)
     assert config.job_spec("train@x", config.parse(None), device="cpu").resources.gpus == 0
     assert config.job_spec("collect", cfg, device="cuda").resources.cpus == 1
+
+
+def test_training_stages_get_the_training_time_limit_from_the_method_registry():
+    """The methods that declare their own training (the registry's metadata, not a list of names here) get the
+    12-hour limit; a method that trains nothing (MC dropout, soups) and the evaluate stage get 2 hours."""
+    from benchmark.methods import registry
+
+    declared = {registry.get_method(k).stage for k in registry.list_methods("stage")
+                if registry.get_method(k).training is not None}
+    assert {"shallow", "lora_ensemble"} <= declared
+    cfg = config.parse(None)
+    for stage in ("train@m", "sve-train", *(f"{s}@k" for s in declared)):
+        assert config.job_spec(stage, cfg).resources.time == config.TRAIN_TIME, stage
+    for stage in ("mc_dropout@k", "soup@k", "laplace@k", "evaluate", "sve@2"):
+        assert config.job_spec(stage, cfg).resources.time == config.DEFAULT_TIME, stage
 
 
 def test_distributed_stages_ask_for_their_nodes_processes_and_gpus():

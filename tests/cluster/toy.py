@@ -1,8 +1,9 @@
 """A tiny DVC project whose stages are shell commands, for the tests of ``python -m benchmark cluster``.
 
-The toy pipeline is a diamond and a tail, ``a -> b@x, b@<Y> -> c -> d`` (``BY``: a stage name full of shell syntax); each command first runs ``gate.sh NAME``, which the tests use
-to steer a job without touching the stage's inputs: a file ``fail-NAME`` makes the command fail, a file
-``hold-NAME`` makes it wait (after creating ``started-NAME``) until the file is removed."""
+The toy pipeline is a diamond and a tail, ``a -> b@x, b@<Y> -> c -> d`` (``BY``: a stage name full of shell syntax);
+each command first runs ``gate.sh NAME``, which the tests use to steer a job without touching the stage's inputs: a
+file ``fail-NAME`` makes the command fail, a file ``hold-NAME`` makes it wait (after creating ``started-NAME``) until
+the file is removed."""
 from __future__ import annotations
 
 import shutil

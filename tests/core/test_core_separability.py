@@ -165,6 +165,7 @@ def test_evaluate_stage_unit_names_the_models_in_one_line(tmp_path, fit):
     msg = str(e.value)
     assert "\n" not in msg and msg.startswith("evaluate: unit duo noisy+sep failed: FitError: ")
     assert f"{fit} fit of the sidekick: the validation logits are separable" in msg
-    with pytest.raises(UnitError, match=f"evaluate: unit single sep failed: FitError: {fit} fit of the model: the validation logits are separable"):
+    message = f"evaluate: unit single sep failed: FitError: {fit} fit of the model: the validation logits are separable"
+    with pytest.raises(UnitError, match=message):
         runner.run(Unit(("single", "sep"), "k2"), {})
     assert not (tmp_path / "out" / "k.csv").exists()

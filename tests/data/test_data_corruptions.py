@@ -59,7 +59,8 @@ def test_same_seed_same_pixels_independent_of_batch_order(name, digits100):
 
 
 def _grey_batch(n=50):
-    """Mid-grey images (no clipping at low noise), made distinct by pixel [0, 0]: the noise is seeded per image content."""
+    """Mid-grey images (no clipping at low noise), made distinct by pixel [0, 0]: the noise is seeded per image
+    content."""
     grey = np.full((n, 28, 28), 128, np.uint8)
     grey[:, 0, 0] = np.arange(n)
     return grey

@@ -174,7 +174,7 @@ def test_markers_fail_loudly(tmp_path):
 
 def test_readme_is_short_and_leads_to_the_docs():
     text = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert len(text.encode()) <= 8192, f"README is {len(text.encode())} bytes"
+    assert len(text.encode()) <= 16_384, f"README is {len(text.encode())} bytes: details belong in docs/"  # a loose guard
     links = set(re.findall(r"\]\((docs/[^)#]+)", text))
     for must in ("docs/getting-started.md", "docs/explanations/concepts.md", "docs/tutorials/own-logits.md",
                  "docs/tutorials/paper-suite.md", "docs/tutorials/submit-results.md"):

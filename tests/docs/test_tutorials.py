@@ -291,7 +291,7 @@ def test_submit_results_bundle_names_its_remote_and_verifies_through_it(walked):
     assert len(pd.read_csv(bundle / "rows.csv")) == len(pd.read_csv(checkout / "results" / "metrics.csv"))
     assert "logits@tiny-a" in m["stages"] and "evaluate" in m["stages"] and m["train_size"] == 200
     verified = _step(steps, "--pull --strict")
-    assert verified["stdout"].splitlines() == [l for l in verified["stdout"].splitlines() if l.startswith(str(
+    assert verified["stdout"].splitlines() == [line for line in verified["stdout"].splitlines() if line.startswith(str(
         Path("leaderboard/embedded/2026-12-01-alice")))] and len(verified["stdout"].splitlines()) == 1
     assert ": verified (" in verified["stdout"]
     reports = sorted(p.name for p in checkout.glob("*-rows.csv"))  # one per committed bundle, none of the user's

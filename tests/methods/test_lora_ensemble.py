@@ -1,4 +1,5 @@
-"""LoRA-Ensemble: the batched member arithmetic against LoRA's formula per q/k/v block, the published init, FLOPs, bad input."""
+"""LoRA-Ensemble: the batched member arithmetic against LoRA's formula per q/k/v block, the published init, FLOPs, bad
+input."""
 import copy
 import math
 

@@ -48,7 +48,8 @@ def typed(p: dict) -> Params:
 
 
 def run_method(p: dict, kind: str, key: str) -> dict:
-    """The stage of method ``kind``'s entry ``key`` (``pipelines/method.py --kind <kind> --key <key>``), in this process."""
+    """The stage of method ``kind``'s entry ``key`` (``pipelines/method.py --kind <kind> --key <key>``), in this
+    process."""
     return method_stage.run(typed(p), kind, key, progress=False)
 
 

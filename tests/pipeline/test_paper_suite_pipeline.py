@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "data" / "paper"))
 from paper_layouts import write_imagenet, write_imagenet_v2  # noqa: E402
 
-from benchmark.gpu.fixture import LITE0, METHODS, PER_CLASS, TINY_ZOO, tiny_params, write_caltech256  # noqa: E402
+from benchmark.gpu.fixture import LITE0, PER_CLASS, TINY_ZOO, method_params, tiny_params, write_caltech256  # noqa: E402
 
 
 def run(cmd, cwd):
@@ -273,7 +273,7 @@ def test_caltech256_suite_through_dvc(caltech, caltech_copy):
     params = tiny_params("caltech256", params["data_root"], finetune=FINETUNE, none={"epochs": 0},
                          sve={"epochs": 1, "batch_size": 5, "lr": 0.01, "select_by": "accuracy"})
     params["evaluate"]["workers"] = 1
-    (folder / "params.yaml").write_text(yaml.safe_dump(params | METHODS))
+    (folder / "params.yaml").write_text(yaml.safe_dump(params | method_params()))
     assert suite_pipeline.write("caltech256", root) == [folder / "dvc.yaml"]  # sve.members selects the SVE stages
     (root / "zoo" / "caltech256.yaml").write_text(yaml.safe_dump({"models": {**TINY_ZOO["models"], "lite": LITE0}}))
     # from the root, as the README says: the suite folder is a plain folder of the root DVC project

@@ -15,7 +15,8 @@ from benchmark.cli.remote_commands import main as cli_main
 from benchmark.storage import remote
 from benchmark.storage.store import load_logits_file
 
-MAKE_LOGITS = '''"""Stage logits@<model>: a seeded logits file; each run appends the model to ran.log (not a DVC output)."""
+MAKE_LOGITS = '''"""Stage logits@<model>: a seeded logits file; each run appends the model to ran.log (not a DVC
+output)."""
 import sys
 
 import torch

@@ -81,8 +81,8 @@ def test_logits_files_are_byte_reproducible_across_processes(tmp_path):
     import sys
 
     code = ("import torch; from benchmark.storage.store import save_logits_file; "
-            "save_logits_file(__import__('sys').argv[1], torch.arange(6.).reshape(3, 2), torch.tensor([0, 1, 0]), torch.arange(3), "
-            "meta={'model': 'm', 'split': 's', 'family': 'f', 'arch': 'a'})")
+            "save_logits_file(__import__('sys').argv[1], torch.arange(6.).reshape(3, 2), torch.tensor([0, 1, 0]), "
+            "torch.arange(3), meta={'model': 'm', 'split': 's', 'family': 'f', 'arch': 'a'})")
     for name in ("a", "b", "c"):
         subprocess.run([sys.executable, "-c", code, str(tmp_path / f"{name}.safetensors")], check=True)
     blobs = {(tmp_path / f"{n}.safetensors").read_bytes() for n in "abc"}

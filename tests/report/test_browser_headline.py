@@ -68,7 +68,8 @@ def test_headline_is_the_first_table_with_the_rows_of_each_base(page, site):
 
 
 def test_headline_shows_each_rows_training_budget(page):
-    """Beside GFLOPs: the training images and parameters behind each row, compact (4.0k, 23M), as fmt_count writes them."""
+    """Beside GFLOPs: the training images and parameters behind each row, compact (4.0k, 23M), as fmt_count writes
+    them."""
     from benchmark.report.tables import fmt_count
 
     heads = page.eval_on_selector_all("#headline-table thead th", "ths => ths.map(t => t.textContent)")

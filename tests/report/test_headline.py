@@ -107,13 +107,13 @@ def test_seed_spread_and_noise_judgements_match_numpy(view):
     # the metric (fallback)
     alone_of = rows[rows.family == "single"].set_index("base")
     own = {}
-    for (side, meth, fam), g in rows[rows.base.isin(vit) & (rows.family != "single")].groupby(["sidekick", "method", "family"]):
+    for (side, meth, _fam), g in rows[rows.base.isin(vit) & (rows.family != "single")].groupby(["sidekick", "method", "family"]):
         if g.base.nunique() == 3 and g.members.nunique() == 3:
             dd = g.set_index("base")["accuracy"] - alone_of.loc[g.base, "accuracy"].to_numpy()
             own[(side, meth)] = float(np.std(dd.to_numpy(), ddof=1))
     fallback = max(own.values())  # the largest of any kind, where no difference of the same method has a spread
     by_method = {}
-    for (side, meth), sd in own.items():  # the fallback of the same family and method (method names differ by family)
+    for (_side, meth), sd in own.items():  # the fallback of the same family and method (method names differ by family)
         by_method[meth] = max(by_method.get(meth, 0.0), sd)
     head = headline_context({("embedded", "test"): rows}, CFG, zoo=ZOO, paired=None)
     assert head["seed_notes"] and head["seed_notes"][0].startswith("vit (3 seeds): Accuracy ") and head["seeded"]

@@ -1,11 +1,11 @@
 """The reproducibility gate (benchmark/reproduce/gate.py) on rows made by the project's own evaluation code.
 
-Synthetic logits of a small zoo (a seed group of bases ``a-s0..a-s4``, sidekicks ``s`` and ``s2``) go through
-the real units (single, duo, deep ensemble: their method modules, benchmark.methods.rows) twice. Exact path: the same logits with
-a regression injected into the evaluation code must fail (a temperature 3% off, one label wrong, a duo combined
+Synthetic logits of a small zoo (a seed group of bases ``a-s0..a-s4``, sidekicks ``s`` and ``s2``) go through the real
+units (single, duo, deep ensemble: their method modules, benchmark.methods.rows) twice. Exact path: the same logits
+with a regression injected into the evaluation code must fail (a temperature 3% off, one label wrong, a duo combined
 with another sidekick's logits); the same code must pass. Noise path: retrained models (new draws of every model)
-pass, a gross regression fails. The real cross-CPU data: tests/reproduce/data/cross_cpu.csv.gz (see
-make_cross_cpu.py beside it)."""
+pass, a gross regression fails. The real cross-CPU data: tests/reproduce/data/cross_cpu.csv.gz (see make_cross_cpu.py
+beside it)."""
 from __future__ import annotations
 
 import dataclasses
@@ -151,7 +151,10 @@ def test_a_metric_computed_one_sample_wrong_is_caught(zoo_logits, committed, mon
         return y
 
     stats, ev = evrows.terms_stats, evrows.evaluate
-    wrong_stats = lambda t, y, **k: stats(t, one_label_off(y, t.top if k.get("prediction") is None else k["prediction"]), **k)  # noqa: E731
+
+    def wrong_stats(t, y, **k):
+        return stats(t, one_label_off(y, t.top if k.get("prediction") is None else k["prediction"]), **k)
+
     monkeypatch.setattr(evrows, "terms_stats", wrong_stats)
     monkeypatch.setattr(duo, "terms_stats", wrong_stats)  # the duo's paired differences
     monkeypatch.setattr(evrows, "evaluate", lambda p, y, **k: ev(p, one_label_off(y, p.prediction), **k))
@@ -240,7 +243,7 @@ def test_k_is_the_t_quantile_of_the_seed_count():
 def test_summary_values_follow_their_rows_path(committed, retrained):
     from benchmark.evaluation.stage import summary
 
-    sources = gate.summary_sources(committed, "converged")
+    sources = gate.summary_sources(committed, lambda r: summary(r, "converged"))
     ref = summary(committed, "converged")
     assert sources["single/a-s0/accuracy"][1:] == ("test", "single", "ts", "a-s0", "", "a-s0", "converged", "max", "accuracy")
     assert sources["duo/a-s0+s/nll"][3] == "weighted"
@@ -290,3 +293,24 @@ def test_real_other_cpu_run_of_the_old_code_is_within_noise_on_the_test_and_ood_
     assert rep["ratio"].max() < 0.5 * rep["k"].min()
     # the same data under pinned mode: every row fails (logits differ although both runs pinned)
     assert (gate.compare(committed, other, nz, inputs_must_match=True)["status"] == "inputs-differ").all()
+
+
+# -- detection thresholds ---------------------------------------------------------------------------------------------
+
+def test_detection_of_metrics_without_a_noise_estimate_is_a_row_of_nan_not_a_crash():
+    """A headline metric none of whose rows carries a noise estimate (no seed spread, no bootstrap) has no threshold:
+    its row says 0 models and NaN, with every column of the frame (a row of 6 values in a 7-column frame raised)."""
+    rows = pd.DataFrame({"split": "test", "family": "single", "fit": "converged", "confidence": "max",
+                         "metric": ["accuracy", "nll", "accuracy"], "base": ["a", "a", "b"], "value": [0.9, 0.3, 0.8]})
+    no_noise = pd.DataFrame({"noise": [np.nan] * 3, "seeds": [0] * 3})
+    det = gate.detection(rows, no_noise, split="test", family="single", fit="converged", confidence="max",
+                         metrics=["accuracy", "nll"])
+    assert list(det.columns) == ["metric", "models", "min", "median", "max", "model_min", "k"]
+    assert list(det["metric"]) == ["accuracy", "nll"] and list(det["models"]) == [0, 0]
+    assert det[["min", "median", "max", "k"]].isna().all().all() and list(det["model_min"]) == ["", ""]
+    one = pd.DataFrame({"noise": [0.01, np.nan, np.nan], "seeds": [5, 0, 0]})  # accuracy of model a has a noise estimate
+    det = gate.detection(rows, one, split="test", family="single", fit="converged", confidence="max",
+                         metrics=["accuracy", "nll"]).set_index("metric")
+    assert det.loc["accuracy", "models"] == 1 and det.loc["accuracy", "model_min"] == "a"
+    assert det.loc["accuracy", "min"] == pytest.approx(float(gate.k_factor([5])[0]) * 0.01)
+    assert det.loc["nll", "models"] == 0 and np.isnan(det.loc["nll", "k"])

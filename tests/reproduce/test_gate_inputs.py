@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from benchmark.cli.main import main
-from benchmark.reproduce import lockfile, provenance
+from benchmark.dvcutil import lockfile
+from benchmark.reproduce import provenance
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -87,11 +88,10 @@ def test_numerics_of_the_committed_run_from_its_manifest_else_unknown(tmp_path):
 def test_check_end_to_end_on_the_committed_bundle(tmp_path, monkeypatch, capsys):
     """The committed rows as a 'fresh' run, one value nudged by 1e-7: that row alone fails on the exact path;
     the summary and the stage outputs are the committed ones."""
-    from benchmark.bundle.schema import load_bundle
-    from benchmark.reproduce.gate import latest_bundle
+    from benchmark.reproduce.gate import committed_bundle
 
     monkeypatch.chdir(ROOT)
-    bundle = load_bundle(latest_bundle(ROOT / "leaderboard" / "embedded"), check_arch=False)
+    bundle = committed_bundle(ROOT)
     rows = bundle.rows.copy()
     i = rows.index[(rows["split"] == "test") & (rows["family"] == "single") & (rows["metric"] == "nll")][0]
     rows.loc[i, "value"] += 1e-7

@@ -16,7 +16,7 @@ def test_summary_takes_medians_per_mode_and_their_ratio():
 
 @pytest.mark.slow
 def test_times_the_tiny_suites_train_stage_in_both_modes(caltech):
-    from benchmark.reproduce import lockfile
+    from benchmark.dvcutil import lockfile
 
     before = lockfile.read(caltech / "suites/caltech256/dvc.lock")
     rec = pinning_cost.measure("suites/caltech256/dvc.yaml:train@res", 1, root=caltech, progress=False)
@@ -29,7 +29,7 @@ def test_times_the_tiny_suites_train_stage_in_both_modes(caltech):
 
 
 def test_the_docs_block_states_both_modes_and_the_ratio():
-    from benchmark.reproduce.readme import pinning_table
+    from benchmark.docsgen.readme import pinning_table
 
     rec = {"stage": "train@m", "repeats": 2, "ratio": {"wall_s": 1.25, "cpu_s": 1.167},
            "median": {"pinned": {"wall_s": 40.0, "cpu_s": 70.0}, "native": {"wall_s": 32.0, "cpu_s": 60.0}},

@@ -7,23 +7,36 @@ import sys
 import pandas as pd
 
 from benchmark.config import runtime
-from benchmark.reproduce import readme, timing
+from benchmark.docsgen import readme
+from benchmark.reproduce import timing
 
 
 def test_stage_names_from_command_lines():
     assert timing.stage_name(["pipelines/train.py", "--model", "lite1"]) == "train@lite1"
     assert timing.stage_name(["/x/pipelines/sve.py", "--members", "8"]) == "sve@8"
     assert timing.stage_name(["pipelines/sve.py", "--train"]) == "sve-train"  # its DVC stage name
-    assert timing.stage_name(["pipelines/method.py", "--params", "p.yaml", "--kind", "soups", "--key", "soup-a"]) == "soup@soup-a"
+    assert timing.stage_name(["pipelines/method.py", "--params", "p.yaml", "--kind", "soups", "--key", "soup-a"]) == "soups@soup-a"
     assert timing.stage_name(["pipelines/evaluate.py"]) == "evaluate"
+
+
+def test_a_stage_that_dvc_started_is_named_as_dvc_names_it(tmp_path):
+    """DVC names the stage it runs (``DVC_STAGE``): a method's stage is ``soup@soup-a`` whatever its command line."""
+    log = tmp_path / "t.jsonl"
+    env = dict(os.environ, UQ_TIMINGS=str(log), DVC_STAGE="soup@soup-a")
+    env.pop("UQ_TIMINGS_PID", None)
+    code = "import sys; sys.argv = ['pipelines/method.py', '--kind', 'soups', '--key', 'soup-a']; import benchmark"
+    subprocess.run([sys.executable, "-c", code], env=env, check=True)
+    assert list(timing.read_records(log)["stage"]) == ["soup@soup-a"]
 
 
 def test_a_process_importing_the_package_appends_its_record(tmp_path):
     log = tmp_path / "t.jsonl"
     env = dict(os.environ, UQ_TIMINGS=str(log))
     env.pop("UQ_TIMINGS_PID", None)
+    env.pop("DVC_STAGE", None)
     for model in ("a", "b"):
-        code = "import sys; sys.argv = ['pipelines/train.py', '--model', %r]; import benchmark; x = bytearray(50 << 20)" % model
+        code = (f"import sys; sys.argv = ['pipelines/train.py', '--model', {model!r}]; import benchmark; x = "
+                "bytearray(50 << 20)")
         subprocess.run([sys.executable, "-c", code], env=env, check=True)
     recs = timing.read_records(log)
     assert list(recs["stage"]) == ["train@a", "train@b"]
@@ -66,8 +79,6 @@ def test_by_kind_sums_and_the_readme_table(tmp_path):
 def test_a_worker_of_a_timed_process_is_counted_by_its_parent(monkeypatch):
     """``UQ_TIMINGS_PID`` names the timed process: a process below it (a multiprocessing worker) records nothing
     itself (its time reaches the parent's children's usage); an unrelated or a recycled pid does not count."""
-    from benchmark.config import runtime
-
     parent, grandparent = os.getppid(), None
     with open(f"/proc/{parent}/stat") as f:
         grandparent = int(f.read().rsplit(")", 1)[1].split()[1])

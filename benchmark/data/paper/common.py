@@ -46,6 +46,8 @@ def layout_error(dataset: str, root, problem: str, sketch: str) -> DatasetLayout
 
 
 def require_dir(path: Path, dataset: str, root, sketch: str) -> Path:
+    """``path`` when it is a folder, else the dataset's layout error naming it and showing the expected layout
+    (``sketch``)."""
     if not path.is_dir():
         what = "root folder" if Path(path) == Path(root) else "folder"
         raise layout_error(dataset, root, f"{what} {str(path)!r} not found", sketch)
@@ -53,6 +55,8 @@ def require_dir(path: Path, dataset: str, root, sketch: str) -> Path:
 
 
 def require_file(path: Path, dataset: str, root, sketch: str) -> Path:
+    """``path`` when it is a file, else the dataset's layout error naming it and showing the expected layout
+    (``sketch``)."""
     if not path.is_file():
         raise layout_error(dataset, root, f"file {str(path)!r} not found", sketch)
     return path
@@ -68,6 +72,7 @@ class FileImages:
         return len(self.paths)
 
     def image(self, i: int) -> Image.Image:
+        """Image ``i`` as RGB."""
         with Image.open(self.paths[i]) as im:
             return im.convert("RGB")
 
@@ -89,6 +94,7 @@ class ArrayImages:
 
     @property
     def array(self) -> np.ndarray:
+        """The images' array, memory-mapped once."""
         if self._array is None:
             self._array = np.load(self.path, mmap_mode="r", allow_pickle=False)
         return self._array
@@ -103,6 +109,7 @@ class ArrayImages:
         return len(self.array)
 
     def image(self, i: int) -> Image.Image:
+        """Image ``i`` of the array."""
         return Image.fromarray(np.ascontiguousarray(self.array[i]))
 
 

@@ -41,7 +41,8 @@ DTD_SKETCH = """
 <root>/dtd/dtd/images/banded/banded_0002.jpg
 <root>/dtd/dtd/images/<class>/*.jpg           (47 texture classes)
 <root>/dtd/dtd/labels/train1.txt, val1.txt, test1.txt .. test10.txt   (lines '<class>/<file>.jpg')
-    (the extracted dtd-r1.0.1.tar.gz placed in <root>/dtd/, as torchvision.datasets.DTD(<root>, download=True) leaves it)
+    (the extracted dtd-r1.0.1.tar.gz placed in <root>/dtd/, as torchvision.datasets.DTD(<root>, download=True) leaves
+    it)
 """
 PETS_SKETCH = """
 <root>/oxford-iiit-pet/images/Abyssinian_1.jpg ...

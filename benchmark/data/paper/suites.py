@@ -73,7 +73,8 @@ def loader(name: str) -> Loader:
 
 
 def loader_modules(spec: "SuiteSpec") -> list[str]:
-    """The dotted modules of the loaders suite ``spec`` uses (what its stages import besides their own imports), sorted."""
+    """The dotted modules of the loaders suite ``spec`` uses (what its stages import besides their own imports),
+    sorted."""
     return sorted({loader_module(d.loader) for d in spec.datasets.values()})
 
 
@@ -131,10 +132,12 @@ class SuiteSpec:
     recipes: dict[str, dict]
 
     def trains(self) -> bool:
+        """Whether a recipe of the suite trains (``epochs`` > 0)."""
         return any(r.get("epochs", 0) > 0 for r in self.recipes.values())
 
     def recipe(self, name: str):
-        """The :class:`benchmark.models.recipe.Recipe` called ``name``, or None for an ``epochs: 0`` recipe (no training)."""
+        """The :class:`benchmark.models.recipe.Recipe` called ``name``, or None for an ``epochs: 0`` recipe (no
+        training)."""
         from benchmark.models.recipe import Recipe
 
         if name not in self.recipes:
@@ -158,7 +161,8 @@ class SuiteSpec:
         if not base:
             raise layout_error(
                 f"suite {self.name!r} dataset {key!r}", "<data root>" if ds.root in (".", "") else f"<data root>/{ds.root}",
-                f"no data root is set: pass data_root (params.yaml 'data_root') or export {DATA_ROOT_ENV}=/path/to/datasets",
+                "no data root is set: pass data_root (params.yaml 'data_root') or export "
+                f"{DATA_ROOT_ENV}=/path/to/datasets",
                 loader(ds.loader).sketch)
         return Path(os.path.expanduser(str(base))) / root
 
@@ -218,7 +222,8 @@ def _matches(pattern_key: str, name: str) -> bool:
 
 
 def _check_recipes(where: str, raw: dict, select_by: str) -> dict[str, dict]:
-    """Each recipe parsed as a :class:`benchmark.models.recipe.Recipe` (field by field) and selecting by the suite's score."""
+    """Each recipe parsed as a :class:`benchmark.models.recipe.Recipe` (field by field) and selecting by the suite's
+    score."""
     from benchmark.models.recipe import Recipe
 
     out = {}
@@ -254,10 +259,12 @@ def _check_splits(where: str, raw: dict, datasets: dict) -> dict[str, tuple[str,
     out = {}
     for name, target in raw.items():
         if not isinstance(name, str) or not SPLIT_RE.match(name):
-            raise SuiteError(f"{where}: split name {name!r} must be train, val, test, shift, ood or corrupt-<type>-<severity> (or corrupt-*)")
+            raise SuiteError(f"{where}: split name {name!r} must be train, val, test, shift, ood or corrupt-<type>-<severity> (or "
+                             "corrupt-*)")
         ds_key, _, loader_split = str(target).partition("/")
         if ds_key not in datasets or not loader_split:
-            raise SuiteError(f"{where}: split {name!r} -> {target!r} must be '<dataset>/<split>' with a dataset of {sorted(datasets)}")
+            raise SuiteError(f"{where}: split {name!r} -> {target!r} must be '<dataset>/<split>' with a dataset of "
+                             f"{sorted(datasets)}")
         if name.endswith("*") != (loader_split == "*"):
             raise SuiteError(f"{where}: split {name!r}: a '*' name maps to '<dataset>/*' and only then")
         out[name] = (ds_key, loader_split)
@@ -300,4 +307,5 @@ def load_suite(name_or_path, *, suites_dir=SUITES_DIR) -> SuiteSpec:
 
 
 def list_suites(suites_dir=SUITES_DIR) -> list[str]:
+    """The suites defined in ``suites_dir`` (one ``<name>.yaml`` each), sorted."""
     return sorted(p.stem for p in Path(suites_dir).glob("*.yaml"))

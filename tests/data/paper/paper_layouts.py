@@ -134,7 +134,8 @@ def write_cifar10(root: Path, per_batch=4, n_test=6) -> Path:
 
 
 def write_cifar100_c(root: Path, test_labels: np.ndarray, corruptions=("gaussian_noise", "frost")) -> Path:
-    """``root/CIFAR-100-C/<corruption>.npy`` (5 n, 32, 32, 3): red = severity, green = k, blue = corruption; labels.npy."""
+    """``root/CIFAR-100-C/<corruption>.npy`` (5 n, 32, 32, 3): red = severity, green = k, blue = corruption;
+    labels.npy."""
     folder = root / "CIFAR-100-C"
     folder.mkdir(parents=True, exist_ok=True)
     n = len(test_labels)

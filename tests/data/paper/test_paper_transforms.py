@@ -21,7 +21,8 @@ def _photo(w=300, h=200) -> Image.Image:
 
 
 def test_eval_transform_is_resize_crop_normalise_by_hand():
-    """resnet50.tv2_in1k at its test size 224: resize the short side to 224 / test_crop_pct (bilinear), crop, normalise."""
+    """resnet50.tv2_in1k at its test size 224: resize the short side to 224 / test_crop_pct (bilinear), crop,
+    normalise."""
     import timm
 
     cfg = timm.get_pretrained_cfg("resnet50.tv2_in1k")

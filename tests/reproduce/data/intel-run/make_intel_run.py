@@ -1,7 +1,8 @@
 """Copy into tests/reproduce/data/intel-run/ what tests/reproduce/test_intel_replay.py replays: a from-scratch run of
 commit 0ba6191 on an Intel Xeon (family 6, model 167) and the bundle that commit had committed (made on an AMD EPYC).
 
-    intel-metrics.csv.gz     <- ../shared/reference-runs/intel-xeon-avx512/metrics.csv.gz (the run's results/metrics.csv)
+    intel-metrics.csv.gz     <- ../shared/reference-runs/intel-xeon-avx512/metrics.csv.gz (the run's
+                                results/metrics.csv)
     intel-summary.json       <- ../shared/reference-runs/intel-xeon-avx512/summary.json
     committed-rows.csv.gz    <- git show 0ba6191:leaderboard/embedded/2026-12-02-pinned/rows.csv.gz
     committed-summary.json   <- git show 0ba6191:results/summary.json

@@ -3,7 +3,8 @@ import json
 
 import pytest
 
-from benchmark.reproduce import lockfile, tune
+from benchmark.dvcutil import lockfile
+from benchmark.models import tune
 
 STAGE = "suites/caltech256/dvc.yaml:train@res"
 

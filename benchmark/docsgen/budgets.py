@@ -7,7 +7,7 @@ in the page's default view: the rows' training budget (columns ``train_images``,
 metrics, and the wall seconds of the stages that made their models when ``results/timings.json`` has them (the
 ``train@<model>`` stage of every zoo model behind the row and the method's own stages, found in the bundle's
 ``dvc.lock``). Then one generated sentence on SVE against its base and the learning-rate grids of
-``results/tuning.json`` (:mod:`benchmark.reproduce.tune`). Nothing here is typed by hand.
+``results/tuning.json`` (:mod:`benchmark.models.tune`). Nothing here is typed by hand.
 """
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from benchmark.core import noise
+from benchmark.models import tune
 from benchmark.report.tables import default_view, fmt_count, fmt_short as fmt, member_names, method_label, wide_table
 
 METRICS = [("accuracy", "acc"), ("nll", "NLL"), ("aurc", "AURC")]
@@ -115,8 +116,9 @@ def budgets_table(rows: pd.DataFrame, manifest: dict, lock: dict | None, config,
     if view.empty:
         return "No seed group of models in the committed bundle: no budgets to compare.\n"
     units = {u["inputs_hash"]: u for u in manifest.get("units") or []}
-    lines = [f"Split `{config.headline_split}`, the page's default view (`{config.fit}` fit, `{config.confidence}` confidence "
-             f"where a method has them); base **{base}** (the first model of the first seed group) and the methods built "
+    lines = [f"Split `{config.headline_split}`, the page's default view (`{config.fit}` fit, `{config.confidence}` "
+             f"confidence where a method has them); base **{base}** (the first model of the first seed group) and the "
+             "methods built "
              "on or beside it. Train images: epochs × training images × members that each run the whole network, summed "
              "over every training run behind the row (the fine-tunes a method starts from included); trained params: the "
              "parameters those runs trained; wall s: the stages that made its models, from `results/timings.json`.", "",
@@ -128,7 +130,8 @@ def budgets_table(rows: pd.DataFrame, manifest: dict, lock: dict | None, config,
         wall = wall_seconds(stages, timings)
         when = f"{wall:.1f} ({_stage_text(stages)})" if wall is not None else "not measured"
         cells = [fmt(r.get(m)) for m, _ in METRICS]
-        lines.append(f"| {method_label(r['family'], r['method'])} | {' + '.join(member_names(r['members'], r['base'], r['sidekick']))} "
+        lines.append(f"| {method_label(r['family'], r['method'])} | "
+                     f"{' + '.join(member_names(r['members'], r['base'], r['sidekick']))} "
                      f"| {fmt_count(r['train_images'])} | {fmt_count(r['train_params'])} | {when} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n\n" + sve_sentence(view, base, config.headline_split) + tuning_lines(tuning)
 
@@ -157,8 +160,6 @@ def sve_sentence(view: pd.DataFrame, base: str, split: str) -> str:
 
 def tuning_lines(tuning: dict | None) -> str:
     """The learning-rate grids of ``results/tuning.json``: lr -> validation score, the one params.yaml uses in bold."""
-    from benchmark.reproduce import tune
-
     if not tuning:
         return ("\nNo learning-rate grid recorded (`results/tuning.json`; `python -m benchmark reproduce tune` writes "
                 "it).\n")

@@ -9,11 +9,11 @@ spread of every shown split and metric with the headline's noise verdict
 (:func:`verdicts`), the duo block marks ✱ only a difference whose interval
 excludes 0 *and* that lies outside the seed noise of its kind, and adds the
 seed-robust statement over each seed group's bases; the budgets block gives the training budget behind each method
-family (:mod:`benchmark.reproduce.budgets`). Each generated block sits between
+family (:mod:`benchmark.docsgen.budgets`). Each generated block sits between
 ``<!-- generated:NAME -->`` and ``<!-- /generated:NAME -->`` in one of :data:`FILES`
 (the README keeps the headline, the docs the rest; a block may appear in several);
 :func:`update` rewrites the blocks, :func:`stale` lists those that differ
-(tests/reproduce/test_readme_results.py fails on any, naming the command that regenerates
+(tests/docsgen/test_readme_results.py fails on any, naming the command that regenerates
 them: ``python -m benchmark reproduce readme --write``).
 """
 from __future__ import annotations
@@ -25,13 +25,21 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import yaml
 
 from benchmark.config.report_config import ReportConfig
 from benchmark.core import noise
 from benchmark.core.metric_info import METRICS
-from benchmark.report.tables import fmt_short as fmt, match_any, split_sort_key
-from benchmark.reproduce import cross_cpu, facts, fingerprint_records, timing
-from benchmark.reproduce.facts import TARGET_S
+from benchmark.docsgen import facts
+from benchmark.docsgen.budgets import budgets_table
+from benchmark.docsgen.facts import TARGET_S
+from benchmark.report.headline import headline_context
+from benchmark.report.headline_noise import noise_table
+from benchmark.report.tables import default_view, match_any, split_sort_key, wide_table
+from benchmark.report.tables import fmt_short as fmt
+from benchmark.reproduce import cross_cpu, fingerprint_records, gate, timing
+from benchmark.reproduce.gate import committed_bundle
+from benchmark.storage.atomic import write_text
 
 FILES = ("README.md", "docs/results.md", "docs/explanations/performance.md", "docs/explanations/reproducibility.md",
          "docs/how-to/cluster.md")  # the files holding generated blocks
@@ -74,8 +82,6 @@ def duo_noise(rows: pd.DataFrame, zoo: dict | None, config=None) -> dict:
     """``(base, sidekick, metric) -> {sd, seeds, source, within}`` of every weighted duo of the test split's default
     view (the page's: :func:`benchmark.report.tables.default_view`): the seed noise of its difference to the base
     alone (:func:`benchmark.core.noise.difference_noise`)."""
-    from benchmark.report.tables import default_view
-
     cfg = config or ReportConfig()
     v = default_view(rows[rows["split"] == SPLIT], cfg.fit, cfg.confidence)
     dn = noise.difference_noise(v, noise.seed_groups(zoo or {}), cfg.reference_family)
@@ -123,7 +129,8 @@ def duos_table(rows: pd.DataFrame, paired: pd.DataFrame, sidekicks=None, zoo: di
                 diffs[(base, side, m)] = float(r["diff"])
                 j["within"] = noise.within_noise(float(r["diff"]), j.get("sd", math.nan))
                 j["finding"] = bool((r["ci_high"] < 0 or r["ci_low"] > 0) and j["within"] is False)
-                cells.append(f"{fmt(b)} → {fmt(x)} ({_signed(r['diff'])} [{_signed(r['ci_low'])}, {_signed(r['ci_high'])}]){_marks(j)}")
+                cells.append(f"{fmt(b)} → {fmt(x)} ({_signed(r['diff'])} [{_signed(r['ci_low'])}, "
+                             f"{_signed(r['ci_high'])}]){_marks(j)}")
             else:
                 diffs[(base, side, m)] = x - b
                 cells.append(f"{fmt(b)} → {fmt(x)}{_marks(j)}")
@@ -173,10 +180,6 @@ def shown_splits(rows: pd.DataFrame, config) -> list[str]:
 
 def verdicts(rows: pd.DataFrame, zoo: dict, paired: pd.DataFrame | None, config, splits) -> pd.DataFrame:
     """The headline's noise verdict per shown split and metric (:func:`benchmark.report.headline_noise.noise_table`)."""
-    from benchmark.report.headline import headline_context
-    from benchmark.report.headline_noise import noise_table
-    from benchmark.report.tables import default_view, wide_table
-
     view = default_view(wide_table(rows[rows["split"].isin(list(splits))]), config.fit, config.confidence)
     views = {(su, sp): g for (su, sp), g in view.groupby(["suite", "split"], sort=False)}
     views = {k: views[k] for k in sorted(views, key=lambda k: (k[0], split_sort_key(k[1])))}
@@ -207,8 +210,8 @@ def seeds_table(rows: pd.DataFrame, zoo: dict, verdict: pd.DataFrame | None = No
                     med = fmt(r["median"])
                     mark = "**noise-dominated**" if r["dominated"] else "ranked" if np.isfinite(r["sd"]) and r["entries"] else "—"
                 label = METRICS[m].label if m in METRICS else m
-                lines.append(f"| {split} | {' / '.join(g.names)} | {label} | {fmt(x['mean'])} | {fmt(x['sd'])} | {fmt(x['min'])} "
-                             f"| {fmt(x['max'])} | {med} | {mark} |")
+                lines.append(f"| {split} | {' / '.join(g.names)} | {label} | {fmt(x['mean'])} | {fmt(x['sd'])} | "
+                             f"{fmt(x['min'])} | {fmt(x['max'])} | {med} | {mark} |")
     legend = (f"\nmedian ranked |Δ|: the median difference to the base alone of the rows the headline ranks on that split "
               f"(every method but the models alone); **noise-dominated**: it is under {noise.FACTOR:g} × the largest seed sd "
               "of a model alone on that split and metric (over the seed groups), so one retraining could reorder the "
@@ -223,7 +226,8 @@ def timings_table(record: dict) -> str:
     kinds = timing.by_kind(timing.stages_frame(record))
     lines = ["| stage | runs | wall s | user s | sys s | peak RSS MB | minor faults |", "|---|---|---|---|---|---|---|"]
     for r in kinds.itertuples(index=False):
-        lines.append(f"| {r.kind} | {r.stages} | {r.wall_s:.1f} | {r.user_s:.1f} | {r.sys_s:.1f} | {r.max_rss_mb:.0f} | {int(r.minor_faults):,} |")
+        lines.append(f"| {r.kind} | {r.stages} | {r.wall_s:.1f} | {r.user_s:.1f} | {r.sys_s:.1f} | {r.max_rss_mb:.0f} | "
+                     f"{int(r.minor_faults):,} |")
     lines.append(f"| DVC itself (hashing, locks, process starts) | | {record['dvc_overhead_s']:.1f} | | | | |")
     m = record.get("machine", {})
     tail = (f"\n`{record['command']}`: **{record['repro_wall_s']:.0f} s** wall"
@@ -249,8 +253,6 @@ def pinning_table(record: dict) -> str:
 def detection_table(bundle, cfg: ReportConfig, level: float) -> str:
     """The smallest shift of each headline metric that the gate's noise path detects on the committed bundle's
     headline rows (:func:`benchmark.reproduce.gate.detection`)."""
-    from benchmark.reproduce import gate
-
     nz = noise.row_noise(bundle.rows, noise.seed_groups(bundle.manifest.get("zoo") or {}), level=level)
     det = gate.detection(bundle.rows, nz, split=cfg.headline_split, family=cfg.reference_family, fit=cfg.fit,
                          confidence=cfg.confidence, metrics=cfg.headline_metrics)
@@ -265,19 +267,14 @@ def detection_table(bundle, cfg: ReportConfig, level: float) -> str:
 
 def report_config(root=".") -> ReportConfig:
     """The ``report:`` settings of ``root/params.yaml`` (the defaults without one)."""
-    import yaml
-
     path = Path(root) / "params.yaml"
     return ReportConfig.from_params(yaml.safe_load(path.read_text()) if path.exists() else None, source=str(path))
 
 
 def blocks(root=".") -> dict[str, str]:
     """The generated blocks' bodies, from the committed bundle, params.yaml's ``report:`` settings and timings."""
-    from benchmark.bundle.schema import load_bundle
-    from benchmark.reproduce.gate import latest_bundle
-
     root = Path(root)
-    bundle = load_bundle(latest_bundle(root / "leaderboard" / "embedded"), check_arch=False)
+    bundle = committed_bundle(root)
     cfg = report_config(root)
     zoo = bundle.manifest.get("zoo") or {}
     paired = bundle.paired if bundle.paired is not None else pd.DataFrame(
@@ -297,6 +294,7 @@ def blocks(root=".") -> dict[str, str]:
     out["budgets"] = budgets_block(bundle, cfg, timings, root / "results" / "tuning.json")
     nfile = root / "results" / "numerics.json"
     out["holds"] = facts.holds_block(root)
+    out["holds_details"] = facts.holds_details(root)
     out["detection"] = detection_table(bundle, cfg, float(((bundle.manifest.get("params") or {}).get("evaluate") or {})
                                                           .get("bootstrap_level", 0.95)))
     out["cross_cpu"] = cross_cpu.runs_table(cross_cpu.load(root / cross_cpu.RECORD))
@@ -309,12 +307,8 @@ def blocks(root=".") -> dict[str, str]:
 
 
 def budgets_block(bundle, config, timings: dict | None, tuning_file) -> str:
-    """The budgets block (:func:`benchmark.reproduce.budgets.budgets_table`) of a loaded bundle, with the timings
+    """The budgets block (:func:`benchmark.docsgen.budgets.budgets_table`) of a loaded bundle, with the timings
     record and the tuning file when there is one."""
-    import json
-
-    from benchmark.reproduce.budgets import budgets_table
-
     tuning_file = Path(tuning_file)
     try:
         tuning = json.loads(tuning_file.read_text(encoding="utf-8")) if tuning_file.is_file() else None
@@ -326,6 +320,8 @@ def budgets_block(bundle, config, timings: dict | None, tuning_file) -> str:
 
 
 def render(text: str, new: dict[str, str]) -> str:
+    """``text`` with the body of every generated block named in ``new`` replaced by ``new[name]``; other blocks as they
+    are."""
     def sub(m):
         name = m.group("name")
         return m.group(1) + new[name] + m.group(4) if name in new else m.group(0)
@@ -362,8 +358,6 @@ def stale(files=FILES, root=".") -> list[str]:
 
 def update(files=FILES, root=".") -> list[str]:
     """Rewrite the stale generated blocks of ``files``; return them as ``FILE: NAME``."""
-    from benchmark.storage.store import write_text
-
     root = Path(root)
     changed = stale(files, root)
     new = blocks(root)

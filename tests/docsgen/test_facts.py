@@ -1,7 +1,7 @@
 """The README's "what holds" lines and the performance page's site table come from the records, by hand-made cases."""
 import json
 
-from benchmark.reproduce import facts
+from benchmark.docsgen import facts
 
 MACHINE = {"cpus": 2, "cpu": "AMD EPYC 9B45"}
 
@@ -12,10 +12,41 @@ def _write(root, name, rec):
 
 
 def test_missing_records_name_the_command_that_writes_them(tmp_path):
-    text = facts.holds_block(tmp_path)
-    assert "scripts/measure-main-job.sh" in text and "reproduce pinning-cost" in text
-    assert "test_bench_site_scale.py" in text and "scripts/measure-tests.sh" in text
+    for text in (facts.holds_block(tmp_path), facts.holds_details(tmp_path)):
+        assert "scripts/measure-main-job.sh" in text and "reproduce check --record" in text
+        assert "test_bench_site_scale.py" in text and "scripts/measure-tests.sh" in text
+    assert "reproduce pinning-cost" in facts.holds_details(tmp_path)
     assert "test_bench_site_scale.py" in facts.site_table(tmp_path)
+
+
+def test_the_readme_list_is_four_short_lines_and_the_page_has_them_in_full(tmp_path):
+    _write(tmp_path, "timings.json", {"repro_wall_s": 352.0, "install_s": 60.0, "machine": MACHINE, "date": "2026-12-05"})
+    _write(tmp_path, "test_command.json", {"wall_s": 353.7, "passed": 1819, "skipped": 4, "target_s": 360,
+                                           "pytest_cache": "empty", "machine": MACHINE})
+    (tmp_path / "results" / "cross_cpu.json").write_text(json.dumps([
+        _run("AuthenticAMD-f26-m2", "0f7cbf4", identical=1, compared=21, rows=10, within=10),
+        _run("GenuineIntel-f6-m167", "0ba6191", identical=1, compared=21, rows=10, within=10) | {"cpu": "Intel(R) Xeon(R) Processor"}]))
+    short = facts.holds_block(tmp_path).splitlines()
+    assert short == ["- Main job, fresh clone to leaderboard: **6.9 min** (target 10 min; 2 CPUs, AMD EPYC 9B45).",
+                     "- Across CPU kinds: 2 checked from scratch (AuthenticAMD-f26-m2, Intel Xeon): every row within its "
+                     "noise, not byte-identical.",
+                     facts.site_item(None),
+                     "- Tests: 1,819 in **354 s** (target 6 min; 2 CPUs, AMD EPYC 9B45)."]
+    assert all(len(line) <= 130 for line in short), short
+    full = facts.holds_details(tmp_path)
+    assert "install 60 s + `dvc repro` 352 s" in full and "Intel(R) Xeon(R) Processor (`GenuineIntel-f6-m167`) at `0ba6191`" in full
+    assert "1,819 tests (4 skipped) in **354 s** with an empty `.pytest_cache`" in full
+
+
+def test_the_cross_cpu_item_says_same_bytes_within_noise_or_failing():
+    same = _run("A", "1", identical=21, compared=21, rows=10, within=0)
+    noisy = _run("B", "1", identical=1, compared=21, rows=10, within=10)
+    bad = _run("C", "1", identical=1, compared=21, rows=10, within=7, ok=False)
+    assert facts.cross_cpu_item([same, same | {"kind": "A2"}]).endswith("(A): the same bytes on each.")
+    assert facts.cross_cpu_item([same, noisy]).endswith("every row within its noise, the same bytes on 1.")
+    assert facts.cross_cpu_item([noisy, same, bad]).endswith("**1 failing the gate**.")
+    assert facts.cross_cpu_item([noisy, noisy]).startswith("- Across CPU kinds: 1 checked")  # the newest run of each kind
+    assert facts.cpu_name("Intel(R) Xeon(R) Processor") == "Intel Xeon" and facts.cpu_name("AMD EPYC 9B45") == "AMD EPYC 9B45"
 
 
 def test_test_command_line_judges_the_six_minutes_and_says_what_was_cached(tmp_path):
@@ -33,7 +64,10 @@ def test_test_command_line_judges_the_six_minutes_and_says_what_was_cached(tmp_p
     assert "only `python -m pytest tests/core` measured (1,813 tests in 330 s), not the README's test command" in subset
     assert "within" not in subset
     _write(tmp_path, "test_command.json", rec)
-    assert facts.holds_block(tmp_path).splitlines()[4] == within
+    assert facts.holds_details(tmp_path).splitlines()[4] == within
+    assert facts.holds_block(tmp_path).splitlines()[3] == "- Tests: 1,813 in **330 s** (target 6 min; 2 CPUs, AMD EPYC 9B45)."
+    assert "**over** the 6-minute target" in facts.tests_item(dict(rec, wall_s=360.4))
+    assert "not measured" in facts.tests_item(dict(rec, command="python -m pytest tests/core"))
 
 
 def test_main_job_line_adds_install_and_judges_the_target():
@@ -44,6 +78,8 @@ def test_main_job_line_adds_install_and_judges_the_target():
     assert "**10.8 min**, **over** the 10-minute target" in over
     no_install = facts.main_job_line({"repro_wall_s": 590.0})
     assert "install" not in no_install and "= **9.8 min**, within" in no_install
+    assert "**10.8 min** (**over** the 10-minute target" in facts.main_job_item({"repro_wall_s": 500.0, "install_s": 150.0})
+    assert facts.main_job_item({"repro_wall_s": 590.0}).startswith("- Main job, `dvc repro` from scratch: **9.8 min**")
 
 
 def test_pinning_line_shows_the_measured_ratio():
@@ -66,6 +102,8 @@ def test_site_table_and_line_from_a_record(tmp_path):
     assert "about 619 s and 476 MB" in line
     assert "largest file 9.2 MB (target 25), embedded part 7.0 MB (target 20)" in line
     assert "slowest first render 640 ms (target 1000)" in line
+    assert facts.site_item(json.loads((tmp_path / "results" / "site_scale.json").read_text())) == (
+        "- Site at the papers' scale (600,000 rows): published in **61 s**, **46 MB** (targets 300 s, 250 MB).")
     table = facts.site_table(tmp_path)
     assert "| 1x: 600,000 | 61 | 55 | 45.9 | 90 | 9.2 (`a/rows.parquet`) | 7.0 |" in table
     assert "| 10x estimate: 6,000,000 | 619 | 559 | 476.0 |  |  |  |" in table
@@ -92,9 +130,10 @@ def test_the_cross_cpu_line_names_each_kind_its_commit_and_what_held(tmp_path):
     runs = cross_cpu.add(path, _run("A", "2222222bbbb", identical=21, compared=21, rows=100, within=0))  # replaced, not added
     assert [r["kind"] for r in runs] == ["A", "I"] and cross_cpu.load(path) == runs
     line = cross_cpu.holds_line(runs, [])
-    assert "A CPU (`A`) at `2222222` (vs the bundle of `c0ffee1`): 21 of 21 stage outputs byte-identical, every row the same" in line
-    assert "I CPU (`I`) at `1111111` (vs the bundle of `c0ffee1`): 1 of 21 stage outputs byte-identical; 100 of 100 rows on the noise path, within it " \
-           "(15 greedy-soup rows chose other ingredients)" in line
+    assert ("A CPU (`A`) at `2222222` (vs the bundle of `c0ffee1`): 21 of 21 stage outputs byte-identical, every row the "
+            "same") in line
+    assert ("I CPU (`I`) at `1111111` (vs the bundle of `c0ffee1`): 1 of 21 stage outputs byte-identical; 100 of 100 "
+            "rows on the noise path, within it (15 greedy-soup rows chose other ingredients)") in line
     table = cross_cpu.runs_table(runs)
     assert "| `I` | I CPU | `1111111`" in table and "| 1 of 21 | 0 / 100 / 0 | passes |" in table
     assert "| 3 of 21 | 90 / 7 / 3 | FAILS |" in cross_cpu.runs_table(

@@ -1,11 +1,25 @@
-"""``python -m benchmark reproduce check``: read the fresh and the committed files, run the gate, print one line
-per part (rows, summary, stage outputs) and the failing rows; the rules are :mod:`benchmark.reproduce.gate`'s."""
+"""``python -m benchmark reproduce check`` (registered in :mod:`benchmark.cli.reproduce_commands`): read the fresh and
+the committed files, run the gate, print one line per part (rows, summary, stage outputs) and the failing rows; the
+rules are :mod:`benchmark.reproduce.gate`'s."""
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pandas as pd
+
+ROW_COLUMNS = ["path", "status", "committed", "fresh", "noise", "k", "ratio", "choice", "detail"]
+SUMMARY_COLUMNS = ["key", "committed", "fresh", "diff", "path", "tolerance", "status"]
+
+
+def main(args) -> int:
+    """The ``reproduce check`` command: 0 when the fresh run reproduces, 1 when it does not, 2 on malformed input."""
+    try:
+        return run(args)
+    except (ValueError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
 
 
 def _level(manifest: dict, params) -> float:
@@ -35,16 +49,10 @@ def _show(rep: pd.DataFrame, n: int, cols: list[str]) -> None:
         print(order.head(n)[[c for c in cols if c in order.columns]].to_string(index=False))
 
 
-def run(args) -> int:
-    from benchmark.bundle.schema import load_bundle
-    from benchmark.core import noise
-    from benchmark.report.inputs import read_results
-    from benchmark.reproduce import gate, lockfile, provenance
-    from benchmark.stages.params_config import load_params
+def _numerics(args, bundle) -> bool:
+    """Print where the two runs' numerics come from; True when both runs pinned them."""
+    from benchmark.reproduce import provenance
 
-    fresh, _ = read_results(Path(args.results) / "metrics.csv")
-    params = load_params(args.params)
-    bundle = load_bundle(Path(args.bundle) if args.bundle else gate.latest_bundle("leaderboard/embedded"), check_arch=False)
     fresh_pinned, fresh_src = provenance.fresh_numerics(args.results)
     ref_pinned, ref_src = provenance.committed_numerics(bundle.manifest)
     pinned = fresh_pinned and ref_pinned
@@ -53,16 +61,24 @@ def run(args) -> int:
           + ("both pinned: other logits and other stage outputs fail" + (" (rows: --allow-other-inputs, judged by noise)"
                                                                            if args.allow_other_inputs else "")
              if pinned else "rows with other logits are judged by their noise"))
+    return pinned
+
+
+def _rows(args, fresh: pd.DataFrame, bundle, params, pinned: bool) -> tuple[pd.DataFrame, dict]:
+    """Every row of the fresh ``metrics.csv`` against the committed bundle's: the gate's report and its counts."""
+    from benchmark.core import noise
+    from benchmark.methods.registry import chosen_rows
+    from benchmark.reproduce import gate
+
     groups = noise.seed_groups(bundle.manifest.get("zoo") or {})
     nz = noise.row_noise(bundle.rows, groups, level=_level(bundle.manifest, params))
     print(f"noise: {noise.describe(nz, groups)}")
-    from benchmark.methods.registry import chosen_rows
-
     rows = gate.compare(bundle.rows, fresh, nz, inputs_must_match=pinned and not args.allow_other_inputs,
                         chosen=chosen_rows())
     changed = rows.loc[rows["choice"] != "", ["family", "method", "split", "choice"]].drop_duplicates()
     for r in changed.itertuples(index=False):
-        print(f"choice: {r.family} {r.method} on {r.split} chose {r.choice.split(' -> ')[1]} (committed: {r.choice.split(' -> ')[0]})")
+        before, after = r.choice.split(" -> ")
+        print(f"choice: {r.family} {r.method} on {r.split} chose {after} (committed: {before})")
     if args.report:
         from benchmark.storage.store import write_table
 
@@ -72,29 +88,66 @@ def run(args) -> int:
           f"1e-9, {s['differs']} differ; other logits: {s['within-noise']} within k x noise, {s['beyond-noise']} beyond"
           + (f", {s['inputs-differ']} not allowed (pinned)" if s["inputs-differ"] else "")
           + f"; {s['missing']} missing, {s['extra']} extra -> {'reproduces' if s['reproduces'] else 'DOES NOT REPRODUCE'}")
-    _show(rows, args.show, gate.KEY[1:] + ["path", "status", "committed", "fresh", "noise", "k", "ratio", "choice", "detail"])
+    _show(rows, args.show, gate.KEY[1:] + ROW_COLUMNS)
+    return rows, s
+
+
+def _summary(args, bundle, params, rows: pd.DataFrame) -> dict:
+    """Every value of the fresh ``summary.json`` against its HEAD version, by the tolerance of the row it came from."""
+    from benchmark.dvcutil import lockfile
+    from benchmark.evaluation.stage import summary
+    from benchmark.reproduce import gate
 
     head = _head_path(args.summary, "results/summary.json")
-    committed_summary = gate.read_summary(lockfile.committed_text(head), f"HEAD:{head}")
-    summ = gate.compare_summary(committed_summary, gate.read_summary(Path(args.summary).read_text(), args.summary), rows,
-                                gate.summary_sources(bundle.rows, params.evaluate.main_fit))
+    committed = gate.read_summary(lockfile.committed_text(head), f"HEAD:{head}")
+    sources = gate.summary_sources(bundle.rows, lambda r: summary(r, params.evaluate.main_fit))
+    summ = gate.compare_summary(committed, gate.read_summary(Path(args.summary).read_text(), args.summary), rows, sources)
     t = gate.summarize_summary(summ)
-    print(f"{args.summary} vs HEAD:{head}: {t['values']} values: {t['identical']} identical, {t['within']} within the row's "
-          f"tolerance, {t['outside']} outside, {t['missing']} missing, {t['extra']} extra -> "
+    print(f"{args.summary} vs HEAD:{head}: {t['values']} values: {t['identical']} identical, {t['within']} within the "
+          f"row's tolerance, {t['outside']} outside, {t['missing']} missing, {t['extra']} extra -> "
           f"{'reproduces' if t['reproduces'] else 'DOES NOT REPRODUCE'}")
-    _show(summ, args.show, ["key", "committed", "fresh", "diff", "path", "tolerance", "status"])
+    _show(summ, args.show, SUMMARY_COLUMNS)
+    return t
+
+
+def _outputs(args, pinned: bool) -> tuple[dict, bool]:
+    """The fresh ``dvc.lock``'s stage outputs against HEAD's: their counts, and whether they pass (they must be
+    identical when both runs pinned the numerics, unless ``--allow-other-inputs``)."""
+    from benchmark.dvcutil import lockfile
 
     head = _head_path(args.lock, "dvc.lock")
     outs = lockfile.compare_outputs(lockfile.parse(lockfile.committed_text(head), f"HEAD:{head}"),
                                     lockfile.read(args.lock), lockfile.current_stages(".", "dvc.yaml"))
     o = lockfile.summarize(outs)
-    outs_ok = not (pinned and o["failing_stages"] and not args.allow_other_inputs)
+    ok = not (pinned and o["failing_stages"] and not args.allow_other_inputs)
+    if not pinned:
+        verdict = " (runs not both pinned: not required)"
+    elif not o["failing_stages"]:
+        verdict = " -> identical"
+    else:
+        verdict = (" -> DIFFER although both runs pinned the numerics: " + ", ".join(o["failing_stages"])
+                   + (" (reported, not failing: --allow-other-inputs)" if ok else ""))
     print(f"stage outputs of {args.lock} vs HEAD:{head}: {o['identical']} of {o['compared']} byte-identical"
-          f" ({o['measured']} embed a measured time or a run record, not compared; {o['stale']} stale lock entries ignored"
-          + (f"; {o['missing']} missing, {o['extra']} extra" if o["missing"] or o["extra"] else "") + ")"
-          + (f" -> {'identical' if not o['failing_stages'] else 'DIFFER although both runs pinned the numerics: ' + ', '.join(o['failing_stages'])}"
-             + (" (reported, not failing: --allow-other-inputs)" if o["failing_stages"] and outs_ok else "")
-             if pinned else " (runs not both pinned: not required)"))
+          f" ({o['measured']} embed a measured time or a run record, not compared; {o['stale']} stale lock entries "
+          "ignored"
+          + (f"; {o['missing']} missing, {o['extra']} extra" if o["missing"] or o["extra"] else "") + ")" + verdict)
+    return o, ok
+
+
+def run(args) -> int:
+    """Judge a fresh run (``args``: the ``reproduce check`` options) against the committed results; 0 when its rows,
+    summary and stage outputs reproduce, else 1. With ``--record``, the verdict is added to the cross-CPU record."""
+    from benchmark.report.inputs import read_results
+    from benchmark.reproduce import gate
+    from benchmark.stages.params_config import load_params
+
+    fresh, _ = read_results(Path(args.results) / "metrics.csv")
+    params = load_params(args.params)
+    bundle = gate.committed_bundle(".", args.bundle)
+    pinned = _numerics(args, bundle)
+    rows, s = _rows(args, fresh, bundle, params, pinned)
+    t = _summary(args, bundle, params, rows)
+    o, outs_ok = _outputs(args, pinned)
     ok = s["reproduces"] and t["reproduces"] and outs_ok
     if args.record:
         _record(args, bundle, pinned, s, t, o, int((rows["choice"] != "").sum()), ok)

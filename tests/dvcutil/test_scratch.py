@@ -1,10 +1,10 @@
-"""Scratch copies of a checkout (benchmark/reproduce/scratch.py): which stage a target names, which upstream outputs
+"""Scratch copies of a checkout (benchmark/dvcutil/scratch.py): which stage a target names, which upstream outputs
 it reads, and what the copy holds (tune and pinning-cost run stages in such copies)."""
 from __future__ import annotations
 
 import subprocess
 
-from benchmark.reproduce import scratch
+from benchmark.dvcutil import scratch
 
 
 def test_targets_name_a_stage_of_a_dvc_file():

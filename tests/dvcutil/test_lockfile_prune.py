@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from benchmark.reproduce import lockfile
+from benchmark.dvcutil import lockfile
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -12,10 +12,14 @@ from __future__ import annotations
 
 import fnmatch
 import subprocess
+from io import StringIO
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import yaml
+from ruamel.yaml import YAML
+
+from benchmark.storage.atomic import write_text
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -59,6 +63,7 @@ def parse(text: str, where: str) -> dict[str, dict[str, dict[str, str]]]:
 
 
 def read(path) -> dict:
+    """The stages of the ``dvc.lock`` at ``path`` (:func:`parse`); ``FileNotFoundError`` when there is none."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such dvc.lock")
@@ -89,12 +94,6 @@ def current_stages(root=".", dvcfile: str = "dvc.yaml") -> set[str] | None:
 def _rewrite(path, change) -> bool:
     """Apply ``change(stages)`` (the lock's ``stages`` mapping; returns True when it changed it) to the ``dvc.lock`` at
     ``path`` and rewrite the file atomically in DVC's own format (ruamel round trip) when it did."""
-    from io import StringIO
-
-    from ruamel.yaml import YAML
-
-    from benchmark.storage.atomic import write_text
-
     path = Path(path)
     rt = YAML()  # round trip, as DVC writes the lock
     data = rt.load(path.read_text(encoding="utf-8"))
@@ -132,7 +131,6 @@ def reorder(path, kept, run_order) -> bool:
     lock's stages before the run, in their order) come first, then the others in ``run_order`` (the order
     ``dvc repro`` runs the stages), then any other entry where it was. Rewrites the file atomically, and only when
     the order changes (the stages' entries themselves are left as DVC wrote them); True when it did."""
-
     def sort(entries) -> bool:
         names = list(entries)
         rank = {n: i for i, n in enumerate(kept)}
@@ -175,6 +173,8 @@ def compare_outputs(committed: dict, fresh: dict, stages: set[str] | None = None
 
 
 def summarize(report: pd.DataFrame) -> dict:
+    """Counts per status of :func:`compare_outputs`' report, ``compared`` (identical plus different) and the stages that
+    fail (an output different, missing or extra)."""
     c = report["status"].value_counts()
     n = {s: int(c.get(s, 0)) for s in ("identical", "different", "measured", "missing", "extra", "stale")}
     n["compared"] = n["identical"] + n["different"]

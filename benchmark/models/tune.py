@@ -3,7 +3,7 @@
 ``python -m benchmark reproduce tune --stage STAGE --recipe NAME --lr A B C ...`` runs
 the DVC stage ``STAGE`` (e.g. ``train@lite0-s0`` for the fine-tune recipe, ``sve-train``
 for SVE) once per learning rate, each time in a scratch copy of this checkout
-(:func:`benchmark.reproduce.scratch.make_copy`: tracked files copied, the stage's
+(:func:`benchmark.dvcutil.scratch.make_copy`: tracked files copied, the stage's
 upstream outputs such as ``results/data`` hard-linked) whose ``params.yaml`` has
 ``recipes.<NAME>.lr`` set to that value and nothing else changed: same epochs,
 images, batch size, augmentation and seed, i.e. the budget the pipeline gives the
@@ -31,8 +31,8 @@ from pathlib import Path
 
 import yaml
 
-from benchmark.reproduce import lockfile
-from benchmark.reproduce.scratch import ScratchError, Target, checked_inputs, make_copy
+from benchmark.dvcutil import lockfile
+from benchmark.dvcutil.scratch import ScratchError, Target, checked_inputs, make_copy
 
 TUNING = "results/tuning.json"
 

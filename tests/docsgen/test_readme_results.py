@@ -9,18 +9,17 @@ import pandas as pd
 import pytest
 
 from benchmark.core import noise
-from benchmark.reproduce import readme
-from benchmark.reproduce.lockfile import committed_text
+from benchmark.docsgen import readme
+from benchmark.dvcutil.lockfile import committed_text
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def committed():
-    from benchmark.bundle.schema import load_bundle
-    from benchmark.reproduce.gate import latest_bundle
+    from benchmark.reproduce.gate import committed_bundle
 
-    return load_bundle(latest_bundle(ROOT / "leaderboard" / "embedded"), check_arch=False)
+    return committed_bundle(ROOT)
 
 
 def _copy(tmp_path):
@@ -41,7 +40,8 @@ def _copy(tmp_path):
 
 def test_readme_blocks_are_generated_from_the_committed_results(tmp_path):
     stale = readme.stale(root=_copy(tmp_path))
-    assert not stale, f"generated blocks {stale} differ from the committed results: run `python -m benchmark reproduce readme --write`"
+    assert not stale, (f"generated blocks {stale} differ from the committed results: run `python -m benchmark reproduce readme "
+                       "--write`")
 
 
 def test_update_rewrites_a_stale_block_in_any_file_and_refuses_unknown_or_missing_blocks(tmp_path, monkeypatch):

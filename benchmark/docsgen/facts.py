@@ -1,5 +1,6 @@
-"""The README's short "what holds" lines and the performance page's paper-scale site figures, generated from the
-committed records (never typed):
+"""What holds, generated from the committed records (never typed): the README's short list (:func:`holds_block`: one
+short line each for the main job, the CPU kinds checked, the site at the papers' scale and the tests), the same facts in
+full on the reproducibility page (:func:`holds_details`), and the performance page's site and cluster tables. Records:
 
 * ``results/timings.json`` -- the main job from a fresh clone (``bash scripts/measure-main-job.sh``);
 * ``results/numerics.json`` -- what pinning the CPU kernels costs (``python -m benchmark reproduce pinning-cost``);
@@ -16,7 +17,10 @@ A record that is missing gives a line saying which command writes it.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
+
+from benchmark.reproduce import cross_cpu, fingerprint_records
 
 MB = 1_000_000
 TARGET_S = 600  # the main job, clone to leaderboard, on 2 cores
@@ -31,9 +35,65 @@ def _cpu(m: dict | None) -> str:
     return f"{m.get('cpus', '?')} CPUs, {m.get('cpu', '?')}"
 
 
-def main_job_line(rec: dict | None) -> str:
+def cpu_name(cpu: str) -> str:
+    """A CPU's model name without trademark signs and a trailing "Processor": ``Intel(R) Xeon(R) Processor`` ->
+    ``Intel Xeon``."""
+    return re.sub(r"\s+(Processor|CPU)$", "", re.sub(r"\((R|TM)\)", "", cpu)).strip() or cpu
+
+
+def main_job_item(rec: dict | None) -> str:
+    """The README's main-job item: clone to leaderboard in minutes, against the target."""
     if rec is None:
-        return "- Main job: not measured on this commit (`bash scripts/measure-main-job.sh` writes `results/timings.json`)."
+        return "- Main job: not measured on this commit (`bash scripts/measure-main-job.sh`)."
+    total = rec["repro_wall_s"] + (rec.get("install_s") or 0)
+    verdict = f"target {TARGET_S // 60} min" if total <= TARGET_S else f"**over** the {TARGET_S // 60}-minute target"
+    start = "fresh clone to leaderboard" if rec.get("install_s") is not None else "`dvc repro` from scratch"
+    return f"- Main job, {start}: **{total / 60:.1f} min** ({verdict}; {_cpu(rec.get('machine'))})."
+
+
+def cross_cpu_item(runs: list[dict]) -> str:
+    """The README's CPU-kinds item: on how many CPU kinds a from-scratch run was checked (the newest run of each kind in
+    ``results/cross_cpu.json``), and whether they gave the same bytes or stayed within the noise. The details (each
+    kind's counts, the kernel fingerprints) are :func:`benchmark.reproduce.cross_cpu.holds_line`'s, on the
+    reproducibility page."""
+    if not runs:
+        return ("- Across CPU kinds: no from-scratch run recorded (`python -m benchmark reproduce check --record "
+                "results/cross_cpu.json`).")
+    latest = list({r["kind"]: r for r in runs}.values())
+    n, same, ok = len(latest), sum(r["byte_identical"] for r in latest), sum(r["reproduces"] for r in latest)
+    names = ", ".join(dict.fromkeys(cpu_name(r.get("cpu") or r["kind"]) for r in latest))
+    if same == n:
+        verdict = "the same bytes on each"
+    elif ok == n:
+        verdict = "every row within its noise, " + (f"the same bytes on {same}" if same else "not byte-identical")
+    else:
+        verdict = f"**{n - ok} failing the gate**"
+    return f"- Across CPU kinds: {n} checked from scratch ({names}): {verdict}."
+
+
+def site_item(rec: dict | None) -> str:
+    """The README's site item: ``publish`` of every suite at the papers' scale, time and size against the targets."""
+    if rec is None or "publish" not in rec:
+        return "- Site at the papers' scale: not measured on this commit (`tests/benchmarks/test_bench_site_scale.py`)."
+    full, lim = rec["publish"]["1x"], rec["limits"]
+    return (f"- Site at the papers' scale ({full['rows']:,.0f} rows): published in **{full['wall']:.0f} s**, "
+            f"**{full['bytes'] / MB:.0f} MB** (targets {lim['publish_s']} s, {lim['site_bytes'] / MB:.0f} MB).")
+
+
+def tests_item(rec: dict | None) -> str:
+    """The README's tests item: the README's test command, tests run and wall seconds against the target."""
+    if rec is None or rec.get("command", "python -m pytest") != "python -m pytest":
+        return "- Tests: the README's test command not measured on this commit (`bash scripts/measure-tests.sh`)."
+    target = rec.get("target_s", 360)
+    verdict = f"target {target / 60:g} min" if rec["wall_s"] <= target else f"**over** the {target / 60:g}-minute target"
+    return f"- Tests: {rec['passed']:,} in **{rec['wall_s']:.0f} s** ({verdict}; {_cpu(rec.get('machine'))})."
+
+
+def main_job_line(rec: dict | None) -> str:
+    """The main job in full: install and ``dvc repro`` seconds, the target, the machine and the date."""
+    if rec is None:
+        return ("- Main job: not measured on this commit (`bash scripts/measure-main-job.sh` writes "
+                "`results/timings.json`).")
     total = rec["repro_wall_s"] + (rec.get("install_s") or 0)
     verdict = "within" if total <= TARGET_S else "**over**"
     install = f"install {rec['install_s']:.0f} s + " if rec.get("install_s") is not None else ""
@@ -42,6 +102,7 @@ def main_job_line(rec: dict | None) -> str:
 
 
 def pinning_line(rec: dict | None) -> str:
+    """The pinned CPU kernels and what they cost against native ones (``results/numerics.json``)."""
     if rec is None:
         return "- Pinned kernels: cost not measured on this commit (`python -m benchmark reproduce pinning-cost`)."
     return (f"- Every stage pins the CPU kernels to AVX2 and trains and infers without MKL (portable kernels: fused AdamW, "
@@ -50,6 +111,7 @@ def pinning_line(rec: dict | None) -> str:
 
 
 def site_line(rec: dict | None) -> str:
+    """The site at the papers' scale in full: rows, time, size, largest file, embedded part, first render, 10x."""
     if rec is None or "publish" not in rec:
         return ("- Site at the papers' scale: not measured on this commit "
                 "(`pytest --benchmark-enable tests/benchmarks/test_bench_site_scale.py`).")
@@ -66,6 +128,7 @@ def site_line(rec: dict | None) -> str:
 
 
 def test_command_line(rec: dict | None) -> str:
+    """The README's test command in full: tests, wall seconds, what was cached, the install, the target, the machine."""
     if rec is None:
         return ("- Tests: the README's test command not measured on this commit (`bash scripts/measure-tests.sh` writes "
                 "`results/test_command.json`).")
@@ -84,11 +147,17 @@ def test_command_line(rec: dict | None) -> str:
 
 
 def holds_block(root=".") -> str:
-    """Five lines: the main job's time, the pinned kernels and their cost, what was checked across CPU kinds, the site at
-    the papers' scale, the tests."""
+    """The README's "what holds": four short lines (:func:`main_job_item`, :func:`cross_cpu_item`, :func:`site_item`,
+    :func:`tests_item`); in full on the reproducibility page (:func:`holds_details`)."""
     res = Path(root) / "results"
-    from benchmark.reproduce import cross_cpu, fingerprint_records
+    return "\n".join([main_job_item(_load(res / "timings.json")), cross_cpu_item(cross_cpu.load(res / "cross_cpu.json")),
+                      site_item(_load(res / "site_scale.json")), tests_item(_load(res / "test_command.json"))]) + "\n"
 
+
+def holds_details(root=".") -> str:
+    """What holds in full (the reproducibility page): the main job, the pinned kernels and their cost, each CPU kind's
+    check and the kernel fingerprints, the site at the papers' scale, the tests."""
+    res = Path(root) / "results"
     cross = cross_cpu.holds_line(cross_cpu.load(res / "cross_cpu.json"), fingerprint_records.read_records(res / "fingerprints"))
     return "\n".join([main_job_line(_load(res / "timings.json")), pinning_line(_load(res / "numerics.json")), cross,
                       site_line(_load(res / "site_scale.json")), test_command_line(_load(res / "test_command.json"))]) + "\n"
@@ -109,8 +178,9 @@ def site_table(root=".") -> str:
         lines.append(f"| {name}: {r['rows']:,.0f} | {r['wall']:.0f} | {r['cpu']:.0f} | {r['bytes'] / MB:.1f} | "
                      f"{r.get('files', '')} | {largest} | {embedded} |")
     text = "\n".join(lines) + (
-        f"\n\nTargets: publish at most {lim['publish_s']} s, site at most {lim['site_bytes'] / MB:.0f} MB, no file over "
-        f"{lim['file_bytes'] / MB:.0f} MB, the embedded part at most {lim['embedded_bytes'] / MB:.0f} MB, each page's "
+        f"\n\nTargets: publish at most {lim['publish_s']} s, site at most {lim['site_bytes'] / MB:.0f} MB, no file "
+        f"over {lim['file_bytes'] / MB:.0f} MB, the embedded part at most {lim['embedded_bytes'] / MB:.0f} MB, each "
+        "page's "
         f"first render under {lim['render_ms']} ms; the 10x row is a straight line through the two measured sizes "
         f"(not a target). Measured {rec.get('date', '?')} on {_cpu(rec.get('machine'))}.\n")
     if rec.get("first_render_ms"):

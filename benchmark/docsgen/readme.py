@@ -30,7 +30,7 @@ import yaml
 from benchmark.config.report_config import ReportConfig
 from benchmark.core import noise
 from benchmark.core.metric_info import METRICS
-from benchmark.docsgen import facts
+from benchmark.docsgen import cpu_kinds, facts
 from benchmark.docsgen.budgets import budgets_table
 from benchmark.docsgen.facts import TARGET_S
 from benchmark.report.headline import headline_context
@@ -298,7 +298,9 @@ def blocks(root=".") -> dict[str, str]:
     out["detection"] = detection_table(bundle, cfg, float(((bundle.manifest.get("params") or {}).get("evaluate") or {})
                                                           .get("bootstrap_level", 0.95)))
     out["cross_cpu"] = cross_cpu.runs_table(cross_cpu.load(root / cross_cpu.RECORD))
-    out["fingerprints"] = cross_cpu.fingerprint_table(fingerprint_records.read_records(root / fingerprint_records.RECORDS))
+    records = fingerprint_records.read_records(root / fingerprint_records.RECORDS)
+    out["fingerprints"] = cross_cpu.fingerprint_table(records)
+    out["cpu_kinds"] = cpu_kinds.table(records, cross_cpu.load(root / cross_cpu.RECORD))
     out["site_scale"] = facts.site_table(root)
     out["cluster"] = facts.cluster_table(root)
     out["pinning"] = (pinning_table(json.loads(nfile.read_text())) if nfile.exists() else

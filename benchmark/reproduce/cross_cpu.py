@@ -33,13 +33,15 @@ def entry(*, kind: str, cpu: str, commit: str, bundle: str, bundle_commit: str, 
             "byte_identical": bool(same_rows and outputs["identical"] == outputs["compared"]), "note": note}
 
 
-def stage_entry(result: dict, *, commit: str, note: str = "") -> dict:
+def stage_entry(result: dict, *, note: str = "") -> dict:
     """One rerun of whole stages (:func:`benchmark.reproduce.rerun.run`) against the committed ``dvc.lock``: the CPU
     kind they ran on (``emulated``, with the kind it ``stands_for`` and its ``host``, when it was an emulation), the
-    code (``commit``), the stages and how many of their compared outputs were byte-identical."""
+    code (``commit``, ``dirty``: uncommitted changes), the stages and how many of their compared outputs were
+    byte-identical."""
     m, c = result["machine"], result["counts"]
     return {"scope": "stages", "kind": m["kind"], "cpu": m.get("cpu", ""), "emulated": bool(m.get("emulated")),
-            "stands_for": m.get("stands_for"), "host": m.get("host"), "qemu": m.get("qemu"), "commit": commit,
+            "stands_for": m.get("stands_for"), "host": m.get("host"), "qemu": m.get("qemu"),
+            "commit": result.get("commit") or "?", "dirty": bool(result.get("dirty")),
             "date": datetime.date.today().isoformat(), "stages": list(result["stages"]),
             "stage_outputs": {"identical": int(c["identical"]), "compared": int(c["compared"])},
             "byte_identical": bool(c["compared"] and c["identical"] == c["compared"] and not c["missing"] and not c["extra"]),
@@ -96,39 +98,46 @@ def _verdict(r: dict) -> str:
 
 
 def holds_line(runs: list[dict], records: list[dict]) -> str:
-    """The CPU kinds a from-scratch run was checked on, the commit and the result, and the kernel fingerprints'
-    agreement in the pipeline's mode, in full (the reproducibility page's "what holds")."""
-    if not runs:
-        return ("- Across CPU kinds: no from-scratch run recorded (`python -m benchmark reproduce check --record "
-                "results/cross_cpu.json` after one).")
+    """The CPU kinds a from-scratch run was checked on, the commit and the result; the whole stages rerun on emulated
+    kinds; and the kernel fingerprints' agreement, in full (the reproducibility page's "what holds")."""
     latest = {}
     for r in gate_runs(runs):
         latest[r["kind"]] = r
     parts = [f"{r['cpu']} (`{r['kind']}`) at `{_short(r['commit'])}` (vs the bundle of "
              f"`{_short(r['bundle_commit'])}`): {_verdict(r)}" for r in latest.values()]
-    fp = fingerprint_summary(records)
-    return "- Across CPU kinds, from scratch (`results/cross_cpu.json`): " + "; ".join(parts) + "." + fp
+    line = ("- Across CPU kinds, from scratch (`results/cross_cpu.json`): " + "; ".join(parts) + "." if parts else
+            "- Across CPU kinds: no from-scratch run recorded (`python -m benchmark reproduce check --record "
+            "results/cross_cpu.json` after one).")
+    stages = [f"{', '.join(f'`{s}`' for s in r['stages'])} on {r['cpu']} (`{r['kind']}`"
+              + (f", emulated on `{(r.get('host') or {}).get('kind', '?')}`" if r.get("emulated") else "")
+              + f") at `{_short(r['commit'])}`: {r['stage_outputs']['identical']} of {r['stage_outputs']['compared']} "
+              "outputs byte-identical to the committed `dvc.lock`" for r in stage_runs(runs)]
+    if stages:
+        line += " Whole stages rerun (`reproduce stage`): " + "; ".join(stages) + "."
+    return line + fingerprint_summary(records)
 
 
 def fingerprint_summary(records: list[dict]) -> str:
-    """One sentence on the kernel fingerprint records: the equal operations of each pair of CPU kinds, and how many
-    operations that every record holds agree in the pipeline's mode ('' with fewer than two records)."""
+    """One sentence on the kernel fingerprint records: how many kinds (real, emulated), the pipeline's per-layer
+    operations equal on every kind that holds them, and the tool's operations in the pipeline's mode that all records
+    hold: how many agree, and that those that part are MKL's ('' with fewer than two records)."""
     if len(records) < 2:
         return ""
-
     agreed = fingerprint_records.evidence(records)
     mode = fingerprint_records.tag(2) + "/"
-    keys = sorted(set.intersection(*[set(k for k in r["hashes"] if k.startswith(mode)) for r in records]))
+    keys = sorted(set.intersection(*[{k for k in r["hashes"] if k.startswith(mode) and not
+                                      fingerprint_records.pipeline_op(k)} for r in records]))
     same = sum(k in agreed for k in keys)
-    pairs = []  # each pair of records: its shared operations (every mode) and how many are equal
-    for i, a in enumerate(records):
-        for b in records[i + 1:]:
-            shared = set(a["hashes"]) & set(b["hashes"])
-            equal = sum(a["hashes"][k] == b["hashes"][k] for k in shared)
-            pairs.append(f"`{a['machine']['kind']}` / `{b['machine']['kind']}` {equal:,} of {len(shared):,}")
-    return (f" Kernel fingerprints (`results/fingerprints/`), equal operations by pair, every mode: {'; '.join(pairs)};"
-            f" {same} of {len(keys)} that all {len(records)} hold agree in the pipeline's mode, the {len(keys) - same} "
-            f"that part are MKL's, which training and logits no longer call.")
+    pipeline = {k for r in records for k in r["hashes"] if fingerprint_records.pipeline_op(k)}
+    holders = [r for r in records if pipeline & set(r["hashes"])]
+    parted = [k for k in pipeline if len({r["hashes"][k] for r in holders if k in r["hashes"]}) > 1]
+    emulated = sum(fingerprint_records.emulated(r) for r in records)
+    return (f" Kernel fingerprints of {len(records)} CPU kinds (`results/fingerprints/`: {len(records) - emulated} "
+            f"real, {emulated} emulated; [CPU kinds](#cpu-kinds)): the pipeline's {len(pipeline):,} per-layer "
+            f"operations {'equal' if not parted else f'part on {len(parted)}'} on every kind that holds them "
+            f"({len(holders)}); of the tool's operations in the pipeline's mode that all {len(records)} hold, {same} "
+            f"of {len(keys)} agree, the {len(keys) - same} that part are MKL's, which training and logits no longer "
+            "call.")
 
 
 def runs_table(runs: list[dict]) -> str:
@@ -159,7 +168,9 @@ def fingerprint_table(records: list[dict]) -> str:
     """Per operation group and mode: how many of the tool's operations the two vendors' records share and agree on."""
     if len(records) < 2:
         return "Fewer than two CPU kinds recorded in `results/fingerprints/`.\n"
-    a, b = records[0], records[1]
+    real = [r for r in records if not fingerprint_records.emulated(r)]
+    a = next((r for r in real if fingerprint_records.vendor(r) == "AuthenticAMD"), records[0])
+    b = next((r for r in real if fingerprint_records.vendor(r) != fingerprint_records.vendor(a)), records[1])
     shared = [k for k in a["hashes"] if k in b["hashes"]]
     modes = sorted({k.split("/", 1)[0] for k in shared}, key=lambda m: (m.split(",")[0], m.split(",")[1] != "onednn=on"))
     lines = [f"| operations | {' | '.join(modes)} |", "|---|" + "---|" * len(modes)]

@@ -27,6 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmark.bundle.pack import git_state
 from benchmark.dvcutil import lockfile
 from benchmark.dvcutil.scratch import ScratchError, Target, checked_inputs, make_copy
 
@@ -72,7 +73,8 @@ def run(stages: list[str], *, root=".", emulate_model: str | None = None, timeou
     emulated CPU ``emulate_model`` when given, and compare their outputs with ``root``'s ``dvc.lock``. Returns
     ``stages``, ``outputs`` (one dict per compared output: stage, path, committed, fresh, status), ``counts``
     (:func:`benchmark.dvcutil.lockfile.summarize`), ``seconds``, ``machine`` (the CPU the stages ran on: this one,
-    or the emulated one with ``emulated``/``stands_for``/``host``/``qemu``). :class:`ScratchError` when the stages or
+    or the emulated one with ``emulated``/``stands_for``/``host``/``qemu``), ``commit`` and ``dirty`` (the checkout's
+    code when the run started: :func:`benchmark.bundle.pack.git_state`). :class:`ScratchError` when the stages or
     their inputs are missing, or DVC fails."""
     from benchmark.config import numerics
 
@@ -81,6 +83,7 @@ def run(stages: list[str], *, root=".", emulate_model: str | None = None, timeou
     if len({t.lock for t in targets}) != 1:
         raise ScratchError(f"stages {stages}: give the stages of one pipeline at a time")
     locks, links = checked_inputs(root, targets)
+    code = git_state(root)  # the code that runs: the checkout as it is now (a commit made meanwhile is not it)
     base = root / ".dvc" / "tmp"
     base.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="rerun-", dir=base))
@@ -107,7 +110,8 @@ def run(stages: list[str], *, root=".", emulate_model: str | None = None, timeou
     report = lockfile.compare_outputs({s: committed[s] for s in names}, {s: fresh.get(s, {}) for s in names})
     machine = _machine(emulate_model) if emulate_model else numerics.cpu()
     return {"stages": [str(t) for t in targets], "outputs": report.to_dict("records"),
-            "counts": lockfile.summarize(report), "seconds": round(seconds, 1), "machine": machine}
+            "counts": lockfile.summarize(report), "seconds": round(seconds, 1), "machine": machine,
+            "commit": code["commit"], "dirty": code["dirty"]}
 
 
 def _machine(model: str) -> dict:

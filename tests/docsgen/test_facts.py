@@ -19,7 +19,7 @@ def test_missing_records_name_the_command_that_writes_them(tmp_path):
     assert "test_bench_site_scale.py" in facts.site_table(tmp_path)
 
 
-def test_the_readme_list_is_four_short_lines_and_the_page_has_them_in_full(tmp_path):
+def test_the_readme_list_is_five_short_lines_and_the_page_has_them_in_full(tmp_path):
     _write(tmp_path, "timings.json", {"repro_wall_s": 352.0, "install_s": 60.0, "machine": MACHINE, "date": "2026-12-05"})
     _write(tmp_path, "test_command.json", {"wall_s": 353.7, "passed": 1819, "skipped": 4, "target_s": 360,
                                            "pytest_cache": "empty", "machine": MACHINE})
@@ -28,8 +28,9 @@ def test_the_readme_list_is_four_short_lines_and_the_page_has_them_in_full(tmp_p
         _run("GenuineIntel-f6-m167", "0ba6191", identical=1, compared=21, rows=10, within=10) | {"cpu": "Intel(R) Xeon(R) Processor"}]))
     short = facts.holds_block(tmp_path).splitlines()
     assert short == ["- Main job, fresh clone to leaderboard: **6.9 min** (target 10 min; 2 CPUs, AMD EPYC 9B45).",
-                     "- Across CPU kinds: 2 checked from scratch (AuthenticAMD-f26-m2, Intel Xeon): every row within its "
-                     "noise, not byte-identical.",
+                     "- Across real CPU kinds: 2 checked from scratch (AuthenticAMD-f26-m2, Intel Xeon): every row within "
+                     "its noise, not byte-identical.",
+                     "- Emulated CPU kinds: none recorded (`reproduce fingerprint --emulate MODEL --write`).",
                      facts.site_item(None),
                      "- Tests: 1,819 in **354 s** (target 6 min; 2 CPUs, AMD EPYC 9B45)."]
     assert all(len(line) <= 130 for line in short), short
@@ -45,7 +46,9 @@ def test_the_cross_cpu_item_says_same_bytes_within_noise_or_failing():
     assert facts.cross_cpu_item([same, same | {"kind": "A2"}]).endswith("(A): the same bytes on each.")
     assert facts.cross_cpu_item([same, noisy]).endswith("every row within its noise, the same bytes on 1.")
     assert facts.cross_cpu_item([noisy, same, bad]).endswith("**1 failing the gate**.")
-    assert facts.cross_cpu_item([noisy, noisy]).startswith("- Across CPU kinds: 1 checked")  # the newest run of each kind
+    assert facts.cross_cpu_item([noisy, noisy]).startswith("- Across real CPU kinds: 1 checked")  # the newest of a kind
+    emulated = {"scope": "stages", "kind": "QEMU-X", "emulated": True, "byte_identical": True}  # not a gate run
+    assert facts.cross_cpu_item([noisy, emulated]) == facts.cross_cpu_item([noisy])
     assert facts.cpu_name("Intel(R) Xeon(R) Processor") == "Intel Xeon" and facts.cpu_name("AMD EPYC 9B45") == "AMD EPYC 9B45"
 
 
@@ -65,7 +68,7 @@ def test_test_command_line_judges_the_six_minutes_and_says_what_was_cached(tmp_p
     assert "within" not in subset
     _write(tmp_path, "test_command.json", rec)
     assert facts.holds_details(tmp_path).splitlines()[4] == within
-    assert facts.holds_block(tmp_path).splitlines()[3] == "- Tests: 1,813 in **330 s** (target 6 min; 2 CPUs, AMD EPYC 9B45)."
+    assert facts.holds_block(tmp_path).splitlines()[4] == "- Tests: 1,813 in **330 s** (target 6 min; 2 CPUs, AMD EPYC 9B45)."
     assert "**over** the 6-minute target" in facts.tests_item(dict(rec, wall_s=360.4))
     assert "not measured" in facts.tests_item(dict(rec, command="python -m pytest tests/core"))
 
@@ -151,8 +154,9 @@ def test_the_fingerprint_lines_count_what_two_kinds_share_and_agree_on():
     b = {"machine": {"kind": "B", "cpu": "b"}, "torch": "t", "hashes": {f"{mode}/conv fwd x": "1", f"{mode}/mm 7x33x5": "9",
                                                                          f"{mode}/sum": "3", "threads=1,onednn=on/sum": "5"}}
     summary = cross_cpu.fingerprint_summary([a, b])
-    assert "equal operations by pair, every mode: `A` / `B` 2 of 4; 2 of 3 that all 2 hold agree in the pipeline's " \
-           "mode, the 1 that part are MKL's" in summary
+    assert "Kernel fingerprints of 2 CPU kinds (`results/fingerprints/`: 2 real, 0 emulated;" in summary
+    assert "of the tool's operations in the pipeline's mode that all 2 hold, 2 of 3 agree, the 1 that part are MKL's" \
+        in summary
     table = cross_cpu.fingerprint_table([a, b])
     assert "| convolution | 0 of 0 | 1 of 1 |" in table and "| matrix product (MKL) | 0 of 0 | 0 of 1 **part** |" in table
     assert "| other ATen operations | 0 of 1 **part** | 1 of 1 |" in table

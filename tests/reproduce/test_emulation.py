@@ -164,11 +164,12 @@ def test_the_stage_command_fails_on_a_differing_output_and_records_the_emulated_
     counts = {"identical": 0, "different": 1, "measured": 0, "missing": 0, "extra": 0, "stale": 0, "compared": 1,
               "failing_stages": ["train@m"]}
     monkeypatch.setattr(rerun, "run", lambda stages, **k: {"stages": stages, "outputs": outputs, "counts": counts,
-                                                           "seconds": 12.0, "machine": machine})
+                                                           "seconds": 12.0, "machine": machine, "commit": "c0ffee",
+                                                           "dirty": False})
     record = tmp_path / "cross_cpu.json"
     assert main(["reproduce", "stage", "train@m", "--emulate", "Icelake-Server", "--record", str(record)]) == 1
     out = capsys.readouterr().out
     assert "train@m results/checkpoints/m: different" in out and "0 of 1 compared outputs byte-identical" in out
     (entry,) = cross_cpu.load(record)
     assert entry["scope"] == "stages" and entry["emulated"] and entry["stands_for"] == "GenuineIntel-f6-m134"
-    assert entry["byte_identical"] is False and entry["stages"] == ["train@m"] and entry["commit"]
+    assert entry["byte_identical"] is False and entry["stages"] == ["train@m"] and entry["commit"] == "c0ffee"

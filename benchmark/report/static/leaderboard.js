@@ -80,30 +80,46 @@
     return Array.isArray(v) ? data.s[v[0]] : data.s[v];
   }
 
-  function buildHead(det, data) {
-    var table = det.querySelector("table.results"), tr = el("tr");
-    data.columns.forEach(function (c, i) {
-      var th = el("th", c.num ? "num" : "text");
-      th.title = c.title; th.setAttribute("scope", "col"); th.setAttribute("aria-sort", "none");
+  /* the columns a full table shows: the method (the row's name) and those ticked in its suite's chooser */
+  function visibleColumns(det, data) {
+    var form = det.closest("section.suite").querySelector("form.filters"), on = {};
+    form.querySelectorAll("input[name=col]").forEach(function (b) { on[b.value] = b.checked; });
+    var cols = [];
+    data.columns.forEach(function (c, i) { if (i === 0 || (c.key in on ? on[c.key] : c.show)) cols.push(i); });
+    return { cols: cols, provenance: !!on.provenance };
+  }
+
+  function buildHead(det, data, vis) {
+    var table = det.querySelector("table.results"), tr = el("tr"), st = states.get(det);
+    vis.cols.forEach(function (i) {
+      var c = data.columns[i], th = el("th", (c.num ? "num" : "text") + (i === 0 ? " row-name" : ""));
+      th.title = c.title; th.setAttribute("scope", "col");
+      th.setAttribute("aria-sort", st && st.sortCol === i ? (st.asc ? "ascending" : "descending") : "none");
       if (c.metric) th.dataset.metric = c.key;
       var b = el("button", "sort", c.label);
       b.type = "button"; b.dataset.col = i; b.dataset.num = c.num ? "1" : "0";
       th.appendChild(b); tr.appendChild(th);
     });
-    var prov = el("th", "text", "Provenance");
-    prov.title = "models used (links to their provenance) and the hash of the inputs";
-    tr.appendChild(prov);
-    table.tHead.appendChild(tr);
+    if (vis.provenance) {
+      var prov = el("th", "text", "Provenance");
+      prov.title = "models used (links to their provenance) and the hash of the inputs";
+      prov.setAttribute("scope", "col");
+      tr.appendChild(prov);
+    }
+    table.tHead.replaceChildren(tr);
   }
 
-  function renderRow(data, row) {
+  function renderRow(data, row, vis) {
     var s = data.s, tr = el("tr");
     tr.dataset.base = s[row[0]]; tr.dataset.family = s[row[1]];
     tr.dataset.fit = s[row[2]]; tr.dataset.confidence = s[row[3]];
     tr.dataset.balance = sortText(row[5]);
-    data.columns.forEach(function (c, i) {
-      var v = row[CELLS + i], td;
-      if (c.metric) {
+    vis.cols.forEach(function (i) {
+      var c = data.columns[i], v = row[CELLS + i], td;
+      if (i === 0) {  /* the row's name: a row header, fixed while the table scrolls sideways */
+        td = el("th", "t row-name", Array.isArray(v) ? s[v[0]] : s[v]);
+        td.setAttribute("scope", "row");
+      } else if (c.metric) {
         td = el("td", v[0] === null ? "nan" : "", fmtMetric(v[0]));
         td.dataset.sort = sortText(v[0]);
         if (v[1] !== null && v[2] !== null) td.appendChild(el("span", "ci", "[" + fmtMetric(v[1]) + ", " + fmtMetric(v[2]) + "]"));
@@ -114,10 +130,25 @@
         td = el("td", "t", s[v[0]]);
         if (s[v[1]]) td.title = s[v[1]];
       } else {
-        td = el("td", "t", s[v]);
+        td = c.key === "models" ? membersCell(s[v]) : el("td", "t", s[v]);
       }
       tr.appendChild(td);
     });
+    if (vis.provenance) tr.appendChild(provenanceCell(s, row));
+    return tr;
+  }
+
+  /* "a + b + c": each model's name kept on one line, the cell wraps between them */
+  function membersCell(text) {
+    var td = el("td", "t members");
+    String(text).split(" + ").forEach(function (n, i) {
+      if (i) td.appendChild(document.createTextNode(" + "));
+      td.appendChild(el("span", "name", n));
+    });
+    return td;
+  }
+
+  function provenanceCell(s, row) {
     var prov = el("td", "t prov");
     row[7].forEach(function (m, i) {
       if (i) prov.appendChild(document.createTextNode(" + "));
@@ -131,8 +162,7 @@
       code.title = "inputs_hash " + s[row[6]];
       prov.appendChild(code);
     }
-    tr.appendChild(prov);
-    return tr;
+    return prov;
   }
 
   function passes(data, row, want, range) {
@@ -164,8 +194,10 @@
     if (!st) return;
     var data = st.data, sel = selection(det.closest("section.suite").querySelector("form.filters"));
     var rows = st.order.filter(function (i) { return passes(data, data.rows[i], sel.want, sel.range); });
+    var vis = visibleColumns(det, data);
+    buildHead(det, data, vis);
     var tbody = det.querySelector("table.results").tBodies[0], frag = document.createDocumentFragment();
-    rows.slice(0, st.shown).forEach(function (i) { frag.appendChild(renderRow(data, data.rows[i])); });
+    rows.slice(0, st.shown).forEach(function (i) { frag.appendChild(renderRow(data, data.rows[i], vis)); });
     tbody.replaceChildren(frag);
     var total = data.rows.length;
     det.querySelector(".count").textContent = rows.length === total ? total + " rows" : rows.length + " of " + total + " rows";
@@ -195,8 +227,7 @@
     if (states.get(det) || !det.open) return;
     load(det, function (data) {
       if (states.get(det)) return;
-      states.set(det, { data: data, order: data.rows.map(function (_, i) { return i; }), shown: PAGE });
-      buildHead(det, data);
+      states.set(det, { data: data, order: data.rows.map(function (_, i) { return i; }), shown: PAGE, sortCol: -1 });
       render(det);
       det.dataset.ready = "1";
       if (window.performance && performance.mark) performance.mark("uq-table");
@@ -207,11 +238,12 @@
     var btn = ev.target.closest("table.results th button.sort");
     if (btn) {
       var th = btn.parentElement, det = th.closest("details.split"), st = states.get(det);
-      var ascending = th.getAttribute("aria-sort") !== "ascending";
-      th.closest("tr").querySelectorAll("th").forEach(function (h) { h.setAttribute("aria-sort", "none"); });
-      th.setAttribute("aria-sort", ascending ? "ascending" : "descending");
-      sortRows(st, parseInt(btn.dataset.col, 10), btn.dataset.num === "1", ascending);
+      var ascending = th.getAttribute("aria-sort") !== "ascending", col = parseInt(btn.dataset.col, 10);
+      st.sortCol = col; st.asc = ascending;
+      sortRows(st, col, btn.dataset.num === "1", ascending);
       render(det);
+      var again = det.querySelector("table.results thead button.sort[data-col='" + col + "']");
+      if (again) again.focus();
       return;
     }
     var more = ev.target.closest(".pager button");
@@ -339,32 +371,57 @@
     return td;
   }
 
+  /* the headline's columns: the row (rank and role, a row header), the ranked metric, then those ticked in its
+     column chooser (name=col) in this order */
+  var HEAD_COLS = [
+    { key: "method", label: "Method", cls: "text" }, { key: "models", label: "Models", cls: "text" },
+    { key: "gflops", label: "GFLOPs", cls: "num" },
+    { key: "ti", label: "Train img", cls: "num", title: "training budget: training images processed to make the row's " +
+      "models (epochs x images x members), summed over every training run behind it, the fine-tunes it builds on included" },
+    { key: "tp", label: "Trained params", cls: "num", title: "training budget: parameters trained, summed over the training runs behind the row" },
+    { key: "seed", label: "Seed noise", cls: "text" }
+  ];
+  function headChosen() {
+    var on = {};
+    hform.querySelectorAll("input[name=col]").forEach(function (b) { on[b.value] = b.checked; b.disabled = b.value === hf("metric").value; });
+    return on;
+  }
+
   function renderHeadline() {
     var table = document.getElementById("headline-table");
     var suite = head.suites[hf("suite").value], split = suite && suite.splits[hf("split").value];
-    var metric = hf("metric").value, withCi = hf("ci").checked;
+    var metric = hf("metric").value, withCi = hf("ci").checked, on = headChosen();
     var mi = head.metrics.findIndex(function (m) { return m.key === metric; });
-    var dominated = noiseNote(split, mi, mi >= 0 ? head.metrics[mi].label : metric);
+    var label = mi >= 0 ? head.metrics[mi].label : metric;
+    var dominated = noiseNote(split, mi, label);
     table.classList.toggle("unranked", dominated);
+    var cols = HEAD_COLS.filter(function (c) { return on[c.key]; });
+    var others = head.metrics.map(function (m, i) { return i; }).filter(function (i) { return i !== mi && on[head.metrics[i].key]; });
+    var th = function (cls, text, title) {
+      var h = el("th", cls, text);
+      h.setAttribute("scope", "col");
+      if (title) h.title = title;
+      return h;
+    };
+    var metricHead = function (i, primary) {
+      var m = head.metrics[i], h = th("num" + (primary ? " primary" : ""), m.label + (m.hib ? " \u2191" : " \u2193"),
+        primary ? "ranked by " + m.label + "; under each value, \u0394 to the same base alone" : null);
+      h.dataset.metric = m.key;
+      return h;
+    };
     var tr = el("tr");
-    ["#", "Row", "Method", "Models", "GFLOPs", "Train img", "Trained params", "Seed noise"].forEach(function (t, i) {
-      tr.appendChild(el("th", i === 0 || (i >= 4 && i <= 6) ? "num" : "text", t));
+    tr.appendChild(th("text row-name", dominated ? "Row (not ranked)" : "# \u00A0Row"));
+    if (mi >= 0) tr.appendChild(metricHead(mi, true));
+    cols.forEach(function (c) {
+      tr.appendChild(th(c.cls, c.label, c.key === "seed" ? "where the training-seed noise of the difference to the base alone (" +
+        label + ") comes from: own = the spread over the seeds of its seed group; fallback = the largest spread of this " +
+        "split and metric; none = unmeasured" : c.title));
     });
-    tr.children[5].title = "training budget: training images processed to make the row's models (epochs x images x members), " +
-      "summed over every training run behind it, the fine-tunes it builds on included";
-    tr.children[6].title = "training budget: parameters trained, summed over the training runs behind the row";
-    tr.lastChild.title = "where the training-seed noise of the difference to the base alone (" + (mi >= 0 ? head.metrics[mi].label : metric) +
-      ") comes from: own = the spread over the seeds of its seed group; fallback = the largest spread of this split and metric; none = unmeasured";
-    head.metrics.forEach(function (m) {
-      var th = el("th", "num" + (m.key === metric ? " primary" : ""), m.label + (m.hib ? " \u2191" : " \u2193"));
-      th.dataset.metric = m.key;
-      tr.appendChild(th);
-    });
-    if (SOURCES) {
-      var sh = el("th", "text", "Source");
-      sh.title = "the bundle the row's values come from, its status and contributor; \u26A0: another bundle of the same " +
-        "status gives other values for this row";
-      tr.appendChild(sh);
+    others.forEach(function (i) { tr.appendChild(metricHead(i, false)); });
+    var withSource = SOURCES && on.source;
+    if (withSource) {
+      tr.appendChild(th("text", "Source", "the bundle the row's values come from, its status and contributor; \u26A0: " +
+        "another bundle of the same status gives other values for this row"));
     }
     table.tHead.replaceChildren(tr);
     var body = document.createDocumentFragment(), order = split ? (split.order[metric] || []) : [];
@@ -372,25 +429,30 @@
       var e = split.entries[o[0]], row = el("tr", "kind-" + e.k), pm = mi >= 0 ? e.m[mi] : null;
       row.dataset.base = e.b;
       if (e.k !== "alone" && pm && (pm[4] & 4)) row.classList.add("within-noise");
-      row.appendChild(el("td", "num rank", dominated ? "" : String(rank + 1)));
-      row.appendChild(el("td", "t role", o[1]));
-      var meth = el("td", "t", e.l);
-      meth.title = e.v;
-      row.appendChild(meth);
-      row.appendChild(el("td", "t", e.o));
-      var g = el("td", "num", fmtCost(e.g, ".3g"));
-      g.dataset.sort = sortText(e.g);
-      row.appendChild(g);
-      [e.ti, e.tp].forEach(function (v) {
-        var td = el("td", "num", fmtCost(v, "si"));
-        td.dataset.sort = sortText(v);
+      var name = el("th", "t row-name");
+      name.setAttribute("scope", "row");
+      if (!dominated) name.appendChild(el("span", "rank", String(rank + 1)));
+      name.appendChild(el("span", "role", o[1]));
+      name.appendChild(el("span", "who", e.o));  /* the models, under the role where the Models column is off screen */
+      row.appendChild(name);
+      if (mi >= 0) row.appendChild(metricCell(mi, e, true, withCi));
+      cols.forEach(function (c) {
+        var td;
+        if (c.key === "method") { td = el("td", "t method", e.l); td.title = e.v; }
+        else if (c.key === "models") td = membersCell(e.o);
+        else if (c.key === "gflops") { td = el("td", "num gflops", fmtCost(e.g, ".3g")); td.dataset.sort = sortText(e.g); }
+        else if (c.key === "ti" || c.key === "tp") {
+          var v = c.key === "ti" ? e.ti : e.tp;
+          td = el("td", "num " + c.key, fmtCost(v, "si"));
+          td.dataset.sort = sortText(v);
+        } else {
+          td = el("td", "t seed-source", e.k === "alone" || !pm ? "" : seedSource(pm) + (seedSource(pm) === "own" ? " (" + pm[6] + " seeds)" : ""));
+          if (e.k !== "alone" && pm) td.title = seedText(pm);
+        }
         row.appendChild(td);
       });
-      var src = el("td", "t seed-source", e.k === "alone" || !pm ? "" : seedSource(pm) + (seedSource(pm) === "own" ? " (" + pm[6] + " seeds)" : ""));
-      if (e.k !== "alone" && pm) src.title = seedText(pm);
-      row.appendChild(src);
-      head.metrics.forEach(function (m, i) { row.appendChild(metricCell(i, e, m.key === metric, withCi)); });
-      if (SOURCES) row.appendChild(sourceCell(e.src, e.cf));
+      others.forEach(function (i) { row.appendChild(metricCell(i, e, false, withCi)); });
+      if (withSource) row.appendChild(sourceCell(e.src, e.cf));
       body.appendChild(row);
     });
     table.tBodies[0].replaceChildren(body);
@@ -404,13 +466,15 @@
     var det = document.getElementById("seed-spread"), table = det.querySelector("table.spread");
     var recs = split ? split.spread : [];
     var tr = el("tr");
-    tr.appendChild(el("th", "text", "Model (seeds)"));
+    tr.appendChild(el("th", "text row-name", "Model (seeds)"));
     head.metrics.forEach(function (m) { tr.appendChild(el("th", "num", m.label + (m.hib ? " \u2191" : " \u2193"))); });
+    tr.querySelectorAll("th").forEach(function (h) { h.setAttribute("scope", "col"); });
     table.tHead.replaceChildren(tr);
     var body = document.createDocumentFragment();
     recs.forEach(function (r) {
-      var row = el("tr");
-      row.appendChild(el("td", "t", r.w + " (" + r.n + ")"));
+      var row = el("tr"), name = el("th", "t row-name", r.w + " (" + r.n + ")");
+      name.setAttribute("scope", "row");
+      row.appendChild(name);
       head.metrics.forEach(function (m, i) {
         var s = r.m[i], td = el("td", "num");
         if (s) {
@@ -431,6 +495,11 @@
   hform.addEventListener("change", function (ev) {
     if (ev.target.name === "suite") fillSplits();
     renderHeadline();
+  });
+  /* a column chooser (details) closes on Escape, the focus back on its summary */
+  document.addEventListener("keydown", function (ev) {
+    var open = ev.key === "Escape" && ev.target.closest && ev.target.closest("details.columns[open]");
+    if (open) { open.open = false; open.querySelector("summary").focus(); }
   });
   fillSplits();
   renderHeadline();

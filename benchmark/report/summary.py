@@ -1,7 +1,7 @@
 """The answer first: one generated sentence per split that says what a cheap sidekick buys (pure, no I/O).
 
 For one split's default view, on its ranked metric (``headline_metric``, else the first of the headline and plot
-metrics the split has, e.g. ``ood_auroc`` on an OOD split): the best duo with a FLOPs balance of at most
+metrics the split has, e.g. ``ood_auroc`` on an OOD split: :func:`ranked_metric`): the best duo with a FLOPs balance of at most
 ``headline_balance`` over every base (:func:`benchmark.report.headline.headline`'s "best duo, balance ≤" rows),
 against its base alone (the difference, with its paired-bootstrap interval where the evaluate stage computed one) and
 against the best row of the other methods built on a base (deep ensembles, SVE, soups, ...), with that row's cost
@@ -22,10 +22,11 @@ CHEAP_ROLE = "best duo, balance ≤"  # the role :func:`headline` gives the chea
 
 
 def ranked_metric(view, config) -> str | None:
-    """The metric a split's sentence is about: the first of ``headline_metric``, ``headline_metrics`` and
-    ``plot_metrics`` with a finite value on a row of the reference family and on another row; None without one."""
+    """The metric a split's sentence is about: the first of ``headline_metric``, ``headline_metrics``,
+    ``plot_metrics`` and then every metric of :data:`~benchmark.core.metric_info.METRICS` with a finite value on a row
+    of the reference family and on another row; None without one."""
     ref = (view["family"] == config.reference_family).to_numpy()
-    for m in dict.fromkeys([config.headline_metric, *config.headline_metrics, *getattr(config, "plot_metrics", ())]):
+    for m in dict.fromkeys([config.headline_metric, *config.headline_metrics, *getattr(config, "plot_metrics", ()), *METRICS]):
         if m in view.columns:
             finite = np.isfinite(view[m].to_numpy(dtype=float))
             if (finite & ref).any() and (finite & ~ref).any():

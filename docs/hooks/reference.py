@@ -13,6 +13,9 @@ calls it for every page, ``tests/docs`` call it directly):
 * ``<!-- generated-reference:embedded -->``: the embedded default's data block, zoo and recipes as committed;
 * ``<!-- generated-reference:api PACKAGE -->``: one mkdocstrings block per module of ``PACKAGE``.
 
+Above its first marker a page says, in a quoted line that only plain Markdown shows (:data:`PLAIN_NOTE`; the site
+drops it), that the part is generated when the site is built.
+
 The sections of CONTRIBUTING.md that tutorials and how-tos show are not expanded here: they are written into the
 pages' Markdown (:mod:`benchmark.docsgen.includes`), so that GitHub shows them too.
 """
@@ -38,6 +41,8 @@ import griffe_rst
 from md_cells import _cell, _code, _slug, _text
 
 MARKER = re.compile(r"^<!-- generated-reference:(?P<what>[\w-]+)(?: (?P<arg>[\w.]+))? -->$", re.M)
+# the line a page shows above its first marker where the marker is not expanded (GitHub, plain Markdown); the site drops it
+PLAIN_NOTE = re.compile(r"^> \*\*Generated when the docs site is built\*\*.*\n\n(?=<!-- generated-reference:)", re.M)
 
 
 # ---------------------------------------------------------------- typed configuration
@@ -327,4 +332,4 @@ def expand(markdown: str, root: Path) -> str:
             raise ValueError(f"unknown generated reference {what!r}; known: {sorted(GENERATORS)} and api")
         return GENERATORS[what]()
 
-    return MARKER.sub(generated, markdown)
+    return MARKER.sub(generated, PLAIN_NOTE.sub("", markdown))

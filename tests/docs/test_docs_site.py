@@ -193,3 +193,16 @@ def test_the_leaderboard_links_into_the_docs(template, up):
     assert targets
     for t in targets:
         assert (ROOT / "docs" / t.replace(".html", ".md")).is_file(), t
+
+
+def test_a_generated_part_says_so_in_plain_markdown_only(site):
+    """On GitHub a reference page's generated part is empty: the quoted note above its marker says where to read it;
+    the site drops the note."""
+    marked = [p for p in (ROOT / "docs").rglob("*.md") if "<!-- generated-reference:" in p.read_text(encoding="utf-8")]
+    assert len(marked) >= 6
+    for page in marked:
+        text = page.read_text(encoding="utf-8")
+        first = text.index("<!-- generated-reference:")
+        assert reference.PLAIN_NOTE.search(text) and reference.PLAIN_NOTE.search(text).end() == first, page
+        html = (site / page.relative_to(ROOT / "docs")).with_suffix(".html").read_text(encoding="utf-8")
+        assert "Generated when the docs site is built" not in html, page

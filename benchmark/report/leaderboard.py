@@ -46,11 +46,11 @@ def metric_column(metric: str) -> dict:
 SHOWN = ("models", "gflops", "balance")  # the full tables' columns shown by default besides the method and metrics
 
 
-def table_columns(metrics, *, source: bool = False, ranked: str | None = None, shown_metrics=None) -> list[dict]:
+def table_columns(metrics, *, source: bool = False, ranked: str | None = None, shown=None) -> list[dict]:
     """Column specs of a results table: the method (the row's name), the ``ranked`` metric next to it, ids, costs,
     the other metrics, sample count, and (``source``) where the row comes from. ``show``: whether the column is on
-    by default (the page's column chooser turns the others on): the method, :data:`SHOWN` and the metrics of
-    ``shown_metrics`` (default: all)."""
+    by default (the page's column chooser turns the others on): the method, the ranked metric and the keys of
+    ``shown`` (default: :data:`SHOWN` and every metric)."""
     cols = [
         {"key": "method", "label": "Method", "num": False, "title": "method family · method"},
         {"key": "models", "label": "Models", "num": False, "title": "base model + sidekick, or all members"},
@@ -81,8 +81,8 @@ def table_columns(metrics, *, source: bool = False, ranked: str | None = None, s
         cols.append({"key": "source", "label": "Source", "num": False, "metric": False,
                      "title": "the bundle the row's values come from (its contributor and status: hover); ⚠ another bundle "
                               "of the same status gives other values for it"})
-    shown = set(SHOWN) | {ranked} | set(metrics if shown_metrics is None else shown_metrics)
-    return [c | {"show": c["key"] == "method" or c["key"] in shown} for c in cols]
+    shown = (set(SHOWN) | set(metrics) if shown is None else set(shown)) | {"method", ranked}
+    return [c | {"show": c["key"] in shown} for c in cols]
 
 
 PREFERRED = "~preferred"  # filter value: the configured variant where the method has it
@@ -108,6 +108,8 @@ def suites_context(wide: pd.DataFrame, metrics, computed: dict, plots: dict, con
     wide = wide.assign(fit_pref=preferred(wide, "fit", config.fit, "confidence"),
                        conf_pref=preferred(wide, "confidence", config.confidence, "fit"))
     suites, files = [], {}
+    # on by default: the costs and ids of SHOWN, the headline's metrics, and where a row comes from when that varies
+    shown = {*SHOWN, *config.headline_metrics, *(["source"] if sources and len(sources) > 1 else [])}
     for suite, s in wide.groupby("suite", sort=True):
         splits = sorted((sp for sp in s["split"].unique() if match_any(sp, config.table_splits)), key=split_sort_key)
         sections, chooser = [], {}
@@ -118,8 +120,7 @@ def suites_context(wide: pd.DataFrame, metrics, computed: dict, plots: dict, con
                     for m in config.plot_metrics if plots.get((suite, split), {}).get(m)]
             key = f"{suite}/{split}"
             path = f"data/{file_slug(suite)}_{file_slug(split)}.js"
-            cols = table_columns(present, source=sources is not None, ranked=config.headline_metric,
-                                 shown_metrics=config.headline_metrics)
+            cols = table_columns(present, source=sources is not None, ranked=config.headline_metric, shown=shown)
             chooser.update({c["key"]: c for c in cols if c["key"] != "method" and c["key"] not in chooser})
             files[path] = data_script(key, table_data(rows, cols, fit_pref=rows["fit_pref"], conf_pref=rows["conf_pref"],
                                                       sources=sources))

@@ -206,3 +206,18 @@ def test_a_generated_part_says_so_in_plain_markdown_only(site):
         assert reference.PLAIN_NOTE.search(text) and reference.PLAIN_NOTE.search(text).end() == first, page
         html = (site / page.relative_to(ROOT / "docs")).with_suffix(".html").read_text(encoding="utf-8")
         assert "Generated when the docs site is built" not in html, page
+
+
+def test_the_leaderboard_screenshots_are_small_pngs_of_both_sizes_shown_in_the_docs(site):
+    """scripts/leaderboard-screenshots.py's pictures: PNGs of the two window sizes the browser tests use, under
+    200 kB each, shown by the getting-started page (Markdown and site)."""
+    import struct
+
+    page = (ROOT / "docs" / "getting-started.md").read_text(encoding="utf-8")
+    for w, h in ((1366, 768), (390, 844)):
+        png = ROOT / "docs" / "images" / f"leaderboard-{w}x{h}.png"
+        data = png.read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and struct.unpack(">II", data[16:24]) == (w, h)
+        assert len(data) < 200_000, (png, len(data))
+        assert f"(images/{png.name})" in page
+        assert (site / "images" / png.name).read_bytes() == data

@@ -3,7 +3,7 @@
 The Pareto charts are drawn in the browser by plotly.js, its basic bundle (scatter,
 bar and pie traces; MIT licence), kept gzipped in ``static/vendor/`` (the repository
 holds no file over 1 MB) as npm's ``plotly.js-basic-dist-min`` publishes it (``bash
-scripts/vendor-plotly.sh VERSION`` refreshes it; :data:`PLOTLY_SHA256` pins the bytes
+scripts/vendor-js.sh plotly VERSION`` refreshes it; :data:`PLOTLY_SHA256` pins the bytes
 the pages get, decompressed). Shipped with the pages, it works
 offline and from ``file://``, and nothing is fetched from a network. A report folder
 holds its own copy (``assets/``); a site holds one copy for all its pages.
@@ -14,7 +14,7 @@ instead of 4.8 MB, and it starts in about 0.2 s instead of 1.2 s in Chromium on 
 a page's chart is up within a second.
 
 ``static/vendor/`` also holds axe-core (MPL-2.0; npm's ``axe-core``, gzipped, pinned by
-:data:`AXE_SHA256`; ``bash scripts/vendor-axe.sh VERSION`` refreshes it): the accessibility checker the browser
+:data:`AXE_SHA256`; ``bash scripts/vendor-js.sh axe VERSION`` refreshes it): the accessibility checker the browser
 tests run inside the pages. The pages never load it: :func:`write_assets` leaves it out.
 """
 from __future__ import annotations
@@ -47,12 +47,12 @@ def _vendored(name: str, sha256: str, pin: str, script: str) -> bytes:
 
 def plotly_js() -> bytes:
     """The bytes of the shipped plotly.js (decompressed), checked against :data:`PLOTLY_SHA256`."""
-    return _vendored(PLOTLY, PLOTLY_SHA256, "PLOTLY_SHA256", "vendor-plotly.sh")
+    return _vendored(PLOTLY, PLOTLY_SHA256, "PLOTLY_SHA256", "vendor-js.sh plotly")
 
 
 def axe_js() -> str:
     """The source of the vendored axe-core (for the browser tests), checked against :data:`AXE_SHA256`."""
-    return _vendored(AXE, AXE_SHA256, "AXE_SHA256", "vendor-axe.sh").decode("utf-8")
+    return _vendored(AXE, AXE_SHA256, "AXE_SHA256", "vendor-js.sh axe").decode("utf-8")
 
 
 def write_assets(folder) -> list[Path]:

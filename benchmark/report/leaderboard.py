@@ -229,6 +229,7 @@ def render_html(context: dict) -> str:
     env = Environment(loader=FileSystemLoader(_HERE / "templates"), autoescape=True,
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     static = {name: (_HERE / "static" / f).read_text(encoding="utf-8")
-              for name, f in (("css", "leaderboard.css"), ("js", "leaderboard.js"), ("charts_js", "charts.js"))}
+              for name, f in (("css", "leaderboard.css"), ("js", "leaderboard.js"), ("headline_js", "headline.js"),
+                              ("charts_js", "charts.js"))}
     charts = json.loads(context["charts_json"]) | {"plotly": context["plotly"]}
     return env.get_template("index.html.j2").render(**(context | static | {"charts_json": to_json(charts)}))

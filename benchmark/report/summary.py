@@ -55,8 +55,8 @@ def _verdict(x: dict, hib: bool) -> str:
 
 def split_summary(view, config, *, paired: dict | None = None, noise_=None) -> dict | None:
     """The sentence of one split (``view``: its rows, one variant per method) and the values it quotes:
-    ``{"metric", "lead" (its label and direction), "text", "duo", "base", "rival", "dominated"}`` (each an entry of :func:`headline` or None); None when the split
-    has no metric to rank or no base with another method."""
+    ``{"metric", "lead" (its label and direction), "text", "duo", "base", "rival" (each an entry of :func:`headline`
+    or None), "dominated"}``; None when the split has no metric to rank or no base with another method."""
     m = ranked_metric(view, config)
     if m is None:
         return None

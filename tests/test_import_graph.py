@@ -12,7 +12,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "benchmark"
 # a package may import only itself and the packages of a lower rank
 RANK = {"core": 0, "config": 1, "storage": 1, "models": 2, "data": 3, "methods": 4, "stages": 5, "evaluation": 6,
-        "dvcgen": 6, "report": 7, "bundle": 8, "reproduce": 9, "gpu": 10, "cluster": 10, "cli": 11}
+        "dvcgen": 6, "report": 7, "bundle": 8, "reproduce": 9, "gpu": 10, "cluster": 10, "docsgen": 10,
+        "cli": 11}
 
 
 def _module(path: Path) -> str:

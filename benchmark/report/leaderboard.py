@@ -15,9 +15,10 @@ import yaml
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from benchmark.core.metric_info import METRICS
-from benchmark.report.headline import compact, headline_context
+from benchmark.report.headline import compact, headline_context, paired_lookup
 from benchmark.report.pagedata import data_script, table_data, to_json
 from benchmark.report.provenance import anchor, file_slug, model_provenance
+from benchmark.report.summary import split_summary
 from benchmark.report.tables import (
     KEY,
     fmt_metric,
@@ -186,13 +187,15 @@ def page_context(inputs, wide: pd.DataFrame, metrics, plots: dict, repro_rows: l
     computed = inputs.results.groupby(["suite", "split"])["metric"].agg(set).to_dict() if len(wide) else {}
     sources = origin.sources if origin is not None else None
     suites, files = suites_context(wide, metrics, computed, plots, cfg, sources) if len(wide) else ([], {})
-    head = headline_context(headline_views(default_view(wide, cfg.fit, cfg.confidence), cfg), cfg, zoo=inputs.zoo,
-                            paired=inputs.paired)
+    views = headline_views(default_view(wide, cfg.fit, cfg.confidence), cfg)
+    head = headline_context(views, cfg, zoo=inputs.zoo, paired=inputs.paired)
     head["anchors"] = {n: anchor("model", n) for n in sorted(used)}
-    summaries = {(su["name"], sp["name"]): sp["summary"] for su in head["suites"] for sp in su["splits"]}
-    for suite in suites:  # the answer first: each split's sentence above the suite's chart
+    lookup = paired_lookup(inputs.paired)
+    judged = {(su["name"], sp["name"]): sp["judged"] for su in head["suites"] for sp in su["splits"]}
+    for suite in suites:  # the answer first: each split's sentence beside the suite's chart
         for sp in suite["splits"]:
-            sp["summary"] = summaries.get((suite["name"], sp["name"]))
+            key = (suite["name"], sp["name"])
+            sp["summary"] = split_summary(views[key], cfg, paired=lookup, noise_=judged[key]) if key in views else None
     if origin is not None:
         head["sources"] = origin.sources
         head["conflicts"] = int((wide["conflict"] != "").sum()) if len(wide) else 0

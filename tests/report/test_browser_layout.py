@@ -141,6 +141,21 @@ def test_the_ranked_metric_and_its_first_value_are_in_the_window(tab, pages, whi
     assert pg.problems == []
 
 
+@pytest.mark.parametrize("which", PAGES)
+def test_at_1280_the_default_columns_fit_without_sideways_scroll(tab, pages, which):
+    size = {"width": 1280, "height": 800}
+    pg = open_page(tab, pages[which], size)
+    for table in ("#headline-table", "details.split[open] table.results"):
+        wrap = pg.locator(table).locator("xpath=ancestor::div[contains(@class, 'table-wrap')][1]")
+        scroll, client = wrap.evaluate("w => [w.scrollWidth, w.clientWidth]")
+        assert scroll <= client, f"{table}: {scroll} px of content in a {client} px box"
+        heads = pg.eval_on_selector_all(f"{table} thead th", "ths => ths.map(t => t.textContent)")
+        assert heads[1].startswith("AURC") and "Models" in heads and "GFLOPs" in heads, heads
+    deltas = pg.eval_on_selector_all("#headline-table tbody tr:not(.kind-alone) td.primary .d", "ds => ds.map(d => d.textContent)")
+    assert len(deltas) > 10 and all(d.startswith("Δ") for d in deltas)  # the ranked metric with its delta
+    no_sideways_scroll(pg)
+
+
 @pytest.mark.parametrize("size", SIZES)
 @pytest.mark.parametrize("which", PAGES)
 def test_the_filters_and_the_column_chooser_change_the_table(tab, pages, which, size):

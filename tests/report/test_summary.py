@@ -105,6 +105,6 @@ def test_the_page_opens_with_the_sentences_escaped(tmp_path):
     assert glance.count("<li data-split=") == 2 and "&lt;b&gt;x&lt;/b&gt;" in glance and "<b>x</b>" not in glance
     assert glance.index('<ul class="summary lead">') < glance.index('class="chart-panel"')
     head = headline_context({("embedded", "test"): _view(res)}, CFG, zoo={}, paired=None)
-    sentence = head["suites"][0]["splits"][0]["summary"]["text"]
-    assert sentence.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;") in glance
-    assert np.isfinite(head["suites"][0]["splits"][0]["summary"]["duo"]["metrics"]["aurc"]["value"])
+    summary = split_summary(_view(res), CFG, noise_=head["suites"][0]["splits"][0]["judged"])
+    assert summary["text"].replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;") in glance
+    assert np.isfinite(summary["duo"]["metrics"]["aurc"]["value"])

@@ -58,7 +58,9 @@ def pages(tmp_path_factory) -> dict[str, str]:
     report = build_report(inputs, out / "reports", progress=False)
     site, problems = publish(ROOT / "leaderboard", out / "site", progress=False, repo=ROOT)
     assert problems == []
-    return {"report": report.as_uri(), "site": (site.parent / "embedded" / "index.html").as_uri()}
+    others = [site, site.parent / "embedded" / "entries.html", *sorted((site.parent / "bundles").glob("*/*/index.html"))]
+    return {"report": report.as_uri(), "site": (site.parent / "embedded" / "index.html").as_uri(),
+            "others": [p.as_uri() for p in others]}
 
 
 def open_page(tab, url: str, size: dict):
@@ -199,7 +201,8 @@ def _axe(pg) -> list[dict]:
 @pytest.mark.parametrize("which", PAGES)
 def test_axe_finds_no_serious_violation(tab, pages, which, size):
     pg = open_page(tab, pages[which], size)
-    pg.evaluate("() => document.querySelectorAll('details.guide, details.notation, details.columns').forEach(d => { d.open = true; })")
+    pg.evaluate("() => document.querySelectorAll('details').forEach(d => { d.open = true; })")  # everything on show
+    wait_until(pg, "() => [...document.querySelectorAll('details.split')].every(d => d.dataset.ready)")
     bad = [v for v in _axe(pg) if v["impact"] in ("serious", "critical")]
     assert bad == [], bad
 
@@ -256,3 +259,16 @@ def test_keyboard_focus_is_visible(tab, pages, which):
         kinds.add(f["tag"])
     assert {"A", "SELECT", "INPUT", "SUMMARY"} <= kinds
     assert pg.problems == []
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_the_sites_other_pages_fit_and_pass_axe(tab, pages, size):
+    """The site's index, the suite's entries and a bundle's provenance page: no sideways scroll (their tables scroll
+    in their own boxes), no serious or critical axe-core violation."""
+    assert len(pages["others"]) >= 3
+    for url in pages["others"]:
+        pg = reopen(tab, url, size)
+        no_sideways_scroll(pg)
+        bad = [v for v in _axe(pg) if v["impact"] in ("serious", "critical")]
+        assert bad == [], (url, bad)
+        assert pg.problems == []

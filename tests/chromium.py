@@ -51,11 +51,12 @@ def tab(browser):
     pg.close()
 
 
-def reopen(tab, url: str):
-    """``url`` loaded in ``tab`` as a new document (nothing of the previous test's page left); returns ``tab``."""
+def reopen(tab, url: str, viewport: dict | None = None):
+    """``url`` loaded in ``tab`` as a new document (nothing of the previous test's page left), in a window of
+    ``viewport`` (default :data:`VIEWPORT`); returns ``tab``."""
     tab.goto("about:blank")
     tab.mouse.move(0, 0)  # a pointer left over a chart would hover the next page's points
-    tab.set_viewport_size(VIEWPORT)
+    tab.set_viewport_size(viewport or VIEWPORT)
     tab.problems.clear()
     tab.goto(url)
     tab.wait_for_load_state("load")

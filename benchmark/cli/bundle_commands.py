@@ -89,7 +89,9 @@ def add_verify_command(subparsers) -> None:
                    help="write the verification record to DIR/<suite>/<id>.json when verified (else remove an old one); "
                         "publish --verified DIR reads the badges from there. DIR must be outside the bundles folder")
     p.add_argument("--strict", action="store_true", help="exit 1 unless the bundle ends verified (every row and cost recomputed)")
-    p.add_argument("--report", metavar="CSV", help="write the per-row report (row key, check, detail) to this CSV file")
+    p.add_argument("--report", metavar="CSV", help="write the per-row report (row key, check, detail) to this CSV file, "
+                                                   "its folder made if needed, and say so (e.g. results/verify/<id>-rows.csv: "
+                                                   "git ignores results/)")
     p.add_argument("--workers", type=int, help="worker processes for the units (default: the run's evaluate.workers)")
     p.add_argument("--quiet", action="store_true", help="no progress bar and no per-unit lines: the status line and any "
                                                         "mismatch only")
@@ -139,6 +141,8 @@ def run_verify(args) -> int:
         write_table(args.report, rep.table)
     print(f"{bundle.path}: {rep.status} ({rep.recomputed}/{rep.rows} rows recomputed, costs of {rep.costs}, "
           f"{len(rep.problems)} mismatch(es); {', '.join(rep.reported)}: reported, not verified)")
+    if args.report and rep.table is not None:
+        print(f"{bundle.path}: per-row report written to {args.report} ({len(rep.table)} rows)")
     if args.record_to:
         path = record(args.record_to, bundle, rep, source=source)
         print(f"{bundle.path}: " + (f"verification recorded in {path}" if path else "nothing recorded (not verified)"))

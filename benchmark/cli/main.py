@@ -2,7 +2,10 @@
 
 Each subcommand is registered by an ``add_<name>_command(subparsers)`` function
 listed in :data:`COMMANDS` and handled by a ``run_<name>(args) -> int`` function.
-Errors print ``error: <message>`` on stderr and return exit code 2.
+Errors print ``error: <message>`` on stderr and return exit code 2. Ctrl-C (SIGINT) anywhere prints one line,
+``interrupted: ...``, and returns :data:`INTERRUPTED` (130, as a shell reports a command ended by SIGINT): what the
+command was doing unwinds as for any exception first (atomic writes drop their temporary files, a local cluster is
+stopped), and no traceback is shown.
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from benchmark.cli.reproduce_commands import add_reproduce_command
 from benchmark.cli.zoo_commands import add_flops_command, add_validate_zoo_command
 from benchmark.dvcgen.command import add_suite_pipeline_command
 
+INTERRUPTED = 130  # 128 + SIGINT
 COMMANDS = [add_metrics_command, add_duo_command, add_flops_command, add_validate_zoo_command, add_suite_pipeline_command,
             add_remote_command, *BUNDLE_COMMANDS, add_reproduce_command, add_cluster_command]
 
@@ -30,14 +34,33 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def interrupted(command: str | None = None) -> int:
+    """Say that Ctrl-C stopped ``command`` (one line on stderr); returns :data:`INTERRUPTED`."""
+    what = f"python -m benchmark {command}" if command else "python -m benchmark"
+    bars = getattr(sys.modules.get("tqdm"), "tqdm", None)
+    for bar in list(getattr(bars, "_instances", ())):  # a progress bar left mid-line: end it, the line goes below
+        bar.close()
+    print(f"interrupted: {what} stopped (Ctrl-C)", file=sys.stderr, flush=True)
+    return INTERRUPTED
+
+
 def main(argv=None) -> int:
     """Run one command (``argv``, default the process's arguments); its exit status, 2 for a usage error or bad
-    input."""
-    parser = build_parser()
+    input, 130 after Ctrl-C (one line on stderr)."""
+    command = None
     try:
-        args = parser.parse_args(argv)
-    except SystemExit as e:  # --help (0) or a usage error (2)
-        return e.code if isinstance(e.code, int) else 2
+        parser = build_parser()
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as e:  # --help (0) or a usage error (2)
+            return e.code if isinstance(e.code, int) else 2
+        command = args.command
+        return _run(parser, args)
+    except KeyboardInterrupt:
+        return interrupted(command)
+
+
+def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2

@@ -193,7 +193,8 @@ def _verdict(view: pd.DataFrame, entries: list[dict], order: dict, noise_: Split
 def headline_context(views: dict, config, *, zoo: dict, paired: pd.DataFrame | None) -> dict:
     """The headline, seed spread and noise verdicts of every ``(suite, split) -> rows`` in ``views`` (JSON-ready).
 
-    Each split's ``noise`` holds the verdict (:func:`headline`) of the headline metrics and of the plot metrics it
+    Each split's ``judged`` is its :class:`~benchmark.report.headline_noise.SplitNoise` (what
+    :func:`benchmark.report.summary.split_summary` needs; not part of the page's JSON); its ``noise`` holds the verdict (:func:`headline`) of the headline metrics and of the plot metrics it
     has (e.g. ``ood_auroc``). ``seed_notes``: the seed ranges of the first suite's ``headline_split`` (or its
     first split); ``seeded``: whether the zoo has a seed group at all.
     """
@@ -210,7 +211,7 @@ def headline_context(views: dict, config, *, zoo: dict, paired: pd.DataFrame | N
         verdict = head["noise"] | (headline(rows, config, paired=lookup, noise_=judged, metrics=more)["noise"] if more else {})
         spread = spread_records(rows, groups, config.reference_family, metrics + more)
         suites.setdefault(suite, []).append({"name": split, "entries": head["entries"], "order": head["order"],
-                                             "spread": spread, "noise": verdict})
+                                             "spread": spread, "noise": verdict, "judged": judged})
         if not notes and split == config.headline_split:
             notes = seed_notes(spread, metrics)
     if not notes and views:

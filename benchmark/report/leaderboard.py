@@ -15,9 +15,10 @@ import yaml
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from benchmark.core.metric_info import METRICS
-from benchmark.report.headline import compact, headline_context
+from benchmark.report.headline import compact, headline_context, paired_lookup
 from benchmark.report.pagedata import data_script, table_data, to_json
 from benchmark.report.provenance import anchor, file_slug, model_provenance
+from benchmark.report.summary import split_summary
 from benchmark.report.tables import (
     KEY,
     fmt_metric,
@@ -44,9 +45,14 @@ def metric_column(metric: str) -> dict:
     return {"key": metric, "label": f"{info.label if info else metric} {_ARROW[hib]}".strip(), "num": True, "title": title, "metric": True}
 
 
-def table_columns(metrics, *, source: bool = False) -> list[dict]:
-    """Column specs of a results table: ids, costs, one per metric, sample count, and (``source``) where the row
-    comes from."""
+SHOWN = ("models", "gflops", "balance")  # the full tables' columns shown by default besides the method and metrics
+
+
+def table_columns(metrics, *, source: bool = False, ranked: str | None = None, shown=None) -> list[dict]:
+    """Column specs of a results table: the method (the row's name), the ``ranked`` metric next to it, ids, costs,
+    the other metrics, sample count, and (``source``) where the row comes from. ``show``: whether the column is on
+    by default (the page's column chooser turns the others on): the method, the ranked metric and the keys of
+    ``shown`` (default: :data:`SHOWN` and every metric)."""
     cols = [
         {"key": "method", "label": "Method", "num": False, "title": "method family · method"},
         {"key": "models", "label": "Models", "num": False, "title": "base model + sidekick, or all members"},
@@ -72,13 +78,15 @@ def table_columns(metrics, *, source: bool = False) -> list[dict]:
                   "fine-tune; the trainable subset of a method that trains one, e.g. SVE's singular values, biases "
                   "and heads)"},
     ]
-    cols = [c | {"metric": False} for c in cols] + [metric_column(m) for m in metrics]
+    ids = [c | {"metric": False} for c in cols]
+    cols = ids[:1] + [metric_column(m) for m in metrics if m == ranked] + ids[1:] + [metric_column(m) for m in metrics if m != ranked]
     cols.append({"key": "n", "label": "n", "num": True, "title": "number of evaluated samples", "metric": False})
     if source:
         cols.append({"key": "source", "label": "Source", "num": False, "metric": False,
                      "title": "the bundle the row's values come from (its contributor and status: hover); ⚠ another bundle "
                               "of the same status gives other values for it"})
-    return cols
+    shown = (set(SHOWN) | set(metrics) if shown is None else set(shown)) | {"method", ranked}
+    return [c | {"show": c["key"] in shown} for c in cols]
 
 
 PREFERRED = "~preferred"  # filter value: the configured variant where the method has it
@@ -104,9 +112,11 @@ def suites_context(wide: pd.DataFrame, metrics, computed: dict, plots: dict, con
     wide = wide.assign(fit_pref=preferred(wide, "fit", config.fit, "confidence"),
                        conf_pref=preferred(wide, "confidence", config.confidence, "fit"))
     suites, files = [], {}
+    # on by default: the costs and ids of SHOWN, the headline's metrics, and where a row comes from when that varies
+    shown = {*SHOWN, *config.headline_metrics, *(["source"] if sources and len(sources) > 1 else [])}
     for suite, s in wide.groupby("suite", sort=True):
         splits = sorted((sp for sp in s["split"].unique() if match_any(sp, config.table_splits)), key=split_sort_key)
-        sections = []
+        sections, chooser = [], {}
         for i, split in enumerate(splits):
             rows = s[s["split"] == split]
             present = [m for m in metrics if m in computed.get((suite, split), ())]
@@ -114,13 +124,16 @@ def suites_context(wide: pd.DataFrame, metrics, computed: dict, plots: dict, con
                     for m in config.plot_metrics if plots.get((suite, split), {}).get(m)]
             key = f"{suite}/{split}"
             path = f"data/{file_slug(suite)}_{file_slug(split)}.js"
-            files[path] = data_script(key, table_data(rows, table_columns(present, source=sources is not None),
-                                                      fit_pref=rows["fit_pref"], conf_pref=rows["conf_pref"], sources=sources))
+            cols = table_columns(present, source=sources is not None, ranked=config.headline_metric, shown=shown)
+            chooser.update({c["key"]: c for c in cols if c["key"] != "method" and c["key"] not in chooser})
+            files[path] = data_script(key, table_data(rows, cols, fit_pref=rows["fit_pref"], conf_pref=rows["conf_pref"],
+                                                      sources=sources))
             sections.append({"name": split, "anchor": anchor("split", key), "open": i == 0, "key": key, "file": path,
                              "total": len(rows), "plots": figs})
         charted = [sp["key"] for sp in sections if match_any(sp["name"], config.plot_splits)] + [sp["key"] for sp in sections]
         suites.append({
             "name": suite, "anchor": anchor("suite", suite), "splits": sections, "chart_split": charted[0] if charted else "",
+            "columns": [{"key": c["key"], "label": c["label"], "show": c["show"]} for c in chooser.values()],
             "static": [{"split": sp["name"], "plots": sp["plots"]} for sp in sections if sp["plots"]],
             "filters": [_filter("base", "Base model", s["base"]), _filter("family", "Family", s["family"]),
                         _filter("fit", "Fit", s["fit"], config.fit),
@@ -180,9 +193,15 @@ def page_context(inputs, wide: pd.DataFrame, metrics, plots: dict, repro_rows: l
     computed = inputs.results.groupby(["suite", "split"])["metric"].agg(set).to_dict() if len(wide) else {}
     sources = origin.sources if origin is not None else None
     suites, files = suites_context(wide, metrics, computed, plots, cfg, sources) if len(wide) else ([], {})
-    head = headline_context(headline_views(default_view(wide, cfg.fit, cfg.confidence), cfg), cfg, zoo=inputs.zoo,
-                            paired=inputs.paired)
+    views = headline_views(default_view(wide, cfg.fit, cfg.confidence), cfg)
+    head = headline_context(views, cfg, zoo=inputs.zoo, paired=inputs.paired)
     head["anchors"] = {n: anchor("model", n) for n in sorted(used)}
+    lookup = paired_lookup(inputs.paired)
+    judged = {(su["name"], sp["name"]): sp["judged"] for su in head["suites"] for sp in su["splits"]}
+    for suite in suites:  # the answer first: each split's sentence beside the suite's chart
+        for sp in suite["splits"]:
+            key = (suite["name"], sp["name"])
+            sp["summary"] = split_summary(views[key], cfg, paired=lookup, noise_=judged[key]) if key in views else None
     if origin is not None:
         head["sources"] = origin.sources
         head["conflicts"] = int((wide["conflict"] != "").sum()) if len(wide) else 0
@@ -219,6 +238,7 @@ def render_html(context: dict) -> str:
     env = Environment(loader=FileSystemLoader(_HERE / "templates"), autoescape=True,
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     static = {name: (_HERE / "static" / f).read_text(encoding="utf-8")
-              for name, f in (("css", "leaderboard.css"), ("js", "leaderboard.js"), ("charts_js", "charts.js"))}
+              for name, f in (("css", "leaderboard.css"), ("js", "leaderboard.js"), ("headline_js", "headline.js"),
+                              ("charts_js", "charts.js"))}
     charts = json.loads(context["charts_json"]) | {"plotly": context["plotly"]}
     return env.get_template("index.html.j2").render(**(context | static | {"charts_json": to_json(charts)}))

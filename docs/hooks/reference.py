@@ -11,9 +11,13 @@ calls it for every page, ``tests/docs`` call it directly):
 * ``<!-- generated-reference:suite -->``, ``<!-- generated-reference:zoo -->``: a suite file and a zoo entry;
 * ``<!-- generated-reference:results -->``: the results table's columns and the metrics;
 * ``<!-- generated-reference:embedded -->``: the embedded default's data block, zoo and recipes as committed;
-* ``<!-- generated-reference:api PACKAGE -->``: one mkdocstrings block per module of ``PACKAGE``;
-* ``<!-- include:FILE#HEADING -->``: the ``## HEADING...`` section of a repository file (CONTRIBUTING.md), so that
-  a how-to is written once.
+* ``<!-- generated-reference:api PACKAGE -->``: one mkdocstrings block per module of ``PACKAGE``.
+
+Above its first marker a page says, in a quoted line that only plain Markdown shows (:data:`PLAIN_NOTE`; the site
+drops it), that the part is generated when the site is built.
+
+The sections of CONTRIBUTING.md that tutorials and how-tos show are not expanded here: they are written into the
+pages' Markdown (:mod:`benchmark.docsgen.includes`), so that GitHub shows them too.
 """
 from __future__ import annotations
 
@@ -37,7 +41,8 @@ import griffe_rst
 from md_cells import _cell, _code, _slug, _text
 
 MARKER = re.compile(r"^<!-- generated-reference:(?P<what>[\w-]+)(?: (?P<arg>[\w.]+))? -->$", re.M)
-INCLUDE = re.compile(r"^<!-- include:(?P<file>[\w./-]+)#(?P<heading>[^>]+?) -->$", re.M)
+# the line a page shows above its first marker where the marker is not expanded (GitHub, plain Markdown); the site drops it
+PLAIN_NOTE = re.compile(r"^> \*\*Generated when the docs site is built\*\*.*\n\n(?=<!-- generated-reference:)", re.M)
 
 
 # ---------------------------------------------------------------- typed configuration
@@ -314,18 +319,13 @@ GENERATORS = {"cli": cli_reference.cli_reference, "params": params_reference, "s
               "results": results_reference, "embedded": embedded_reference}
 
 
-def include(root: Path, file: str, heading: str) -> str:
-    """The section of ``root/file`` whose ``## `` heading starts with ``heading``, up to the next ``## ``."""
-    lines = (root / file).read_text(encoding="utf-8").splitlines()
-    start = next((i for i, line in enumerate(lines) if line.startswith("## ") and line[3:].startswith(heading)), None)
-    if start is None:
-        raise ValueError(f"{file}: no section '## {heading}...' (included by the docs)")
-    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
-    return "\n".join(lines[start:end]).rstrip() + "\n"
-
-
 def expand(markdown: str, root: Path) -> str:
-    """``markdown`` with every marker replaced by what it stands for."""
+    """``markdown`` with every marker replaced by what it stands for (``root``: the repository). An ``<!-- include:
+    ... -->`` comment, the old way of showing a CONTRIBUTING.md section, is refused: the section goes into the page
+    as a generated block (:mod:`benchmark.docsgen.includes`)."""
+    if re.search(r"^<!-- include:", markdown, re.M):
+        raise ValueError("<!-- include:FILE#HEADING --> is no longer expanded: put a <!-- generated:contributing-<heading "
+                         "slug> --> block there and run `python -m benchmark.docsgen.includes --write`")
     def generated(m):
         what, arg = m.group("what"), m.group("arg")
         if what == "api":
@@ -334,5 +334,4 @@ def expand(markdown: str, root: Path) -> str:
             raise ValueError(f"unknown generated reference {what!r}; known: {sorted(GENERATORS)} and api")
         return GENERATORS[what]()
 
-    markdown = MARKER.sub(generated, markdown)
-    return INCLUDE.sub(lambda m: include(root, m.group("file"), m.group("heading")), markdown)
+    return MARKER.sub(generated, PLAIN_NOTE.sub("", markdown))

@@ -166,10 +166,8 @@ def test_embedded_page_is_generated_from_the_committed_files(site):
 def test_markers_fail_loudly(tmp_path):
     with pytest.raises(ValueError, match="unknown generated reference 'nope'"):
         reference.expand("<!-- generated-reference:nope -->\n", ROOT)
-    (tmp_path / "C.md").write_text("# C\n\n## First\n\none\n\n## Second\n\ntwo\n")
-    assert reference.expand("<!-- include:C.md#Fir -->\n", tmp_path) == "## First\n\none\n\n"
-    with pytest.raises(ValueError, match=r"C.md: no section '## Third\.\.\.'"):
-        reference.include(tmp_path, "C.md", "Third")
+    with pytest.raises(ValueError, match="no longer expanded: .* `python -m benchmark.docsgen.includes --write`"):
+        reference.expand("text\n<!-- include:C.md#First -->\n", tmp_path)  # the sections are in the pages' Markdown
 
 
 def test_readme_is_short_and_leads_to_the_docs():
@@ -195,3 +193,31 @@ def test_the_leaderboard_links_into_the_docs(template, up):
     assert targets
     for t in targets:
         assert (ROOT / "docs" / t.replace(".html", ".md")).is_file(), t
+
+
+def test_a_generated_part_says_so_in_plain_markdown_only(site):
+    """On GitHub a reference page's generated part is empty: the quoted note above its marker says where to read it;
+    the site drops the note."""
+    marked = [p for p in (ROOT / "docs").rglob("*.md") if "<!-- generated-reference:" in p.read_text(encoding="utf-8")]
+    assert len(marked) >= 6
+    for page in marked:
+        text = page.read_text(encoding="utf-8")
+        first = text.index("<!-- generated-reference:")
+        assert reference.PLAIN_NOTE.search(text) and reference.PLAIN_NOTE.search(text).end() == first, page
+        html = (site / page.relative_to(ROOT / "docs")).with_suffix(".html").read_text(encoding="utf-8")
+        assert "Generated when the docs site is built" not in html, page
+
+
+def test_the_leaderboard_screenshots_are_small_pngs_of_both_sizes_shown_in_the_docs(site):
+    """scripts/leaderboard-screenshots.py's pictures: PNGs of the two window sizes the browser tests use, under
+    200 kB each, shown by the getting-started page (Markdown and site)."""
+    import struct
+
+    page = (ROOT / "docs" / "getting-started.md").read_text(encoding="utf-8")
+    for w, h in ((1366, 768), (390, 844)):
+        png = ROOT / "docs" / "images" / f"leaderboard-{w}x{h}.png"
+        data = png.read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and struct.unpack(">II", data[16:24]) == (w, h)
+        assert len(data) < 200_000, (png, len(data))
+        assert f"(images/{png.name})" in page
+        assert (site / "images" / png.name).read_bytes() == data

@@ -15,8 +15,9 @@ run (shared by the pytest-xdist workers); the tests below read what its walk pri
   lines are parsed by their own parsers (options, required arguments, choices), a stage script or shell script must
   exist, anything else must be a plain shell tool.
 
-Blocks of CONTRIBUTING.md that a page includes (``<!-- include:... -->``) are that file's own: its method
-examples are run by ``tests/test_contributing.py``, its commands are checked here like skipped blocks.
+Blocks of the CONTRIBUTING.md sections written into a page (``<!-- generated:contributing-... -->``,
+:mod:`benchmark.docsgen.includes`) are that file's own: its method examples are run by ``tests/test_contributing.py``,
+its commands are checked here like skipped blocks.
 """
 from __future__ import annotations
 
@@ -24,7 +25,6 @@ import json
 import re
 import shlex
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -43,10 +43,19 @@ SPLIT = {"&&", "||", ";", "|", "&"}
 PYTHON_TOOLS = {"pytest", "mkdocs", "pip", "coverage"}  # `python -m <tool>`: installed by the set-up
 
 
+INCLUDED = re.compile(r"^<!-- generated:(contributing-[\w-]+) -->\n.*?^<!-- /generated:\1 -->\n?", re.M | re.S)
+
+
 def blocks(path: Path | str) -> list[dict]:
-    """The fenced blocks of a page (or of Markdown text), with the mark before each."""
+    """The fenced blocks of a page (or of Markdown text), with the mark before each; those of the CONTRIBUTING.md
+    sections written into it (:func:`included`) left out."""
     text = path.read_text(encoding="utf-8") if isinstance(path, Path) else path
-    return [m.groupdict() for m in BLOCK.finditer(text)]
+    return [m.groupdict() for m in BLOCK.finditer(INCLUDED.sub("", text))]
+
+
+def included(text: str) -> str:
+    """The CONTRIBUTING.md sections written into a page's Markdown."""
+    return "".join(m.group(0) for m in INCLUDED.finditer(text))
 
 
 def commands(code: str) -> list[list[str]]:
@@ -294,9 +303,14 @@ def test_submit_results_bundle_names_its_remote_and_verifies_through_it(walked):
     assert verified["stdout"].splitlines() == [line for line in verified["stdout"].splitlines() if line.startswith(str(
         Path("leaderboard/embedded/2026-12-01-alice")))] and len(verified["stdout"].splitlines()) == 1
     assert ": verified (" in verified["stdout"]
-    reports = sorted(p.name for p in checkout.glob("*-rows.csv"))  # one per committed bundle, none of the user's
+    reports = sorted(p.name for p in (checkout / "results" / "verify").glob("*-rows.csv"))  # one per committed bundle
     committed = sorted(p.name for p in (ROOT / "leaderboard" / "embedded").iterdir() if p.is_dir())
     assert reports == [f"{b}-rows.csv" for b in committed]
+    said = _step(steps, "--report")["stdout"]
+    assert all(f"per-row report written to results/verify/{b}-rows.csv (" in said for b in committed)
+    untracked = subprocess.run(["git", "status", "--porcelain", "--untracked-files=normal"], cwd=checkout, capture_output=True,
+                               text=True, check=True).stdout.splitlines()
+    assert [u for u in untracked if u.startswith("??") and not u[3:].startswith("leaderboard/")] == []  # nothing left in the root
     page = (checkout / "site" / "embedded" / "index.html").read_text(encoding="utf-8")
     origin = page.split('<p class="origin" role="note">')[1].split("</p>")[0]
     assert "2026-12-01-alice</a>" in origin and "Alice (lab X)" in origin
@@ -305,17 +319,11 @@ def test_submit_results_bundle_names_its_remote_and_verifies_through_it(walked):
 
 @pytest.mark.parametrize("page", [ROOT / "README.md", *PAGES], ids=lambda p: p.stem)
 def test_included_and_readme_commands_exist(page):
-    """The README's commands and those of the CONTRIBUTING.md sections a tutorial includes parse."""
-    sys.path.insert(0, str(ROOT / "docs" / "hooks"))
-    try:
-        import reference
-    finally:
-        sys.path.pop(0)
+    """The README's commands and those of the CONTRIBUTING.md sections written into a tutorial parse."""
     text = page.read_text(encoding="utf-8")
-    included = "".join(reference.include(ROOT, m.group("file"), m.group("heading")) for m in reference.INCLUDE.finditer(text))
-    source = text if page.name == "README.md" else included
+    source = text if page.name == "README.md" else included(text)
     checked = 0
-    for b in blocks(source):
+    for b in (m.groupdict() for m in BLOCK.finditer(source)):
         for words in commands(b["code"]) if b["lang"] in ("bash", "sh", "") else []:
             check_command(words)
             checked += 1
@@ -330,3 +338,18 @@ def test_the_checker_refuses_what_a_reader_could_not_run():
                 check_command(words)
     assert commands("A=1 python -m benchmark metrics x.npz --json > out.json && echo ok  # note") == [
         ["python", "-m", "benchmark", "metrics", "x.npz", "--json"], ["echo", "ok"]]
+
+
+SET_UP = re.compile(r"^\*\*Set-up:\*\* set-up (?P<n>[12]) of the README \(`bash scripts/setup\.sh(?P<test> test)? ", re.M)
+
+
+@pytest.mark.parametrize("page", TUTORIALS, ids=lambda p: p.stem)
+def test_every_tutorial_says_which_set_up_it_needs(page):
+    """Before its first step, as README set-up 1 (the main job) or 2 (the test extras: what a page that runs pytest
+    needs)."""
+    text = page.read_text(encoding="utf-8")
+    m = SET_UP.search(text)
+    assert m and m.start() < text.index("\n## "), f"{page.name}: no '**Set-up:** set-up N of the README (...' line before its steps"
+    assert (m["n"] == "2") == bool(m["test"]), page.name
+    runs_pytest = any("python -m pytest" in b["code"] for b in blocks(text) if b["mark"] != "skip")
+    assert m["n"] == "2" or not runs_pytest, f"{page.name} runs pytest, which set-up 1 does not install"

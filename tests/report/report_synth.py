@@ -200,3 +200,12 @@ def first_render(page) -> dict:
             "marks": marks,
             "files": files, "bytes": sum(f.stat().st_size for f in files if f not in shared),
             "shared_bytes": sum(f.stat().st_size for f in shared)}
+
+
+def choose_column(page, form: str, key: str, on: bool = True) -> None:
+    """Tick (or untick) column ``key`` in the column chooser of ``form`` (a CSS selector: ``form.filters``,
+    ``form.headline-controls``), as a reader does: open its "Columns" box, click the box, close it."""
+    box = page.locator(f"{form} details.columns")
+    box.locator("summary").click()
+    (page.check if on else page.uncheck)(f"{form} details.columns input[name=col][value='{key}']")
+    box.locator("summary").click()

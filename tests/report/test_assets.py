@@ -38,3 +38,11 @@ def test_no_tracked_file_is_over_1_mb():
     big = {f.decode(): (ROOT / f.decode()).stat().st_size for f in files if f and (ROOT / f.decode()).is_file()
            and (ROOT / f.decode()).stat().st_size > 1_000_000}
     assert big == {}
+
+
+def test_vendored_axe_is_the_pinned_npm_file_and_no_page_ships_it(tmp_path):
+    js = assets.axe_js()
+    assert hashlib.sha256(js.encode()).hexdigest() == assets.AXE_SHA256
+    assert f"axe v{assets.AXE_VERSION}" in js[:400] and len(js) > 300_000
+    assert "Mozilla Public License" in (assets.VENDOR / "axe-LICENSE").read_text()
+    assert not any("axe" in p.name for p in assets.write_assets(tmp_path))  # for the tests only

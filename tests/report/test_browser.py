@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from chromium import CHROMIUM, reopen
-from report_synth import EVIL, make_inputs, models_table, synthetic_results
+from report_synth import EVIL, choose_column, make_inputs, models_table, synthetic_results
 
 from benchmark.report import ReportConfig, build_report
 from benchmark.report.tables import KEY
@@ -138,6 +138,7 @@ def test_script_model_name_is_text(page):
     assert page.locator("article.model h3", has_text=EVIL).inner_text() == EVIL
     page.select_option("form.filters select[name=base]", EVIL)
     assert {r for r in page.eval_on_selector_all("table.results tbody tr", "rs => rs.map(r => r.dataset.base)")} == {EVIL}
+    choose_column(page, "form.filters", "provenance")
     page.locator(f"td.prov a:text-is('{EVIL}')").first.click()
     assert page.evaluate("decodeURIComponent(location.hash)").startswith("#model-")
     assert page.problems == []  # in particular: no alert dialog

@@ -8,6 +8,7 @@ from chromium import CHROMIUM, reopen
 from report_synth import (
     SEEDED_ZOO,
     big_results,
+    choose_column,
     first_render,
     headline_json,
     make_inputs,
@@ -42,7 +43,7 @@ def page(tab, site):
 
 def _headline(pg) -> list[dict]:
     return pg.eval_on_selector_all("#headline-table tbody tr", """rs => rs.map(r => ({
-        base: r.dataset.base, role: r.cells[1].textContent, method: r.cells[2].textContent,
+        base: r.dataset.base, role: r.querySelector('th .role').textContent, method: r.querySelector('td.method').textContent,
         primary: r.querySelector('td.primary').dataset.sort}))""")
 
 
@@ -62,8 +63,13 @@ def test_headline_is_the_first_table_with_the_rows_of_each_base(page, site):
     assert page.locator("#headline-table th.primary").inner_text().startswith("AURC")
     aurc = [float(r["primary"]) for r in rows]
     assert aurc == sorted(aurc)  # lower is better: best first
-    marks = page.locator("#headline-table .d").count()
-    assert marks == len([r for r in rows if r["role"] != "base alone"]) * 6  # a difference under every value
+    others = len([r for r in rows if r["role"] != "base alone"])
+    assert page.locator("#headline-table .d").count() == others  # a difference under the ranked value
+    for m in ("accuracy", "auroc", "nll", "ece", "sac98"):  # the other metrics: behind the column chooser
+        choose_column(page, "form.headline-controls", m)
+    assert page.locator("#headline-table .d").count() == others * 6  # ... and under every value
+    heads = page.eval_on_selector_all("#headline-table thead th", "ths => ths.map(t => t.textContent)")
+    assert heads[1].startswith("AURC") and heads[-1].startswith("SAC@98")  # the ranked metric next to the row
     assert page.problems == []
 
 
@@ -72,12 +78,16 @@ def test_headline_shows_each_rows_training_budget(page):
     them."""
     from benchmark.report.tables import fmt_count
 
-    heads = page.eval_on_selector_all("#headline-table thead th", "ths => ths.map(t => t.textContent)")
+    heads = "() => [...document.querySelectorAll('#headline-table thead th')].map(t => t.textContent)"
+    assert "Train img" not in page.evaluate(heads)  # behind the column chooser
+    choose_column(page, "form.headline-controls", "ti")
+    choose_column(page, "form.headline-controls", "tp")
+    heads = page.evaluate(heads)
     i = heads.index("Train img")
     assert heads[i - 1] == "GFLOPs" and heads[i + 1] == "Trained params"
     rows = page.eval_on_selector_all("#headline-table tbody tr", f"""rs => rs.map(r => ({{
-        models: r.cells[3].textContent, g: +r.cells[4].dataset.sort, img: r.cells[{i}].textContent,
-        imgSort: r.cells[{i}].dataset.sort, par: r.cells[{i + 1}].textContent}}))""")
+        models: r.querySelector('td.members').textContent, g: +r.querySelector('td.gflops').dataset.sort,
+        img: r.cells[{i}].textContent, imgSort: r.cells[{i}].dataset.sort, par: r.cells[{i + 1}].textContent}}))""")
     assert rows
     for r in rows:
         members = len(r["models"].split(" + "))
@@ -131,15 +141,19 @@ def test_a_noise_dominated_split_says_so_and_shows_no_ranks(tab, noisy_site):
     pg = reopen(tab, noisy_site.as_uri())
     head = headline_json(noisy_site.parent)
     flags = {sp["name"]: [m[4] for i, _ in sp["order"][head["default"]] for m in sp["entries"][i]["m"]]
-             for sp in head["suites"][0]["splits"]}  # the rows shown: those of the default metric
-    ranks = "() => [...document.querySelectorAll('#headline-table tbody td.rank')].map(td => td.textContent)"
+             for sp in head["suites"][0]["splits"]}  # the rows shown: those of the default metric, every metric
+    ranks = "() => [...document.querySelectorAll('#headline-table tbody th.row-name')].map(th => th.querySelector('.rank')?.textContent ?? '')"
     note = pg.locator(".noise-note")
+    for m in head["metrics"]:  # every metric's column (the ranked one is always shown)
+        if m["key"] != head["default"]:
+            choose_column(pg, "form.headline-controls", m["key"])
     # test split (ranked for AURC): no notice, ranks 1..n; every difference within the seed noise marked and greyed
     assert note.is_hidden()
     got = pg.evaluate(ranks)
     assert got == [str(i + 1) for i in range(len(got))] and len(got) > 5
     assert pg.locator("#headline-table .mark.seed").count() == sum(1 for f in flags["test"] if f & 4) > 0
     assert pg.locator("#headline-table td.within-noise").count() == pg.locator("#headline-table .mark.seed").count()
+    choose_column(pg, "form.headline-controls", "seed")
     assert set(pg.eval_on_selector_all("#headline-table td.seed-source", "ts => ts.map(t => t.textContent.split(' ')[0])")) \
         == {"", "own", "fallback"}
     # shift split: the seeds disagree more than the methods differ

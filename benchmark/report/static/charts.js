@@ -1,7 +1,8 @@
 /* Pareto charts: one per suite, drawn by plotly.js from the same split data files as the tables.
 
-   The reader picks the split, the metric and the x axis (total GFLOPs, FLOPs balance, trainable
-   parameters); the suite's filters (base, family, fit, confidence, balance range, intervals) apply.
+   The chart sits at the top of the page, beside the summary sentences. The reader picks the split, the metric and
+   the x axis (total GFLOPs, FLOPs balance, trainable parameters); the suite's full-table filters (base, family, fit,
+   confidence, balance range, intervals; panel.dataset.filters names the form) apply.
    One trace per method family (a legend click hides or shows it), the Pareto frontier of each base
    (its own legend items) and, against a cost, the frontier over every method. plotly.js comes from
    the report's or site's assets/ (loaded after the headline); nothing comes from a network.
@@ -177,7 +178,7 @@
   }
 
   function Panel(panel) {
-    var section = panel.closest("section.suite"), filters = section.querySelector("form.filters");
+    var filters = document.getElementById(panel.dataset.filters);  // the suite's full-table filters apply to its chart
     var form = panel.querySelector("form.chart-controls"), gd = panel.querySelector(".chart");
     var note = panel.querySelector(".chart-note"), token = 0;
     var f = function (n) { return form.elements.namedItem(n); };
@@ -220,7 +221,7 @@
       var xlog = xKind !== "balance" && decades(xs), ylog = decades(ys);
       var better = info[1] === null ? "" : (info[1] ? " (higher is better)" : " (lower is better)");
       var layout = {
-        margin: { l: 64, r: 8, t: 8, b: 48 }, hovermode: "closest", height: 480,
+        margin: { l: 64, r: 8, t: 8, b: 48 }, hovermode: "closest", height: gd.clientHeight || 420,
         uirevision: [f("split").value, key, xKind].join("|"),
         xaxis: { title: { text: X_AXES[xKind].title + (xlog ? " (log scale)" : "") }, type: xlog ? "log" : "linear",
                  zeroline: false },
@@ -228,6 +229,10 @@
                  zeroline: false },
         legend: { groupclick: "toggleitem", font: { size: 11 } }
       };
+      if (gd.clientWidth < 640) {  // a phone: the legend under the axes, the plot keeps the width
+        layout.legend.orientation = "h"; layout.legend.y = -0.32; layout.legend.yanchor = "top";
+        layout.margin = { l: 52, r: 6, t: 6, b: 40 };
+      }
       if (hidden) {  // the axes cover the other points; double-click (autoscale) shows all
         var bounds = sel.ci ? shown.map(function (p) { return p.lo; }).concat(shown.map(function (p) { return p.hi; })) : [];
         layout.yaxis.range = padded(ys.concat(bounds), ylog, 0.08);

@@ -78,7 +78,8 @@ def _run_row(run: dict) -> str:
                   + (f" ({run['seconds'] / 60:.0f} min)" if run.get("seconds") else ""))
     else:
         n = run["rows"]
-        what = f"main job from scratch, judged by the gate against `{run['bundle']}` (made at `{_short(run['bundle_commit'])}`)"
+        what = (f"main job from scratch, judged by the gate against `{run['bundle']}` (made at "
+                f"`{_short(run['bundle_commit'])}`)")
         failing = n["differs"] + n["beyond-noise"] + n["inputs-differ"] + n["missing"] + n["extra"]
         result = (f"{o['identical']} of {o['compared']} stage outputs byte-identical; rows identical / within noise / "
                   f"failing: {n['identical'] + n['recomputed']:,} / {n['within-noise']:,} / {failing:,}; "

@@ -133,8 +133,8 @@ def fingerprint_summary(records: list[dict]) -> str:
     parted = [k for k in pipeline if len({r["hashes"][k] for r in holders if k in r["hashes"]}) > 1]
     emulated = sum(fingerprint_records.emulated(r) for r in records)
     return (f" Kernel fingerprints of {len(records)} CPU kinds (`results/fingerprints/`: {len(records) - emulated} "
-            f"real, {emulated} emulated; [CPU kinds](#cpu-kinds-real-and-emulated)): the pipeline's {len(pipeline):,} per-layer "
-            f"operations {'equal' if not parted else f'part on {len(parted)}'} on every kind that holds them "
+            f"real, {emulated} emulated; [CPU kinds](#cpu-kinds-real-and-emulated)): the pipeline's {len(pipeline):,} "
+            f"per-layer operations {'equal' if not parted else f'part on {len(parted)}'} on every kind that holds them "
             f"({len(holders)}); of the tool's operations in the pipeline's mode that all {len(records)} hold, {same} "
             f"of {len(keys)} agree, the {len(keys) - same} that part are MKL's, which training and logits no longer "
             "call.")

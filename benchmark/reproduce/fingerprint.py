@@ -173,40 +173,45 @@ def pipeline(params, zoo: dict, t: str, *, names=None, progress=None) -> dict[st
     ``<t>/pipeline <arch> <px>px [<settings>]: <what>``. The model, optimizer, training step and logits pass are
     the functions ``train@`` and ``logits@`` call (:func:`benchmark.models.train.training_model`, ``make_optimizer``,
     ``train_step``; :func:`benchmark.models.distributed.predict_logits`). ``progress(name)`` is called before each."""
-    from benchmark.models import distributed, train
-
     out = {}
     for name, entry, recipe in _distinct(params, zoo, names):
         if progress is not None:
             progress(name)
-        key, px = pipeline_key(entry, recipe, t), entry.img_size
-        model = train.training_model(entry, NUM_CLASSES, recipe)
-        opt = train.make_optimizer(model.parameters(), recipe)
-        names_of = {m: n for n, m in model.named_modules() if n and not any(True for _ in m.children())}
-        first: dict[str, str] = {}
+        out.update(_pipeline_of(params, entry, recipe, pipeline_key(entry, recipe, t)))
+    return out
 
-        def record(m, inputs, output) -> None:  # a forward hook that returns None leaves the output as it is
-            first.setdefault(names_of[m], h(output))
 
-        hooks = [m.register_forward_hook(record) for m in names_of]
+def _pipeline_of(params, entry, recipe, key: str) -> dict[str, str]:
+    """One architecture's pipeline operations (:func:`pipeline`), keyed ``<key>: <what>``."""
+    from benchmark.models import distributed, train
 
-        def gradients() -> None:  # after the first backward: every layer's first output and every gradient
-            for hk in hooks:
-                hk.remove()
-            hooks.clear()
-            out.update({f"{key}: forward {n}": v for n, v in first.items()})
-            out.update({f"{key}: gradient {n}": h(p.grad) for n, p in model.named_parameters() if p.grad is not None})
+    out, px = {}, entry.img_size
+    model = train.training_model(entry, NUM_CLASSES, recipe)
+    opt = train.make_optimizer(model.parameters(), recipe)
+    names_of = {m: n for n, m in model.named_modules() if n and not any(True for _ in m.children())}
+    first: dict[str, str] = {}
 
-        x = gen(800, 64, 3, px, px).contiguous(memory_format=torch.channels_last)
-        y = torch.arange(64) % NUM_CLASSES
-        torch.manual_seed(1)
-        model.train()
-        for step in range(2):
-            train.train_step(model, opt, x, y, recipe, after_backward=gradients if step == 0 else None)
-        out[f"{key}: weights after 2 steps"] = h(*model.parameters())
-        out[f"{key}: logits of 256, 5 and 1 images"] = h(*(
-            distributed.predict_logits(model, gen(801 + n, n, 3, px, px), to_all=False, batch_size=params.logits.batch_size)
-            for n in (256, 5, 1)))
+    def record(m, inputs, output) -> None:  # a forward hook that returns None leaves the output as it is
+        first.setdefault(names_of[m], h(output))
+
+    hooks = [m.register_forward_hook(record) for m in names_of]
+
+    def gradients() -> None:  # after the first backward: every layer's first output and every gradient
+        for hk in hooks:
+            hk.remove()
+        out.update({f"{key}: forward {n}": v for n, v in first.items()})
+        out.update({f"{key}: gradient {n}": h(p.grad) for n, p in model.named_parameters() if p.grad is not None})
+
+    x = gen(800, 64, 3, px, px).contiguous(memory_format=torch.channels_last)
+    y = torch.arange(64) % NUM_CLASSES
+    torch.manual_seed(1)
+    model.train()
+    for step in range(2):
+        train.train_step(model, opt, x, y, recipe, after_backward=gradients if step == 0 else None)
+    out[f"{key}: weights after 2 steps"] = h(*model.parameters())
+    out[f"{key}: logits of 256, 5 and 1 images"] = h(*(
+        distributed.predict_logits(model, gen(801 + n, n, 3, px, px), to_all=False, batch_size=params.logits.batch_size)
+        for n in (256, 5, 1)))
     return out
 
 

@@ -107,10 +107,15 @@ def emulated_item(runs: list[dict], records: list[dict]) -> str:
     if not emulated and not stages:
         return "- Emulated CPU kinds: none recorded (`reproduce fingerprint --emulate MODEL --write`)."
     parts = []
+    by_cpu: dict[str, list[dict]] = {}
     for r in stages:
-        o = r["stage_outputs"]
-        verdict = "gave the committed bytes" if r["byte_identical"] else f"gave {o['identical']} of {o['compared']} outputs"
-        parts.append(f"{short_name(r['cpu'] or r['kind'])} {verdict} for {' and '.join(f'`{s}`' for s in r['stages'])}")
+        by_cpu.setdefault(short_name(r["cpu"] or r["kind"]), []).append(r)
+    for name, rs in by_cpu.items():
+        names = [f"`{s}`" for r in rs for s in r["stages"]]
+        listed = ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else names[0]
+        same, compared = sum(r["stage_outputs"]["identical"] for r in rs), sum(r["stage_outputs"]["compared"] for r in rs)
+        verdict = "gave the committed bytes" if all(r["byte_identical"] for r in rs) else f"gave {same} of {compared} outputs"
+        parts.append(f"{name} {verdict} for {listed}")
     holders = [r for r in records if any(fr.pipeline_op(k) for k in r["hashes"])]
     if holders:
         equal = sum(pipeline_agreement(r, records)[0] == sum(map(bool, map(fr.pipeline_op, r["hashes"]))) for r in holders)

@@ -47,5 +47,8 @@ def test_a_pipeline_operation_that_parts_is_counted_and_the_readme_line_says_so(
                     "for `train@m` and `logits@m`; the pipeline's per-layer operations equal on 0 of 2 kinds (1 real, "
                     "1 emulated).")
     assert "equal on 2 of 2 kinds" in cpu_kinds.emulated_item([STAGES], [AMD, INTEL, QEMU])
+    other = STAGES | {"stages": ["train@n"], "byte_identical": False, "stage_outputs": {"identical": 0, "compared": 1}}
+    assert ("Intel Xeon (Icelake) gave 2 of 3 outputs for `train@m`, `logits@m` and `train@n`;"
+            in cpu_kinds.emulated_item([STAGES, other], [AMD, INTEL, QEMU]))
     assert cpu_kinds.emulated_item([], []).startswith("- Emulated CPU kinds: none recorded")
     assert cpu_kinds.short_name("Intel(R) Xeon(R) Processor") == "Intel Xeon"

@@ -58,7 +58,8 @@ def split_summary(view, config, *, paired: dict | None = None, noise_=None) -> d
     """The sentence of one split (``view``: its rows, one variant per method) and the values it quotes:
     ``{"metric", "lead" (its label and arrow: "AURC ↓"), "better" ("lower is better"), "text", "core" (the text
     without the noise-dominated split's :data:`NOISY`, which a page says once when every split is), "duo", "base",
-    "rival" (each an entry of :func:`headline` or None), "dominated"}``; None when the split has no metric to rank or no base with another method."""
+    "rival" (each an entry of :func:`headline` or None), "dominated"}``; None when the split has no metric to rank or
+    no base with another method."""
     m = ranked_metric(view, config)
     if m is None:
         return None
@@ -89,14 +90,14 @@ def split_summary(view, config, *, paired: dict | None = None, noise_=None) -> d
         if base is not None and math.isfinite(x["diff"]):
             ci = f" [{_signed(x['lo'])}, {_signed(x['hi'])}]" if math.isfinite(x["lo"]) and math.isfinite(x["hi"]) else ""
             text += (f" vs {fmt_metric(base['metrics'][m]['value'])} for {duo['base']} alone "
-                     f"(Δ {_signed(x['diff'])}{ci}, {_verdict(x, hib)})")
+                     f"(Δ\u00a0{_signed(x['diff'])}{ci}, {_verdict(x, hib)})")  # Δ and its value on one line
         if rival is not None:
             ratio = rival["gflops"] / duo["gflops"] if duo["gflops"] > 0 else math.nan
             cost = f" at {ratio:.1f}× the compute" if math.isfinite(ratio) else ""
             text += f"; {_name(rival)}: {fmt_metric(rival['metrics'][m]['value'])}{cost}"
         text += "."
-    return {"metric": m, "lead": f"{label} {'↑' if hib else '↓'}", "better": f"{'higher' if hib else 'lower'} is better",
-            "core": text, "text": text + (f" {NOISY}" if dominated else ""), "duo": duo, "base": base, "rival": rival,
+    better = f"{'higher' if hib else 'lower'} is better"
+    return {"metric": m, "lead": f"{label} {'↑' if hib else '↓'}", "better": better, "core": text, "text": text + (f" {NOISY}" if dominated else ""), "duo": duo, "base": base, "rival": rival,
             "dominated": dominated}
 
 

@@ -107,7 +107,7 @@ def test_the_first_screen_at_1366_gives_the_answer_the_chart_and_the_ranked_colu
     assert pg.evaluate("() => [window.scrollX, window.scrollY]") == [0, 0]
     first = pg.locator("ul.summary.lead li").first
     assert first.inner_text().startswith("test · AURC ↓ — lite")  # the split, its ranked metric, then the cheap duo
-    assert " vs " in first.inner_text() and " alone (Δ " in first.inner_text()
+    assert " vs " in first.inner_text() and " alone (Δ\u00a0" in first.inner_text()
     assert inside(first.evaluate(RECT), LAPTOP), "the summary sentence is not in the first screen"
     chart = pg.locator(".chart").first
     assert inside(chart.evaluate(RECT), LAPTOP), "the Pareto chart is not in the first screen"
@@ -119,16 +119,19 @@ def test_the_first_screen_at_1366_gives_the_answer_the_chart_and_the_ranked_colu
         "ul.summary li", f"ls => ls.map({RECT})"))  # one sentence per split, every one in the first screen
     # the embedded default: every split noise-dominated, said once above the sentences, not in each
     assert "on every split the typical differences are within it" in pg.locator(".glance-key").inner_text()
-    assert not any("Typical differences" in t for t in pg.eval_on_selector_all("ul.summary li", "ls => ls.map(l => l.textContent)"))
+    texts = pg.eval_on_selector_all("ul.summary li", "ls => ls.map(l => l.textContent)")
+    assert not any("Typical differences" in t for t in texts)
     header = pg.locator("#headline-table thead th.primary")
     assert header.inner_text().startswith("AURC")
-    assert inside(header.evaluate(RECT), LAPTOP), ("the ranked column's header is not in the first screen", header.evaluate(RECT))
+    assert inside(header.evaluate(RECT), LAPTOP), ("the ranked column's header is not in the first screen",
+                                                   header.evaluate(RECT))
     row = pg.locator("#headline-table tbody tr").first
     value = row.locator("td.primary")
     assert value.locator(".v").inner_text() and inside(value.evaluate(RECT), LAPTOP), value.evaluate(RECT)
     assert inside(row.locator("th.row-name").evaluate(RECT), LAPTOP)  # with its row's name
     delta = pg.locator("#headline-table tbody td.primary:has(.d)").first  # the first value with its Δ
-    assert delta.locator(".d").inner_text().startswith("Δ ") and inside(delta.evaluate(RECT), LAPTOP), delta.evaluate(RECT)
+    assert delta.locator(".d").inner_text().startswith("Δ ")
+    assert inside(delta.evaluate(RECT), LAPTOP), delta.evaluate(RECT)
     assert not pg.locator("#how-to-read").evaluate("d => d.open")  # the notation waits behind "How to read this"
     assert not pg.locator("details.notation").evaluate("d => d.open")
     assert pg.problems == []

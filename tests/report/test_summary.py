@@ -43,9 +43,11 @@ def test_the_sentence_quotes_the_cheap_duo_its_base_and_the_best_other_method():
     assert s["metric"] == "aurc" and (s["lead"], s["better"]) == ("AURC ↓", "lower is better")
     assert s["duo"]["models"] == f"{duo['base']} + {duo['sidekick']}"
     text = s["text"]
-    assert text.startswith(f"{duo['base']} + {duo['sidekick']} (+{duo['balance']:.0%} compute): {fmt_metric(duo['aurc'])} "
-                           f"vs {fmt_metric(base['aurc'])} for {duo['base']} alone (Δ {_signed(duo['aurc'] - base['aurc'])}, ")
-    assert text.endswith(f"; deep ensemble · mean: {fmt_metric(rival['aurc'])} at {rival['gflops'] / duo['gflops']:.1f}× the compute.")
+    assert text.startswith(f"{duo['base']} + {duo['sidekick']} (+{duo['balance']:.0%} compute): "
+                           f"{fmt_metric(duo['aurc'])} vs {fmt_metric(base['aurc'])} for {duo['base']} alone "
+                           f"(Δ\u00a0{_signed(duo['aurc'] - base['aurc'])}, ")
+    ratio = rival["gflops"] / duo["gflops"]
+    assert text.endswith(f"; deep ensemble · mean: {fmt_metric(rival['aurc'])} at {ratio:.1f}× the compute.")
     assert "seed noise not measured" in text  # no seed group in this zoo
     assert s["core"] == text and not s["dominated"]
 
@@ -58,7 +60,7 @@ def test_a_paired_interval_is_quoted_and_judged():
                             "fit": duo["fit"], "method": duo["method"], "metric": "aurc", "diff": -0.0123,
                             "ci_low": -0.02, "ci_high": -0.004}])
     s = split_summary(view, CFG, paired=paired_lookup(paired))
-    assert "(Δ −0.01230 [−0.02000, −0.00400], seed noise not measured; its interval excludes 0)" in s["text"]
+    assert "(Δ\u00a0−0.01230 [−0.02000, −0.00400], seed noise not measured; its interval excludes 0)" in s["text"]
 
 
 def test_seed_noise_verdicts_of_the_duo_and_of_the_split():

@@ -1,11 +1,13 @@
 /* Pareto charts: one per suite, drawn by plotly.js from the same split data files as the tables.
 
-   The chart sits at the top of the page, beside the summary sentences. The reader picks the split, the metric and
+   The chart sits at the top of the page, beside the summary sentences (340 px tall there; a phone: 540 px, the
+   legend under it). The reader picks the split, the metric and
    the x axis (total GFLOPs, FLOPs balance, trainable parameters); the suite's full-table filters (base, family, fit,
    confidence, balance range, intervals; panel.dataset.filters names the form) apply.
    One trace per method family (a legend click hides or shows it; first in the legend, which scrolls in a short
-   chart), the Pareto frontier of each base (its own legend items) and, against a cost, the frontier over every method. plotly.js comes from
-   the report's or site's assets/ (loaded after the headline); nothing comes from a network.
+   chart), the Pareto frontier of each base (its own legend items) and, against a cost, the frontier over every
+   method. plotly.js comes from the report's or site's assets/ (loaded after the headline); nothing comes from a
+   network.
    Every name from the data is HTML-escaped before plotly sees it (plotly renders a few tags in
    labels), so a name is always shown as text. */
 (function () {

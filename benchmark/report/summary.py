@@ -97,7 +97,8 @@ def split_summary(view, config, *, paired: dict | None = None, noise_=None) -> d
             text += f"; {_name(rival)}: {fmt_metric(rival['metrics'][m]['value'])}{cost}"
         text += "."
     better = f"{'higher' if hib else 'lower'} is better"
-    return {"metric": m, "lead": f"{label} {'↑' if hib else '↓'}", "better": better, "core": text, "text": text + (f" {NOISY}" if dominated else ""), "duo": duo, "base": base, "rival": rival,
+    return {"metric": m, "lead": f"{label} {'↑' if hib else '↓'}", "better": better, "core": text,
+            "text": text + (f" {NOISY}" if dominated else ""), "duo": duo, "base": base, "rival": rival,
             "dominated": dominated}
 
 

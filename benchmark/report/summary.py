@@ -6,7 +6,9 @@ metrics the split has, e.g. ``ood_auroc`` on an OOD split: :func:`ranked_metric`
 against its base alone (the difference, with its paired-bootstrap interval where the evaluate stage computed one) and
 against the best row of the other methods built on a base (deep ensembles, SVE, soups, ...), with that row's cost
 relative to the duo; then the duo's training-seed verdict (a finding, within the seed noise, or unmeasured) and
-whether the split's ranking as a whole is noise-dominated. The page shows the sentences above its Pareto chart.
+whether the split's ranking as a whole is noise-dominated. Numbers first, few words: the page shows one sentence per
+split beside its Pareto chart, all of them in the first screen of a laptop, under one line that says what they
+compare (``templates/glance.html.j2``).
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from benchmark.report.headline import _better, headline
 from benchmark.report.tables import fmt_metric
 
 CHEAP_ROLE = "best duo, balance ≤"  # the role :func:`headline` gives the cheap duo of a base
+NOISY = "Typical differences on this split: within the seed noise."  # a noise-dominated split's last words
 
 
 def ranked_metric(view, config) -> str | None:
@@ -39,24 +42,24 @@ def _signed(v: float) -> str:
 
 
 def _verdict(x: dict, hib: bool) -> str:
-    """The seed-noise verdict of the duo's difference to its base."""
-    improves = (x["diff"] > 0) == hib
-    word = "improvement" if improves else "loss"
+    """The seed-noise verdict of the duo's difference to its base, in a few words."""
     if x["finding"]:
-        return f"a finding: its interval excludes 0 and the {word} is outside the training-seed noise"
+        word = "improvement" if (x["diff"] > 0) == hib else "loss"
+        return f"a finding: a {word} outside the seed noise, its interval excludes 0"
     if x["within_seed"]:
-        return (f"its interval excludes 0, but the {word} is within the training-seed noise" if x["sig"]
-                else "within the training-seed noise")
+        return "its interval excludes 0 but it is within the seed noise" if x["sig"] else "within the seed noise"
     if x["within_seed"] is None:
-        return "training-seed noise not measured" + ("; its interval excludes 0" if x["sig"] else "")
+        return "seed noise not measured" + ("; its interval excludes 0" if x["sig"] else "")
     has_ci = math.isfinite(x["lo"]) and math.isfinite(x["hi"])
-    return "outside the training-seed noise" + (", but its interval includes 0" if has_ci and not x["sig"] else "")
+    return "outside the seed noise" + (", but its interval includes 0" if has_ci and not x["sig"] else "")
 
 
 def split_summary(view, config, *, paired: dict | None = None, noise_=None) -> dict | None:
     """The sentence of one split (``view``: its rows, one variant per method) and the values it quotes:
-    ``{"metric", "lead" (its label and direction), "text", "duo", "base", "rival" (each an entry of :func:`headline`
-    or None), "dominated"}``; None when the split has no metric to rank or no base with another method."""
+    ``{"metric", "lead" (its label and arrow: "AURC ↓"), "better" ("lower is better"), "text", "core" (the text
+    without the noise-dominated split's :data:`NOISY`, which a page says once when every split is), "duo", "base",
+    "rival" (each an entry of :func:`headline` or None), "dominated"}``; None when the split has no metric to rank or
+    no base with another method."""
     m = ranked_metric(view, config)
     if m is None:
         return None
@@ -78,26 +81,25 @@ def split_summary(view, config, *, paired: dict | None = None, noise_=None) -> d
     if duo is None:
         if rival is None:
             return None
-        text = (f"no duo has a FLOPs balance ≤ {cap}; the best other method, {_name(rival)} ({rival['models']}), "
-                f"scores {fmt_metric(rival['metrics'][m]['value'])}.")
+        text = (f"no duo at FLOPs balance ≤ {cap}; best other method: {_name(rival)} ({rival['models']}) "
+                f"{fmt_metric(rival['metrics'][m]['value'])}.")
     else:
         base = next((e for e in entries if e["kind"] == "alone" and e["base"] == duo["base"]), None)
         x = duo["metrics"][m]
-        text = (f"the best duo at FLOPs balance ≤ {cap}, {duo['models']} (+{duo['balance']:.0%} compute), "
-                f"scores {fmt_metric(x['value'])}")
+        text = f"{duo['models']} (+{duo['balance']:.0%} compute): {fmt_metric(x['value'])}"
         if base is not None and math.isfinite(x["diff"]):
             ci = f" [{_signed(x['lo'])}, {_signed(x['hi'])}]" if math.isfinite(x["lo"]) and math.isfinite(x["hi"]) else ""
-            text += (f" against {fmt_metric(base['metrics'][m]['value'])} for {duo['base']} alone "
-                     f"(Δ {_signed(x['diff'])}{ci}: {_verdict(x, hib)})")
+            text += (f" vs {fmt_metric(base['metrics'][m]['value'])} for {duo['base']} alone "
+                     f"(Δ\u00a0{_signed(x['diff'])}{ci}, {_verdict(x, hib)})")  # Δ and its value on one line
         if rival is not None:
             ratio = rival["gflops"] / duo["gflops"] if duo["gflops"] > 0 else math.nan
             cost = f" at {ratio:.1f}× the compute" if math.isfinite(ratio) else ""
-            text += f" and {fmt_metric(rival['metrics'][m]['value'])} for {_name(rival)}{cost}"
+            text += f"; {_name(rival)}: {fmt_metric(rival['metrics'][m]['value'])}{cost}"
         text += "."
-    if dominated:
-        text += f" This split's {label} ranking as a whole is within the training-seed spread."
-    return {"metric": m, "lead": f"{label} ({'higher' if hib else 'lower'} is better)", "text": text, "duo": duo,
-            "base": base, "rival": rival, "dominated": dominated}
+    better = f"{'higher' if hib else 'lower'} is better"
+    return {"metric": m, "lead": f"{label} {'↑' if hib else '↓'}", "better": better, "core": text,
+            "text": text + (f" {NOISY}" if dominated else ""), "duo": duo, "base": base, "rival": rival,
+            "dominated": dominated}
 
 
 def _name(e: dict) -> str:

@@ -17,7 +17,7 @@ from report_synth import (
 )
 
 from benchmark.report import ReportConfig, build_report
-from benchmark.report.tables import KEY
+from benchmark.report.tables import KEY, fmt_metric
 
 pytestmark = [
     pytest.mark.browser,
@@ -159,7 +159,11 @@ def test_a_noise_dominated_split_says_so_and_shows_no_ranks(tab, noisy_site):
     # shift split: the seeds disagree more than the methods differ
     pg.select_option("form.headline-controls select[name=split]", label="shift")
     assert note.is_visible()
-    assert "within the training-seed spread: shown, not ranked" in note.inner_text()
+    shift = next(sp for sp in head["suites"][0]["splits"] if sp["name"] == "shift")
+    seed_sd, median, _ = shift["noise"][[m["key"] for m in head["metrics"]].index(head["default"])]
+    assert note.inner_text() == ("Not ranked: typical differences on this split are within the training-seed spread. "
+                                 f"AURC: median |Δ| {fmt_metric(median)} < 2 × {fmt_metric(seed_sd)}, the largest seed "
+                                 "spread of a model alone; rows by base.")
     got = pg.evaluate(ranks)
     assert got and set(got) == {""}
     assert pg.evaluate("document.getElementById('headline-table').classList.contains('unranked')")

@@ -2,8 +2,9 @@
 rendered page: the report stage's page (``reports/index.html``) and the published site's suite page, both built
 from the committed embedded bundle (the numbers a reader sees; no pipeline run).
 
-Asserted: no page-level sideways scroll (also with every folded part open); the summary sentence and the Pareto
-chart in the first screen at 1366x768; the ranked metric's header and the first row's value inside the window; the
+Asserted: no page-level sideways scroll (also with every folded part open); in the first screen at 1366x768,
+unscrolled, the summary sentences, the Pareto chart and the headline's ranked column (its header, the first row's
+value, the first value with its delta); the ranked metric's header and the first row's value inside the window; the
 tables without sideways scroll at 1366 and scrolling inside their own box, the row's name fixed, on the phone; the
 filters and the column chooser change the table; axe-core (vendored: :func:`benchmark.report.assets.axe_js`) finds
 no serious or critical violation; the greyed values keep a 4.5:1 contrast; keyboard focus is visible.
@@ -98,10 +99,15 @@ def test_no_page_level_sideways_scroll_even_with_everything_open(tab, pages, whi
 
 
 @pytest.mark.parametrize("which", PAGES)
-def test_the_first_screen_at_1366_gives_the_answer_and_the_chart(tab, pages, which):
+def test_the_first_screen_at_1366_gives_the_answer_the_chart_and_the_ranked_column(tab, pages, which):
+    """Unscrolled, at 1366x768: every split's sentence, the Pareto chart of the ranked metric against FLOPs and the
+    headline table's ranked column (its header, the first row's value and the first value with its Δ), each box
+    wholly inside the window."""
     pg = open_page(tab, pages[which], LAPTOP)
+    assert pg.evaluate("() => [window.scrollX, window.scrollY]") == [0, 0]
     first = pg.locator("ul.summary.lead li").first
-    assert first.inner_text().startswith("test, AURC (lower is better): the best duo at FLOPs balance ≤ 0.2, ")
+    assert first.inner_text().startswith("test · AURC ↓ — lite")  # the split, its ranked metric, then the cheap duo
+    assert " vs " in first.inner_text() and " alone (Δ\u00a0" in first.inner_text()
     assert inside(first.evaluate(RECT), LAPTOP), "the summary sentence is not in the first screen"
     chart = pg.locator(".chart").first
     assert inside(chart.evaluate(RECT), LAPTOP), "the Pareto chart is not in the first screen"
@@ -111,6 +117,21 @@ def test_the_first_screen_at_1366_gives_the_answer_and_the_chart(tab, pages, whi
     splits = pg.eval_on_selector_all("ul.summary li", "ls => ls.map(l => l.dataset.split)")
     assert splits[:3] == ["test", "shift", "ood"] and all(inside(r, LAPTOP) for r in pg.eval_on_selector_all(
         "ul.summary li", f"ls => ls.map({RECT})"))  # one sentence per split, every one in the first screen
+    # the embedded default: every split noise-dominated, said once above the sentences, not in each
+    assert "on every split the typical differences are within it" in pg.locator(".glance-key").inner_text()
+    texts = pg.eval_on_selector_all("ul.summary li", "ls => ls.map(l => l.textContent)")
+    assert not any("Typical differences" in t for t in texts)
+    header = pg.locator("#headline-table thead th.primary")
+    assert header.inner_text().startswith("AURC")
+    assert inside(header.evaluate(RECT), LAPTOP), ("the ranked column's header is not in the first screen",
+                                                   header.evaluate(RECT))
+    row = pg.locator("#headline-table tbody tr").first
+    value = row.locator("td.primary")
+    assert value.locator(".v").inner_text() and inside(value.evaluate(RECT), LAPTOP), value.evaluate(RECT)
+    assert inside(row.locator("th.row-name").evaluate(RECT), LAPTOP)  # with its row's name
+    delta = pg.locator("#headline-table tbody td.primary:has(.d)").first  # the first value with its Δ
+    assert delta.locator(".d").inner_text().startswith("Δ ")
+    assert inside(delta.evaluate(RECT), LAPTOP), delta.evaluate(RECT)
     assert not pg.locator("#how-to-read").evaluate("d => d.open")  # the notation waits behind "How to read this"
     assert not pg.locator("details.notation").evaluate("d => d.open")
     assert pg.problems == []

@@ -1,11 +1,13 @@
 /* Pareto charts: one per suite, drawn by plotly.js from the same split data files as the tables.
 
-   The chart sits at the top of the page, beside the summary sentences. The reader picks the split, the metric and
+   The chart sits at the top of the page, beside the summary sentences (340 px tall there; a phone: 540 px, the
+   legend under it). The reader picks the split, the metric and
    the x axis (total GFLOPs, FLOPs balance, trainable parameters); the suite's full-table filters (base, family, fit,
    confidence, balance range, intervals; panel.dataset.filters names the form) apply.
-   One trace per method family (a legend click hides or shows it), the Pareto frontier of each base
-   (its own legend items) and, against a cost, the frontier over every method. plotly.js comes from
-   the report's or site's assets/ (loaded after the headline); nothing comes from a network.
+   One trace per method family (a legend click hides or shows it; first in the legend, which scrolls in a short
+   chart), the Pareto frontier of each base (its own legend items) and, against a cost, the frontier over every
+   method. plotly.js comes from the report's or site's assets/ (loaded after the headline); nothing comes from a
+   network.
    Every name from the data is HTML-escaped before plotly sees it (plotly renders a few tags in
    labels), so a name is always shown as text. */
 (function () {
@@ -148,20 +150,20 @@
       if (f.length < 2) return;
       out.push({ type: "scatter", mode: "lines", x: f.map(function (p) { return p.x; }), y: f.map(function (p) { return p.y; }),
                  line: { shape: "hv", width: 1.4, color: hsl(i, bases.length) }, opacity: 0.8, hoverinfo: "skip",
-                 name: esc(b), legendgroup: "frontiers", legendgrouptitle: { text: "Pareto frontier per base" },
+                 name: esc(b), legendgroup: "frontiers", legendgrouptitle: { text: "Pareto frontier per base" }, legendrank: 1000,
                  meta: { kind: "frontier", base: b } });
     });
     if (xKind !== "balance") {
       var all = frontier(pts, hib);
       out.push({ type: "scatter", mode: "lines", x: all.map(function (p) { return p.x; }), y: all.map(function (p) { return p.y; }),
                  line: { shape: "hv", width: 2, dash: "dash", color: "#222" }, hoverinfo: "skip",
-                 name: "every method", legendgroup: "frontier-all", legendgrouptitle: { text: "Pareto frontier" },
+                 name: "every method", legendgroup: "frontier-all", legendgrouptitle: { text: "Pareto frontier" }, legendrank: 900,
                  meta: { kind: "frontier-all" } });
     }
     families.forEach(function (fam, i) {
       var ps = pts.filter(function (p) { return p.family === fam; }), ref = fam === META.reference;
       var t = { type: "scatter", mode: "markers", x: ps.map(function (p) { return p.x; }), y: ps.map(function (p) { return p.y; }),
-                name: esc(fam), legendgroup: "family-" + i, hoverinfo: "text", hoverlabel: { align: "left" },
+                name: esc(fam), legendgroup: "family-" + i, legendrank: 1 + i, hoverinfo: "text", hoverlabel: { align: "left" },
                 hovertext: ps.map(function (p) { return hoverText(p, metric); }),
                 marker: { color: FAMILY_COLORS[i % FAMILY_COLORS.length], size: ref ? 13 : 8, opacity: 0.85,
                           line: { width: ref ? 1 : 0.5, color: ref ? "#000" : "#fff" },
@@ -229,7 +231,7 @@
                  zeroline: false },
         legend: { groupclick: "toggleitem", font: { size: 11 } }
       };
-      if (gd.clientWidth < 640) {  // a phone: the legend under the axes, the plot keeps the width
+      if (gd.clientWidth < 520) {  // a phone: the legend under the axes, the plot keeps the width
         layout.legend.orientation = "h"; layout.legend.y = -0.32; layout.legend.yanchor = "top";
         layout.margin = { l: 52, r: 6, t: 6, b: 40 };
       }

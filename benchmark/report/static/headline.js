@@ -66,10 +66,9 @@
     var dominated = !!(v && v[2]);
     note.hidden = !dominated;
     if (dominated) {
-      note.replaceChildren(el("strong", "", "Differences on this split are within the training-seed spread: shown, not ranked."),
-        document.createTextNode(" " + label + ": the median |\u0394| of the rows below, " + fmtMetric(v[1]) + ", is under " +
-          head.factor + " \u00D7 " + fmtMetric(v[0]) + ", the largest spread of a model alone across its training seeds; " +
-          "the rows keep a fixed order (by base), with no rank."));
+      note.replaceChildren(el("strong", "", "Not ranked: typical differences on this split are within the training-seed spread."),
+        document.createTextNode(" " + label + ": median |\u0394| " + fmtMetric(v[1]) + " < " + head.factor + " \u00D7 " +
+          fmtMetric(v[0]) + ", the largest seed spread of a model alone; rows by base."));
     }
     return dominated;
   }

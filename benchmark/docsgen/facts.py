@@ -170,6 +170,22 @@ def holds_details(root=".") -> str:
                       site_line(_load(res / "site_scale.json")), test_command_line(_load(res / "test_command.json"))]) + "\n"
 
 
+def ci_table(root=".") -> str:
+    """``.ci/run`` timed by kind of step (``results/ci_run.json``, :mod:`benchmark.reproduce.ci_timing`): minutes per
+    kind, the total against the 45-minute target, the machine and the commit."""
+    rec = _load(Path(root) / "results" / "ci_run.json")
+    if rec is None:
+        return "Not measured on this commit yet: `bash scripts/measure-ci.sh` writes `results/ci_run.json`.\n"
+    lines = ["| step | minutes |", "|---|---|"]
+    lines += [f"| {kind} | {seconds / 60:.1f} |" for kind, seconds in rec["by_kind"].items()]
+    total, target = rec["total_s"], rec["target_s"]
+    verdict = f"within the {target // 60}-minute target" if total <= target else f"**over** the {target // 60}-minute target"
+    lines += [f"| **all of `.ci/run`** | **{total / 60:.1f}** |", "",
+              f"{'Passed' if rec['passed'] else 'FAILED'}, {verdict}; {_cpu(rec.get('machine'))}, commit "
+              f"`{(rec.get('commit') or '?')[:7]}`, {rec.get('date', '?')} (`bash scripts/measure-ci.sh`)."]
+    return "\n".join(lines) + "\n"
+
+
 def site_table(root=".") -> str:
     """The paper-scale ``publish`` at two sizes (0.25x and 1x the rows) and the straight-line 10x estimate, against
     the targets; then the first render in Chromium per suite page."""

@@ -302,6 +302,7 @@ def blocks(root=".") -> dict[str, str]:
     out["fingerprints"] = cross_cpu.fingerprint_table(records)
     out["cpu_kinds"] = cpu_kinds.table(records, cross_cpu.load(root / cross_cpu.RECORD))
     out["site_scale"] = facts.site_table(root)
+    out["ci_run"] = facts.ci_table(root)
     out["cluster"] = facts.cluster_table(root)
     out["pinning"] = (pinning_table(json.loads(nfile.read_text())) if nfile.exists() else
                       "Not measured on this commit yet: `python -m benchmark reproduce pinning-cost` writes it.\n")

@@ -24,13 +24,13 @@ import pandas as pd
 from benchmark.storage import store
 
 _SCRIPT = re.compile(r"pipelines/(\w+)\.py$")
-_ITEM_FLAGS = ("--model", "--members", "--key")
+_ITEM_FLAGS = ("--model", "--key")
 
 
 def stage_name(argv: list[str]) -> str:
     """``['pipelines/train.py', '--model', 'lite1']`` -> ``'train@lite1'``; ``'data'`` for an item-less stage; a method's
     stage (``pipelines/method.py --kind soups --key k``) by its DVC name (``soup@k``); SVE's training
-    (``pipelines/sve.py --train``) as ``sve-train``."""
+    (``pipelines/sve.py --train``) as ``sve-train``, its outputs (``pipelines/sve.py --members 1 2 4``) as ``sve``."""
     script = next((a for a in argv if _SCRIPT.search(a.replace(os.sep, "/"))), None)
     if script is None:
         return " ".join(Path(a).name for a in argv[:2])

@@ -12,7 +12,7 @@ from benchmark.reproduce import readme, timing
 
 def test_stage_names_from_command_lines():
     assert timing.stage_name(["pipelines/train.py", "--model", "lite1"]) == "train@lite1"
-    assert timing.stage_name(["/x/pipelines/sve.py", "--members", "8"]) == "sve@8"
+    assert timing.stage_name(["/x/pipelines/sve.py", "--members", "1", "2", "8"]) == "sve"  # one stage, every size
     assert timing.stage_name(["pipelines/sve.py", "--train"]) == "sve-train"  # its DVC stage name
     assert timing.stage_name(["pipelines/method.py", "--params", "p.yaml", "--kind", "soups", "--key", "soup-a"]) == "soup@soup-a"
     assert timing.stage_name(["pipelines/evaluate.py"]) == "evaluate"

@@ -11,7 +11,7 @@ import argparse
 import sys
 from typing import Callable
 
-from benchmark.config import numerics
+from benchmark.config import numerics, runtime
 from benchmark.stages.model_params import load_model_params
 
 EXPECTED = (ValueError, FileNotFoundError, KeyError)
@@ -38,6 +38,7 @@ def stage_main(description: str, run: Callable[[object, argparse.Namespace], obj
     try:
         numerics.check_pinned()
         params = load(args.params)
+        runtime.mark_work()  # what came before is the stage's start-up (its timing record, UQ_TIMINGS)
         if runner is not None:
             return runner(params, args, argv, run)
         run(params, args)

@@ -1,0 +1,106 @@
+"""``python -m benchmark run --jobs N``: the pipeline's DAG on this machine, N stages at a time.
+
+The cluster runner with a local executor: the same plan (:func:`benchmark.cluster.pipeline.load`: the stages DVC
+calls changed and every stage downstream of one, in ``dvc repro``'s order, each with its upstream stages), the same run
+folder (:mod:`benchmark.cluster.runs`: logs, each stage's record, ``summary.json``) and the same job per stage
+(``python -m benchmark.cluster.job stage``, :mod:`benchmark.cluster.job`: DVC's checks and records under the locks,
+the command without them, ``dvc.lock`` in a serial run's order), started here as processes instead of Slurm jobs. A
+stage starts once its upstream stages are done and fewer than N stages run. Each stage sets its own thread count
+(params ``threads``), so its bytes do not depend on N (as on a cluster: ``results/cluster.json``), and the run ends in
+the ``dvc.lock`` and cache a serial ``dvc repro`` leaves (``python -m benchmark reproduce check`` compares them).
+
+A stage that fails: no stage downstream of it starts, the running ones finish, exit 1 (the run's report names it and
+its log). Ctrl-C: the running stages get SIGTERM (their outputs are removed, as a cancelled Slurm job's), exit 130.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from benchmark.cluster.pipeline import load, locate
+from benchmark.cluster.runs import Run, safe_name
+from benchmark.cluster.submit import lock_keys
+
+ENDED_WELL = ("done", "skipped")
+
+
+def _manifest(pipe, todo: list[str], *, force: bool, jobs: int) -> dict:
+    """``run.json`` of a local run (as :func:`benchmark.cluster.submit.submit` writes it, without Slurm's options)."""
+    return {"root": str(pipe.root), "pipeline": pipe.dvcfile, "force": force, "created": time.time(),
+            "python": sys.executable, "order": list(pipe.order), "lock_before": lock_keys(pipe), "executor": "local",
+            "jobs": jobs, "stages": [{"name": s, "file": safe_name(i, s), "upstream": [u for u in pipe.upstream[s] if u in todo],
+                                      "nodes": 1, "options": []} for i, s in enumerate(todo)]}
+
+
+def _start(run: Run, name: str) -> subprocess.Popen:
+    with open(run.log(name), "ab") as out:
+        return subprocess.Popen([sys.executable, "-m", "benchmark.cluster.job", "stage", str(run.folder), name],
+                                cwd=run.root, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                env=dict(os.environ, PYTHONUNBUFFERED="1"))
+
+
+def execute(run: Run, jobs: int, *, poll: float = 0.2, log=print) -> dict[str, str]:
+    """Run the stages of ``run`` here, at most ``jobs`` at once, each when its upstream stages ended well; stage ->
+    how it ended (``done``, ``skipped``, ``failed``, ``stale``, ``cancelled``)."""
+    from tqdm import tqdm
+
+    waiting = [s["name"] for s in run.stages]
+    upstream = {s["name"]: s["upstream"] for s in run.stages}
+    running: dict[str, subprocess.Popen] = {}
+    ended: dict[str, str] = {}
+    with tqdm(total=len(waiting), desc=f"run {run.folder.name}", unit="stage", file=sys.stderr) as bar:
+        try:
+            while waiting or running:
+                for name in list(waiting):
+                    bad = [u for u in upstream[name] if ended.get(u) not in (None, *ENDED_WELL)]
+                    if bad:
+                        run.report(name, "cancelled", ended=time.time(), message=f"upstream stage {bad[0]} {ended[bad[0]]}")
+                        ended[name] = "cancelled"
+                        waiting.remove(name)
+                        bar.update()
+                    elif len(running) < jobs and all(ended.get(u) in ENDED_WELL for u in upstream[name]):
+                        running[name] = _start(run, name)
+                        waiting.remove(name)
+                for name, proc in list(running.items()):
+                    if proc.poll() is None:
+                        continue
+                    del running[name]
+                    state = (run.state(name) or {}).get("status")
+                    ended[name] = state if state in (*ENDED_WELL, "failed", "stale", "cancelled") else "failed"
+                    if state not in (*ENDED_WELL, "failed", "stale", "cancelled"):
+                        run.report(name, "failed", ended=time.time(), message=f"its job exited {proc.returncode} without a record")
+                    if ended[name] not in ENDED_WELL:
+                        log(f"stage {name} {ended[name]}: log {run.log(name)}")
+                    bar.update()
+                bar.set_postfix_str(f"running {', '.join(running) or '-'}")
+                if running or waiting:
+                    time.sleep(poll)
+        except KeyboardInterrupt:
+            for proc in running.values():
+                proc.send_signal(signal.SIGTERM)  # the job removes the stage's outputs and records it cancelled
+            for proc in running.values():
+                proc.wait()
+            raise
+    return ended
+
+
+def run_local(path="dvc.yaml", *, jobs: int = 2, force: bool = False, log=print) -> int:
+    """Run the stages of the pipeline at ``path`` that are not up to date (every stage with ``force``) here, ``jobs``
+    at a time; then report as a cluster run's final job does (:func:`benchmark.cluster.job.collect`). 0 when every
+    stage is up to date at the end (``dvc status`` clean), 1 otherwise."""
+    from benchmark.cluster.job import collect
+
+    if jobs < 1:
+        raise ValueError(f"--jobs must be at least 1, got {jobs}")
+    locate(path)  # a path that is no pipeline is named first
+    pipe, todo = load(path, force=force)
+    if not todo:
+        log(f"nothing to do: every stage of {pipe.dvcfile} is up to date")
+        return 0
+    run = Run.create(pipe.root, _manifest(pipe, todo, force=force, jobs=jobs))
+    log(f"running {len(todo)} stage(s) of {pipe.dvcfile}, {jobs} at a time: run {run.folder.name} ({run.folder})")
+    execute(run, jobs, log=log)
+    return collect(run)

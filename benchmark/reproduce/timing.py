@@ -53,9 +53,10 @@ COLUMNS = ["stage", "wall_s", "user_s", "sys_s", "max_rss_mb", "minor_faults", "
            "startup_cpu_s"]  # start, end: epoch seconds; startup_*: before the stage's own work (runtime.mark_work)
 
 
-def read_records(path) -> pd.DataFrame:
+def read_records(path, *, stages_only: bool = False) -> pd.DataFrame:
     """The records a run left in ``path`` (one JSON object a line), with a ``stage`` column (:data:`COLUMNS`; a
-    record written before a field existed has NaN there)."""
+    record written before a field existed has NaN there); ``stages_only``: those of stage scripts (``pipelines/``),
+    not of another process that imported the package (``python -m benchmark run``)."""
     rows = []
     for i, line in enumerate(Path(path).read_text().splitlines(), 1):
         if not line.strip():
@@ -65,6 +66,8 @@ def read_records(path) -> pd.DataFrame:
         except json.JSONDecodeError as e:
             raise ValueError(f"{path}:{i}: not a JSON line ({e})") from None
         r["stage"] = stage_name(r.get("argv", []))
+        if stages_only and not any(_SCRIPT.search(str(a).replace(os.sep, "/")) for a in r.get("argv", [])):
+            continue
         rows.append(r)
     return pd.DataFrame(rows, columns=COLUMNS + ["argv", "cwd"])[COLUMNS] if rows else read_records_empty()
 
@@ -164,10 +167,13 @@ def dvc_gaps(stages: pd.DataFrame, start: float, end: float) -> tuple[list[float
     return [gaps[list(order.index).index(i)] for i in stages.index], round(end - prev, 2)
 
 
-def run_repro(out, *, force: bool = False, dvc_args=(), install_s: float | None = None, cwd=".", jobs: int = 1) -> dict:
+def run_repro(out, *, force: bool = False, dvc_args=(), install_s: float | None = None, cwd=".", jobs: int = 1,
+              python: str | None = None) -> dict:
     """Run ``dvc repro`` (``-f`` when ``force``; with ``jobs`` > 1 the local parallel run of the same DAG,
-    :mod:`benchmark.cluster.parallel`) with timing records on; write ``out`` (JSON) and return it. The entries of
-    stages no longer in ``dvc.yaml`` are dropped from ``dvc.lock`` first (:func:`lockfile.prune`)."""
+    ``python -m benchmark run --jobs``: :mod:`benchmark.cluster.parallel`) with timing records on; write ``out`` (JSON)
+    and return it. ``python``: the interpreter of the environment to run (its folder first on ``PATH``, for the stages'
+    ``python``; default this one). The entries of stages no longer in ``dvc.yaml`` are dropped from ``dvc.lock`` first
+    (:func:`lockfile.prune`)."""
     import resource
 
     from benchmark.reproduce import lockfile
@@ -179,12 +185,14 @@ def run_repro(out, *, force: bool = False, dvc_args=(), install_s: float | None 
             print(f"dvc.lock: dropped {len(gone)} entries of stages no longer in dvc.yaml ({', '.join(gone)})", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "timings.jsonl"
+        python = str(python or sys.executable)
         env = dict(os.environ, UQ_TIMINGS=str(log))
+        env["PATH"] = os.path.dirname(python) + os.pathsep + env.get("PATH", "")
         env.pop("UQ_TIMINGS_PID", None)
         if jobs > 1:
-            cmd = [sys.executable, "-m", "benchmark", "run", "--jobs", str(jobs), *(["--force"] if force else []), *dvc_args]
+            cmd = [python, "-m", "benchmark", "run", "--jobs", str(jobs), *(["--force"] if force else []), *dvc_args]
         else:
-            cmd = [sys.executable, "-m", "dvc", "repro", *(["-f"] if force else []), *dvc_args]
+            cmd = [python, "-m", "dvc", "repro", *(["-f"] if force else []), *dvc_args]
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         with LoadSampler() as load:
             t0 = time.time()
@@ -193,7 +201,7 @@ def run_repro(out, *, force: bool = False, dvc_args=(), install_s: float | None 
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         if proc.returncode != 0:
             raise RuntimeError(f"`{' '.join(cmd[2:])}` failed with exit code {proc.returncode}; no timings written")
-        stages = read_records(log) if log.exists() else read_records_empty()
+        stages = read_records(log, stages_only=True) if log.exists() else read_records_empty()
     total_cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     if jobs == 1:
         gaps, last = dvc_gaps(stages, t0, t1)

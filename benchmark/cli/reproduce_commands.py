@@ -51,7 +51,23 @@ def add_reproduce_command(subparsers) -> None:
     t.add_argument("--force", action="store_true", help="dvc repro -f (rerun every stage)")
     t.add_argument("--install-seconds", type=float, help="install time to record beside the repro (clone-to-leaderboard)")
     t.add_argument("--out", default="results/timings.json", help="output JSON (default: results/timings.json)")
+    t.add_argument("--jobs", type=int, default=1, help="stages at a time: more than 1 runs `python -m benchmark run "
+                   "--jobs N` (the same DAG, the same outputs) instead of dvc repro")
     t.set_defaults(handler=run_timings)
+
+    im = sub.add_parser("imports", help="time each stage script's start (python -X importtime SCRIPT --help); add the "
+                                        "figures to results/stage_imports.json under a label",
+                        description="For every stage of the checkout's dvc.yaml, run its script with -X importtime and "
+                                    "--help (the interpreter and the imports of its entry: what the stage pays before "
+                                    "any work) a few times and keep the fastest by CPU; add the figures under LABEL to "
+                                    "the record, from which the performance page's table is generated (measure two "
+                                    "checkouts, before and after a change, on the same machine). Rules: "
+                                    "benchmark/reproduce/import_times.py.")
+    im.add_argument("--label", required=True, help="the figures' name in the record (e.g. a commit)")
+    im.add_argument("--root", default=".", help="the checkout to measure (default: this one)")
+    im.add_argument("--repeats", type=int, default=3, help="runs per script; the fastest is kept (default 3)")
+    im.add_argument("--out", default="results/stage_imports.json", help="the record (default: results/stage_imports.json)")
+    im.set_defaults(handler=run_imports)
 
     e = sub.add_parser("test-time", help="run the test suite (python -m pytest) timed; write results/test_command.json",
                        description="Run `python -m pytest` here, as the README's test command does, and record its wall "
@@ -128,11 +144,33 @@ def run_timings(args) -> int:
     from benchmark.reproduce.timing import run_repro
 
     try:
-        rec = run_repro(args.out, force=args.force, install_s=args.install_seconds)
+        rec = run_repro(args.out, force=args.force, install_s=args.install_seconds, jobs=args.jobs)
     except RuntimeError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     print(f"dvc repro: {rec['repro_wall_s']} s wall ({rec['stages_wall_s']} s in {len(rec['stages'])} stage processes); wrote {args.out}")
+    return 0
+
+
+def run_imports(args) -> int:
+    import json
+    from pathlib import Path
+
+    from benchmark.reproduce import import_times
+    from benchmark.storage.store import write_json
+
+    if args.repeats < 1:
+        print(f"error: --repeats must be at least 1, got {args.repeats}", file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    try:
+        record = json.loads(out.read_text(encoding="utf-8")) if out.is_file() else {}
+        record[args.label] = import_times.measure_checkout(args.root, repeats=args.repeats)
+    except (OSError, ValueError, KeyError, RuntimeError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    write_json(out, record)
+    print(import_times.table(record), end="")
     return 0
 
 

@@ -18,9 +18,9 @@ CPU's own kernels).
 Timings: when ``UQ_TIMINGS`` names a file, the process appends one JSON line to
 it at exit: its command line, when it started and ended (epoch seconds), wall time since the process started (imports
 included), user and system CPU time (its own, its children's and what its still running children used, e.g. the
-evaluate stage's fork server and the workers it reaped), peak RSS and minor page faults, and its start-up: the wall
+evaluate stage's fork server and the workers it reaped), peak RSS and minor page faults, its start-up: the wall
 and CPU seconds before the stage's own work began (interpreter, imports, params: :func:`mark_work`, called by a
-stage's entry). ``python -m benchmark reproduce timings`` runs ``dvc repro`` with it set and tabulates the lines per
+stage's entry), and which of the heavy packages (:data:`HEAVY`) it imported. ``python -m benchmark reproduce timings`` runs ``dvc repro`` with it set and tabulates the lines per
 stage (:mod:`benchmark.reproduce.timing`).
 """
 from __future__ import annotations
@@ -65,6 +65,8 @@ def _process_start() -> float:
         return time.time()
 
 
+HEAVY = ("torch", "timm", "torchvision", "pandas", "pyarrow", "matplotlib", "seaborn", "scipy", "sklearn", "fvcore",
+         "dvc", "jinja2", "safetensors", "numpy", "yaml")  # top-level packages worth tenths of a second or more to import
 _WORK: dict = {}  # the process's start-up: wall and CPU seconds when its stage's own work began (mark_work)
 
 
@@ -112,6 +114,7 @@ def _record_timing(path: str, start: float) -> None:
             "max_rss_mb": round(max(ru.ru_maxrss, kids.ru_maxrss) / 1024, 1), "minor_faults": ru.ru_minflt + kids.ru_minflt}
     if _WORK:
         line.update(startup_wall_s=round(_WORK["wall"] - start, 3), startup_cpu_s=round(_WORK["cpu"], 3))
+    line["imports"] = [m for m in HEAVY if m in sys.modules]  # what it imported of them, by its end
     try:
         with open(path, "a") as f:  # one short line per process: appends of < 4 KiB do not interleave
             f.write(json.dumps(line) + "\n")

@@ -30,7 +30,7 @@ from benchmark.config.report_config import ReportConfig
 from benchmark.core import noise
 from benchmark.core.metric_info import METRICS
 from benchmark.report.tables import fmt_short as fmt, match_any, split_sort_key
-from benchmark.reproduce import cross_cpu, facts, fingerprint, timing
+from benchmark.reproduce import cross_cpu, facts, fingerprint, import_times, timing
 
 FILES = ("README.md", "docs/results.md", "docs/explanations/performance.md", "docs/explanations/reproducibility.md",
          "docs/how-to/cluster.md")  # the files holding generated blocks
@@ -225,13 +225,13 @@ def timings_table(record: dict) -> str:
     """Per stage kind: count, wall and CPU seconds, start-up (interpreter, imports, params) and DVC's seconds before
     its stages, peak RSS, page faults; then DVC's total, the run and its compute floor."""
     kinds = timing.by_kind(timing.stages_frame(record))
-    lines = ["| stage | runs | wall s | user s | sys s | start-up s | DVC s before | peak RSS MB | minor faults |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| stage | runs | wall s | user s | sys s | start-up s | DVC s before | peak RSS MB | minor faults | imports |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in kinds.itertuples(index=False):
         lines.append(f"| {r.kind} | {r.stages} | {r.wall_s:.1f} | {r.user_s:.1f} | {r.sys_s:.1f} | {_s(r.startup_wall_s)} | "
-                     f"{_s(r.dvc_before_s)} | {r.max_rss_mb:.0f} | {int(r.minor_faults):,} |")
+                     f"{_s(r.dvc_before_s)} | {r.max_rss_mb:.0f} | {int(r.minor_faults):,} | {', '.join(r.imports)} |")
     if record.get("dvc_overhead_s") is not None:
-        lines.append(f"| DVC itself (hashing, locks, process starts) | | {record['dvc_overhead_s']:.1f} | | | | | | |")
+        lines.append(f"| DVC itself (hashing, locks, process starts) | | {record['dvc_overhead_s']:.1f} | | | | | | | |")
     m = record.get("machine", {})
     floor = (f"; the stages' compute floor (CPU {record['cpu_s']:.0f} s less start-up {record['startup_cpu_s']:.0f} s, on "
              f"{record['cores']} cores) is {record['compute_floor_s']:.0f} s: the run took **{record['floor_ratio']:.2f}x** it"
@@ -306,6 +306,9 @@ def blocks(root=".") -> dict[str, str]:
                               zoo=zoo, config=cfg, verdict=verdict),
            "bundle": f"`{bundle.path.relative_to(root).as_posix()}` (rows of the committed bundle; commit "
                      f"{(bundle.manifest.get('git') or {}).get('commit', '?')[:12]}).\n"}
+    ifile = root / import_times.RECORD
+    out["imports"] = (import_times.table(json.loads(ifile.read_text(encoding="utf-8"))) if ifile.exists() else
+                      "Not measured on this commit yet: `python -m benchmark reproduce imports --label NAME` writes it.\n")
     tfile = root / "results" / "timings.json"
     timings = timing.load(tfile) if tfile.exists() else None
     if timings is not None:

@@ -50,7 +50,8 @@ def stage_name(argv: list[str]) -> str:
 
 
 COLUMNS = ["stage", "wall_s", "user_s", "sys_s", "max_rss_mb", "minor_faults", "start", "end", "startup_wall_s",
-           "startup_cpu_s"]  # start, end: epoch seconds; startup_*: before the stage's own work (runtime.mark_work)
+           "startup_cpu_s", "imports"]  # start, end: epoch seconds; startup_*: before the stage's own work
+# (runtime.mark_work); imports: the heavy packages it imported (runtime.HEAVY)
 
 
 def read_records(path, *, stages_only: bool = False) -> pd.DataFrame:
@@ -76,14 +77,15 @@ def by_kind(stages: pd.DataFrame) -> pd.DataFrame:
     """Stages grouped by kind (``train@lite1`` -> ``train``): count and sums (peak RSS: max; start-up and DVC's seconds
     before the stage: NaN where the records lack them), largest wall time first."""
     df = stages.assign(kind=stages["stage"].str.split("@").str[0])
-    for col in ("startup_wall_s", "startup_cpu_s", "dvc_before_s"):
+    for col in ("startup_wall_s", "startup_cpu_s", "dvc_before_s", "imports"):
         if col not in df:
             df[col] = float("nan")
     g = df.groupby("kind").agg(stages=("stage", "size"), wall_s=("wall_s", "sum"), user_s=("user_s", "sum"),
                                sys_s=("sys_s", "sum"), max_rss_mb=("max_rss_mb", "max"), minor_faults=("minor_faults", "sum"),
                                startup_wall_s=("startup_wall_s", lambda x: x.sum(min_count=1)),
                                startup_cpu_s=("startup_cpu_s", lambda x: x.sum(min_count=1)),
-                               dvc_before_s=("dvc_before_s", lambda x: x.sum(min_count=1)))
+                               dvc_before_s=("dvc_before_s", lambda x: x.sum(min_count=1)),
+                               imports=("imports", lambda x: sorted({m for v in x if isinstance(v, list) for m in v})))
     return g.sort_values("wall_s", ascending=False).reset_index()
 
 

@@ -50,6 +50,7 @@ def test_the_record_has_the_start_up_and_the_cpu_of_a_child_still_running(tmp_pa
     (rec,) = timing.read_records(log).to_dict(orient="records")
     assert rec["stage"] == "evaluate" and 0 < rec["startup_wall_s"] < rec["wall_s"] and rec["startup_cpu_s"] > 0
     assert rec["user_s"] + rec["sys_s"] >= 0.6 + rec["startup_cpu_s"] * 0.5  # the child's 0.6 s counted
+    assert "pandas" not in rec["imports"] and set(rec["imports"]) <= set(runtime.HEAVY)
 
 
 def test_malloc_tuning_takes_on_glibc():
@@ -66,9 +67,9 @@ def test_malloc_tuning_takes_on_glibc():
 def test_by_kind_sums_and_the_readme_table(tmp_path):
     stages = pd.DataFrame([
         {"stage": "train@a", "wall_s": 10.0, "user_s": 15.0, "sys_s": 1.0, "max_rss_mb": 900.0, "minor_faults": 1000,
-         "startup_wall_s": 2.0, "startup_cpu_s": 1.5, "dvc_before_s": 1.0},
+         "startup_wall_s": 2.0, "startup_cpu_s": 1.5, "dvc_before_s": 1.0, "imports": ["torch", "timm"]},
         {"stage": "train@b", "wall_s": 20.0, "user_s": 30.0, "sys_s": 2.0, "max_rss_mb": 1200.0, "minor_faults": 3000,
-         "startup_wall_s": 2.5, "startup_cpu_s": 1.5, "dvc_before_s": 2.0},
+         "startup_wall_s": 2.5, "startup_cpu_s": 1.5, "dvc_before_s": 2.0, "imports": ["torch", "safetensors"]},
         {"stage": "data", "wall_s": 5.0, "user_s": 4.0, "sys_s": 0.5, "max_rss_mb": 500.0, "minor_faults": 10},
     ])
     k = timing.by_kind(stages).set_index("kind")
@@ -79,8 +80,8 @@ def test_by_kind_sums_and_the_readme_table(tmp_path):
     rec = {"command": "dvc repro -f", "repro_wall_s": 40.0, "install_s": 100.0, "dvc_overhead_s": 5.0, "date": "2026-11-30",
            "machine": {"cpus": 2, "cpu": "x", "torch": "2", "cpu_capability": "AVX512"}, "stages": stages.to_dict(orient="records")}
     table = readme.timings_table(rec)
-    assert "| train | 2 | 30.0 | 45.0 | 3.0 | 4.5 | 3.0 | 1200 | 4,000 |" in table
-    assert "| data | 1 | 5.0 | 4.0 | 0.5 |  |  | 500 | 10 |" in table
+    assert "| train | 2 | 30.0 | 45.0 | 3.0 | 4.5 | 3.0 | 1200 | 4,000 | safetensors, timm, torch |" in table
+    assert "| data | 1 | 5.0 | 4.0 | 0.5 |  |  | 500 | 10 |  |" in table
     assert "**40 s** wall" in table and "**140 s**" in table
     assert f"the target of {facts.TARGET_S} s is met" in table  # 140 s
     slow = readme.timings_table({**rec, "repro_wall_s": facts.TARGET_S - 99.0})  # 100 + 501 s: one second over
@@ -125,3 +126,23 @@ def test_a_worker_of_a_timed_process_is_counted_by_its_parent(monkeypatch):
     monkeypatch.setenv("UQ_TIMINGS_PID", str(2 ** 22 + 7))
     assert runtime._top_pid() == os.getpid() and os.environ["UQ_TIMINGS_PID"] == str(os.getpid())
     assert runtime._top_pid() == os.getpid()  # itself: still the top
+
+
+def test_import_times_are_parsed_from_importtime_and_tabled():
+    from benchmark.reproduce import import_times
+
+    text = ("import time: self [us] | cumulative | imported package\n"
+            "import time:       100 |        100 |   _io\n"
+            "import time:      2000 |     500000 |     numpy\n"
+            "import time:      9000 |    1500000 |   torch\n"
+            "import time:       300 |     200000 |   pandas\n"
+            "import time:       300 |      50000 |     numpy\n")  # numpy again (not first): ignored
+    got = import_times.parse(text)
+    assert got == {"import_s": 1.7, "packages": {"numpy": 0.5, "torch": 1.5, "pandas": 0.2}}  # top level: 3 spaces
+    rec = {lab: {"date": "2026-12-06", "machine": {"cpus": 2, "cpu_kind": "AuthenticAMD-f25-m17"}, "load": 1.0,
+                 "repeats": 3, "stages": {"train": {"script": "pipelines/train.py", "cpu_s": cpu, "import_s": 1.7,
+                                                    "packages": {"torch": 1.5, "numpy": 0.5}}}}
+           for lab, cpu in (("before", 2.5), ("after", 2.0))}
+    table = import_times.table(rec)
+    assert "| `train` | 2.50 | 2.00 | 1.70 | torch 1.50, numpy 0.50 |" in table
+    assert "before: 2026-12-06, 2 CPUs (AuthenticAMD-f25-m17), load average 1.0, fastest of 3" in table

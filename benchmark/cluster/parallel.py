@@ -35,11 +35,16 @@ def _manifest(pipe, todo: list[str], *, force: bool, jobs: int) -> dict:
                                       "nodes": 1, "options": []} for i, s in enumerate(todo)]}
 
 
-def _start(run: Run, name: str) -> subprocess.Popen:
+def _start(run: Run, name: str, jobs: int) -> subprocess.Popen:
+    """The job of stage ``name``, its output in the stage's log. With several stages at once their OpenMP threads share
+    the cores: a thread that finishes a parallel region sleeps instead of spinning (``OMP_WAIT_POLICY=PASSIVE``,
+    unless set), so it does not take the core another stage's thread needs; how threads wait changes no result."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    if jobs > 1:
+        env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     with open(run.log(name), "ab") as out:
         return subprocess.Popen([sys.executable, "-m", "benchmark.cluster.job", "stage", str(run.folder), name],
-                                cwd=run.root, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                env=dict(os.environ, PYTHONUNBUFFERED="1"))
+                                cwd=run.root, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env)
 
 
 def execute(run: Run, jobs: int, *, poll: float = 0.2, log=print) -> dict[str, str]:
@@ -62,7 +67,7 @@ def execute(run: Run, jobs: int, *, poll: float = 0.2, log=print) -> dict[str, s
                         waiting.remove(name)
                         bar.update()
                     elif len(running) < jobs and all(ended.get(u) in ENDED_WELL for u in upstream[name]):
-                        running[name] = _start(run, name)
+                        running[name] = _start(run, name, jobs)
                         waiting.remove(name)
                 for name, proc in list(running.items()):
                     if proc.poll() is None:

@@ -69,6 +69,18 @@ def add_reproduce_command(subparsers) -> None:
     im.add_argument("--out", default="results/stage_imports.json", help="the record (default: results/stage_imports.json)")
     im.set_defaults(handler=run_imports)
 
+    ds = sub.add_parser("dvc-share", help="DVC's own time around the stages: the pipeline with every stage replaced by a "
+                                          "copy of its outputs; write results/dvc_share.json",
+                        description="In a scratch copy of this checkout, replace every stage's command by a copy of its "
+                                    "outputs from this checkout's finished run, and time `dvc repro` and `python -m "
+                                    "benchmark run --jobs N` there from a clean state (no outputs, no cache, the committed "
+                                    "dvc.lock): what DVC does around the stages, without their work. The runners must "
+                                    "leave the same dvc.lock. Rules: benchmark/reproduce/dvc_share.py.")
+    ds.add_argument("--jobs", type=int, nargs="+", default=[1, 2], help="the parallel runner's --jobs to time (default: 1 2)")
+    ds.add_argument("--repeats", type=int, default=2, help="runs of each runner, interleaved; the fastest is kept")
+    ds.add_argument("--out", default="results/dvc_share.json", help="the record (default: results/dvc_share.json)")
+    ds.set_defaults(handler=run_dvc_share)
+
     e = sub.add_parser("test-time", help="run the test suite (python -m pytest) timed; write results/test_command.json",
                        description="Run `python -m pytest` here, as the README's test command does, and record its wall "
                                    "seconds, the counts of passed and skipped tests, whether .pytest_cache existed before, "
@@ -171,6 +183,24 @@ def run_imports(args) -> int:
         return 2
     write_json(out, record)
     print(import_times.table(record), end="")
+    return 0
+
+
+def run_dvc_share(args) -> int:
+    from benchmark.reproduce import dvc_share
+    from benchmark.reproduce.scratch import ScratchError
+    from benchmark.storage.store import write_json
+
+    if args.repeats < 1 or any(j < 1 for j in args.jobs):
+        print("error: --repeats and --jobs must be at least 1", file=sys.stderr)
+        return 2
+    try:
+        record = dvc_share.measure(".", jobs=tuple(args.jobs), repeats=args.repeats)
+    except (ScratchError, RuntimeError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    write_json(args.out, record)
+    print(dvc_share.table(record), end="")
     return 0
 
 

@@ -30,7 +30,7 @@ from benchmark.config.report_config import ReportConfig
 from benchmark.core import noise
 from benchmark.core.metric_info import METRICS
 from benchmark.report.tables import fmt_short as fmt, match_any, split_sort_key
-from benchmark.reproduce import cross_cpu, facts, fingerprint, import_times, timing
+from benchmark.reproduce import cross_cpu, dvc_share, facts, fingerprint, import_times, timing
 
 FILES = ("README.md", "docs/results.md", "docs/explanations/performance.md", "docs/explanations/reproducibility.md",
          "docs/how-to/cluster.md")  # the files holding generated blocks
@@ -306,6 +306,9 @@ def blocks(root=".") -> dict[str, str]:
                               zoo=zoo, config=cfg, verdict=verdict),
            "bundle": f"`{bundle.path.relative_to(root).as_posix()}` (rows of the committed bundle; commit "
                      f"{(bundle.manifest.get('git') or {}).get('commit', '?')[:12]}).\n"}
+    dfile = root / dvc_share.RECORD
+    out["dvc_share"] = (dvc_share.table(json.loads(dfile.read_text(encoding="utf-8"))) if dfile.exists() else
+                        "Not measured on this commit yet: `python -m benchmark reproduce dvc-share` writes it.\n")
     ifile = root / import_times.RECORD
     out["imports"] = (import_times.table(json.loads(ifile.read_text(encoding="utf-8"))) if ifile.exists() else
                       "Not measured on this commit yet: `python -m benchmark reproduce imports --label NAME` writes it.\n")

@@ -31,8 +31,8 @@ def _manifest(pipe, todo: list[str], *, force: bool, jobs: int) -> dict:
     """``run.json`` of a local run (as :func:`benchmark.cluster.submit.submit` writes it, without Slurm's options)."""
     return {"root": str(pipe.root), "pipeline": pipe.dvcfile, "force": force, "created": time.time(),
             "python": sys.executable, "order": list(pipe.order), "lock_before": lock_keys(pipe), "executor": "local",
-            "jobs": jobs, "stages": [{"name": s, "file": safe_name(i, s), "upstream": [u for u in pipe.upstream[s] if u in todo],
-                                      "nodes": 1, "options": []} for i, s in enumerate(todo)]}
+            "jobs": jobs, "stages": [{"name": s, "file": safe_name(i, s), "nodes": 1, "options": [],
+                                      "upstream": [u for u in pipe.upstream[s] if u in todo]} for i, s in enumerate(todo)]}
 
 
 def _start(run: Run, name: str, jobs: int) -> subprocess.Popen:
@@ -62,7 +62,8 @@ def execute(run: Run, jobs: int, *, poll: float = 0.2, log=print) -> dict[str, s
                 for name in list(waiting):
                     bad = [u for u in upstream[name] if ended.get(u) not in (None, *ENDED_WELL)]
                     if bad:
-                        run.report(name, "cancelled", ended=time.time(), message=f"upstream stage {bad[0]} {ended[bad[0]]}")
+                        why = f"upstream stage {bad[0]} {ended[bad[0]]}"
+                        run.report(name, "cancelled", ended=time.time(), message=why)
                         ended[name] = "cancelled"
                         waiting.remove(name)
                         bar.update()
@@ -76,7 +77,8 @@ def execute(run: Run, jobs: int, *, poll: float = 0.2, log=print) -> dict[str, s
                     state = (run.state(name) or {}).get("status")
                     ended[name] = state if state in (*ENDED_WELL, "failed", "stale", "cancelled") else "failed"
                     if state not in (*ENDED_WELL, "failed", "stale", "cancelled"):
-                        run.report(name, "failed", ended=time.time(), message=f"its job exited {proc.returncode} without a record")
+                        why = f"its job exited {proc.returncode} without a record"
+                        run.report(name, "failed", ended=time.time(), message=why)
                     if ended[name] not in ENDED_WELL:
                         log(f"stage {name} {ended[name]}: log {run.log(name)}")
                     bar.update()

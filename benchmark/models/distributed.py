@@ -25,7 +25,6 @@ import os
 import re
 import signal
 import threading
-from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist

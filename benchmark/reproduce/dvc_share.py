@@ -49,7 +49,8 @@ def replay_copy(root, dest, dvcfile: str = "dvc.yaml") -> Path:
             missing = [o for o in outs if not (root / o).exists()]
             if missing:
                 raise ScratchError(f"{root}: no {missing[0]} (stage {name}); run the pipeline first (dvc repro)")
-        body["cmd"] = " && ".join(f"mkdir -p \"$(dirname {o})\" && cp -a {shlex.quote(str(root))}/{o} {o}" for o in outs)
+        src = shlex.quote(str(root))
+        body["cmd"] = " && ".join(f"mkdir -p \"$(dirname {o})\" && cp -a {src}/{o} {o}" for o in outs)
     (dest / dvcfile).write_text(yaml.safe_dump(data, sort_keys=False, width=10_000), encoding="utf-8")
     return dest
 
@@ -128,7 +129,8 @@ def table(record: dict) -> str:
     lines = ["| runner | wall s | CPU s | wall s per stage | CPU s per stage |", "|---|---|---|---|---|"]
     for r in record["runs"]:
         name = f"`python -m benchmark run --jobs {r['jobs']}`" if r["runner"] == "benchmark run" else f"`{r['runner']}`"
-        lines.append(f"| {name} | {r['wall_s']:.1f} | {r['cpu_s']:.1f} | {r['wall_s'] / n:.2f} | {r['cpu_s'] / n:.2f} |")
+        wall, cpu = r["wall_s"], r["cpu_s"]
+        lines.append(f"| {name} | {wall:.1f} | {cpu:.1f} | {wall / n:.2f} | {cpu / n:.2f} |")
     m, load = record.get("machine") or {}, record.get("load") or {}
     return ("\n".join(lines) + f"\n\n{n} stages, each replaced by a copy of its outputs; `dvc.lock` of "
             f"{record['lock_bytes'] / 1000:.0f} kB; the same lock after every runner; fastest of {record['repeats']}; "

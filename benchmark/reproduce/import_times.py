@@ -104,6 +104,6 @@ def table(record: dict) -> str:
         pk = sorted(last["packages"].items(), key=lambda kv: -kv[1])
         cells += [f"{last['import_s']:.2f}", ", ".join(f"{k} {v:.2f}" for k, v in pk)]
         lines.append("| " + " | ".join(cells) + " |")
-    notes = "; ".join(f"{lab}: {r['date']}, {r['machine'].get('cpus', '?')} CPUs ({r['machine'].get('cpu_kind', '?')}), "
-                      f"load average {r['load']:.1f}, fastest of {r['repeats']}" for lab, r in record.items())
+    notes = "; ".join(f"{lab}: {r['date']}, {r['machine'].get('cpus', '?')} CPUs ({r['machine'].get('cpu_kind', '?')}"
+                      f"), load average {r['load']:.1f}, fastest of {r['repeats']}" for lab, r in record.items())
     return "\n".join(lines) + f"\n\n`python -X importtime <script> --help` per stage script ({notes}).\n"

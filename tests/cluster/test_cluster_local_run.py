@@ -1,6 +1,8 @@
 """``python -m benchmark run --jobs N`` (the cluster runner's local executor, benchmark/cluster/parallel.py) on the toy
 pipeline (tests/cluster/toy.py): independent stages at the same time, a failure stops what depends on it, and a
-second run ends in the dvc.lock and cache of a serial ``dvc repro``, byte for byte. No Slurm needed."""
+second run ends in the dvc.lock and cache of a serial ``dvc repro``, byte for byte. No Slurm needed. Then
+``reproduce dvc-share`` (benchmark/reproduce/dvc_share.py) on the finished toy run: every stage replaced by a copy of
+its outputs, ``dvc repro`` and the local run timed from a clean copy, leaving the same lock."""
 from __future__ import annotations
 
 import subprocess
@@ -8,11 +10,14 @@ import threading
 from pathlib import Path
 
 import pytest
+import yaml
 from toy import BY, until
 
 from benchmark.cli.main import main as cli_main
 from benchmark.cluster.check import max_overlap
 from benchmark.cluster.runs import Run
+from benchmark.reproduce import dvc_share
+from benchmark.reproduce.scratch import ScratchError
 
 pytestmark = pytest.mark.slow  # a DVC process per stage: a second or two each
 
@@ -59,8 +64,22 @@ def test_two_at_a_time_a_failure_and_a_second_run_give_the_serial_dvc_lock_and_c
     capsys.readouterr()
     assert cli_main(["run"]) == 0 and "nothing to do" in capsys.readouterr().out
 
+    # DVC's share, on this finished run: the stages replaced by copies of their outputs, both runners, the same lock
+    copy = dvc_share.replay_copy(toy_repo, toy_repo.parent / "replay")
+    cmd = yaml.safe_load((copy / "dvc.yaml").read_text())["stages"]["c"]["cmd"]
+    assert cmd == f'mkdir -p "$(dirname c.txt)" && cp -a {toy_repo}/c.txt c.txt'  # no gate, no work: a copy
+    rec = dvc_share.measure(toy_repo, jobs=(2,), repeats=1, workdir=toy_repo.parent)
+    assert rec["stages"] == 5 and rec["lock_bytes"] > 0  # the runners left the same dvc.lock (else RuntimeError)
+    assert [(r["runner"], r["jobs"]) for r in rec["runs"]] == [("dvc repro", 1), ("benchmark run", 2)]
+    assert all(r["wall_s"] > 0 and r["cpu_s"] > 0 for r in rec["runs"])
+    table = dvc_share.table(rec)
+    assert "| `dvc repro` |" in table and "| `python -m benchmark run --jobs 2` |" in table and "5 stages" in table
+    assert not (toy_repo.parent / "dvc-share").exists()  # the scratch copy is removed
+
 
 def test_bad_jobs_and_a_path_that_is_no_pipeline_are_one_line(toy_repo, monkeypatch, capsys):
+    with pytest.raises(ScratchError, match=r"no a.txt \(stage a\); run the pipeline first"):
+        dvc_share.replay_copy(toy_repo, toy_repo.parent / "early")  # nothing to replay before a run
     monkeypatch.chdir(toy_repo)
     assert cli_main(["run", "--jobs", "0"]) == 2
     assert capsys.readouterr().err.strip() == "error: --jobs must be at least 1, got 0"

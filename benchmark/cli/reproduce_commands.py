@@ -160,7 +160,8 @@ def run_timings(args) -> int:
     except RuntimeError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    print(f"dvc repro: {rec['repro_wall_s']} s wall ({rec['stages_wall_s']} s in {len(rec['stages'])} stage processes); wrote {args.out}")
+    print(f"{rec['command']}: {rec['repro_wall_s']} s wall ({rec['stages_wall_s']} s in {len(rec['stages'])} stage processes; "
+          f"{rec['floor_ratio']}x the compute floor of {rec['compute_floor_s']} s); wrote {args.out}")
     return 0
 
 

@@ -50,8 +50,9 @@ def stage_name(argv: list[str]) -> str:
 
 
 COLUMNS = ["stage", "wall_s", "user_s", "sys_s", "max_rss_mb", "minor_faults", "start", "end", "startup_wall_s",
-           "startup_cpu_s", "imports"]  # start, end: epoch seconds; startup_*: before the stage's own work
-# (runtime.mark_work); imports: the heavy packages it imported (runtime.HEAVY)
+           "startup_cpu_s", "imports", "live_children_cpu_s"]
+# start, end: epoch seconds; startup_*: before the stage's own work (runtime.mark_work); imports: the heavy packages it
+# imported (runtime.HEAVY); live_children_cpu_s: its children still running at its end (in its CPU, no parent waits)
 
 
 def read_records(path, *, stages_only: bool = False) -> pd.DataFrame:
@@ -151,8 +152,10 @@ def summarize(stages: pd.DataFrame, wall: float, *, jobs: int = 1, cpu_total: fl
            "cpu_s": round(cpu, 1), "startup_cpu_s": round(startup_cpu, 1),
            "startup_wall_s": round(float(stages["startup_wall_s"].fillna(0).sum()), 1), "cores": n, "jobs": jobs,
            "compute_floor_s": round(floor, 1), "floor_ratio": round(wall / floor, 3) if floor > 0 else None}
-    if cpu_total is not None:
-        out["dvc_cpu_s"] = round(cpu_total - cpu, 1)
+    if cpu_total is not None:  # the stages' CPU that reached the run's own count (not that of orphaned children)
+        live = stages["live_children_cpu_s"].fillna(0).sum() if "live_children_cpu_s" in stages else 0.0
+        waited = cpu - float(live)
+        out["dvc_cpu_s"] = round(cpu_total - waited, 1)
     return out
 
 

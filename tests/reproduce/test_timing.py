@@ -51,6 +51,7 @@ def test_the_record_has_the_start_up_and_the_cpu_of_a_child_still_running(tmp_pa
     assert rec["stage"] == "evaluate" and 0 < rec["startup_wall_s"] < rec["wall_s"] and rec["startup_cpu_s"] > 0
     assert rec["user_s"] + rec["sys_s"] >= 0.6 + rec["startup_cpu_s"] * 0.5  # the child's 0.6 s counted
     assert "pandas" not in rec["imports"] and set(rec["imports"]) <= set(runtime.HEAVY)
+    assert rec["live_children_cpu_s"] >= 0.6  # apart: no parent's wait counts it
 
 
 def test_malloc_tuning_takes_on_glibc():
@@ -98,7 +99,7 @@ def test_the_compute_floor_and_dvc_gaps_of_a_serial_run():
     (by start, records appended in end order) and after the last one."""
     stages = pd.DataFrame([
         {"stage": "b", "wall_s": 4.0, "user_s": 6.0, "sys_s": 1.0, "start": 107.0, "end": 111.0, "startup_cpu_s": 1.0,
-         "startup_wall_s": 1.5},
+         "startup_wall_s": 1.5, "live_children_cpu_s": 2.0},  # a fork server's 2 s: in b's CPU, not in the run's count
         {"stage": "a", "wall_s": 5.0, "user_s": 8.0, "sys_s": 1.0, "start": 101.0, "end": 106.0, "startup_cpu_s": 2.0,
          "startup_wall_s": 2.5},
     ])
@@ -107,7 +108,7 @@ def test_the_compute_floor_and_dvc_gaps_of_a_serial_run():
     with mock.patch.object(timing, "cores", return_value=2):
         s = timing.summarize(stages, 13.0, cpu_total=20.0)
     assert s["cpu_s"] == 16.0 and s["startup_cpu_s"] == 3.0 and s["compute_floor_s"] == 6.5  # (16 - 3) / 2
-    assert s["floor_ratio"] == round(13.0 / 6.5, 3) and s["dvc_cpu_s"] == 4.0 and s["dvc_overhead_s"] == 4.0
+    assert s["floor_ratio"] == round(13.0 / 6.5, 3) and s["dvc_cpu_s"] == 6.0 and s["dvc_overhead_s"] == 4.0  # 20 - 14
     assert timing.summarize(stages, 13.0, jobs=2)["dvc_overhead_s"] is None  # overlapping stages: no serial overhead
 
 

@@ -5,7 +5,8 @@ calls changed and every stage downstream of one, in ``dvc repro``'s order, each 
 folder (:mod:`benchmark.cluster.runs`: logs, each stage's record, ``summary.json``) and the same job per stage
 (``python -m benchmark.cluster.job stage``, :mod:`benchmark.cluster.job`: DVC's checks and records under the locks,
 the command without them, ``dvc.lock`` in a serial run's order), started here as processes instead of Slurm jobs. A
-stage starts once its upstream stages are done and fewer than N stages run. Each stage sets its own thread count
+stage starts once its upstream stages are done and fewer than N stages run, the one with the longest chain of work
+after it first (from the committed timing record, :func:`priorities`). Each stage sets its own thread count
 (params ``threads``), so its bytes do not depend on N (as on a cluster: ``results/cluster.json``), and the run ends in
 the ``dvc.lock`` and cache a serial ``dvc repro`` leaves (``python -m benchmark reproduce check`` compares them).
 
@@ -19,6 +20,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from benchmark.cluster.pipeline import load, locate
 from benchmark.cluster.runs import Run, safe_name
@@ -47,12 +49,46 @@ def _start(run: Run, name: str, jobs: int) -> subprocess.Popen:
                                 cwd=run.root, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env)
 
 
-def execute(run: Run, jobs: int, *, poll: float = 0.2, log=print) -> dict[str, str]:
-    """Run the stages of ``run`` here, at most ``jobs`` at once, each when its upstream stages ended well; stage ->
-    how it ended (``done``, ``skipped``, ``failed``, ``stale``, ``cancelled``)."""
+def durations(folder: Path) -> dict[str, float]:
+    """stage -> its wall seconds in the pipeline's timing record (``results/timings.json`` beside its ``dvc.yaml``,
+    committed with the project), to start the longest chains first; empty without one."""
+    import json
+
+    try:
+        record = json.loads((Path(folder) / "results" / "timings.json").read_text(encoding="utf-8"))
+        return {str(s["stage"]): float(s["wall_s"]) for s in record.get("stages", []) if s.get("wall_s") is not None}
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return {}
+
+
+def priorities(stages: list[dict], seconds: dict[str, float]) -> dict[str, float]:
+    """stage -> the seconds of the longest chain from its start to the run's end (its own ``seconds``, else the median
+    of the known ones, plus the longest of the stages that wait for it): among the stages ready to start, the one
+    with the longest chain goes first (a stage that few wait for but that is long, as SVE's training, starts early
+    instead of last), ties in ``dvc repro``'s order. How stages are scheduled changes none of their outputs."""
+    known = sorted(seconds.values())
+    default = known[len(known) // 2] if known else 1.0
+    downstream: dict[str, list[str]] = {s["name"]: [] for s in stages}
+    for s in stages:
+        for u in s["upstream"]:
+            downstream.setdefault(u, []).append(s["name"])
+    chain: dict[str, float] = {}
+    for s in reversed(stages):  # run order: every stage after those it waits for
+        name = s["name"]
+        chain[name] = seconds.get(name, default) + max((chain[d] for d in downstream[name] if d in chain), default=0.0)
+    return chain
+
+
+def execute(run: Run, jobs: int, *, poll: float = 0.2, log=print,
+            seconds: dict[str, float] | None = None) -> dict[str, str]:
+    """Run the stages of ``run`` here, at most ``jobs`` at once, each when its upstream stages ended well, the longest
+    chain first (:func:`priorities`, from ``seconds``: stage -> its expected wall seconds); stage -> how it ended
+    (``done``, ``skipped``, ``failed``, ``stale``, ``cancelled``)."""
     from tqdm import tqdm
 
-    waiting = [s["name"] for s in run.stages]
+    rank = priorities(run.stages, seconds or {})
+    order = {s["name"]: i for i, s in enumerate(run.stages)}
+    waiting = sorted((s["name"] for s in run.stages), key=lambda n: (-rank[n], order[n]))
     upstream = {s["name"]: s["upstream"] for s in run.stages}
     running: dict[str, subprocess.Popen] = {}
     ended: dict[str, str] = {}
@@ -109,5 +145,5 @@ def run_local(path="dvc.yaml", *, jobs: int = 2, force: bool = False, log=print)
         return 0
     run = Run.create(pipe.root, _manifest(pipe, todo, force=force, jobs=jobs))
     log(f"running {len(todo)} stage(s) of {pipe.dvcfile}, {jobs} at a time: run {run.folder.name} ({run.folder})")
-    execute(run, jobs, log=log)
+    execute(run, jobs, log=log, seconds=durations(pipe.folder))
     return collect(run)

@@ -54,12 +54,18 @@ def main_job_line(rec: dict | None) -> str:
     load = rec.get("load") or {}
     if load.get("mean") is not None and load["mean"] == load["mean"]:
         where += f", load average {load['mean']:.1f}"
+    command = rec.get("command", "dvc repro").replace(" -f", "")
     ratio = ""
     if rec.get("floor_ratio"):
         ok = "within" if rec["floor_ratio"] <= FLOOR_RATIO_TARGET else "**over**"
-        ratio = (f"; `dvc repro` took **{rec['floor_ratio']:.2f}x** its compute floor ((CPU - start-up) / cores = "
+        ratio = (f"; `{command}` took **{rec['floor_ratio']:.2f}x** its compute floor ((CPU - start-up) / cores = "
                  f"{rec['compute_floor_s']:.0f} s), {ok} the {FLOOR_RATIO_TARGET:g}x target")
-    return (f"- Main job from a fresh clone: {install}`dvc repro` {rec['repro_wall_s']:.0f} s = **{total / 60:.1f} min**, "
+    par = rec.get("parallel") or {}
+    if par.get("repro_wall_s"):
+        par_total = par["repro_wall_s"] + (rec.get("install_s") or 0)
+        ratio += (f"; two stages at a time (`{par['command']}`, the same outputs) {par['repro_wall_s']:.0f} s = "
+                  f"{par_total / 60:.1f} min, {par['floor_ratio']:.2f}x")
+    return (f"- Main job from a fresh clone: {install}`{command}` {rec['repro_wall_s']:.0f} s = **{total / 60:.1f} min**, "
             f"{verdict} the {limit / 60:g}-minute target{' of ' + who + ' machine' if who else ''} ({where}; "
             f"{rec.get('date', '?')}){ratio}.")
 

@@ -60,6 +60,10 @@ def test_main_job_line_states_the_machine_s_target_and_the_compute_floor_ratio()
     assert "**over** the 5-minute target of a Zen 5 machine" in zen5 and "**1.43x**" in zen5 and "**over** the 1.2x" in zen5
     other = facts.main_job_line(dict(rec, machine=dict(MACHINE, cpu_kind="GenuineIntel-f6-m167")))
     assert "within the 10-minute target (" in other
+    par = facts.main_job_line(dict(rec, parallel={"command": "python -m benchmark run --jobs 2", "repro_wall_s": 350.0,
+                                                  "floor_ratio": 1.1}))
+    assert par.endswith("; two stages at a time (`python -m benchmark run --jobs 2`, the same outputs) 350 s = 7.0 min, "
+                        "1.10x.")
 
 
 def test_pinning_line_shows_the_measured_ratio():

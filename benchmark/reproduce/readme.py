@@ -249,6 +249,12 @@ def timings_table(record: dict) -> str:
               f"{m.get('cpu_capability', '?')}{' pinned' if m.get('pinned') else ''})"
             + (f", load average {load['mean']:.1f} (max {load['max']:.1f})" if load.get("mean") == load.get("mean")
                and load.get("mean") is not None else "") + ".\n")
+    par = record.get("parallel") or {}
+    if par.get("repro_wall_s"):
+        tail += (f"\nThe same DAG two stages at a time in another clean copy (`{par['command']}`): "
+                 f"**{par['repro_wall_s']:.0f} s** wall, {par['floor_ratio']:.2f}x its compute floor of "
+                 f"{par['compute_floor_s']:.0f} s; {par['outputs'].get('identical', 0)} stage outputs compared, all "
+                 f"byte-identical to the serial run's.\n")
     return "\n".join(lines) + "\n" + tail
 
 

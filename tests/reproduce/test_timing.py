@@ -87,6 +87,10 @@ def test_by_kind_sums_and_the_readme_table(tmp_path):
     assert f"the target of {facts.TARGET_S} s is met" in table  # 140 s
     slow = readme.timings_table({**rec, "repro_wall_s": facts.TARGET_S - 99.0})  # 100 + 501 s: one second over
     assert f"the target of {facts.TARGET_S} s is **not met**" in slow
+    par = readme.timings_table({**rec, "parallel": {"command": "python -m benchmark run --jobs 2", "repro_wall_s": 33.0,
+                                                   "floor_ratio": 1.1, "compute_floor_s": 30.0,
+                                                   "outputs": {"identical": 21}}})
+    assert "(`python -m benchmark run --jobs 2`): **33 s** wall, 1.10x its compute floor of 30 s; 21 stage" in par
     zen4 = {**rec, "machine": {**rec["machine"], "cpu_kind": "AuthenticAMD-f25-m17"}, "repro_wall_s": 381.0}
     assert "the target of 480 s is **not met**" in readme.timings_table(zen4)  # issue 56: 8 minutes on a Zen 4-class
     path = tmp_path / "timings.json"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from benchmark.config import runtime
 from benchmark.report import build_report, load_inputs, load_published
 from benchmark.storage.store import StoreError
 
@@ -39,6 +40,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
+    runtime.mark_work()  # what came before is the stage's start-up (its timing record, UQ_TIMINGS)
     try:
         inputs = load_inputs(args.results, models=args.models, zoo=getattr(args, "zoo", ["zoo/embedded.yaml"]),
                              params=args.params, lock=args.lock, paired=args.paired,

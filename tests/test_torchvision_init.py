@@ -18,7 +18,8 @@ import torchvision.models as tvm
 from PIL import Image
 from torch import nn
 
-from benchmark.data.paper.transforms import data_config, eval_transform, train_transform
+from benchmark.data.paper.transforms import eval_transform, train_transform
+from benchmark.models.preprocess import data_config
 from benchmark.models import factory, torchvision_zoo
 from benchmark.models.zoo import ZooError, load_zoo, parse_entry
 

@@ -6,11 +6,11 @@
   (:func:`benchmark.models.cost.count_flops`, which switches timm's fused attention off
   while counting) and :func:`~benchmark.models.cost.count_params`; the class count is the
   logits' (C). The weights are not initialised for this and each structure is counted
-  once per process (:func:`benchmark.models.factory.structure_cost`);
+  once per process (:func:`benchmark.models.cost.structure_cost`);
 * a unit's gflops, params, balance, overhead_percent and extra_params_percent: the
   evaluate stage's unit list (:func:`benchmark.evaluation.stage.unit_list`, i.e. the
   ``units`` functions of the methods evaluated per unit and
-  :func:`benchmark.models.cost.sum_cost`) fed with those costs and the run's ``evaluate``
+  :func:`benchmark.core.costs.sum_cost`) fed with those costs and the run's ``evaluate``
   params (which pairs and deep ensembles it evaluates); for a method output, its cost
   record rebuilt by the method's registered cost function
   (:func:`benchmark.methods.registry.output_cost`) from the zoo entry of its base, the
@@ -19,7 +19,7 @@
   recomputed: its rows stay unverified;
 * the training budgets (``train_images``, ``train_params``): a zoo model's from its recipe's epochs,
   the run's train split size (the manifest's ``train_size``) and its parameter count
-  (:func:`benchmark.models.cost.train_budget`, as the cost stage); a method output's own part with
+  (:func:`benchmark.core.costs.train_budget`, as the cost stage); a method output's own part with
   :func:`benchmark.methods.budget.own_budget` (its training from the method's registration and
   params entry, ``trainable_params`` from its cost function) and the zoo models it builds on added by
   the evaluate stage's unit list. A bundle without ``train_size`` (made before budgets) has no
@@ -72,16 +72,17 @@ def recipes_of(params: dict) -> dict:
 def model_costs(entries: dict, num_classes: int, recipes: dict | None = None, train_size: int | None = None) -> dict[str, dict]:
     """name -> the cost record of each zoo entry (gflops, params; throughput NaN: not recomputable) and its training
     budget (from ``recipes``, name -> Recipe, and ``train_size``; NaN without them)."""
-    from benchmark.models import cost, factory
+    from benchmark.core.costs import BUDGET, train_budget
+    from benchmark.models.cost import structure_cost
     from benchmark.models.recipe import recipe_of
 
     out = {}
     for name, e in entries.items():
-        static = factory.structure_cost(e, num_classes)  # as the cost stage (benchmark.stages.logits_stage.cost)
+        static = structure_cost(e, num_classes)  # as the cost stage (benchmark.stages.logits_stage.cost)
         if train_size is None or recipes is None or e.recipe not in recipes:
-            trained = {k: NAN for k in cost.BUDGET}
+            trained = {k: NAN for k in BUDGET}
         else:  # as the cost stage (benchmark.stages.logits_stage.cost)
-            trained = cost.train_budget(recipe_of(recipes, e.recipe).epochs, train_size, static["params"])
+            trained = train_budget(recipe_of(recipes, e.recipe).epochs, train_size, static["params"])
         out[name] = {"name": name, "arch": e.arch, "init": e.init, "img_size": e.img_size, "seed": e.seed, "role": e.role,
                      **static, **trained, "throughput": NAN}
     return out

@@ -157,3 +157,34 @@ def run_local_check(args: argparse.Namespace) -> int:
         return _fail(e)
     print(result.report())
     return 0 if result.ok else 1
+
+
+def add_run_command(subparsers) -> None:
+    """Register ``run`` (the local parallel run of a pipeline) in the command line's ``subparsers``."""
+    p = subparsers.add_parser(
+        "run", help="run the pipeline here, several independent stages at a time (the same dvc.lock as dvc repro)",
+        description="Run the stages of PIPELINE that DVC calls changed, and every stage downstream of one, on this "
+                    "machine with --jobs stages at a time along the DAG (the cluster runner with a local executor: "
+                    "benchmark/cluster/parallel.py). Each stage runs as dvc repro runs it, with its params' thread "
+                    "count, and is recorded in dvc.lock and the DVC cache as dvc repro records it: the same bytes. "
+                    "Logs and records: .dvc/tmp/cluster/<run>/. Exit 1 when a stage failed (nothing downstream of "
+                    "it ran), 130 on Ctrl-C (the running stages' outputs are removed).")
+    p.add_argument("pipeline", nargs="?", default="dvc.yaml", help=PIPELINE_HELP)
+    p.add_argument("-j", "--jobs", type=int, default=2, help="stages at a time (default 2: on 2 cores the single-threaded "
+                                                             "parts of two stages overlap)")
+    p.add_argument("-f", "--force", action="store_true", help="run every stage, as dvc repro -f (no run cache)")
+    p.set_defaults(handler=run_run)
+
+
+def run_run(args: argparse.Namespace) -> int:
+    """``run``: the pipeline's stages that are not up to date, ``--jobs`` at a time here; 0 when it completes."""
+    from benchmark.cluster.parallel import run_local
+
+    try:
+        return run_local(args.pipeline, jobs=args.jobs, force=args.force)
+    except _errors() as e:
+        return _fail(e)
+    except KeyboardInterrupt:
+        print("interrupted: the running stages were stopped and their outputs removed; run again to go on",
+              file=sys.stderr)
+        return 130

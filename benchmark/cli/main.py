@@ -13,7 +13,7 @@ import argparse
 import sys
 
 from benchmark.cli.bundle_commands import COMMANDS as BUNDLE_COMMANDS
-from benchmark.cli.cluster_commands import add_cluster_command
+from benchmark.cli.cluster_commands import add_cluster_command, add_run_command
 from benchmark.cli.logits_commands import add_duo_command, add_metrics_command
 from benchmark.cli.remote_commands import add_remote_command
 from benchmark.cli.reproduce_commands import add_reproduce_command
@@ -22,7 +22,7 @@ from benchmark.dvcgen.command import add_suite_pipeline_command
 
 INTERRUPTED = 130  # 128 + SIGINT
 COMMANDS = [add_metrics_command, add_duo_command, add_flops_command, add_validate_zoo_command, add_suite_pipeline_command,
-            add_remote_command, *BUNDLE_COMMANDS, add_reproduce_command, add_cluster_command]
+            add_remote_command, *BUNDLE_COMMANDS, add_reproduce_command, add_cluster_command, add_run_command]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -2,6 +2,8 @@
 
     python -m benchmark reproduce check              # fresh results/ vs the committed bundle and summary
     python -m benchmark reproduce timings --force    # dvc repro -f with per-stage timings -> results/timings.json
+    python -m benchmark reproduce imports --label X  # each stage script's start -> results/stage_imports.json
+    python -m benchmark reproduce dvc-share          # DVC's own time around the stages -> results/dvc_share.json
     python -m benchmark reproduce readme --write     # README result blocks from the committed files
     python -m benchmark reproduce test-time          # the README's test command, timed -> results/test_command.json
     python -m benchmark reproduce fingerprint        # this CPU's kernel bytes vs the records of other CPU kinds
@@ -16,13 +18,15 @@ import argparse
 import sys
 from pathlib import Path
 
+from benchmark.cli import reproduce_measure
+
 
 def add_reproduce_command(subparsers) -> None:
     """Register ``reproduce`` and its actions (one ``_add_<action>`` each) in the command line's ``subparsers``."""
     p = subparsers.add_parser("reproduce", help="reproducibility gate, per-stage timings, README result tables",
                               description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="reproduce_command", metavar="ACTION", required=True)
-    for add in (_add_check, _add_timings, _add_test_time, _add_tune, _add_pinning_cost, _add_fingerprint, _add_stage,
+    for add in (_add_check, *reproduce_measure.ADDERS, _add_test_time, _add_tune, _add_pinning_cost, _add_fingerprint, _add_stage,
                 _add_readme):
         add(sub)
 
@@ -53,15 +57,6 @@ def _add_check(sub) -> None:
                    "another machine (a kind of results/fingerprints/, e.g. GenuineIntel-f6-m167; default: this machine's)")
     c.add_argument("--note", help="with --record: a note for the record (e.g. what the run is a replay of)")
     c.set_defaults(handler=run_check)
-
-
-def _add_timings(sub) -> None:
-    """``reproduce timings``."""
-    t = sub.add_parser("timings", help="run dvc repro with per-stage timing records; write results/timings.json")
-    t.add_argument("--force", action="store_true", help="dvc repro -f (rerun every stage)")
-    t.add_argument("--install-seconds", type=float, help="install time to record beside the repro (clone-to-leaderboard)")
-    t.add_argument("--out", default="results/timings.json", help="output JSON (default: results/timings.json)")
-    t.set_defaults(handler=run_timings)
 
 
 def _add_test_time(sub) -> None:
@@ -178,21 +173,6 @@ def run_check(args) -> int:
     from benchmark.cli import reproduce_check
 
     return reproduce_check.main(args)
-
-
-def run_timings(args) -> int:
-    """``reproduce timings``: ``dvc repro`` with per-stage timing records, written to ``--out``; 1 when the run
-    fails."""
-    from benchmark.reproduce.timing import run_repro
-
-    try:
-        rec = run_repro(args.out, force=args.force, install_s=args.install_seconds)
-    except RuntimeError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    print(f"dvc repro: {rec['repro_wall_s']} s wall ({rec['stages_wall_s']} s in {len(rec['stages'])} stage "
-          f"processes); wrote {args.out}")
-    return 0
 
 
 def run_test_time(args) -> int:

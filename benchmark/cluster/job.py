@@ -9,9 +9,10 @@ jobs of independent stages run at the same time in one workspace while DVC's rec
 2. without a lock: run the stage's command as DVC does (:func:`dvc.stage.run.cmd_run`: its shell, folder and
    environment), on every node of the job through ``srun`` when the stage asks for several;
 3. under the locks again: hash the inputs once more and, only when they are the ones noted in step 1, record
-   the outputs as DVC does (``Stage.save``, ``commit``, ``dump``: the same ``dvc.lock`` entry and cache) and
-   put the lock's entries in the order a serial ``dvc repro`` leaves them. Inputs that changed while the
-   command ran (an edited file, a new params value) leave the stage unrecorded and reported as ``stale``.
+   the outputs as DVC does (``Stage.save``, ``commit``, and its ``dvc.lock`` entry: the same entry and cache) with
+   the lock's entries in the order a serial ``dvc repro`` leaves them (in one write,
+   :func:`benchmark.dvcutil.lockfile.record`). Inputs that changed while the command ran (an edited file, a new
+   params value) leave the stage unrecorded and reported as ``stale``.
 
 A command that fails or is stopped (``scancel``, a time limit: SIGTERM) leaves no output of the stage in place
 (persistent outputs keep what their atomic writes completed) and exits non-zero, so Slurm cancels the jobs that
@@ -33,6 +34,7 @@ from dvc.repo import Repo
 from dvc.stage.cache import RunCacheNotFoundError
 from dvc.stage.exceptions import StageCmdFailedError
 from dvc.stage.run import cmd_run
+from dvc.stage.serialize import to_lockfile
 
 from benchmark.cluster import slurm
 from benchmark.cluster.pipeline import locked_repo, stages_of
@@ -189,8 +191,8 @@ def _record(run: Run, name: str, before: dict, restored: bool) -> int:
         no_cache = any(not o.use_cache for o in stage.outs if not (o.is_metric or o.is_plot))
         stage.save(run_cache=not no_cache)
         stage.commit()
-        stage.dump(update_pipeline=False)
-        lockfile.reorder(run.lockfile, run.manifest["lock_before"], run.manifest["order"])
+        # what stage.dump(update_pipeline=False) writes, put in a serial run's order, in one write (libyaml read)
+        lockfile.record(run.lockfile, to_lockfile(stage), run.manifest["lock_before"], run.manifest["order"])
     run.report(name, "done", ended=time.time(), message="restored from the run cache" if restored else "")
     print(f"== {name}: done, recorded in {run.lockfile.relative_to(run.root)}", flush=True)
     return 0

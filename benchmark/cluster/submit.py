@@ -46,8 +46,8 @@ def job_specs(pipe: Pipeline, stages: list[str]) -> tuple[dict[str, config.JobSp
     return specs, config.job_spec(config.COLLECT, cfg, device="cpu"), warnings
 
 
-def _lock_keys(pipe: Pipeline) -> list[str]:
-
+def lock_keys(pipe: Pipeline) -> list[str]:
+    """The stage entries of the pipeline's dvc.lock, in its order (a run puts the lock back in this order)."""
     if not pipe.lockfile.is_file():
         return []
     data = yaml.safe_load(pipe.lockfile.read_text(encoding="utf-8")) or {}
@@ -83,7 +83,7 @@ def submit(path, *, force: bool = False, dry_run: bool = False, log=print) -> Ru
         raise RunActive(f"run {previous.folder.name} of {pipe.dvcfile} still has jobs in Slurm's queue: wait for it "
                         f"(python -m benchmark cluster status {pipe.dvcfile}) or end it (... cluster cancel)")
     manifest = {"root": str(pipe.root), "pipeline": pipe.dvcfile, "force": force, "created": time.time(),
-                "python": sys.executable, "order": list(pipe.order), "lock_before": _lock_keys(pipe),
+                "python": sys.executable, "order": list(pipe.order), "lock_before": lock_keys(pipe),
                 "stages": [{"name": s, "file": safe_name(i, s), "upstream": [u for u in pipe.upstream[s] if u in todo],
                             "nodes": specs[s].nodes, "options": specs[s].sbatch_options()} for i, s in enumerate(todo)]}
     run = Run.create(pipe.root, manifest)

@@ -16,9 +16,12 @@ before torch is imported, so that other x86 CPU kinds produce the same bytes (``
 CPU's own kernels).
 
 Timings: when ``UQ_TIMINGS`` names a file, the process appends one JSON line to it at exit: its command line (and the
-DVC stage that started it: ``DVC_STAGE``), wall time since the process started (imports included), user and system CPU
-time, peak RSS and minor page faults. ``python -m benchmark timings`` runs ``dvc repro`` with it set and tabulates the
-lines per stage (:mod:`benchmark.reproduce.timing`).
+DVC stage that started it: ``DVC_STAGE``), when it started and ended (epoch seconds), wall time since the process
+started (imports included), user and system CPU time (its own, its children's and what its still running children
+used, e.g. the evaluate stage's fork server and the workers it reaped), peak RSS and minor page faults, its start-up:
+the wall and CPU seconds before the stage's own work began (interpreter, imports, params: :func:`mark_work`, called
+by a stage's entry), and which of the heavy packages (:data:`HEAVY`) it imported. ``python -m benchmark reproduce
+timings`` runs ``dvc repro`` with it set and tabulates the lines per stage (:mod:`benchmark.reproduce.timing`).
 """
 from __future__ import annotations
 
@@ -62,14 +65,57 @@ def _process_start() -> float:
         return time.time()
 
 
+HEAVY = ("torch", "timm", "torchvision", "pandas", "pyarrow", "matplotlib", "seaborn", "scipy", "sklearn", "fvcore",
+         "dvc", "jinja2", "safetensors", "numpy", "yaml")  # top-level packages worth tenths of a second or more to import
+_WORK: dict = {}  # the process's start-up: wall and CPU seconds when its stage's own work began (mark_work)
+
+
+def mark_work() -> None:
+    """Note that the stage's own work begins now (the first call counts): what came before is its start-up
+    (the interpreter, the imports, the params parsed), recorded with the process's timing."""
+    if not _WORK:
+        import resource
+
+        ru = resource.getrusage(resource.RUSAGE_SELF)
+        _WORK.update(wall=time.time(), cpu=ru.ru_utime + ru.ru_stime)
+
+
+def _live_children_cpu() -> tuple[float, float]:
+    """(user, system) CPU seconds of this process's children that are still running, with what they reaped of theirs
+    (Linux /proc; (0, 0) elsewhere): a fork server and the workers it waited for, which ``RUSAGE_CHILDREN`` misses."""
+    tick, user, system = os.sysconf("SC_CLK_TCK"), 0.0, 0.0
+    try:
+        kids = {int(p) for t in os.listdir("/proc/self/task")
+                for p in open(f"/proc/self/task/{t}/children").read().split()}
+    except (OSError, ValueError):
+        return 0.0, 0.0
+    for pid in kids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            user += (int(fields[11]) + int(fields[13])) / tick  # utime + cutime
+            system += (int(fields[12]) + int(fields[14])) / tick  # stime + cstime
+        except (OSError, ValueError, IndexError):
+            continue
+    return user, system
+
+
 def _record_timing(path: str, start: float) -> None:
     import resource
 
     ru = resource.getrusage(resource.RUSAGE_SELF)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    line = {"argv": sys.argv, "cwd": os.getcwd(), "dvc_stage": os.environ.get("DVC_STAGE"), "wall_s": round(time.time() - start, 3),
-            "user_s": round(ru.ru_utime + kids.ru_utime, 3), "sys_s": round(ru.ru_stime + kids.ru_stime, 3),
-            "max_rss_mb": round(max(ru.ru_maxrss, kids.ru_maxrss) / 1024, 1), "minor_faults": ru.ru_minflt + kids.ru_minflt}
+    live_user, live_sys = _live_children_cpu()
+    end = time.time()
+    line = {"argv": sys.argv, "cwd": os.getcwd(), "dvc_stage": os.environ.get("DVC_STAGE"), "start": round(start, 3), "end": round(end, 3),
+            "wall_s": round(end - start, 3),
+            "user_s": round(ru.ru_utime + kids.ru_utime + live_user, 3),
+            "sys_s": round(ru.ru_stime + kids.ru_stime + live_sys, 3),
+            "max_rss_mb": round(max(ru.ru_maxrss, kids.ru_maxrss) / 1024, 1), "minor_faults": ru.ru_minflt + kids.ru_minflt,
+            "live_children_cpu_s": round(live_user + live_sys, 3)}  # counted here, never by a parent's wait
+    if _WORK:
+        line.update(startup_wall_s=round(_WORK["wall"] - start, 3), startup_cpu_s=round(_WORK["cpu"], 3))
+    line["imports"] = [m for m in HEAVY if m in sys.modules]  # what it imported of them, by its end
     try:
         with open(path, "a") as f:  # one short line per process: appends of < 4 KiB do not interleave
             f.write(json.dumps(line) + "\n")

@@ -37,3 +37,15 @@ def script_deps(script: str, root=".", modules=()) -> list[str]:
     dotted ``modules`` it imports at run time (a method's module), then the package data beside them."""
     code = closure(root, script, *modules)
     return code + package_data(root, code)
+
+
+def dependency_counts(stages: dict) -> dict[str, dict[str, int]]:
+    """stage kind -> ``{"files": n, "code": m}``: its dependencies in a ``dvc.yaml``'s ``stages`` mapping (a
+    ``foreach`` stage counted once, by its ``do``) and how many of them are code (its script and the package's files
+    and data). What the tests state for each kind of stage (tests/reproduce/test_stage_deps.py)."""
+    out = {}
+    for name, stage in stages.items():
+        deps = [d if isinstance(d, str) else next(iter(d)) for d in stage.get("do", stage).get("deps", [])]
+        code = [d for d in deps if d.removeprefix("../../").startswith(("benchmark/", "pipelines/"))]
+        out[name] = {"files": len(deps), "code": len(code)}
+    return out

@@ -69,28 +69,33 @@ def method_stages(baselines: dict | None = None) -> dict[str, dict]:
 
 
 OPEN_SOURCE = ("data", "train", "logits", "sve-train", "sve")  # stages that open the suite's data source (and every method stage)
+BUILD_MODELS = ("train", "logits", "sve-train", "sve")  # stages that build or preprocess for zoo models (and every method stage)
 LAUNCHED = ("train", "logits")  # stages that run under torchrun when params `distributed` asks for several processes
 
 
-def run_time_modules(methods: dict[str, dict], data, dist) -> dict[str, list[str]]:
+def run_time_modules(methods: dict[str, dict], data, dist, entries=()) -> dict[str, list[str]]:
     """stage name -> the dotted modules the stage imports at run time besides its script's imports, for a project whose
-    params ``data`` is ``data`` (:class:`~benchmark.stages.model_params.DataRef`) and ``distributed`` is ``dist``: the
-    data source of the suite's kind and its loaders (:func:`benchmark.stages.suite_source.source_modules`; the data
-    stage's builder), the torchrun launcher when ``dist`` asks for several processes
-    (:func:`benchmark.stages.entry.launch_modules`), a method stage's method, the evaluate stage's methods (the
-    registered methods of group ``evaluate``, :mod:`benchmark.methods.registry`)."""
+    params ``data`` is ``data`` (:class:`~benchmark.stages.model_params.DataRef`), ``distributed`` is ``dist`` and zoo
+    holds ``entries`` (:class:`~benchmark.models.zoo.ZooEntry`): the data source of the suite's kind and its loaders
+    (:func:`benchmark.stages.suite_source.source_modules`; the data stage's builder), the model families of the zoo's
+    init kinds (:func:`benchmark.models.zoo.family_modules`: torchvision's, timm's hub), the torchrun launcher when
+    ``dist`` asks for several processes (:func:`benchmark.stages.per_model.launch_modules`), a method stage's method,
+    the evaluate stage's methods (the registered methods of group ``evaluate``, :mod:`benchmark.methods.registry`)."""
     from benchmark.methods import registry
-    from benchmark.stages.entry import launch_modules
+    from benchmark.models.zoo import family_modules
+    from benchmark.stages.per_model import launch_modules
     from benchmark.stages.suite_source import source_modules
 
-    source = source_modules(data)
+    source, families = source_modules(data), family_modules(entries)
     out = {stage: list(source) for stage in OPEN_SOURCE}
     out["data"] = source_modules(data, data_stage=True)
+    for stage in BUILD_MODELS:
+        out[stage] += families
     for stage in LAUNCHED:
         out[stage] += launch_modules(dist)
     out["evaluate"] = [registry.get_method(k).module for k in registry.list_methods("evaluate")]
     for stage, info in methods.items():
-        out[stage] = [info["module"], *source]
+        out[stage] = [info["module"], *source, *families]
     return out
 
 
@@ -166,7 +171,7 @@ def _context(name: str, root: Path) -> dict:
         "plot_metrics": ["accuracy", "auroc", "aurc", "sac98", "ece", "nll", "brier"] + (["ood_auroc"] if "ood" in splits else []),
         "baseline_stages": methods,
         "deps": stage_code(root, methods, run_time_modules(methods, DataRef(suite=name, spec=str(spec.path)),
-                                                            _distributed(existing, folder))),
+                                                            _distributed(existing, folder), zoo.values())),
         "up": "../../", "embedded": False, "sve_train_deps": ["results/data"], "sve_deps": ["results/data"],
         **(defaults := _method_defaults(zoo, spec.recipes)),
         "sve_members": _sve_members(_existing_params(folder), defaults["sve"]["members"]),
@@ -176,16 +181,18 @@ def _context(name: str, root: Path) -> dict:
 def _distributed(params: dict | None, folder: Path):
     """The suite's params ``distributed`` (one process where its params.yaml does not exist yet), typed."""
     from benchmark.config.typed import parse_config
-    from benchmark.models.distributed import DistConfig
+    from benchmark.stages.model_params import DistConfig
 
     raw = (params or {}).get("distributed") or {}
     return parse_config(DistConfig, raw, f"{folder / 'params.yaml'}: distributed")
 
 
 def _sve_members(params: dict | None, default: list) -> list:
-    """The SVE sizes of the suite's params.yaml (the generator's default before it exists): none, no SVE stages."""
+    """The SVE sizes of the suite's params.yaml (the generator's default before it exists), sorted: none, no SVE stages;
+    else the outputs of stage ``sve``."""
     members = ((params or {}).get("sve") or {}).get("members", default) if params is not None else default
-    return members if isinstance(members, list) else default
+    members = members if isinstance(members, list) else default
+    return sorted(set(members)) if all(isinstance(m, int) for m in members) else members
 
 
 def _method_defaults(zoo: dict, recipes: dict) -> dict:

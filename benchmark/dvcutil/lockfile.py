@@ -130,15 +130,21 @@ def reorder(path, kept, run_order) -> bool:
     an entry where it is and appends a new one when its stage has run, so the entries named in ``kept`` (the
     lock's stages before the run, in their order) come first, then the others in ``run_order`` (the order
     ``dvc repro`` runs the stages), then any other entry where it was. Rewrites the file atomically, and only when
-    the order changes (the stages' entries themselves are left as DVC wrote them); True when it did."""
+    the order changes (the stages' entries themselves are left as DVC wrote them); True when it did. The order is
+    read with libyaml first: a lock already in order (a run that found every entry in place, as from a clone) costs
+    no round trip through the pure-Python parser, which is most of what DVC's bookkeeping costs per stage."""
+    wanted = _serial_order(kept, run_order)
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    data = yaml.load(Path(path).read_text(encoding="utf-8"), Loader=loader)
+    names = list(data["stages"]) if isinstance(data, dict) and isinstance(data.get("stages"), dict) else None
+    if names is not None and wanted(names) == names:
+        return False
+
     def sort(entries) -> bool:
         names = list(entries)
-        rank = {n: i for i, n in enumerate(kept)}
-        rank.update({n: len(kept) + i for i, n in enumerate(run_order) if n not in rank})
-        wanted = sorted(names, key=lambda n: (rank.get(n, len(rank)), names.index(n)))
-        if wanted == names:
+        if wanted(names) == names:
             return False
-        items = [(n, entries[n]) for n in wanted]
+        items = [(n, entries[n]) for n in wanted(names)]
         for n in names:
             del entries[n]
         for n, v in items:
@@ -146,6 +152,30 @@ def reorder(path, kept, run_order) -> bool:
         return True
 
     return _rewrite(path, sort)
+
+
+def _serial_order(kept, run_order):
+    """``names -> names`` in the order a serial ``dvc repro`` leaves a lock's entries (:func:`reorder`)."""
+    rank = {n: i for i, n in enumerate(kept)}
+    rank.update({n: len(kept) + i for i, n in enumerate(run_order) if n not in rank})
+    return lambda names: sorted(names, key=lambda n: (rank.get(n, len(rank)), names.index(n)))
+
+
+def record(path, entries: dict, kept, run_order) -> None:
+    """Write the lock entries of stages that ran (``{stage: entry}``, DVC's own serialization of them,
+    :func:`dvc.stage.serialize.to_lockfile`) into the ``dvc.lock`` at ``path`` as DVC's ``dump`` writes them (an
+    entry replaced where it is, a new one appended, ``schema: '2.0'`` heading a new file), in the order of
+    :func:`reorder`, in one atomic write. Read by DVC's fast reader and written by its dumper: the same text as DVC's
+    round trip through the pure-Python parser, which is most of what DVC's bookkeeping costs per stage (a cluster or
+    local parallel run's job, :mod:`benchmark.cluster.job`)."""
+    from dvc.utils.serialize import dumps_yaml, parse_yaml
+
+    path = Path(path)
+    data = (parse_yaml(path.read_text(encoding="utf-8"), str(path)) if path.is_file() else None) or {"schema": "2.0"}
+    stages = data.get("stages") if isinstance(data.get("stages"), dict) else {}
+    stages.update(entries)
+    data["stages"] = {n: stages[n] for n in _serial_order(kept, run_order)(list(stages))}
+    write_text(path, dumps_yaml(data))
 
 
 def compare_outputs(committed: dict, fresh: dict, stages: set[str] | None = None) -> pd.DataFrame:

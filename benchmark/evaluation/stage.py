@@ -123,7 +123,7 @@ def unit_list(zoo, costs, cfg: EvalConfig, methods) -> list[tuple[tuple, dict | 
     one unit per method output in ``results/methods/`` (every other method's stage writes one). ``costs``: zoo
     model -> its cost record; ``methods``: output name -> its ``cost.json``. The training budget of a method output
     is its own plus that of the zoo models it builds on (:func:`benchmark.methods.budget.row_budget`, the one place
-    that adds them); a duo's or deep ensemble's is its members' (:func:`benchmark.models.cost.sum_cost`). ``verify``
+    that adds them); a duo's or deep ensemble's is its members' (:func:`benchmark.core.costs.sum_cost`). ``verify``
     recomputes a bundle's costs with it (:mod:`benchmark.bundle.recost`)."""
     nan = float("nan")
     x = LogitsInput(zoo=zoo, costs=costs, cfg=cfg)

@@ -246,8 +246,9 @@ def ddp_step(device_type: str) -> dict:
     import torch
 
     from benchmark.models import distributed
+    from benchmark.stages.model_params import DistConfig
 
-    device = distributed.init(distributed.DistConfig(), torch.device(device_type))
+    device = distributed.init(DistConfig(), torch.device(device_type))
     torch.manual_seed(0)
     model, net = distributed.wrap(timm.create_model("resnet18", num_classes=10).to(device), device)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)

@@ -1,12 +1,12 @@
 """The training budget of a method output's rows: its own training and that of the zoo models it builds on.
 
-A row's budget (columns ``train_images`` and ``train_params``, :data:`benchmark.models.cost.BUDGET`) is what it
+A row's budget (columns ``train_images`` and ``train_params``, :data:`benchmark.core.costs.BUDGET`) is what it
 took to make its models. A method output's ``cost.json`` holds two parts of it:
 
 * its own training (:func:`own_budget`): ``own_train_images`` and ``own_train_params``, from the method's
   :class:`~benchmark.methods.registry.Training` (:func:`~benchmark.methods.registry.training_of`), the epochs of its
   recipe, the images of the train split and the ``trainable_params`` of its cost record
-  (:func:`benchmark.models.cost.train_budget`); nothing for a method that trains nothing itself (soups, MC dropout,
+  (:func:`benchmark.core.costs.train_budget`); nothing for a method that trains nothing itself (soups, MC dropout,
   last-layer Laplace);
 * ``builds_on``: the zoo models whose training it starts from (a soup's ingredients, all of them for the greedy soup
   too, since it needs them all trained; the model of MC dropout or Laplace; none for SVE or a LoRA-Ensemble, which
@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 
 from benchmark.methods import registry
-from benchmark.models.cost import BUDGET, sum_budget, train_budget
+from benchmark.core.costs import BUDGET, sum_budget, train_budget
 from benchmark.models.recipe import recipe_of
 
 OWN = tuple(f"own_{k}" for k in BUDGET)  # cost.json: the output's own training

@@ -9,7 +9,7 @@ from benchmark.core.combine import ensemble_prediction
 from benchmark.core.noise import seed_groups
 from benchmark.methods.registry import LogitsInput, register_method
 from benchmark.methods.rows import method_rows, split_labels
-from benchmark.models.cost import sum_cost
+from benchmark.core.costs import sum_cost
 
 
 def deep_ensemble_groups(zoo: dict, sizes) -> list[list[str]]:

@@ -13,7 +13,7 @@ from benchmark.core.streaming import mixture_terms, terms_stats
 from benchmark.core.temperature import fit_duo
 from benchmark.methods.registry import LogitsInput, register_method
 from benchmark.methods.rows import VAL, ModelMemo, Variant, eval_splits, inverse, mixture_rows
-from benchmark.models.cost import sum_cost
+from benchmark.core.costs import sum_cost
 
 # (method, confidence) of the duo variants reported for every pair (benchmark.core.combine.DUO_VARIANTS x confidence
 # scores); the first is the headline duo

@@ -46,7 +46,7 @@ The methods evaluated per unit inside the evaluate stage (group ``evaluate``: si
 ensembles, from the zoo's logits) register ``units(x: LogitsInput) -> [(identity, info, cost)]`` and
 ``rows(cfg, names, logits, *, info, memo, release) -> (rows, paired)`` instead of ``run``: the evaluate stage
 enumerates their units and its runner computes each through the registry (the unit's identity starts with the kind).
-SVE (group ``sve``) has its own params section and stages (``sve-train``, ``sve@<M>``).
+SVE (group ``sve``) has its own params section and stages (``sve-train``, ``sve``: one output per size).
 """
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from benchmark.config.evaluate import EvalConfig
 from benchmark.methods.registry import LogitsInput, register_method
 from benchmark.methods.rows import ModelMemo, Variant, inverse, mixture_rows
-from benchmark.models.cost import sum_cost
+from benchmark.core.costs import sum_cost
 
 
 def single_unit(cfg: EvalConfig, name: str, logits: dict, *, memo: ModelMemo | None = None, release=None) -> list[dict]:

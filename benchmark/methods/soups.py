@@ -226,9 +226,9 @@ def soup(ctx, cfg: SoupConfig, key: str) -> list[Output]:
 def soup_output_cost(info: dict, entry, num_classes: int, members: int, cfg: SoupConfig) -> dict:
     """A soup is one model of its ingredients' architecture: what its stage counts on it
     (:func:`benchmark.models.cost.static_cost`, as :meth:`benchmark.stages.method_stage.MethodContext.costs`), the model
-    built without weights (:func:`benchmark.models.factory.structure_cost`)."""
-    from benchmark.models import factory
+    built without weights (:func:`benchmark.models.cost.structure_cost`)."""
+    from benchmark.models.cost import structure_cost
 
     if members != 1:
         raise ValueError(f"a soup is one model, but the logits have {members} members")
-    return factory.structure_cost(entry, num_classes)
+    return structure_cost(entry, num_classes)

@@ -326,29 +326,54 @@ def train_nested(ctx, cfg: SveConfig) -> dict[int, dict]:
 
 @register_method(kind="sve", family="sve", group="sve", section=SECTION, script="sve", config=SveConfig,
                  needs=("base-model",), persist=True, title="Singular Value Ensemble", training=sve_training,
-                 comment="Singular Value Ensembles (params.yaml sve): stages sve-train and sve@<M>")
+                 comment="Singular Value Ensembles (params.yaml sve): stages sve-train and sve")
 def nested_output(ctx, cfg: SveConfig, members) -> list[Output]:
-    """Stage ``sve@<M>``: method output ``sve-m<M>``, the first ``M`` members of what ``sve-train`` trained
-    (sliced from the member logits it wrote; no model is built)."""
-    try:
-        members = check_members(members)
-    except ValueError as e:
-        raise ValueError(f"sve stage: {e} (--members)") from None
-    check_config(ctx, cfg)
-    if members not in cfg.members:
-        raise ValueError(f"sve stage: --members {members} is not in params.yaml {SECTION}.members {list(cfg.members)}")
-    trained = next(m for m in trained_sizes(cfg) if m >= members)
-    folder = ctx.method_folder(NESTED) / f"m{trained}"
-    done, index = folder / "train.json", folder / OUTPUTS / "sizes.json"
-    fingerprint = _plan(ctx, cfg, trained)[-1]
-    record = store.read_json(done) if done.exists() else None
-    written = store.read_json(index) if index.exists() and record is not None else None
-    if (written is None or {record.get("fingerprint"), written.get("fingerprint")} != {fingerprint}
-            or str(members) not in written.get("sizes", {})):
-        raise store.StoreError(f"{done}: no finished SVE training for the current params; run `dvc repro sve-train` "
-                               f"(or pipelines/sve.py --train)")
-    predictions = {}
-    for split_name in written["splits"]:
-        f = store.load_logits_file(folder / OUTPUTS / f"{split_name}.safetensors")
-        predictions[split_name] = (f.logits[:members], f.labels, f.ids)
-    return [Output(output_name(members), written["sizes"][str(members)], predictions=predictions)]
+    """Stage ``sve``: method outputs ``sve-m<M>`` for every size ``M`` of ``members`` (an integer or a list of them;
+    the stage lists every size of ``sve.members``, the outputs ``dvc.yaml`` declares), each the first ``M`` members
+    of what ``sve-train`` trained (sliced from the member logits it wrote; no model is built, each trained model's
+    logits are read once)."""
+    sizes = _output_sizes(cfg, members)
+    trained = {m: next(t for t in trained_sizes(cfg) if t >= m) for m in sizes}
+    outputs = []
+    for t in sorted(set(trained.values())):
+        folder = ctx.method_folder(NESTED) / f"m{t}"
+        done, index = folder / "train.json", folder / OUTPUTS / "sizes.json"
+        fingerprint = _plan(ctx, cfg, t)[-1]
+        record = store.read_json(done) if done.exists() else None
+        written = store.read_json(index) if index.exists() and record is not None else None
+        mine = [m for m in sizes if trained[m] == t]
+        if (written is None or {record.get("fingerprint"), written.get("fingerprint")} != {fingerprint}
+                or any(str(m) not in written.get("sizes", {}) for m in mine)):
+            raise store.StoreError(f"{done}: no finished SVE training for the current params; run `dvc repro sve-train` "
+                                   f"(or pipelines/sve.py --train)")
+        files = {split_name: store.load_logits_file(folder / OUTPUTS / f"{split_name}.safetensors")
+                 for split_name in written["splits"]}
+        outputs += [Output(output_name(m), written["sizes"][str(m)],
+                           predictions={s: (f.logits[:m], f.labels, f.ids) for s, f in files.items()}) for m in mine]
+    return sorted(outputs, key=lambda o: int(o.name.removeprefix("sve-m")))
+
+
+def _output_sizes(cfg: SveConfig, members) -> list[int]:
+    """The sizes a run of stage ``sve`` writes (``--members``), checked: every size of ``sve.members`` and no other
+    (the stage's declared outputs are generated from it: a size left out means a ``dvc.yaml`` older than
+    ``params.yaml``)."""
+    sizes = []
+    for m in [members] if isinstance(members, int) or not isinstance(members, (list, tuple)) else members:
+        try:
+            sizes.append(check_members(m))
+        except ValueError as e:
+            raise ValueError(f"sve stage: {e} (--members)") from None
+    if not cfg.members:
+        raise ValueError(f"params.yaml {SECTION}.members is [] (no SVE: the pipeline has no SVE stage); list the sizes M "
+                         f"to run, e.g. [1, 2, 4, 8]")
+    stray = [m for m in sizes if m not in cfg.members]
+    if stray:
+        raise ValueError(f"sve stage: --members {' '.join(map(str, stray))} is not in params.yaml {SECTION}.members "
+                         f"{list(cfg.members)}")
+    left_out = sorted(set(cfg.members) - set(sizes))
+    if left_out:
+        raise ValueError(f"sve stage: --members {' '.join(map(str, sizes))} leaves out {left_out} of params.yaml "
+                         f"{SECTION}.members {list(cfg.members)}: dvc.yaml, which declares the outputs of the sizes it "
+                         f"lists, is older than params.yaml; regenerate it (python -m benchmark suite-pipeline embedded, "
+                         f"or suite-pipeline <suite> for a paper suite)")
+    return sorted(set(sizes))

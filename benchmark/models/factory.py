@@ -6,23 +6,18 @@ safetensors); nothing in a zoo entry is executed.
 """
 from __future__ import annotations
 
-import functools
 import glob
 import importlib.util
 import os
-from dataclasses import replace
 from pathlib import Path
 
 import torch
 from torch import nn
 
-from benchmark.models import hub, portable
-from benchmark.models.zoo import PYPI_WEIGHTS, ZooEntry, ZooError
-
+from benchmark.models import portable
+from benchmark.models.zoo import PYPI_WEIGHTS, ZooEntry, ZooError, family
 
 HEAD_SEED = 0
-
-
 def create(entry: ZooEntry, num_classes: int, *, load_weights: bool = True, drop_rate: float = 0.0) -> nn.Module:
     """The entry's timm model with ``num_classes`` outputs and its initial weights, its linear layers portable
     (:func:`benchmark.models.portable.make_portable`: on the CPU under pinned numerics their bytes do not depend
@@ -49,9 +44,7 @@ def create(entry: ZooEntry, num_classes: int, *, load_weights: bool = True, drop
 
 def _create(entry: ZooEntry, num_classes: int, load_weights: bool, drop_rate: float) -> nn.Module:
     if entry.init_kind == "torchvision":
-        from benchmark.models import torchvision_zoo
-
-        return torchvision_zoo.create(entry, num_classes, load_weights=load_weights, drop_rate=drop_rate, head_seed=HEAD_SEED)
+        return family(entry.init_kind).create(entry, num_classes, load_weights=load_weights, drop_rate=drop_rate, head_seed=HEAD_SEED)
     import timm
 
     torch.manual_seed(entry.seed if entry.init == "scratch" or not load_weights else HEAD_SEED)
@@ -65,7 +58,7 @@ def _create(entry: ZooEntry, num_classes: int, load_weights: bool, drop_rate: fl
             torch.manual_seed(HEAD_SEED)
             model.reset_classifier(num_classes)
         return model
-    return _create_from_hub(entry, num_classes, kwargs)
+    return family(entry.init_kind).create(entry, num_classes, kwargs)  # timm's hub
 
 
 def pypi_weight_file(entry: ZooEntry) -> Path:
@@ -100,36 +93,6 @@ def _ordered_state_dict(model: nn.Module, path: Path, entry: ZooEntry) -> dict:
     return out
 
 
-def _create_from_hub(entry: ZooEntry, num_classes: int, kwargs: dict | None = None) -> nn.Module:
-    """timm's pretrained model; without network, from the local cache or a plain error at once.
-
-    The hub library retries an unreachable host for about a minute per file, so
-    the hub is probed first (:func:`benchmark.models.hub.hub_reachable`); when it does not answer, the
-    process switches to offline mode (:func:`benchmark.models.hub.set_hub_offline`) before loading.
-    """
-    import timm
-
-    name = f"{entry.arch}.{entry.init_source}"
-    if hub.hub_offline():
-        hint = "HF_HUB_OFFLINE is set and the weights are not in the local cache"
-    elif not hub.hub_reachable():
-        hub.set_hub_offline()
-        host, port = hub.hub_address()
-        hint = (f"no network: {host}:{port} did not answer within {hub.HUB_PROBE_TIMEOUT:g} s, so the hub was set offline "
-                "(HF_HUB_OFFLINE=1), and the weights are not in the local cache")
-    else:
-        hint = "download failed or unknown tag"
-    try:
-        return timm.create_model(name, pretrained=True, num_classes=num_classes,
-                                 **(kwargs if kwargs is not None else timm_kwargs(entry.arch, entry.img_size)))
-    except Exception as e:  # hub errors come in many types
-        raise ZooError(
-            f"zoo entry {entry.name!r}: cannot load pretrained weights {name!r} ({hint}; {type(e).__name__}: {e}). "
-            "Download them once with network (they are cached by huggingface_hub) or point HF_HOME at a cache that "
-            "has them."
-        ) from e
-
-
 def timm_kwargs(arch: str, img_size: int) -> dict:
     """Extra ``timm.create_model`` arguments to run ``arch`` at ``img_size``.
 
@@ -143,21 +106,3 @@ def timm_kwargs(arch: str, img_size: int) -> dict:
     if cfg is not None and cfg.fixed_input_size and tuple(cfg.input_size[-2:]) != (img_size, img_size):
         return {"img_size": img_size}
     return {}
-
-
-def structure_cost(entry: ZooEntry, num_classes: int) -> dict:
-    """GFLOPs and parameters of ``entry`` built without weights with ``num_classes`` outputs: what the cost stage counts
-    on it (:func:`benchmark.models.cost.static_cost`), counted without initialising the weights
-    (:func:`~benchmark.models.cost.unweighted_cost`) and once per process for each structure, i.e. architecture and
-    input size (and a torchvision entry's weights, whose name its errors keep): the seed and a timm or PyPI init
-    change the weights only."""
-    keep = entry.init_kind == "torchvision"
-    key = replace(entry, name=entry.name if keep else "", init=entry.init if keep else "scratch", seed=0, recipe="", role="")
-    return dict(_structure_cost(key, num_classes))
-
-
-@functools.lru_cache(maxsize=None)
-def _structure_cost(entry: ZooEntry, num_classes: int) -> dict:
-    from benchmark.models import cost
-
-    return cost.unweighted_cost(lambda: create(entry, num_classes, load_weights=False), entry.img_size)

@@ -18,7 +18,7 @@ from tqdm.auto import tqdm
 
 from benchmark.models import portable
 
-AMP_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
+AMP_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}  # the names of benchmark.stages.model_params.AMP
 IN_FLIGHT = 2  # CUDA: batches whose copies/forwards may be queued before the CPU waits
 
 

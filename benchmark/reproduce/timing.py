@@ -27,14 +27,14 @@ from benchmark.dvcutil import lockfile
 from benchmark.storage import store
 
 _SCRIPT = re.compile(r"pipelines/(\w+)\.py$")
-_ITEM_FLAGS = ("--model", "--members", "--key")
+_ITEM_FLAGS = ("--model", "--key")
 
 
 def stage_name(argv: list[str]) -> str:
     """The stage a process without DVC's stage name (:func:`read_records`) ran, from its command line:
     ``['pipelines/train.py', '--model', 'lite1']`` -> ``'train@lite1'``; ``'data'`` for an item-less stage; a method's
     stage (``pipelines/method.py --kind soups --key k``) by its kind (``soups@k``); SVE's training
-    (``pipelines/sve.py --train``) as ``sve-train``."""
+    (``pipelines/sve.py --train``) as ``sve-train``, its outputs (``pipelines/sve.py --members 1 2 4``) as ``sve``."""
     script = next((a for a in argv if _SCRIPT.search(a.replace(os.sep, "/"))), None)
     if script is None:
         return " ".join(Path(a).name for a in argv[:2])
@@ -48,10 +48,17 @@ def stage_name(argv: list[str]) -> str:
     return f"{name}-train" if name == "sve" and "--train" in argv else name
 
 
-def read_records(path) -> pd.DataFrame:
-    """The records a run left in ``path`` (one JSON object a line), with a ``stage`` column: the DVC stage that started
-    the process (``DVC_STAGE``, recorded by :mod:`benchmark.config.runtime`), else :func:`stage_name` of its command
-    line."""
+COLUMNS = ["stage", "wall_s", "user_s", "sys_s", "max_rss_mb", "minor_faults", "start", "end", "startup_wall_s",
+           "startup_cpu_s", "imports", "live_children_cpu_s"]
+# start, end: epoch seconds; startup_*: before the stage's own work (runtime.mark_work); imports: the heavy packages it
+# imported (runtime.HEAVY); live_children_cpu_s: its children still running at its end (in its CPU, no parent waits)
+
+
+def read_records(path, *, stages_only: bool = False) -> pd.DataFrame:
+    """The records a run left in ``path`` (one JSON object a line), with a ``stage`` column (:data:`COLUMNS`; a
+    record written before a field existed has NaN there): the DVC stage that started the process (``DVC_STAGE``,
+    recorded by :mod:`benchmark.config.runtime`), else :func:`stage_name` of its command line; ``stages_only``: those of stage scripts (``pipelines/``),
+    not of another process that imported the package (``python -m benchmark run``)."""
     rows = []
     for i, line in enumerate(Path(path).read_text().splitlines(), 1):
         if not line.strip():
@@ -61,37 +68,116 @@ def read_records(path) -> pd.DataFrame:
         except json.JSONDecodeError as e:
             raise ValueError(f"{path}:{i}: not a JSON line ({e})") from None
         r["stage"] = r.get("dvc_stage") or stage_name(r.get("argv", []))  # DVC's own name for the stages it runs
+        if stages_only and not any(_SCRIPT.search(str(a).replace(os.sep, "/")) for a in r.get("argv", [])):
+            continue
         rows.append(r)
-    cols = ["stage", "wall_s", "user_s", "sys_s", "max_rss_mb", "minor_faults"]
-    return pd.DataFrame(rows, columns=cols + ["argv", "cwd"])[cols] if rows else pd.DataFrame(columns=cols)
+    return pd.DataFrame(rows, columns=COLUMNS + ["argv", "cwd"])[COLUMNS] if rows else read_records_empty()
 
 
 def by_kind(stages: pd.DataFrame) -> pd.DataFrame:
-    """Stages grouped by kind (``train@lite1`` -> ``train``): count and sums (peak RSS: max), largest wall time
-    first."""
+    """Stages grouped by kind (``train@lite1`` -> ``train``): count and sums (peak RSS: max; start-up and DVC's seconds
+    before the stage: NaN where the records lack them), largest wall time first."""
     df = stages.assign(kind=stages["stage"].str.split("@").str[0])
+    for col in ("startup_wall_s", "startup_cpu_s", "dvc_before_s", "imports"):
+        if col not in df:
+            df[col] = float("nan")
     g = df.groupby("kind").agg(stages=("stage", "size"), wall_s=("wall_s", "sum"), user_s=("user_s", "sum"),
-                               sys_s=("sys_s", "sum"), max_rss_mb=("max_rss_mb", "max"), minor_faults=("minor_faults", "sum"))
+                               sys_s=("sys_s", "sum"), max_rss_mb=("max_rss_mb", "max"), minor_faults=("minor_faults", "sum"),
+                               startup_wall_s=("startup_wall_s", lambda x: x.sum(min_count=1)),
+                               startup_cpu_s=("startup_cpu_s", lambda x: x.sum(min_count=1)),
+                               dvc_before_s=("dvc_before_s", lambda x: x.sum(min_count=1)),
+                               imports=("imports", lambda x: sorted({m for v in x if isinstance(v, list) for m in v})))
     return g.sort_values("wall_s", ascending=False).reset_index()
 
 
 def machine() -> dict:
-    """This machine as a timing record names it: CPU count and model, Python and torch versions, the CPU numerics."""
-    model = platform.processor()
-    try:
-        with open("/proc/cpuinfo") as f:
-            model = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), model)
-    except OSError:
-        pass
+    """This machine as a timing record names it: CPUs, the CPU's name and kind (vendor, family, model), Python, torch and
+    the numerics the stages run with."""
+    cpu = numerics.cpu()
+    return {"cpus": os.cpu_count(), "cpu": cpu["cpu"], "cpu_kind": cpu["kind"], "python": platform.python_version(),
+            "torch": torch.__version__, **numerics.state()}
 
 
-    return {"cpus": os.cpu_count(), "cpu": model, "python": platform.python_version(), "torch": torch.__version__,
-            **numerics.state()}
+def cores() -> int:
+    """The CPUs this process may run on (its affinity), what the stages' compute floor divides by."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def run_repro(out, *, force: bool = False, dvc_args=(), install_s: float | None = None, cwd=".") -> dict:
-    """Run ``dvc repro`` (``-f`` when ``force``) with timing records on; write ``out`` (JSON) and return it. The
-    entries of stages no longer in ``dvc.yaml`` are dropped from ``dvc.lock`` first (:func:`lockfile.prune`)."""
+class LoadSampler:
+    """The machine's 1-minute load average sampled every ``every`` seconds while a run goes (a shared machine's
+    timings are read with it): ``summary()`` gives its mean and maximum and the run's CPUs."""
+
+    def __init__(self, every: float = 5.0):
+        import threading
+
+        self.every, self.samples, self._stop = every, [], threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while True:
+            self.samples.append(os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan"))
+            if self._stop.wait(self.every):
+                return
+
+    def __enter__(self) -> "LoadSampler":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def summary(self) -> dict:
+        """The samples' mean and maximum (NaN-free), their count and the machine's CPUs."""
+        s = [x for x in self.samples if x == x] or [float("nan")]
+        return {"mean": round(sum(s) / len(s), 2), "max": round(max(s), 2), "samples": len(self.samples),
+                "cpus": os.cpu_count()}
+
+
+def summarize(stages: pd.DataFrame, wall: float, *, jobs: int = 1, cpu_total: float | None = None) -> dict:
+    """The figures of a run of ``wall`` seconds from its stage records: the stages'
+    CPU seconds and start-up (interpreter, imports, params), the compute floor ``(CPU - start-up) / cores`` and the
+    run's wall time as a multiple of it (the figure to lower), DVC's own seconds (the wall time outside the stage
+    processes; for a serial run also per stage: the gap before it) and, given ``cpu_total`` (every process of the
+    run, DVC's included), DVC's CPU seconds."""
+    cpu = float((stages["user_s"] + stages["sys_s"]).sum())
+    startup_cpu = float(stages["startup_cpu_s"].fillna(0).sum())
+    n = cores()
+    floor = (cpu - startup_cpu) / n
+    out = {"repro_wall_s": round(wall, 1), "stages_wall_s": round(float(stages["wall_s"].sum()), 1),
+           "dvc_overhead_s": round(wall - float(stages["wall_s"].sum()), 1) if jobs == 1 else None,
+           "cpu_s": round(cpu, 1), "startup_cpu_s": round(startup_cpu, 1),
+           "startup_wall_s": round(float(stages["startup_wall_s"].fillna(0).sum()), 1), "cores": n, "jobs": jobs,
+           "compute_floor_s": round(floor, 1), "floor_ratio": round(wall / floor, 3) if floor > 0 else None}
+    if cpu_total is not None:  # the stages' CPU that reached the run's own count (not that of orphaned children)
+        live = stages["live_children_cpu_s"].fillna(0).sum() if "live_children_cpu_s" in stages else 0.0
+        waited = cpu - float(live)
+        out["dvc_cpu_s"] = round(cpu_total - waited, 1)
+    return out
+
+
+def dvc_gaps(stages: pd.DataFrame, start: float, end: float) -> tuple[list[float], float]:
+    """A serial run's DVC seconds around each stage: the gap between the previous stage's end (the run's start for the
+    first) and the stage's start, in the records' order by start; and the gap after the last stage to the run's end."""
+    if stages.empty or stages["start"].isna().any():
+        return [float("nan")] * len(stages), float("nan")
+    order = stages.sort_values("start")
+    gaps, prev = [], start
+    for _, r in order.iterrows():
+        gaps.append(round(float(r["start"]) - prev, 2))
+        prev = float(r["end"])
+    return [gaps[list(order.index).index(i)] for i in stages.index], round(end - prev, 2)
+
+
+def run_repro(out, *, force: bool = False, dvc_args=(), install_s: float | None = None, cwd=".", jobs: int = 1,
+              python: str | None = None) -> dict:
+    """Run ``dvc repro`` (``-f`` when ``force``; with ``jobs`` > 1 the local parallel run of the same DAG,
+    ``python -m benchmark run --jobs``: :mod:`benchmark.cluster.parallel`) with timing records on; write ``out`` (JSON)
+    and return it. ``python``: the interpreter of the environment to run (its folder first on ``PATH``, for the stages'
+    ``python``; default this one). The entries of stages no longer in ``dvc.yaml`` are dropped from ``dvc.lock`` first
+    (:func:`lockfile.prune`)."""
+    import resource
+
     stages = lockfile.current_stages(cwd)
     if stages and (Path(cwd) / "dvc.lock").is_file():
         gone = lockfile.prune(Path(cwd) / "dvc.lock", stages)
@@ -99,28 +185,40 @@ def run_repro(out, *, force: bool = False, dvc_args=(), install_s: float | None 
             print(f"dvc.lock: dropped {len(gone)} entries of stages no longer in dvc.yaml ({', '.join(gone)})", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "timings.jsonl"
+        python = str(python or sys.executable)
         env = dict(os.environ, UQ_TIMINGS=str(log))
+        env["PATH"] = os.path.dirname(python) + os.pathsep + env.get("PATH", "")
         env.pop("UQ_TIMINGS_PID", None)
-        cmd = [sys.executable, "-m", "dvc", "repro", *(["-f"] if force else []), *dvc_args]
-        t0 = time.time()
-        proc = subprocess.run(cmd, cwd=cwd, env=env)
-        total = time.time() - t0
+        if jobs > 1:
+            cmd = [python, "-m", "benchmark", "run", "--jobs", str(jobs), *(["--force"] if force else []), *dvc_args]
+        else:
+            cmd = [python, "-m", "dvc", "repro", *(["-f"] if force else []), *dvc_args]
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        with LoadSampler() as load:
+            t0 = time.time()
+            proc = subprocess.run(cmd, cwd=cwd, env=env)
+            t1 = time.time()
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
         if proc.returncode != 0:
             raise RuntimeError(f"`{' '.join(cmd[2:])}` failed with exit code {proc.returncode}; no timings written")
-        stages = read_records(log) if log.exists() else read_records_empty()
-    record = {"command": " ".join(["dvc", *cmd[3:]]), "repro_wall_s": round(total, 1),
+        stages = read_records(log, stages_only=True) if log.exists() else read_records_empty()
+    total_cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    if jobs == 1:
+        gaps, last = dvc_gaps(stages, t0, t1)
+        stages = stages.assign(dvc_before_s=gaps)
+    record = {"command": " ".join(["dvc" if jobs == 1 else "python -m benchmark", *cmd[3:]]),
               "install_s": None if install_s is None else round(install_s, 1),
-              "stages_wall_s": round(float(stages["wall_s"].sum()), 1),
-              "dvc_overhead_s": round(total - float(stages["wall_s"].sum()), 1),
-              "date": time.strftime("%Y-%m-%d", time.gmtime()), "machine": machine(),
-              "stages": stages.to_dict(orient="records")}
+              **summarize(stages, t1 - t0, jobs=jobs, cpu_total=total_cpu),
+              **({"dvc_after_last_s": last} if jobs == 1 else {}),
+              "load": load.summary(), "date": time.strftime("%Y-%m-%d", time.gmtime()), "machine": machine(),
+              "stages": json.loads(stages.drop(columns=["start", "end"]).to_json(orient="records"))}
     store.write_json(out, record)
     return record
 
 
 def read_records_empty() -> pd.DataFrame:
     """An empty table of stage records (the columns of :func:`read_records`)."""
-    return pd.DataFrame(columns=["stage", "wall_s", "user_s", "sys_s", "max_rss_mb", "minor_faults"])
+    return pd.DataFrame(columns=COLUMNS)
 
 
 def load(path) -> dict:
@@ -132,5 +230,6 @@ def load(path) -> dict:
 
 
 def stages_frame(record: dict) -> pd.DataFrame:
-    """A timings record's stages as a table (the columns of :func:`read_records`)."""
-    return pd.DataFrame(record["stages"], columns=read_records_empty().columns)
+    """The stage records of a timings file, with DVC's seconds before each stage where the run recorded them."""
+    cols = [c for c in COLUMNS if c not in ("start", "end")] + ["dvc_before_s"]
+    return pd.DataFrame(record["stages"], columns=cols)

@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 
 from benchmark.data.model_input import to_model_input
-from benchmark.data.paper.transforms import data_config
+from benchmark.models.preprocess import data_config
 from benchmark.data.splits_io import load_split, save_split
 from benchmark.stages.suite_source import TRAIN, SplitInputs, split_file, split_index
 from benchmark.storage import store

@@ -8,40 +8,25 @@ and the suite's data source (:func:`benchmark.stages.per_model.model_stage_main`
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
-from pathlib import Path
 from typing import Callable
 
-from benchmark.config import numerics
-from benchmark.models import distributed
+from benchmark.config import numerics, runtime
 from benchmark.stages.model_params import load_model_params
 
 EXPECTED = (ValueError, FileNotFoundError, KeyError)
-LAUNCHER = "benchmark.models.launch"  # torchrun: imported only when params ask for several processes
-
-
-def launch_modules(cfg: distributed.DistConfig) -> list[str]:
-    """The dotted modules a stage entry with a ``script`` imports at run time for params ``distributed`` (``cfg``):
-    the torchrun launcher when it asks for several processes, none otherwise (what the generated pipeline adds to the
-    ``train@`` and ``logits@`` stages' dependencies)."""
-    return [LAUNCHER] if cfg.world_size > 1 else []
 
 
 def stage_main(description: str, run: Callable[[object, argparse.Namespace], object],
                add_args: Callable[[argparse.ArgumentParser], None] | None = None, argv=None, *,
-               load: Callable[[str], object] = load_model_params, script: str | None = None,
-               stage: Callable[[argparse.Namespace], str] | None = None,
-               on_failure: str = "its outputs were not written") -> int:
+               load: Callable[[str], object] = load_model_params,
+               runner: Callable[[object, argparse.Namespace, list[str], Callable], int] | None = None) -> int:
     """Parse ``--params`` (+ stage args) once with ``load`` (typed params), run ``run(params, args)``; errors ->
     message, exit 2.
 
-    ``script`` (the stage script's path) makes the stage data-parallel: when params
-    ``distributed`` asks for several processes and this process is not a torchrun
-    worker yet, the same command (``script`` + ``argv``) runs under torchrun instead
-    (:mod:`benchmark.models.launch`) and a failure of any rank is one message naming the stage (``stage(args)``,
-    default the script's name) and ``on_failure`` (exit 1). In a worker, a failed
-    collective (another rank stopped) exits 1 with a one-line message.
+    ``runner(params, args, argv, run)`` (the per-model stages' :func:`benchmark.stages.per_model.model_stage_main`)
+    runs ``run`` instead and returns the exit status: a data-parallel stage's (torchrun) launch and rank handling
+    live there, so a stage that runs no model imports no model code through its entry.
     """
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--params", default="params.yaml", help="params file (default: params.yaml)")
@@ -56,22 +41,18 @@ def stage_main(description: str, run: Callable[[object, argparse.Namespace], obj
         if note:
             print(note, file=sys.stderr)
         params = load(args.params)
-        if script is not None:
-            cfg = distributed.config(params.distributed, params.device)
-            if cfg.world_size > 1 and not distributed.is_worker():
-                return importlib.import_module(LAUNCHER).launch(cfg, script, argv, on_failure=on_failure,
-                                                                stage=stage(args) if stage else Path(script).stem)
+        runtime.mark_work()  # what came before is the stage's start-up (its timing record, UQ_TIMINGS)
+        if runner is not None:
+            return runner(params, args, argv, run)
         run(params, args)
     except EXPECTED as e:
-        msg = e.args[0] if isinstance(e, KeyError) and e.args else e
-        print(f"error: {_who()}{msg}", file=sys.stderr)
-        return 2
-    except distributed.RankFailure as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    distributed.shutdown()
+        return error(e)
     return 0
 
 
-def _who() -> str:
-    return f"rank {distributed.rank()}: " if distributed.world_size() > 1 else ""
+def error(e: BaseException, who: str = "") -> int:
+    """Print an expected error (``ValueError``, ``FileNotFoundError``, ``KeyError``) as one line, prefixed by ``who``
+    (a rank); exit status 2."""
+    msg = e.args[0] if isinstance(e, KeyError) and e.args else e
+    print(f"error: {who}{msg}", file=sys.stderr)
+    return 2

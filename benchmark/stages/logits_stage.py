@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import torch
 
+from benchmark.core.costs import train_budget
 from benchmark.models import cost as costs
 from benchmark.models import distributed, factory
 from benchmark.stages.per_model import ModelStage, load_trained, logits
@@ -15,7 +16,7 @@ from benchmark.storage import store
 
 def cost(stage: ModelStage) -> dict:
     """GFLOPs, params and CPU throughput of the stage's zoo entry at its input size, and its training budget
-    (:func:`benchmark.models.cost.train_budget`): its recipe's epochs over the train split (the images
+    (:func:`benchmark.core.costs.train_budget`): its recipe's epochs over the train split (the images
     :func:`benchmark.stages.per_model.train` passes over), a full fine-tune of its parameters."""
     entry = stage.entry
     stage.set_threads()
@@ -25,7 +26,7 @@ def cost(stage: ModelStage) -> dict:
     record = {
         "name": stage.name, "arch": entry.arch, "init": entry.init, "img_size": entry.img_size, "seed": entry.seed,
         "role": entry.role, **static,
-        **costs.train_budget(stage.recipe.epochs, train_size() if stage.recipe.epochs else 0, static["params"]),
+        **train_budget(stage.recipe.epochs, train_size() if stage.recipe.epochs else 0, static["params"]),
         **costs.measured(model, entry.img_size, c),
         "threads": torch.get_num_threads(),
     }

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
+import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
@@ -23,8 +25,8 @@ from benchmark.models.recipe import Recipe, recipe_of
 from benchmark.models.train import fine_tune, load_weights, training_model
 from benchmark.models.zoo import ZooEntry
 from benchmark.stages import stage_config, suite_source
-from benchmark.stages.entry import stage_main
-from benchmark.stages.model_params import ModelParams
+from benchmark.stages.entry import EXPECTED, error, stage_main
+from benchmark.stages.model_params import DistConfig, ModelParams
 from benchmark.stages.suite_source import TRAIN, VAL, split_files
 from benchmark.storage import store
 
@@ -57,6 +59,41 @@ def model_stage(params: ModelParams, name: str, source=None) -> ModelStage:
                       device=suite_source.device(params), folders=stage_config.paths(name))
 
 
+LAUNCHER = "benchmark.models.launch"  # torchrun: imported only when params ask for several processes
+
+
+def launch_modules(cfg: DistConfig) -> list[str]:
+    """The dotted modules a per-model stage's entry with a ``script`` imports at run time for params ``distributed``
+    (``cfg``): the torchrun launcher when it asks for several processes, none otherwise (what the generated pipeline
+    adds to the ``train@`` and ``logits@`` stages' dependencies)."""
+    return [LAUNCHER] if cfg.world_size > 1 else []
+
+
+def _data_parallel(script: str | None, stage: str, on_failure: str):
+    """The ``runner`` of :func:`benchmark.stages.entry.stage_main` for a per-model stage: with a ``script`` (the stage
+    script's path) the stage is data-parallel: when params ``distributed`` asks for several processes and this process
+    is not a torchrun worker yet, the same command (``script`` + ``argv``) runs under torchrun instead
+    (:mod:`benchmark.models.launch`) and a failure of any rank is one message naming ``stage`` and ``on_failure``
+    (exit 1). In a worker, an expected error names the rank, and a failed collective (another rank stopped) exits 1
+    with a one-line message."""
+    def runner(params, args, argv, run) -> int:
+        if script is not None:
+            cfg = distributed.config(params.distributed, params.device)
+            if cfg.world_size > 1 and not distributed.is_worker():
+                return importlib.import_module(LAUNCHER).launch(cfg, script, argv, on_failure=on_failure, stage=stage)
+        try:
+            run(params, args)
+        except EXPECTED as e:
+            return error(e, f"rank {distributed.rank()}: " if distributed.world_size() > 1 else "")
+        except distributed.RankFailure as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 1
+        distributed.shutdown()
+        return 0
+
+    return runner
+
+
 def model_stage_main(description: str, fn: Callable[[ModelStage, argparse.Namespace], object], argv=None, *, arg: str = "model",
                      help: str = "zoo entry name", script: str | None = None,
                      on_failure: str = "its outputs were not written", add_args=None) -> int:
@@ -64,18 +101,20 @@ def model_stage_main(description: str, fn: Callable[[ModelStage, argparse.Namesp
     typed :class:`ModelStage` of zoo entry VALUE that the entry builds (:func:`model_stage`: the params' model blocks,
     the zoo entry, the data source).
 
-    ``script``: see :func:`benchmark.stages.entry.stage_main`; the stage is named ``<script stem>@<value>`` as in
-    dvc.yaml.
+    ``script`` (the stage script's path) makes the stage data-parallel (:func:`_data_parallel`); the stage is named
+    ``<script stem>@<value>`` as in dvc.yaml.
     """
     def add(p):
         p.add_argument(f"--{arg}", required=True, help=help)
         if add_args:
             add_args(p)
 
-    return stage_main(
-        description, lambda params, a: fn(model_stage(params, getattr(a, arg)), a), add, argv,
-        script=script, stage=lambda a: f"{Path(script or arg).stem}@{getattr(a, arg)}", on_failure=on_failure,
-    )
+    def runner(params, args, argv, run) -> int:
+        name = f"{Path(script or arg).stem}@{getattr(args, arg)}"
+        return _data_parallel(script, name, on_failure)(params, args, argv, run)
+
+    return stage_main(description, lambda params, a: fn(model_stage(params, getattr(a, arg)), a), add, argv,
+                      runner=runner)
 
 
 def train(stage: ModelStage, *, progress: bool = True, stop_after_epoch: int | None = None) -> dict:

@@ -147,8 +147,7 @@ def resolve_splits(patterns: list[str] | None, available: list[str], where: str,
 
 def train_size(data_dir: Path | None = None) -> int:
     """Images of the train split (its file or index in ``results/data``): what one epoch of a recipe passes over
-    (:func:`benchmark.stages.per_model.train`), the images of a training budget
-    (:func:`benchmark.models.cost.train_budget`)."""
+    (:func:`benchmark.stages.per_model.train`), the images of a training budget (:func:`benchmark.core.costs.train_budget`)."""
     files = split_files(data_dir)
     if TRAIN not in files:
         raise store.StoreError(f"{Path(data_dir or stage_config.paths()['data'])}: no train split file; rerun the data stage (dvc repro "

@@ -85,6 +85,26 @@ def test_main_job_line_adds_install_and_judges_the_target():
     assert facts.main_job_item({"repro_wall_s": 590.0}).startswith("- Main job, `dvc repro` from scratch: **9.8 min**")
 
 
+def test_main_job_line_states_the_machine_s_target_and_the_compute_floor_ratio():
+    """Issue 56: 8 minutes on a Zen 4-class machine (family 25), 5 on a Zen 5 (26); `dvc repro` at most 1.2x its
+    stages' compute floor ((CPU - start-up) / cores)."""
+    zen4 = dict(MACHINE, cpu_kind="AuthenticAMD-f25-m17")
+    rec = {"repro_wall_s": 400.0, "install_s": 70.0, "machine": zen4, "date": "2026-12-06", "floor_ratio": 1.18,
+           "compute_floor_s": 339.0, "load": {"mean": 3.5, "max": 6.0}}
+    line = facts.main_job_line(rec)
+    assert "= **7.8 min**, within the 8-minute target of a Zen 4-class machine" in line
+    assert "(2 CPUs, AMD EPYC 9B45, AuthenticAMD-f25-m17, load average 3.5; 2026-12-06)" in line
+    assert "took **1.18x** its compute floor ((CPU - start-up) / cores = 339 s), within the 1.2x target" in line
+    zen5 = facts.main_job_line(dict(rec, machine=dict(MACHINE, cpu_kind="AuthenticAMD-f26-m2"), floor_ratio=1.43))
+    assert "**over** the 5-minute target of a Zen 5 machine" in zen5 and "**1.43x**" in zen5 and "**over** the 1.2x" in zen5
+    other = facts.main_job_line(dict(rec, machine=dict(MACHINE, cpu_kind="GenuineIntel-f6-m167")))
+    assert "within the 10-minute target (" in other
+    par = facts.main_job_line(dict(rec, parallel={"command": "python -m benchmark run --jobs 2", "repro_wall_s": 350.0,
+                                                  "floor_ratio": 1.1}))
+    assert par.endswith("; two stages at a time (`python -m benchmark run --jobs 2`, the same outputs) 350 s = 7.0 min, "
+                        "1.10x.")
+
+
 def test_pinning_line_shows_the_measured_ratio():
     line = facts.pinning_line({"ratio": {"wall_s": 1.234, "cpu_s": 1.1}, "stage": "train@lite0-s0", "machine": MACHINE})
     assert "**1.23x**" in line and "`train@lite0-s0`" in line

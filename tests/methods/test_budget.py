@@ -7,7 +7,7 @@ import math
 import pytest
 
 from benchmark.methods import budget, registry
-from benchmark.models.cost import sum_budget, sum_cost, train_budget
+from benchmark.core.costs import sum_budget, sum_cost, train_budget
 from benchmark.models.train import Recipe
 
 RECIPES = {"finetune": Recipe(epochs=4, batch_size=64, lr=0.002), "sve": Recipe(epochs=4, batch_size=64, lr=0.03),

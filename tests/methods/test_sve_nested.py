@@ -27,10 +27,11 @@ from tests.methods.test_sve_stage import _ctx, _params, _setup, _train_sve
 
 
 def _train_sves(params: dict) -> list[dict]:
-    """Stage sve-train, then stage sve@<M> for every M of params ``sve.members`` (in this process)."""
+    """Stage sve-train, then stage sve, which writes every M of params ``sve.members`` (in this process)."""
     ctx, cfg = _ctx(params)
     stage.train_nested(ctx, cfg)
-    return [method_stage.run(parse_params(params), "sve", m, progress=False)[f"sve-m{m}"] for m in sorted(cfg.members)]
+    written = method_stage.run(parse_params(params), "sve", list(cfg.members), progress=False)
+    return [written[f"sve-m{m}"] for m in sorted(cfg.members)]
 
 
 def _run(root, monkeypatch, sizes):
@@ -147,18 +148,22 @@ def test_root_dvc_yaml_trains_once_and_writes_each_size_from_that_checkpoint():
     train, out = all_stages["sve-train"], all_stages["sve"]
     assert train["cmd"] == "python pipelines/sve.py --train"
     assert [next(iter(o)) for o in train["outs"]] == [f"results/method_checkpoints/{stage.NESTED}"]
-    assert out["foreach"] == "${sve.members}" and out["do"]["cmd"] == "python pipelines/sve.py --members ${item}"
-    assert f"results/method_checkpoints/{stage.NESTED}" in out["do"]["deps"]
-    assert out["do"]["outs"] == ["results/methods/sve-m${item}"]
+    members = sorted(yaml.safe_load((ROOT / "params.yaml").read_text())["sve"]["members"])
+    assert "foreach" not in out and out["cmd"] == f"python pipelines/sve.py --members {' '.join(map(str, members))}"
+    assert f"results/method_checkpoints/{stage.NESTED}" in out["deps"]
+    assert out["outs"] == [f"results/methods/sve-m{m}" for m in members]  # one stage, one output per size
 
 
 def test_output_without_the_nested_training_is_refused_with_one_line(tmp_path, monkeypatch):
     _setup(tmp_path)
     monkeypatch.chdir(tmp_path)
     with pytest.raises(store.StoreError, match=r"no finished SVE training for the current params; run `dvc repro sve-train`"):
-        method_stage.run(parse_params(_params(members=[1, 2])), "sve", 1, progress=False)
+        method_stage.run(parse_params(_params(members=[1, 2])), "sve", [1, 2], progress=False)
     with pytest.raises(ValueError, match=r"--members 4 is not in params.yaml sve.members \[1, 2\]"):
-        method_stage.run(parse_params(_params(members=[1, 2])), "sve", 4, progress=False)
+        method_stage.run(parse_params(_params(members=[1, 2])), "sve", [1, 2, 4], progress=False)
+    # a dvc.yaml older than params.yaml (a size added): its stage lists fewer sizes than params, refused
+    with pytest.raises(ValueError, match=r"--members 1 leaves out \[2\] of params.yaml sve.members \[1, 2\].*regenerate"):
+        method_stage.run(parse_params(_params(members=[1, 2])), "sve", [1], progress=False)
     assert not (tmp_path / "results" / "methods").exists()
 
 
@@ -172,7 +177,7 @@ def test_stage_script_needs_train_or_members(tmp_path):
     _setup(tmp_path)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(_params()))
     proc = subprocess.run(["python", str(ROOT / "pipelines" / "sve.py")], cwd=tmp_path, capture_output=True, text=True)
-    assert proc.returncode == 2 and "give --train or --members M" in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.returncode == 2 and "give --train or --members M [M ...]" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_not_nested_trains_every_size_with_the_former_draws(tmp_path, monkeypatch):

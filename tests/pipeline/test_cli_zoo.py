@@ -64,10 +64,10 @@ def test_flops_text_default_size_and_errors(capsys, monkeypatch):
 
 def test_flops_and_validate_zoo_count_the_head_the_pipeline_builds(tmp_path, monkeypatch, capsys):
     """Issue 50 item 4: the classes of the suite (./params.yaml's, --suite's) and the entry's size, as the cost stage
-    counts (benchmark.models.factory.structure_cost: what models.csv holds), the head included (a count by hand)."""
+    counts (benchmark.models.cost.structure_cost: what models.csv holds), the head included (a count by hand)."""
     import timm
 
-    from benchmark.models.factory import structure_cost
+    from benchmark.models.cost import structure_cost
     from benchmark.models.zoo import load_zoo
 
     monkeypatch.chdir(tmp_path)

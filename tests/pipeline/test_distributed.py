@@ -18,6 +18,7 @@ from safetensors.torch import load_file
 from torch import nn
 
 from benchmark.models import distributed
+from benchmark.stages.model_params import DistConfig
 from benchmark.models.train import Recipe, fine_tune
 from benchmark.storage import store
 
@@ -94,7 +95,7 @@ def _worker(out: Path) -> None:
     import benchmark.models.train as train_module
 
     torch.set_num_threads(1)
-    distributed.init(distributed.DistConfig(), torch.device("cpu"))
+    distributed.init(DistConfig(), torch.device("cpu"))
     writes = []
     for module, fn in ((train_module, "save_weights"), (train_module.store, "write_json")):
         original = getattr(module, fn)
@@ -207,7 +208,7 @@ def test_bad_distributed_params_are_named(tree, capsys):
         assert err.count("\n") == 1 and "Traceback" not in err  # one line naming the file and the field
         assert message in err and err.startswith(f"error: {bad}: distributed: " if "needs CUDA" not in message
                                                  else "error: params 'distributed': ")
-    assert distributed.config(distributed.DistConfig(), "cpu") == distributed.DistConfig()  # no block: one process
+    assert distributed.config(DistConfig(), "cpu") == DistConfig()  # no block: one process
 
 
 def test_shards_and_torchrun_arguments(monkeypatch):
@@ -215,10 +216,10 @@ def test_shards_and_torchrun_arguments(monkeypatch):
     assert [distributed.shard_bounds(7, 3, r) for r in range(3)] == [(0, 2), (2, 4), (4, 7)]
     assert [distributed.shard_bounds(1, 2, r) for r in range(2)] == [(0, 0), (0, 1)]
     assert distributed.shard_bounds(5) == (0, 5)  # no process group: everything
-    one_node = distributed.DistConfig(nproc_per_node=4)
+    one_node = DistConfig(nproc_per_node=4)
     assert one_node.torchrun_args("s.py", ["--model", "m"]) == ["--nproc_per_node", "4", "--nnodes", "1", "--standalone",
                                                                 "s.py", "--model", "m"]
-    two_nodes = distributed.DistConfig(nproc_per_node=2, nnodes=2, master_addr="10.0.0.1", master_port=1234)
+    two_nodes = DistConfig(nproc_per_node=2, nnodes=2, master_addr="10.0.0.1", master_port=1234)
     monkeypatch.delenv("NODE_RANK", raising=False)
     monkeypatch.delenv("SLURM_NODEID", raising=False)
     with pytest.raises(ValueError, match="node_rank is null and neither"):
@@ -227,7 +228,7 @@ def test_shards_and_torchrun_arguments(monkeypatch):
     assert two_nodes.torchrun_args("s.py", []) == ["--nproc_per_node", "2", "--nnodes", "2", "--node_rank", "1",
                                                    "--master_addr", "10.0.0.1", "--master_port", "1234", "s.py"]
     # master_addr null: $MASTER_ADDR, the first node of a `cluster submit` job's allocation
-    from_env = distributed.DistConfig(nproc_per_node=2, nnodes=2, master_addr=None)
+    from_env = DistConfig(nproc_per_node=2, nnodes=2, master_addr=None)
     monkeypatch.delenv("MASTER_ADDR", raising=False)
     with pytest.raises(ValueError, match="master_addr is null and .MASTER_ADDR is not set"):
         from_env.torchrun_args("s.py", [])

@@ -2,8 +2,10 @@
 through DVC (the session fixture ``caltech``), copied and changed one layer at a time, ``dvc status`` after each.
 
 * editing every file of one layer, each layer in turn (the metrics, the report, the bundle, the evaluation, the
-  loaders of the other suites, the report's config), leaves ``data`` and every ``train@`` and ``logits@`` stage up
-  to date; editing the training loop makes every ``train@`` stale (the negative control);
+  loaders of the other suites, the report's config, the model families the zoo does not use), leaves ``data`` and
+  every ``train@`` and ``logits@`` stage up to date; editing the training loop makes every ``train@`` stale (the
+  negative control); editing the portable kernels or the cost counter makes the stages that run them stale, never
+  ``evaluate`` or ``report`` (issue 55: they read logits);
 * adding a zoo entry adds that model's stages and changes no existing stage (nor the generated ``dvc.yaml``);
 * adding the combiner of docs/tutorials/add-a-combiner.md as a contributor would (its module and its test from the
   page, the pipeline regenerated) makes only ``evaluate`` stale, and one ``dvc repro`` runs ``evaluate`` and
@@ -37,6 +39,11 @@ LAYERS = {  # layer -> (its files, relative to the repository, and the stages an
     "evaluation": (["benchmark/evaluation"], {"evaluate"}),
     "other suites' loaders": ([f"benchmark/data/paper/{m}.py" for m in OTHER_LOADERS], set()),
     "report config": (["benchmark/config/report_config.py"], {"evaluate", "report"}),
+    "other model families": (["benchmark/models/torchvision_zoo.py", "benchmark/models/hub.py"], set()),  # a scratch zoo
+}
+MODEL_CODE = {  # code that runs models: the stages that run it, never evaluate or report (they read logits)
+    "benchmark/models/portable.py": {*(f"{s}@{m}" for s in ("train", "logits") for m in MODELS), "laplace@la-res"},
+    "benchmark/models/cost.py": {*(f"logits@{m}" for m in MODELS), "laplace@la-res"},  # the counter: costs are logits@'s
 }
 
 
@@ -72,6 +79,11 @@ def test_each_layer_leaves_data_train_and_logits_up_to_date(repo):
     edit(repo / "benchmark" / "models" / "train.py")
     got = stale(repo)
     assert {f"train@{m}" for m in MODELS} <= got and "data" not in got, got
+    git(repo, "checkout", "--", "benchmark/models/train.py")
+    for path, expected in MODEL_CODE.items():  # and the model code: the stages that run models, never evaluate
+        edit(repo / path)
+        assert stale(repo) == expected, path
+        git(repo, "checkout", "--", path)
 
 
 def test_a_zoo_entry_and_the_tutorials_combiner_add_their_own_stages_only(repo):

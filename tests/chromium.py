@@ -10,6 +10,7 @@ one tab as a new document: ``about:blank`` first (so that even a link followed t
 left), the pointer moved off the page, the viewport and the recorded problems reset. The benchmarks that time a first
 render keep opening a new tab for each sample, as a visitor's first visit does.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -17,8 +18,16 @@ from pathlib import Path
 import pytest
 
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 VIEWPORT = {"width": 1500, "height": 1000}
 
 

@@ -15,24 +15,26 @@ os.environ["DVC_NO_ANALYTICS"] = "1"  # no analytics daemon process after each d
 # time of the stage-running tests). It changes no result: only how idle threads wait. Set before torch is imported
 # here and before the warm python server starts, so that stages see it as their server did.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-sys.path.insert(0, os.path.dirname(__file__))  # (tests/: precompiled and file_order here, warm_python in pytest_configure)
+sys.path.insert(
+    0, os.path.dirname(__file__)
+)  # (tests/: precompiled and file_order here, warm_python in pytest_configure)
 if not os.environ.get("PYTEST_XDIST_WORKER"):  # once per run, before anything imports the project's code
     from precompiled import precompile
 
     precompile()  # hash-checked .pyc of the project's code (tests/precompiled.py)
 
-import benchmark  # noqa: E402,F401  (first: pins the CPU numerics before torch runs a kernel, as in the stages)
-import pytest  # noqa: E402
-import torch  # noqa: E402
 # DVC binds its log handlers to the sys.stdout/sys.stderr it sees when first imported: imported here, they write to
 # pytest's capture for the whole run, not to one test's capsys streams, which are closed after that test (a later
 # DVC log line in the same worker then raised "I/O operation on closed file": tests/docs/test_tutorials.py failed
 # after tests/reproduce/test_reproduce_cli.py in one worker)
 import dvc  # noqa: E402,F401
-
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from chromium import browser, tab  # noqa: E402,F401  (fixtures of the page tests: tests/chromium.py)
 from file_order import schedule, uses_caltech  # noqa: E402
 from shared_runs import once_per_run, private_copy  # noqa: E402,F401  (private_copy: for the fixtures below)
-from chromium import browser, tab  # noqa: E402,F401  (fixtures of the page tests: tests/chromium.py)
+
+import benchmark  # noqa: E402,F401  (first: pins the CPU numerics before torch runs a kernel, as in the stages)
 
 torch.set_num_threads(min(2, os.cpu_count() or 1))
 
@@ -50,11 +52,17 @@ def pytest_configure(config):
         import warm_python
 
         folder = tempfile.mkdtemp(prefix="uqwarm-")
-        os.environ["PATH"] = warm_python.write_shim(os.path.join(folder, "bin"), sys.executable) + os.pathsep + os.environ["PATH"]
+        os.environ["PATH"] = (
+            warm_python.write_shim(os.path.join(folder, "bin"), sys.executable) + os.pathsep + os.environ["PATH"]
+        )
         os.environ[warm_python.ENV] = sock = os.path.join(folder, "sock")
         with open(os.path.join(folder, "server.log"), "w") as log:  # its own output: the preloads' warnings
-            server = subprocess.Popen([sys.executable, warm_python.__file__, sock, str(os.getpid())], stdin=subprocess.DEVNULL,
-                                      stdout=log, stderr=subprocess.STDOUT)
+            server = subprocess.Popen(
+                [sys.executable, warm_python.__file__, sock, str(os.getpid())],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
         config._warm_python = (folder, server)
 
 

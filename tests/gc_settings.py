@@ -1,5 +1,6 @@
 """The cyclic garbage collector's settings in the test processes (tests/conftest.py's ``pytest_collection_finish``):
 a module of its own, so that a test of it imports it without running conftest.py's set-up a second time."""
+
 import gc
 
 GC_YOUNG = 10_000  # the youngest generation is collected every GC_YOUNG allocations (the interpreter's default: 700)

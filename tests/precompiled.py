@@ -15,6 +15,7 @@ So no process can run stale bytecode, and an import sees what a fresh interprete
 only (its own cache, keyed by the test file's modification time and size; no test edits a test module).
 ``__pycache__`` is ignored by git and by DVC (.gitignore, .dvcignore).
 """
+
 from __future__ import annotations
 
 import compileall
@@ -33,8 +34,11 @@ def precompile(root: Path = ROOT) -> bool:
     ok = True
     for folder in FOLDERS:
         if (root / folder).is_dir():
-            ok &= bool(compileall.compile_dir(root / folder, quiet=2, workers=1,
-                                              invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH))
+            ok &= bool(
+                compileall.compile_dir(
+                    root / folder, quiet=2, workers=1, invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH
+                )
+            )
     return ok
 
 

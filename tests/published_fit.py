@@ -4,6 +4,7 @@
 temperatures after the LBFGS step; ``benchmark.core.temperature``'s
 ``paper-exact`` mode must reproduce both.
 """
+
 from __future__ import annotations
 
 import torch

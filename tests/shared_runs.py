@@ -3,6 +3,7 @@ pages of tests/docs/test_tutorials.py): built once, also with pytest-xdist, and 
 
 A module of its own (as tests/file_order.py), so that test modules import it without running conftest.py again.
 """
+
 import os
 
 import pytest

@@ -1,4 +1,5 @@
 """`python -m benchmark metrics` and `duo`: output, JSON keys, errors and exit codes."""
+
 from __future__ import annotations
 
 import json
@@ -72,10 +73,26 @@ def test_metrics_text_and_bootstrap(files, capsys):
     assert lo <= res["accuracy"] <= hi
 
 
-@pytest.mark.parametrize("fit, confidence", [("converged", "max"), ("converged", "published"), ("paper-exact", "published")])
+@pytest.mark.parametrize(
+    "fit, confidence", [("converged", "max"), ("converged", "published"), ("paper-exact", "published")]
+)
 def test_duo_json(files, capsys, fit, confidence):
-    argv = ["duo", "--base-val", files["base_val"], "--side-val", files["side_val"], "--base-test", files["base_test"],
-            "--side-test", files["side_test"], "--fit", fit, "--confidence", confidence, "--json"]
+    argv = [
+        "duo",
+        "--base-val",
+        files["base_val"],
+        "--side-val",
+        files["side_val"],
+        "--base-test",
+        files["base_test"],
+        "--side-test",
+        files["side_test"],
+        "--fit",
+        fit,
+        "--confidence",
+        confidence,
+        "--json",
+    ]
     code, out, _ = _run(capsys, argv)
     assert code == 0
     res = json.loads(out)
@@ -88,7 +105,10 @@ def test_duo_json(files, capsys, fit, confidence):
     bv, sv, bt, st = (load_logits_file(files[k]) for k in ("base_val", "side_val", "base_test", "side_test"))
     duo = fit_duo(bv.logits, sv.logits, bv.labels, mode=fit)
     assert t["base"] == pytest.approx(duo.t_base, rel=1e-12)
-    t_single = (fit_temperature(bv.logits, bv.labels, mode=fit).temperature, fit_temperature(sv.logits, sv.labels, mode=fit).temperature)
+    t_single = (
+        fit_temperature(bv.logits, bv.labels, mode=fit).temperature,
+        fit_temperature(sv.logits, sv.labels, mode=fit).temperature,
+    )
     base = compute_metrics(single_prediction(bt.logits, t_single[0]).probs, bt.labels)
     assert res["base"]["nll"] == pytest.approx(base["nll"], abs=1e-12)
     uq = duo_prediction(bt.logits, st.logits, variant="uq_only", fit=duo, confidence=confidence)
@@ -98,7 +118,17 @@ def test_duo_json(files, capsys, fit, confidence):
 
 
 def test_duo_text(files, capsys):
-    argv = ["duo", "--base-val", files["base_val"], "--side-val", files["side_val"], "--base-test", files["base_test"], "--side-test", files["side_test"]]
+    argv = [
+        "duo",
+        "--base-val",
+        files["base_val"],
+        "--side-val",
+        files["side_val"],
+        "--base-test",
+        files["base_test"],
+        "--side-test",
+        files["side_test"],
+    ]
     code, out, _ = _run(capsys, argv)
     assert code == 0
     assert "duo temperatures" in out and "uq_only" in out and "weighted" in out
@@ -130,16 +160,19 @@ def _bad(tmp_path, kind):
     return str(p)
 
 
-@pytest.mark.parametrize("kind, message", [
-    ("nan", "logits: contains NaN"),
-    ("inf", "logits: contains Inf"),
-    ("range", "labels: values must be in [0, 4)"),
-    ("empty", "is empty"),
-    ("noarrays", "missing array 'logits'"),
-    ("shortlabels", "'labels' has 19"),
-    ("rank3", "must be (N, C) for this command"),
-    ("text", "unknown logits file type"),
-])
+@pytest.mark.parametrize(
+    "kind, message",
+    [
+        ("nan", "logits: contains NaN"),
+        ("inf", "logits: contains Inf"),
+        ("range", "labels: values must be in [0, 4)"),
+        ("empty", "is empty"),
+        ("noarrays", "missing array 'logits'"),
+        ("shortlabels", "'labels' has 19"),
+        ("rank3", "must be (N, C) for this command"),
+        ("text", "unknown logits file type"),
+    ],
+)
 def test_metrics_bad_file(tmp_path, capsys, kind, message):
     path = _bad(tmp_path, kind)
     code, out, err = _run(capsys, ["metrics", path])
@@ -179,23 +212,33 @@ def test_help_and_usage(capsys):
 
 
 def test_module_entry_point(files):
-    proc = subprocess.run(["python", "-m", "benchmark", "metrics", files["base_test"], "--json"], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        ["python", "-m", "benchmark", "metrics", files["base_test"], "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assert METRIC_KEYS <= set(json.loads(proc.stdout))
-    proc = subprocess.run(["python", "-m", "benchmark", "metrics", "missing.npz"], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        ["python", "-m", "benchmark", "metrics", "missing.npz"], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 2 and proc.stderr.startswith("error: missing.npz")
 
 
 def test_the_command_line_is_built_without_torch_and_its_other_errors_are_not_swallowed(monkeypatch):
     """``publish``, ``suite-pipeline``... start in a fresh interpreter without torch (the logits commands import it when
     they run); ``duo --help`` still lists the fits; an error that is not bad input still raises."""
-    code = ("import sys; from benchmark.cli.main import build_parser; p = build_parser(); p.parse_args(['publish', "
-            "'--out', 'x']);"
-            "print(sorted(m for m in ('torch', 'pandas', 'benchmark.core.temperature') if m in sys.modules))")
+    code = (
+        "import sys; from benchmark.cli.main import build_parser; p = build_parser(); p.parse_args(['publish', "
+        "'--out', 'x']);"
+        "print(sorted(m for m in ('torch', 'pandas', 'benchmark.core.temperature') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.split() == ["[]"], out.stderr
-    help_text = subprocess.run([sys.executable, "-m", "benchmark", "duo", "--help"], capture_output=True, text=True,
-                               timeout=120).stdout
+    help_text = subprocess.run(
+        [sys.executable, "-m", "benchmark", "duo", "--help"], capture_output=True, text=True, timeout=120
+    ).stdout
     assert "one of converged, paper-exact" in " ".join(help_text.split())
     from benchmark.cli import logits_commands
 

@@ -1,5 +1,6 @@
 """Ctrl-C anywhere in `python -m benchmark ...`: one line on stderr, exit code 130, and what the command was writing
 cleaned up as for any other exception (atomic writes leave neither a temporary file nor a half-written output)."""
+
 from __future__ import annotations
 
 import os
@@ -55,8 +56,17 @@ def test_sigint_to_a_publish_in_its_long_step_keeps_the_previous_site(tmp_path):
     for i in range(3):  # more to read and merge: a longer step
         shutil.copytree(bundle, bundles / f"{bundle.name}-{i}")
     out = tmp_path / "out" / "site"
-    cmd = [sys.executable, "-m", "benchmark", "publish", "--bundles", str(tmp_path / "leaderboard"), "--out", str(out),
-           "--quiet"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "benchmark",
+        "publish",
+        "--bundles",
+        str(tmp_path / "leaderboard"),
+        "--out",
+        str(out),
+        "--quiet",
+    ]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     subprocess.run(cmd, check=True, capture_output=True, env=env, cwd=ROOT, timeout=600)
     before = (out / "embedded" / "index.html").read_bytes()

@@ -1,10 +1,9 @@
 """CONTRIBUTING's "Add a method" examples run as written: its code blocks (a weight-free and a weight-based method,
 their tests, their params entries) are taken from the file, the methods registered, their tests run, their stages
 run on a tiny tree and the evaluate stage puts their rows in the results table."""
+
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import re
 import sys
 from contextlib import chdir
@@ -100,14 +99,18 @@ def test_the_examples_run_through_their_stages_and_the_evaluate_stage(examples, 
     ft = store.load_logits_file(root / "results" / "methods" / "ftemp-lite0-s0" / "test.safetensors")
     assert torch.allclose(ft.logits * 2.0, zoo_test.logits) and torch.equal(ft.ids, zoo_test.ids)
     flip = store.load_logits_file(root / "results" / "methods" / "flip-lite0-s0" / "test.safetensors")
-    assert flip.logits.shape == (2, *zoo_test.logits.shape) and torch.allclose(flip.logits[0], zoo_test.logits, atol=1e-5)
+    assert flip.logits.shape == (2, *zoo_test.logits.shape) and torch.allclose(
+        flip.logits[0], zoo_test.logits, atol=1e-5
+    )
     cost = store.read_json(root / "results" / "cost" / "t-s0.json")
     assert free["gflops"] == cost["gflops"] and based["gflops"] == pytest.approx(2 * cost["gflops"], rel=1e-6)
     # what verify recomputes: each example's registered cost function gives its stage's cost record, without weights
     entry = parse_entry("t-s0", ZOO["t-s0"])
     for family, record, members in (("fixed_temperature", free, 1), ("flip_tta", based, 2)):
         cfg = registry.get_method(family).config(model="t-s0")
-        assert registry.output_cost(family)(record, entry, CLASSES, members, cfg) == {k: record[k] for k in ("gflops", "params")}
+        assert registry.output_cost(family)(record, entry, CLASSES, members, cfg) == {
+            k: record[k] for k in ("gflops", "params")
+        }
         with pytest.raises(ValueError, match="members"):
             registry.output_cost(family)(record, entry, CLASSES, members + 1, cfg)
     rows = pd.read_csv(root / "results" / "metrics.csv", keep_default_na=False)
@@ -115,4 +118,9 @@ def test_the_examples_run_through_their_stages_and_the_evaluate_stage(examples, 
     single = acc[(acc.family == "single") & (acc.base == "t-s0")]["value"].iloc[0]
     assert acc[acc.family == "fixed_temperature"]["value"].tolist() == [pytest.approx(single)]  # T keeps the argmax
     assert set(acc[acc.family == "flip_tta"]["method"]) == {"hflip"}
-    assert set(rows[rows.family == "flip_tta"]["confidence"]) == {"max", "mutual_info", "entropy", "agreement"}  # 2 members
+    assert set(rows[rows.family == "flip_tta"]["confidence"]) == {
+        "max",
+        "mutual_info",
+        "entropy",
+        "agreement",
+    }  # 2 members

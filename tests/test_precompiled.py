@@ -1,11 +1,11 @@
 """tests/precompiled.py: the run's precompiled bytecode is used, and never when its source changed."""
+
 import importlib.util
 import os
 import subprocess
 import sys
 
 from precompiled import precompile
-
 
 # imports mod and prints its VALUE and whether the import compiled its source (False: it read the .pyc)
 PROBE = """import sys
@@ -20,8 +20,9 @@ print(mod.VALUE, bool(compiled))
 
 
 def _value(root, env) -> list[str]:
-    return subprocess.run([sys.executable, "-c", PROBE], cwd=root, env=env, capture_output=True, text=True,
-                          check=True).stdout.split()
+    return subprocess.run(
+        [sys.executable, "-c", PROBE], cwd=root, env=env, capture_output=True, text=True, check=True
+    ).stdout.split()
 
 
 def test_precompiled_modules_are_hash_checked_and_an_edit_of_the_same_size_and_time_is_seen(tmp_path):

@@ -1,4 +1,5 @@
 """The README's two set-up commands are the ones CI and users run."""
+
 import re
 from pathlib import Path
 
@@ -46,14 +47,26 @@ def test_the_lint_and_type_checks_are_configured_pinned_and_in_pre_commit():
     mypy = project["tool"]["mypy"]
     assert {"benchmark/core", "benchmark/config", "benchmark/storage"} <= set(mypy["files"])
     assert mypy["disallow_untyped_defs"] and "ignore_errors" not in str(project["tool"]["mypy"])
-    hooks = {h["id"]: h["entry"] for r in yaml.safe_load((ROOT / ".pre-commit-config.yaml").read_text())["repos"]
-             for h in r["hooks"]}
-    assert hooks == {"ruff-check": "ruff check --force-exclude", "ruff-format": "ruff format --force-exclude",
-                     "mypy": "mypy"}
-    assert (ROOT / "benchmark" / "py.typed").is_file() and "py.typed" in project["tool"]["setuptools"]["package-data"]["benchmark"]
+    hooks = {
+        h["id"]: h["entry"]
+        for r in yaml.safe_load((ROOT / ".pre-commit-config.yaml").read_text())["repos"]
+        for h in r["hooks"]
+    }
+    assert hooks == {
+        "ruff-check": "ruff check --force-exclude",
+        "ruff-format": "ruff format --force-exclude",
+        "mypy": "mypy",
+    }
+    assert (ROOT / "benchmark" / "py.typed").is_file() and "py.typed" in project["tool"]["setuptools"]["package-data"][
+        "benchmark"
+    ]
 
 
 def test_setup_script_installs_what_the_project_needs():
     script = (ROOT / "scripts" / "setup.sh").read_text()
-    assert 'pip install -q --no-compile -e ".[test]"' in script and "animal-mnist==0.4" in script and "chromium" in script
-    assert "compileall -q -j 0" in script, "--no-compile without the parallel byte-compile leaves every stage compiling at import"
+    assert (
+        'pip install -q --no-compile -e ".[test]"' in script and "animal-mnist==0.4" in script and "chromium" in script
+    )
+    assert "compileall -q -j 0" in script, (
+        "--no-compile without the parallel byte-compile leaves every stage compiling at import"
+    )

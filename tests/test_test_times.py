@@ -1,5 +1,6 @@
 """scripts/test_times.py: where the suite's time goes, summed from the plugin's JSON lines (a hand-worked case), and
 the CPU time of the processes a run starts, by kind (sampled from /proc in a real pytest run)."""
+
 import json
 import os
 import subprocess
@@ -22,8 +23,22 @@ def test_sums_per_file_fixture_and_test_and_counts_an_xdist_test_once():
         # the controller's copies of the workers' reports (files written before the plugin left them out)
         {"kind": "test", "node": "tests/a.py::t1", "when": "call", "seconds": 2.0, "worker": "main"},
         {"kind": "test", "node": "tests/b.py::t2", "when": "call", "seconds": 4.0, "worker": "main"},
-        {"kind": "fixture", "name": "run", "scope": "session", "node": "tests/a.py::t1", "seconds": 0.5, "worker": "gw0"},
-        {"kind": "fixture", "name": "run", "scope": "session", "node": "tests/b.py::t2", "seconds": 1.5, "worker": "gw1"},
+        {
+            "kind": "fixture",
+            "name": "run",
+            "scope": "session",
+            "node": "tests/a.py::t1",
+            "seconds": 0.5,
+            "worker": "gw0",
+        },
+        {
+            "kind": "fixture",
+            "name": "run",
+            "scope": "session",
+            "node": "tests/b.py::t2",
+            "seconds": 1.5,
+            "worker": "gw1",
+        },
     ]
     text = summarise(lines, top=10)
     assert text.splitlines()[0] == "tests: 2, summed test time (set-up + call + teardown): 7 s"
@@ -33,7 +48,10 @@ def test_sums_per_file_fixture_and_test_and_counts_an_xdist_test_once():
 
 
 def test_one_process_run_counts_every_record():
-    lines = [{"kind": "test", "node": "tests/a.py::t", "when": w, "seconds": 1.0, "worker": "main"} for w in ("setup", "call")]
+    lines = [
+        {"kind": "test", "node": "tests/a.py::t", "when": w, "seconds": 1.0, "worker": "main"}
+        for w in ("setup", "call")
+    ]
     assert summarise(lines, top=5).splitlines()[0] == "tests: 1, summed test time (set-up + call + teardown): 2 s"
 
 
@@ -43,22 +61,43 @@ def test_schedule_hands_out_slow_files_first_and_the_shared_run_readers_last_kee
     from file_order import schedule  # (tests/ is on sys.path: tests/conftest.py puts it there)
 
     def item(nodeid, slow=False, fixtures=()):
-        return SimpleNamespace(nodeid=nodeid, fixturenames=list(fixtures),
-                               get_closest_marker=lambda name, s=slow: object() if s and name == "slow" else None)
+        return SimpleNamespace(
+            nodeid=nodeid,
+            fixturenames=list(fixtures),
+            get_closest_marker=lambda name, s=slow: object() if s and name == "slow" else None,
+        )
 
-    items = [item("tests/a.py::quick"), item("tests/b.py::reads", fixtures=["caltech"]), item("tests/b.py::other"),
-             item("tests/c.py::e2e", slow=True), item("tests/c.py::after"), item("tests/d.py::copy", slow=True,
-             fixtures=["caltech_copy", "caltech"]), item("tests/e.py::quick2")]
+    items = [
+        item("tests/a.py::quick"),
+        item("tests/b.py::reads", fixtures=["caltech"]),
+        item("tests/b.py::other"),
+        item("tests/c.py::e2e", slow=True),
+        item("tests/c.py::after"),
+        item("tests/d.py::copy", slow=True, fixtures=["caltech_copy", "caltech"]),
+        item("tests/e.py::quick2"),
+    ]
     order = [i.nodeid for i in schedule(items)]
-    assert order == ["tests/c.py::e2e", "tests/c.py::after", "tests/a.py::quick", "tests/e.py::quick2",
-                     "tests/d.py::copy", "tests/b.py::reads", "tests/b.py::other"]
+    assert order == [
+        "tests/c.py::e2e",
+        "tests/c.py::after",
+        "tests/a.py::quick",
+        "tests/e.py::quick2",
+        "tests/d.py::copy",
+        "tests/b.py::reads",
+        "tests/b.py::other",
+    ]
 
 
 def test_process_kinds_and_their_sums():
     procs = [
         {"pid": 10, "ppid": 1, "cmd": "/v/bin/python -m pytest -p test_times", "cpu_s": 2.0},
         {"pid": 11, "ppid": 10, "cmd": "/v/bin/python -u -c import sys;exec(eval(sys.stdin.readline()))", "cpu_s": 5.0},
-        {"pid": 12, "ppid": 11, "cmd": "/v/bin/python /r/tests/warm_python.py /tmp/s 11", "cpu_s": 3.0},  # its forks too
+        {
+            "pid": 12,
+            "ppid": 11,
+            "cmd": "/v/bin/python /r/tests/warm_python.py /tmp/s 11",
+            "cpu_s": 3.0,
+        },  # its forks too
         {"pid": 13, "ppid": 11, "cmd": "/v/bin/python pipelines/train.py --model m", "cpu_s": 4.0},
         {"pid": 14, "ppid": 11, "cmd": "/v/bin/python -B -c from multiprocessing.forkserver import main", "cpu_s": 1.0},
         {"pid": 15, "ppid": 11, "cmd": "/v/bin/python -c import torch", "cpu_s": 1.5},
@@ -71,7 +110,9 @@ def test_process_kinds_and_their_sums():
     text = summarise_procs(procs, top=10)
     lines = text.splitlines()
     assert lines[0] == "processes: 8, CPU seconds: 20 (lower bounds: sampled every 0.1 s)"
-    assert lines[4] == "| pytest (controller and xdist workers: in-process test code) | 2 | 7.0 | 35.0 % |"  # most first
+    assert (
+        lines[4] == "| pytest (controller and xdist workers: in-process test code) | 2 | 7.0 | 35.0 % |"
+    )  # most first
     assert "| stage scripts, fresh interpreter (pipelines/*.py) | 1 | 4.0 | 20.0 % |" in lines
     assert "| other: bash | 1 | 1.0 | 5.0 % |" in lines and "| Chromium | 1 | 2.5 | 12.5 % |" in lines
 
@@ -90,9 +131,14 @@ def test_a_run_lists_the_cpu_of_the_processes_it_started(tmp_path):
     out = tmp_path / "procs.json"
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}  # not a worker of this run
     env.update(UQBENCH_PROC_CPU=str(out), PYTHONPATH=str(ROOT / "scripts"))
-    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "test_times", "-p", "no:cacheprovider", "-q",
-                             "test_burn.py"], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "test_times", "-p", "no:cacheprovider", "-q", "test_burn.py"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     log = proc.communicate(timeout=120)[0]
     assert proc.returncode == 0, log
     procs = json.loads(out.read_text())

@@ -5,6 +5,7 @@ FLOPs are within 2% of torchvision's published ``_ops`` (GFLOPS = multiply-adds,
 fvcore counts), heads are replaced for a suite's class count, and the pretrained path
 loads a checkpoint from torch's cache with ``weights_only=True``.
 """
+
 from __future__ import annotations
 
 import pickle
@@ -19,8 +20,8 @@ from PIL import Image
 from torch import nn
 
 from benchmark.data.paper.transforms import eval_transform, train_transform
-from benchmark.models.preprocess import data_config
 from benchmark.models import factory, torchvision_zoo
+from benchmark.models.preprocess import data_config
 from benchmark.models.zoo import ZooError, load_zoo, parse_entry
 
 REPO = Path(__file__).resolve().parents[1]
@@ -44,23 +45,54 @@ def _photo(w=300, h=200) -> Image.Image:
 def test_every_torchvision_entry_of_the_imagenet_zoo_resolves_offline():
     zoo = load_zoo(REPO / "zoo" / "imagenet.yaml", recipes={"none": {}})
     tv = {n: e for n, e in zoo.items() if e.init_kind == "torchvision"}
-    assert len(tv) >= 18 and {"convnext_base", "swin_v2_b", "mobilenet_v3_small", "mnasnet_100", "efficientnet_b0"} <= set(tv)
+    assert len(tv) >= 18 and {
+        "convnext_base",
+        "swin_v2_b",
+        "mobilenet_v3_small",
+        "mnasnet_100",
+        "efficientnet_b0",
+    } <= set(tv)
     for name, e in tv.items():
         w = torchvision_zoo.entry_weights(e)
         assert isinstance(w, tvm.get_model_weights(e.arch)) and f"{type(w).__name__}.{w.name}" == e.init_source, name
         assert e.img_size == w.transforms().crop_size[0], name  # evaluated at the weights' own crop
-    assert torchvision_zoo.entry_weights(tv["convnext_base"]).meta["_metrics"]["ImageNet-1K"]["acc@1"] == pytest.approx(84.062)
+    assert torchvision_zoo.entry_weights(tv["convnext_base"]).meta["_metrics"]["ImageNet-1K"]["acc@1"] == pytest.approx(
+        84.062
+    )
 
 
-@pytest.mark.parametrize("arch, init, message", [
-    ("resnet5000", "ResNet50_Weights.IMAGENET1K_V1", r"unknown torchvision classification model 'resnet5000'.*similar names: \[.*'resnet50'"),
-    ("resnet18", "ResNet50_Weights.IMAGENET1K_V1", r"torchvision model 'resnet18' takes ResNet18_Weights weights, not 'ResNet50_Weights'"),
-    ("resnet18", "ResNet18_Weights.IMAGENET1K_V9", r"ResNet18_Weights has no checkpoint 'IMAGENET1K_V9'; known: \['IMAGENET1K_V1'\]"),
-    ("resnet50", "ResNet50_Weights.DEFAULT", r"name the checkpoint instead of DEFAULT .*today it is IMAGENET1K_V2"),
-    ("resnet18", "resnet18", r"malformed torchvision weights 'resnet18'.*ConvNeXt_Base_Weights.IMAGENET1K_V1"),
-    ("googlenet", "GoogLeNet_Weights.IMAGENET1K_V1", r"torchvision model 'googlenet' is not supported: its pretrained model drops the auxiliary heads"),
-    ("fasterrcnn_resnet50_fpn", "FasterRCNN_ResNet50_FPN_Weights.COCO_V1", r"unknown torchvision classification model 'fasterrcnn_resnet50_fpn'"),
-])
+@pytest.mark.parametrize(
+    "arch, init, message",
+    [
+        (
+            "resnet5000",
+            "ResNet50_Weights.IMAGENET1K_V1",
+            r"unknown torchvision classification model 'resnet5000'.*similar names: \[.*'resnet50'",
+        ),
+        (
+            "resnet18",
+            "ResNet50_Weights.IMAGENET1K_V1",
+            r"torchvision model 'resnet18' takes ResNet18_Weights weights, not 'ResNet50_Weights'",
+        ),
+        (
+            "resnet18",
+            "ResNet18_Weights.IMAGENET1K_V9",
+            r"ResNet18_Weights has no checkpoint 'IMAGENET1K_V9'; known: \['IMAGENET1K_V1'\]",
+        ),
+        ("resnet50", "ResNet50_Weights.DEFAULT", r"name the checkpoint instead of DEFAULT .*today it is IMAGENET1K_V2"),
+        ("resnet18", "resnet18", r"malformed torchvision weights 'resnet18'.*ConvNeXt_Base_Weights.IMAGENET1K_V1"),
+        (
+            "googlenet",
+            "GoogLeNet_Weights.IMAGENET1K_V1",
+            r"torchvision model 'googlenet' is not supported: its pretrained model drops the auxiliary heads",
+        ),
+        (
+            "fasterrcnn_resnet50_fpn",
+            "FasterRCNN_ResNet50_FPN_Weights.COCO_V1",
+            r"unknown torchvision classification model 'fasterrcnn_resnet50_fpn'",
+        ),
+    ],
+)
 def test_bad_names_are_refused_with_one_clear_line(arch, init, message):
     with pytest.raises(ZooError, match=rf"^zoo entry 'tv': {message}") as e:
         _entry(arch, init)
@@ -73,20 +105,25 @@ def test_validate_zoo_checks_torchvision_entries(tmp_path, capsys):
     zoo = tmp_path / "zoo.yaml"
     zoo.write_text(
         "models:\n"
-        "  good: {arch: mobilenet_v3_small, init: \"torchvision:MobileNet_V3_Small_Weights.IMAGENET1K_V1\", "
+        '  good: {arch: mobilenet_v3_small, init: "torchvision:MobileNet_V3_Small_Weights.IMAGENET1K_V1", '
         "img_size: 224, seed: 0, recipe: r}\n"
-        "  enum: {arch: mobilenet_v3_small, init: \"torchvision:MobileNet_V3_Large_Weights.IMAGENET1K_V1\", "
+        '  enum: {arch: mobilenet_v3_small, init: "torchvision:MobileNet_V3_Large_Weights.IMAGENET1K_V1", '
         "img_size: 224, seed: 0, recipe: r}\n"
-        "  builder: {arch: mobilenet_v9, init: \"torchvision:MobileNet_V3_Small_Weights.IMAGENET1K_V1\", "
-        "img_size: 224, seed: 0, recipe: r}\n")
-    args = Namespace(files=[str(zoo)], suites_dir=str(tmp_path / "none"), params=str(tmp_path / "none.yaml"), no_flops=False)
+        '  builder: {arch: mobilenet_v9, init: "torchvision:MobileNet_V3_Small_Weights.IMAGENET1K_V1", '
+        "img_size: 224, seed: 0, recipe: r}\n"
+    )
+    args = Namespace(
+        files=[str(zoo)], suites_dir=str(tmp_path / "none"), params=str(tmp_path / "none.yaml"), no_flops=False
+    )
     assert run_validate_zoo(args) == 2
     out, err = capsys.readouterr()
     line = next(x for x in out.splitlines() if " good " in x)
     gflops = float(line.split("GFLOPs")[0].split()[-1])
     assert gflops == pytest.approx(tvm.MobileNet_V3_Small_Weights.IMAGENET1K_V1.meta["_ops"], rel=0.02)
-    assert ("zoo entry 'enum': torchvision model 'mobilenet_v3_small' takes MobileNet_V3_Small_Weights weights, not "
-            "'MobileNet_V3_Large_Weights'") in err
+    assert (
+        "zoo entry 'enum': torchvision model 'mobilenet_v3_small' takes MobileNet_V3_Small_Weights weights, not "
+        "'MobileNet_V3_Large_Weights'"
+    ) in err
     assert "zoo entry 'builder': unknown torchvision classification model 'mobilenet_v9'" in err
     assert "1 entries in 1 files valid; 2 error(s)" in err
 
@@ -100,7 +137,11 @@ def test_fvcore_flops_within_2_percent_of_torchvisions_published_ops(arch):
     w = torchvision_zoo.entry_weights(entry)
     res = entry_flops(entry)  # what validate-zoo reports: count_flops on the model models.create builds
     assert res["gflops"] == pytest.approx(w.meta["_ops"], rel=0.02) and res["published_gflops"] == w.meta["_ops"]
-    assert res["params"] == w.meta["num_params"] == sum(p.numel() for p in factory.create(entry, 1000, load_weights=False).parameters())
+    assert (
+        res["params"]
+        == w.meta["num_params"]
+        == sum(p.numel() for p in factory.create(entry, 1000, load_weights=False).parameters())
+    )
 
 
 @pytest.mark.parametrize("arch", ["mobilenet_v3_small", "resnet18"])
@@ -123,7 +164,9 @@ def test_eval_transform_at_another_size_scales_the_resize():
     entry = _entry("resnet18", img_size=112)
     t = eval_transform(entry)
     ref = tvm.ResNet18_Weights.IMAGENET1K_V1.transforms()
-    assert t.crop_size == [112] and t.resize_size == [128] and t.interpolation == ref.interpolation and t.mean == ref.mean
+    assert (
+        t.crop_size == [112] and t.resize_size == [128] and t.interpolation == ref.interpolation and t.mean == ref.mean
+    )
     assert t(_photo()).shape == (3, 112, 112)
 
 
@@ -193,7 +236,9 @@ def test_checkpoints_are_read_with_weights_only(tmp_path, monkeypatch, capsys):
     w = tvm.ResNet18_Weights.IMAGENET1K_V1
     path = _cache_checkpoint(tmp_path, monkeypatch, w, {"fc.weight": torch.zeros(1)})
     path.write_bytes(pickle.dumps({"fc.weight": _Payload()}))
-    with pytest.raises(ZooError, match=r"zoo entry 'tv': cannot load torchvision weights ResNet18_Weights.IMAGENET1K_V1 \("):
+    with pytest.raises(
+        ZooError, match=r"zoo entry 'tv': cannot load torchvision weights ResNet18_Weights.IMAGENET1K_V1 \("
+    ):
         factory.create(_entry("resnet18"), 10)
     assert "unpickled code ran" not in capsys.readouterr().out
 
@@ -206,7 +251,10 @@ def test_offline_without_cache_fails_at_once_and_plainly(tmp_path, monkeypatch):
     seen = []
     real = socket.socket.connect
     monkeypatch.setattr(socket.socket, "connect", lambda self, a: (seen.append(a), real(self, a))[1])
-    with pytest.raises(ZooError, match=r"^zoo entry 'tv': cannot load torchvision weights ResNet18_Weights.IMAGENET1K_V1 "
-                                       r"\(HF_HUB_OFFLINE is set and .*resnet18-f37072fd.pth is not in torch's cache\)"):
+    with pytest.raises(
+        ZooError,
+        match=r"^zoo entry 'tv': cannot load torchvision weights ResNet18_Weights.IMAGENET1K_V1 "
+        r"\(HF_HUB_OFFLINE is set and .*resnet18-f37072fd.pth is not in torch's cache\)",
+    ):
         factory.create(_entry("resnet18"), 10)
     assert seen == []

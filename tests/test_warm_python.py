@@ -3,6 +3,7 @@
 Each case runs the same command through the shim (served by a fork of the warm server) and through the real
 interpreter, and compares what the script saw and did; the server's log says which way each request went.
 """
+
 import json
 import os
 import shutil
@@ -20,7 +21,7 @@ import warm_python  # noqa: E402
 # the test harness's own checks: a server of their own, each warm run compared with a fresh interpreter
 pytestmark = pytest.mark.slow
 
-SCRIPT = r'''
+SCRIPT = r"""
 import atexit, json, os, sys, threading, time
 import helper_mod
 out = {"argv": sys.argv, "name": __name__, "file": __file__, "code_file": sys._getframe().f_code.co_filename,
@@ -45,7 +46,7 @@ if late in ("signal", "kill"):
     os.kill(os.getpid(), 15 if late == "signal" else 9)
     time.sleep(5)
 raise SystemExit(int(late) if late.isdigit() else 0)
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -56,8 +57,13 @@ def server(tmp_path_factory):
     sock = str(folder / "sock")
     env = dict(os.environ, **{warm_python.ENV: sock, warm_python.LOG: str(log)})
     env["PATH"] = bin_dir + os.pathsep + env["PATH"]
-    proc = subprocess.Popen([sys.executable, warm_python.__file__, sock], env=env, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, warm_python.__file__, sock],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     for _ in range(200):  # listening (requests queue from then on)
         if os.path.exists(sock):
             break
@@ -99,11 +105,13 @@ def both(server, args, cwd, env=None, stdin="in", unset=()):
     server's, ``PYTHONPATH=lib``, ``env``, less the variables in ``unset``)."""
     env = {k: v for k, v in {**server["env"], "PYTHONPATH": "lib", **(env or {})}.items() if k not in unset}
     before = len(decisions(server))
-    warm = subprocess.run([server["shim"], *args], cwd=cwd, env=env, input=stdin, capture_output=True, text=True,
-                          timeout=120)
+    warm = subprocess.run(
+        [server["shim"], *args], cwd=cwd, env=env, input=stdin, capture_output=True, text=True, timeout=120
+    )
     went = decisions(server)[before:]
-    cold = subprocess.run([sys.executable, *args], cwd=cwd, env=env, input=stdin, capture_output=True, text=True,
-                          timeout=120)
+    cold = subprocess.run(
+        [sys.executable, *args], cwd=cwd, env=env, input=stdin, capture_output=True, text=True, timeout=120
+    )
     return warm, cold, went
 
 
@@ -113,13 +121,18 @@ def test_a_script_sees_and_does_what_it_would_in_a_fresh_interpreter(server, wor
     assert warm.returncode == cold.returncode == 7
     assert warm.stdout == cold.stdout  # argv, __main__, cwd, sys.path[0], PYTHONPATH's module, stdin, numerics, conv
     seen = json.loads(warm.stdout.splitlines()[0])
-    assert seen["argv"] == ["script.py", "7", "torch"] and "conv" in seen and seen["name"] == "__main__" and seen["helper"] == "lib"
+    assert (
+        seen["argv"] == ["script.py", "7", "torch"]
+        and "conv" in seen
+        and seen["name"] == "__main__"
+        and seen["helper"] == "lib"
+    )
     assert seen["stdin"] == "in" and seen["benchmark_loaded"] is False
     assert warm.stdout.splitlines()[1:] == ["thread joined", "atexit ran"]
     assert warm.stderr.endswith("to stderr\n") and cold.stderr.endswith("to stderr\n")
 
 
-MP_SCRIPT = r'''
+MP_SCRIPT = r"""
 import json, multiprocessing, multiprocessing.process, os, sys
 
 
@@ -133,7 +146,7 @@ if __name__ == "__main__":
         with multiprocessing.get_context(method).Pool(1) as pool:
             out[method] = pool.apply(where)
     print(json.dumps(out))
-'''
+"""
 
 
 def test_spawned_children_find_the_script_as_from_a_fresh_interpreter(server, work):
@@ -145,9 +158,16 @@ def test_spawned_children_find_the_script_as_from_a_fresh_interpreter(server, wo
     warm, cold, went = both(server, ["mp.py"], work)
     assert [d["warm"] for d in went if d["argv"] == ["mp.py"]] == [True], went
     assert warm.returncode == cold.returncode == 0, warm.stderr[-2000:]
-    assert json.loads(warm.stdout) == json.loads(cold.stdout) == {
-        "file": str(work / "mp.py"), "original_dir": str(work),
-        "spawn": [str(work / "mp.py"), str(work)], "forkserver": [str(work / "mp.py"), str(work)]}
+    assert (
+        json.loads(warm.stdout)
+        == json.loads(cold.stdout)
+        == {
+            "file": str(work / "mp.py"),
+            "original_dir": str(work),
+            "spawn": [str(work / "mp.py"), str(work)],
+            "forkserver": [str(work / "mp.py"), str(work)],
+        }
+    )
 
 
 def test_dash_m_runs_the_module_as_main(server, work):
@@ -168,8 +188,11 @@ def test_unbuffered_streams_as_the_interpreter_sets_them_up(server, work, how):
     assert [d["warm"] for d in went] == [True], went
     assert warm.returncode == cold.returncode == 0 and warm.stdout == cold.stdout
     streams = json.loads(warm.stdout.splitlines()[0])["streams"]
-    assert streams == ([["FileIO", True, False]] * 2 if how != "buffered" else [["BufferedWriter", False, False],
-                                                                                 ["BufferedWriter", False, True]])
+    assert streams == (
+        [["FileIO", True, False]] * 2
+        if how != "buffered"
+        else [["BufferedWriter", False, False], ["BufferedWriter", False, True]]
+    )
 
 
 def shim_runs(server, cmd, cwd, env, times):
@@ -178,13 +201,30 @@ def shim_runs(server, cmd, cwd, env, times):
     runs = []
     for _ in range(times):
         before = len(decisions(server))
-        proc = subprocess.run([server["shim"] if a == "SHIM" else a for a in cmd], cwd=cwd, env=env, input="",
-                              capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(
+            [server["shim"] if a == "SHIM" else a for a in cmd],
+            cwd=cwd,
+            env=env,
+            input="",
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         runs.append((proc, decisions(server)[before:]))
-    cold = subprocess.run([sys.executable if a == "SHIM" else a for a in cmd], cwd=cwd, env=env, input="",
-                          capture_output=True, text=True, timeout=120)
+    cold = subprocess.run(
+        [sys.executable if a == "SHIM" else a for a in cmd],
+        cwd=cwd,
+        env=env,
+        input="",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     for proc, _ in runs:
-        assert proc.returncode == cold.returncode == 0 and proc.stdout == cold.stdout, (proc.stderr[-2000:], proc.stdout)
+        assert proc.returncode == cold.returncode == 0 and proc.stdout == cold.stdout, (
+            proc.stderr[-2000:],
+            proc.stdout,
+        )
     return runs
 
 
@@ -193,8 +233,10 @@ def test_an_environment_seen_twice_gets_a_server_of_its_own(server, work):
     first request runs cold, the second starts a server of that environment, which serves it and the ones after;
     another value is another environment. What the script sees and does is a fresh interpreter's every time."""
     env = {**server["env"], "PYTHONPATH": "lib", "UQBENCH_WARM_PRELOAD": "json"}  # (the server it starts: json only)
-    first, second, third = (went for _, went in shim_runs(server, ["SHIM", "script.py"], work, {**env, "FOO": "twice"}, 3))
-    (_, other), = shim_runs(server, ["SHIM", "script.py"], work, {**env, "FOO": "once"}, 1)
+    first, second, third = (
+        went for _, went in shim_runs(server, ["SHIM", "script.py"], work, {**env, "FOO": "twice"}, 3)
+    )
+    ((_, other),) = shim_runs(server, ["SHIM", "script.py"], work, {**env, "FOO": "once"}, 1)
     assert [(d["warm"], "sent" in d) for d in first] == [(False, False)] and "FOO" in first[0]["why"]
     assert [(d["warm"], "sent" in d) for d in second] == [(False, True), (True, False)]
     assert second[1]["server"] == second[0]["sent"] != second[0]["server"]
@@ -230,7 +272,7 @@ def test_timed_runs_and_torchrun_ranks(server, work):
     assert warm.stdout == cold.stdout and [d["warm"] for d in went] == [True]
 
 
-ENV_READS = r'''
+ENV_READS = r"""
 import json, os, sys
 reads = {}
 Environ = type(os.environ)
@@ -269,7 +311,7 @@ import warm_python
 for name in warm_python.PRELOAD:
     importlib.import_module(name)
 print(json.dumps({k: sorted(v) for k, v in reads.items()}))
-'''
+"""
 
 
 def test_no_library_reads_a_harmless_variable_when_imported(tmp_path):
@@ -277,8 +319,14 @@ def test_no_library_reads_a_harmless_variable_when_imported(tmp_path):
     server imports reads it while being imported (traced on ``os.environ``). A library that reads the whole
     environment (a copy, or a scan for its prefix) must be a known one whose prefix no harmless variable has."""
     (tmp_path / "reads.py").write_text(ENV_READS)
-    out = subprocess.run([sys.executable, str(tmp_path / "reads.py"), os.path.dirname(warm_python.__file__)], cwd=tmp_path,
-                         capture_output=True, text=True, check=True, timeout=300).stdout
+    out = subprocess.run(
+        [sys.executable, str(tmp_path / "reads.py"), os.path.dirname(warm_python.__file__)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+    ).stdout
     reads = json.loads(out.splitlines()[-1])
     whole = {where.split(" (all)")[0] for where in reads if where.endswith(" (all)")}
     assert whole <= set(warm_python.WHOLE_ENV_READERS), whole  # (unknown reader of the whole environment)
@@ -294,7 +342,9 @@ def test_no_library_reads_a_harmless_variable_when_imported(tmp_path):
 def test_a_signal_death_and_an_uncaught_error_are_the_shims(server, work):
     warm, cold, _ = both(server, ["script.py", "signal"], work)
     assert warm.returncode == cold.returncode == -signal.SIGTERM
-    warm, cold, _ = both(server, ["script.py", "kill"], work)  # (a rank that kills itself: tests/pipeline/test_distributed.py)
+    warm, cold, _ = both(
+        server, ["script.py", "kill"], work
+    )  # (a rank that kills itself: tests/pipeline/test_distributed.py)
     assert warm.returncode == cold.returncode == -signal.SIGKILL
     (work / "boom.py").write_text("raise KeyError('boom')\n")
     warm, cold, _ = both(server, ["boom.py"], work)
@@ -323,8 +373,9 @@ def test_what_could_differ_runs_in_a_fresh_interpreter(server, work, case):
 
 def test_when_the_shim_is_killed_its_stage_dies_with_it(server, work):
     (work / "sleeper.py").write_text("import os, sys, time\nprint(os.getpid(), flush=True)\ntime.sleep(60)\n")
-    proc = subprocess.Popen([server["shim"], "sleeper.py"], cwd=work, env=server["env"], stdout=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen(
+        [server["shim"], "sleeper.py"], cwd=work, env=server["env"], stdout=subprocess.PIPE, text=True
+    )
     worker = int(proc.stdout.readline())
     assert worker != proc.pid  # served by a fork of the server
     proc.kill()
@@ -335,27 +386,46 @@ def test_when_the_shim_is_killed_its_stage_dies_with_it(server, work):
 
 def test_without_a_server_the_shim_is_the_real_interpreter(server, work):
     env = {k: v for k, v in server["env"].items() if k != warm_python.ENV}
-    out = subprocess.run([server["shim"], "-c", "import sys; print(sys.executable)"], env=env, capture_output=True,
-                         text=True, check=True)
+    out = subprocess.run(
+        [server["shim"], "-c", "import sys; print(sys.executable)"], env=env, capture_output=True, text=True, check=True
+    )
     assert out.stdout.strip() == sys.executable
     gone = dict(server["env"], **{warm_python.ENV: str(Path(work) / "no-such-socket")})
-    out = subprocess.run([server["shim"], "script.py", "3"], cwd=work, env={**gone, "PYTHONPATH": "lib"},
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [server["shim"], "script.py", "3"], cwd=work, env={**gone, "PYTHONPATH": "lib"}, capture_output=True, text=True
+    )
     assert out.returncode == 3 and json.loads(out.stdout.splitlines()[0])["helper"] == "lib"
     before = len(decisions(server))  # UQBENCH_WARM=0 in a command's environment: that command runs cold, unasked
-    out = subprocess.run([server["shim"], "script.py", "3"], cwd=work, capture_output=True, text=True,
-                         env={**server["env"], "PYTHONPATH": "lib", "UQBENCH_WARM": "0"})
+    out = subprocess.run(
+        [server["shim"], "script.py", "3"],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        env={**server["env"], "PYTHONPATH": "lib", "UQBENCH_WARM": "0"},
+    )
     assert out.returncode == 3 and decisions(server)[before:] == []
 
 
 def test_dvc_is_python_dash_m_dvc(server, work):
     """The ``dvc`` shim: ``dvc ARGS`` served as ``python -m dvc ARGS``."""
     before = len(decisions(server))
-    warm = subprocess.run([os.path.join(os.path.dirname(server["shim"]), "dvc"), "version"], cwd=work,
-                          env=server["env"], capture_output=True, text=True, timeout=120)
+    warm = subprocess.run(
+        [os.path.join(os.path.dirname(server["shim"]), "dvc"), "version"],
+        cwd=work,
+        env=server["env"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     went = decisions(server)[before:]
-    cold = subprocess.run([sys.executable, "-m", "dvc", "version"], cwd=work, env=server["env"], capture_output=True,
-                          text=True, timeout=120)
+    cold = subprocess.run(
+        [sys.executable, "-m", "dvc", "version"],
+        cwd=work,
+        env=server["env"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert [d["warm"] for d in went if d["argv"] == ["-m", "dvc", "version"]] == [True]  # (not its analytics daemon)
     assert warm.returncode == cold.returncode == 0 and warm.stdout == cold.stdout
 
@@ -367,11 +437,19 @@ def test_a_child_started_with_sys_executable_goes_through_the_shim(server, work)
     (work / "parent.py").write_text(
         "import subprocess, sys, numpy\n"
         "print(sys.executable, numpy.random.randint(1 << 30), flush=True)\n"
-        "subprocess.run([sys.executable, 'child.py'], check=True)\n")
+        "subprocess.run([sys.executable, 'child.py'], check=True)\n"
+    )
     (work / "child.py").write_text("import sys, numpy\nprint(sys.executable, numpy.random.randint(1 << 30))\n")
     before = len(decisions(server))
-    out = subprocess.run([server["shim"], "parent.py"], cwd=work, env=server["env"], capture_output=True, text=True,
-                         check=True, timeout=120).stdout.split()
+    out = subprocess.run(
+        [server["shim"], "parent.py"],
+        cwd=work,
+        env=server["env"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout.split()
     assert [d["argv"] for d in decisions(server)[before:] if d["warm"]] == [["parent.py"], ["child.py"]]
     assert out[0] == out[2] == server["shim"] and out[1] != out[3]
 
@@ -381,8 +459,13 @@ def test_the_server_ends_when_the_process_that_started_it_is_gone(tmp_path):
     line, is still its parent): here the shell that started it ends at once, maybe before the server has started."""
     sock = tmp_path / "sock"
     env = dict(os.environ, UQBENCH_WARM_PRELOAD="json")
-    starter = subprocess.run(["sh", "-c", f"'{sys.executable}' '{warm_python.__file__}' '{sock}' $$ >/dev/null 2>&1 & echo $!"],
-                             env=env, capture_output=True, text=True, check=True)
+    starter = subprocess.run(
+        ["sh", "-c", f"'{sys.executable}' '{warm_python.__file__}' '{sock}' $$ >/dev/null 2>&1 & echo $!"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     server = int(starter.stdout)
     if not gone(server, 30.0):
         os.kill(server, signal.SIGKILL)

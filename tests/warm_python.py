@@ -32,6 +32,7 @@ when it is imported). Also served as a fresh interpreter does: ``-u`` (raw, writ
 cores a process may use (``taskset``: a request on other cores goes to a server started on them), a death by any
 signal, SIGKILL included.
 """
+
 from __future__ import annotations
 
 import json
@@ -45,26 +46,87 @@ import time
 ENV = "UQBENCH_WARM_PYTHON"  # the server's socket; unset: every ``python`` is the real one
 LOG = "UQBENCH_WARM_LOG"
 # what the server imports once (what the stages import that costs: torch, timm -> torchvision, pandas, fvcore...)
-PRELOAD = ("numpy", "torch", "torchvision", "timm", "pandas", "yaml", "safetensors.torch", "fvcore.nn", "scipy.stats",
-           "sklearn.metrics", "matplotlib", "jinja2", "tqdm", "filelock", "pyarrow", "dvc.cli", "dvc.repo",
-           # what a dvc command imports after its parser (git access, locks, config: ~0.4 CPU s a command)
-           "dvc.scm", "scmrepo.git", "dulwich.repo", "dulwich.client", "pygit2", "dvc.data_cloud", "dvc.lock", "dvc.dirs",
-           "dvc.cachemgr", "dvc_render", "ruamel.yaml", "configobj", "flufl.lock", "zc.lockfile", "platformdirs")
+PRELOAD = (
+    "numpy",
+    "torch",
+    "torchvision",
+    "timm",
+    "pandas",
+    "yaml",
+    "safetensors.torch",
+    "fvcore.nn",
+    "scipy.stats",
+    "sklearn.metrics",
+    "matplotlib",
+    "jinja2",
+    "tqdm",
+    "filelock",
+    "pyarrow",
+    "dvc.cli",
+    "dvc.repo",
+    # what a dvc command imports after its parser (git access, locks, config: ~0.4 CPU s a command)
+    "dvc.scm",
+    "scmrepo.git",
+    "dulwich.repo",
+    "dulwich.client",
+    "pygit2",
+    "dvc.data_cloud",
+    "dvc.lock",
+    "dvc.dirs",
+    "dvc.cachemgr",
+    "dvc_render",
+    "ruamel.yaml",
+    "configobj",
+    "flufl.lock",
+    "zc.lockfile",
+    "platformdirs",
+)
 # environment variables a stage may set differently from the server's: none is read when a preloaded library is
 # imported or the interpreter starts (PYTHONPATH is applied per stage; PYTHONUNBUFFERED by rewrapping stdio)
 # (CUDA_VISIBLE_DEVICES: read when CUDA is initialised, which the server never does; OUTDATED_IGNORE: set by wilds'
 # import in a test process, read only by the ``outdated`` package; NO_MKDOCS_2_WARNING: read by mkdocs; neither of
 # those is imported by the server). Not here: HF_HUB_OFFLINE (huggingface_hub, imported by timm, reads it on import)
 # and TQDM_* (tqdm reads its prefix on import).
-HARMLESS = {"PWD", "OLDPWD", "SHLVL", "_", "PYTHONPATH", "PYTHONUNBUFFERED", "COLUMNS", "LINES", "TERM", "UQ_TIMINGS_PID",
-            "CUDA_VISIBLE_DEVICES", "OUTDATED_IGNORE", "NO_MKDOCS_2_WARNING", "PYTHON", "PATH"}
+HARMLESS = {
+    "PWD",
+    "OLDPWD",
+    "SHLVL",
+    "_",
+    "PYTHONPATH",
+    "PYTHONUNBUFFERED",
+    "COLUMNS",
+    "LINES",
+    "TERM",
+    "UQ_TIMINGS_PID",
+    "CUDA_VISIBLE_DEVICES",
+    "OUTDATED_IGNORE",
+    "NO_MKDOCS_2_WARNING",
+    "PYTHON",
+    "PATH",
+}
 # (PYTHON: read by scripts/gpu-check.sh, the interpreter reads only PYTHON<NAME> variables; PATH: the stage's own
 # applies to what it starts, and no preloaded library looks a program up when imported)
 # what torchrun sets for each rank: read by torch.distributed when a process group is set up or an error is recorded
-TORCHRUN = {"RANK", "LOCAL_RANK", "GROUP_RANK", "ROLE_RANK", "ROLE_NAME", "LOCAL_WORLD_SIZE", "WORLD_SIZE",
-            "GROUP_WORLD_SIZE", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT",
-            "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_ERROR_FILE",
-            "TORCH_NCCL_ASYNC_ERROR_HANDLING", "TORCHELASTIC_SIGNALS_TO_HANDLE"}
+TORCHRUN = {
+    "RANK",
+    "LOCAL_RANK",
+    "GROUP_RANK",
+    "ROLE_RANK",
+    "ROLE_NAME",
+    "LOCAL_WORLD_SIZE",
+    "WORLD_SIZE",
+    "GROUP_WORLD_SIZE",
+    "ROLE_WORLD_SIZE",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "TORCHELASTIC_RESTART_COUNT",
+    "TORCHELASTIC_MAX_RESTARTS",
+    "TORCHELASTIC_RUN_ID",
+    "TORCHELASTIC_USE_AGENT_STORE",
+    "TORCHELASTIC_ERROR_FILE",
+    "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+    "TORCHELASTIC_SIGNALS_TO_HANDLE",
+}
 HARMLESS_PREFIXES = ("DVC_", "PYTEST_", "UQBENCH_", "GIT_")
 READ_ON_IMPORT = {"DVC_SHOW_TRACEBACK"}  # under a harmless prefix, but read when dvc is imported
 # libraries that read the whole environment when imported, and the prefix they keep (no harmless variable has it)
@@ -77,13 +139,13 @@ def harmless(key: str) -> bool:
     return key not in READ_ON_IMPORT and (key in HARMLESS or key in TORCHRUN or key.startswith(HARMLESS_PREFIXES))
 
 
-SHIM = '''#!{real} -IS
+SHIM = """#!{real} -IS
 # the warm {name} of the tests (tests/warm_python.py): a stage goes to the server, anything else to {real}
 import sys
 sys.path.insert(0, {here!r})
 import warm_python
 warm_python.client({real!r}, {module!r})
-'''
+"""
 
 
 def _log(event: dict) -> None:
@@ -140,8 +202,18 @@ def client(real: str, module: str | None = None) -> None:
             pass
     # sys.executable: what a fresh interpreter started through this shim would report (the shim's folder's python)
     executable = os.path.join(os.path.dirname(os.path.abspath(sys.argv[0])), "python")
-    request = json.dumps({"argv": form[1], "unbuffered": form[0], "cwd": os.getcwd(), "env": dict(os.environ),
-                          "fds": fds, "pgid": os.getpgrp(), "executable": executable, "cpus": _cpus()}).encode()
+    request = json.dumps(
+        {
+            "argv": form[1],
+            "unbuffered": form[0],
+            "cwd": os.getcwd(),
+            "env": dict(os.environ),
+            "fds": fds,
+            "pgid": os.getpgrp(),
+            "executable": executable,
+            "cpus": _cpus(),
+        }
+    ).encode()
     for _ in range(2):  # the server answers, or sends the request on to the server of its environment
         socket.send_fds(sock, [struct.pack("!I", len(request))], fds)
         sock.sendall(request)
@@ -199,7 +271,7 @@ def _recv_request(conn: socket.socket):
         if not more:
             raise EOFError("client went away")
         head += more
-    size, = struct.unpack("!I", head)
+    (size,) = struct.unpack("!I", head)
     body = bytearray()
     while len(body) < size:
         chunk = conn.recv(min(1 << 16, size - len(body)))
@@ -261,8 +333,10 @@ class EnvServers:
     def route(self, request: dict, set_by_imports: dict) -> str | None:
         """The socket of the server for this request's environment (started now if it is the second request), or
         None."""
-        key = (tuple(sorted((k, v) for k, v in {**set_by_imports, **request["env"]}.items() if not harmless(k))),
-               tuple(request.get("cpus") or ()))
+        key = (
+            tuple(sorted((k, v) for k, v in {**set_by_imports, **request["env"]}.items() if not harmless(k))),
+            tuple(request.get("cpus") or ()),
+        )
         self.seen[key] = self.seen.get(key, 0) + 1
         if key not in self.started and self.seen[key] >= 2 and len(self.started) < self.limit:
             import subprocess
@@ -270,9 +344,14 @@ class EnvServers:
             path = f"{self.path}.{len(self.started)}"
             env = {k: v for k, v in request["env"].items() if k != "PYTHONPATH"}  # (applied per request)
             cpus = request.get("cpus")
-            self.procs.append(subprocess.Popen([sys.executable, os.path.abspath(__file__), path, str(os.getpid()), "0"],
-                                               env=env, stdin=subprocess.DEVNULL,  # its output: this server's log
-                                               preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None))
+            self.procs.append(
+                subprocess.Popen(
+                    [sys.executable, os.path.abspath(__file__), path, str(os.getpid()), "0"],
+                    env=env,
+                    stdin=subprocess.DEVNULL,  # its output: this server's log
+                    preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None,
+                )
+            )
             for _ in range(500):  # it listens before it imports anything: then requests queue
                 if os.path.exists(path):
                     break
@@ -310,7 +389,7 @@ def serve(path: str, parent: int | None = None, env_servers: int = ENV_SERVERS) 
     while True:
         try:
             conn, _ = listener.accept()
-        except socket.timeout:
+        except TimeoutError:
             if os.getppid() != parent:  # the pytest process that started it is gone (killed): so is the server
                 os._exit(0)
             continue
@@ -320,8 +399,16 @@ def serve(path: str, parent: int | None = None, env_servers: int = ENV_SERVERS) 
             request, fds = _recv_request(conn)
             why = refusal(request, baseline, set_by_imports, preloaded)
             sent = others.route(request, set_by_imports) if why and why.startswith("environment differs") else None
-            _log({"argv": request["argv"], "cwd": request["cwd"], "warm": why is None, "why": why, "server": path,
-                  **({"sent": sent} if sent else {})})
+            _log(
+                {
+                    "argv": request["argv"],
+                    "cwd": request["cwd"],
+                    "warm": why is None,
+                    "why": why,
+                    "server": path,
+                    **({"sent": sent} if sent else {}),
+                }
+            )
             if sent:
                 conn.sendall(f"server {sent}\n".encode())
             elif why:
@@ -339,4 +426,8 @@ def serve(path: str, parent: int | None = None, env_servers: int = ENV_SERVERS) 
 
 
 if __name__ == "__main__":
-    serve(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else None, int(sys.argv[3]) if len(sys.argv) > 3 else ENV_SERVERS)
+    serve(
+        sys.argv[1],
+        int(sys.argv[2]) if len(sys.argv) > 2 else None,
+        int(sys.argv[3]) if len(sys.argv) > 3 else ENV_SERVERS,
+    )

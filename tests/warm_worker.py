@@ -1,6 +1,7 @@
 """The forked side of the tests' warm ``python`` (tests/warm_python.py): a monitor per request, and the worker that
 becomes ``python ARGV`` in the client's folder, environment and standard streams (a fresh interpreter's ``__main__``,
 ``sys.path``, streams, exit status and interpreter exit)."""
+
 from __future__ import annotations
 
 import io
@@ -178,7 +179,12 @@ def _streams(unbuffered: bool) -> None:
             pass
         raw = io.FileIO(fd, "w", closefd=False)
         line = not unbuffered and (name == "stderr" or raw.isatty())
-        new = io.TextIOWrapper(raw if unbuffered else io.BufferedWriter(raw), encoding=old.encoding, errors=old.errors,
-                               line_buffering=line, write_through=unbuffered)
+        new = io.TextIOWrapper(
+            raw if unbuffered else io.BufferedWriter(raw),
+            encoding=old.encoding,
+            errors=old.errors,
+            line_buffering=line,
+            write_through=unbuffered,
+        )
         setattr(sys, name, new)
         setattr(sys, f"__{name}__", new)

@@ -21,6 +21,7 @@ general (a class of attack, not an example):
 
 Every problem is one :class:`BundleError` line naming the bundle's file and the rule.
 """
+
 from __future__ import annotations
 
 import csv
@@ -79,13 +80,20 @@ def role_names(role: str) -> tuple[str, ...]:
         return ("models.csv",)
     if role == "lock":
         return ("dvc.lock",)
-    raise BundleError(f"unknown file role {q(role)}; known: rows, rows-001..rows-{MAX_PARTS:03d}, paired, "
-                      f"paired-001.., models, lock")
+    raise BundleError(
+        f"unknown file role {q(role)}; known: rows, rows-001..rows-{MAX_PARTS:03d}, paired, paired-001.., models, lock"
+    )
 
 
 def _kind(mode: int) -> str:
-    for test, name in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"),
-                       (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device")):
+    for test, name in (
+        (stat.S_ISLNK, "a symbolic link"),
+        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a device"),
+        (stat.S_ISBLK, "a device"),
+    ):
         if test(mode):
             return name
     return "not a regular file"
@@ -122,7 +130,7 @@ class Folder:
             os.close(self._fd)
             self._fd = None
 
-    def __enter__(self) -> "Folder":
+    def __enter__(self) -> Folder:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -137,10 +145,16 @@ class Folder:
         allowed name is there."""
         for name in sorted(self.entries):
             if name not in allowed:
-                hint = (" (a verification record never travels in a bundle: the badge comes from a verification "
-                        "this project runs, `verify --record-to`)" if name == "verification.json" else "")
-                raise BundleError(f"{self.where(name)}: unknown file; a bundle holds only {MANIFEST} and the files its "
-                                  f"manifest lists under a known role{hint}")
+                hint = (
+                    " (a verification record never travels in a bundle: the badge comes from a verification "
+                    "this project runs, `verify --record-to`)"
+                    if name == "verification.json"
+                    else ""
+                )
+                raise BundleError(
+                    f"{self.where(name)}: unknown file; a bundle holds only {MANIFEST} and the files its "
+                    f"manifest lists under a known role{hint}"
+                )
             self._regular(name, self.entries[name])
         for name in sorted(allowed - set(self.entries)):
             raise BundleError(f"{self.where(name)}: missing (listed in the manifest)")
@@ -185,7 +199,9 @@ class Folder:
         if len(data) != size:
             raise BundleError(f"{self.where(name)}: {len(data)} bytes, the manifest says {size}; the file was edited")
         if hashlib.sha256(data).hexdigest() != sha256:
-            raise BundleError(f"{self.where(name)}: content differs from its sha256 in the manifest; the file was edited")
+            raise BundleError(
+                f"{self.where(name)}: content differs from its sha256 in the manifest; the file was edited"
+            )
         return data
 
 
@@ -375,12 +391,13 @@ def _strict_loader():
         # timestamps stay text (plain data): YAML 1.1's implicit dates would become datetime objects
         StrictLoader.yaml_implicit_resolvers = {
             k: [(tag, regexp) for tag, regexp in v if tag != "tag:yaml.org,2002:timestamp"]
-            for k, v in base.yaml_implicit_resolvers.items()}
+            for k, v in base.yaml_implicit_resolvers.items()
+        }
         _LOADER = StrictLoader
     return _LOADER
 
 
-def read_csv(data: bytes, where: str, columns, *, required=()) -> "pd.DataFrame":  # noqa: F821
+def read_csv(data: bytes, where: str, columns, *, required=()) -> pd.DataFrame:  # noqa: F821
     """A CSV table of text cells: header of distinct names, all in ``columns``, with every ``required`` one."""
     import pandas as pd
 
@@ -402,7 +419,9 @@ def read_csv(data: bytes, where: str, columns, *, required=()) -> "pd.DataFrame"
         raise BundleError(f"{where}: missing columns {missing}")
     try:
         # parsed from the bytes (checked UTF-8 above): the same table as from the text, without re-encoding it
-        df = pd.read_csv(io.BytesIO(data), dtype=str, keep_default_na=False, na_values=[""], engine="c", encoding="utf-8")
+        df = pd.read_csv(
+            io.BytesIO(data), dtype=str, keep_default_na=False, na_values=[""], engine="c", encoding="utf-8"
+        )
     except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as e:
         raise BundleError(f"{where}: cannot read CSV ({e})") from None
     if list(df.columns) != header:

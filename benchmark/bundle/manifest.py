@@ -7,6 +7,7 @@ control characters, counts of zoo entries, units, logits files and stages capped
 ``created`` a real UTC time that is not in the future. A problem is one
 :class:`~benchmark.bundle.intake.BundleError` naming the field.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -23,7 +24,9 @@ GIT_COMMIT = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
 STAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,127}$")  # dvc.yaml stage names (foreach: name@key)
 OUT_PATH = re.compile(r"^results(/[A-Za-z0-9_.@-]{1,128}){1,4}$")
 MD5 = re.compile(r"^[0-9a-f]{32}(\.dir)?$")
-LOGITS_FILE = re.compile(r"^(logits|methods)/([A-Za-z0-9][A-Za-z0-9_.-]{0,63})/([A-Za-z0-9][A-Za-z0-9_.-]{0,63})\.safetensors$")
+LOGITS_FILE = re.compile(
+    r"^(logits|methods)/([A-Za-z0-9][A-Za-z0-9_.-]{0,63})/([A-Za-z0-9][A-Za-z0-9_.-]{0,63})\.safetensors$"
+)
 CREATED = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
 UNIT_KINDS = ("single", "duo", "deep_ensemble", "method")
 CLOCK_SKEW = dt.timedelta(minutes=10)  # how far in the future a 'created' may be (clocks differ)
@@ -31,8 +34,17 @@ MAX_TEXT = 200  # contributor, device and version values
 MAX_STRING = 2_000  # any other text in the manifest (params, unit info)
 MAX_ZOO, MAX_UNITS, MAX_LOGITS, MAX_STAGES, MAX_MEMBERS, MAX_SMALL = 2_000, 50_000, 200_000, 10_000, 64, 32
 # a method output's cost record: the fields verify recomputes (claimed values never fill a gap) and the training budget
-COST_FIELDS = ("gflops", "params", "throughput", "overhead_percent", "extra_params_percent", "gflops_one_forward",
-               "trainable_params", "own_train_images", "own_train_params")
+COST_FIELDS = (
+    "gflops",
+    "params",
+    "throughput",
+    "overhead_percent",
+    "extra_params_percent",
+    "gflops_one_forward",
+    "trainable_params",
+    "own_train_images",
+    "own_train_params",
+)
 MAX_TRAIN_SIZE = 10**9  # images of a train split (ImageNet: 1.28 M)
 # manifest key -> (type, meaning)
 MANIFEST_KEYS: dict[str, tuple[type | tuple, str]] = {
@@ -50,8 +62,11 @@ MANIFEST_KEYS: dict[str, tuple[type | tuple, str]] = {
     "stages": (dict, "dvc.lock stage -> {outs: {path: md5}} of the stages behind the rows"),
     "logits": (dict, "logits file (relative to the results folder) -> {sha256, bytes}"),
     "units": (list, "evaluation units: kind, members, logits folders, rows' inputs_hash"),
-    "train_size": (int, f"images of the run's train split (1 to {MAX_TRAIN_SIZE:,}): verify recomputes the rows' "
-                        "training budgets with it; optional (bundles made before budgets lack it)"),
+    "train_size": (
+        int,
+        f"images of the run's train split (1 to {MAX_TRAIN_SIZE:,}): verify recomputes the rows' "
+        "training budgets with it; optional (bundles made before budgets lack it)",
+    ),
 }
 OPTIONAL_KEYS = {"train_size"}
 
@@ -230,7 +245,7 @@ def _unit(u, logit_folders: set, where: str) -> None:
                 raise BundleError(f"{where}.info.{k}: must be a number >= 0")
         for key in ("ingredients", "builds_on"):
             if key in info:
-                for n in _type(info[key], list, f"{where}.info.{key}")[:MAX_MEMBERS + 1]:
+                for n in _type(info[key], list, f"{where}.info.{key}")[: MAX_MEMBERS + 1]:
                     _name(n, f"{where}.info.{key}")
                 _count(info[key], MAX_MEMBERS, f"{where}.info.{key}")
 
@@ -250,7 +265,9 @@ def check_manifest(m, where: str, *, now: dt.datetime | None = None) -> dict:
     _text(m["contributor"], f"{where}: contributor")
     check_created(m["created"], f"{where}: created", now)
     _keys(m["git"], {"commit", "dirty"}, set(), f"{where}: git")
-    if m["git"]["commit"] is not None and not (isinstance(m["git"]["commit"], str) and GIT_COMMIT.fullmatch(m["git"]["commit"])):
+    if m["git"]["commit"] is not None and not (
+        isinstance(m["git"]["commit"], str) and GIT_COMMIT.fullmatch(m["git"]["commit"])
+    ):
         raise BundleError(f"{where}: git.commit must be 40 hex digits or null")
     if m["git"]["dirty"] is not None and not isinstance(m["git"]["dirty"], bool):
         raise BundleError(f"{where}: git.dirty must be true, false or null")
@@ -286,10 +303,21 @@ def evaluate_params(m: dict, where: str, suite: str = "embedded"):
 
     block = m["params"].get("evaluate") or {}
     try:
-        return EvalConfig.from_params(suite, _type(block, dict, f"{where}: params.evaluate"), f"{where}: params.evaluate")
+        return EvalConfig.from_params(
+            suite, _type(block, dict, f"{where}: params.evaluate"), f"{where}: params.evaluate"
+        )
     except ValueError as e:
         raise BundleError(str(e)) from None
 
 
-__all__ = ["FORMAT", "MANIFEST", "MANIFEST_KEYS", "NAME", "BUNDLE_ID", "check_manifest", "check_created", "check_suite",
-           "evaluate_params"]
+__all__ = [
+    "FORMAT",
+    "MANIFEST",
+    "MANIFEST_KEYS",
+    "NAME",
+    "BUNDLE_ID",
+    "check_manifest",
+    "check_created",
+    "check_suite",
+    "evaluate_params",
+]

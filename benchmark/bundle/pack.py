@@ -5,6 +5,7 @@ Where a suite's run lives: the embedded default in the repository root
 folder ``suites/<name>/`` (``results/``, ``dvc.lock``, ``params.yaml``; see
 :mod:`benchmark.dvcgen.suite_pipeline`).
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -22,7 +23,15 @@ import yaml
 
 from benchmark.bundle.intake import MAX_UNPACKED_BYTES
 from benchmark.bundle.schema import (
-    FORMAT, GZIP_ABOVE, MANIFEST, MAX_FILE_BYTES, BundleError, check_rows, row_label, sha256_file)
+    FORMAT,
+    GZIP_ABOVE,
+    MANIFEST,
+    MAX_FILE_BYTES,
+    BundleError,
+    check_rows,
+    row_label,
+    sha256_file,
+)
 from benchmark.stages.stage_config import fingerprint
 from benchmark.storage.store import atomic_dir, listing, read_json, write_text
 
@@ -44,6 +53,7 @@ def folder_hash(folder: Path) -> str:
 
 def git_state(root: Path) -> dict:
     """``{"commit": HEAD's sha or None, "dirty": tracked files changed (None outside a repository)}`` of ``root``."""
+
     def out(*args):
         try:
             proc = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=30)
@@ -52,7 +62,10 @@ def git_state(root: Path) -> dict:
         return proc.stdout.strip() if proc.returncode == 0 else ""
 
     commit = out("rev-parse", "--verify", "HEAD")
-    return {"commit": commit or None, "dirty": bool(out("status", "--porcelain", "--untracked-files=no")) if commit else None}
+    return {
+        "commit": commit or None,
+        "dirty": bool(out("status", "--porcelain", "--untracked-files=no")) if commit else None,
+    }
 
 
 def package_versions() -> dict:
@@ -62,16 +75,25 @@ def package_versions() -> dict:
 
     import benchmark
 
-    return {"python": platform.python_version(), "torch": torch.__version__, "timm": timm.__version__,
-            "benchmark": benchmark.__version__}
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "timm": timm.__version__,
+        "benchmark": benchmark.__version__,
+    }
 
 
 def _device(params: dict) -> dict:
     import torch
 
     cuda = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
-    return {"platform": platform.platform(), "machine": platform.machine(), "processor": platform.processor() or None,
-            "cuda": cuda, "configured": params.get("device", "cpu")}
+    return {
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "processor": platform.processor() or None,
+        "cuda": cuda,
+        "configured": params.get("device", "cpu"),
+    }
 
 
 def _remote(root: Path) -> str | None:
@@ -122,10 +144,17 @@ def units(rows: pd.DataFrame, results: Path) -> tuple[list[dict], dict[str, dict
             match = [f for f in methods if fingerprint([h(f)]) == ih]
             unit_ok = bool(match)
             if match:
-                unit = {"kind": "method", "members": [match[0].split("/")[1]], "folders": [match[0]], "info": methods[match[0]]}
+                unit = {
+                    "kind": "method",
+                    "members": [match[0].split("/")[1]],
+                    "folders": [match[0]],
+                    "info": methods[match[0]],
+                }
         if not unit_ok:
-            raise BundleError(f"{results}: the rows of {row_label(r)} (inputs_hash {ih}) were not computed from the logits now in "
-                              f"{results}; rerun the evaluate stage (dvc repro) before submitting")
+            raise BundleError(
+                f"{results}: the rows of {row_label(r)} (inputs_hash {ih}) were not computed from the logits now in "
+                f"{results}; rerun the evaluate stage (dvc repro) before submitting"
+            )
         unit["inputs_hash"] = ih
         out.append(unit)
     logits = {}
@@ -186,8 +215,11 @@ def to_csv_bytes(df: pd.DataFrame) -> bytes:
             return df.to_csv(index=False).encode()
     sink = pa.BufferOutputStream()
     try:  # quoting "none": a cell holding a delimiter, quote or line break raises (pandas would quote it)
-        pacsv.write_csv(pa.Table.from_arrays(arrays, names=[f"c{i}" for i in range(len(arrays))]), sink,
-                        pacsv.WriteOptions(include_header=False, quoting_style="none", eol=os.linesep))
+        pacsv.write_csv(
+            pa.Table.from_arrays(arrays, names=[f"c{i}" for i in range(len(arrays))]),
+            sink,
+            pacsv.WriteOptions(include_header=False, quoting_style="none", eol=os.linesep),
+        )
     except pa.ArrowInvalid:
         return df.to_csv(index=False).encode()
     return df.iloc[:0].to_csv(index=False).encode() + sink.getvalue().to_pybytes()
@@ -215,14 +247,18 @@ def _csv_parts(stem: str, df: pd.DataFrame) -> list[tuple[str, str, bytes]]:
     packed = gzip.compress(data, compresslevel=9, mtime=0)
     if len(packed) < PART_BYTES and len(data) <= MAX_UNPACKED_BYTES:
         return [(stem, f"{stem}.csv.gz", packed)]
-    k = max(-(-len(packed) * 5 // (4 * PART_BYTES)), -(-len(data) * 5 // (4 * MAX_UNPACKED_BYTES)), 2)  # ~80% of a limit
+    k = max(
+        -(-len(packed) * 5 // (4 * PART_BYTES)), -(-len(data) * 5 // (4 * MAX_UNPACKED_BYTES)), 2
+    )  # ~80% of a limit
     while True:
         step = -(-len(df) // k)
         texts = _row_texts(df, data, step)
         parts = [gzip.compress(t, compresslevel=9, mtime=0) for t in texts]
         if max(map(len, parts)) < PART_BYTES and max(map(len, texts)) <= MAX_UNPACKED_BYTES:
-            return [(stem if i == 0 else f"{stem}-{i:03d}", f"{stem}.csv.gz" if i == 0 else f"{stem}-{i:03d}.csv.gz", p)
-                    for i, p in enumerate(parts)]
+            return [
+                (stem if i == 0 else f"{stem}-{i:03d}", f"{stem}.csv.gz" if i == 0 else f"{stem}-{i:03d}.csv.gz", p)
+                for i, p in enumerate(parts)
+            ]
         if step == 1:
             raise BundleError(f"{stem}: one row gzips to {max(map(len, parts))} bytes; cannot stay under {PART_BYTES}")
         k += 1
@@ -255,19 +291,35 @@ def submit(suite: str, out, *, results=None, lock=None, contributor: str = "", r
     with atomic_dir(out) as tmp:
         files = _write_files(tmp, tables, results, lock_path if lock_data is not None else None)
         manifest = {
-            "format": FORMAT, "suite": suite, "contributor": contributor,
+            "format": FORMAT,
+            "suite": suite,
+            "contributor": contributor,
             "created": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z"),
-            "git": git_state(root), "versions": package_versions(), "device": _device(params), "remote": _remote(root),
-            "params": params, "zoo": {m: zoo_raw[m] for m in used},
-            "files": {role: {"path": f, "sha256": sha256_file(tmp / f), "bytes": (tmp / f).stat().st_size}
-                      for role, f in files.items()},
-            "stages": _lock_stages(lock_data or {}, rel), "logits": logits, "units": unit_list,
+            "git": git_state(root),
+            "versions": package_versions(),
+            "device": _device(params),
+            "remote": _remote(root),
+            "params": params,
+            "zoo": {m: zoo_raw[m] for m in used},
+            "files": {
+                role: {"path": f, "sha256": sha256_file(tmp / f), "bytes": (tmp / f).stat().st_size}
+                for role, f in files.items()
+            },
+            "stages": _lock_stages(lock_data or {}, rel),
+            "logits": logits,
+            "units": unit_list,
             **({"train_size": train_size} if train_size is not None else {}),
         }
-        write_text(tmp / MANIFEST, json.dumps(_plain(manifest), indent=1, sort_keys=True, allow_nan=False, default=str) + "\n")
+        write_text(
+            tmp / MANIFEST, json.dumps(_plain(manifest), indent=1, sort_keys=True, allow_nan=False, default=str) + "\n"
+        )
         if (tmp / MANIFEST).stat().st_size > MAX_FILE_BYTES:
-            raise BundleError(f"{MANIFEST}: {(tmp / MANIFEST).stat().st_size} bytes; a bundle file must stay under 1 MB")
-    print(f"submit: wrote {out} ({len(rows)} rows, {len(unit_list)} units, {len(logits)} logits files)", file=sys.stderr)
+            raise BundleError(
+                f"{MANIFEST}: {(tmp / MANIFEST).stat().st_size} bytes; a bundle file must stay under 1 MB"
+            )
+    print(
+        f"submit: wrote {out} ({len(rows)} rows, {len(unit_list)} units, {len(logits)} logits files)", file=sys.stderr
+    )
     return out
 
 
@@ -278,8 +330,10 @@ def _check_target(suite: str, out: Path, contributor: str) -> None:
 
     check_suite(suite, "--suite")
     if not BUNDLE_ID.fullmatch(out.name) or Path(os.path.abspath(out)).parent.name != suite:
-        raise BundleError(f"--out {show(out)}: a bundle's folder is leaderboard/{suite}/<id> with <id> matching "
-                          f"{BUNDLE_ID.pattern} (its identity on the site)")
+        raise BundleError(
+            f"--out {show(out)}: a bundle's folder is leaderboard/{suite}/<id> with <id> matching "
+            f"{BUNDLE_ID.pattern} (its identity on the site)"
+        )
     if not isinstance(contributor, str) or len(contributor) > MAX_TEXT or not contributor.isprintable():
         raise BundleError(f"--contributor: printable text on one line of at most {MAX_TEXT} characters")
 
@@ -301,24 +355,33 @@ def _read_run(suite: str, folder: Path, results: Path, out: Path) -> tuple[dict,
         raise BundleError(f"{out}: already exists; a bundle is never overwritten, choose a new id")
     metrics = results / "metrics.csv"
     if not metrics.is_file():
-        raise BundleError(f"{metrics}: not found; run the suite's pipeline first (dvc repro"
-                          f"{'' if suite == 'embedded' else f' suites/{suite}/dvc.yaml'})")
+        raise BundleError(
+            f"{metrics}: not found; run the suite's pipeline first (dvc repro"
+            f"{'' if suite == 'embedded' else f' suites/{suite}/dvc.yaml'})"
+        )
     if not params_path.is_file():
         raise BundleError(f"{params_path}: not found (the params of the run)")
     params = _read_yaml(params_path)
     if not isinstance(params, dict):
         raise BundleError(f"{params_path}: must be a mapping")
-    return params, check_rows(pd.read_csv(metrics, dtype=str, keep_default_na=False, na_values=[""]), suite, str(metrics))
+    return params, check_rows(
+        pd.read_csv(metrics, dtype=str, keep_default_na=False, na_values=[""]), suite, str(metrics)
+    )
 
 
 def _used_models(unit_list: list[dict], zoo_raw: dict) -> list[str]:
     """The zoo models behind the rows: those whose logits a unit reads, and a method's base, ingredients and the
     models its training builds on."""
-    return sorted({m for u in unit_list for m, f in zip(u["members"], u["folders"]) if f.startswith("logits/")}
-                  | {n for u in unit_list if u["kind"] == "method"
-                     for n in [u["info"].get("base"), *(u["info"].get("ingredients") or []),
-                               *(u["info"].get("builds_on") or [])]
-                     if n in zoo_raw})
+    return sorted(
+        {m for u in unit_list for m, f in zip(u["members"], u["folders"]) if f.startswith("logits/")}
+        | {
+            n
+            for u in unit_list
+            if u["kind"] == "method"
+            for n in [u["info"].get("base"), *(u["info"].get("ingredients") or []), *(u["info"].get("builds_on") or [])]
+            if n in zoo_raw
+        }
+    )
 
 
 def _write_files(tmp: Path, tables: list, results: Path, lock_path: Path | None) -> dict[str, str]:

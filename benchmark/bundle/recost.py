@@ -28,6 +28,7 @@
 Throughput is a measurement of the contributor's machine: it is never recomputed and never
 makes anything verified (:data:`benchmark.bundle.schema.REPORTED`).
 """
+
 from __future__ import annotations
 
 import math
@@ -56,8 +57,10 @@ def _entries(bundle: Bundle) -> dict:
     from benchmark.models.zoo import parse_entry
 
     recipes = bundle.manifest["params"].get("recipes")
-    return {n: parse_entry(n, raw, recipes=recipes if isinstance(recipes, dict) else None)
-            for n, raw in bundle.manifest["zoo"].items()}
+    return {
+        n: parse_entry(n, raw, recipes=recipes if isinstance(recipes, dict) else None)
+        for n, raw in bundle.manifest["zoo"].items()
+    }
 
 
 def recipes_of(params: dict) -> dict:
@@ -69,7 +72,9 @@ def recipes_of(params: dict) -> dict:
     return {str(k): Recipe.from_params(str(k), v, "params") for k, v in raw.items()} if isinstance(raw, dict) else {}
 
 
-def model_costs(entries: dict, num_classes: int, recipes: dict | None = None, train_size: int | None = None) -> dict[str, dict]:
+def model_costs(
+    entries: dict, num_classes: int, recipes: dict | None = None, train_size: int | None = None
+) -> dict[str, dict]:
     """name -> the cost record of each zoo entry (gflops, params; throughput NaN: not recomputable) and its training
     budget (from ``recipes``, name -> Recipe, and ``train_size``; NaN without them)."""
     from benchmark.core.costs import BUDGET, train_budget
@@ -83,8 +88,17 @@ def model_costs(entries: dict, num_classes: int, recipes: dict | None = None, tr
             trained = {k: NAN for k in BUDGET}
         else:  # as the cost stage (benchmark.stages.logits_stage.cost)
             trained = train_budget(recipe_of(recipes, e.recipe).epochs, train_size, static["params"])
-        out[name] = {"name": name, "arch": e.arch, "init": e.init, "img_size": e.img_size, "seed": e.seed, "role": e.role,
-                     **static, **trained, "throughput": NAN}
+        out[name] = {
+            "name": name,
+            "arch": e.arch,
+            "init": e.init,
+            "img_size": e.img_size,
+            "seed": e.seed,
+            "role": e.role,
+            **static,
+            **trained,
+            "throughput": NAN,
+        }
     return out
 
 
@@ -123,7 +137,9 @@ def recompute(bundle: Bundle, num_classes: int, method_members: dict[str, int]) 
     params = bundle.manifest["params"]
     recipes, train_size = recipes_of(params), bundle.manifest.get("train_size")
     res = Costs(models=model_costs(entries, num_classes, recipes, train_size))
-    cfg = evaluate_params(bundle.manifest, intake.show(bundle.path / MANIFEST), bundle.suite)  # which pairs and ensembles
+    cfg = evaluate_params(
+        bundle.manifest, intake.show(bundle.path / MANIFEST), bundle.suite
+    )  # which pairs and ensembles
     units = bundle.manifest["units"]
     methods = {}
     for u in units:
@@ -152,7 +168,8 @@ def recompute(bundle: Bundle, num_classes: int, method_members: dict[str, int]) 
         try:
             if train_size is None:  # no budget recorded: none to recompute (the rows must claim none)
                 trained = {k: NAN for k in budget.OWN} | {
-                    "builds_on": list(registry.training_of(method, method_cfg, record).builds_on)}
+                    "builds_on": list(registry.training_of(method, method_cfg, record).builds_on)
+                }
             else:
                 trained = budget.own_budget(method, method_cfg, record, recipes, train_size)
         except (ValueError, KeyError, TypeError) as e:
@@ -208,7 +225,11 @@ def compare_models(models: pd.DataFrame, expected: dict[str, dict], tol: float) 
             if c == "throughput":
                 continue
             a, b = r[c], want[c]
-            same = close(a, b, tol) if c in ("gflops", "params", "img_size", "seed") else str(a if a == a else "") == str(b)
+            same = (
+                close(a, b, tol)
+                if c in ("gflops", "params", "img_size", "seed")
+                else str(a if a == a else "") == str(b)
+            )
             if not same:
                 problems.append(f"models.csv: model {r['name']!r}: {c}: bundle {a!r}, recomputed {b!r}")
     return problems

@@ -17,6 +17,7 @@ outside, where only this project's CI can). :func:`load_bundle` reads everything
 :mod:`benchmark.bundle.intake` and checks it; any problem is one :class:`BundleError` naming
 the file and the rule.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -36,11 +37,30 @@ from benchmark.storage.results_schema import COLUMNS, OPTIONAL_COLUMNS, validate
 GZIP_ABOVE = 900_000  # rows.csv is gzipped above this size
 KEY = ["suite", "split", "family", "method", "base", "sidekick", "members", "fit", "confidence", "metric"]
 RECOMPUTED = ["value", "ci_low", "ci_high", "n", "temperature_base", "temperature_side", "weight_base", "weight_side"]
-COSTS = ["gflops", "params", "balance", "overhead_percent", "extra_params_percent",
-         "train_images", "train_params"]  # recomputed by verify too (the last two: the training budget)
+COSTS = [
+    "gflops",
+    "params",
+    "balance",
+    "overhead_percent",
+    "extra_params_percent",
+    "train_images",
+    "train_params",
+]  # recomputed by verify too (the last two: the training budget)
 REPORTED = ["throughput"]  # a measurement of the contributor's machine: shown as reported, never verified
 MODEL_COLUMNS = ["name", "arch", "init", "img_size", "seed", "role", "gflops", "params", "throughput"]
-PAIRED_COLUMNS = ["suite", "split", "base", "sidekick", "fit", "method", "metric", "diff", "ci_low", "ci_high", "p_value"]
+PAIRED_COLUMNS = [
+    "suite",
+    "split",
+    "base",
+    "sidekick",
+    "fit",
+    "method",
+    "metric",
+    "diff",
+    "ci_low",
+    "ci_high",
+    "p_value",
+]
 # metric -> (low, high) plausible range; the rest are fractions in [0, 1]
 RANGES = {"nll": (0.0, math.inf), "brier": (0.0, 2.0), "aurc_trapezoid": (0.0, 2.0)}
 MEMBERS_MAX = 64 * 65
@@ -86,7 +106,7 @@ def row_label(r) -> str:
 
 def part_roles(m: dict, stem: str) -> list[str]:
     """The manifest roles of a table stored in parts: ``stem``, ``stem-001``, ``stem-002``, ..."""
-    return sorted(r for r in m["files"] if r == stem or (r.startswith(f"{stem}-") and r[len(stem) + 1:].isdigit()))
+    return sorted(r for r in m["files"] if r == stem or (r.startswith(f"{stem}-") and r[len(stem) + 1 :].isdigit()))
 
 
 def rows_digest(m: dict) -> str:
@@ -98,11 +118,15 @@ def identity(path, m: dict) -> tuple[str, str]:
     """(suite, id) of the bundle folder ``path``: ``.../<suite>/<id>`` with ``<suite>`` the manifest's suite."""
     path = Path(os.path.abspath(path))
     if not BUNDLE_ID.fullmatch(path.name):
-        raise BundleError(f"{show(path)}: bundle id {q(path.name)} must match {BUNDLE_ID.pattern} "
-                          "(the folder leaderboard/<suite>/<id>)")
+        raise BundleError(
+            f"{show(path)}: bundle id {q(path.name)} must match {BUNDLE_ID.pattern} "
+            "(the folder leaderboard/<suite>/<id>)"
+        )
     if path.parent.name != m["suite"]:
-        raise BundleError(f"{show(path)}: a bundle of suite {m['suite']!r} must be in a folder named {m['suite']!r} "
-                          f"(leaderboard/{m['suite']}/{path.name}), not {q(path.parent.name)}")
+        raise BundleError(
+            f"{show(path)}: a bundle of suite {m['suite']!r} must be in a folder named {m['suite']!r} "
+            f"(leaderboard/{m['suite']}/{path.name}), not {q(path.parent.name)}"
+        )
     return m["suite"], path.name
 
 
@@ -154,7 +178,9 @@ def _names(df: pd.DataFrame, columns, where: str, *, empty=(), joined=()) -> Non
             ok = ok | (col == "")
         if not ok.all():
             i = int((~ok).to_numpy().nonzero()[0][0])
-            raise BundleError(f"{where}: row {i + 2}: column {c!r}: {q(col.iloc[i])[:70]} does not match {NAME.pattern}")
+            raise BundleError(
+                f"{where}: row {i + 2}: column {c!r}: {q(col.iloc[i])[:70]} does not match {NAME.pattern}"
+            )
 
 
 def check_rows(df: pd.DataFrame, suite: str, where: str) -> pd.DataFrame:
@@ -165,24 +191,47 @@ def check_rows(df: pd.DataFrame, suite: str, where: str) -> pd.DataFrame:
     if df.empty:
         raise BundleError(f"{where}: no rows")
     _numbers(df, [c for c, (t, _) in COLUMNS.items() if t != "string"], where)
-    _names(df, ["split", "family", "method", "base", "sidekick", "members", "fit", "confidence"], where,
-           empty=("sidekick",), joined=("members",))
+    _names(
+        df,
+        ["split", "family", "method", "base", "sidekick", "members", "fit", "confidence"],
+        where,
+        empty=("sidekick",),
+        joined=("members",),
+    )
     rows = validate_results(df, source=where)[list(COLUMNS)]
     checks = [
-        (~rows["metric"].isin(list(METRICS)), lambda r: f"unknown metric {q(r['metric'])[:40]} (known: see benchmark/core/metric_info.py)"),
+        (
+            ~rows["metric"].isin(list(METRICS)),
+            lambda r: f"unknown metric {q(r['metric'])[:40]} (known: see benchmark/core/metric_info.py)",
+        ),
         (rows["suite"] != suite, lambda r: f"suite {q(r['suite'])[:40]} differs from the manifest's {suite!r}"),
         (rows["n"] < 0, lambda r: f"n must be >= 0, got {r['n']}"),
-        (~rows["inputs_hash"].str.fullmatch(SHORT_HASH.pattern.strip("^$")), lambda r: f"inputs_hash {q(r['inputs_hash'])[:40]} is not 16 hex digits"),
+        (
+            ~rows["inputs_hash"].str.fullmatch(SHORT_HASH.pattern.strip("^$")),
+            lambda r: f"inputs_hash {q(r['inputs_hash'])[:40]} is not 16 hex digits",
+        ),
     ]
-    for col in ("gflops", "params", "throughput", "balance", "overhead_percent", "extra_params_percent", "train_images",
-                "train_params"):
+    for col in (
+        "gflops",
+        "params",
+        "throughput",
+        "balance",
+        "overhead_percent",
+        "extra_params_percent",
+        "train_images",
+        "train_params",
+    ):
         checks.append((rows[col] < 0, lambda r, col=col: f"{col} must be >= 0, got {r[col]}"))
     lo = rows["metric"].map(lambda m: RANGES.get(m, (0.0, 1.0))[0])
     hi = rows["metric"].map(lambda m: RANGES.get(m, (0.0, 1.0))[1])
     for col in ("value", "ci_low", "ci_high"):
         v = rows[col]
-        checks.append((v.notna() & ((v < lo - 1e-9) | (v > hi + 1e-9)),
-                       lambda r, col=col: f"{col} {float(r[col])!r} out of range for {r['metric']}"))
+        checks.append(
+            (
+                v.notna() & ((v < lo - 1e-9) | (v > hi + 1e-9)),
+                lambda r, col=col: f"{col} {float(r[col])!r} out of range for {r['metric']}",
+            )
+        )
     for bad, msg in checks:
         if bad.any():
             i = int(bad.to_numpy().nonzero()[0][0])
@@ -190,7 +239,9 @@ def check_rows(df: pd.DataFrame, suite: str, where: str) -> pd.DataFrame:
             raise BundleError(f"{where}: row {i + 2} ({row_label(r)}): {msg(r)}")
     dup = rows.duplicated(KEY)
     if dup.any():
-        raise BundleError(f"{where}: row {int(dup.to_numpy().nonzero()[0][0]) + 2}: repeated row key ({row_label(rows[dup].iloc[0])})")
+        raise BundleError(
+            f"{where}: row {int(dup.to_numpy().nonzero()[0][0]) + 2}: repeated row key ({row_label(rows[dup].iloc[0])})"
+        )
     return rows
 
 
@@ -262,7 +313,9 @@ def load_bundle(bundle, *, check_arch: bool = True) -> Bundle:
     with intake.Folder(bundle) as folder:
         where = folder.where(MANIFEST)
         if MANIFEST not in folder.entries:
-            raise BundleError(f"{where}: missing manifest (is {show(bundle)} a bundle made by `python -m benchmark submit`?)")
+            raise BundleError(
+                f"{where}: missing manifest (is {show(bundle)} a bundle made by `python -m benchmark submit`?)"
+            )
         raw = {MANIFEST: folder.read(MANIFEST)}
         m = check_manifest(intake.strict_json(raw[MANIFEST], where), where)
         identity(bundle, m)
@@ -305,7 +358,9 @@ def _check_coverage(m: dict, rows: pd.DataFrame, where: str) -> None:
     for u in m["units"]:
         for name, folder in zip(u["members"], u["folders"]):
             if folder.startswith("logits/") and name not in m["zoo"]:
-                raise BundleError(f"{where}: unit {u['kind']} {'+'.join(u['members'])}: model {name!r} has no zoo entry")
+                raise BundleError(
+                    f"{where}: unit {u['kind']} {'+'.join(u['members'])}: model {name!r} has no zoo entry"
+                )
     pairs = rows[["inputs_hash", "split"]].drop_duplicates()
     for ih, split in pairs.itertuples(index=False):
         u = by_hash.get(ih)
@@ -313,5 +368,7 @@ def _check_coverage(m: dict, rows: pd.DataFrame, where: str) -> None:
             raise BundleError(f"{where}: rows with inputs_hash {ih} belong to no unit of the manifest")
         for folder in u["folders"]:
             if f"{folder}/{split}.safetensors" not in m["logits"]:
-                raise BundleError(f"{where}: rows of unit {u['kind']} {'+'.join(u['members'])} on split {split}: "
-                                  f"no logits file {folder}/{split}.safetensors in the manifest")
+                raise BundleError(
+                    f"{where}: rows of unit {u['kind']} {'+'.join(u['members'])} on split {split}: "
+                    f"no logits file {folder}/{split}.safetensors in the manifest"
+                )

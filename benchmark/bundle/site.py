@@ -32,6 +32,7 @@ than 1e-6 are a *conflict*: the chosen row is shown and both are listed in ``con
 Same bundles, byte-identical site: no build time is written, everything is sorted, gzip
 carries no timestamp.
 """
+
 from __future__ import annotations
 
 import json
@@ -56,14 +57,21 @@ from benchmark.storage.results_schema import COLUMNS
 from benchmark.storage.store import StoreError, atomic_dir, write_text
 
 MARKER = ".uq-site"
-RULE = ("Rows are keyed by suite, split, family, method, base, sidekick, members, fit, confidence and metric. "
-        "When several bundles give the same key, the row shown comes from a verified bundle before a self-reported one, "
-        "then from the newest bundle (manifest 'created'), then from the bundle id first in sort order. "
-        f"Two bundles of the same status whose values differ by more than {TOLERANCE:g} are listed as conflicts. "
-        "A bundle is verified only when this project recomputed every row, costs included, from its logits; "
-        "throughput is the contributor's own measurement and is never verified.")
-_ENV = Environment(loader=FileSystemLoader(Path(__file__).parent / "templates"), autoescape=True,
-                   undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+RULE = (
+    "Rows are keyed by suite, split, family, method, base, sidekick, members, fit, confidence and metric. "
+    "When several bundles give the same key, the row shown comes from a verified bundle before a self-reported one, "
+    "then from the newest bundle (manifest 'created'), then from the bundle id first in sort order. "
+    f"Two bundles of the same status whose values differ by more than {TOLERANCE:g} are listed as conflicts. "
+    "A bundle is verified only when this project recomputed every row, costs included, from its logits; "
+    "throughput is the contributor's own measurement and is never verified."
+)
+_ENV = Environment(
+    loader=FileSystemLoader(Path(__file__).parent / "templates"),
+    autoescape=True,
+    undefined=StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
 
 
 def find_bundles(root) -> tuple[list[Path], list[str]]:
@@ -104,9 +112,16 @@ def merge(bundles: list) -> tuple[pd.DataFrame, pd.DataFrame]:
     a, b = pairs["value_shown"].astype(float), pairs["value_other"].astype(float)
     differ = ~(a.isna() & b.isna()) & ~((a - b).abs() <= TOLERANCE)
     pairs = pairs[(pairs["status_other"] == pairs["status_shown"]) & differ]
-    conflicts = pd.DataFrame({**{k: pairs[k] for k in KEY}, "shown_bundle": pairs["bundle_shown"],
-                              "shown_value": pairs["value_shown"], "other_bundle": pairs["bundle_other"],
-                              "other_value": pairs["value_other"], "status": pairs["status_other"]})
+    conflicts = pd.DataFrame(
+        {
+            **{k: pairs[k] for k in KEY},
+            "shown_bundle": pairs["bundle_shown"],
+            "shown_value": pairs["value_shown"],
+            "other_bundle": pairs["bundle_other"],
+            "other_value": pairs["value_other"],
+            "status": pairs["status_other"],
+        }
+    )
     conflicts = conflicts.sort_values(KEY + ["other_bundle"], kind="mergesort").reset_index(drop=True)
     merged = chosen.drop(columns=["_rank"]).sort_values(KEY, kind="mergesort").reset_index(drop=True)
     return merged, conflicts
@@ -165,13 +180,27 @@ def origin(merged: pd.DataFrame, conflicts: pd.DataFrame, entries: list[dict]) -
     rows = joined(merged, "bundle").rename("source").to_frame()
     rows["conflict"] = joined(conflicts, "other_bundle") if len(conflicts) else ""
     rows["conflict"] = rows["conflict"].fillna("")
-    sources = {e["bundle"]: {"contributor": e["contributor"], "status": e["status"], "link": e["provenance"],
-                             "shown": e["shown"]} for e in entries}
+    sources = {
+        e["bundle"]: {
+            "contributor": e["contributor"],
+            "status": e["status"],
+            "link": e["provenance"],
+            "shown": e["shown"],
+        }
+        for e in entries
+    }
     return Origin(rows=rows.reset_index(), sources=sources)
 
 
-def _suite_report(suite: str, bundles: list, merged: pd.DataFrame, out: Path, downloads: dict, repo=".",
-                  rows_origin: Origin | None = None) -> None:
+def _suite_report(
+    suite: str,
+    bundles: list,
+    merged: pd.DataFrame,
+    out: Path,
+    downloads: dict,
+    repo=".",
+    rows_origin: Origin | None = None,
+) -> None:
     """The suite's leaderboard page, built by benchmark.report from the merged rows and configured by the repository's
     params of the suite: interactive charts (plotly.js from the site's assets/), no static figure; ``downloads`` go to
     its data/ folder."""
@@ -184,13 +213,29 @@ def _suite_report(suite: str, bundles: list, merged: pd.DataFrame, out: Path, do
         for name, entry in b.manifest["zoo"].items():
             zoo.setdefault(name, entry)
     n_ver = sum(b.status == VERIFIED for b in bundles)
-    notices = [f"Merged from {len(bundles)} bundle(s), {n_ver} verified: badges, contributors and provenance on "
-               f"entries.html; rows as Parquet and CSV in data/. Throughput (img/s) is each contributor's own "
-               f"measurement, not verified."] + notes + notices
+    notices = (
+        [
+            f"Merged from {len(bundles)} bundle(s), {n_ver} verified: badges, contributors and provenance on "
+            f"entries.html; rows as Parquet and CSV in data/. Throughput (img/s) is each contributor's own "
+            f"measurement, not verified."
+        ]
+        + notes
+        + notices
+    )
     cfg = ReportConfig.from_params(params, source=str(path))
-    inputs = ReportInputs(results=results, models=_models(bundles), zoo=zoo, params=params, lock=_merged_lock(bundles),
-                          config=cfg, notices=notices, sources={"results": f"the bundles of suite {suite}"},
-                          paired=_paired(bundles), downloads=downloads, origin=rows_origin)
+    inputs = ReportInputs(
+        results=results,
+        models=_models(bundles),
+        zoo=zoo,
+        params=params,
+        lock=_merged_lock(bundles),
+        config=cfg,
+        notices=notices,
+        sources={"results": f"the bundles of suite {suite}"},
+        paired=_paired(bundles),
+        downloads=downloads,
+        origin=rows_origin,
+    )
     build_report(inputs, out, progress=False, figures=False, assets="../assets/")
 
 
@@ -202,11 +247,28 @@ def _bundle_page(b, out: Path) -> str:
     for name, data in sorted(b.files.items()):  # fixed names (manifest.json and the known roles), bytes as checked
         (folder / name).write_bytes(data)
     m = b.manifest
-    units = [{"kind": u["kind"], "members": " + ".join(u["members"]), "hash": u["inputs_hash"],
-              "rows": int((b.rows["inputs_hash"] == u["inputs_hash"]).sum())} for u in m["units"]]
-    _render("bundle.html.j2", folder / "index.html", b=b, m=m, units=units, files=sorted(b.files),
-            logits=sorted(m["logits"].items()), stages=sorted(m["stages"].items()), up="../../../",
-            reported=REPORTED, manifest_json=json.dumps(m, indent=1, sort_keys=True))
+    units = [
+        {
+            "kind": u["kind"],
+            "members": " + ".join(u["members"]),
+            "hash": u["inputs_hash"],
+            "rows": int((b.rows["inputs_hash"] == u["inputs_hash"]).sum()),
+        }
+        for u in m["units"]
+    ]
+    _render(
+        "bundle.html.j2",
+        folder / "index.html",
+        b=b,
+        m=m,
+        units=units,
+        files=sorted(b.files),
+        logits=sorted(m["logits"].items()),
+        stages=sorted(m["stages"].items()),
+        up="../../../",
+        reported=REPORTED,
+        manifest_json=json.dumps(m, indent=1, sort_keys=True),
+    )
     return rel
 
 
@@ -214,7 +276,9 @@ def _load(paths, verified, progress: bool) -> tuple[list, list[str]]:
     bundles, problems = [], []
     for path in tqdm(paths, desc="read bundles", disable=not progress):
         try:
-            b = load_bundle(path, check_arch=False)  # the architectures are checked by verify (CI), not on every publish
+            b = load_bundle(
+                path, check_arch=False
+            )  # the architectures are checked by verify (CI), not on every publish
             b.verification = recorded(verified, b)
             b.status = VERIFIED if b.verification else SELF_REPORTED
             bundles.append(b)
@@ -235,19 +299,50 @@ def _suite(suite: str, bs: list, tmp: Path, repo) -> dict:
     entries = []
     for b in bs:
         rel = _bundle_page(b, tmp)
-        entries.append({"bundle": b.name, "status": b.status, "contributor": b.manifest["contributor"],
-                        "created": b.manifest["created"], "commit": b.manifest["git"].get("commit") or "",
-                        "rows": len(b.rows), "shown": int((merged["bundle"] == b.name).sum()),
-                        "provenance": f"../{rel}/index.html"})
+        entries.append(
+            {
+                "bundle": b.name,
+                "status": b.status,
+                "contributor": b.manifest["contributor"],
+                "created": b.manifest["created"],
+                "commit": b.manifest["git"].get("commit") or "",
+                "rows": len(b.rows),
+                "shown": int((merged["bundle"] == b.name).sum()),
+                "provenance": f"../{rel}/index.html",
+            }
+        )
     rows = merged.rename(columns={c: f"{c}_reported" for c in REPORTED})  # measured by the contributor, not verified
-    _suite_report(suite, bs, merged, tmp / suite, suite_downloads(rows, pd.DataFrame(entries), conflicts), repo=repo,
-                  rows_origin=origin(merged, conflicts, entries))
-    data = {name: {"parquet": f"data/{name}.parquet", "csv": f"data/{name}.csv.gz", "rows": n}
-            for name, n in (("rows", len(merged)), ("entries", len(entries)), ("conflicts", len(conflicts)))}
-    _render("entries.html.j2", tmp / suite / "entries.html", suite=suite, entries=entries, data=data, rule=RULE,
-            reported=REPORTED, conflicts=conflicts.to_dict("records"), schema="data/schema.json")
-    return {"name": suite, "entries": [dict(e, provenance=e["provenance"][3:]) for e in entries],
-            "verified": sum(e["status"] == VERIFIED for e in entries), "rows": len(merged), "conflicts": len(conflicts)}
+    _suite_report(
+        suite,
+        bs,
+        merged,
+        tmp / suite,
+        suite_downloads(rows, pd.DataFrame(entries), conflicts),
+        repo=repo,
+        rows_origin=origin(merged, conflicts, entries),
+    )
+    data = {
+        name: {"parquet": f"data/{name}.parquet", "csv": f"data/{name}.csv.gz", "rows": n}
+        for name, n in (("rows", len(merged)), ("entries", len(entries)), ("conflicts", len(conflicts)))
+    }
+    _render(
+        "entries.html.j2",
+        tmp / suite / "entries.html",
+        suite=suite,
+        entries=entries,
+        data=data,
+        rule=RULE,
+        reported=REPORTED,
+        conflicts=conflicts.to_dict("records"),
+        schema="data/schema.json",
+    )
+    return {
+        "name": suite,
+        "entries": [dict(e, provenance=e["provenance"][3:]) for e in entries],
+        "verified": sum(e["status"] == VERIFIED for e in entries),
+        "rows": len(merged),
+        "conflicts": len(conflicts),
+    }
 
 
 def _isolate(suite: str, bs: list, tmp: Path, repo) -> tuple[list, list[str]]:
@@ -270,14 +365,18 @@ def publish(bundles_dir, out, *, progress: bool = True, verified=None, repo=".")
     it every bundle is self-reported. ``repo``: the repository whose params configure the suites' pages."""
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir()) and not (out / MARKER).exists()):
-        raise StoreError(f"{out}: exists and is not an empty folder or a previous site ({MARKER}); refusing to replace it")
+        raise StoreError(
+            f"{out}: exists and is not an empty folder or a previous site ({MARKER}); refusing to replace it"
+        )
     paths, problems = find_bundles(bundles_dir)
     bundles, bad = _load(paths, verified, progress)
     problems += bad
     if not bundles:
-        raise BundleError(f"{bundles_dir}: no valid bundle (folders <suite>/<id>/ with {MANIFEST})"
-                          + (f"; {len(problems)} left out, first: {problems[0]}" if problems else "")
-                          + "; make one with `python -m benchmark submit`")
+        raise BundleError(
+            f"{bundles_dir}: no valid bundle (folders <suite>/<id>/ with {MANIFEST})"
+            + (f"; {len(problems)} left out, first: {problems[0]}" if problems else "")
+            + "; make one with `python -m benchmark submit`"
+        )
     by_suite: dict[str, list] = {}
     for b in sorted(bundles, key=lambda b: ((b.status != VERIFIED), _neg(b.manifest["created"]), b.name)):
         by_suite.setdefault(b.suite, []).append(b)

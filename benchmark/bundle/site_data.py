@@ -4,6 +4,7 @@ Each table is written by :func:`benchmark.storage.downloads.write_downloads` (th
 suite page's build, into ``<suite>/data/``) as Parquet and gzipped CSV, and described in
 ``<suite>/data/schema.json``; the columns below are the only place their meaning is written.
 """
+
 from __future__ import annotations
 
 import pandas as pd
@@ -14,9 +15,15 @@ from benchmark.storage.results_schema import COLUMNS
 
 # the merged rows: the results schema, then where each row comes from
 ROW_COLUMNS: dict[str, tuple[str, str]] = {
-    (f"{c}_reported" if c in REPORTED else c): ((t, f"{d} (reported by the bundle's contributor, not verified)")
-                                                if c in REPORTED else (t, d)) for c, (t, d) in COLUMNS.items()} | {
-    "bundle": ("string", "the bundle (folder leaderboard/<suite>/<bundle>/) the row is shown from (merge rule: index page)"),
+    (f"{c}_reported" if c in REPORTED else c): (
+        (t, f"{d} (reported by the bundle's contributor, not verified)") if c in REPORTED else (t, d)
+    )
+    for c, (t, d) in COLUMNS.items()
+} | {
+    "bundle": (
+        "string",
+        "the bundle (folder leaderboard/<suite>/<bundle>/) the row is shown from (merge rule: index page)",
+    ),
     "status": ("string", "'verified' (every row recomputed from the logits) or 'self-reported'"),
     "created": ("string", "when the bundle was made (manifest 'created', UTC, ISO 8601)"),
 }
@@ -42,7 +49,11 @@ CONFLICT_COLUMNS: dict[str, tuple[str, str]] = {k: COLUMNS[k] for k in KEY} | {
 def suite_downloads(merged: pd.DataFrame, entries: pd.DataFrame, conflicts: pd.DataFrame) -> dict[str, DownloadTable]:
     """The tables of one suite's ``data/`` folder."""
     return {
-        "rows": DownloadTable(merged, ROW_COLUMNS, "the merged rows of every bundle of the suite, one per (split, method, metric)"),
+        "rows": DownloadTable(
+            merged, ROW_COLUMNS, "the merged rows of every bundle of the suite, one per (split, method, metric)"
+        ),
         "entries": DownloadTable(entries, ENTRY_COLUMNS, "the suite's bundles"),
-        "conflicts": DownloadTable(conflicts, CONFLICT_COLUMNS, "keys given different values by bundles of the same status"),
+        "conflicts": DownloadTable(
+            conflicts, CONFLICT_COLUMNS, "keys given different values by bundles of the same status"
+        ),
     }

@@ -19,6 +19,7 @@ The status is written *outside* the bundle (:func:`record`, ``verify --record-to
 its rows), in a folder that the workflow creates; ``publish --verified DIR`` reads the
 badge from there only (:func:`recorded_status`). A bundle never carries its own.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -36,7 +37,18 @@ import pandas as pd
 
 from benchmark.bundle import intake, recost
 from benchmark.bundle.manifest import evaluate_params
-from benchmark.bundle.schema import COSTS, KEY, MANIFEST, RECOMPUTED, REPORTED, Bundle, BundleError, row_label, rows_digest, sha256_file
+from benchmark.bundle.schema import (
+    COSTS,
+    KEY,
+    MANIFEST,
+    RECOMPUTED,
+    REPORTED,
+    Bundle,
+    BundleError,
+    row_label,
+    rows_digest,
+    sha256_file,
+)
 
 if TYPE_CHECKING:
     from benchmark.evaluation.runner import Unit
@@ -86,7 +98,9 @@ def _eval_config(bundle: Bundle, results: Path, files: dict):
     where = intake.show(bundle.path / MANIFEST)
     cfg = evaluate_params(bundle.manifest, where, bundle.suite)
     if cfg.n_bootstrap > MAX_BOOTSTRAP:
-        raise BundleError(f"{where}: params.evaluate.n_bootstrap {cfg.n_bootstrap}: verify recomputes at most {MAX_BOOTSTRAP}")
+        raise BundleError(
+            f"{where}: params.evaluate.n_bootstrap {cfg.n_bootstrap}: verify recomputes at most {MAX_BOOTSTRAP}"
+        )
     if (results / "data").is_dir() and results.name == "results" and files:
         # group ids (e.g. iWildCam locations) come from the run's data index, as in the evaluate stage
         from benchmark.evaluation.stage import split_groups
@@ -109,14 +123,17 @@ def _check_files(bundle: Bundle, results: Path, rep: Report) -> set[str]:
             missing.add(folder)
         elif sha256_file(p) != info["sha256"]:
             bad.add(folder)
-            rep.problems.append(f"{p}: sha256 differs from the manifest's ({info['sha256'][:16]}...): "
-                                f"the logits file was edited or the manifest hash does not match it")
+            rep.problems.append(
+                f"{p}: sha256 differs from the manifest's ({info['sha256'][:16]}...): "
+                f"the logits file was edited or the manifest hash does not match it"
+            )
     folders = {rel.rsplit("/", 1)[0] for rel in bundle.manifest["logits"]}
     return folders - missing - bad
 
 
-def _compare(unit: dict, mine: pd.DataFrame, theirs: pd.DataFrame | None, costs: dict | None, tol: float,
-             rep: Report) -> list[dict]:
+def _compare(
+    unit: dict, mine: pd.DataFrame, theirs: pd.DataFrame | None, costs: dict | None, tol: float, rep: Report
+) -> list[dict]:
     """Per-row checks of one unit (values when ``theirs``, costs when ``costs``); mismatches go to ``rep.problems``."""
     fresh = {tuple(str(r[k]) for k in KEY): r for r in theirs.to_dict("records")} if theirs is not None else {}
     out = []
@@ -127,11 +144,17 @@ def _compare(unit: dict, mine: pd.DataFrame, theirs: pd.DataFrame | None, costs:
             if f is None:
                 diffs.append("the evaluation produces no such row")
             else:
-                diffs += [f"{c}: bundle {r[c]!r}, recomputed {f[c]!r}" for c in RECOMPUTED if not recost.close(r[c], f[c], tol)]
+                diffs += [
+                    f"{c}: bundle {r[c]!r}, recomputed {f[c]!r}"
+                    for c in RECOMPUTED
+                    if not recost.close(r[c], f[c], tol)
+                ]
         else:
             missing.append("values (no logits)")
         if costs is not None:
-            diffs += [f"{c}: bundle {r[c]!r}, recomputed {costs[c]!r}" for c in COSTS if not recost.close(r[c], costs[c], tol)]
+            diffs += [
+                f"{c}: bundle {r[c]!r}, recomputed {costs[c]!r}" for c in COSTS if not recost.close(r[c], costs[c], tol)
+            ]
         else:
             missing.append("costs")
         check = "mismatch" if diffs else "not recomputed" if missing else "ok"
@@ -141,7 +164,9 @@ def _compare(unit: dict, mine: pd.DataFrame, theirs: pd.DataFrame | None, costs:
         out.append({**{k: r[k] for k in KEY}, "check": check, "detail": detail})
     for key in fresh:
         label = ", ".join(f"{k}={v}" for k, v in zip(KEY, key, strict=True) if v)
-        rep.problems.append(f"row ({label}): recomputed but missing from the bundle (unit {unit['kind']} {'+'.join(unit['members'])})")
+        rep.problems.append(
+            f"row ({label}): recomputed but missing from the bundle (unit {unit['kind']} {'+'.join(unit['members'])})"
+        )
     return out
 
 
@@ -161,12 +186,19 @@ def _compare_paired(unit: dict, bundled: pd.DataFrame, fresh: pd.DataFrame, tol:
         if f is None:
             rep.problems.append(f"{label}: the evaluation produces no such paired difference")
             continue
-        diffs = [f"{c}: bundle {r[c]!r}, recomputed {f[c]!r}" for c in PAIRED_VALUES if c in r and not recost.close(r[c], f[c], tol)]
+        diffs = [
+            f"{c}: bundle {r[c]!r}, recomputed {f[c]!r}"
+            for c in PAIRED_VALUES
+            if c in r and not recost.close(r[c], f[c], tol)
+        ]
         if diffs:
             rep.problems.append(f"{label}: {'; '.join(diffs)}")
     for key in new:
-        rep.problems.append("paired (" + ", ".join(f"{k}={v}" for k, v in zip(PAIRED_KEY, key, strict=True))
-                            + f"): recomputed but missing from the bundle (duo {base}+{side})")
+        rep.problems.append(
+            "paired ("
+            + ", ".join(f"{k}={v}" for k, v in zip(PAIRED_KEY, key, strict=True))
+            + f"): recomputed but missing from the bundle (duo {base}+{side})"
+        )
 
 
 def _shapes(bundle: Bundle, results: Path, ok_folders: set[str]) -> tuple[int | None, dict[str, int]]:
@@ -199,13 +231,16 @@ def _costs(bundle: Bundle, results: Path | None, ok_folders: set[str], rep: Repo
         return None
 
 
-def verify_bundle(bundle: Bundle, results=None, *, tolerance: float = TOLERANCE, workers: int | None = None,
-                  progress: bool = True) -> Report:
+def verify_bundle(
+    bundle: Bundle, results=None, *, tolerance: float = TOLERANCE, workers: int | None = None, progress: bool = True
+) -> Report:
     """Check ``bundle`` against the logits in the results folder ``results`` (None: nothing to recompute).
 
     ``workers``: processes for the units (default: the run's ``evaluate.workers``, at most the CPU count)."""
     if workers is None:
-        workers = min(evaluate_params(bundle.manifest, intake.show(bundle.path / MANIFEST)).workers, os.cpu_count() or 1)
+        workers = min(
+            evaluate_params(bundle.manifest, intake.show(bundle.path / MANIFEST)).workers, os.cpu_count() or 1
+        )
     rep = Report(rows=len(bundle.rows))
     ok_folders, todo = _units_to_recompute(bundle, results, rep)
     fresh = _recompute(bundle, results, todo, workers, progress) if todo else {}
@@ -241,8 +276,10 @@ def _units_to_recompute(bundle: Bundle, results, rep: Report) -> tuple[set[str],
         if not set(u["folders"]) <= ok_folders:
             continue
         if fingerprint([folder_hash(results / f) for f in u["folders"]]) != u["inputs_hash"]:
-            rep.problems.append(f"unit {u['kind']} {'+'.join(u['members'])}: the logits folders {u['folders']} do not "
-                                f"hash to the rows' inputs_hash {u['inputs_hash']} (other or extra logits files)")
+            rep.problems.append(
+                f"unit {u['kind']} {'+'.join(u['members'])}: the logits folders {u['folders']} do not "
+                f"hash to the rows' inputs_hash {u['inputs_hash']} (other or extra logits files)"
+            )
             continue
         todo.append((u, Unit((u["kind"], *u["members"]), f"u{i:05d}", u.get("info"))))
     return ok_folders, todo
@@ -259,11 +296,14 @@ def _recompute(bundle: Bundle, results, todo: list[tuple[dict, Unit]], workers: 
     files = {}
     for u, _ in todo:
         for m, f in zip(u["members"], u["folders"], strict=True):
-            files[m] = {p.stem: str((results / f / p.name).absolute()) for p in store.listing(results / f, "*.safetensors")}
+            files[m] = {
+                p.stem: str((results / f / p.name).absolute()) for p in store.listing(results / f, "*.safetensors")
+            }
     cfg = _eval_config(bundle, results, files)
     with tempfile.TemporaryDirectory(prefix="uq-verify-") as tmp:
-        return run_units([unit for _, unit in todo], Context(cfg=cfg, files=files, folder=tmp), workers=workers,
-                         progress=progress)
+        return run_units(
+            [unit for _, unit in todo], Context(cfg=cfg, files=files, folder=tmp), workers=workers, progress=progress
+        )
 
 
 def _check_unit(bundle: Bundle, u: dict, theirs, paired, costs, tolerance: float, rep: Report) -> list[dict]:
@@ -281,8 +321,10 @@ def _check_unit(bundle: Bundle, u: dict, theirs, paired, costs, tolerance: float
     what = "rows recomputed" if theirs is not None else "rows not recomputed (logits not available or not matching)"
     why = costs.missing.get(u["inputs_hash"]) if costs is not None else None
     cost_note = "" if expected is not None else f"; costs not recomputed{f' ({why})' if why else ''}"
-    rep.lines.append(f"{u['kind']} {'+'.join(u['members'])}: {len(mine)} {what}{cost_note}, "
-                     + (f"{bad} mismatch(es)" if bad else "no mismatch"))
+    rep.lines.append(
+        f"{u['kind']} {'+'.join(u['members'])}: {len(mine)} {what}{cost_note}, "
+        + (f"{bad} mismatch(es)" if bad else "no mismatch")
+    )
     return checks
 
 
@@ -291,7 +333,11 @@ def _record_path(folder, bundle: Bundle) -> Path:
 
 
 def _manifest_sha256(bundle: Bundle) -> str:
-    return hashlib.sha256(bundle.files[MANIFEST]).hexdigest() if MANIFEST in bundle.files else sha256_file(bundle.path / MANIFEST)
+    return (
+        hashlib.sha256(bundle.files[MANIFEST]).hexdigest()
+        if MANIFEST in bundle.files
+        else sha256_file(bundle.path / MANIFEST)
+    )
 
 
 def record(folder, bundle: Bundle, rep: Report, *, tolerance: float = TOLERANCE, source: str = "") -> Path | None:
@@ -305,12 +351,22 @@ def record(folder, bundle: Bundle, rep: Report, *, tolerance: float = TOLERANCE,
     if rep.status != VERIFIED:
         path.unlink(missing_ok=True)
         return None
-    data = {"format": RECORD_FORMAT, "bundle": f"{bundle.suite}/{bundle.name}", "status": rep.status, "rows": rep.rows,
-            "recomputed": rep.recomputed, "costs_recomputed": rep.costs, "tolerance": tolerance,
-            "manifest_sha256": _manifest_sha256(bundle), "rows_sha256": rows_digest(bundle.manifest),
-            "reported_not_verified": list(rep.reported), "logits": source, "checked_with": package_versions(),
-            "verified_on": {k: v for k, v in cpu().items() if k in ("kind", "cpu", "cores")},
-            "verified_at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    data = {
+        "format": RECORD_FORMAT,
+        "bundle": f"{bundle.suite}/{bundle.name}",
+        "status": rep.status,
+        "rows": rep.rows,
+        "recomputed": rep.recomputed,
+        "costs_recomputed": rep.costs,
+        "tolerance": tolerance,
+        "manifest_sha256": _manifest_sha256(bundle),
+        "rows_sha256": rows_digest(bundle.manifest),
+        "reported_not_verified": list(rep.reported),
+        "logits": source,
+        "checked_with": package_versions(),
+        "verified_on": {k: v for k, v in cpu().items() if k in ("kind", "cpu", "cores")},
+        "verified_at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
     path.parent.mkdir(parents=True, exist_ok=True)
     write_text(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
     return path
@@ -334,11 +390,14 @@ def recorded(folder, bundle: Bundle) -> dict | None:
     except BundleError:
         return None
     n = len(bundle.rows)
-    same = (isinstance(data, dict) and data.get("format") == RECORD_FORMAT
-            and data.get("bundle") == f"{bundle.suite}/{bundle.name}"
-            and data.get("manifest_sha256") == _manifest_sha256(bundle)
-            and data.get("rows_sha256") == rows_digest(bundle.manifest)
-            and data.get("rows") == data.get("recomputed") == data.get("costs_recomputed") == n)
+    same = (
+        isinstance(data, dict)
+        and data.get("format") == RECORD_FORMAT
+        and data.get("bundle") == f"{bundle.suite}/{bundle.name}"
+        and data.get("manifest_sha256") == _manifest_sha256(bundle)
+        and data.get("rows_sha256") == rows_digest(bundle.manifest)
+        and data.get("rows") == data.get("recomputed") == data.get("costs_recomputed") == n
+    )
     return data if same and data.get("status") == VERIFIED else None
 
 
@@ -349,8 +408,11 @@ def pull_logits(bundle: Bundle, remote: str | None, root=".") -> Path:
     from benchmark.storage import remote as dvc_remote
 
     folder = suite_folder(bundle.suite, root)
-    stages = sorted(s for s, info in bundle.manifest["stages"].items()
-                    if any(p.startswith(("results/logits/", "results/methods/")) for p in info.get("outs", {})))
+    stages = sorted(
+        s
+        for s, info in bundle.manifest["stages"].items()
+        if any(p.startswith(("results/logits/", "results/methods/")) for p in info.get("outs", {}))
+    )
     if bundle.suite != "embedded":  # a paper suite: stages of suites/<name>/dvc.yaml in the root DVC project
         from benchmark.dvcgen import suite_pipeline
 

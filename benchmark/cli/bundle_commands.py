@@ -7,6 +7,7 @@
 Exit codes: 0 fine, 1 a row, cost or logits file does not match (verify), or the bundle did not end verified
 (``verify --strict``), 2 malformed input, 3 the site was written but some bundles or suites were left out (publish).
 """
+
 from __future__ import annotations
 
 import sys
@@ -16,14 +17,18 @@ from pathlib import Path
 def add_submit_command(subparsers) -> None:
     """Register ``submit`` (pack a finished run into a result bundle) in ``subparsers``."""
     p = subparsers.add_parser(
-        "submit", help="pack a finished run into a result bundle (rows + provenance manifest)",
+        "submit",
+        help="pack a finished run into a result bundle (rows + provenance manifest)",
         description="Pack a suite's finished run (results/metrics.csv, models.csv, the zoo entries and params used, "
-                    "dvc.lock, the sha256 of every logits file behind the rows, versions, device, git commit) into a small "
-                    "bundle folder "
-                    "leaderboard/<suite>/<id>, then recompute its rows and costs from the local logits as a check (the "
-                    "site's badge comes from the verification this project's workflow runs, never from the bundle).")
+        "dvc.lock, the sha256 of every logits file behind the rows, versions, device, git commit) into a small "
+        "bundle folder "
+        "leaderboard/<suite>/<id>, then recompute its rows and costs from the local logits as a check (the "
+        "site's badge comes from the verification this project's workflow runs, never from the bundle).",
+    )
     p.add_argument("--suite", required=True, help="'embedded' or a paper suite (suites/<name>.yaml)")
-    p.add_argument("--out", required=True, metavar="DIR", help="new bundle folder leaderboard/<suite>/<id> (id: a-z, 0-9, . _ -)")
+    p.add_argument(
+        "--out", required=True, metavar="DIR", help="new bundle folder leaderboard/<suite>/<id> (id: a-z, 0-9, . _ -)"
+    )
     p.add_argument("--results", metavar="DIR", help="results folder (default: results/ or suites/<name>/results)")
     p.add_argument("--lock", metavar="FILE", help="dvc.lock of the run (default: ./dvc.lock or suites/<name>/dvc.lock)")
     p.add_argument("--contributor", default="", metavar="TEXT", help="who ran it (one line, at most 200 characters)")
@@ -48,53 +53,84 @@ def run_submit(args) -> int:
     for line in rep.problems[:20]:
         print(f"mismatch: {line}", file=sys.stderr)
     if not rep.ok:
-        print(f"{out}: written but its rows do not recompute from the logits ({len(rep.problems)} problem(s))", file=sys.stderr)
+        print(
+            f"{out}: written but its rows do not recompute from the logits ({len(rep.problems)} problem(s))",
+            file=sys.stderr,
+        )
         return 1
-    print(f"{out}: recomputes here ({rep.recomputed}/{rep.rows} rows, costs of {rep.costs}); "
-          + ("" if rep.status == "verified" else f"would not be verified: {rep.why_not_verified()}; ")
-          + "the badge on the site comes from the project's own verification")
+    print(
+        f"{out}: recomputes here ({rep.recomputed}/{rep.rows} rows, costs of {rep.costs}); "
+        + ("" if rep.status == "verified" else f"would not be verified: {rep.why_not_verified()}; ")
+        + "the badge on the site comes from the project's own verification"
+    )
     return 0
 
 
 def _remote_note(remote: str | None) -> str:
     """What ``submit`` says about the DVC remote its manifest names (where the site pulls the logits to verify)."""
     if remote is None:
-        return ("submit: no default DVC remote is configured, so the manifest names none and the site cannot pull your "
-                "logits to verify the bundle: add one (`dvc remote add -d NAME URL`), push (`python -m benchmark remote "
-                "push`) "
-                "and submit again")
-    return f"submit: the manifest names DVC remote {remote!r}: push the logits there (`python -m benchmark remote push`)"
+        return (
+            "submit: no default DVC remote is configured, so the manifest names none and the site cannot pull your "
+            "logits to verify the bundle: add one (`dvc remote add -d NAME URL`), push (`python -m benchmark remote "
+            "push`) "
+            "and submit again"
+        )
+    return (
+        f"submit: the manifest names DVC remote {remote!r}: push the logits there (`python -m benchmark remote push`)"
+    )
 
 
-NO_REMOTE = ("its manifest names no DVC remote (the bundle was made before one was configured): give --remote NAME or "
-             "--logits DIR, or submit again after `dvc remote add -d NAME URL`")
+NO_REMOTE = (
+    "its manifest names no DVC remote (the bundle was made before one was configured): give --remote NAME or "
+    "--logits DIR, or submit again after `dvc remote add -d NAME URL`"
+)
 
 
 def add_verify_command(subparsers) -> None:
     """Register ``verify`` (check a bundle and recompute its rows from logits) in ``subparsers``."""
     p = subparsers.add_parser(
-        "verify", help="check a result bundle and recompute its rows from logits",
+        "verify",
+        help="check a result bundle and recompute its rows from logits",
         description="Check a bundle's files, manifest and rows (exit 2 when malformed or hostile, one line), then, "
-                    "where logits are available, check every logits file's sha256 and recompute every row with the evaluate "
-                    "stage's code "
-                    "and every cost (GFLOPs and parameters with fvcore from the zoo entries, balance, overhead) and models.csv "
-                    "(to 1e-6). Exit 1 on any mismatch. Status: 'verified' when every row and cost was recomputed, else "
-                    "'self-reported'. Throughput is the contributor's measurement: never verified.")
+        "where logits are available, check every logits file's sha256 and recompute every row with the evaluate "
+        "stage's code "
+        "and every cost (GFLOPs and parameters with fvcore from the zoo entries, balance, overhead) and models.csv "
+        "(to 1e-6). Exit 1 on any mismatch. Status: 'verified' when every row and cost was recomputed, else "
+        "'self-reported'. Throughput is the contributor's measurement: never verified.",
+    )
     p.add_argument("bundle", metavar="BUNDLE", help="bundle folder leaderboard/<suite>/<id> (with manifest.json)")
     p.add_argument("--logits", metavar="DIR", help="results folder holding logits/<model>/ and methods/<name>/")
-    p.add_argument("--remote", metavar="NAME", help="dvc pull the logits through this DVC remote into this checkout first")
-    p.add_argument("--pull", action="store_true", help="dvc pull the logits through the DVC remote the manifest names, if "
-                                                       "it names one (a remote of this checkout's DVC config)")
-    p.add_argument("--record-to", metavar="DIR",
-                   help="write the verification record to DIR/<suite>/<id>.json when verified (else remove an old one); "
-                        "publish --verified DIR reads the badges from there. DIR must be outside the bundles folder")
-    p.add_argument("--strict", action="store_true", help="exit 1 unless the bundle ends verified (every row and cost recomputed)")
-    p.add_argument("--report", metavar="CSV", help="write the per-row report (row key, check, detail) to this CSV file, "
-                                                   "its folder made if needed, and say so (e.g. results/verify/<id>-rows.csv: "
-                                                   "git ignores results/)")
+    p.add_argument(
+        "--remote", metavar="NAME", help="dvc pull the logits through this DVC remote into this checkout first"
+    )
+    p.add_argument(
+        "--pull",
+        action="store_true",
+        help="dvc pull the logits through the DVC remote the manifest names, if "
+        "it names one (a remote of this checkout's DVC config)",
+    )
+    p.add_argument(
+        "--record-to",
+        metavar="DIR",
+        help="write the verification record to DIR/<suite>/<id>.json when verified (else remove an old one); "
+        "publish --verified DIR reads the badges from there. DIR must be outside the bundles folder",
+    )
+    p.add_argument(
+        "--strict", action="store_true", help="exit 1 unless the bundle ends verified (every row and cost recomputed)"
+    )
+    p.add_argument(
+        "--report",
+        metavar="CSV",
+        help="write the per-row report (row key, check, detail) to this CSV file, "
+        "its folder made if needed, and say so (e.g. results/verify/<id>-rows.csv: "
+        "git ignores results/)",
+    )
     p.add_argument("--workers", type=int, help="worker processes for the units (default: the run's evaluate.workers)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar and no per-unit lines: the status line and any "
-                                                        "mismatch only")
+    p.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no progress bar and no per-unit lines: the status line and any mismatch only",
+    )
     p.set_defaults(handler=run_verify)
 
 
@@ -114,7 +150,9 @@ def run_verify(args) -> int:
     if args.record_to:
         here, inside = Path(os.path.abspath(args.record_to)), Path(os.path.abspath(bundle.path)).parent.parent
         if here == inside or inside in here.parents:
-            raise StoreError(f"--record-to {args.record_to}: inside the bundles folder {inside}; records live outside it")
+            raise StoreError(
+                f"--record-to {args.record_to}: inside the bundles folder {inside}; records live outside it"
+            )
     logits = Path(args.logits) if args.logits else None
     source = f"local results folder {args.logits}" if args.logits else ""
     remote = args.remote or (bundle.manifest["remote"] if args.pull else None)
@@ -130,17 +168,27 @@ def run_verify(args) -> int:
         raise StoreError(f"--logits {logits}: not a folder")
     try:
         rep = verify_bundle(bundle, logits, workers=args.workers, progress=not args.quiet)
-    except (ValueError, RuntimeError, OSError) as e:  # logits that pass their hash but cannot be evaluated (StoreError too)
+    except (
+        ValueError,
+        RuntimeError,
+        OSError,
+    ) as e:  # logits that pass their hash but cannot be evaluated (StoreError too)
         msg = " ".join(str(e).split())
-        raise StoreError(msg if isinstance(e, StoreError) else f"{bundle.path}: the recompute failed: {type(e).__name__}: {msg[:500]}") from None
+        raise StoreError(
+            msg
+            if isinstance(e, StoreError)
+            else f"{bundle.path}: the recompute failed: {type(e).__name__}: {msg[:500]}"
+        ) from None
     for line in [] if args.quiet else rep.lines:
         print(line)
     for p in rep.problems:
         print(f"mismatch: {p}", file=sys.stderr)
     if args.report and rep.table is not None:
         write_table(args.report, rep.table)
-    print(f"{bundle.path}: {rep.status} ({rep.recomputed}/{rep.rows} rows recomputed, costs of {rep.costs}, "
-          f"{len(rep.problems)} mismatch(es); {', '.join(rep.reported)}: reported, not verified)")
+    print(
+        f"{bundle.path}: {rep.status} ({rep.recomputed}/{rep.rows} rows recomputed, costs of {rep.costs}, "
+        f"{len(rep.problems)} mismatch(es); {', '.join(rep.reported)}: reported, not verified)"
+    )
     if args.report and rep.table is not None:
         print(f"{bundle.path}: per-row report written to {args.report} ({len(rep.table)} rows)")
     if args.record_to:
@@ -149,7 +197,9 @@ def run_verify(args) -> int:
     if not rep.ok:
         return 1
     if args.strict and rep.status != VERIFIED:
-        why = rep.why_not_verified(*([f"no logits: {NO_REMOTE}"] if args.pull and not remote and logits is None else []))
+        why = rep.why_not_verified(
+            *([f"no logits: {NO_REMOTE}"] if args.pull and not remote and logits is None else [])
+        )
         print(f"{bundle.path}: not verified (--strict): {why}", file=sys.stderr)
         return 1
     return 0
@@ -158,18 +208,31 @@ def run_verify(args) -> int:
 def add_publish_command(subparsers) -> None:
     """Register ``publish`` (the static leaderboard site from every bundle) in ``subparsers``."""
     p = subparsers.add_parser(
-        "publish", help="build the static leaderboard site from all result bundles",
+        "publish",
+        help="build the static leaderboard site from all result bundles",
         description="Build the static site (index, one page per suite with interactive Pareto charts, provenance of "
-                    "every bundle, Parquet and gzipped CSV of every table) from the bundles under --bundles (at "
-                    "<bundles>/<suite>/<id>/); no training, no results/ needed. A bundle that cannot be read is reported and "
-                    "left out (exit 3 once the rest of the site is written). The same bundles and records give a "
-                    "byte-identical site.")
+        "every bundle, Parquet and gzipped CSV of every table) from the bundles under --bundles (at "
+        "<bundles>/<suite>/<id>/); no training, no results/ needed. A bundle that cannot be read is reported and "
+        "left out (exit 3 once the rest of the site is written). The same bundles and records give a "
+        "byte-identical site.",
+    )
     p.add_argument("--out", required=True, metavar="DIR", help="site folder (replaced as a whole)")
-    p.add_argument("--bundles", default="leaderboard", metavar="DIR", help="folder searched for bundles (default leaderboard/)")
-    p.add_argument("--verified", metavar="DIR", help="verification records written by `verify --record-to DIR`: the only "
-                                                     "source of 'verified' badges (without it every bundle is self-reported)")
-    p.add_argument("--repo", default=".", metavar="DIR", help="repository whose params.yaml (embedded) and "
-                                                             "suites/<name>/params.yaml configure the suites' pages (default .)")
+    p.add_argument(
+        "--bundles", default="leaderboard", metavar="DIR", help="folder searched for bundles (default leaderboard/)"
+    )
+    p.add_argument(
+        "--verified",
+        metavar="DIR",
+        help="verification records written by `verify --record-to DIR`: the only "
+        "source of 'verified' badges (without it every bundle is self-reported)",
+    )
+    p.add_argument(
+        "--repo",
+        default=".",
+        metavar="DIR",
+        help="repository whose params.yaml (embedded) and "
+        "suites/<name>/params.yaml configure the suites' pages (default .)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(handler=run_publish)
 

@@ -10,6 +10,7 @@ Exit codes: 0 fine, 1 a run that did not complete (``--wait``, ``collect``) or a
 2 bad input, no ``sbatch``, an unreachable controller or a refused job (nothing submitted).
 How-to: docs/how-to/cluster.md; rules: :mod:`benchmark.cluster`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,42 +21,60 @@ PIPELINE_HELP = "the pipeline file: dvc.yaml (default) or suites/<name>/dvc.yaml
 
 def add_cluster_command(subparsers) -> None:
     """Register ``cluster`` and its actions (submit, status, cancel, collect, local-check) in ``subparsers``."""
-    p = subparsers.add_parser("cluster", help="run the pipeline's stages as Slurm jobs (one job per stage, along the DAG)",
-                              description=__doc__.split("\n\n")[0])
+    p = subparsers.add_parser(
+        "cluster",
+        help="run the pipeline's stages as Slurm jobs (one job per stage, along the DAG)",
+        description=__doc__.split("\n\n")[0],
+    )
     sub = p.add_subparsers(dest="cluster_command", metavar="ACTION", required=True)
 
-    s = sub.add_parser("submit", help="submit every stage that is not up to date as its own Slurm job",
-                       description="Submit each stage of PIPELINE that DVC calls changed, and every stage downstream of "
-                                   "one, as its own Slurm job with afterok dependencies along the DAG (independent stages "
-                                   "run at the same time); a final job reports the run. Each job runs its stage as dvc "
-                                   "repro does and records it in dvc.lock only when its inputs did not change while it "
-                                   "ran. Resources per stage: params `cluster` (docs/reference/params.md#cluster). Logs "
-                                   "and records: .dvc/tmp/cluster/<run>/.")
+    s = sub.add_parser(
+        "submit",
+        help="submit every stage that is not up to date as its own Slurm job",
+        description="Submit each stage of PIPELINE that DVC calls changed, and every stage downstream of "
+        "one, as its own Slurm job with afterok dependencies along the DAG (independent stages "
+        "run at the same time); a final job reports the run. Each job runs its stage as dvc "
+        "repro does and records it in dvc.lock only when its inputs did not change while it "
+        "ran. Resources per stage: params `cluster` (docs/reference/params.md#cluster). Logs "
+        "and records: .dvc/tmp/cluster/<run>/.",
+    )
     s.add_argument("pipeline", nargs="?", default="dvc.yaml", help=PIPELINE_HELP)
     s.add_argument("-f", "--force", action="store_true", help="run every stage, as dvc repro -f (no run cache)")
-    s.add_argument("--wait", action="store_true", help="wait for the run to end and print its report (exit 1 unless complete)")
-    s.add_argument("--dry-run", action="store_true", help="print each job's sbatch options and dependencies; submit nothing")
+    s.add_argument(
+        "--wait", action="store_true", help="wait for the run to end and print its report (exit 1 unless complete)"
+    )
+    s.add_argument(
+        "--dry-run", action="store_true", help="print each job's sbatch options and dependencies; submit nothing"
+    )
     s.set_defaults(handler=run_submit)
 
     for name, helptext, handler in (
-            ("status", "each stage's job state in the newest (or --run) run of PIPELINE", run_status),
-            ("cancel", "cancel every job of the newest (or --run) run of PIPELINE", run_cancel),
-            ("collect", "report a run and whether every stage is up to date (what its final job does)", run_collect)):
+        ("status", "each stage's job state in the newest (or --run) run of PIPELINE", run_status),
+        ("cancel", "cancel every job of the newest (or --run) run of PIPELINE", run_cancel),
+        ("collect", "report a run and whether every stage is up to date (what its final job does)", run_collect),
+    ):
         c = sub.add_parser(name, help=helptext, description=helptext[0].upper() + helptext[1:] + ".")
         c.add_argument("pipeline", nargs="?", default="dvc.yaml", help=PIPELINE_HELP)
-        c.add_argument("--run", help="the run's id (a folder name under .dvc/tmp/cluster; default: the newest of PIPELINE)")
+        c.add_argument(
+            "--run", help="the run's id (a folder name under .dvc/tmp/cluster; default: the newest of PIPELINE)"
+        )
         c.set_defaults(handler=handler)
 
-    lc = sub.add_parser("local-check", help="run PIPELINE from scratch on a one-node Slurm started here; compare dvc.lock",
-                        description="Start a one-node Slurm cluster on this machine (Debian's slurm-wlm, installed if "
-                                    "missing; needs root), run PIPELINE from scratch through `cluster submit` in a scratch "
-                                    "copy of this checkout with --jobs stage jobs at once, and compare the copy's dvc.lock "
-                                    "with this checkout's (from a serial dvc repro on this machine): every stage output "
-                                    "byte for byte, except those that embed a measured time. Exit 1 when they differ, "
-                                    "the run did not complete or fewer than 2 jobs ran at once. Rules: "
-                                    "benchmark/cluster/check.py.")
+    lc = sub.add_parser(
+        "local-check",
+        help="run PIPELINE from scratch on a one-node Slurm started here; compare dvc.lock",
+        description="Start a one-node Slurm cluster on this machine (Debian's slurm-wlm, installed if "
+        "missing; needs root), run PIPELINE from scratch through `cluster submit` in a scratch "
+        "copy of this checkout with --jobs stage jobs at once, and compare the copy's dvc.lock "
+        "with this checkout's (from a serial dvc repro on this machine): every stage output "
+        "byte for byte, except those that embed a measured time. Exit 1 when they differ, "
+        "the run did not complete or fewer than 2 jobs ran at once. Rules: "
+        "benchmark/cluster/check.py.",
+    )
     lc.add_argument("pipeline", nargs="?", default="dvc.yaml", help=PIPELINE_HELP)
-    lc.add_argument("--jobs", type=int, default=2, help="stage jobs the node runs at once (default 2: one CPU each on 2 cores)")
+    lc.add_argument(
+        "--jobs", type=int, default=2, help="stage jobs the node runs at once (default 2: one CPU each on 2 cores)"
+    )
     lc.add_argument("--workdir", help="where the scratch copy and the cluster's files go (default: .dvc/tmp)")
     lc.add_argument("--keep", action="store_true", help="keep the scratch copy (its path is printed)")
     lc.set_defaults(handler=run_local_check)
@@ -128,8 +147,11 @@ def run_cancel(args: argparse.Namespace) -> int:
         slurm.cancel(active)
     except _errors() as e:
         return _fail(e)
-    print(f"run {run.folder.name}: cancelled {len(active)} job(s) still queued or running" if active else
-          f"run {run.folder.name}: no job left to cancel")
+    print(
+        f"run {run.folder.name}: cancelled {len(active)} job(s) still queued or running"
+        if active
+        else f"run {run.folder.name}: no job left to cancel"
+    )
     return 0
 
 
@@ -162,16 +184,23 @@ def run_local_check(args: argparse.Namespace) -> int:
 def add_run_command(subparsers) -> None:
     """Register ``run`` (the local parallel run of a pipeline) in the command line's ``subparsers``."""
     p = subparsers.add_parser(
-        "run", help="run the pipeline here, several independent stages at a time (the same dvc.lock as dvc repro)",
+        "run",
+        help="run the pipeline here, several independent stages at a time (the same dvc.lock as dvc repro)",
         description="Run the stages of PIPELINE that DVC calls changed, and every stage downstream of one, on this "
-                    "machine with --jobs stages at a time along the DAG (the cluster runner with a local executor: "
-                    "benchmark/cluster/parallel.py). Each stage runs as dvc repro runs it, with its params' thread "
-                    "count, and is recorded in dvc.lock and the DVC cache as dvc repro records it: the same bytes. "
-                    "Logs and records: .dvc/tmp/cluster/<run>/. Exit 1 when a stage failed (nothing downstream of "
-                    "it ran), 130 on Ctrl-C (the running stages' outputs are removed).")
+        "machine with --jobs stages at a time along the DAG (the cluster runner with a local executor: "
+        "benchmark/cluster/parallel.py). Each stage runs as dvc repro runs it, with its params' thread "
+        "count, and is recorded in dvc.lock and the DVC cache as dvc repro records it: the same bytes. "
+        "Logs and records: .dvc/tmp/cluster/<run>/. Exit 1 when a stage failed (nothing downstream of "
+        "it ran), 130 on Ctrl-C (the running stages' outputs are removed).",
+    )
     p.add_argument("pipeline", nargs="?", default="dvc.yaml", help=PIPELINE_HELP)
-    p.add_argument("-j", "--jobs", type=int, default=2, help="stages at a time (default 2: on 2 cores the single-threaded "
-                                                             "parts of two stages overlap)")
+    p.add_argument(
+        "-j",
+        "--jobs",
+        type=int,
+        default=2,
+        help="stages at a time (default 2: on 2 cores the single-threaded parts of two stages overlap)",
+    )
     p.add_argument("-f", "--force", action="store_true", help="run every stage, as dvc repro -f (no run cache)")
     p.set_defaults(handler=run_run)
 
@@ -185,6 +214,8 @@ def run_run(args: argparse.Namespace) -> int:
     except _errors() as e:
         return _fail(e)
     except KeyboardInterrupt:
-        print("interrupted: the running stages were stopped and their outputs removed; run again to go on",
-              file=sys.stderr)
+        print(
+            "interrupted: the running stages were stopped and their outputs removed; run again to go on",
+            file=sys.stderr,
+        )
         return 130

@@ -1,6 +1,7 @@
 """Commands on logits files: ``metrics`` (one model) and ``duo`` (fit an Asymmetric Duo, evaluate it), registered in
 :mod:`benchmark.cli.main`. torch and the numeric core are imported when one of them runs, not when the command line
 is built, so that the other commands start without them."""
+
 from __future__ import annotations
 
 import argparse
@@ -82,7 +83,13 @@ def _print_table(columns: dict[str, dict]) -> None:
 
 
 def _add_bootstrap_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--bootstrap", type=cli_int(0), default=0, metavar="N", help="bootstrap resamples for 95%% intervals (default 0: none)")
+    p.add_argument(
+        "--bootstrap",
+        type=cli_int(0),
+        default=0,
+        metavar="N",
+        help="bootstrap resamples for 95%% intervals (default 0: none)",
+    )
     p.add_argument("--seed", type=cli_int(0), default=0, help="bootstrap seed, an integer >= 0 (default 0)")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
 
@@ -144,9 +151,14 @@ def add_duo_command(subparsers) -> None:
     )
     for opt in ("base-val", "side-val", "base-test", "side-test"):
         p.add_argument(f"--{opt}", required=True, metavar="F", help=FILE_HELP)
-    p.add_argument("--fit", choices=_FitModes(), default="converged", metavar="MODE",
-                   help="temperature fit, one of %(choices)s: the converged optimum or the published procedure "
-                        "(default converged)")
+    p.add_argument(
+        "--fit",
+        choices=_FitModes(),
+        default="converged",
+        metavar="MODE",
+        help="temperature fit, one of %(choices)s: the converged optimum or the published procedure "
+        "(default converged)",
+    )
     p.add_argument(
         "--confidence",
         choices=("max", "published"),
@@ -177,7 +189,14 @@ def run_duo(args) -> int:
     y = bt.labels
     res = {"base": _metrics(single_prediction(bt.logits, t_base), y, args)}
     for variant in ("weighted", "unweighted", "uq_only"):
-        pred = duo_prediction(bt.logits, st.logits, variant=variant, fit=duo, single_temperatures=(t_base, t_side), confidence=args.confidence)
+        pred = duo_prediction(
+            bt.logits,
+            st.logits,
+            variant=variant,
+            fit=duo,
+            single_temperatures=(t_base, t_side),
+            confidence=args.confidence,
+        )
         res[variant] = _metrics(pred, y, args)
     head = {
         "fit": args.fit,
@@ -191,8 +210,10 @@ def run_duo(args) -> int:
         _print_json({**head, **res})
     else:
         print(f"fit={args.fit} confidence={args.confidence} test N={bt.logits.shape[0]} C={bt.logits.shape[1]}")
-        print(f"duo temperatures: base {duo.t_base:.6g}, sidekick {duo.t_side:.6g} (weights {duo.w_base:.6g}, "
-              f"{duo.w_side:.6g}); val NLL {duo.nll:.6g}")
+        print(
+            f"duo temperatures: base {duo.t_base:.6g}, sidekick {duo.t_side:.6g} (weights {duo.w_base:.6g}, "
+            f"{duo.w_side:.6g}); val NLL {duo.nll:.6g}"
+        )
         print(f"single temperatures: base {t_base:.6g}, sidekick {t_side:.6g}")
         _print_table(res)
     return 0

@@ -7,6 +7,7 @@ Errors print ``error: <message>`` on stderr and return exit code 2. Ctrl-C (SIGI
 command was doing unwinds as for any exception first (atomic writes drop their temporary files, a local cluster is
 stopped), and no traceback is shown.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,13 +22,25 @@ from benchmark.cli.zoo_commands import add_flops_command, add_validate_zoo_comma
 from benchmark.dvcgen.command import add_suite_pipeline_command
 
 INTERRUPTED = 130  # 128 + SIGINT
-COMMANDS = [add_metrics_command, add_duo_command, add_flops_command, add_validate_zoo_command, add_suite_pipeline_command,
-            add_remote_command, *BUNDLE_COMMANDS, add_reproduce_command, add_cluster_command, add_run_command]
+COMMANDS = [
+    add_metrics_command,
+    add_duo_command,
+    add_flops_command,
+    add_validate_zoo_command,
+    add_suite_pipeline_command,
+    add_remote_command,
+    *BUNDLE_COMMANDS,
+    add_reproduce_command,
+    add_cluster_command,
+    add_run_command,
+]
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``python -m benchmark`` parser with every command of :data:`COMMANDS` registered."""
-    parser = argparse.ArgumentParser(prog="python -m benchmark", description="Benchmark of cheap uncertainty quantification.")
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmark", description="Benchmark of cheap uncertainty quantification."
+    )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for add in COMMANDS:
         add(subparsers)
@@ -76,6 +89,9 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 def _bad_input(e: Exception) -> bool:
     """``e`` is an :class:`~benchmark.core.validation.InputError` or a :class:`~benchmark.storage.store.StoreError`
     (one line, exit 2). Their modules import torch; a command that raises one has imported it already."""
-    kinds = tuple(getattr(sys.modules[m], n) for m, n in (("benchmark.core.validation", "InputError"),
-                                                           ("benchmark.storage.store", "StoreError")) if m in sys.modules)
+    kinds = tuple(
+        getattr(sys.modules[m], n)
+        for m, n in (("benchmark.core.validation", "InputError"), ("benchmark.storage.store", "StoreError"))
+        if m in sys.modules
+    )
     return bool(kinds) and isinstance(e, kinds)

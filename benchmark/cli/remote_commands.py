@@ -7,6 +7,7 @@ TARGETs are stages (``logits@lite2``), foreach groups (``logits``) or output pat
 (default: the project's default remote). A failure prints one ``error:`` line
 naming the remote, its URL and the stages, and exits with status 2.
 """
+
 from __future__ import annotations
 
 import json
@@ -16,28 +17,38 @@ ACTIONS = {
     "push": "upload the cached outputs of the targets to the remote",
     "pull": "download the outputs recorded in dvc.lock and check them out (nothing is recomputed)",
     "status": "state of every output: synced, local only, remote only, missing, not run; in git or not shared "
-              "(outputs DVC does not cache)",
+    "(outputs DVC does not cache)",
 }
 
 
 def add_remote_command(subparsers) -> None:
     """Register ``remote`` and its actions (push, pull, status) in ``subparsers``."""
     p = subparsers.add_parser(
-        "remote", help="share checkpoints, logits and method outputs through a DVC remote",
+        "remote",
+        help="share checkpoints, logits and method outputs through a DVC remote",
         description="Push, pull or compare the DVC outputs of chosen stages with a DVC remote (S3, GCS, SSH, a "
-                    "local or NFS folder, ...; configure it once with `dvc remote add -d NAME URL`).")
+        "local or NFS folder, ...; configure it once with `dvc remote add -d NAME URL`).",
+    )
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     for action, text in ACTIONS.items():
         a = actions.add_parser(action, help=text, description=text[0].upper() + text[1:] + ".")
-        a.add_argument("targets", nargs="*", metavar="TARGET",
-                       help="stage (logits@lite2), foreach group (logits) or output path (results/logits/lite2); default: every "
-                            "stage")
+        a.add_argument(
+            "targets",
+            nargs="*",
+            metavar="TARGET",
+            help="stage (logits@lite2), foreach group (logits) or output path (results/logits/lite2); default: every "
+            "stage",
+        )
         a.add_argument("-r", "--remote", metavar="NAME", help="DVC remote (default: the project's default remote)")
-        a.add_argument("--root", default=".", metavar="DIR", help="a folder inside the DVC project (default: the current folder)")
+        a.add_argument(
+            "--root", default=".", metavar="DIR", help="a folder inside the DVC project (default: the current folder)"
+        )
         if action == "status":
             a.add_argument("--json", action="store_true", help="print one JSON object {stage: {output: state}}")
         else:
-            a.add_argument("-j", "--jobs", type=int, default=None, metavar="N", help="parallel transfers (default: DVC's)")
+            a.add_argument(
+                "-j", "--jobs", type=int, default=None, metavar="N", help="parallel transfers (default: DVC's)"
+            )
     p.set_defaults(handler=run_remote)
 
 

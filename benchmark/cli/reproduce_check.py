@@ -1,6 +1,7 @@
 """``python -m benchmark reproduce check`` (registered in :mod:`benchmark.cli.reproduce_commands`): read the fresh and
 the committed files, run the gate, print one line per part (rows, summary, stage outputs) and the failing rows; the
 rules are :mod:`benchmark.reproduce.gate`'s."""
+
 from __future__ import annotations
 
 import os
@@ -24,7 +25,7 @@ def main(args) -> int:
 
 def _level(manifest: dict, params) -> float:
     """The bootstrap level the committed intervals were made with (the bundle's params, else ``params``)."""
-    ev = ((manifest.get("params") or {}).get("evaluate") or {})
+    ev = (manifest.get("params") or {}).get("evaluate") or {}
     level = ev.get("bootstrap_level", params.evaluate.bootstrap_level)
     if isinstance(level, bool) or not isinstance(level, (int, float)):
         raise ValueError(f"bundle manifest params.evaluate.bootstrap_level: must be a number, got {level!r}")
@@ -56,11 +57,16 @@ def _numerics(args, bundle) -> bool:
     fresh_pinned, fresh_src = provenance.fresh_numerics(args.results)
     ref_pinned, ref_src = provenance.committed_numerics(bundle.manifest)
     pinned = fresh_pinned and ref_pinned
-    print(f"numerics: fresh run {'pinned' if fresh_pinned else 'not pinned'} ({fresh_src}), committed run "
-          f"{'pinned' if ref_pinned else 'not pinned'} ({ref_src}) -> "
-          + ("both pinned: other logits and other stage outputs fail" + (" (rows: --allow-other-inputs, judged by noise)"
-                                                                           if args.allow_other_inputs else "")
-             if pinned else "rows with other logits are judged by their noise"))
+    print(
+        f"numerics: fresh run {'pinned' if fresh_pinned else 'not pinned'} ({fresh_src}), committed run "
+        f"{'pinned' if ref_pinned else 'not pinned'} ({ref_src}) -> "
+        + (
+            "both pinned: other logits and other stage outputs fail"
+            + (" (rows: --allow-other-inputs, judged by noise)" if args.allow_other_inputs else "")
+            if pinned
+            else "rows with other logits are judged by their noise"
+        )
+    )
     return pinned
 
 
@@ -73,8 +79,9 @@ def _rows(args, fresh: pd.DataFrame, bundle, params, pinned: bool) -> tuple[pd.D
     groups = noise.seed_groups(bundle.manifest.get("zoo") or {})
     nz = noise.row_noise(bundle.rows, groups, level=_level(bundle.manifest, params))
     print(f"noise: {noise.describe(nz, groups)}")
-    rows = gate.compare(bundle.rows, fresh, nz, inputs_must_match=pinned and not args.allow_other_inputs,
-                        chosen=chosen_rows())
+    rows = gate.compare(
+        bundle.rows, fresh, nz, inputs_must_match=pinned and not args.allow_other_inputs, chosen=chosen_rows()
+    )
     changed = rows.loc[rows["choice"] != "", ["family", "method", "split", "choice"]].drop_duplicates()
     for r in changed.itertuples(index=False):
         before, after = r.choice.split(" -> ")
@@ -84,10 +91,12 @@ def _rows(args, fresh: pd.DataFrame, bundle, params, pinned: bool) -> tuple[pd.D
 
         write_table(args.report, rows)
     s = gate.summarize(rows)
-    print(f"rows vs {bundle.path}: {s['rows']} rows; same logits: {s['identical']} identical, {s['recomputed']} within "
-          f"1e-9, {s['differs']} differ; other logits: {s['within-noise']} within k x noise, {s['beyond-noise']} beyond"
-          + (f", {s['inputs-differ']} not allowed (pinned)" if s["inputs-differ"] else "")
-          + f"; {s['missing']} missing, {s['extra']} extra -> {'reproduces' if s['reproduces'] else 'DOES NOT REPRODUCE'}")
+    print(
+        f"rows vs {bundle.path}: {s['rows']} rows; same logits: {s['identical']} identical, {s['recomputed']} within "
+        f"1e-9, {s['differs']} differ; other logits: {s['within-noise']} within k x noise, {s['beyond-noise']} beyond"
+        + (f", {s['inputs-differ']} not allowed (pinned)" if s["inputs-differ"] else "")
+        + f"; {s['missing']} missing, {s['extra']} extra -> {'reproduces' if s['reproduces'] else 'DOES NOT REPRODUCE'}"
+    )
     _show(rows, args.show, gate.KEY[1:] + ROW_COLUMNS)
     return rows, s
 
@@ -101,11 +110,15 @@ def _summary(args, bundle, params, rows: pd.DataFrame) -> dict:
     head = _head_path(args.summary, "results/summary.json")
     committed = gate.read_summary(lockfile.committed_text(head), f"HEAD:{head}")
     sources = gate.summary_sources(bundle.rows, lambda r: summary(r, params.evaluate.main_fit))
-    summ = gate.compare_summary(committed, gate.read_summary(Path(args.summary).read_text(), args.summary), rows, sources)
+    summ = gate.compare_summary(
+        committed, gate.read_summary(Path(args.summary).read_text(), args.summary), rows, sources
+    )
     t = gate.summarize_summary(summ)
-    print(f"{args.summary} vs HEAD:{head}: {t['values']} values: {t['identical']} identical, {t['within']} within the "
-          f"row's tolerance, {t['outside']} outside, {t['missing']} missing, {t['extra']} extra -> "
-          f"{'reproduces' if t['reproduces'] else 'DOES NOT REPRODUCE'}")
+    print(
+        f"{args.summary} vs HEAD:{head}: {t['values']} values: {t['identical']} identical, {t['within']} within the "
+        f"row's tolerance, {t['outside']} outside, {t['missing']} missing, {t['extra']} extra -> "
+        f"{'reproduces' if t['reproduces'] else 'DOES NOT REPRODUCE'}"
+    )
     _show(summ, args.show, SUMMARY_COLUMNS)
     return t
 
@@ -116,8 +129,11 @@ def _outputs(args, pinned: bool) -> tuple[dict, bool]:
     from benchmark.dvcutil import lockfile
 
     head = _head_path(args.lock, "dvc.lock")
-    outs = lockfile.compare_outputs(lockfile.parse(lockfile.committed_text(head), f"HEAD:{head}"),
-                                    lockfile.read(args.lock), lockfile.current_stages(".", "dvc.yaml"))
+    outs = lockfile.compare_outputs(
+        lockfile.parse(lockfile.committed_text(head), f"HEAD:{head}"),
+        lockfile.read(args.lock),
+        lockfile.current_stages(".", "dvc.yaml"),
+    )
     o = lockfile.summarize(outs)
     ok = not (pinned and o["failing_stages"] and not args.allow_other_inputs)
     if not pinned:
@@ -125,12 +141,19 @@ def _outputs(args, pinned: bool) -> tuple[dict, bool]:
     elif not o["failing_stages"]:
         verdict = " -> identical"
     else:
-        verdict = (" -> DIFFER although both runs pinned the numerics: " + ", ".join(o["failing_stages"])
-                   + (" (reported, not failing: --allow-other-inputs)" if ok else ""))
-    print(f"stage outputs of {args.lock} vs HEAD:{head}: {o['identical']} of {o['compared']} byte-identical"
-          f" ({o['measured']} embed a measured time or a run record, not compared; {o['stale']} stale lock entries "
-          "ignored"
-          + (f"; {o['missing']} missing, {o['extra']} extra" if o["missing"] or o["extra"] else "") + ")" + verdict)
+        verdict = (
+            " -> DIFFER although both runs pinned the numerics: "
+            + ", ".join(o["failing_stages"])
+            + (" (reported, not failing: --allow-other-inputs)" if ok else "")
+        )
+    print(
+        f"stage outputs of {args.lock} vs HEAD:{head}: {o['identical']} of {o['compared']} byte-identical"
+        f" ({o['measured']} embed a measured time or a run record, not compared; {o['stale']} stale lock entries "
+        "ignored"
+        + (f"; {o['missing']} missing, {o['extra']} extra" if o["missing"] or o["extra"] else "")
+        + ")"
+        + verdict
+    )
     return o, ok
 
 
@@ -168,8 +191,19 @@ def _record(args, bundle, pinned: bool, rows: dict, summary: dict, outputs: dict
         records = fingerprint_records.read_records(Path(args.record).parent / "fingerprints")
         known = {r["machine"]["kind"]: r["machine"].get("cpu", "") for r in records}
         cpu = known.get(args.ran_on, args.ran_on)
-    run = cross_cpu.entry(kind=kind, cpu=cpu, commit=git_state(".").get("commit") or "?", bundle=str(bundle.path),
-                          bundle_commit=(bundle.manifest.get("git") or {}).get("commit") or "?", pinned=pinned, rows=rows,
-                          summary=summary, outputs=outputs, choices=choices, reproduces=ok, note=args.note or "")
+    run = cross_cpu.entry(
+        kind=kind,
+        cpu=cpu,
+        commit=git_state(".").get("commit") or "?",
+        bundle=str(bundle.path),
+        bundle_commit=(bundle.manifest.get("git") or {}).get("commit") or "?",
+        pinned=pinned,
+        rows=rows,
+        summary=summary,
+        outputs=outputs,
+        choices=choices,
+        reproduces=ok,
+        note=args.note or "",
+    )
     cross_cpu.add(args.record, run)
     print(f"recorded in {args.record}: {kind} at {run['commit'][:12]}")

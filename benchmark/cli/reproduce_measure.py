@@ -1,6 +1,7 @@
 """``python -m benchmark reproduce`` actions that time the main job: ``timings`` (``dvc repro`` or the local parallel
 run with per-stage records), ``imports`` (each stage script's start) and ``dvc-share`` (DVC's own time around the
 stages)."""
+
 from __future__ import annotations
 
 import sys
@@ -10,40 +11,57 @@ def _add_timings(sub) -> None:
     """``reproduce timings``."""
     t = sub.add_parser("timings", help="run dvc repro with per-stage timing records; write results/timings.json")
     t.add_argument("--force", action="store_true", help="dvc repro -f (rerun every stage)")
-    t.add_argument("--install-seconds", type=float, help="install time to record beside the repro (clone-to-leaderboard)")
+    t.add_argument(
+        "--install-seconds", type=float, help="install time to record beside the repro (clone-to-leaderboard)"
+    )
     t.add_argument("--out", default="results/timings.json", help="output JSON (default: results/timings.json)")
-    t.add_argument("--jobs", type=int, default=1, help="stages at a time: more than 1 runs `python -m benchmark run "
-                   "--jobs N` (the same DAG, the same outputs) instead of dvc repro")
+    t.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="stages at a time: more than 1 runs `python -m benchmark run "
+        "--jobs N` (the same DAG, the same outputs) instead of dvc repro",
+    )
     t.set_defaults(handler=run_timings)
 
 
 def _add_imports(sub) -> None:
     """``reproduce imports``."""
-    im = sub.add_parser("imports", help="time each stage script's start (python -X importtime SCRIPT --help); add the "
-                                        "figures to results/stage_imports.json under a label",
-                        description="For every stage of the checkout's dvc.yaml, run its script with -X importtime and "
-                                    "--help (the interpreter and the imports of its entry: what the stage pays before "
-                                    "any work) a few times and keep the fastest by CPU; add the figures under LABEL to "
-                                    "the record, from which the performance page's table is generated (measure two "
-                                    "checkouts, before and after a change, on the same machine). Rules: "
-                                    "benchmark/reproduce/import_times.py.")
+    im = sub.add_parser(
+        "imports",
+        help="time each stage script's start (python -X importtime SCRIPT --help); add the "
+        "figures to results/stage_imports.json under a label",
+        description="For every stage of the checkout's dvc.yaml, run its script with -X importtime and "
+        "--help (the interpreter and the imports of its entry: what the stage pays before "
+        "any work) a few times and keep the fastest by CPU; add the figures under LABEL to "
+        "the record, from which the performance page's table is generated (measure two "
+        "checkouts, before and after a change, on the same machine). Rules: "
+        "benchmark/reproduce/import_times.py.",
+    )
     im.add_argument("--label", required=True, help="the figures' name in the record (e.g. a commit)")
     im.add_argument("--root", default=".", help="the checkout to measure (default: this one)")
     im.add_argument("--repeats", type=int, default=3, help="runs per script; the fastest is kept (default 3)")
-    im.add_argument("--out", default="results/stage_imports.json", help="the record (default: results/stage_imports.json)")
+    im.add_argument(
+        "--out", default="results/stage_imports.json", help="the record (default: results/stage_imports.json)"
+    )
     im.set_defaults(handler=run_imports)
 
 
 def _add_dvc_share(sub) -> None:
     """``reproduce dvc-share``."""
-    ds = sub.add_parser("dvc-share", help="DVC's own time around the stages: the pipeline with every stage replaced by a "
-                                          "copy of its outputs; write results/dvc_share.json",
-                        description="In a scratch copy of this checkout, replace every stage's command by a copy of its "
-                                    "outputs from this checkout's finished run, and time `dvc repro` and `python -m "
-                                    "benchmark run --jobs N` there from a clean state (no outputs, no cache, the committed "
-                                    "dvc.lock): what DVC does around the stages, without their work. The runners must "
-                                    "leave the same dvc.lock. Rules: benchmark/reproduce/dvc_share.py.")
-    ds.add_argument("--jobs", type=int, nargs="+", default=[1, 2], help="the parallel runner's --jobs to time (default: 1 2)")
+    ds = sub.add_parser(
+        "dvc-share",
+        help="DVC's own time around the stages: the pipeline with every stage replaced by a "
+        "copy of its outputs; write results/dvc_share.json",
+        description="In a scratch copy of this checkout, replace every stage's command by a copy of its "
+        "outputs from this checkout's finished run, and time `dvc repro` and `python -m "
+        "benchmark run --jobs N` there from a clean state (no outputs, no cache, the committed "
+        "dvc.lock): what DVC does around the stages, without their work. The runners must "
+        "leave the same dvc.lock. Rules: benchmark/reproduce/dvc_share.py.",
+    )
+    ds.add_argument(
+        "--jobs", type=int, nargs="+", default=[1, 2], help="the parallel runner's --jobs to time (default: 1 2)"
+    )
     ds.add_argument("--repeats", type=int, default=2, help="runs of each runner, interleaved; the fastest is kept")
     ds.add_argument("--out", default="results/dvc_share.json", help="the record (default: results/dvc_share.json)")
     ds.set_defaults(handler=run_dvc_share)
@@ -62,8 +80,11 @@ def run_timings(args) -> int:
     except RuntimeError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    print(f"{rec['command']}: {rec['repro_wall_s']} s wall ({rec['stages_wall_s']} s in {len(rec['stages'])} stage processes; "
-          f"{rec['floor_ratio']}x the compute floor of {rec['compute_floor_s']} s); wrote {args.out}")
+    print(
+        f"{rec['command']}: {rec['repro_wall_s']} s wall ({rec['stages_wall_s']} s in {len(rec['stages'])} stage "
+        f"processes; "
+        f"{rec['floor_ratio']}x the compute floor of {rec['compute_floor_s']} s); wrote {args.out}"
+    )
     return 0
 
 
@@ -92,8 +113,8 @@ def run_imports(args) -> int:
 
 def run_dvc_share(args) -> int:
     """``reproduce dvc-share``: DVC's own time around the stages, written to ``--out``; 1 when a run fails."""
-    from benchmark.reproduce import dvc_share
     from benchmark.dvcutil.scratch import ScratchError
+    from benchmark.reproduce import dvc_share
     from benchmark.storage.store import write_json
 
     if args.repeats < 1 or any(j < 1 for j in args.jobs):

@@ -1,8 +1,9 @@
 """What the stand-alone sub-command modules share (``python -m benchmark.cli.zoo_commands``, ``.remote_commands``)."""
+
 from __future__ import annotations
 
 import argparse
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 
 def run_subcommands(prog: str, adders: Iterable[Callable], argv=None) -> int:

@@ -17,13 +17,13 @@ the numbers of their ``models.csv``), and DVC can read the file
 (:func:`dvc_readable`). One line per entry and class count; exit status 2 when
 anything fails.
 """
+
 from __future__ import annotations
 
 import functools
 import json
 import sys
 from pathlib import Path
-
 
 # the digits 0-9 of the embedded default (benchmark.data.embedded), whose pipeline reads its classes from results/data;
 # tests/docs/test_tutorials.py checks that `flops` with them counts what the run's models.csv holds
@@ -34,7 +34,7 @@ def _err(msg: str) -> None:
     print(f"error: {msg}", file=sys.stderr)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def arch_flops(arch: str, img_size: int, num_classes: int = 1000) -> dict:
     """GFLOPs and parameters of timm ``arch`` (``name`` or ``name.tag``) at ``img_size``, built without weights
     (:func:`benchmark.models.cost.unweighted_cost`)."""
@@ -47,14 +47,16 @@ def arch_flops(arch: str, img_size: int, num_classes: int = 1000) -> dict:
         close = timm.list_models(f"*{arch.split('.')[0].split('_')[0]}*")[:8]
         raise ValueError(f"unknown timm architecture {arch!r}; similar names: {close}")
     try:
-        cost = unweighted_cost(lambda: timm.create_model(arch, pretrained=False, num_classes=num_classes,
-                                                         **timm_kwargs(arch, img_size)), img_size)
+        cost = unweighted_cost(
+            lambda: timm.create_model(arch, pretrained=False, num_classes=num_classes, **timm_kwargs(arch, img_size)),
+            img_size,
+        )
     except Exception as e:  # wrong size for the architecture, unknown tag, ...
         raise ValueError(f"{arch} cannot run at {img_size}x{img_size} ({type(e).__name__}: {e})") from None
     return {"arch": arch, "img_size": img_size, "num_classes": num_classes, **cost}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def torchvision_flops(arch: str, img_size: int, num_classes: int = 1000, weights: str | None = None) -> dict:
     """GFLOPs and parameters of torchvision builder ``arch`` with the structure of ``weights``
     (``<Enum>.<checkpoint>``; default: the builder's DEFAULT), built without weights
@@ -81,8 +83,14 @@ def torchvision_flops(arch: str, img_size: int, num_classes: int = 1000, weights
         cost = unweighted_cost(build, img_size)
     except Exception as e:  # wrong size for the architecture, ...
         raise ValueError(f"torchvision {arch} cannot run at {img_size}x{img_size} ({type(e).__name__}: {e})") from None
-    return {"arch": f"torchvision:{arch}", "weights": weights, "img_size": img_size, "num_classes": num_classes,
-            **cost, "published_gflops": torchvision_zoo.published_gflops(w)}
+    return {
+        "arch": f"torchvision:{arch}",
+        "weights": weights,
+        "img_size": img_size,
+        "num_classes": num_classes,
+        **cost,
+        "published_gflops": torchvision_zoo.published_gflops(w),
+    }
 
 
 def entry_flops(entry, num_classes: int = 1000) -> dict:
@@ -112,8 +120,17 @@ def entry_heads(entry, classes) -> list[tuple[int, dict]]:
             model = factory.create(entry, nc, load_weights=False)
         head = model.get_classifier() if hasattr(model, "get_classifier") else None
         if isinstance(head, nn.Linear):
-            out.append((nc, {**first, "num_classes": nc, "params": count_params(model),
-                             "gflops": first["gflops"] + (nc - classes[0]) * head.in_features / 1e9}))
+            out.append(
+                (
+                    nc,
+                    {
+                        **first,
+                        "num_classes": nc,
+                        "params": count_params(model),
+                        "gflops": first["gflops"] + (nc - classes[0]) * head.in_features / 1e9,
+                    },
+                )
+            )
         else:
             out.append((nc, entry_flops(entry, nc)))
     return out
@@ -164,16 +181,37 @@ def default_img_size(arch: str) -> int:
 def add_flops_command(subparsers) -> None:
     """Register ``flops`` (GFLOPs and parameters of an architecture, no weights) in ``subparsers``."""
     p = subparsers.add_parser(
-        "flops", help="GFLOPs and parameters of a timm architecture (no weights needed)",
+        "flops",
+        help="GFLOPs and parameters of a timm architecture (no weights needed)",
         description="Build a timm architecture without weights and print its GFLOPs (fvcore multiply-adds, "
-                    "comparable to published GMACs; attention matmuls counted) and its parameters.")
-    p.add_argument("arch", metavar="ARCH", help="timm architecture, optionally with a pretrained tag (resnet50, vit_base_patch16_224.augreg_in1k), "
-                                                "or torchvision:<builder> (torchvision:convnext_base)")
-    p.add_argument("--img-size", type=int, default=None, metavar="N", help="square input resolution (default: the pretrained input size, else 224)")
-    p.add_argument("--suite", metavar="NAME", help="count the classifier the pipeline builds for this suite ('embedded' or "
-                                                   "suites/<NAME>.yaml; default: the suite of ./params.yaml)")
-    p.add_argument("--num-classes", type=int, default=None, metavar="C",
-                   help="classifier outputs (default: the suite's classes; 1000 without a suite)")
+        "comparable to published GMACs; attention matmuls counted) and its parameters.",
+    )
+    p.add_argument(
+        "arch",
+        metavar="ARCH",
+        help="timm architecture, optionally with a pretrained tag (resnet50, vit_base_patch16_224.augreg_in1k), "
+        "or torchvision:<builder> (torchvision:convnext_base)",
+    )
+    p.add_argument(
+        "--img-size",
+        type=int,
+        default=None,
+        metavar="N",
+        help="square input resolution (default: the pretrained input size, else 224)",
+    )
+    p.add_argument(
+        "--suite",
+        metavar="NAME",
+        help="count the classifier the pipeline builds for this suite ('embedded' or "
+        "suites/<NAME>.yaml; default: the suite of ./params.yaml)",
+    )
+    p.add_argument(
+        "--num-classes",
+        type=int,
+        default=None,
+        metavar="C",
+        help="classifier outputs (default: the suite's classes; 1000 without a suite)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(handler=run_flops)
 
@@ -213,8 +251,10 @@ def run_flops(args) -> int:
     if args.json:
         print(json.dumps(res))
     else:
-        print(f"{res['arch']} @ {size}x{size}, {classes} classes ({source}): {res['gflops']:.4g} GFLOPs (fvcore "
-              f"multiply-adds), {res['params'] / 1e6:.3f} M parameters")
+        print(
+            f"{res['arch']} @ {size}x{size}, {classes} classes ({source}): {res['gflops']:.4g} GFLOPs (fvcore "
+            f"multiply-adds), {res['params'] / 1e6:.3f} M parameters"
+        )
     return 0
 
 
@@ -280,8 +320,14 @@ def dvc_readable(path: Path) -> str | None:
     return None
 
 
-def validate_file(path: Path, recipes, *, flops: bool = True, recipes_in: str | None = None,
-                  classes: dict[int, list[str]] | None = None) -> tuple[list[str], list[str]]:
+def validate_file(
+    path: Path,
+    recipes,
+    *,
+    flops: bool = True,
+    recipes_in: str | None = None,
+    classes: dict[int, list[str]] | None = None,
+) -> tuple[list[str], list[str]]:
     """(report lines, error messages) for one zoo file; FLOPs of each entry with each head of ``classes`` (classes ->
     the suites building it; default a 1000-class head), counted once per process for each structure."""
     import yaml
@@ -303,31 +349,42 @@ def validate_file(path: Path, recipes, *, flops: bool = True, recipes_in: str | 
     for name, item in raw["models"].items():
         try:
             e = parse_entry(name, item, recipes=recipes, check_arch=True, recipes_in=recipes_in or RECIPES_IN)
-            costs = ([(nc, dict(heads)[nc], c) for nc, c in entry_heads(e, dict(heads))] if flops else [(None, [], None)])
+            costs = [(nc, dict(heads)[nc], c) for nc, c in entry_heads(e, dict(heads))] if flops else [(None, [], None)]
         except (ZooError, ValueError) as ex:
             errors.append(f"{path}: {ex}" if str(ex).startswith("zoo entry") else f"{path}: zoo entry {name!r}: {ex}")
             continue
         for nc, suites, cost in costs:
-            size = (f"{nc:>5} classes {cost['gflops']:9.4g} GFLOPs {cost['params'] / 1e6:8.2f} M params"
-                    if cost else "(FLOPs not counted)")
-            lines.append(f"{path}  {name:<28} {e.arch:<34} {e.init:<34} {e.img_size:>4}px {size}  ok"
-                         + (f" ({', '.join(suites)})" if suites else ""))
+            size = (
+                f"{nc:>5} classes {cost['gflops']:9.4g} GFLOPs {cost['params'] / 1e6:8.2f} M params"
+                if cost
+                else "(FLOPs not counted)"
+            )
+            lines.append(
+                f"{path}  {name:<28} {e.arch:<34} {e.init:<34} {e.img_size:>4}px {size}  ok"
+                + (f" ({', '.join(suites)})" if suites else "")
+            )
     return lines, errors
 
 
 def add_validate_zoo_command(subparsers) -> None:
     """Register ``validate-zoo`` (zoo files checked offline) in ``subparsers``."""
     p = subparsers.add_parser(
-        "validate-zoo", help="check zoo files offline (schema, names, architectures, tags, recipes, FLOPs)",
+        "validate-zoo",
+        help="check zoo files offline (schema, names, architectures, tags, recipes, FLOPs)",
         description="Validate zoo files without network: schema, unique names, the timm architecture exists, the "
-                    "pretrained tag is in timm.list_pretrained (torchvision: entries: torchvision knows the builder, weights "
-                    "enum and "
-                    "checkpoint), the recipe is defined, FLOPs are computable at the entry's img_size (counted with the classes "
-                    "of the suites "
-                    "using the file, as their models.csv), and DVC can read the file (with libyaml too).")
+        "pretrained tag is in timm.list_pretrained (torchvision: entries: torchvision knows the builder, weights "
+        "enum and "
+        "checkpoint), the recipe is defined, FLOPs are computable at the entry's img_size (counted with the classes "
+        "of the suites "
+        "using the file, as their models.csv), and DVC can read the file (with libyaml too).",
+    )
     p.add_argument("files", nargs="*", metavar="FILE", help="zoo YAML files (default: every zoo/*.yaml)")
-    p.add_argument("--suites-dir", default="suites", metavar="DIR", help="suite files whose recipes the zoos use (default suites/)")
-    p.add_argument("--params", default="params.yaml", metavar="FILE", help="params.yaml with the recipes of its own zoo")
+    p.add_argument(
+        "--suites-dir", default="suites", metavar="DIR", help="suite files whose recipes the zoos use (default suites/)"
+    )
+    p.add_argument(
+        "--params", default="params.yaml", metavar="FILE", help="params.yaml with the recipes of its own zoo"
+    )
     p.add_argument("--no-flops", action="store_true", help="skip building the models and counting FLOPs")
     p.set_defaults(handler=run_validate_zoo)
 
@@ -346,17 +403,27 @@ def run_validate_zoo(args) -> int:
             errors.append(f"{path}: zoo file not found")
             continue
         suites = by_zoo.get(path.resolve(), [])
-        recipes = {k: v for s in suites for k, v in s.recipes.items()} if suites else _params_recipes(Path(args.params), path)
+        recipes = (
+            {k: v for s in suites for k, v in s.recipes.items()} if suites else _params_recipes(Path(args.params), path)
+        )
         recipes_in = " or ".join(f"{s.path} 'recipes'" for s in suites) if suites else f"{args.params} 'recipes'"
-        lines, errs = validate_file(path, recipes, flops=not args.no_flops, recipes_in=recipes_in,
-                                    classes=_zoo_classes(suites, Path(args.params), path))
+        lines, errs = validate_file(
+            path,
+            recipes,
+            flops=not args.no_flops,
+            recipes_in=recipes_in,
+            classes=_zoo_classes(suites, Path(args.params), path),
+        )
         for line in lines:
             print(line)
         n_entries += len({line.split()[1] for line in lines})
         errors += errs
     for e in errors:
         _err(e)
-    print(f"{n_entries} entries in {len(files)} files valid; {len(errors)} error(s)", file=sys.stderr if errors else sys.stdout)
+    print(
+        f"{n_entries} entries in {len(files)} files valid; {len(errors)} error(s)",
+        file=sys.stderr if errors else sys.stdout,
+    )
     return 2 if errors else 0
 
 

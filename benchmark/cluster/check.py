@@ -11,6 +11,7 @@ every stage output with the same md5 except those that embed a measured time
 (:data:`benchmark.dvcutil.lockfile.MEASURED`), ``dvc status`` clean, and at
 least two jobs having run at once.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -53,11 +54,13 @@ class Result:
         """The check as the lines ``cluster local-check`` prints: time, concurrency, the stage outputs against the
         serial run, problems."""
         o = self.outputs
-        lines = [f"{self.pipeline} from scratch through Slurm ({self.jobs} jobs at once on a one-node cluster): "
-                 f"{self.wall_s:.0f} s, at most {self.max_concurrent} stage jobs at once",
-                 f"  stage outputs against this checkout's dvc.lock: {o.get('identical', 0)} identical, "
-                 f"{o.get('different', 0)} different, {o.get('measured', 0)} measured (not compared), "
-                 f"{o.get('missing', 0)} missing, {o.get('extra', 0)} extra"]
+        lines = [
+            f"{self.pipeline} from scratch through Slurm ({self.jobs} jobs at once on a one-node cluster): "
+            f"{self.wall_s:.0f} s, at most {self.max_concurrent} stage jobs at once",
+            f"  stage outputs against this checkout's dvc.lock: {o.get('identical', 0)} identical, "
+            f"{o.get('different', 0)} different, {o.get('measured', 0)} measured (not compared), "
+            f"{o.get('missing', 0)} missing, {o.get('extra', 0)} extra",
+        ]
         lines += [f"  problem: {p}" for p in self.problems] or ["  the same stage outputs as the serial run"]
         if self.workdir:
             lines.append(f"  scratch copy kept: {self.workdir}")
@@ -115,8 +118,9 @@ def max_overlap(intervals: list[tuple[float, float]]) -> int:
     return best
 
 
-def run_through_slurm(copy: Path, dvcfile: str, cluster: LocalCluster, *, extra_env: dict | None = None,
-                      log=print) -> tuple[Run, float, int]:
+def run_through_slurm(
+    copy: Path, dvcfile: str, cluster: LocalCluster, *, extra_env: dict | None = None, log=print
+) -> tuple[Run, float, int]:
     """Submit ``dvcfile`` in ``copy`` to ``cluster`` and wait: (the run, its wall seconds, the wait's exit code)."""
     with environment({**cluster.env(), **(extra_env or {})}):
         t0 = time.perf_counter()
@@ -127,8 +131,16 @@ def run_through_slurm(copy: Path, dvcfile: str, cluster: LocalCluster, *, extra_
         return run, time.perf_counter() - t0, rc
 
 
-def local_check(pipeline="dvc.yaml", *, jobs: int = 2, workdir=None, keep: bool = False, extra_env: dict | None = None,
-                serial_lock=None, log=print) -> Result:
+def local_check(
+    pipeline="dvc.yaml",
+    *,
+    jobs: int = 2,
+    workdir=None,
+    keep: bool = False,
+    extra_env: dict | None = None,
+    serial_lock=None,
+    log=print,
+) -> Result:
     """Run the check of the module docstring for the pipeline file ``pipeline`` of this checkout (``serial_lock``: the
     serial run's lock to compare with, default the checkout's; ``extra_env``: more environment for the jobs)."""
     root, dvcfile = locate(pipeline)
@@ -159,7 +171,9 @@ def local_check(pipeline="dvc.yaml", *, jobs: int = 2, workdir=None, keep: bool 
         report = lockfile.compare_outputs(serial, fresh)
         result.outputs = lockfile.summarize(report)
         if result.outputs["failing_stages"]:
-            result.problems.append(f"stage outputs differ from the serial run's: {', '.join(result.outputs['failing_stages'])}")
+            result.problems.append(
+                f"stage outputs differ from the serial run's: {', '.join(result.outputs['failing_stages'])}"
+            )
         if list(serial) != list(fresh):
             result.problems.append("dvc.lock lists the stages in another order than the serial run's")
         if jobs >= 2 and result.max_concurrent < 2:

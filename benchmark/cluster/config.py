@@ -20,6 +20,7 @@ A stage of a kind that runs under torchrun (``train``, ``logits``) whose params
 ``nproc_per_node`` processes (:func:`job_spec`). ``cluster`` is not a stage
 parameter: changing it reruns nothing.
 """
+
 from __future__ import annotations
 
 import re
@@ -28,15 +29,32 @@ from functools import cache
 
 from benchmark.config.typed import check, parse_config
 
-TORCHRUN_KINDS = ("train", "logits")  # the stages that relaunch themselves under torchrun (benchmark.models.distributed)
+TORCHRUN_KINDS = (
+    "train",
+    "logits",
+)  # the stages that relaunch themselves under torchrun (benchmark.models.distributed)
 CPU_KINDS = ("data", "sve", "evaluate", "report")  # stages that never run a model; every other kind (train, logits,
 # sve-train and the weight-based methods' stages) gets the GPUs of its processes when params `device` is not cpu
 TRAINING_KINDS = ("train", "sve-train")  # the pipeline's training stages; with every method stage that trains (trains)
 TIME = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$")  # minutes, M:S, H:M:S, D-H, D-H:M, D-H:M:S (sbatch --time)
 MEM = re.compile(r"^\d+[KMGT]?$")  # sbatch --mem: a number, megabytes unless a K/M/G/T suffix
 NAME = re.compile(r"^[A-Za-z0-9_.+-]+$")  # a partition or account name
-OWN_OPTIONS = ("--job-name", "--output", "--error", "--chdir", "--dependency", "--kill-on-invalid-dep", "--hold",
-               "--parsable", "--wrap", "--array", "--requeue", "--no-requeue", "--nodes", "--ntasks-per-node")
+OWN_OPTIONS = (
+    "--job-name",
+    "--output",
+    "--error",
+    "--chdir",
+    "--dependency",
+    "--kill-on-invalid-dep",
+    "--hold",
+    "--parsable",
+    "--wrap",
+    "--array",
+    "--requeue",
+    "--no-requeue",
+    "--nodes",
+    "--ntasks-per-node",
+)
 DEFAULT_MEM, DEFAULT_TIME, TRAIN_TIME = "8G", "2:00:00", "12:00:00"
 COLLECT = "collect"  # the run's final job (benchmark.cluster.job.collect): its resources are params resources.collect
 
@@ -73,7 +91,9 @@ class Resources:
 
     def over(self, base: Resources) -> Resources:
         """These values where given, ``base``'s elsewhere."""
-        return replace(base, **{f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None})
+        return replace(
+            base, **{f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
+        )
 
 
 @dataclass(frozen=True)
@@ -84,7 +104,9 @@ class ClusterConfig:
 
     partition: str | None = None  # every job's partition unless resources say otherwise (null: the cluster's default)
     account: str | None = None  # every job's account unless resources say otherwise (null: the user's default)
-    resources: dict[str, Resources] = field(default_factory=dict)  # by `default`, kind or stage (stage wins); unset: built-in
+    resources: dict[str, Resources] = field(
+        default_factory=dict
+    )  # by `default`, kind or stage (stage wins); unset: built-in
 
     def validate(self) -> None:
         """The block's own ``partition`` and ``account`` checked as a job's resources are."""
@@ -142,8 +164,13 @@ class JobSpec:
     def sbatch_options(self) -> list[str]:
         """The sbatch options of these resources, one argument each (never a shell string)."""
         r = self.resources
-        opts = [f"--nodes={self.nodes}", "--ntasks-per-node=1", f"--cpus-per-task={r.cpus}", f"--mem={r.mem}",
-                f"--time={r.time}"]
+        opts = [
+            f"--nodes={self.nodes}",
+            "--ntasks-per-node=1",
+            f"--cpus-per-task={r.cpus}",
+            f"--mem={r.mem}",
+            f"--time={r.time}",
+        ]
         if r.gpus:
             opts.append(f"--gpus-per-node={r.gpus}")
         if r.partition:
@@ -153,8 +180,16 @@ class JobSpec:
         return opts + list(r.extra or ())
 
 
-def job_spec(stage: str, cfg: ClusterConfig, *, device: str = "cpu", threads: int | None = None, num_workers: int = 0,
-             nproc_per_node: int = 1, nnodes: int = 1) -> JobSpec:
+def job_spec(
+    stage: str,
+    cfg: ClusterConfig,
+    *,
+    device: str = "cpu",
+    threads: int | None = None,
+    num_workers: int = 0,
+    nproc_per_node: int = 1,
+    nnodes: int = 1,
+) -> JobSpec:
     """The job of ``stage`` under ``cfg`` and the run's params (``device``, ``threads``, ``num_workers``,
     ``distributed``: only the torchrun kinds use more than one process or node)."""
     k = kind(stage)

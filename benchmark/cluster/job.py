@@ -18,6 +18,7 @@ A command that fails or is stopped (``scancel``, a time limit: SIGTERM) leaves n
 (persistent outputs keep what their atomic writes completed) and exits non-zero, so Slurm cancels the jobs that
 depend on it. ``collect`` (the final job) reports every stage and whether ``dvc status`` is clean.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -62,8 +63,11 @@ def inputs(stage) -> dict:
 
 def _differences(before: dict, after: dict) -> list[str]:
     """What changed between two :func:`inputs` of a stage: its command or outputs in dvc.yaml, dependency paths."""
-    changed = [what for key, what in (("cmd", "its command in dvc.yaml"), ("outs", "its outputs in dvc.yaml"))
-               if before[key] != after[key]]
+    changed = [
+        what
+        for key, what in (("cmd", "its command in dvc.yaml"), ("outs", "its outputs in dvc.yaml"))
+        if before[key] != after[key]
+    ]
     old = {d.get("path"): d for d in before["deps"]}
     changed += [d.get("path", "?") for d in after["deps"] if old.get(d.get("path")) != d]
     return changed or ["its list of dependencies"]
@@ -101,8 +105,19 @@ def _command(run: Run, name: str, stage, nodes: int) -> int:
     if nodes > 1:
         env = dict(os.environ)
         env.setdefault("MASTER_ADDR", slurm.first_node() or "")  # rank 0's node: params distributed.master_addr null
-        argv = ["srun", f"--nodes={nodes}", f"--ntasks={nodes}", "--ntasks-per-node=1", "--kill-on-bad-exit=1",
-                sys.executable, "-m", "benchmark.cluster.job", "exec", str(run.folder), name]
+        argv = [
+            "srun",
+            f"--nodes={nodes}",
+            f"--ntasks={nodes}",
+            "--ntasks-per-node=1",
+            "--kill-on-bad-exit=1",
+            sys.executable,
+            "-m",
+            "benchmark.cluster.job",
+            "exec",
+            str(run.folder),
+            name,
+        ]
         return subprocess.run(argv, env=env, stdin=subprocess.DEVNULL).returncode
     try:
         cmd_run(stage)
@@ -163,11 +178,17 @@ def _not_recorded(run: Run, name: str, rc: int, signum: int | None) -> int:
     with locked_repo(run.root) as repo:
         _clear_outputs(_find(repo, run, name))
     stopped = signum is not None
-    why = ("stopped by a signal (scancel, a time limit or preemption)" if stopped
-           else f"the command failed (exit code {rc})")
+    why = (
+        "stopped by a signal (scancel, a time limit or preemption)"
+        if stopped
+        else f"the command failed (exit code {rc})"
+    )
     run.report(name, "cancelled" if stopped else "failed", ended=time.time(), message=why)
-    print(f"error: stage {name}: {why}; its outputs were removed, nothing recorded. Log: {run.log(name)}",
-          file=sys.stderr, flush=True)
+    print(
+        f"error: stage {name}: {why}; its outputs were removed, nothing recorded. Log: {run.log(name)}",
+        file=sys.stderr,
+        flush=True,
+    )
     return 128 + signum if signum is not None else rc
 
 
@@ -215,15 +236,23 @@ def collect(run: Run) -> int:
         if run.lockfile.is_file():
             lockfile.reorder(run.lockfile, run.manifest["lock_before"], run.manifest["order"])
     bad = [r for r in rows if r["state"] not in ("done", "skipped")]
-    summary = {"run": run.folder.name, "pipeline": run.manifest["pipeline"], "complete": not bad and not changed,
-               "stages": rows, "not_up_to_date": changed, "time": time.time()}
+    summary = {
+        "run": run.folder.name,
+        "pipeline": run.manifest["pipeline"],
+        "complete": not bad and not changed,
+        "stages": rows,
+        "not_up_to_date": changed,
+        "time": time.time(),
+    }
     write_json(run.folder / "summary.json", summary)
     print(format_status(run, rows))
     if summary["complete"]:
         print(f"== complete: every stage of {run.manifest['pipeline']} is up to date (dvc status clean)")
         return 0
-    print(f"== not complete: {len(bad)} stage(s) did not finish; not up to date: {', '.join(changed) or 'none'}. "
-          f"`python -m benchmark cluster submit {run.manifest['pipeline']}` runs what is left")
+    print(
+        f"== not complete: {len(bad)} stage(s) did not finish; not up to date: {', '.join(changed) or 'none'}. "
+        f"`python -m benchmark cluster submit {run.manifest['pipeline']}` runs what is left"
+    )
     return 1
 
 

@@ -8,6 +8,7 @@ several such clusters can run side by side. Clients find it through
 ``SLURM_CONF`` (:meth:`LocalCluster.env`). The daemons run in the foreground as
 children of this process and :meth:`LocalCluster.stop` ends them (jobs first).
 """
+
 from __future__ import annotations
 
 import os
@@ -63,8 +64,10 @@ def install() -> None:
     if all(shutil.which(c) for c in COMMANDS):
         return
     if os.geteuid() != 0 or not shutil.which("apt-get"):
-        raise LocalClusterError(f"Slurm is not installed and cannot be installed here (needs root and apt-get): "
-                                f"apt-get install -y {' '.join(PACKAGES)}")
+        raise LocalClusterError(
+            f"Slurm is not installed and cannot be installed here (needs root and apt-get): "
+            f"apt-get install -y {' '.join(PACKAGES)}"
+        )
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     cmd = ["apt-get", "install", "-y", "-q", "--no-install-recommends", *PACKAGES]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
@@ -104,8 +107,11 @@ class LocalCluster:
 
     def _daemon(self, name: str, args: list[str]) -> None:
         log = open(self.folder / "log" / f"{name}.stdout", "w")  # noqa: SIM115 - the daemon's for its lifetime
-        self._procs.append(subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                            env=dict(os.environ, **self.env())))
+        self._procs.append(
+            subprocess.Popen(
+                args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ, **self.env())
+            )
+        )
         log.close()
 
     def start(self, timeout: float = 60) -> LocalCluster:
@@ -120,11 +126,30 @@ class LocalCluster:
             key.write_bytes(os.urandom(1024))
             key.chmod(0o400)
         host = socket.gethostname().split(".")[0]
-        self.conf.write_text(CONF.format(host=host, ctld_port=_free_port(), d_port=_free_port(), folder=self.folder,
-                                         munge_socket=munge / "socket", cpus=self.cpus, mem_mb=_memory_mb()))
-        self._daemon("munged", ["munged", "--foreground", "--force",  # --force: a socket below 0700 folders (root reaches it)
-                                f"--socket={munge / 'socket'}", f"--key-file={key}",
-                                f"--pid-file={munge / 'pid'}", f"--log-file={munge / 'log'}", f"--seed-file={munge / 'seed'}"])
+        self.conf.write_text(
+            CONF.format(
+                host=host,
+                ctld_port=_free_port(),
+                d_port=_free_port(),
+                folder=self.folder,
+                munge_socket=munge / "socket",
+                cpus=self.cpus,
+                mem_mb=_memory_mb(),
+            )
+        )
+        self._daemon(
+            "munged",
+            [
+                "munged",
+                "--foreground",
+                "--force",  # --force: a socket below 0700 folders (root reaches it)
+                f"--socket={munge / 'socket'}",
+                f"--key-file={key}",
+                f"--pid-file={munge / 'pid'}",
+                f"--log-file={munge / 'log'}",
+                f"--seed-file={munge / 'seed'}",
+            ],
+        )
         self._wait(lambda: (munge / "socket").exists(), 20, "munged did not create its socket")
         self._daemon("slurmctld", ["slurmctld", "-D", "-f", str(self.conf)])
         self._daemon("slurmd", ["slurmd", "-D", "-f", str(self.conf)])
@@ -132,8 +157,13 @@ class LocalCluster:
         return self
 
     def _idle(self) -> bool:
-        proc = subprocess.run(["sinfo", "--noheader", "--format=%T"], capture_output=True, text=True,
-                              env=dict(os.environ, **self.env()), timeout=30)
+        proc = subprocess.run(
+            ["sinfo", "--noheader", "--format=%T"],
+            capture_output=True,
+            text=True,
+            env=dict(os.environ, **self.env()),
+            timeout=30,
+        )
         return proc.returncode == 0 and proc.stdout.strip() == "idle"
 
     def _wait(self, ready, timeout: float, what: str) -> None:
@@ -151,8 +181,10 @@ class LocalCluster:
                 logs.append(f"{f.name}: " + " | ".join(f.read_text(errors="replace").strip().splitlines()[-3:]))
         died = ", ".join(f"{Path(p.args[0]).name} exited {p.returncode}" for p in self._procs if p.poll() is not None)
         self.stop()
-        raise LocalClusterError(f"local Slurm cluster in {self.folder}: {what} in {timeout:g} s"
-                                f"{'; ' + died if died else ''}. {' || '.join(logs) or 'no daemon logs'}")
+        raise LocalClusterError(
+            f"local Slurm cluster in {self.folder}: {what} in {timeout:g} s"
+            f"{'; ' + died if died else ''}. {' || '.join(logs) or 'no daemon logs'}"
+        )
 
     def stop(self) -> None:
         """Cancel every job, then end the daemons (SIGTERM, then SIGKILL)."""

@@ -13,6 +13,7 @@ the ``dvc.lock`` and cache a serial ``dvc repro`` leaves (``python -m benchmark 
 A stage that fails: no stage downstream of it starts, the running ones finish, exit 1 (the run's report names it and
 its log). Ctrl-C: the running stages get SIGTERM (their outputs are removed, as a cancelled Slurm job's), exit 130.
 """
+
 from __future__ import annotations
 
 import os
@@ -31,10 +32,27 @@ ENDED_WELL = ("done", "skipped")
 
 def _manifest(pipe, todo: list[str], *, force: bool, jobs: int) -> dict:
     """``run.json`` of a local run (as :func:`benchmark.cluster.submit.submit` writes it, without Slurm's options)."""
-    return {"root": str(pipe.root), "pipeline": pipe.dvcfile, "force": force, "created": time.time(),
-            "python": sys.executable, "order": list(pipe.order), "lock_before": lock_keys(pipe), "executor": "local",
-            "jobs": jobs, "stages": [{"name": s, "file": safe_name(i, s), "nodes": 1, "options": [],
-                                      "upstream": [u for u in pipe.upstream[s] if u in todo]} for i, s in enumerate(todo)]}
+    return {
+        "root": str(pipe.root),
+        "pipeline": pipe.dvcfile,
+        "force": force,
+        "created": time.time(),
+        "python": sys.executable,
+        "order": list(pipe.order),
+        "lock_before": lock_keys(pipe),
+        "executor": "local",
+        "jobs": jobs,
+        "stages": [
+            {
+                "name": s,
+                "file": safe_name(i, s),
+                "nodes": 1,
+                "options": [],
+                "upstream": [u for u in pipe.upstream[s] if u in todo],
+            }
+            for i, s in enumerate(todo)
+        ],
+    }
 
 
 def _start(run: Run, name: str, jobs: int) -> subprocess.Popen:
@@ -45,8 +63,14 @@ def _start(run: Run, name: str, jobs: int) -> subprocess.Popen:
     if jobs > 1:
         env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     with open(run.log(name), "ab") as out:
-        return subprocess.Popen([sys.executable, "-m", "benchmark.cluster.job", "stage", str(run.folder), name],
-                                cwd=run.root, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env)
+        return subprocess.Popen(
+            [sys.executable, "-m", "benchmark.cluster.job", "stage", str(run.folder), name],
+            cwd=run.root,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
 
 
 def durations(folder: Path) -> dict[str, float]:
@@ -79,8 +103,9 @@ def priorities(stages: list[dict], seconds: dict[str, float]) -> dict[str, float
     return chain
 
 
-def execute(run: Run, jobs: int, *, poll: float = 0.2, log=print,
-            seconds: dict[str, float] | None = None) -> dict[str, str]:
+def execute(
+    run: Run, jobs: int, *, poll: float = 0.2, log=print, seconds: dict[str, float] | None = None
+) -> dict[str, str]:
     """Run the stages of ``run`` here, at most ``jobs`` at once, each when its upstream stages ended well, the longest
     chain first (:func:`priorities`, from ``seconds``: stage -> its expected wall seconds); stage -> how it ended
     (``done``, ``skipped``, ``failed``, ``stale``, ``cancelled``)."""

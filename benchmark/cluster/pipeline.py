@@ -7,6 +7,7 @@ calls it changed, and every stage downstream of one that runs gets a job too,
 which at its start checks again and skips when its inputs turned out unchanged
 (as ``dvc repro`` does when it reaches it).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -125,7 +126,9 @@ def load(path, *, force: bool = False) -> tuple[Pipeline, list[str]]:
         ordered = [s for s in plan_repro(graph, stages) if s in mine]
         frozen = [s.name for s in ordered if s.frozen]
         if frozen:
-            raise PipelineError(f"{dvcfile}: frozen stages {frozen} (dvc unfreeze them, or run this file with dvc repro)")
+            raise PipelineError(
+                f"{dvcfile}: frozen stages {frozen} (dvc unfreeze them, or run this file with dvc repro)"
+            )
         upstream = {}
         for s in ordered:
             deps = set(graph.successors(s))  # DVC's graph: an edge from a stage to each stage it depends on

@@ -11,6 +11,7 @@ file system the jobs share)::
 
 Files are written atomically (:mod:`benchmark.storage.atomic`): a reader sees a whole record or the previous one.
 """
+
 from __future__ import annotations
 
 import json
@@ -80,7 +81,9 @@ class Run:
         base = Path(root) / RUNS
         if not base.is_dir():
             return None
-        for folder in sorted((p for p in base.iterdir() if (p / "run.json").is_file()), key=lambda p: p.name, reverse=True):
+        for folder in sorted(
+            (p for p in base.iterdir() if (p / "run.json").is_file()), key=lambda p: p.name, reverse=True
+        ):
             run = cls.open(folder)
             if run.manifest.get("pipeline") == dvcfile:
                 return run
@@ -115,8 +118,9 @@ class Run:
 
     def jobs(self) -> list[str]:
         """Every job id of the run (stages, then the final job)."""
-        return [s["job"] for s in self.stages if s.get("job")] + ([self.manifest["collect_job"]]
-                                                                     if self.manifest.get("collect_job") else [])
+        return [s["job"] for s in self.stages if s.get("job")] + (
+            [self.manifest["collect_job"]] if self.manifest.get("collect_job") else []
+        )
 
     def log(self, name: str) -> Path:
         """The log file of stage ``name``'s job."""
@@ -166,8 +170,11 @@ class Run:
         """(state, detail) of a stage whose job has not reported an end, from Slurm's (state, reason) of the job."""
         started = rec.get("status") == "running"
         if slurm_says is None:  # the controller no longer knows the job: it has ended
-            return ("failed", "the job ended without a record (killed: a lost node, a memory limit?)") if started else \
-                ("cancelled", self._blame(name) or "the job ended before it started")
+            return (
+                ("failed", "the job ended without a record (killed: a lost node, a memory limit?)")
+                if started
+                else ("cancelled", self._blame(name) or "the job ended before it started")
+            )
         state, reason = slurm_says
         if state not in slurm.ENDED:
             return state.lower(), "" if reason in ("None", "") else reason

@@ -7,6 +7,7 @@ script, ``exec "$@"``, whose arguments are the job's command line
 dependencies allow and cancels the dependents of a job that fails or is
 cancelled (``--kill-on-invalid-dep=yes``); nothing here schedules anything.
 """
+
 from __future__ import annotations
 
 import os
@@ -14,9 +15,21 @@ import shutil
 import subprocess
 from pathlib import Path
 
-BATCH_SCRIPT = '#!/bin/sh\n# One job of `python -m benchmark cluster submit`: its arguments are the command it runs.\nexec "$@"\n'
+BATCH_SCRIPT = (
+    '#!/bin/sh\n# One job of `python -m benchmark cluster submit`: its arguments are the command it runs.\nexec "$@"\n'
+)
 TIMEOUT = 60  # seconds a client command may take (scontrol retries a missing configuration for 60 s)
-ENDED = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL", "DEADLINE")
+ENDED = (
+    "COMPLETED",
+    "FAILED",
+    "CANCELLED",
+    "TIMEOUT",
+    "NODE_FAIL",
+    "OUT_OF_MEMORY",
+    "PREEMPTED",
+    "BOOT_FAIL",
+    "DEADLINE",
+)
 
 
 class SlurmError(RuntimeError):
@@ -27,9 +40,13 @@ def _run(args: list[str], what: str, timeout: float = TIMEOUT) -> subprocess.Com
     try:
         return subprocess.run(args, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
     except FileNotFoundError:
-        raise SlurmError(f"{args[0]} not found on PATH: run this where Slurm's client commands are (a login node)") from None
+        raise SlurmError(
+            f"{args[0]} not found on PATH: run this where Slurm's client commands are (a login node)"
+        ) from None
     except subprocess.TimeoutExpired:
-        raise SlurmError(f"{what}: `{args[0]}` gave no answer in {timeout:g} s (is the Slurm controller reachable?)") from None
+        raise SlurmError(
+            f"{what}: `{args[0]}` gave no answer in {timeout:g} s (is the Slurm controller reachable?)"
+        ) from None
 
 
 def _first_line(proc: subprocess.CompletedProcess) -> str:

@@ -5,6 +5,7 @@ refused submission (a bad partition, a limit) cancels the ones already in and
 nothing runs; the run's folder is then removed. A final job (``collect``,
 ``afterany`` on every stage job) reports the run when the last one has ended.
 """
+
 from __future__ import annotations
 
 import re
@@ -35,14 +36,23 @@ def job_specs(pipe: Pipeline, stages: list[str]) -> tuple[dict[str, config.JobSp
     if pipe.params_file.is_file():
         params = load_params(pipe.params_file)
         cfg, d = config.parse(params.cluster, where), params.distributed
-        kw = {"device": params.device, "threads": params.threads, "num_workers": params.num_workers,
-              "nproc_per_node": d.nproc_per_node, "nnodes": d.nnodes}
+        kw = {
+            "device": params.device,
+            "threads": params.threads,
+            "num_workers": params.num_workers,
+            "nproc_per_node": d.nproc_per_node,
+            "nnodes": d.nnodes,
+        }
     else:  # a pipeline without a params file: every built-in default
         cfg, kw = config.ClusterConfig(), {}
     specs = {s: config.job_spec(s, cfg, **kw) for s in stages}
     known = {"default", config.COLLECT} | set(pipe.order) | {config.kind(s) for s in pipe.order}
-    warnings = [f"{where}: cluster.resources.{k} names no stage or kind of stage of {pipe.dvcfile} (kinds: "
-                f"{', '.join(sorted({config.kind(s) for s in pipe.order}))})" for k in cfg.resources if k not in known]
+    warnings = [
+        f"{where}: cluster.resources.{k} names no stage or kind of stage of {pipe.dvcfile} (kinds: "
+        f"{', '.join(sorted({config.kind(s) for s in pipe.order}))})"
+        for k in cfg.resources
+        if k not in known
+    ]
     return specs, config.job_spec(config.COLLECT, cfg, device="cpu"), warnings
 
 
@@ -80,12 +90,29 @@ def submit(path, *, force: bool = False, dry_run: bool = False, log=print) -> Ru
         return None
     previous = Run.latest(pipe.root, pipe.dvcfile)
     if previous is not None and previous.active():
-        raise RunActive(f"run {previous.folder.name} of {pipe.dvcfile} still has jobs in Slurm's queue: wait for it "
-                        f"(python -m benchmark cluster status {pipe.dvcfile}) or end it (... cluster cancel)")
-    manifest = {"root": str(pipe.root), "pipeline": pipe.dvcfile, "force": force, "created": time.time(),
-                "python": sys.executable, "order": list(pipe.order), "lock_before": lock_keys(pipe),
-                "stages": [{"name": s, "file": safe_name(i, s), "upstream": [u for u in pipe.upstream[s] if u in todo],
-                            "nodes": specs[s].nodes, "options": specs[s].sbatch_options()} for i, s in enumerate(todo)]}
+        raise RunActive(
+            f"run {previous.folder.name} of {pipe.dvcfile} still has jobs in Slurm's queue: wait for it "
+            f"(python -m benchmark cluster status {pipe.dvcfile}) or end it (... cluster cancel)"
+        )
+    manifest = {
+        "root": str(pipe.root),
+        "pipeline": pipe.dvcfile,
+        "force": force,
+        "created": time.time(),
+        "python": sys.executable,
+        "order": list(pipe.order),
+        "lock_before": lock_keys(pipe),
+        "stages": [
+            {
+                "name": s,
+                "file": safe_name(i, s),
+                "upstream": [u for u in pipe.upstream[s] if u in todo],
+                "nodes": specs[s].nodes,
+                "options": specs[s].sbatch_options(),
+            }
+            for i, s in enumerate(todo)
+        ],
+    }
     run = Run.create(pipe.root, manifest)
     script = run.folder / "job.sh"
     script.write_text(slurm.BATCH_SCRIPT, encoding="utf-8")
@@ -96,12 +123,23 @@ def submit(path, *, force: bool = False, dry_run: bool = False, log=print) -> Ru
         for s in run.stages:
             after = [run.stage(u)["job"] for u in s["upstream"]]
             deps = [f"--dependency=afterok:{':'.join(after)}", "--kill-on-invalid-dep=yes"] if after else []
-            s["job"] = slurm.sbatch([*s["options"], *common, *deps, f"--job-name=uq:{s['name']}", _output(run.log(s["name"]))],
-                                    script, [*job_cmd, "stage", str(run.folder), s["name"]])
+            s["job"] = slurm.sbatch(
+                [*s["options"], *common, *deps, f"--job-name=uq:{s['name']}", _output(run.log(s["name"]))],
+                script,
+                [*job_cmd, "stage", str(run.folder), s["name"]],
+            )
             submitted.append(s["job"])
         run.manifest["collect_job"] = slurm.sbatch(
-            [*final.sbatch_options(), *common, f"--dependency=afterany:{':'.join(submitted)}", "--job-name=uq:collect",
-             _output(run.folder / "logs" / "collect.out")], script, [*job_cmd, "collect", str(run.folder)])
+            [
+                *final.sbatch_options(),
+                *common,
+                f"--dependency=afterany:{':'.join(submitted)}",
+                "--job-name=uq:collect",
+                _output(run.folder / "logs" / "collect.out"),
+            ],
+            script,
+            [*job_cmd, "collect", str(run.folder)],
+        )
         submitted.append(run.manifest["collect_job"])
         run.save()
         slurm.release(submitted)
@@ -111,11 +149,14 @@ def submit(path, *, force: bool = False, dry_run: bool = False, log=print) -> Ru
         job = re.search(r"\bjob (\d+)", str(e)) if isinstance(e, slurm.SlurmError) else None
         which = [s for s in run.stages if job and s.get("job") == job.group(1)]
         if which:  # Slurm names a job: say which stage and what it asked for
-            raise slurm.SlurmError(f"{e} (stage {which[0]['name']}: {' '.join(which[0]['options'])}); nothing was "
-                                   f"submitted") from None
+            raise slurm.SlurmError(
+                f"{e} (stage {which[0]['name']}: {' '.join(which[0]['options'])}); nothing was submitted"
+            ) from None
         raise
-    log(f"submitted {len(run.stages)} stage job(s) of {pipe.dvcfile} and a final one: run {run.folder.name} "
-        f"(jobs {submitted[0]}-{submitted[-1]}); follow it with `python -m benchmark cluster status {pipe.dvcfile}`")
+    log(
+        f"submitted {len(run.stages)} stage job(s) of {pipe.dvcfile} and a final one: run {run.folder.name} "
+        f"(jobs {submitted[0]}-{submitted[-1]}); follow it with `python -m benchmark cluster status {pipe.dvcfile}`"
+    )
     return run
 
 
@@ -131,14 +172,17 @@ def wait(run: Run, *, poll: float = 2.0, log=print) -> int:
             active = {j: sr for j, sr in slurm.queue(jobs).items() if sr[0] not in slurm.ENDED}
             bar.update(len(jobs) - len(active) - bar.n)
             running = sum(state == "RUNNING" for state, _ in active.values())
-            odd = sorted({reason for state, reason in active.values() if state == "PENDING" and reason not in QUIET_REASONS})
-            bar.set_postfix_str(f"running {running}, waiting {len(active) - running}" + (f" ({', '.join(odd)})" if odd else ""))
+            odd = sorted(
+                {reason for state, reason in active.values() if state == "PENDING" and reason not in QUIET_REASONS}
+            )
+            bar.set_postfix_str(
+                f"running {running}, waiting {len(active) - running}" + (f" ({', '.join(odd)})" if odd else "")
+            )
             if not active:
                 break
             time.sleep(poll)
     summary = run.summary()
     if summary is None:  # the final job did not run (cancelled): report from the jobs' records
-
         log(format_status(run, run.status()))
         log("the run's final job did not run: `python -m benchmark cluster collect` checks the pipeline's status")
         return 1

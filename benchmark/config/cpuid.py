@@ -12,6 +12,7 @@ by byte, with its assembly). Where that is impossible (not x86-64, not Linux or 
 refuses writable executable memory) :func:`read` returns None and callers fall back to ``/proc/cpuinfo``. Nothing here
 imports torch: it runs before torch is imported (``import benchmark``).
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -23,33 +24,50 @@ from typing import Any
 
 # void cpuid(uint32 leaf, uint32 subleaf, uint32 out[4]) -- System V ABI: edi, esi, rdx
 _CPUID = bytes.fromhex(
-    "53"          # push rbx            (callee-saved; CPUID writes it)
-    "4989d0"      # mov  r8, rdx        (out)
-    "89f8"        # mov  eax, edi       (leaf)
-    "89f1"        # mov  ecx, esi       (subleaf)
-    "0fa2"        # cpuid
-    "418900"      # mov  [r8], eax
-    "41895804"    # mov  [r8+4], ebx
-    "41894808"    # mov  [r8+8], ecx
-    "4189500c"    # mov  [r8+12], edx
-    "5b"          # pop  rbx
-    "c3")         # ret
+    "53"  # push rbx            (callee-saved; CPUID writes it)
+    "4989d0"  # mov  r8, rdx        (out)
+    "89f8"  # mov  eax, edi       (leaf)
+    "89f1"  # mov  ecx, esi       (subleaf)
+    "0fa2"  # cpuid
+    "418900"  # mov  [r8], eax
+    "41895804"  # mov  [r8+4], ebx
+    "41894808"  # mov  [r8+8], ecx
+    "4189500c"  # mov  [r8+12], edx
+    "5b"  # pop  rbx
+    "c3"
+)  # ret
 # uint64 xgetbv(uint32 xcr) -- edi
 _XGETBV = bytes.fromhex(
-    "89f9"        # mov  ecx, edi
-    "0f01d0"      # xgetbv              (edx:eax = XCR[ecx])
-    "48c1e220"    # shl  rdx, 32
-    "4809d0"      # or   rax, rdx
-    "c3")         # ret
+    "89f9"  # mov  ecx, edi
+    "0f01d0"  # xgetbv              (edx:eax = XCR[ecx])
+    "48c1e220"  # shl  rdx, 32
+    "4809d0"  # or   rax, rdx
+    "c3"
+)  # ret
 
 # (leaf, subleaf, register index in eax/ebx/ecx/edx, bit) of the features a record names, in /proc/cpuinfo's spelling
 FEATURES = {
-    "fma": (1, 0, 2, 12), "avx": (1, 0, 2, 28), "f16c": (1, 0, 2, 29), "avx2": (7, 0, 1, 5),
-    "avx512f": (7, 0, 1, 16), "avx512dq": (7, 0, 1, 17), "avx512ifma": (7, 0, 1, 21), "avx512cd": (7, 0, 1, 28),
-    "avx512bw": (7, 0, 1, 30), "avx512vl": (7, 0, 1, 31), "avx512vbmi": (7, 0, 2, 1), "avx512_vbmi2": (7, 0, 2, 6),
-    "avx512_vnni": (7, 0, 2, 11), "avx512_bitalg": (7, 0, 2, 12), "avx512_vpopcntdq": (7, 0, 2, 14),
-    "avx512_fp16": (7, 0, 3, 23), "amx_bf16": (7, 0, 3, 22), "amx_tile": (7, 0, 3, 24), "amx_int8": (7, 0, 3, 25),
-    "avx_vnni": (7, 1, 0, 4), "avx512_bf16": (7, 1, 0, 5),
+    "fma": (1, 0, 2, 12),
+    "avx": (1, 0, 2, 28),
+    "f16c": (1, 0, 2, 29),
+    "avx2": (7, 0, 1, 5),
+    "avx512f": (7, 0, 1, 16),
+    "avx512dq": (7, 0, 1, 17),
+    "avx512ifma": (7, 0, 1, 21),
+    "avx512cd": (7, 0, 1, 28),
+    "avx512bw": (7, 0, 1, 30),
+    "avx512vl": (7, 0, 1, 31),
+    "avx512vbmi": (7, 0, 2, 1),
+    "avx512_vbmi2": (7, 0, 2, 6),
+    "avx512_vnni": (7, 0, 2, 11),
+    "avx512_bitalg": (7, 0, 2, 12),
+    "avx512_vpopcntdq": (7, 0, 2, 14),
+    "avx512_fp16": (7, 0, 3, 23),
+    "amx_bf16": (7, 0, 3, 22),
+    "amx_tile": (7, 0, 3, 24),
+    "amx_int8": (7, 0, 3, 25),
+    "avx_vnni": (7, 1, 0, 4),
+    "avx512_bf16": (7, 1, 0, 5),
 }
 _OSXSAVE = (1, 0, 2, 27)
 _XCR0_AVX = 0b110  # SSE and AVX (YMM) state enabled by the operating system
@@ -97,7 +115,9 @@ def read() -> dict | None:
     if family == 15:
         family += (eax1 >> 20) & 0xFF
     regs = {(leaf, sub): cpuid(leaf, sub) for leaf, sub in {(1, 0), (7, 0), (7, 1)} if leaf <= top}
-    has = {name for name, (leaf, sub, reg, bit) in FEATURES.items() if (regs.get((leaf, sub), (0,) * 4)[reg] >> bit) & 1}
+    has = {
+        name for name, (leaf, sub, reg, bit) in FEATURES.items() if (regs.get((leaf, sub), (0,) * 4)[reg] >> bit) & 1
+    }
     os_avx = False
     leaf, sub, reg, bit = _OSXSAVE
     if (regs[(leaf, sub)][reg] >> bit) & 1:
@@ -109,5 +129,12 @@ def read() -> dict | None:
     if cpuid(0x80000000)[0] >= 0x80000004:
         brand = b"".join(struct.pack("<4I", *cpuid(0x80000002 + i)) for i in range(3)).split(b"\0")[0]
         name = brand.decode("ascii", "replace").strip()
-    return {"vendor": vendor, "family": family, "model": model, "kind": f"{vendor}-f{family}-m{model}", "name": name,
-            "flags": sorted(has), "os_avx": os_avx}
+    return {
+        "vendor": vendor,
+        "family": family,
+        "model": model,
+        "kind": f"{vendor}-f{family}-m{model}",
+        "name": name,
+        "flags": sorted(has),
+        "os_avx": os_avx,
+    }

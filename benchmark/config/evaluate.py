@@ -4,6 +4,7 @@ One config for the stage, its units and the bundle check: parsed with the params
 (:class:`benchmark.stages.params_config.Params`), completed by the evaluate stage with the suite's name and the data
 index's groups, and handed down to every unit.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -13,7 +14,16 @@ from benchmark.config.typed import check, derived, parse_config
 
 TEST = "test"
 # the knobs that change a unit's rows (the unit cache key); the others choose units or run them
-UNIT_SETTINGS = ("suite", "fits", "n_bootstrap", "bootstrap_splits", "bootstrap_level", "seed", "ece_bins", "sac_threshold")
+UNIT_SETTINGS = (
+    "suite",
+    "fits",
+    "n_bootstrap",
+    "bootstrap_splits",
+    "bootstrap_level",
+    "seed",
+    "ece_bins",
+    "sac_threshold",
+)
 
 
 @dataclass(frozen=True)
@@ -44,13 +54,17 @@ class EvalConfig:
     def validate(self) -> None:
         """The checks across fields: ``balance_range`` null or ``[low, high]`` with low <= high; ``main_fit`` one of
         ``fits``."""
-        if self.balance_range is not None and (len(self.balance_range) != 2 or self.balance_range[0] > self.balance_range[1]):
-            raise ValueError(f"balance_range must be null or [low, high] with low <= high, got {list(self.balance_range)}")
+        if self.balance_range is not None and (
+            len(self.balance_range) != 2 or self.balance_range[0] > self.balance_range[1]
+        ):
+            raise ValueError(
+                f"balance_range must be null or [low, high] with low <= high, got {list(self.balance_range)}"
+            )
         if self.main_fit not in self.fits:
             raise ValueError(f"main_fit {self.main_fit!r} must be one of fits {list(self.fits)}")
 
     @classmethod
-    def from_params(cls, suite: str, raw: dict | None, where: str = "params evaluate") -> "EvalConfig":
+    def from_params(cls, suite: str, raw: dict | None, where: str = "params evaluate") -> EvalConfig:
         """The block ``raw`` of a params file (e.g. a bundle manifest's) for suite ``suite``; ``ValueError`` naming
         ``where`` and the field."""
         return dataclasses.replace(parse_config(cls, raw or {}, where), suite=suite)

@@ -40,6 +40,7 @@ capability really used), a stage says in one line that the committed bytes canno
 Nothing here imports torch: :func:`pin` must run before it (``import benchmark``
 calls it through :mod:`benchmark.config.runtime`).
 """
+
 from __future__ import annotations
 
 import os
@@ -93,9 +94,17 @@ def cpu() -> dict:
         return {"kind": own["kind"], "cpu": own["name"] or platform.processor(), "isa": isa, "cores": os.cpu_count()}
     info = _cpuinfo()
     flags = info.get("flags", "").split()
-    vendor, family, model = info.get("vendor_id", platform.machine()), info.get("cpu family", "?"), info.get("model", "?")
-    return {"kind": f"{vendor}-f{family}-m{model}", "cpu": info.get("model name", platform.processor()),
-            "isa": sorted(f for f in flags if f.startswith(("avx", "amx", "fma"))), "cores": os.cpu_count()}
+    vendor, family, model = (
+        info.get("vendor_id", platform.machine()),
+        info.get("cpu family", "?"),
+        info.get("model", "?"),
+    )
+    return {
+        "kind": f"{vendor}-f{family}-m{model}",
+        "cpu": info.get("model name", platform.processor()),
+        "isa": sorted(f for f in flags if f.startswith(("avx", "amx", "fma"))),
+        "cores": os.cpu_count(),
+    }
 
 
 def pinnable(machine: str | None = None, flags: set[str] | None = None) -> bool:
@@ -142,9 +151,11 @@ def state() -> dict:
     import torch
 
     capability = torch.backends.cpu.get_cpu_capability()
-    return {"numerics": _applied.get("mode", requested_mode()),
-            "pinned": bool(_applied.get("pinned")) and capability == PINNED["ATEN_CPU_CAPABILITY"].upper(),
-            "cpu_capability": capability}
+    return {
+        "numerics": _applied.get("mode", requested_mode()),
+        "pinned": bool(_applied.get("pinned")) and capability == PINNED["ATEN_CPU_CAPABILITY"].upper(),
+        "cpu_capability": capability,
+    }
 
 
 def unpinnable_note() -> str | None:
@@ -153,14 +164,18 @@ def unpinnable_note() -> str | None:
     if not _applied.get("unpinnable"):
         return None
     me = cpu()
-    return (f"numerics: this CPU ({me['cpu'] or me['kind']}, {me['kind']}) has no AVX2 and FMA, so the pinned numerics "
-            f"cannot give the committed bytes here; it runs its own kernels ({state()['cpu_capability']}) and "
-            f"`reproduce check` judges this run's numbers by their noise")
+    return (
+        f"numerics: this CPU ({me['cpu'] or me['kind']}, {me['kind']}) has no AVX2 and FMA, so the pinned numerics "
+        f"cannot give the committed bytes here; it runs its own kernels ({state()['cpu_capability']}) and "
+        f"`reproduce check` judges this run's numbers by their noise"
+    )
 
 
 def check_pinned() -> None:
     """Raise ValueError when pinning was asked for on a CPU that supports it but did not take (torch ran a CPU kernel
     before :mod:`benchmark` was imported): the outputs would not be byte-identical across CPU kinds."""
     if _applied.get("pinned") and not state()["pinned"]:
-        raise ValueError(f"CPU numerics not pinned: torch chose {state()['cpu_capability']} kernels before benchmark "
-                           f"was imported (import benchmark first, or set {ENV}=native to run with this CPU's own kernels)")
+        raise ValueError(
+            f"CPU numerics not pinned: torch chose {state()['cpu_capability']} kernels before benchmark "
+            f"was imported (import benchmark first, or set {ENV}=native to run with this CPU's own kernels)"
+        )

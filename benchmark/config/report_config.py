@@ -1,4 +1,5 @@
 """Settings of the report stage: the ``report:`` block of ``params.yaml``, typed (:mod:`benchmark.config.typed`)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -41,23 +42,30 @@ class ReportConfig:
     reference_family: str = "single"
     reproduction_fits: tuple[str, ...] = ("paper-exact", "converged")
     logits_stages: tuple[str, ...] = ("logits",)
-    formats: tuple[str, ...] = field(default=("png", "svg"), metadata=check(choices=_FORMATS, unique=True))  # [] = no image
+    formats: tuple[str, ...] = field(
+        default=("png", "svg"), metadata=check(choices=_FORMATS, unique=True)
+    )  # [] = no image
     dpi: int = field(default=110, metadata=check(minimum=1))
     headline_metric: str = "aurc"
-    headline_metrics: tuple[str, ...] = field(default=("accuracy", "aurc", "auroc", "nll", "ece", "sac98"),
-                                              metadata=check(choices=_METRIC_NAMES, min_len=1))
+    headline_metrics: tuple[str, ...] = field(
+        default=("accuracy", "aurc", "auroc", "nll", "ece", "sac98"), metadata=check(choices=_METRIC_NAMES, min_len=1)
+    )
     headline_balance: float = field(default=0.2, metadata=check(minimum=0))
     headline_split: str = "test"
-    workers: int = field(default=1, metadata=check(minimum=1))  # processes drawing the Pareto figures (forked; same files)
+    workers: int = field(
+        default=1, metadata=check(minimum=1)
+    )  # processes drawing the Pareto figures (forked; same files)
 
     def validate(self) -> None:
         """Checks across fields (after the field checks of :func:`benchmark.config.typed.parse_config`)."""
         if self.headline_metric not in self.headline_metrics:
-            raise ValueError(f"headline_metric {self.headline_metric!r} must be one of headline_metrics "
-                             f"{list(self.headline_metrics)}")
+            raise ValueError(
+                f"headline_metric {self.headline_metric!r} must be one of headline_metrics "
+                f"{list(self.headline_metrics)}"
+            )
 
     @classmethod
-    def from_params(cls, params: dict | None, *, source: str = "params.yaml") -> "ReportConfig":
+    def from_params(cls, params: dict | None, *, source: str = "params.yaml") -> ReportConfig:
         """Build from a whole params mapping (its ``report`` block, parsed by
         :func:`benchmark.config.typed.parse_config`; absent = the defaults). Raises ``ValueError`` naming ``source``
         and the offending field or value."""

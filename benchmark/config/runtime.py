@@ -23,6 +23,7 @@ the wall and CPU seconds before the stage's own work began (interpreter, imports
 by a stage's entry), and which of the heavy packages (:data:`HEAVY`) it imported. ``python -m benchmark reproduce
 timings`` runs ``dvc repro`` with it set and tabulates the lines per stage (:mod:`benchmark.reproduce.timing`).
 """
+
 from __future__ import annotations
 
 import atexit
@@ -65,8 +66,23 @@ def _process_start() -> float:
         return time.time()
 
 
-HEAVY = ("torch", "timm", "torchvision", "pandas", "pyarrow", "matplotlib", "seaborn", "scipy", "sklearn", "fvcore",
-         "dvc", "jinja2", "safetensors", "numpy", "yaml")  # top-level packages worth tenths of a second or more to import
+HEAVY = (
+    "torch",
+    "timm",
+    "torchvision",
+    "pandas",
+    "pyarrow",
+    "matplotlib",
+    "seaborn",
+    "scipy",
+    "sklearn",
+    "fvcore",
+    "dvc",
+    "jinja2",
+    "safetensors",
+    "numpy",
+    "yaml",
+)  # top-level packages worth tenths of a second or more to import
 _WORK: dict = {}  # the process's start-up: wall and CPU seconds when its stage's own work began (mark_work)
 
 
@@ -85,8 +101,9 @@ def _live_children_cpu() -> tuple[float, float]:
     (Linux /proc; (0, 0) elsewhere): a fork server and the workers it waited for, which ``RUSAGE_CHILDREN`` misses."""
     tick, user, system = os.sysconf("SC_CLK_TCK"), 0.0, 0.0
     try:
-        kids = {int(p) for t in os.listdir("/proc/self/task")
-                for p in open(f"/proc/self/task/{t}/children").read().split()}
+        kids = {
+            int(p) for t in os.listdir("/proc/self/task") for p in open(f"/proc/self/task/{t}/children").read().split()
+        }
     except (OSError, ValueError):
         return 0.0, 0.0
     for pid in kids:
@@ -107,12 +124,19 @@ def _record_timing(path: str, start: float) -> None:
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
     live_user, live_sys = _live_children_cpu()
     end = time.time()
-    line = {"argv": sys.argv, "cwd": os.getcwd(), "dvc_stage": os.environ.get("DVC_STAGE"), "start": round(start, 3), "end": round(end, 3),
-            "wall_s": round(end - start, 3),
-            "user_s": round(ru.ru_utime + kids.ru_utime + live_user, 3),
-            "sys_s": round(ru.ru_stime + kids.ru_stime + live_sys, 3),
-            "max_rss_mb": round(max(ru.ru_maxrss, kids.ru_maxrss) / 1024, 1), "minor_faults": ru.ru_minflt + kids.ru_minflt,
-            "live_children_cpu_s": round(live_user + live_sys, 3)}  # counted here, never by a parent's wait
+    line = {
+        "argv": sys.argv,
+        "cwd": os.getcwd(),
+        "dvc_stage": os.environ.get("DVC_STAGE"),
+        "start": round(start, 3),
+        "end": round(end, 3),
+        "wall_s": round(end - start, 3),
+        "user_s": round(ru.ru_utime + kids.ru_utime + live_user, 3),
+        "sys_s": round(ru.ru_stime + kids.ru_stime + live_sys, 3),
+        "max_rss_mb": round(max(ru.ru_maxrss, kids.ru_maxrss) / 1024, 1),
+        "minor_faults": ru.ru_minflt + kids.ru_minflt,
+        "live_children_cpu_s": round(live_user + live_sys, 3),
+    }  # counted here, never by a parent's wait
     if _WORK:
         line.update(startup_wall_s=round(_WORK["wall"] - start, 3), startup_cpu_s=round(_WORK["cpu"], 3))
     line["imports"] = [m for m in HEAVY if m in sys.modules]  # what it imported of them, by its end

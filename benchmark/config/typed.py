@@ -10,6 +10,7 @@ entry. Used by the methods (:mod:`benchmark.methods.registry`: their params entr
 entries), :mod:`benchmark.models.train` (recipes), :mod:`benchmark.stages.params_config` (params.yaml) and
 :mod:`benchmark.data.paper.suites` (suite files).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -26,12 +27,26 @@ if TYPE_CHECKING:
 T = TypeVar("T", bound="DataclassInstance")  # the dataclass a params block is parsed into
 
 
-def check(*, minimum: float | None = None, above: float | None = None, maximum: float | None = None,
-          choices: Collection[str] | None = None, min_len: int = 0, unique: bool = False,
-          inf: bool = False) -> dict[str, Any]:
+def check(
+    *,
+    minimum: float | None = None,
+    above: float | None = None,
+    maximum: float | None = None,
+    choices: Collection[str] | None = None,
+    min_len: int = 0,
+    unique: bool = False,
+    inf: bool = False,
+) -> dict[str, Any]:
     """Field metadata: bounds of a number (``inf``: infinity allowed), choices of a text, a list's length."""
-    return {"minimum": minimum, "above": above, "maximum": maximum, "choices": choices, "min_len": min_len,
-            "unique": unique, "inf": inf}
+    return {
+        "minimum": minimum,
+        "above": above,
+        "maximum": maximum,
+        "choices": choices,
+        "min_len": min_len,
+        "unique": unique,
+        "inf": inf,
+    }
 
 
 def derived() -> dict[str, Any]:
@@ -59,7 +74,9 @@ def _check_value(where: str, key: str, value: Any, typ: Any, meta: dict) -> Any:
     elif typ is float:
         if meta.get("inf") and isinstance(value, float) and value == float("inf"):
             return value
-        check_number(where, key, value, minimum=meta.get("minimum"), above=meta.get("above"), maximum=meta.get("maximum"))
+        check_number(
+            where, key, value, minimum=meta.get("minimum"), above=meta.get("above"), maximum=meta.get("maximum")
+        )
     elif typ is str:
         check_text(where, key, value, choices=meta.get("choices"))
     elif origin in (list, tuple) or typ in (list, tuple):
@@ -101,16 +118,24 @@ def parse_config(cls: type[T], raw: Any, where: str, **given: Any) -> T:
     missing or mistyped keys are one ``ValueError`` naming ``where`` (file and entry) and the field; numbers given
     as strings get YAML's hint. ``given``: fields the caller supplies (a zoo entry's name), not keys of ``raw``.
     Then ``cls.validate(obj)`` (if defined): the checks across fields, its ``ValueError`` prefixed with ``where``."""
-    fields = {f.name: f for f in dataclasses.fields(cls) if f.name not in given and f.init and not f.metadata.get("derived")}
-    required = {n for n, f in fields.items() if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
+    fields = {
+        f.name: f for f in dataclasses.fields(cls) if f.name not in given and f.init and not f.metadata.get("derived")
+    }
+    required = {
+        n for n, f in fields.items() if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    }
     if not isinstance(raw, dict):
-        raise ValueError(f"{where}: must be a mapping with keys {sorted(required)} (+ optional {sorted(set(fields) - required)}), "
-                         f"got {raw!r}")
+        raise ValueError(
+            f"{where}: must be a mapping with keys {sorted(required)} (+ optional {sorted(set(fields) - required)}), "
+            f"got {raw!r}"
+        )
     missing, unknown = sorted(required - set(raw)), sorted(set(raw) - set(fields))
     if missing or unknown:
         raise ValueError(f"{where}: missing keys {missing}, unknown keys {unknown}; allowed: {sorted(fields)}")
     hints = typing.get_type_hints(cls)
-    values = {name: _check_value(where, name, value, hints[name], dict(fields[name].metadata)) for name, value in raw.items()}
+    values = {
+        name: _check_value(where, name, value, hints[name], dict(fields[name].metadata)) for name, value in raw.items()
+    }
     try:
         obj = cls(**values, **given)
         if hasattr(obj, "validate"):

@@ -6,6 +6,7 @@ duplicate key or a tag that would build a Python object (YAML is read as data
 only: :class:`yaml.SafeLoader`). Loaders pass their own error class (a
 ``ValueError``), so each command reports its own kind of error.
 """
+
 from __future__ import annotations
 
 import math
@@ -37,7 +38,9 @@ class UniqueKeyLoader(yaml.SafeLoader):
                 continue
             key = self.construct_object(key_node, deep=deep)
             if key in seen:
-                raise _DuplicateKey(f"duplicate key {key!r} at line {key_node.start_mark.line + 1}: names must be unique")
+                raise _DuplicateKey(
+                    f"duplicate key {key!r} at line {key_node.start_mark.line + 1}: names must be unique"
+                )
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
 
@@ -58,8 +61,14 @@ def yaml_problem(e: yaml.YAMLError) -> str:
     return f"{where}not valid YAML ({context + ': ' if context else ''}{problem})"
 
 
-def read_yaml(path: str | os.PathLike[str], *, what: str = "YAML file", error: type[ValueError] = YAMLInputError, mapping: bool = True,
-              allow_empty: bool = False) -> Any:
+def read_yaml(
+    path: str | os.PathLike[str],
+    *,
+    what: str = "YAML file",
+    error: type[ValueError] = YAMLInputError,
+    mapping: bool = True,
+    allow_empty: bool = False,
+) -> Any:
     """The data of YAML file ``path``; ``error`` (one line naming the file) when it cannot be read as such.
 
     ``mapping``: the top level must be a mapping. ``allow_empty``: an empty file is ``{}``
@@ -85,7 +94,9 @@ def read_yaml(path: str | os.PathLike[str], *, what: str = "YAML file", error: t
             return {} if mapping else None
         raise error(f"{path}: the {what} is empty")
     if mapping and not isinstance(data, dict):
-        raise error(f"{path}: the {what} must be a mapping (key: value lines) at the top level, got {type(data).__name__}")
+        raise error(
+            f"{path}: the {what} must be a mapping (key: value lines) at the top level, got {type(data).__name__}"
+        )
     return data
 
 
@@ -97,14 +108,24 @@ def check_int(where: str, key: str, value: Any, *, minimum: int | None = None, o
     if value is None and optional:
         return
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{where}: {key} must be an integer{f' >= {minimum}' if minimum is not None else ''}, "
-                         f"got {value!r} ({type(value).__name__})")
+        raise ValueError(
+            f"{where}: {key} must be an integer{f' >= {minimum}' if minimum is not None else ''}, "
+            f"got {value!r} ({type(value).__name__})"
+        )
     if minimum is not None and value < minimum:
         raise ValueError(f"{where}: {key} must be an integer >= {minimum}, got {value!r}")
 
 
-def check_number(where: str, key: str, value: Any, *, minimum: float | None = None, above: float | None = None,
-                 maximum: float | None = None, optional: bool = False) -> None:
+def check_number(
+    where: str,
+    key: str,
+    value: Any,
+    *,
+    minimum: float | None = None,
+    above: float | None = None,
+    maximum: float | None = None,
+    optional: bool = False,
+) -> None:
     """``value`` must be a finite number (int or float, not a bool or a string) within the bounds given.
 
     A string that reads as a number gets a hint: YAML 1.1 (PyYAML) reads ``1e-3``
@@ -113,13 +134,17 @@ def check_number(where: str, key: str, value: Any, *, minimum: float | None = No
     if value is None and optional:
         return
     if isinstance(value, str) and _FLOAT_TEXT.match(value.strip()):
-        raise ValueError(f"{where}: {key} must be a number, got the string {value!r}: YAML 1.1 reads a number in "
-                         f"exponent notation without a dot as a string; write it with a dot, e.g. 1.0e-3 for 1e-3")
+        raise ValueError(
+            f"{where}: {key} must be a number, got the string {value!r}: YAML 1.1 reads a number in "
+            f"exponent notation without a dot as a string; write it with a dot, e.g. 1.0e-3 for 1e-3"
+        )
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise ValueError(f"{where}: {key} must be a finite number, got {value!r} ({type(value).__name__})")
-    bounds = [(minimum, value >= minimum if minimum is not None else True, ">="),
-              (above, value > above if above is not None else True, ">"),
-              (maximum, value <= maximum if maximum is not None else True, "<=")]
+    bounds = [
+        (minimum, value >= minimum if minimum is not None else True, ">="),
+        (above, value > above if above is not None else True, ">"),
+        (maximum, value <= maximum if maximum is not None else True, "<="),
+    ]
     for bound, ok, op in bounds:
         if not ok:
             raise ValueError(f"{where}: {key} must be {op} {bound}, got {value!r}")

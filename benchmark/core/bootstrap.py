@@ -12,6 +12,7 @@ same samples see the same resamples (a paired bootstrap).
 Counts are float32 (exact integers; float64 from N = 2^24 on); sums of real-valued
 per-sample terms and everything on ranks are accumulated in float64.
 """
+
 from __future__ import annotations
 
 import functools
@@ -57,7 +58,11 @@ def resample_indices(n: int, n_bootstrap: int, seed: int, chunk: int = DEFAULT_C
     The draws depend only on the arguments; up to :data:`KEEP_DRAWS` indices in all they
     are kept (read-only) for the next call with the same arguments (every prediction
     on the same samples is resampled alike)."""
-    return iter(_kept(n, n_bootstrap, seed, chunk)) if n * n_bootstrap <= KEEP_DRAWS else _draw(n, n_bootstrap, seed, chunk)
+    return (
+        iter(_kept(n, n_bootstrap, seed, chunk))
+        if n * n_bootstrap <= KEEP_DRAWS
+        else _draw(n, n_bootstrap, seed, chunk)
+    )
 
 
 def counts_in_sorted_order(stats: SampleStats, idx: torch.Tensor) -> torch.Tensor:
@@ -68,7 +73,14 @@ def counts_in_sorted_order(stats: SampleStats, idx: torch.Tensor) -> torch.Tenso
     return counts.scatter_add_(1, stats.rank[idx], torch.ones(1, 1, dtype=dtype).expand(idx.shape))
 
 
-def bootstrap_samples(stats: Sequence[SampleStats], n_bootstrap: int, seed: int, *, sac_threshold: float = 0.98, chunk: int = DEFAULT_CHUNK) -> list[dict[str, torch.Tensor]]:
+def bootstrap_samples(
+    stats: Sequence[SampleStats],
+    n_bootstrap: int,
+    seed: int,
+    *,
+    sac_threshold: float = 0.98,
+    chunk: int = DEFAULT_CHUNK,
+) -> list[dict[str, torch.Tensor]]:
     """Every metric on ``n_bootstrap`` shared resamples, for each of ``stats``.
 
     All ``stats`` must describe the same N samples (in the same input order).

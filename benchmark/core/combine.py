@@ -23,6 +23,7 @@ Single models and ensembles use this module's explicit ``exp / sum`` softmax
 (the evaluate stage's method and ensemble rows); ``torch.softmax`` differs from it
 in the last float bit, so switching would change published numbers.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
@@ -56,8 +57,10 @@ class Prediction:
     def __post_init__(self) -> None:
         p, y, c = self.probs, self.prediction, self.confidence
         if p.ndim != 2 or y.shape != p.shape[:1] or c.shape != p.shape[:1]:
-            raise InputError(f"Prediction: need probs (N, C), prediction (N,), confidence (N,); got {tuple(p.shape)}, "
-                             f"{tuple(y.shape)}, {tuple(c.shape)}")
+            raise InputError(
+                f"Prediction: need probs (N, C), prediction (N,), confidence (N,); got {tuple(p.shape)}, "
+                f"{tuple(y.shape)}, {tuple(c.shape)}"
+            )
 
 
 def _check_temperature(t: float, name: str) -> float:
@@ -72,7 +75,9 @@ def _softmax_(block: torch.Tensor) -> None:
     block.div_(block.sum(1, keepdim=True))
 
 
-def _rowwise(like: torch.Tensor, fill: Callable[[slice, torch.Tensor], None]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _rowwise(
+    like: torch.Tensor, fill: Callable[[slice, torch.Tensor], None]
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Build probabilities in cache-sized row chunks, with a single (N, C) allocation.
 
     ``fill(rows, out)`` writes the probabilities of ``rows`` into ``out``. Returns
@@ -108,8 +113,9 @@ def single_prediction(logits: TensorLike, temperature: float = 1.0) -> Predictio
     return Prediction(probs=probs, prediction=pred, confidence=conf)
 
 
-def duo_weights(variant: str, *, fit: DuoFit | None = None,
-                single_temperatures: tuple[float, float] | None = None) -> tuple[float, float]:
+def duo_weights(
+    variant: str, *, fit: DuoFit | None = None, single_temperatures: tuple[float, float] | None = None
+) -> tuple[float, float]:
     """The mixture weights ``(w_b, w_s)`` of a duo variant: the fitted ``(fit.w_base, fit.w_side)``
     for ``weighted`` and ``uq_only``, ``(1 / (2 T_base), 1 / (2 T_side))`` for ``unweighted``."""
     check_choice(variant, "variant", DUO_VARIANTS)

@@ -10,9 +10,11 @@ Pretrained weights used as they are (a recipe with ``epochs: 0``) cost nothing. 
 (``results/timings.json`` has the wall seconds of each stage). Pure functions of the records: the evaluate stage adds
 costs up without the code that counts or measures them.
 """
+
 from __future__ import annotations
 
 import numbers
+from collections.abc import Sequence
 
 BUDGET = ("train_images", "train_params")  # a row's training budget (results schema columns of the same names)
 
@@ -22,25 +24,36 @@ def train_budget(epochs: int, images: int, trainable_params: int, members: int =
     ``members`` full forward passes (the M members of an SVE or a LoRA-Ensemble; 1 for a model or a shared backbone),
     updating ``trainable_params`` parameters (all members together). ``epochs`` 0 (pretrained weights used as they
     are) costs nothing."""
-    for name, v in (("epochs", epochs), ("images", images), ("trainable_params", trainable_params), ("members", members)):
+    for name, v in (
+        ("epochs", epochs),
+        ("images", images),
+        ("trainable_params", trainable_params),
+        ("members", members),
+    ):
         if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 0:
             raise ValueError(f"training budget: {name} must be an integer >= 0, got {v!r}")
     epochs, images, trainable_params, members = int(epochs), int(images), int(trainable_params), int(members)
     trained = epochs > 0 and images > 0 and members > 0
-    return {"train_images": epochs * images * members if trained else 0, "train_params": trainable_params if trained else 0}
+    return {
+        "train_images": epochs * images * members if trained else 0,
+        "train_params": trainable_params if trained else 0,
+    }
 
 
-def sum_budget(costs: dict, names) -> dict:
+def sum_budget(costs: dict, names: Sequence[str]) -> dict:
     """The budget of the training runs behind ``names`` (``costs``: model -> its cost record with :data:`BUDGET`),
     summed; NaN where a record lacks it (not recorded)."""
     return {k: float(sum(float(costs[m].get(k, float("nan"))) for m in names)) for k in BUDGET}
 
 
-def sum_cost(costs: dict, members) -> dict:
+def sum_cost(costs: dict, members: Sequence[str]) -> dict:
     """Cost of running ``members`` one after the other (``costs``: model -> its cost record): GFLOPs and parameters add,
     throughput = 1 / sum(1 / throughput); ``balance`` = sidekick / base GFLOPs for a pair (NaN otherwise); the
     training budgets add (:func:`sum_budget`: a duo or deep ensemble trained every member)."""
-    return {"gflops": sum(costs[m]["gflops"] for m in members), "params": sum(costs[m]["params"] for m in members),
-            "throughput": 1.0 / sum(1.0 / costs[m]["throughput"] for m in members),
-            "balance": costs[members[1]]["gflops"] / costs[members[0]]["gflops"] if len(members) == 2 else float("nan"),
-            **sum_budget(costs, members)}
+    return {
+        "gflops": sum(costs[m]["gflops"] for m in members),
+        "params": sum(costs[m]["params"] for m in members),
+        "throughput": 1.0 / sum(1.0 / costs[m]["throughput"] for m in members),
+        "balance": costs[members[1]]["gflops"] / costs[members[0]]["gflops"] if len(members) == 2 else float("nan"),
+        **sum_budget(costs, members),
+    }

@@ -14,6 +14,7 @@ consistent with :mod:`benchmark.core.metrics` by construction:
   count, mean accuracy and mean confidence. ``sum(count/N * |accuracy -
   confidence|) == ece``.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -37,14 +38,14 @@ def risk_coverage(confidence: ArrayLike, correct: ArrayLike) -> dict[str, np.nda
     order = np.argsort(-s, kind="stable")
     s, err = s[order], 1.0 - c[order]
     n = len(s)
-    ends = np.flatnonzero(np.r_[s[1:] != s[:-1], True]) + 1   # group end positions K_g (1-based, exclusive)
+    ends = np.flatnonzero(np.r_[s[1:] != s[:-1], True]) + 1  # group end positions K_g (1-based, exclusive)
     starts = np.r_[0, ends[:-1]]
     cum = np.r_[0.0, np.cumsum(err)]
     k = np.arange(1, n + 1, dtype=np.float64)
     group = np.repeat(np.arange(len(ends)), ends - starts)
     k0, k1 = starts[group].astype(np.float64), ends[group].astype(np.float64)
     e0, e1 = cum[starts[group]], cum[ends[group]]
-    errors = e0 + (k - k0) * (e1 - e0) / (k1 - k0)           # E(k), linear inside each tie group
+    errors = e0 + (k - k0) * (e1 - e0) / (k1 - k0)  # E(k), linear inside each tie group
     return {"coverage": k / n, "selective_risk": errors / k, "generalized_risk": errors / n}
 
 

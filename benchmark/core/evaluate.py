@@ -5,6 +5,7 @@
 paired bootstrap (both see the same resamples). Point values are computed in
 float64 on the data itself; see :mod:`benchmark.core.bootstrap` for the resamples.
 """
+
 from __future__ import annotations
 
 from benchmark.core.bootstrap import bootstrap_samples, check_bootstrap_args, percentile_interval, two_sided_p_value
@@ -19,7 +20,9 @@ _NAN = float("nan")
 def _stats(pred: Prediction, labels: TensorLike, name: str, ece_bins: int, brier: str) -> SampleStats:
     if not isinstance(pred, Prediction):
         raise InputError(f"{name}: must be a Prediction record, got {type(pred).__name__}")
-    return sample_stats(pred.probs, labels, confidence=pred.confidence, prediction=pred.prediction, ece_bins=ece_bins, brier=brier)
+    return sample_stats(
+        pred.probs, labels, confidence=pred.confidence, prediction=pred.prediction, ece_bins=ece_bins, brier=brier
+    )
 
 
 def evaluate(
@@ -40,12 +43,18 @@ def evaluate(
     """
     check_bootstrap_args(n_bootstrap, level)
     sac_threshold = check_sac_threshold(sac_threshold)
-    return evaluate_stats(_stats(pred, labels, "pred", ece_bins, brier), n_bootstrap=n_bootstrap, seed=seed, level=level,
-                          sac_threshold=sac_threshold)
+    return evaluate_stats(
+        _stats(pred, labels, "pred", ece_bins, brier),
+        n_bootstrap=n_bootstrap,
+        seed=seed,
+        level=level,
+        sac_threshold=sac_threshold,
+    )
 
 
-def evaluate_stats(stats: SampleStats, *, n_bootstrap: int = 1000, seed: int = 0, level: float = 0.95,
-                   sac_threshold: float = 0.98) -> dict[str, tuple[float, float, float]]:
+def evaluate_stats(
+    stats: SampleStats, *, n_bootstrap: int = 1000, seed: int = 0, level: float = 0.95, sac_threshold: float = 0.98
+) -> dict[str, tuple[float, float, float]]:
     """:func:`evaluate` of a prediction given by its :class:`~benchmark.core.samples.SampleStats`."""
     check_bootstrap_args(n_bootstrap, level)
     sac_threshold = check_sac_threshold(sac_threshold)
@@ -78,12 +87,25 @@ def paired_difference(
     """
     check_bootstrap_args(n_bootstrap, level)
     sac_threshold = check_sac_threshold(sac_threshold)
-    return paired_difference_stats(_stats(pred_a, labels, "pred_a", ece_bins, brier), _stats(pred_b, labels, "pred_b", ece_bins, brier),
-                                   n_bootstrap=n_bootstrap, seed=seed, level=level, sac_threshold=sac_threshold)
+    return paired_difference_stats(
+        _stats(pred_a, labels, "pred_a", ece_bins, brier),
+        _stats(pred_b, labels, "pred_b", ece_bins, brier),
+        n_bootstrap=n_bootstrap,
+        seed=seed,
+        level=level,
+        sac_threshold=sac_threshold,
+    )
 
 
-def paired_difference_stats(sa: SampleStats, sb: SampleStats, *, n_bootstrap: int = 1000, seed: int = 0, level: float = 0.95,
-                            sac_threshold: float = 0.98) -> dict[str, dict[str, float]]:
+def paired_difference_stats(
+    sa: SampleStats,
+    sb: SampleStats,
+    *,
+    n_bootstrap: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+    sac_threshold: float = 0.98,
+) -> dict[str, dict[str, float]]:
     """:func:`paired_difference` of two predictions given by their :class:`~benchmark.core.samples.SampleStats`."""
     check_bootstrap_args(n_bootstrap, level)
     sac_threshold = check_sac_threshold(sac_threshold)

@@ -8,6 +8,7 @@ the classes present: in ``y`` or ``yhat`` (``present="union"``, scikit-learn ``f
 ``y`` only (``present="true"``, the WILDS convention ``labels=unique(y_true)``). Its own module so that training,
 which selects by it, depends on this definition and not on the rest of the metrics.
 """
+
 from __future__ import annotations
 
 import torch
@@ -34,7 +35,9 @@ def macro_f1_table(tp: torch.Tensor, true: torch.Tensor, predicted: torch.Tensor
 PRESENT = ("union", "true")
 
 
-def labelled(pred: TensorLike, labels: TensorLike, groups: TensorLike | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def labelled(
+    pred: TensorLike, labels: TensorLike, groups: TensorLike | None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``pred``, ``labels`` and ``groups`` (None: one group) checked as (N,) integer tensors."""
     y = as_labels(labels, "labels")
     yhat = as_labels(pred, "pred", n=y.shape[0])
@@ -43,7 +46,9 @@ def labelled(pred: TensorLike, labels: TensorLike, groups: TensorLike | None) ->
     return yhat, y, as_labels(groups, "groups", n=y.shape[0])
 
 
-def class_counts(yhat: torch.Tensor, y: torch.Tensor, g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+def class_counts(
+    yhat: torch.Tensor, y: torch.Tensor, g: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """(TP, T, P) as (G, C) int64 tables and n (G,)."""
     n_groups, n_cls = int(g.max()) + 1, int(torch.maximum(y.max(), yhat.max())) + 1
     size = n_groups * n_cls

@@ -15,6 +15,7 @@ ids ``g`` (N,) (non-negative integers; group ``k`` is every sample with
 Counting and the F1 itself are :mod:`benchmark.core.f1`'s (``bincount`` over ``k * C + c``, no ``torch_scatter``;
 :func:`~benchmark.core.f1.macro_f1_table`, as for the bootstrap).
 """
+
 from __future__ import annotations
 
 import torch
@@ -31,7 +32,9 @@ def group_accuracy(pred: TensorLike, labels: TensorLike, groups: TensorLike) -> 
     return torch.where(n > 0, correct / n.clamp_min(1), torch.full_like(correct, float("nan"))), n
 
 
-def group_macro_f1(pred: TensorLike, labels: TensorLike, groups: TensorLike, *, present: str = "union") -> tuple[torch.Tensor, torch.Tensor]:
+def group_macro_f1(
+    pred: TensorLike, labels: TensorLike, groups: TensorLike, *, present: str = "union"
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-group macro F1 (G,) float64 (NaN for an empty group id) and group sizes (G,) int64."""
     check_choice(present, "present", PRESENT)
     tp, true, predicted, n = class_counts(*labelled(pred, labels, groups))
@@ -42,18 +45,24 @@ def worst_group(values: torch.Tensor, counts: torch.Tensor, *, min_count: int = 
     """(lowest value, its group id) over the groups with ``counts >= min_count``."""
     v, c = torch.as_tensor(values, dtype=torch.float64), torch.as_tensor(counts)
     if v.shape != c.shape or v.ndim != 1:
-        raise InputError(f"worst_group: values and counts must be (G,) of the same shape, got {tuple(v.shape)} and {tuple(c.shape)}")
+        raise InputError(
+            f"worst_group: values and counts must be (G,) of the same shape, got {tuple(v.shape)} and {tuple(c.shape)}"
+        )
     if isinstance(min_count, bool) or not isinstance(min_count, int) or min_count < 1:
         raise InputError(f"worst_group: min_count must be a positive integer, got {min_count!r}")
     keep = c >= min_count
     if not keep.any():
-        raise InputError(f"worst_group: no group has at least {min_count} samples (largest has {int(c.max()) if c.numel() else 0})")
+        raise InputError(
+            f"worst_group: no group has at least {min_count} samples (largest has {int(c.max()) if c.numel() else 0})"
+        )
     masked = torch.where(keep, v, torch.full_like(v, float("inf")))
     k = int(torch.argmin(masked))
     return float(v[k]), k
 
 
-def group_summary(pred: TensorLike, labels: TensorLike, groups: TensorLike, *, min_count: int = 1, present: str = "union") -> dict[str, float]:
+def group_summary(
+    pred: TensorLike, labels: TensorLike, groups: TensorLike, *, min_count: int = 1, present: str = "union"
+) -> dict[str, float]:
     """Overall and group-aware scores: accuracy, macro_f1, mean/worst group accuracy and macro F1, n_groups.
 
     Means and minima are over the groups with at least ``min_count`` samples.

@@ -1,4 +1,5 @@
 """Loss and uncertainty scores of multi-member predictions: member logits (M, B, C) of an ensemble."""
+
 from __future__ import annotations
 
 import torch
@@ -53,5 +54,10 @@ def member_uncertainty(logits: Tensor) -> dict[str, Tensor]:
     predictive = _entropy(mean)
     expected = _entropy(probs).mean(0)
     disagreement = (probs.argmax(-1) != mean.argmax(-1)).float().mean(0)
-    return {"probs_mean": mean, "predictive_entropy": predictive, "expected_entropy": expected,
-            "mutual_information": (predictive - expected).clamp_min(0), "disagreement": disagreement}
+    return {
+        "probs_mean": mean,
+        "predictive_entropy": predictive,
+        "expected_entropy": expected,
+        "mutual_information": (predictive - expected).clamp_min(0),
+        "disagreement": disagreement,
+    }

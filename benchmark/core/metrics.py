@@ -27,6 +27,7 @@ Every metric is computed from per-sample quantities sorted once by confidence;
 :func:`metrics_from_counts` evaluates all of them for many sample weightings at
 once, which is how the bootstrap (:mod:`benchmark.core.bootstrap`) works.
 """
+
 from __future__ import annotations
 
 from numbers import Real
@@ -45,7 +46,20 @@ def sac_key(threshold: float) -> str:
 
 def metric_names(sac_threshold: float = 0.98) -> tuple[str, ...]:
     """Keys of :func:`compute_metrics`, in order."""
-    return ("accuracy", "macro_f1", "macro_f1_wilds", "brier", "nll", "ece", "auroc", "aurc", "aurc_trapezoid", "eaurc", "augrc", sac_key(sac_threshold))
+    return (
+        "accuracy",
+        "macro_f1",
+        "macro_f1_wilds",
+        "brier",
+        "nll",
+        "ece",
+        "auroc",
+        "aurc",
+        "aurc_trapezoid",
+        "eaurc",
+        "augrc",
+        sac_key(sac_threshold),
+    )
 
 
 def _macro_f1(stats: SampleStats, w: torch.Tensor, w_err: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -63,8 +77,15 @@ def _lookup(table: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
     return table.index_select(0, idx.flatten()).view(idx.shape)
 
 
-def _group_terms(g: GroupIndex, cum: torch.Tensor, cum_err: torch.Tensor, tables: tuple[torch.Tensor, torch.Tensor],
-                 n: int, max_risk: float, pure: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+def _group_terms(
+    g: GroupIndex,
+    cum: torch.Tensor,
+    cum_err: torch.Tensor,
+    tables: tuple[torch.Tensor, torch.Tensor],
+    n: int,
+    max_risk: float,
+    pure: bool,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Row sums of the error-group terms of :func:`metrics_from_counts`, the SAC candidate and the groups' error
     rates (1 in every non-empty pure group)."""
     f64 = torch.float64
@@ -93,7 +114,9 @@ def _group_terms(g: GroupIndex, cum: torch.Tensor, cum_err: torch.Tensor, tables
     return risk, gen, pairs, sac, rate
 
 
-def metrics_from_counts(stats: SampleStats, counts: torch.Tensor, *, sac_threshold: float = 0.98) -> dict[str, torch.Tensor]:
+def metrics_from_counts(
+    stats: SampleStats, counts: torch.Tensor, *, sac_threshold: float = 0.98
+) -> dict[str, torch.Tensor]:
     """All metrics for ``B`` weightings of the samples at once.
 
     ``counts`` (B, N+1), float32 or float64 (exact integers), holds how often
@@ -139,7 +162,9 @@ def metrics_from_counts(stats: SampleStats, counts: torch.Tensor, *, sac_thresho
     correct_tot = n - e_tot
     optimal = (e_tot - correct_tot * (harm[n] - _lookup(harm, correct_tot.long()))) / n
     sac_all = torch.where(e_tot / n <= max_risk, float(n), 0.0)
-    trapezoid = (risk_sum - 0.5 * (risk_1 + e_tot / n)) / (n - 1) if n >= 2 else torch.full((b,), float("nan"), dtype=f64)
+    trapezoid = (
+        (risk_sum - 0.5 * (risk_1 + e_tot / n)) / (n - 1) if n >= 2 else torch.full((b,), float("nan"), dtype=f64)
+    )
     return {
         "accuracy": sums[:, 0] / n,
         **_macro_f1(stats, counts, w_err),
@@ -169,8 +194,16 @@ def check_sac_threshold(t: float) -> float:
     return float(t)
 
 
-def compute_metrics(probs: TensorLike, labels: TensorLike, *, confidence: TensorLike | None = None,
-                    prediction: TensorLike | None = None, ece_bins: int = 15, sac_threshold: float = 0.98, brier: str = "usual") -> dict[str, float]:
+def compute_metrics(
+    probs: TensorLike,
+    labels: TensorLike,
+    *,
+    confidence: TensorLike | None = None,
+    prediction: TensorLike | None = None,
+    ece_bins: int = 15,
+    sac_threshold: float = 0.98,
+    brier: str = "usual",
+) -> dict[str, float]:
     r"""Every metric of one set of predictions (see the module docstring for ties).
 
     With ``c_i = [yhat_i == y_i]``, ``q_i = max_c p_ic`` and ``a_i = [argmax_c p_ic == y_i]``:

@@ -48,6 +48,7 @@ below ``FACTOR`` times the largest seed sd of a model alone
 (:func:`reference_noise`, :func:`noise_dominated`): retraining one model would
 reorder the ranking.
 """
+
 from __future__ import annotations
 
 import json
@@ -102,7 +103,9 @@ def seed_groups(zoo: dict) -> list[SeedGroup]:
         f = _fields(entry)
         if f is None or f.get(SEED_FIELD) is None:
             continue
-        key = json.dumps({k: v for k, v in f.items() if k != SEED_FIELD and k not in IGNORED_FIELDS}, sort_keys=True, default=str)
+        key = json.dumps(
+            {k: v for k, v in f.items() if k != SEED_FIELD and k not in IGNORED_FIELDS}, sort_keys=True, default=str
+        )
         buckets.setdefault(key, []).append((f[SEED_FIELD], str(name)))
         archs.setdefault(key, str(f.get("arch") or name))
     out, labels = [], set()
@@ -131,9 +134,14 @@ def seedless(rows: pd.DataFrame, groups: list[SeedGroup]) -> pd.DataFrame:
     def one(name: str) -> str:
         return to.get(name, name)
 
-    return pd.DataFrame({"base": rows["base"].astype(str).map(one), "sidekick": rows["sidekick"].fillna("").astype(str).map(one),
-                         "members": rows["members"].astype(str).map(lambda m: "+".join(one(x) for x in m.split("+")))},
-                        index=rows.index)
+    return pd.DataFrame(
+        {
+            "base": rows["base"].astype(str).map(one),
+            "sidekick": rows["sidekick"].fillna("").astype(str).map(one),
+            "members": rows["members"].astype(str).map(lambda m: "+".join(one(x) for x in m.split("+"))),
+        },
+        index=rows.index,
+    )
 
 
 def seed_spread(rows: pd.DataFrame, groups: list[SeedGroup]) -> pd.DataFrame:
@@ -153,8 +161,9 @@ def seed_spread(rows: pd.DataFrame, groups: list[SeedGroup]) -> pd.DataFrame:
     if df.empty:
         return pd.DataFrame(columns=cols)
     g = df.groupby(SPREAD_KEY + MODEL_COLUMNS, sort=True)
-    out = g["value"].agg(n="size", mean="mean", sd=lambda v: float(np.std(v, ddof=1)) if len(v) >= 2 else math.nan,
-                         min="min", max="max")
+    out = g["value"].agg(
+        n="size", mean="mean", sd=lambda v: float(np.std(v, ddof=1)) if len(v) >= 2 else math.nan, min="min", max="max"
+    )
     out = out[(out["n"] >= 2) & (g["model"].nunique() >= 2)].reset_index()
     return out[cols]
 
@@ -184,8 +193,14 @@ def fallback_spread(spread: pd.DataFrame, by: Sequence[str] = ("split", "metric"
     return idx[[*by, "sd", "n"]].reset_index(drop=True)
 
 
-def seed_sd(rows: pd.DataFrame, groups: list[SeedGroup], *, spread: pd.DataFrame | None = None, own: str = "all",
-            fallback: pd.DataFrame | None = None) -> pd.DataFrame:
+def seed_sd(
+    rows: pd.DataFrame,
+    groups: list[SeedGroup],
+    *,
+    spread: pd.DataFrame | None = None,
+    own: str = "all",
+    fallback: pd.DataFrame | None = None,
+) -> pd.DataFrame:
     """Each row's seed spread, same index as ``rows``: ``sd_seed``, ``seeds`` (rows it was measured over; 0 when
     none) and ``seed_source``: ``own`` (the sd of the row's seed siblings, :func:`seed_spread`), ``fallback`` (the
     largest sd of the row's ``(split, metric)``: ``fallback``, default :func:`fallback_spread` of ``spread``) or
@@ -203,10 +218,13 @@ def seed_sd(rows: pd.DataFrame, groups: list[SeedGroup], *, spread: pd.DataFrame
     mine = keyed.merge(spread[SPREAD_KEY + MODEL_COLUMNS + ["sd", "n"]], on=SPREAD_KEY + MODEL_COLUMNS, how="left")
     fb = keyed[["split", "metric"]].merge(fallback[["split", "metric", "sd", "n"]], on=["split", "metric"], how="left")
     if {"family", "method"} <= set(fallback.columns):  # a finer fallback first: the same family and method
-        fine = keyed[["split", "metric", "family", "method"]].merge(fallback, on=["split", "metric", "family", "method"],
-                                                                     how="left")
+        fine = keyed[["split", "metric", "family", "method"]].merge(
+            fallback, on=["split", "metric", "family", "method"], how="left"
+        )
         coarse = fallback[fallback["family"].isna()] if "family" in fallback else fallback.iloc[:0]
-        fb = keyed[["split", "metric"]].merge(coarse[["split", "metric", "sd", "n"]], on=["split", "metric"], how="left")
+        fb = keyed[["split", "metric"]].merge(
+            coarse[["split", "metric", "sd", "n"]], on=["split", "metric"], how="left"
+        )
         take = fine["sd"].notna().to_numpy()
         fb.loc[take, ["sd", "n"]] = fine.loc[take, ["sd", "n"]].to_numpy()
     to = group_of(groups)
@@ -221,7 +239,9 @@ def seed_sd(rows: pd.DataFrame, groups: list[SeedGroup], *, spread: pd.DataFrame
     return pd.DataFrame({"sd_seed": sd, "seeds": np.nan_to_num(n).astype(int), "seed_source": source}, index=rows.index)
 
 
-def row_noise(rows: pd.DataFrame, groups: list[SeedGroup], *, level: float, spread: pd.DataFrame | None = None) -> pd.DataFrame:
+def row_noise(
+    rows: pd.DataFrame, groups: list[SeedGroup], *, level: float, spread: pd.DataFrame | None = None
+) -> pd.DataFrame:
     """Each row's noise, same index as ``rows``: ``sd_seed``, ``seeds`` (the rows its spread was measured
     over; 0 when none), ``seed_source`` (own: every model of the row is in a seed group and the row has seed
     siblings | fallback | none; :func:`seed_sd`), ``se_boot`` and ``noise =
@@ -229,8 +249,10 @@ def row_noise(rows: pd.DataFrame, groups: list[SeedGroup], *, level: float, spre
     out = seed_sd(rows, groups, spread=spread, own="all")
     sd = out["sd_seed"].to_numpy(dtype=float)
     se = bootstrap_se(rows, level).to_numpy(dtype=float)
-    has_ci = np.isfinite(pd.to_numeric(rows.get("ci_low", pd.Series(math.nan, index=rows.index)), errors="coerce").to_numpy(dtype=float))
-    noise = np.sqrt(np.nan_to_num(sd) ** 2 + se ** 2)
+    has_ci = np.isfinite(
+        pd.to_numeric(rows.get("ci_low", pd.Series(math.nan, index=rows.index)), errors="coerce").to_numpy(dtype=float)
+    )
+    noise = np.sqrt(np.nan_to_num(sd) ** 2 + se**2)
     out["se_boot"] = se
     out["noise"] = np.where(np.isfinite(sd) | has_ci, noise, math.nan)
     return out
@@ -239,12 +261,16 @@ def row_noise(rows: pd.DataFrame, groups: list[SeedGroup], *, level: float, spre
 def describe(noise: pd.DataFrame, groups: list[SeedGroup]) -> str:
     """One line: the seed groups and how many rows got their own spread, the fallback, or none."""
     if not groups:
-        return ("no seed group in the zoo (no entries that differ only in their seed): training noise is unmeasured, "
-                "each row's noise is its bootstrap error alone")
+        return (
+            "no seed group in the zoo (no entries that differ only in their seed): training noise is unmeasured, "
+            "each row's noise is its bootstrap error alone"
+        )
     c = noise["seed_source"].value_counts()
     names = "; ".join(f"{g.label}: {', '.join(g.names)}" for g in groups)
-    return (f"seed groups {names}; seed spread of the row's own seeds for {int(c.get('own', 0))} rows, the largest "
-            f"spread of the split and metric (fallback) for {int(c.get('fallback', 0))}, none for {int(c.get('none', 0))}")
+    return (
+        f"seed groups {names}; seed spread of the row's own seeds for {int(c.get('own', 0))} rows, the largest "
+        f"spread of the split and metric (fallback) for {int(c.get('fallback', 0))}, none for {int(c.get('none', 0))}"
+    )
 
 
 # ---- differences to the base alone: what a ranking rests on ------------------------------------------------
@@ -278,8 +304,9 @@ def within_noise(diff: float | None, sd: float | None, factor: float = FACTOR) -
     return bool(abs(diff) <= factor * sd)
 
 
-def difference_noise(rows: pd.DataFrame, groups: list[SeedGroup], reference_family: str, *,
-                     factor: float = FACTOR) -> pd.DataFrame:
+def difference_noise(
+    rows: pd.DataFrame, groups: list[SeedGroup], reference_family: str, *, factor: float = FACTOR
+) -> pd.DataFrame:
     """Training-seed noise of each row's difference to its base alone (:func:`differences`), index of those rows.
 
     Columns ``diff``, ``sd_seed``, ``seeds``, ``seed_source``, ``within``. ``sd_seed`` is the spread over the seeds of
@@ -299,12 +326,15 @@ def difference_noise(rows: pd.DataFrame, groups: list[SeedGroup], reference_fami
     vfb = fallback_spread(seed_spread(rows, groups))
     have = set(zip(fb["split"], fb["metric"]))
     fb = pd.concat([fb, vfb[[(s, m) not in have for s, m in zip(vfb["split"], vfb["metric"])]]], ignore_index=True)
-    fb = pd.concat([fallback_spread(dspread, by=("split", "metric", "family", "method")), fb.assign(family=np.nan, method=np.nan)],
-                   ignore_index=True)
+    fb = pd.concat(
+        [fallback_spread(dspread, by=("split", "metric", "family", "method")), fb.assign(family=np.nan, method=np.nan)],
+        ignore_index=True,
+    )
     out = seed_sd(diffs, groups, spread=dspread, own="base", fallback=fb)
     out.insert(0, "diff", diffs["value"].to_numpy(dtype=float))
-    out["within"] = pd.Series([within_noise(d, s, factor) for d, s in zip(out["diff"], out["sd_seed"])], index=out.index,
-                              dtype=object)  # True, False or None (no spread)
+    out["within"] = pd.Series(
+        [within_noise(d, s, factor) for d, s in zip(out["diff"], out["sd_seed"])], index=out.index, dtype=object
+    )  # True, False or None (no spread)
     return out[cols]
 
 
@@ -331,7 +361,9 @@ def noise_dominated(ranked: pd.DataFrame, reference: pd.DataFrame, factor: float
     d = ranked[["split", "metric"]].astype(str).assign(absdiff=pd.to_numeric(ranked["diff"], errors="coerce").abs())
     d = d[np.isfinite(d["absdiff"])]
     med = d.groupby(["split", "metric"], sort=True)["absdiff"].agg(entries="size", median="median").reset_index()
-    keys = pd.concat([ranked[["split", "metric"]].astype(str), reference[["split", "metric"]].astype(str)]).drop_duplicates()
+    keys = pd.concat(
+        [ranked[["split", "metric"]].astype(str), reference[["split", "metric"]].astype(str)]
+    ).drop_duplicates()
     ref = reference[["split", "metric", "sd", "n"]].astype({"split": str, "metric": str})
     out = keys.merge(ref, on=["split", "metric"], how="left").merge(med, on=["split", "metric"], how="left")
     out["entries"] = out["entries"].fillna(0).astype(int)

@@ -5,6 +5,7 @@ confidence. Tied confidences are handled as in scikit-learn: AUROC counts a
 tied ID/OOD pair as 1/2, and the curves are evaluated at distinct confidence
 thresholds, so the input order never matters.
 """
+
 from __future__ import annotations
 
 import functools
@@ -20,7 +21,9 @@ from benchmark.core.validation import TensorLike, as_scores
 OOD_METRICS = ("ood_auroc", "ood_aupr", "ood_fpr95")
 
 
-def _setup(conf_id: TensorLike, conf_ood: TensorLike) -> tuple[int, int, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+def _setup(
+    conf_id: TensorLike, conf_ood: TensorLike
+) -> tuple[int, int, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     a = as_scores(conf_id, "conf_id")
     b = as_scores(conf_ood, "conf_ood")
     order, group = ranking.tie_groups(torch.cat([a, b]))
@@ -74,7 +77,9 @@ def ood_metrics(conf_id: TensorLike, conf_ood: TensorLike) -> dict[str, float]:
     return {k: float(v[0]) for k, v in _from_weights(ones, is_id, ends).items()}
 
 
-def ood_evaluate(conf_id: TensorLike, conf_ood: TensorLike, *, n_bootstrap: int = 1000, seed: int = 0, level: float = 0.95) -> dict[str, tuple[float, float, float]]:
+def ood_evaluate(
+    conf_id: TensorLike, conf_ood: TensorLike, *, n_bootstrap: int = 1000, seed: int = 0, level: float = 0.95
+) -> dict[str, tuple[float, float, float]]:
     """``metric -> (value, ci_low, ci_high)``: percentile-bootstrap intervals with the
     ID and the OOD set resampled separately (stratified), NaN bounds for 0 resamples."""
     check_bootstrap_args(n_bootstrap, level)

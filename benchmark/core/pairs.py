@@ -1,4 +1,5 @@
 """Candidate Asymmetric Duo pairs from a table of models."""
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
@@ -50,7 +51,11 @@ def enumerate_pairs(models: Iterable[Mapping], balance_range: tuple[float, float
     if dupes:
         raise InputError(f"models: duplicate names {dupes}")
     if balance_range is not None:
-        if len(balance_range) != 2 or not all(isinstance(x, Real) and isfinite(x) for x in balance_range) or balance_range[0] > balance_range[1]:
+        if (
+            len(balance_range) != 2
+            or not all(isinstance(x, Real) and isfinite(x) for x in balance_range)
+            or balance_range[0] > balance_range[1]
+        ):
             raise InputError(f"balance_range: must be (lo, hi) with finite lo <= hi, got {balance_range!r}")
     out = []
     for base, g_b, p_b in table:

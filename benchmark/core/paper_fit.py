@@ -27,12 +27,12 @@ require 1e-6). LBFGS's stopping rules (loss change < 1e-9, gradient < 1e-7, step
 that rounding: when any step comes near one of them, the refinement is redone with
 the published closure, so the decision is the published one.
 """
+
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from math import frexp, isfinite
-from typing import Callable
 
 import torch
 
@@ -96,8 +96,9 @@ def _nll_and_grad(logits: list[torch.Tensor], labels: torch.Tensor, w: list[floa
     return f / n, [gj / n for gj in g]
 
 
-def grid_argmin(logits: list[torch.Tensor], labels: torch.Tensor, temps: torch.Tensor, k: int,
-                published: Callable[[int], float]) -> int | None:
+def grid_argmin(
+    logits: list[torch.Tensor], labels: torch.Tensor, temps: torch.Tensor, k: int, published: Callable[[int], float]
+) -> int | None:
     """Index (in loop order) of the published grid minimum; ``temps``: ``(P, K)`` grid temperatures.
 
     ``published(i)`` is the published loss at point ``i``. None when an evaluation is not
@@ -130,8 +131,13 @@ def grid_argmin(logits: list[torch.Tensor], labels: torch.Tensor, temps: torch.T
     return best_i
 
 
-def lbfgs(params: list[torch.Tensor], loss_fn: Callable[[], torch.Tensor], logits: list[torch.Tensor],
-          labels: torch.Tensor, k: int) -> None:
+def lbfgs(
+    params: list[torch.Tensor],
+    loss_fn: Callable[[], torch.Tensor],
+    logits: list[torch.Tensor],
+    labels: torch.Tensor,
+    k: int,
+) -> None:
     """The published refinement, one ``LBFGS(lr=0.01, max_iter=50)`` step on the temperatures ``params``
     (float32 ``(1,)`` tensors, updated in place), with the fused closure; the published closure
     ``loss_fn`` (autograd) where a stopping rule is near (see the module)."""
@@ -171,7 +177,7 @@ def _run_lbfgs(params: list[torch.Tensor], loss_fn: Callable[[], torch.Tensor], 
 
 def _ulp32(x: float) -> float:
     """The spacing of float32 numbers at ``x``."""
-    return 2.0 ** (frexp(abs(x))[1] - 24) if x else 2.0 ** -149
+    return 2.0 ** (frexp(abs(x))[1] - 24) if x else 2.0**-149
 
 
 def _near_a_stopping_rule(trace: list) -> bool:

@@ -1,4 +1,5 @@
 """Pareto frontier of (cost, metric) points."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -8,6 +8,7 @@ samples inside a group: AUROC counts a tied positive/negative pair as 1/2
 (scikit-learn's tie-averaged statistic) and curves are evaluated at group ends
 (thresholds), as scikit-learn's ``roc_curve`` and ``precision_recall_curve`` do.
 """
+
 from __future__ import annotations
 
 import torch
@@ -44,7 +45,9 @@ def increments(cum: torch.Tensor) -> torch.Tensor:
     return torch.diff(cum, dim=1, prepend=torch.zeros_like(cum[:, :1]))
 
 
-def auroc(pos: torch.Tensor, neg: torch.Tensor, pos_g: torch.Tensor | None = None, neg_g: torch.Tensor | None = None) -> torch.Tensor:
+def auroc(
+    pos: torch.Tensor, neg: torch.Tensor, pos_g: torch.Tensor | None = None, neg_g: torch.Tensor | None = None
+) -> torch.Tensor:
     """Tie-averaged AUROC ``P(s_pos > s_neg) + P(s_pos = s_neg) / 2`` (B,).
 
     ``pos``/``neg`` are cumulative positive/negative weights at the group ends.

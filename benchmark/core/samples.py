@@ -6,6 +6,7 @@ predicted classes, and the tie-group structure of the confidence. Sorted
 positions are 1-based; position 0 is an empty pad, so that a cumulative sum over
 positions starts at 0 (``cum[:, j]`` = weight of positions ``1..j``).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -34,7 +35,7 @@ class GroupIndex:
     e_before: torch.Tensor
     e_end: torch.Tensor
 
-    def select(self, mask: torch.Tensor) -> "GroupIndex":
+    def select(self, mask: torch.Tensor) -> GroupIndex:
         """The groups where ``mask`` holds."""
         return GroupIndex(self.k_before[mask], self.k_end[mask], self.e_before[mask], self.e_end[mask])
 
@@ -71,7 +72,9 @@ class SampleStats:
         return int(self.order.shape[0])
 
 
-def _per_sample(probs: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+def _per_sample(
+    probs: torch.Tensor, labels: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """NLL, squared error and top-label confidence/class of each sample."""
     n = probs.shape[0]
     eps = torch.finfo(probs.dtype).eps
@@ -94,8 +97,15 @@ def _pad(t: torch.Tensor, value: float = 0) -> torch.Tensor:
     return torch.cat([torch.full((1, *t.shape[1:]), value, dtype=t.dtype), t])
 
 
-def sample_stats(probs: TensorLike, labels: TensorLike, *, confidence: TensorLike | None = None,
-                 prediction: TensorLike | None = None, ece_bins: int = 15, brier: str = "usual") -> SampleStats:
+def sample_stats(
+    probs: TensorLike,
+    labels: TensorLike,
+    *,
+    confidence: TensorLike | None = None,
+    prediction: TensorLike | None = None,
+    ece_bins: int = 15,
+    brier: str = "usual",
+) -> SampleStats:
     """Validate a prediction and compute the sorted per-sample quantities.
 
     ``confidence`` defaults to the top-label probability ``max_c p``,
@@ -105,13 +115,33 @@ def sample_stats(probs: TensorLike, labels: TensorLike, *, confidence: TensorLik
     n, c = probs.shape
     labels = as_labels(labels, "labels", n=n, num_classes=c)
     nll, sq, top_conf, top = _per_sample(probs, labels)
-    return stats_from_terms(nll, sq, top_conf, top, labels, num_classes=c, confidence=confidence, prediction=prediction,
-                            ece_bins=ece_bins, brier=brier)
+    return stats_from_terms(
+        nll,
+        sq,
+        top_conf,
+        top,
+        labels,
+        num_classes=c,
+        confidence=confidence,
+        prediction=prediction,
+        ece_bins=ece_bins,
+        brier=brier,
+    )
 
 
-def stats_from_terms(nll: torch.Tensor, sq: torch.Tensor, top_conf: torch.Tensor, top: torch.Tensor, labels: TensorLike, *,
-                     num_classes: int, confidence: TensorLike | None = None, prediction: TensorLike | None = None,
-                     ece_bins: int = 15, brier: str = "usual") -> SampleStats:
+def stats_from_terms(
+    nll: torch.Tensor,
+    sq: torch.Tensor,
+    top_conf: torch.Tensor,
+    top: torch.Tensor,
+    labels: TensorLike,
+    *,
+    num_classes: int,
+    confidence: TensorLike | None = None,
+    prediction: TensorLike | None = None,
+    ece_bins: int = 15,
+    brier: str = "usual",
+) -> SampleStats:
     """:func:`sample_stats` from per-sample terms of the probabilities ``p`` (N,) each:
     ``nll = -log clip(p_y)`` and ``sq = sum_c (p_c - [c = y])^2`` (float64),
     ``top_conf = max_c p`` (in the probabilities' dtype: it sets the ECE bin)
@@ -140,7 +170,12 @@ def stats_from_terms(nll: torch.Tensor, sq: torch.Tensor, top_conf: torch.Tensor
     ends = ranking.group_ends(group)
     sizes = torch.diff(ends, prepend=torch.tensor([-1]))
     e_end = torch.cumsum(errors_in, 0)
-    groups = GroupIndex(k_before=ends[err_group] + 1 - sizes[err_group], k_end=ends[err_group] + 1, e_before=e_end - errors_in, e_end=e_end)
+    groups = GroupIndex(
+        k_before=ends[err_group] + 1 - sizes[err_group],
+        k_end=ends[err_group] + 1,
+        e_before=e_end - errors_in,
+        e_end=e_end,
+    )
     is_pure = errors_in == sizes[err_group]
     kind = torch.full((ends.shape[0],), -2, dtype=torch.int64)
     kind[err_group[is_pure]] = -1

@@ -25,12 +25,13 @@ minimum is attained (Rockafellar, *Convex Analysis*, Thm. 27.1).
 The scan stops at the first block of rows that rules separability out, so the
 check costs one block of rows on ordinary data.
 """
+
 from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from typing import cast
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 

@@ -18,6 +18,7 @@ explicit ``exp / sum``, about 1e-6 relative). :func:`mixture_probs` is the same
 mixture as a probability matrix, for the callers that need one: an Asymmetric
 Duo is computed by this module alone, as terms or as a matrix.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
@@ -55,7 +56,9 @@ def _check_members(logits: Sequence[torch.Tensor], weights: Sequence[Sequence[fl
     if not weights:
         raise InputError("weights: needs at least one mixture")
     for k, w in enumerate(weights):
-        if len(w) != len(logits) or not all(isinstance(x, (int, float)) and not isinstance(x, bool) and isfinite(x) for x in w):
+        if len(w) != len(logits) or not all(
+            isinstance(x, (int, float)) and not isinstance(x, bool) and isfinite(x) for x in w
+        ):
             raise InputError(f"weights[{k}]: must be {len(logits)} finite numbers (one per member), got {w!r}")
 
 
@@ -64,8 +67,10 @@ def _raise_non_finite(logits: Sequence[torch.Tensor], rows: slice) -> None:
         bad = ~torch.isfinite(z[rows])
         if bad.any():
             row = rows.start + int(bad.any(1).nonzero()[0])
-            raise InputError(f"logits[{j}]: contains {'NaN' if torch.isnan(z[rows]).any() else 'Inf'} (first non-finite value in "
-                             f"row {row})")
+            raise InputError(
+                f"logits[{j}]: contains {'NaN' if torch.isnan(z[rows]).any() else 'Inf'} (first non-finite value in "
+                f"row {row})"
+            )
     raise InputError(f"logits: the weighted sum overflows in rows {rows.start}..{rows.stop - 1}")
 
 
@@ -74,8 +79,14 @@ def _argmax(block: torch.Tensor) -> torch.Tensor:
     return torch.from_numpy(np.argmax(block.numpy(), axis=1))
 
 
-def _mixture_block(logits: Sequence[torch.Tensor], rows: slice, blocks: list[torch.Tensor], w: Sequence[float],
-                   s: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+def _mixture_block(
+    logits: Sequence[torch.Tensor],
+    rows: slice,
+    blocks: list[torch.Tensor],
+    w: Sequence[float],
+    s: torch.Tensor,
+    out: torch.Tensor,
+) -> torch.Tensor:
     """``out = softmax(sum_j w_j blocks[j])`` for one block of ``rows`` (``s``: scratch of the block's shape)."""
     torch.mul(blocks[0], w[0], out=s)
     for b, wj in zip(blocks[1:], w[1:]):
@@ -85,7 +96,9 @@ def _mixture_block(logits: Sequence[torch.Tensor], rows: slice, blocks: list[tor
     return torch.softmax(s, 1, out=out)
 
 
-def mixture_probs(logits: Sequence[torch.Tensor], weights: Sequence[float]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def mixture_probs(
+    logits: Sequence[torch.Tensor], weights: Sequence[float]
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The probability matrix of one mixture ``p = softmax(sum_j weights[j] logits[j])``, in row blocks.
 
     Returns ``(p (N, C), max_c p (N,), argmax_c p (N,) int64)``: bit for bit the
@@ -105,8 +118,14 @@ def mixture_probs(logits: Sequence[torch.Tensor], weights: Sequence[float]) -> t
     return probs, probs.gather(1, top[:, None])[:, 0], top
 
 
-def mixture_terms(logits: Sequence[torch.Tensor], weights: Sequence[Sequence[float]], labels: TensorLike | None = None, *,
-                  base_conf: bool = False, release: Callable[[torch.Tensor], object] | None = None) -> tuple[list[MixtureTerms], torch.Tensor | None]:
+def mixture_terms(
+    logits: Sequence[torch.Tensor],
+    weights: Sequence[Sequence[float]],
+    labels: TensorLike | None = None,
+    *,
+    base_conf: bool = False,
+    release: Callable[[torch.Tensor], object] | None = None,
+) -> tuple[list[MixtureTerms], torch.Tensor | None]:
     """Terms of the mixtures ``p_k = softmax(sum_j weights[k][j] logits[j])``, in one pass over the rows.
 
     ``logits``: members (N, C), finite, same shape; ``labels`` (N,) or None (then
@@ -155,14 +174,31 @@ def mixture_terms(logits: Sequence[torch.Tensor], weights: Sequence[Sequence[flo
     return result, base_pred if base_conf else None
 
 
-def terms_stats(terms: MixtureTerms, labels: TensorLike, *, num_classes: int, confidence: TensorLike | None = None,
-                prediction: TensorLike | None = None, ece_bins: int = 15,
-                brier: str = "usual") -> SampleStats:
+def terms_stats(
+    terms: MixtureTerms,
+    labels: TensorLike,
+    *,
+    num_classes: int,
+    confidence: TensorLike | None = None,
+    prediction: TensorLike | None = None,
+    ece_bins: int = 15,
+    brier: str = "usual",
+) -> SampleStats:
     """:func:`~benchmark.core.samples.sample_stats` of the mixture whose terms are ``terms``.
 
     ``confidence`` defaults to ``max_c p``, ``prediction`` to ``argmax_c p``.
     """
     if terms.nll is None or terms.sq is None:
         raise InputError("terms: computed without labels; pass labels to mixture_terms for metrics")
-    return stats_from_terms(terms.nll, terms.sq, terms.top_conf, terms.top, labels, num_classes=num_classes,
-                            confidence=confidence, prediction=prediction, ece_bins=ece_bins, brier=brier)
+    return stats_from_terms(
+        terms.nll,
+        terms.sq,
+        terms.top_conf,
+        terms.top,
+        labels,
+        num_classes=num_classes,
+        confidence=confidence,
+        prediction=prediction,
+        ece_bins=ece_bins,
+        brier=brier,
+    )

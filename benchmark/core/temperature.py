@@ -31,6 +31,7 @@ combination that is correct only jointly, with weights of any sign, since the
 converged fit is unconstrained). Both fit modes then raise :class:`FitError`
 naming the model(s) and the smallest margin, never a temperature.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -70,8 +71,14 @@ class DuoFit:
     mode: str
 
 
-def nll_grad_hess(logits: list[torch.Tensor], labels: torch.Tensor, w: torch.Tensor, *, dtype: torch.dtype = torch.float64,
-                  hessian: bool = True) -> tuple[float, torch.Tensor, torch.Tensor | None]:
+def nll_grad_hess(
+    logits: list[torch.Tensor],
+    labels: torch.Tensor,
+    w: torch.Tensor,
+    *,
+    dtype: torch.dtype = torch.float64,
+    hessian: bool = True,
+) -> tuple[float, torch.Tensor, torch.Tensor | None]:
     """Mean NLL of ``softmax(sum_j w_j z_j)`` with its gradient and Hessian in ``w``.
 
     ``f = mean_i [logsumexp_c s_ic - s_{i,y_i}]``, ``s = sum_j w_j z_j``;
@@ -119,8 +126,14 @@ def _newton_direction(g: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
     return -(vec @ (inv * (vec.T @ g)))
 
 
-def _newton(ev: Callable[..., tuple[float, torch.Tensor, torch.Tensor | None]], w: torch.Tensor,
-            state: tuple[float, torch.Tensor, torch.Tensor | None], gtol: float, max_iter: int, update_hessian: bool) -> tuple[torch.Tensor, tuple[float, torch.Tensor, torch.Tensor | None], bool]:
+def _newton(
+    ev: Callable[..., tuple[float, torch.Tensor, torch.Tensor | None]],
+    w: torch.Tensor,
+    state: tuple[float, torch.Tensor, torch.Tensor | None],
+    gtol: float,
+    max_iter: int,
+    update_hessian: bool,
+) -> tuple[torch.Tensor, tuple[float, torch.Tensor, torch.Tensor | None], bool]:
     """Damped Newton (Armijo backtracking) from ``w`` until ``max|grad| <= gtol min(1, f)``.
 
     ``ev(w, hessian)`` returns ``(f, grad, hess)``; ``state`` is its value at ``w``.
@@ -156,7 +169,9 @@ def _newton(ev: Callable[..., tuple[float, torch.Tensor, torch.Tensor | None]], 
     return w, (f, g, h), float(g.abs().max()) <= gtol * min(1.0, f)
 
 
-def minimise_nll(logits: list[torch.Tensor], labels: torch.Tensor, w0: list[float], *, gtol: float = 1e-6, max_iter: int = 100) -> tuple[torch.Tensor, float]:
+def minimise_nll(
+    logits: list[torch.Tensor], labels: torch.Tensor, w0: list[float], *, gtol: float = 1e-6, max_iter: int = 100
+) -> tuple[torch.Tensor, float]:
     """Global minimiser of the convex NLL ``f`` over weights ``w``.
 
     Damped Newton with float32 evaluations (cheap) until the gradient is below
@@ -190,8 +205,9 @@ def _validate(logits: TensorLike, labels: TensorLike, name: str) -> tuple[torch.
     return z, y
 
 
-def _grid_argmin(logits: list[torch.Tensor], labels: torch.Tensor, temps: torch.Tensor, k: int,
-                 loss: Callable[[int], float]) -> int | None:
+def _grid_argmin(
+    logits: list[torch.Tensor], labels: torch.Tensor, temps: torch.Tensor, k: int, loss: Callable[[int], float]
+) -> int | None:
     """The published grid search's first strict minimum (loop order), None if no loss is finite:
     :func:`~benchmark.core.paper_fit.grid_argmin`, or the published loop itself where that declines."""
     i = grid_argmin(logits, labels, temps, k, loss)
@@ -205,7 +221,9 @@ def _grid_argmin(logits: list[torch.Tensor], labels: torch.Tensor, temps: torch.
     return i
 
 
-def fit_temperature(logits: TensorLike, labels: TensorLike, mode: str = "converged", *, name: str | None = None) -> TemperatureFit:
+def fit_temperature(
+    logits: TensorLike, labels: TensorLike, mode: str = "converged", *, name: str | None = None
+) -> TemperatureFit:
     """Temperature ``T`` minimising the NLL of ``softmax(logits / T)`` on (validation) data.
 
     Raises :class:`FitError` (naming ``name``, the model, when given) when the logits are
@@ -228,7 +246,14 @@ def fit_temperature(logits: TensorLike, labels: TensorLike, mode: str = "converg
     return TemperatureFit(temperature=t_final, nll=f, mode=mode)
 
 
-def fit_duo(base_logits: TensorLike, side_logits: TensorLike, labels: TensorLike, mode: str = "converged", *, names: tuple[str, str] | None = None) -> DuoFit:
+def fit_duo(
+    base_logits: TensorLike,
+    side_logits: TensorLike,
+    labels: TensorLike,
+    mode: str = "converged",
+    *,
+    names: tuple[str, str] | None = None,
+) -> DuoFit:
     """Duo weights/temperatures minimising the NLL of ``softmax(w_b z_b + w_s z_s)``.
 
     Raises :class:`FitError` (naming ``names``, base and sidekick, when given) when the
@@ -238,11 +263,15 @@ def fit_duo(base_logits: TensorLike, side_logits: TensorLike, labels: TensorLike
     zb, y = _validate(base_logits, labels, "base_logits")
     zs = as_logits(side_logits, "side_logits")
     check_same_shape(zb, zs, "base_logits", "side_logits")
-    _check_separable([zb, zs], y, [f"{names[0]} (base)", f"{names[1]} (sidekick)"] if names else ["the base", "the sidekick"], mode)
+    _check_separable(
+        [zb, zs], y, [f"{names[0]} (base)", f"{names[1]} (sidekick)"] if names else ["the base", "the sidekick"], mode
+    )
     if mode == "converged":
         w, f = minimise_nll([zb, zs], y, [0.5, 0.5])
         wb, ws = float(w[0]), float(w[1])
-        return DuoFit(t_base=_temperature(wb, 2.0), t_side=_temperature(ws, 2.0), w_base=wb, w_side=ws, nll=f, mode=mode)
+        return DuoFit(
+            t_base=_temperature(wb, 2.0), t_side=_temperature(ws, 2.0), w_base=wb, w_side=ws, nll=f, mode=mode
+        )
     zb, zs = zb.to(torch.float32), zs.to(torch.float32)
     grid = torch.arange(0.05, 5.05, 0.2)
     g = len(grid)
@@ -275,17 +304,22 @@ def _check_separable(logits: list[torch.Tensor], labels: torch.Tensor, names: li
     head = f"{mode} fit of {' + '.join(names)}: the validation logits"
     if len(logits) == 1:
         if sep.direction[0] > 0:
-            what = (f"are separable: every one of the {n} samples is classified correctly (smallest margin "
-                    f"{sep.margin:.3g}), so the NLL keeps decreasing as T -> 0")
+            what = (
+                f"are separable: every one of the {n} samples is classified correctly (smallest margin "
+                f"{sep.margin:.3g}), so the NLL keeps decreasing as T -> 0"
+            )
         else:
-            what = (f"have every sample's label at the smallest logit (margin {sep.margin:.3g}), so the NLL keeps "
-                    "decreasing as T -> 0 from below")
+            what = (
+                f"have every sample's label at the smallest logit (margin {sep.margin:.3g}), so the NLL keeps "
+                "decreasing as T -> 0 from below"
+            )
         raise FitError(f"{head} {what} and has no minimum at a finite temperature; {_ADVICE}")
     db, ds = sep.direction
     raise FitError(
         f"{head} are jointly separable: the combination {db:.3g} z_base {ds:+.3g} z_side classifies every one of the "
         f"{n} samples correctly (smallest margin {m:.3g}), so the duo NLL has no minimum at finite temperatures; "
-        f"{_ADVICE}")
+        f"{_ADVICE}"
+    )
 
 
 def _temperature(w: float, k: float) -> float:

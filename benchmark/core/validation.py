@@ -5,6 +5,7 @@ with these helpers first. They accept torch tensors and numpy arrays (or
 anything ``torch.as_tensor`` takes), never broadcast, and raise
 :class:`InputError` with a message that names the offending argument.
 """
+
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
@@ -88,12 +89,16 @@ def as_probs(x: TensorLike, name: str = "probs", *, atol: float = 1e-3) -> torch
         dev = (rows - 1).abs()
         if dev.max() > atol:
             row = start + int(dev.argmax())
-            raise InputError(f"{name}: row {row} sums to {float(rows[row - start]):.6g}, not 1 (were logits passed as "
-                             "probabilities?)")
+            raise InputError(
+                f"{name}: row {row} sums to {float(rows[row - start]):.6g}, not 1 (were logits passed as "
+                "probabilities?)"
+            )
     return t
 
 
-def as_labels(y: TensorLike, name: str = "labels", *, n: int | None = None, num_classes: int | None = None) -> torch.Tensor:
+def as_labels(
+    y: TensorLike, name: str = "labels", *, n: int | None = None, num_classes: int | None = None
+) -> torch.Tensor:
     """(N,) int64 class indices in ``[0, num_classes)``; ``N == n`` when given."""
     t = _tensor(y, name)
     if t.ndim != 1:

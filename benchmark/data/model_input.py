@@ -1,4 +1,5 @@
 """Turn grayscale uint8 image batches into normalised model input."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -15,7 +16,9 @@ def _triple(v: Sequence[float], name: str) -> torch.Tensor:
     return t.view(1, 3, 1, 1)
 
 
-def to_model_input(images: np.ndarray | torch.Tensor, img_size: int, mean: Sequence[float], std: Sequence[float]) -> torch.Tensor:
+def to_model_input(
+    images: np.ndarray | torch.Tensor, img_size: int, mean: Sequence[float], std: Sequence[float]
+) -> torch.Tensor:
     """uint8 (N, H, W) grayscale -> float32 (N, 3, S, S) with S = ``img_size``.
 
     ``x = (resize(images / 255) - mean[c]) / std[c]`` for each of the three

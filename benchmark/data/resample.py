@@ -5,6 +5,7 @@ An image ``x`` (H, W) is resized to (h, w) as ``R_h @ x @ R_w.T`` where each
 ``j`` covers ``[j, j+1)`` and output pixel ``i`` covers ``[i*s, (i+1)*s)`` with
 ``s = n_in / n_out`` (the ``align_corners=False`` convention of torch / PIL).
 """
+
 from __future__ import annotations
 
 import numpy as np

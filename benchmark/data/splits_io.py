@@ -4,6 +4,7 @@ The file holds arrays ``images`` (N, H, W) uint8, ``labels`` (N,) int64,
 ``ids`` (N,) int64 and ``name`` (a 0-d string). Writes are atomic; reads never
 unpickle and validate everything, naming the file in every error.
 """
+
 from __future__ import annotations
 
 import os
@@ -33,13 +34,17 @@ class Split:
 
         im, lab, ids = self.images, self.labels, self.ids
         if not (isinstance(im, np.ndarray) and im.ndim == 3 and im.dtype == np.uint8):
-            raise bad(f"images must be a uint8 (N, H, W) array, got {getattr(im, 'dtype', type(im).__name__)} "
-                      f"{getattr(im, 'shape', '')}")
+            raise bad(
+                f"images must be a uint8 (N, H, W) array, got {getattr(im, 'dtype', type(im).__name__)} "
+                f"{getattr(im, 'shape', '')}"
+            )
         n = len(im)
         for key, arr in (("labels", lab), ("ids", ids)):
             if not (isinstance(arr, np.ndarray) and arr.dtype == np.int64 and arr.shape == (n,)):
-                raise bad(f"{key} must be an int64 array of shape ({n},), got {getattr(arr, 'dtype', type(arr).__name__)} "
-                          f"{getattr(arr, 'shape', '')}")
+                raise bad(
+                    f"{key} must be an int64 array of shape ({n},), got {getattr(arr, 'dtype', type(arr).__name__)} "
+                    f"{getattr(arr, 'shape', '')}"
+                )
         if np.unique(ids).size != n:
             raise bad("ids are not unique")
         if n and lab.min() < OOD_LABEL:
@@ -73,7 +78,9 @@ def load_split(path: str | os.PathLike, name: str | None = None) -> Split:
     check_arrays(path, arrays)
     missing = [k for k in _KEYS if k not in arrays]
     if missing:
-        raise StoreError(f"{path}: missing array(s) {missing} (found {sorted(arrays)}); a split file needs {list(_KEYS)}")
+        raise StoreError(
+            f"{path}: missing array(s) {missing} (found {sorted(arrays)}); a split file needs {list(_KEYS)}"
+        )
     stored = arrays["name"]
     if stored.ndim != 0 or stored.dtype.kind != "U":
         raise StoreError(f"{path}: 'name' must be a string, got {stored.dtype} {stored.shape}")

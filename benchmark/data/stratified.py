@@ -1,6 +1,7 @@
 """A seeded stratified order of samples: every prefix class-proportional (the embedded suite's splits, a method's
 training subset). Its own module: a stage that draws a subset depends on this function, not on how the embedded
 suite is built."""
+
 from __future__ import annotations
 
 import numpy as np

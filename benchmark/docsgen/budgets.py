@@ -9,6 +9,7 @@ metrics, and the wall seconds of the stages that made their models when ``result
 ``dvc.lock``). Then one generated sentence on SVE against its base and the learning-rate grids of
 ``results/tuning.json`` (:mod:`benchmark.models.tune`). Nothing here is typed by hand.
 """
+
 from __future__ import annotations
 
 import math
@@ -18,7 +19,8 @@ import pandas as pd
 
 from benchmark.core import noise
 from benchmark.models import tune
-from benchmark.report.tables import default_view, fmt_count, fmt_short as fmt, member_names, method_label, wide_table
+from benchmark.report.tables import default_view, fmt_count, member_names, method_label, wide_table
+from benchmark.report.tables import fmt_short as fmt
 
 METRICS = [("accuracy", "acc"), ("nll", "NLL"), ("aurc", "AURC")]
 FAMILY_ORDER = {"single": 0, "duo": 1, "deep_ensemble": 2, "sve": 3, "soup": 4}
@@ -67,7 +69,9 @@ def _method_stages(name: str, lock: dict | None) -> list[str] | None:
     if stage is None:
         return None
     deps = [d.get("path") for d in (lock["stages"][stage].get("deps") or []) if isinstance(d, dict)]
-    return [writers[p] for p in deps if isinstance(p, str) and p.startswith("results/method_checkpoints") and p in writers] + [stage]
+    return [
+        writers[p] for p in deps if isinstance(p, str) and p.startswith("results/method_checkpoints") and p in writers
+    ] + [stage]
 
 
 def row_stages(r, units: dict, lock: dict | None) -> list[str] | None:
@@ -108,31 +112,38 @@ def _stage_text(stages: list[str]) -> str:
     return ", ".join([t for t in [text] if t] + rest)
 
 
-def budgets_table(rows: pd.DataFrame, manifest: dict, lock: dict | None, config, timings: dict | None,
-                  tuning: dict | None) -> str:
+def budgets_table(
+    rows: pd.DataFrame, manifest: dict, lock: dict | None, config, timings: dict | None, tuning: dict | None
+) -> str:
     """The budgets block's body (see the module docstring)."""
     zoo = manifest.get("zoo") or {}
     base, view = budget_rows(rows, zoo, config)
     if view.empty:
         return "No seed group of models in the committed bundle: no budgets to compare.\n"
     units = {u["inputs_hash"]: u for u in manifest.get("units") or []}
-    lines = [f"Split `{config.headline_split}`, the page's default view (`{config.fit}` fit, `{config.confidence}` "
-             f"confidence where a method has them); base **{base}** (the first model of the first seed group) and the "
-             "methods built "
-             "on or beside it. Train images: epochs × training images × members that each run the whole network, summed "
-             "over every training run behind the row (the fine-tunes a method starts from included); trained params: the "
-             "parameters those runs trained; wall s: the stages that made its models, from `results/timings.json`.", "",
-             "| row | models | train images | trained params | wall s (stages) | "
-             + " | ".join(f"{config.headline_split} {label}" for _, label in METRICS) + " |",
-             "|---|---|---|---|---|" + "---|" * len(METRICS)]
+    lines = [
+        f"Split `{config.headline_split}`, the page's default view (`{config.fit}` fit, `{config.confidence}` "
+        f"confidence where a method has them); base **{base}** (the first model of the first seed group) and the "
+        "methods built "
+        "on or beside it. Train images: epochs × training images × members that each run the whole network, summed "
+        "over every training run behind the row (the fine-tunes a method starts from included); trained params: the "
+        "parameters those runs trained; wall s: the stages that made its models, from `results/timings.json`.",
+        "",
+        "| row | models | train images | trained params | wall s (stages) | "
+        + " | ".join(f"{config.headline_split} {label}" for _, label in METRICS)
+        + " |",
+        "|---|---|---|---|---|" + "---|" * len(METRICS),
+    ]
     for r in view.to_dict("records"):
         stages = row_stages(r, units, lock)
         wall = wall_seconds(stages, timings)
         when = f"{wall:.1f} ({_stage_text(stages)})" if wall is not None else "not measured"
         cells = [fmt(r.get(m)) for m, _ in METRICS]
-        lines.append(f"| {method_label(r['family'], r['method'])} | "
-                     f"{' + '.join(member_names(r['members'], r['base'], r['sidekick']))} "
-                     f"| {fmt_count(r['train_images'])} | {fmt_count(r['train_params'])} | {when} | " + " | ".join(cells) + " |")
+        lines.append(
+            f"| {method_label(r['family'], r['method'])} | "
+            f"{' + '.join(member_names(r['members'], r['base'], r['sidekick']))} "
+            f"| {fmt_count(r['train_images'])} | {fmt_count(r['train_params'])} | {when} | " + " | ".join(cells) + " |"
+        )
     return "\n".join(lines) + "\n\n" + sve_sentence(view, base, config.headline_split) + tuning_lines(tuning)
 
 
@@ -151,26 +162,42 @@ def sve_sentence(view: pd.DataFrame, base: str, split: str) -> str:
     verdict = "SVE trails its base" if acc_s < acc_a else "SVE matches or beats its base"
     others = ", ".join(f"{label} {fmt(s.get(m))} against {fmt(a.get(m))}" for m, label in METRICS[1:])
     counts = [s["train_images"], s["train_params"], a["train_images"], a["train_params"]]
-    spent = (f", after {fmt_count(counts[0])} training images and {fmt_count(counts[1])} trained parameters against the "
-             f"base's {fmt_count(counts[2])} and {fmt_count(counts[3])}" if all(np.isfinite(float(c)) for c in counts)
-             else " (the bundle records no training budgets)")
-    return (f"{verdict} on the {split} split: {method_label(s['family'], s['method'])} reaches accuracy {fmt(acc_s)} "
-            f"against {fmt(acc_a)} for {base} alone ({others}){spent}.\n")
+    spent = (
+        f", after {fmt_count(counts[0])} training images and {fmt_count(counts[1])} trained parameters against the "
+        f"base's {fmt_count(counts[2])} and {fmt_count(counts[3])}"
+        if all(np.isfinite(float(c)) for c in counts)
+        else " (the bundle records no training budgets)"
+    )
+    return (
+        f"{verdict} on the {split} split: {method_label(s['family'], s['method'])} reaches accuracy {fmt(acc_s)} "
+        f"against {fmt(acc_a)} for {base} alone ({others}){spent}.\n"
+    )
 
 
 def tuning_lines(tuning: dict | None) -> str:
     """The learning-rate grids of ``results/tuning.json``: lr -> validation score, the one params.yaml uses in bold."""
     if not tuning:
-        return ("\nNo learning-rate grid recorded (`results/tuning.json`; `python -m benchmark reproduce tune` writes "
-                "it).\n")
-    lines = ["", "Learning rates tuned on validation under each recipe's own budget (`results/tuning.json`; the lr "
-             "params.yaml uses in bold):", "", "| recipe | stage | budget | lr → validation score |", "|---|---|---|---|"]
+        return (
+            "\nNo learning-rate grid recorded (`results/tuning.json`; `python -m benchmark reproduce tune` writes "
+            "it).\n"
+        )
+    lines = [
+        "",
+        "Learning rates tuned on validation under each recipe's own budget (`results/tuning.json`; the lr "
+        "params.yaml uses in bold):",
+        "",
+        "| recipe | stage | budget | lr → validation score |",
+        "|---|---|---|---|",
+    ]
     notes = []
     for name in sorted(tuning):
         rec = tuning[name]
         b = rec.get("budget") or {}
-        budget = ", ".join(f"{k.replace('_', ' ')} {v:g}" if isinstance(v, (int, float)) else f"{k} {v}"
-                           for k, v in b.items() if v is not None)
+        budget = ", ".join(
+            f"{k.replace('_', ' ')} {v:g}" if isinstance(v, (int, float)) else f"{k} {v}"
+            for k, v in b.items()
+            if v is not None
+        )
         cells = []
         for g in sorted(rec.get("grid") or [], key=lambda g: g["lr"]):
             score = "—" if g.get("val_score") is None else f"{g['val_score']:.4f}"

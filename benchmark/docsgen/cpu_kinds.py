@@ -5,6 +5,7 @@ Sources: the kernel fingerprint records (``results/fingerprints/``, :mod:`benchm
 the from-scratch runs judged by the gate and the reruns of single stages (``results/cross_cpu.json``,
 :mod:`benchmark.reproduce.cross_cpu`).
 """
+
 from __future__ import annotations
 
 import re
@@ -23,7 +24,9 @@ def _what(record: dict) -> str:
     m = record.get("machine", record)
     if m.get("emulated"):
         host = (m.get("host") or {}).get("kind", "?")
-        return f"emulated: {m.get('cpu', '')} (CPUID `{m.get('stands_for', '?')}`; QEMU {m.get('qemu', '?')} on `{host}`)"
+        return (
+            f"emulated: {m.get('cpu', '')} (CPUID `{m.get('stands_for', '?')}`; QEMU {m.get('qemu', '?')} on `{host}`)"
+        )
     return f"real: {m.get('cpu', '')}"
 
 
@@ -43,11 +46,16 @@ def _tool_agreement(record: dict, records: list[dict]) -> str:
     parts = []
     tool = [k for k in record["hashes"] if not fr.pipeline_op(k)]
     for vendor, name in (("GenuineIntel", "Intel"), ("AuthenticAMD", "AMD")):
-        real = [r for r in records if not fr.emulated(r) and fr.vendor(r) == vendor
-                and r["machine"]["kind"] != record["machine"]["kind"]]
+        real = [
+            r
+            for r in records
+            if not fr.emulated(r) and fr.vendor(r) == vendor and r["machine"]["kind"] != record["machine"]["kind"]
+        ]
         shared = {k for r in real for k in tool if k in r["hashes"]}
         if shared:
-            equal = sum(all(r["hashes"].get(k, record["hashes"][k]) == record["hashes"][k] for r in real) for k in shared)
+            equal = sum(
+                all(r["hashes"].get(k, record["hashes"][k]) == record["hashes"][k] for r in real) for k in shared
+            )
             parts.append(f"real {name} {equal} of {len(shared)}")
     return "tool operations equal to " + ", ".join(parts) if parts else "no real record to compare with"
 
@@ -74,16 +82,21 @@ def _run_row(run: dict) -> str:
     code = f"`{_short(run['commit'])}` ({run.get('date', '?')})"
     if run.get("scope") == "stages":
         what = f"{', '.join(f'`{s}`' for s in run['stages'])} rerun whole, against the committed `dvc.lock`"
-        result = (f"{o['identical']} of {o['compared']} outputs byte-identical"
-                  + (f" ({run['seconds'] / 60:.0f} min)" if run.get("seconds") else ""))
+        result = f"{o['identical']} of {o['compared']} outputs byte-identical" + (
+            f" ({run['seconds'] / 60:.0f} min)" if run.get("seconds") else ""
+        )
     else:
         n = run["rows"]
-        what = (f"main job from scratch, judged by the gate against `{run['bundle']}` (made at "
-                f"`{_short(run['bundle_commit'])}`)")
+        what = (
+            f"main job from scratch, judged by the gate against `{run['bundle']}` (made at "
+            f"`{_short(run['bundle_commit'])}`)"
+        )
         failing = n["differs"] + n["beyond-noise"] + n["inputs-differ"] + n["missing"] + n["extra"]
-        result = (f"{o['identical']} of {o['compared']} stage outputs byte-identical; rows identical / within noise / "
-                  f"failing: {n['identical'] + n['recomputed']:,} / {n['within-noise']:,} / {failing:,}; "
-                  f"{'passes' if run['reproduces'] else 'FAILS'}")
+        result = (
+            f"{o['identical']} of {o['compared']} stage outputs byte-identical; rows identical / within noise / "
+            f"failing: {n['identical'] + n['recomputed']:,} / {n['within-noise']:,} / {failing:,}; "
+            f"{'passes' if run['reproduces'] else 'FAILS'}"
+        )
     return f"| `{run['kind']}` | {_what(run)} | {code} | {what} | {result} |"
 
 
@@ -113,15 +126,24 @@ def emulated_item(runs: list[dict], records: list[dict]) -> str:
     for name, rs in by_cpu.items():
         names = [f"`{s}`" for r in rs for s in r["stages"]]
         listed = ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else names[0]
-        same, compared = sum(r["stage_outputs"]["identical"] for r in rs), sum(r["stage_outputs"]["compared"] for r in rs)
-        verdict = "gave the committed bytes" if all(r["byte_identical"] for r in rs) else f"gave {same} of {compared} outputs"
+        same, compared = (
+            sum(r["stage_outputs"]["identical"] for r in rs),
+            sum(r["stage_outputs"]["compared"] for r in rs),
+        )
+        verdict = (
+            "gave the committed bytes" if all(r["byte_identical"] for r in rs) else f"gave {same} of {compared} outputs"
+        )
         parts.append(f"{name} {verdict} for {listed}")
     holders = [r for r in records if any(fr.pipeline_op(k) for k in r["hashes"])]
     if holders:
-        equal = sum(pipeline_agreement(r, records)[0] == sum(map(bool, map(fr.pipeline_op, r["hashes"]))) for r in holders)
+        equal = sum(
+            pipeline_agreement(r, records)[0] == sum(map(bool, map(fr.pipeline_op, r["hashes"]))) for r in holders
+        )
         n_emu = sum(fr.emulated(r) for r in holders)
-        parts.append(f"the pipeline's per-layer operations equal on {equal} of {len(holders)} kinds "
-                     f"({len(holders) - n_emu} real, {n_emu} emulated)")
+        parts.append(
+            f"the pipeline's per-layer operations equal on {equal} of {len(holders)} kinds "
+            f"({len(holders) - n_emu} real, {n_emu} emulated)"
+        )
     return f"- Emulated CPU kinds ({len(emulated)} in CI on every commit, QEMU): " + "; ".join(parts) + "."
 
 

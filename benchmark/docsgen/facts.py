@@ -14,6 +14,7 @@ full on the reproducibility page (:func:`holds_details`), and the performance pa
 
 A record that is missing gives a line saying which command writes it.
 """
+
 from __future__ import annotations
 
 import json
@@ -69,12 +70,16 @@ def cross_cpu_item(runs: list[dict]) -> str:
     kind's counts, the kernel fingerprints) are :func:`benchmark.reproduce.cross_cpu.holds_line`'s, on the
     reproducibility page."""
     if not runs:
-        return ("- Across CPU kinds: no from-scratch run recorded (`python -m benchmark reproduce check --record "
-                "results/cross_cpu.json`).")
+        return (
+            "- Across CPU kinds: no from-scratch run recorded (`python -m benchmark reproduce check --record "
+            "results/cross_cpu.json`)."
+        )
     latest = list({r["kind"]: r for r in cross_cpu.gate_runs(runs) if not r.get("emulated")}.values())
     if not latest:
-        return ("- Across CPU kinds: no from-scratch run recorded (`python -m benchmark reproduce check --record "
-                "results/cross_cpu.json`).")
+        return (
+            "- Across CPU kinds: no from-scratch run recorded (`python -m benchmark reproduce check --record "
+            "results/cross_cpu.json`)."
+        )
     n, same, ok = len(latest), sum(r["byte_identical"] for r in latest), sum(r["reproduces"] for r in latest)
     names = ", ".join(dict.fromkeys(cpu_name(r.get("cpu") or r["kind"]) for r in latest))
     if same == n:
@@ -91,8 +96,10 @@ def site_item(rec: dict | None) -> str:
     if rec is None or "publish" not in rec:
         return "- Site at the papers' scale: not measured on this commit (`tests/benchmarks/test_bench_site_scale.py`)."
     full, lim = rec["publish"]["1x"], rec["limits"]
-    return (f"- Site at the papers' scale ({full['rows']:,.0f} rows): published in **{full['wall']:.0f} s**, "
-            f"**{full['bytes'] / MB:.0f} MB** (targets {lim['publish_s']} s, {lim['site_bytes'] / MB:.0f} MB).")
+    return (
+        f"- Site at the papers' scale ({full['rows']:,.0f} rows): published in **{full['wall']:.0f} s**, "
+        f"**{full['bytes'] / MB:.0f} MB** (targets {lim['publish_s']} s, {lim['site_bytes'] / MB:.0f} MB)."
+    )
 
 
 def tests_item(rec: dict | None) -> str:
@@ -100,15 +107,19 @@ def tests_item(rec: dict | None) -> str:
     if rec is None or rec.get("command", "python -m pytest") != "python -m pytest":
         return "- Tests: the README's test command not measured on this commit (`bash scripts/measure-tests.sh`)."
     target = rec.get("target_s", 360)
-    verdict = f"target {target / 60:g} min" if rec["wall_s"] <= target else f"**over** the {target / 60:g}-minute target"
+    verdict = (
+        f"target {target / 60:g} min" if rec["wall_s"] <= target else f"**over** the {target / 60:g}-minute target"
+    )
     return f"- Tests: {rec['passed']:,} in **{rec['wall_s']:.0f} s** ({verdict}; {_cpu(rec.get('machine'))})."
 
 
 def main_job_line(rec: dict | None) -> str:
     """The main job in full: install and ``dvc repro`` seconds, the target, the machine and the date."""
     if rec is None:
-        return ("- Main job: not measured on this commit (`bash scripts/measure-main-job.sh` writes "
-                "`results/timings.json`).")
+        return (
+            "- Main job: not measured on this commit (`bash scripts/measure-main-job.sh` writes "
+            "`results/timings.json`)."
+        )
     total = rec["repro_wall_s"] + (rec.get("install_s") or 0)
     limit, who = target(rec.get("machine"))
     verdict = "within" if total <= limit else "**over**"
@@ -122,61 +133,84 @@ def main_job_line(rec: dict | None) -> str:
     ratio = ""
     if rec.get("floor_ratio"):
         ok = "within" if rec["floor_ratio"] <= FLOOR_RATIO_TARGET else "**over**"
-        ratio = (f"; `{command}` took **{rec['floor_ratio']:.2f}x** its compute floor ((CPU - start-up) / cores = "
-                 f"{rec['compute_floor_s']:.0f} s), {ok} the {FLOOR_RATIO_TARGET:g}x target")
+        ratio = (
+            f"; `{command}` took **{rec['floor_ratio']:.2f}x** its compute floor ((CPU - start-up) / cores = "
+            f"{rec['compute_floor_s']:.0f} s), {ok} the {FLOOR_RATIO_TARGET:g}x target"
+        )
     par = rec.get("parallel") or {}
     if par.get("repro_wall_s"):
         par_total = par["repro_wall_s"] + (rec.get("install_s") or 0)
-        ratio += (f"; two stages at a time (`{par['command']}`, the same outputs) {par['repro_wall_s']:.0f} s = "
-                  f"{par_total / 60:.1f} min, {par['floor_ratio']:.2f}x")
-    return (f"- Main job from a fresh clone: {install}`{command}` {rec['repro_wall_s']:.0f} s = **{total / 60:.1f} min**, "
-            f"{verdict} the {limit / 60:g}-minute target{' of ' + who + ' machine' if who else ''} ({where}; "
-            f"{rec.get('date', '?')}){ratio}.")
+        ratio += (
+            f"; two stages at a time (`{par['command']}`, the same outputs) {par['repro_wall_s']:.0f} s = "
+            f"{par_total / 60:.1f} min, {par['floor_ratio']:.2f}x"
+        )
+    return (
+        f"- Main job from a fresh clone: {install}`{command}` {rec['repro_wall_s']:.0f} s = **{total / 60:.1f} min**, "
+        f"{verdict} the {limit / 60:g}-minute target{' of ' + who + ' machine' if who else ''} ({where}; "
+        f"{rec.get('date', '?')}){ratio}."
+    )
 
 
 def pinning_line(rec: dict | None) -> str:
     """The pinned CPU kernels and what they cost against native ones (``results/numerics.json``)."""
     if rec is None:
         return "- Pinned kernels: cost not measured on this commit (`python -m benchmark reproduce pinning-cost`)."
-    return (f"- Every stage pins the CPU kernels to AVX2 and trains and infers without MKL (portable kernels: fused AdamW, "
-            f"BLAS-free linear layers); it costs **{rec['ratio']['wall_s']:.2f}x** the wall time of native kernels on "
-            f"`{rec['stage']}` ({_cpu(rec.get('machine'))}).")
+    return (
+        f"- Every stage pins the CPU kernels to AVX2 and trains and infers without MKL (portable kernels: fused AdamW, "
+        f"BLAS-free linear layers); it costs **{rec['ratio']['wall_s']:.2f}x** the wall time of native kernels on "
+        f"`{rec['stage']}` ({_cpu(rec.get('machine'))})."
+    )
 
 
 def site_line(rec: dict | None) -> str:
     """The site at the papers' scale in full: rows, time, size, largest file, embedded part, first render, 10x."""
     if rec is None or "publish" not in rec:
-        return ("- Site at the papers' scale: not measured on this commit "
-                "(`pytest --benchmark-enable tests/benchmarks/test_bench_site_scale.py`).")
+        return (
+            "- Site at the papers' scale: not measured on this commit "
+            "(`pytest --benchmark-enable tests/benchmarks/test_bench_site_scale.py`)."
+        )
     full, ten, lim = rec["publish"]["1x"], rec["publish"]["10x estimate"], rec["limits"]
     extra = ""
     if "largest" in full and "embedded_bytes" in full:
-        extra += (f", largest file {full['largest'][1] / MB:.1f} MB (target {lim['file_bytes'] / MB:.0f}), embedded part "
-                  f"{full['embedded_bytes'] / MB:.1f} MB (target {lim['embedded_bytes'] / MB:.0f})")
+        extra += (
+            f", largest file {full['largest'][1] / MB:.1f} MB (target {lim['file_bytes'] / MB:.0f}), embedded part "
+            f"{full['embedded_bytes'] / MB:.1f} MB (target {lim['embedded_bytes'] / MB:.0f})"
+        )
     if rec.get("first_render_ms"):
         extra += f", slowest first render {max(rec['first_render_ms'].values())} ms (target {lim['render_ms']})"
-    return (f"- Site at the papers' scale ({full['rows']:,.0f} rows, every suite): publish **{full['wall']:.0f} s** "
-            f"(target {lim['publish_s']} s), **{full['bytes'] / MB:.0f} MB** (target {lim['site_bytes'] / MB:.0f} MB)"
-            f"{extra}; at 10x the rows about {ten['wall']:.0f} s and {ten['bytes'] / MB:.0f} MB.")
+    return (
+        f"- Site at the papers' scale ({full['rows']:,.0f} rows, every suite): publish **{full['wall']:.0f} s** "
+        f"(target {lim['publish_s']} s), **{full['bytes'] / MB:.0f} MB** (target {lim['site_bytes'] / MB:.0f} MB)"
+        f"{extra}; at 10x the rows about {ten['wall']:.0f} s and {ten['bytes'] / MB:.0f} MB."
+    )
 
 
 def test_command_line(rec: dict | None) -> str:
     """The README's test command in full: tests, wall seconds, what was cached, the install, the target, the machine."""
     if rec is None:
-        return ("- Tests: the README's test command not measured on this commit (`bash scripts/measure-tests.sh` writes "
-                "`results/test_command.json`).")
+        return (
+            "- Tests: the README's test command not measured on this commit (`bash scripts/measure-tests.sh` writes "
+            "`results/test_command.json`)."
+        )
     target = rec.get("target_s", 360)
     verdict = "within" if rec["wall_s"] <= target else "**over**"
-    cache = ("an empty `.pytest_cache`, so the paper-scale bundles were made too" if rec.get("pytest_cache") == "empty"
-             else "the paper-scale bundles cached in `.pytest_cache`")
+    cache = (
+        "an empty `.pytest_cache`, so the paper-scale bundles were made too"
+        if rec.get("pytest_cache") == "empty"
+        else "the paper-scale bundles cached in `.pytest_cache`"
+    )
     setup = f"; install {rec['setup_s']:.0f} s before it" if rec.get("setup_s") is not None else ""
     if rec.get("command", "python -m pytest") != "python -m pytest":  # a subset, not the README's command
-        return (f"- Tests: only `{rec['command']}` measured ({rec['passed']:,} tests in {rec['wall_s']:.0f} s), not the "
-                f"README's test command (`bash scripts/measure-tests.sh` without arguments measures it).")
-    return (f"- Tests: the README's test command ran {rec['passed']:,} tests ({rec.get('skipped', 0)} skipped) in "
-            f"**{rec['wall_s']:.0f} s** with {cache}{setup}, {verdict} the {target / 60:g}-minute target "
-            f"({_cpu(rec.get('machine'))}; {rec.get('date', '?')}"
-            f"{'; a checkout with uncommitted changes' if (rec.get('git') or {}).get('dirty') else ''}).")
+        return (
+            f"- Tests: only `{rec['command']}` measured ({rec['passed']:,} tests in {rec['wall_s']:.0f} s), not the "
+            f"README's test command (`bash scripts/measure-tests.sh` without arguments measures it)."
+        )
+    return (
+        f"- Tests: the README's test command ran {rec['passed']:,} tests ({rec.get('skipped', 0)} skipped) in "
+        f"**{rec['wall_s']:.0f} s** with {cache}{setup}, {verdict} the {target / 60:g}-minute target "
+        f"({_cpu(rec.get('machine'))}; {rec.get('date', '?')}"
+        f"{'; a checkout with uncommitted changes' if (rec.get('git') or {}).get('dirty') else ''})."
+    )
 
 
 def holds_block(root=".") -> str:
@@ -185,18 +219,39 @@ def holds_block(root=".") -> str:
     reproducibility page (:func:`holds_details`)."""
     res = Path(root) / "results"
     runs, records = cross_cpu.load(res / "cross_cpu.json"), fingerprint_records.read_records(res / "fingerprints")
-    return "\n".join([main_job_item(_load(res / "timings.json")), cross_cpu_item(runs),
-                      cpu_kinds.emulated_item(runs, records), site_item(_load(res / "site_scale.json")),
-                      tests_item(_load(res / "test_command.json"))]) + "\n"
+    return (
+        "\n".join(
+            [
+                main_job_item(_load(res / "timings.json")),
+                cross_cpu_item(runs),
+                cpu_kinds.emulated_item(runs, records),
+                site_item(_load(res / "site_scale.json")),
+                tests_item(_load(res / "test_command.json")),
+            ]
+        )
+        + "\n"
+    )
 
 
 def holds_details(root=".") -> str:
     """What holds in full (the reproducibility page): the main job, the pinned kernels and their cost, each CPU kind's
     check and the kernel fingerprints, the site at the papers' scale, the tests."""
     res = Path(root) / "results"
-    cross = cross_cpu.holds_line(cross_cpu.load(res / "cross_cpu.json"), fingerprint_records.read_records(res / "fingerprints"))
-    return "\n".join([main_job_line(_load(res / "timings.json")), pinning_line(_load(res / "numerics.json")), cross,
-                      site_line(_load(res / "site_scale.json")), test_command_line(_load(res / "test_command.json"))]) + "\n"
+    cross = cross_cpu.holds_line(
+        cross_cpu.load(res / "cross_cpu.json"), fingerprint_records.read_records(res / "fingerprints")
+    )
+    return (
+        "\n".join(
+            [
+                main_job_line(_load(res / "timings.json")),
+                pinning_line(_load(res / "numerics.json")),
+                cross,
+                site_line(_load(res / "site_scale.json")),
+                test_command_line(_load(res / "test_command.json")),
+            ]
+        )
+        + "\n"
+    )
 
 
 def ci_table(root=".") -> str:
@@ -208,10 +263,15 @@ def ci_table(root=".") -> str:
     lines = ["| step | minutes |", "|---|---|"]
     lines += [f"| {kind} | {seconds / 60:.1f} |" for kind, seconds in rec["by_kind"].items()]
     total, target = rec["total_s"], rec["target_s"]
-    verdict = f"within the {target // 60}-minute target" if total <= target else f"**over** the {target // 60}-minute target"
-    lines += [f"| **all of `.ci/run`** | **{total / 60:.1f}** |", "",
-              f"{'Passed' if rec['passed'] else 'FAILED'}, {verdict}; {_cpu(rec.get('machine'))}, commit "
-              f"`{(rec.get('commit') or '?')[:7]}`, {rec.get('date', '?')} (`bash scripts/measure-ci.sh`)."]
+    verdict = (
+        f"within the {target // 60}-minute target" if total <= target else f"**over** the {target // 60}-minute target"
+    )
+    lines += [
+        f"| **all of `.ci/run`** | **{total / 60:.1f}** |",
+        "",
+        f"{'Passed' if rec['passed'] else 'FAILED'}, {verdict}; {_cpu(rec.get('machine'))}, commit "
+        f"`{(rec.get('commit') or '?')[:7]}`, {rec.get('date', '?')} (`bash scripts/measure-ci.sh`).",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -222,22 +282,30 @@ def site_table(root=".") -> str:
     if rec is None or "publish" not in rec:
         return site_line(rec) + "\n"
     lim = rec["limits"]
-    lines = ["| rows | publish wall s | CPU s | site MB | files | largest file MB | embedded part MB |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| rows | publish wall s | CPU s | site MB | files | largest file MB | embedded part MB |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for name, r in sorted(rec["publish"].items(), key=lambda kv: kv[1]["rows"]):  # smallest first, the estimate last
         largest = f"{r['largest'][1] / MB:.1f} (`{r['largest'][0]}`)" if "largest" in r else ""
         embedded = f"{r['embedded_bytes'] / MB:.1f}" if "embedded_bytes" in r else ""
-        lines.append(f"| {name}: {r['rows']:,.0f} | {r['wall']:.0f} | {r['cpu']:.0f} | {r['bytes'] / MB:.1f} | "
-                     f"{r.get('files', '')} | {largest} | {embedded} |")
+        lines.append(
+            f"| {name}: {r['rows']:,.0f} | {r['wall']:.0f} | {r['cpu']:.0f} | {r['bytes'] / MB:.1f} | "
+            f"{r.get('files', '')} | {largest} | {embedded} |"
+        )
     text = "\n".join(lines) + (
         f"\n\nTargets: publish at most {lim['publish_s']} s, site at most {lim['site_bytes'] / MB:.0f} MB, no file "
         f"over {lim['file_bytes'] / MB:.0f} MB, the embedded part at most {lim['embedded_bytes'] / MB:.0f} MB, each "
         "page's "
         f"first render under {lim['render_ms']} ms; the 10x row is a straight line through the two measured sizes "
-        f"(not a target). Measured {rec.get('date', '?')} on {_cpu(rec.get('machine'))}.\n")
+        f"(not a target). Measured {rec.get('date', '?')} on {_cpu(rec.get('machine'))}.\n"
+    )
     if rec.get("first_render_ms"):
-        text += ("\nFirst render in Chromium, median ms per suite page: "
-                 + ", ".join(f"{k} {v}" for k, v in sorted(rec["first_render_ms"].items())) + ".\n")
+        text += (
+            "\nFirst render in Chromium, median ms per suite page: "
+            + ", ".join(f"{k} {v}" for k, v in sorted(rec["first_render_ms"].items()))
+            + ".\n"
+        )
     return text
 
 
@@ -246,18 +314,26 @@ def cluster_table(root=".") -> str:
     ``dvc repro`` on the same machine: wall seconds, what the Slurm path adds, and its cost per job."""
     rec = _load(Path(root) / "results" / "cluster.json")
     if rec is None:
-        return ("Not measured on this commit yet: `pytest --benchmark-enable tests/benchmarks/test_bench_cluster.py` "
-                "writes `results/cluster.json`.\n")
+        return (
+            "Not measured on this commit yet: `pytest --benchmark-enable tests/benchmarks/test_bench_cluster.py` "
+            "writes `results/cluster.json`.\n"
+        )
     serial = rec["serial"]
-    lines = ["| run | stage jobs at once | wall s | added over serial | stage processes s | per job s |",
-             "|---|---|---|---|---|---|",
-             f"| `dvc repro` (serial) | 1 | {serial['wall_s']:.0f} |  | {serial['stages_wall_s']:.0f} |  |"]
+    lines = [
+        "| run | stage jobs at once | wall s | added over serial | stage processes s | per job s |",
+        "|---|---|---|---|---|---|",
+        f"| `dvc repro` (serial) | 1 | {serial['wall_s']:.0f} |  | {serial['stages_wall_s']:.0f} |  |",
+    ]
     for r in rec["slurm"]:
         added = r["wall_s"] - serial["wall_s"]
-        lines.append(f"| `cluster submit` | {r['jobs']} (at most {r['max_concurrent']} seen) | {r['wall_s']:.0f} | "
-                     f"{added:+.0f} s ({added / serial['wall_s']:+.0%}) | {r['stages_wall_s']:.0f} | "
-                     f"{r['job_overhead_s']:.1f} |")
-    return ("\n".join(lines) + f"\n\n{rec['stages']} stage jobs and the final one; *stage processes*: the stages' own "
-            f"wall seconds, summed; *per job*: a job's time outside its stage's process (the interpreter, DVC's two "
-            f"hashings, the lock), on average. Measured {rec.get('date', '?')} on {_cpu(rec.get('machine'))}, one run "
-            f"each{'; ' + rec['note'] if rec.get('note') else ''}.\n")
+        lines.append(
+            f"| `cluster submit` | {r['jobs']} (at most {r['max_concurrent']} seen) | {r['wall_s']:.0f} | "
+            f"{added:+.0f} s ({added / serial['wall_s']:+.0%}) | {r['stages_wall_s']:.0f} | "
+            f"{r['job_overhead_s']:.1f} |"
+        )
+    return (
+        "\n".join(lines) + f"\n\n{rec['stages']} stage jobs and the final one; *stage processes*: the stages' own "
+        f"wall seconds, summed; *per job*: a job's time outside its stage's process (the interpreter, DVC's two "
+        f"hashings, the lock), on average. Measured {rec.get('date', '?')} on {_cpu(rec.get('machine'))}, one run "
+        f"each{'; ' + rec['note'] if rec.get('note') else ''}.\n"
+    )

@@ -16,6 +16,7 @@ benchmark.docsgen.includes --write``) rewrites the blocks, :func:`stale` lists t
 (``tests/docs/test_includes.py`` fails on any). The blocks are rewritten with the README's helper
 (:func:`benchmark.docsgen.readme.render`), so both kinds of generated block have one syntax.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,11 +45,16 @@ def section(root, file: str, name: str) -> tuple[int, str]:
     with ``name-``: the heading and what follows up to the next ``## `` heading; ``ValueError`` unless exactly one
     heading matches."""
     lines = Path(root, file).read_text(encoding="utf-8").splitlines()
-    heads = [i for i, line in enumerate(lines) if line.startswith("## ")
-             and (slug(line[3:]) == name or slug(line[3:]).startswith(name + "-"))]
+    heads = [
+        i
+        for i, line in enumerate(lines)
+        if line.startswith("## ") and (slug(line[3:]) == name or slug(line[3:]).startswith(name + "-"))
+    ]
     if len(heads) != 1:
         found = ", ".join(repr(lines[i]) for i in heads) or "none"
-        raise ValueError(f"{file}: {len(heads)} sections match {name!r} (a '## ' heading whose slug starts with it: {found})")
+        raise ValueError(
+            f"{file}: {len(heads)} sections match {name!r} (a '## ' heading whose slug starts with it: {found})"
+        )
     start = heads[0]
     end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
     return start + 1, "\n".join(lines[start:end]).rstrip() + "\n"
@@ -57,16 +63,19 @@ def section(root, file: str, name: str) -> tuple[int, str]:
 def relink(text: str, source: str, page: str) -> str:
     """``text`` of file ``source`` with its relative Markdown links (outside code blocks) made relative to ``page``'s
     folder (both relative to the repository root)."""
+
     def one(m):
         target = m.group("target")
         if re.match(r"^[a-z][a-z0-9+.-]*:", target) or target.startswith("/"):
             return m.group(0)
-        moved = os.path.relpath(os.path.normpath(os.path.join(os.path.dirname(source), target)), os.path.dirname(page) or ".")
+        moved = os.path.relpath(
+            os.path.normpath(os.path.join(os.path.dirname(source), target)), os.path.dirname(page) or "."
+        )
         return m.group(1) + Path(moved).as_posix() + m.group("rest")
 
     out, last = [], 0
     for fence in FENCE.finditer(text):
-        out += [LINK.sub(one, text[last:fence.start()]), fence.group(0)]
+        out += [LINK.sub(one, text[last : fence.start()]), fence.group(0)]
         last = fence.end()
     return "".join(out + [LINK.sub(one, text[last:])])
 
@@ -78,22 +87,30 @@ def page_blocks(root, page: str) -> dict[str, str]:
     for m in NAME.finditer(text):
         source = SOURCES[m.group("source")]
         _, body = section(root, source, m.group("slug"))
-        out[m.group("name")] = (f"<!-- {source} section, written by `python -m benchmark.docsgen.includes --write`: "
-                                f"edit it there -->\n" + relink(body, source, page))
+        out[m.group("name")] = (
+            f"<!-- {source} section, written by `python -m benchmark.docsgen.includes --write`: "
+            f"edit it there -->\n" + relink(body, source, page)
+        )
     return out
 
 
 def pages(root) -> list[str]:
     """The Markdown files under ``root/docs`` that hold an included section (relative, sorted)."""
     root = Path(root)
-    return sorted(p.relative_to(root).as_posix() for p in (root / "docs").rglob("*.md")
-                  if NAME.search(p.read_text(encoding="utf-8")))
+    return sorted(
+        p.relative_to(root).as_posix()
+        for p in (root / "docs").rglob("*.md")
+        if NAME.search(p.read_text(encoding="utf-8"))
+    )
 
 
 def stale(root=".") -> list[str]:
     """``PAGE: NAME`` of every included section whose copy differs from its source."""
-    return [f"{page}: {name}" for page in pages(root)
-            for name in stale_blocks(Path(root, page).read_text(encoding="utf-8"), page_blocks(root, page))]
+    return [
+        f"{page}: {name}"
+        for page in pages(root)
+        for name in stale_blocks(Path(root, page).read_text(encoding="utf-8"), page_blocks(root, page))
+    ]
 
 
 def update(root=".") -> list[str]:
@@ -108,10 +125,14 @@ def update(root=".") -> list[str]:
 def main(argv=None) -> int:
     """``python -m benchmark.docsgen.includes [--write]``: check (exit 1 naming the stale sections) or rewrite the
     included sections of the docs pages."""
-    parser = argparse.ArgumentParser(prog="python -m benchmark.docsgen.includes",
-                                     description="Write the CONTRIBUTING.md sections that docs pages show into those "
-                                                 "pages (their <!-- generated:contributing-... --> blocks), or check them.")
-    parser.add_argument("--write", action="store_true", help="rewrite the stale blocks (default: list them, exit 1 if any)")
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmark.docsgen.includes",
+        description="Write the CONTRIBUTING.md sections that docs pages show into those "
+        "pages (their <!-- generated:contributing-... --> blocks), or check them.",
+    )
+    parser.add_argument(
+        "--write", action="store_true", help="rewrite the stale blocks (default: list them, exit 1 if any)"
+    )
     parser.add_argument("--root", default=".", help="the repository root (default: the current folder)")
     args = parser.parse_args(argv)
     try:

@@ -16,6 +16,7 @@ family (:mod:`benchmark.docsgen.budgets`). Each generated block sits between
 (tests/docsgen/test_readme_results.py fails on any, naming the command that regenerates
 them: ``python -m benchmark reproduce readme --write``).
 """
+
 from __future__ import annotations
 
 import json
@@ -40,8 +41,13 @@ from benchmark.reproduce import cross_cpu, dvc_share, fingerprint_records, gate,
 from benchmark.reproduce.gate import committed_bundle
 from benchmark.storage.atomic import write_text
 
-FILES = ("README.md", "docs/results.md", "docs/explanations/performance.md", "docs/explanations/reproducibility.md",
-         "docs/how-to/cluster.md")  # the files holding generated blocks
+FILES = (
+    "README.md",
+    "docs/results.md",
+    "docs/explanations/performance.md",
+    "docs/explanations/reproducibility.md",
+    "docs/how-to/cluster.md",
+)  # the files holding generated blocks
 SPLIT, FIT, CONF = "test", "converged", "max"
 MODEL_METRICS = [("accuracy", "test acc"), ("nll", "NLL"), ("aurc", "AURC"), ("auroc", "AUROC"), ("sac98", "SAC@98")]
 DUO_METRICS = [("aurc", "AURC"), ("nll", "NLL")]
@@ -64,8 +70,10 @@ def models_table(rows: pd.DataFrame, models: pd.DataFrame | None) -> str:
     wide = v.pivot_table(index="base", columns="metric", values="value", aggfunc="first")
     gflops = v.groupby("base")["gflops"].first()
     role = models.set_index("name")["role"] if models is not None and "role" in models.columns else pd.Series(dtype=str)
-    lines = ["| model | role | GFLOPs | " + " | ".join(label for _, label in MODEL_METRICS) + " |",
-             "|---|---|---|" + "---|" * len(MODEL_METRICS)]
+    lines = [
+        "| model | role | GFLOPs | " + " | ".join(label for _, label in MODEL_METRICS) + " |",
+        "|---|---|---|" + "---|" * len(MODEL_METRICS),
+    ]
     for name in sorted(wide.index, key=lambda n: (-float(gflops.get(n, 0)), n)):
         cells = [fmt(wide.loc[name].get(m)) for m, _ in MODEL_METRICS]
         lines.append(f"| {name} | {role.get(name, '')} | {fmt(gflops.get(name), 2)} | " + " | ".join(cells) + " |")
@@ -86,9 +94,18 @@ def duo_noise(rows: pd.DataFrame, zoo: dict | None, config=None) -> dict:
     dn = noise.difference_noise(v, noise.seed_groups(zoo or {}), cfg.reference_family)
     r = v.loc[dn.index]
     keep = ((r["family"] == "duo") & (r["method"] == "weighted")).to_numpy()
-    return {(b, k, m): {"sd": sd, "seeds": n, "source": src, "within": w} for b, k, m, sd, n, src, w in
-            zip(r["base"][keep], r["sidekick"][keep], r["metric"][keep], dn["sd_seed"][keep], dn["seeds"][keep],
-                dn["seed_source"][keep], dn["within"][keep])}
+    return {
+        (b, k, m): {"sd": sd, "seeds": n, "source": src, "within": w}
+        for b, k, m, sd, n, src, w in zip(
+            r["base"][keep],
+            r["sidekick"][keep],
+            r["metric"][keep],
+            dn["sd_seed"][keep],
+            dn["seeds"][keep],
+            dn["seed_source"][keep],
+            dn["within"][keep],
+        )
+    }
 
 
 def _improves(metric: str, d: float) -> bool:
@@ -96,8 +113,14 @@ def _improves(metric: str, d: float) -> bool:
     return d > 0 if hib else d < 0
 
 
-def duos_table(rows: pd.DataFrame, paired: pd.DataFrame, sidekicks=None, zoo: dict | None = None, config=None,
-               verdict: pd.DataFrame | None = None) -> str:
+def duos_table(
+    rows: pd.DataFrame,
+    paired: pd.DataFrame,
+    sidekicks=None,
+    zoo: dict | None = None,
+    config=None,
+    verdict: pd.DataFrame | None = None,
+) -> str:
     """Every weighted duo (of a ``sidekicks`` member when given): base alone -> duo and the paired-bootstrap
     difference with its interval, marked ✱ when that interval excludes 0 *and* the difference is outside the
     training-seed noise of duo-minus-base differences (:func:`duo_noise`), ≈ when within it; then, per seed group
@@ -111,9 +134,18 @@ def duos_table(rows: pd.DataFrame, paired: pd.DataFrame, sidekicks=None, zoo: di
     p = paired[(paired["split"] == SPLIT) & (paired["fit"] == FIT) & (paired["method"] == "weighted")]
     p = p.set_index(["base", "sidekick", "metric"])
     judged = duo_noise(rows, zoo, config)
-    dom = set() if verdict is None else set(verdict.loc[(verdict["split"] == SPLIT) & verdict["dominated"].astype(bool), "metric"])
-    head = "| duo (weighted) | FLOPs balance | " + " | ".join(
-        f"{label}{' (noise-dominated)' if m in dom else ''}: base → duo (diff [95% CI])" for m, label in DUO_METRICS) + " |"
+    dom = (
+        set()
+        if verdict is None
+        else set(verdict.loc[(verdict["split"] == SPLIT) & verdict["dominated"].astype(bool), "metric"])
+    )
+    head = (
+        "| duo (weighted) | FLOPs balance | "
+        + " | ".join(
+            f"{label}{' (noise-dominated)' if m in dom else ''}: base → duo (diff [95% CI])" for m, label in DUO_METRICS
+        )
+        + " |"
+    )
     lines = [head, "|---|---|" + "---|" * len(DUO_METRICS)]
     keys = duo[["base", "sidekick"]].drop_duplicates().sort_values(["base", "sidekick"]).itertuples(index=False)
     diffs: dict[tuple, float] = {}
@@ -128,20 +160,30 @@ def duos_table(rows: pd.DataFrame, paired: pd.DataFrame, sidekicks=None, zoo: di
                 diffs[(base, side, m)] = float(r["diff"])
                 j["within"] = noise.within_noise(float(r["diff"]), j.get("sd", math.nan))
                 j["finding"] = bool((r["ci_high"] < 0 or r["ci_low"] > 0) and j["within"] is False)
-                cells.append(f"{fmt(b)} → {fmt(x)} ({_signed(r['diff'])} [{_signed(r['ci_low'])}, "
-                             f"{_signed(r['ci_high'])}]){_marks(j)}")
+                cells.append(
+                    f"{fmt(b)} → {fmt(x)} ({_signed(r['diff'])} [{_signed(r['ci_low'])}, "
+                    f"{_signed(r['ci_high'])}]){_marks(j)}"
+                )
             else:
                 diffs[(base, side, m)] = x - b
                 cells.append(f"{fmt(b)} → {fmt(x)}{_marks(j)}")
         bal = d["balance"].iloc[0] if len(d) else math.nan
         lines.append(f"| {base} + {side} | {fmt(bal, 2)} | " + " | ".join(cells) + " |")
     table = "\n".join(lines) + "\n"
-    return (table + "\n✱ the 95% interval of the difference excludes 0 and the difference is outside the training-seed "
-            f"noise: |diff| > {noise.FACTOR:g} × the seed sd of the duo-minus-base difference (over the seed group's bases "
-            "with the same sidekick where the base has a seed group, else the largest such sd of the split); "
-            "≈ within that noise, so one retraining could reverse it."
-            + (" (noise-dominated): on this split the differences the headline ranks are typically within the seed spread "
-               "of a model alone (seed table above): shown, not ranked." if dom else "") + "\n" + _group_lines(duo, diffs, zoo))
+    return (
+        table + "\n✱ the 95% interval of the difference excludes 0 and the difference is outside the training-seed "
+        f"noise: |diff| > {noise.FACTOR:g} × the seed sd of the duo-minus-base difference (over the seed group's bases "
+        "with the same sidekick where the base has a seed group, else the largest such sd of the split); "
+        "≈ within that noise, so one retraining could reverse it."
+        + (
+            " (noise-dominated): on this split the differences the headline ranks are typically within the seed spread "
+            "of a model alone (seed table above): shown, not ranked."
+            if dom
+            else ""
+        )
+        + "\n"
+        + _group_lines(duo, diffs, zoo)
+    )
 
 
 def _group_lines(duo: pd.DataFrame, diffs: dict, zoo: dict | None) -> str:
@@ -159,22 +201,35 @@ def _group_lines(duo: pd.DataFrame, diffs: dict, zoo: dict | None) -> str:
                     cells.append("—")
                     continue
                 up = sum(_improves(m, d) for d in ds)
-                cells.append(f"{_signed(float(np.mean(ds)))} ± {fmt(float(np.std(ds, ddof=1)))} ({up}/{len(ds)} seeds improve)")
-            lines.append(f"| {' / '.join(g.names)} + {side} | {fmt(bal.iloc[0] if len(bal) else math.nan, 2)} | "
-                         + " | ".join(cells) + " |")
+                cells.append(
+                    f"{_signed(float(np.mean(ds)))} ± {fmt(float(np.std(ds, ddof=1)))} ({up}/{len(ds)} seeds improve)"
+                )
+            lines.append(
+                f"| {' / '.join(g.names)} + {side} | {fmt(bal.iloc[0] if len(bal) else math.nan, 2)} | "
+                + " | ".join(cells)
+                + " |"
+            )
     if not lines:
         return ""
-    head = ("| duo (weighted), over a seed group's bases | FLOPs balance | "
-            + " | ".join(f"{label}: mean diff ± sd (seeds improving)" for _, label in DUO_METRICS) + " |")
-    return ("\nOver the seeds of each seed group of bases (the seed-robust statement: the difference to the base alone, "
-            "mean ± sample sd over the group's bases with that sidekick, and on how many of them the duo is better):\n\n"
-            + "\n".join([head, "|---|---|" + "---|" * len(DUO_METRICS)] + lines) + "\n")
+    head = (
+        "| duo (weighted), over a seed group's bases | FLOPs balance | "
+        + " | ".join(f"{label}: mean diff ± sd (seeds improving)" for _, label in DUO_METRICS)
+        + " |"
+    )
+    return (
+        "\nOver the seeds of each seed group of bases (the seed-robust statement: the difference to the base alone, "
+        "mean ± sample sd over the group's bases with that sidekick, and on how many of them the duo is better):\n\n"
+        + "\n".join([head, "|---|---|" + "---|" * len(DUO_METRICS)] + lines)
+        + "\n"
+    )
 
 
 def shown_splits(rows: pd.DataFrame, config) -> list[str]:
     """The splits the headline or the plots show: report.plot_splits (patterns) and report.headline_split."""
-    return sorted({s for s in rows["split"].astype(str) if s == config.headline_split or match_any(s, config.plot_splits)},
-                  key=split_sort_key)
+    return sorted(
+        {s for s in rows["split"].astype(str) if s == config.headline_split or match_any(s, config.plot_splits)},
+        key=split_sort_key,
+    )
 
 
 def verdicts(rows: pd.DataFrame, zoo: dict, paired: pd.DataFrame | None, config, splits) -> pd.DataFrame:
@@ -185,7 +240,9 @@ def verdicts(rows: pd.DataFrame, zoo: dict, paired: pd.DataFrame | None, config,
     return noise_table(headline_context(views, config, zoo=zoo, paired=paired))
 
 
-def seeds_table(rows: pd.DataFrame, zoo: dict, verdict: pd.DataFrame | None = None, splits=(SPLIT,), metrics=None) -> str:
+def seeds_table(
+    rows: pd.DataFrame, zoo: dict, verdict: pd.DataFrame | None = None, splits=(SPLIT,), metrics=None
+) -> str:
     """Mean, standard deviation and range over the seeds of each seed group (:mod:`benchmark.core.noise`) of the
     models alone, per split of ``splits`` and metric (``metrics``, default the README's: those the split has), with
     the headline's verdict (``verdict``: :func:`verdicts`): the median ranked difference and whether the split and
@@ -195,8 +252,10 @@ def seeds_table(rows: pd.DataFrame, zoo: dict, verdict: pd.DataFrame | None = No
     spread = noise.seed_spread(v, groups).set_index(["split", "members", "metric"])
     vd = verdict.set_index(["split", "metric"]) if verdict is not None and len(verdict) else None
     want = list(metrics) if metrics is not None else [m for m, _ in MODEL_METRICS] + ["ece", "brier", "ood_auroc"]
-    lines = ["| split | model (seeds) | metric | mean | sd | min | max | median ranked \\|Δ\\| | verdict |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| split | model (seeds) | metric | mean | sd | min | max | median ranked \\|Δ\\| | verdict |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for split in splits:
         for g in groups:
             for m in want:
@@ -207,17 +266,25 @@ def seeds_table(rows: pd.DataFrame, zoo: dict, verdict: pd.DataFrame | None = No
                 if vd is not None and (split, m) in vd.index:
                     r = vd.loc[(split, m)]
                     med = fmt(r["median"])
-                    mark = "**noise-dominated**" if r["dominated"] else "ranked" if np.isfinite(r["sd"]) and r["entries"] else "—"
+                    mark = (
+                        "**noise-dominated**"
+                        if r["dominated"]
+                        else "ranked"
+                        if np.isfinite(r["sd"]) and r["entries"]
+                        else "—"
+                    )
                 label = METRICS[m].label if m in METRICS else m
-                lines.append(f"| {split} | {' / '.join(g.names)} | {label} | {fmt(x['mean'])} | {fmt(x['sd'])} | "
-                             f"{fmt(x['min'])} | {fmt(x['max'])} | {med} | {mark} |")
-    legend = (f"\nmedian ranked |Δ|: the median difference to the base alone of the rows the headline ranks on that split "
-              f"(every method but the models alone); **noise-dominated**: it is under {noise.FACTOR:g} × the largest seed sd "
-              "of a model alone on that split and metric (over the seed groups), so one retraining could reorder the "
-              "ranking: the page shows that split unranked for that metric and `dvc metrics show` leaves it out.\n")
+                lines.append(
+                    f"| {split} | {' / '.join(g.names)} | {label} | {fmt(x['mean'])} | {fmt(x['sd'])} | "
+                    f"{fmt(x['min'])} | {fmt(x['max'])} | {med} | {mark} |"
+                )
+    legend = (
+        f"\nmedian ranked |Δ|: the median difference to the base alone of the rows the headline ranks on that split "
+        f"(every method but the models alone); **noise-dominated**: it is under {noise.FACTOR:g} × the largest seed sd "
+        "of a model alone on that split and metric (over the seed groups), so one retraining could reorder the "
+        "ranking: the page shows that split unranked for that metric and `dvc metrics show` leaves it out.\n"
+    )
     return "\n".join(lines) + "\n" + legend
-
-
 
 
 def _s(x) -> str:
@@ -228,36 +295,57 @@ def timings_table(record: dict) -> str:
     """Per stage kind: count, wall and CPU seconds, start-up (interpreter, imports, params) and DVC's seconds before
     its stages, peak RSS, page faults; then DVC's total, the run and its compute floor."""
     kinds = timing.by_kind(timing.stages_frame(record))
-    lines = ["| stage | runs | wall s | user s | sys s | start-up s | DVC s before | peak RSS MB | minor faults | imports |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| stage | runs | wall s | user s | sys s | start-up s | DVC s before | peak RSS MB | minor faults | imports |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in kinds.itertuples(index=False):
-        lines.append(f"| {r.kind} | {r.stages} | {r.wall_s:.1f} | {r.user_s:.1f} | {r.sys_s:.1f} | {_s(r.startup_wall_s)} | "
-                     f"{_s(r.dvc_before_s)} | {r.max_rss_mb:.0f} | {int(r.minor_faults):,} | {', '.join(r.imports)} |")
+        lines.append(
+            f"| {r.kind} | {r.stages} | {r.wall_s:.1f} | {r.user_s:.1f} | {r.sys_s:.1f} | {_s(r.startup_wall_s)} | "
+            f"{_s(r.dvc_before_s)} | {r.max_rss_mb:.0f} | {int(r.minor_faults):,} | {', '.join(r.imports)} |"
+        )
     if record.get("dvc_overhead_s") is not None:
-        lines.append(f"| DVC itself (hashing, locks, process starts) | | {record['dvc_overhead_s']:.1f} | | | | | | | |")
+        lines.append(
+            f"| DVC itself (hashing, locks, process starts) | | {record['dvc_overhead_s']:.1f} | | | | | | | |"
+        )
     m = record.get("machine", {})
-    floor = (f"; the stages' compute floor (CPU {record['cpu_s']:.0f} s less start-up {record['startup_cpu_s']:.0f} s, on "
-             f"{record['cores']} cores) is {record['compute_floor_s']:.0f} s: the run took **{record['floor_ratio']:.2f}x** it"
-             if record.get("floor_ratio") else "")
+    floor = (
+        f"; the stages' compute floor (CPU {record['cpu_s']:.0f} s less start-up {record['startup_cpu_s']:.0f} s, on "
+        f"{record['cores']} cores) is {record['compute_floor_s']:.0f} s: the run took "
+        f"**{record['floor_ratio']:.2f}x** it"
+        if record.get("floor_ratio")
+        else ""
+    )
     load = record.get("load") or {}
     limit = facts.target(m)[0]
-    tail = (f"\n`{record['command']}`: **{record['repro_wall_s']:.0f} s** wall"
-            + (f", after an install of {record['install_s']:.0f} s (clone to leaderboard: "
-               f"**{record['install_s'] + record['repro_wall_s']:.0f} s**; the target of {limit} s is "
-               f"{'met' if record['install_s'] + record['repro_wall_s'] <= limit else '**not met**'})"
-               if record.get("install_s") is not None else "")
-            + floor
-            + f"; measured {record.get('date', '?')} on {m.get('cpus', '?')} CPUs ({m.get('cpu', '?')}"
-              f"{', ' + m['cpu_kind'] if m.get('cpu_kind') else ''}, torch {m.get('torch', '?')}, kernels "
-              f"{m.get('cpu_capability', '?')}{' pinned' if m.get('pinned') else ''})"
-            + (f", load average {load['mean']:.1f} (max {load['max']:.1f})" if load.get("mean") == load.get("mean")
-               and load.get("mean") is not None else "") + ".\n")
+    tail = (
+        f"\n`{record['command']}`: **{record['repro_wall_s']:.0f} s** wall"
+        + (
+            f", after an install of {record['install_s']:.0f} s (clone to leaderboard: "
+            f"**{record['install_s'] + record['repro_wall_s']:.0f} s**; the target of {limit} s is "
+            f"{'met' if record['install_s'] + record['repro_wall_s'] <= limit else '**not met**'})"
+            if record.get("install_s") is not None
+            else ""
+        )
+        + floor
+        + f"; measured {record.get('date', '?')} on {m.get('cpus', '?')} CPUs ({m.get('cpu', '?')}"
+        f"{', ' + m['cpu_kind'] if m.get('cpu_kind') else ''}, torch {m.get('torch', '?')}, kernels "
+        f"{m.get('cpu_capability', '?')}{' pinned' if m.get('pinned') else ''})"
+        + (
+            f", load average {load['mean']:.1f} (max {load['max']:.1f})"
+            if load.get("mean") == load.get("mean") and load.get("mean") is not None
+            else ""
+        )
+        + ".\n"
+    )
     par = record.get("parallel") or {}
     if par.get("repro_wall_s"):
-        tail += (f"\nThe same DAG two stages at a time in another clean copy (`{par['command']}`): "
-                 f"**{par['repro_wall_s']:.0f} s** wall, {par['floor_ratio']:.2f}x its compute floor of "
-                 f"{par['compute_floor_s']:.0f} s; {par['outputs'].get('identical', 0)} stage outputs compared, all "
-                 f"byte-identical to the serial run's.\n")
+        tail += (
+            f"\nThe same DAG two stages at a time in another clean copy (`{par['command']}`): "
+            f"**{par['repro_wall_s']:.0f} s** wall, {par['floor_ratio']:.2f}x its compute floor of "
+            f"{par['compute_floor_s']:.0f} s; {par['outputs'].get('identical', 0)} stage outputs compared, all "
+            f"byte-identical to the serial run's.\n"
+        )
     return "\n".join(lines) + "\n" + tail
 
 
@@ -266,24 +354,37 @@ def pinning_table(record: dict) -> str:
     med, ratio, m = record["median"], record["ratio"], record.get("machine") or {}
     lines = ["| numerics | wall s | CPU s |", "|---|---|---|"]
     lines += [f"| {mode} | {med[mode]['wall_s']:.1f} | {med[mode]['cpu_s']:.1f} |" for mode in ("pinned", "native")]
-    return ("\n".join(lines) + f"\n\n`{record['stage']}`, median of {record['repeats']} run(s) per mode: pinned / native = "
-            f"**{ratio['wall_s']:.2f}x** wall, {ratio['cpu_s']:.2f}x CPU; measured on {m.get('cpus', '?')} CPUs "
-            f"({m.get('cpu', '?')}, torch {m.get('torch', '?')}).\n")
+    return (
+        "\n".join(lines) + f"\n\n`{record['stage']}`, median of {record['repeats']} run(s) per mode: pinned / native = "
+        f"**{ratio['wall_s']:.2f}x** wall, {ratio['cpu_s']:.2f}x CPU; measured on {m.get('cpus', '?')} CPUs "
+        f"({m.get('cpu', '?')}, torch {m.get('torch', '?')}).\n"
+    )
 
 
 def detection_table(bundle, cfg: ReportConfig, level: float) -> str:
     """The smallest shift of each headline metric that the gate's noise path detects on the committed bundle's
     headline rows (:func:`benchmark.reproduce.gate.detection`)."""
     nz = noise.row_noise(bundle.rows, noise.seed_groups(bundle.manifest.get("zoo") or {}), level=level)
-    det = gate.detection(bundle.rows, nz, split=cfg.headline_split, family=cfg.reference_family, fit=cfg.fit,
-                         confidence=cfg.confidence, metrics=cfg.headline_metrics)
+    det = gate.detection(
+        bundle.rows,
+        nz,
+        split=cfg.headline_split,
+        family=cfg.reference_family,
+        fit=cfg.fit,
+        confidence=cfg.confidence,
+        metrics=cfg.headline_metrics,
+    )
     names = {m: info.label for m, info in METRICS.items()}
     lines = ["| metric | smallest shift detected | median over the models | largest |", "|---|---|---|---|"]
-    lines += [f"| {names.get(r.metric, r.metric)} | {fmt(r.min)} ({r.model_min}) | {fmt(r.median)} | {fmt(r.max)} |"
-              for r in det.itertuples(index=False)]
-    return ("\n".join(lines) + f"\n\nOn `{bundle.path.name}`'s {cfg.headline_split} split, {cfg.reference_family} models "
-            f"({cfg.fit} fit, {cfg.confidence} confidence), {int(det['models'].max())} models: a row fails the noise path "
-            f"when it moves by more than k times its noise (here k = {det['k'].median():.1f}).\n")
+    lines += [
+        f"| {names.get(r.metric, r.metric)} | {fmt(r.min)} ({r.model_min}) | {fmt(r.median)} | {fmt(r.max)} |"
+        for r in det.itertuples(index=False)
+    ]
+    return (
+        "\n".join(lines) + f"\n\nOn `{bundle.path.name}`'s {cfg.headline_split} split, {cfg.reference_family} models "
+        f"({cfg.fit} fit, {cfg.confidence} confidence), {int(det['models'].max())} models: a row fails the noise path "
+        f"when it moves by more than k times its noise (here k = {det['k'].median():.1f}).\n"
+    )
 
 
 def report_config(root=".") -> ReportConfig:
@@ -298,22 +399,41 @@ def blocks(root=".") -> dict[str, str]:
     bundle = committed_bundle(root)
     cfg = report_config(root)
     zoo = bundle.manifest.get("zoo") or {}
-    paired = bundle.paired if bundle.paired is not None else pd.DataFrame(
-        columns=["suite", "split", "fit", "method", "base", "sidekick", "metric", "diff", "ci_low", "ci_high"])
+    paired = (
+        bundle.paired
+        if bundle.paired is not None
+        else pd.DataFrame(
+            columns=["suite", "split", "fit", "method", "base", "sidekick", "metric", "diff", "ci_low", "ci_high"]
+        )
+    )
     splits = shown_splits(bundle.rows, cfg)
     verdict = verdicts(bundle.rows, zoo, paired, cfg, sorted(set(splits) | {SPLIT}, key=split_sort_key))
-    out = {"models": models_table(bundle.rows, bundle.models),
-           "seeds": seeds_table(bundle.rows, zoo, verdict, splits),
-           "duos": duos_table(bundle.rows, paired, sidekicks=[n for n, e in zoo.items() if e.get("role") == "sidekick"] or None,
-                              zoo=zoo, config=cfg, verdict=verdict),
-           "bundle": f"`{bundle.path.relative_to(root).as_posix()}` (rows of the committed bundle; commit "
-                     f"{(bundle.manifest.get('git') or {}).get('commit', '?')[:12]}).\n"}
+    out = {
+        "models": models_table(bundle.rows, bundle.models),
+        "seeds": seeds_table(bundle.rows, zoo, verdict, splits),
+        "duos": duos_table(
+            bundle.rows,
+            paired,
+            sidekicks=[n for n, e in zoo.items() if e.get("role") == "sidekick"] or None,
+            zoo=zoo,
+            config=cfg,
+            verdict=verdict,
+        ),
+        "bundle": f"`{bundle.path.relative_to(root).as_posix()}` (rows of the committed bundle; commit "
+        f"{(bundle.manifest.get('git') or {}).get('commit', '?')[:12]}).\n",
+    }
     dfile = root / dvc_share.RECORD
-    out["dvc_share"] = (dvc_share.table(json.loads(dfile.read_text(encoding="utf-8"))) if dfile.exists() else
-                        "Not measured on this commit yet: `python -m benchmark reproduce dvc-share` writes it.\n")
+    out["dvc_share"] = (
+        dvc_share.table(json.loads(dfile.read_text(encoding="utf-8")))
+        if dfile.exists()
+        else "Not measured on this commit yet: `python -m benchmark reproduce dvc-share` writes it.\n"
+    )
     ifile = root / import_times.RECORD
-    out["imports"] = (import_times.table(json.loads(ifile.read_text(encoding="utf-8"))) if ifile.exists() else
-                      "Not measured on this commit yet: `python -m benchmark reproduce imports --label NAME` writes it.\n")
+    out["imports"] = (
+        import_times.table(json.loads(ifile.read_text(encoding="utf-8")))
+        if ifile.exists()
+        else "Not measured on this commit yet: `python -m benchmark reproduce imports --label NAME` writes it.\n"
+    )
     tfile = root / "results" / "timings.json"
     timings = timing.load(tfile) if tfile.exists() else None
     if timings is not None:
@@ -322,8 +442,9 @@ def blocks(root=".") -> dict[str, str]:
     nfile = root / "results" / "numerics.json"
     out["holds"] = facts.holds_block(root)
     out["holds_details"] = facts.holds_details(root)
-    out["detection"] = detection_table(bundle, cfg, float(((bundle.manifest.get("params") or {}).get("evaluate") or {})
-                                                          .get("bootstrap_level", 0.95)))
+    out["detection"] = detection_table(
+        bundle, cfg, float(((bundle.manifest.get("params") or {}).get("evaluate") or {}).get("bootstrap_level", 0.95))
+    )
     out["cross_cpu"] = cross_cpu.runs_table(cross_cpu.load(root / cross_cpu.RECORD))
     records = fingerprint_records.read_records(root / fingerprint_records.RECORDS)
     out["fingerprints"] = cross_cpu.fingerprint_table(records)
@@ -331,8 +452,11 @@ def blocks(root=".") -> dict[str, str]:
     out["site_scale"] = facts.site_table(root)
     out["ci_run"] = facts.ci_table(root)
     out["cluster"] = facts.cluster_table(root)
-    out["pinning"] = (pinning_table(json.loads(nfile.read_text())) if nfile.exists() else
-                      "Not measured on this commit yet: `python -m benchmark reproduce pinning-cost` writes it.\n")
+    out["pinning"] = (
+        pinning_table(json.loads(nfile.read_text()))
+        if nfile.exists()
+        else "Not measured on this commit yet: `python -m benchmark reproduce pinning-cost` writes it.\n"
+    )
     return out
 
 
@@ -352,6 +476,7 @@ def budgets_block(bundle, config, timings: dict | None, tuning_file) -> str:
 def render(text: str, new: dict[str, str]) -> str:
     """``text`` with the body of every generated block named in ``new`` replaced by ``new[name]``; other blocks as they
     are."""
+
     def sub(m):
         name = m.group("name")
         return m.group(1) + new[name] + m.group(4) if name in new else m.group(0)
@@ -381,8 +506,10 @@ def stale(files=FILES, root=".") -> list[str]:
         out += [f"{file}: {n}" for n in stale_blocks(text, {n: new[n] for n in have})]
     missing = sorted(set(new) - seen)
     if missing:
-        raise ValueError(f"no generated block for {missing} in {list(files)} (add '<!-- generated:NAME -->' and "
-                         f"'<!-- /generated:NAME -->' lines where each table goes)")
+        raise ValueError(
+            f"no generated block for {missing} in {list(files)} (add '<!-- generated:NAME -->' and "
+            f"'<!-- /generated:NAME -->' lines where each table goes)"
+        )
     return out
 
 

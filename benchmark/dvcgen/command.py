@@ -1,6 +1,7 @@
 """``python -m benchmark suite-pipeline``: write (or check) the generated pipelines, the root ``dvc.yaml`` of the
 embedded default (:mod:`benchmark.dvcgen.embedded_pipeline`) and each paper suite's
 (:mod:`benchmark.dvcgen.suite_pipeline`)."""
+
 from __future__ import annotations
 
 import sys
@@ -13,15 +14,24 @@ from benchmark.dvcgen import suite_pipeline
 def add_suite_pipeline_command(subparsers) -> None:
     """Register ``suite-pipeline`` (a suite's generated ``dvc.yaml``) in ``subparsers``."""
     p = subparsers.add_parser(
-        "suite-pipeline", help="write a paper suite's DVC pipeline suites/<NAME>/dvc.yaml (ask for the suite)",
+        "suite-pipeline",
+        help="write a paper suite's DVC pipeline suites/<NAME>/dvc.yaml (ask for the suite)",
         description="Write suites/<NAME>/dvc.yaml from the package's template (not committed: the suite is then "
-                    "'asked for' and DVC commands at the root include it), and suites/<NAME>/params.yaml when it does "
-                    "not exist yet. Run from the repository root. Then: dvc repro suites/<NAME>/dvc.yaml")
-    p.add_argument("names", nargs="*", metavar="NAME",
-                   help="suite names (suites/<NAME>.yaml); 'embedded': the root dvc.yaml of the embedded default")
-    p.add_argument("--all", action="store_true",
-                   help="regenerate what exists: the root dvc.yaml (once it is generated), every suite's params.yaml "
-                        "where absent, the dvc.yaml of the suites already asked for (no other suite is materialised)")
+        "'asked for' and DVC commands at the root include it), and suites/<NAME>/params.yaml when it does "
+        "not exist yet. Run from the repository root. Then: dvc repro suites/<NAME>/dvc.yaml",
+    )
+    p.add_argument(
+        "names",
+        nargs="*",
+        metavar="NAME",
+        help="suite names (suites/<NAME>.yaml); 'embedded': the root dvc.yaml of the embedded default",
+    )
+    p.add_argument(
+        "--all",
+        action="store_true",
+        help="regenerate what exists: the root dvc.yaml (once it is generated), every suite's params.yaml "
+        "where absent, the dvc.yaml of the suites already asked for (no other suite is materialised)",
+    )
     p.add_argument("--check", action="store_true", help="write nothing; exit 2 when a file differs from the generator")
     p.add_argument("--root", default=".", metavar="DIR", help="repository root (default: the current folder)")
     p.set_defaults(handler=run_suite_pipeline)
@@ -45,7 +55,13 @@ def run_suite_pipeline(args) -> int:
                 written = [] if args.check else emb.write(root)
             else:
                 found = suite_pipeline.check(name, root) if args.check else []
-                written = [] if args.check else suite_pipeline.write(name, root, pipeline=not args.all or suite_pipeline.is_materialised(name, root))
+                written = (
+                    []
+                    if args.check
+                    else suite_pipeline.write(
+                        name, root, pipeline=not args.all or suite_pipeline.is_materialised(name, root)
+                    )
+                )
             for path in written:
                 print(f"wrote {path}")
         except (SuiteError, ZooError, OSError, ValueError) as e:
@@ -55,6 +71,9 @@ def run_suite_pipeline(args) -> int:
     for msg in problems:
         print(f"error: {msg}", file=sys.stderr)
     if args.check and problems:
-        print(f"regenerate with: python -m benchmark suite-pipeline {' '.join(stale)} (params.yaml is kept when it "
-              "exists: fix the keys named above, or delete it first)", file=sys.stderr)
+        print(
+            f"regenerate with: python -m benchmark suite-pipeline {' '.join(stale)} (params.yaml is kept when it "
+            "exists: fix the keys named above, or delete it first)",
+            file=sys.stderr,
+        )
     return 2 if problems else 0

@@ -10,12 +10,18 @@ and the root ``metrics:`` (the headline).
     python -m benchmark suite-pipeline embedded          # write the root dvc.yaml
     python -m benchmark suite-pipeline embedded --check  # exit 2 when it differs from the generator
 """
+
 from __future__ import annotations
 
 from pathlib import Path
 
 NAME = "embedded"
-SVE_TRAIN_SPLITS = ("train", "val", "test", "ood")  # the embedded splits stage sve-train reads (+ its output splits: sve.splits)
+SVE_TRAIN_SPLITS = (
+    "train",
+    "val",
+    "test",
+    "ood",
+)  # the embedded splits stage sve-train reads (+ its output splits: sve.splits)
 SVE_SPLITS = ("train", "val")  # ... and the sve stage (the run's fingerprint; it slices sve-train's member logits)
 
 
@@ -41,14 +47,18 @@ def context(root=".") -> dict:
     methods = suite_pipeline.method_stages(params.baselines)
     zoo = load_zoo(root / params.zoo, recipes=tuple(params.recipes), check_arch=False)
     return {
-        "name": NAME, "embedded": True, "up": "", "zoo": str(params.zoo),
+        "name": NAME,
+        "embedded": True,
+        "up": "",
+        "zoo": str(params.zoo),
         "train_deps": ["train", "val"],
         "sve_members": sorted(set(members)),
         "sve_train_deps": [f"results/data/{s}.npz" for s in SVE_TRAIN_SPLITS],
         "sve_deps": [f"results/data/{s}.npz" for s in SVE_SPLITS],
         "baseline_stages": methods,
-        "deps": suite_pipeline.stage_code(root, methods, suite_pipeline.run_time_modules(methods, params.data, params.distributed,
-                                                                                          zoo.values())),
+        "deps": suite_pipeline.stage_code(
+            root, methods, suite_pipeline.run_time_modules(methods, params.data, params.distributed, zoo.values())
+        ),
     }
 
 

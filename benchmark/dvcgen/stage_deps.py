@@ -10,6 +10,7 @@ The package data beside those modules counts too (the report's ``templates/``, `
 a file or folder in a package folder the stage imports from that is neither Python source nor a subpackage. Editing
 a page template re-runs ``report``, nothing else.
 """
+
 from __future__ import annotations
 
 from pathlib import Path

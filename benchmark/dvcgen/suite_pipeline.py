@@ -23,6 +23,7 @@ their outputs go to the root project's cache and remote::
     python -m benchmark suite-pipeline --all --check  # exit 2 when a committed file or a materialised
                                                       # dvc.yaml differs from the generator
 """
+
 from __future__ import annotations
 
 import os
@@ -36,9 +37,15 @@ DERIVED_PARAMS = ("suite", "zoo", "data", "recipes")  # params.yaml keys that fo
 REQUIRED_PARAMS = ("sve", "baselines")  # params.yaml keys the generated dvc.yaml interpolates
 EVAL_SPLITS = ("test", "shift", "ood")
 SVE_MEMBERS = [1, 2, 4, 8, 16]  # the default sweep where the suite file has an `sve` recipe
-STAGE_SCRIPTS = {"data": "pipelines/data.py", "train": "pipelines/train.py", "logits": "pipelines/logits.py",
-                 "sve-train": "pipelines/sve.py", "sve": "pipelines/sve.py", "evaluate": "pipelines/evaluate.py",
-                 "report": "pipelines/report.py"}  # the stages every project has (SVE: where sve.members lists sizes)
+STAGE_SCRIPTS = {
+    "data": "pipelines/data.py",
+    "train": "pipelines/train.py",
+    "logits": "pipelines/logits.py",
+    "sve-train": "pipelines/sve.py",
+    "sve": "pipelines/sve.py",
+    "evaluate": "pipelines/evaluate.py",
+    "report": "pipelines/report.py",
+}  # the stages every project has (SVE: where sve.members lists sizes)
 
 
 def method_stages(baselines: dict | None = None) -> dict[str, dict]:
@@ -57,19 +64,42 @@ def method_stages(baselines: dict | None = None) -> dict[str, dict]:
             continue
         needs = set(m.needs)
         one = m.config is not None and "model" in {f.name for f in dataclasses.fields(m.config)}
-        reads = [*(["results/checkpoints"] if "checkpoints" in needs else []),
-                 *(["results/logits", "results/cost"] if "logits" in needs else [])]
-        model_deps = [f"{r}/${{item.model}}" + (".json" if r == "results/cost" else "") for r in reads] if one else reads
-        out[m.stage] = dict(section=kind, script=m.script, module=m.module, comment=m.comment or m.title,
-                            deps=model_deps, every_model=bool(reads) and not one,
-                            runs_models=bool(needs & {"checkpoints", "base-model"}),
-                            recipe="base-model" in needs, zoo_entry="base-model" in needs, persist=m.persist,
-                            outs=[f"results/methods/{n}" for n in m.output_names("${key}")])
+        reads = [
+            *(["results/checkpoints"] if "checkpoints" in needs else []),
+            *(["results/logits", "results/cost"] if "logits" in needs else []),
+        ]
+        model_deps = (
+            [f"{r}/${{item.model}}" + (".json" if r == "results/cost" else "") for r in reads] if one else reads
+        )
+        out[m.stage] = dict(
+            section=kind,
+            script=m.script,
+            module=m.module,
+            comment=m.comment or m.title,
+            deps=model_deps,
+            every_model=bool(reads) and not one,
+            runs_models=bool(needs & {"checkpoints", "base-model"}),
+            recipe="base-model" in needs,
+            zoo_entry="base-model" in needs,
+            persist=m.persist,
+            outs=[f"results/methods/{n}" for n in m.output_names("${key}")],
+        )
     return out
 
 
-OPEN_SOURCE = ("data", "train", "logits", "sve-train", "sve")  # stages that open the suite's data source (and every method stage)
-BUILD_MODELS = ("train", "logits", "sve-train", "sve")  # stages that build or preprocess for zoo models (and every method stage)
+OPEN_SOURCE = (
+    "data",
+    "train",
+    "logits",
+    "sve-train",
+    "sve",
+)  # stages that open the suite's data source (and every method stage)
+BUILD_MODELS = (
+    "train",
+    "logits",
+    "sve-train",
+    "sve",
+)  # stages that build or preprocess for zoo models (and every method stage)
 LAUNCHED = ("train", "logits")  # stages that run under torchrun when params `distributed` asks for several processes
 
 
@@ -135,8 +165,12 @@ def environment():
     """The Jinja environment of the pipeline templates (undefined names fail; the filters the templates use)."""
     import jinja2
 
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), undefined=jinja2.StrictUndefined,
-                             keep_trailing_newline=True, autoescape=False)  # noqa: S701 (YAML, not HTML)
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )  # noqa: S701 (YAML, not HTML)
     env.filters["flow"] = _flow
     env.filters["comment"] = _comment
     return env
@@ -167,12 +201,23 @@ def _context(name: str, root: Path) -> dict:
         "train_deps": ["train", "val"] if "train" in splits else [],
         "recipes": spec.recipes,
         "eval_splits": [s for s in EVAL_SPLITS if s in splits],
-        "table_splits": [s for s in EVAL_SPLITS if s in splits] + ["val"] + (["corrupt-*-3"] if "corrupt-*" in splits else []),
-        "plot_metrics": ["accuracy", "auroc", "aurc", "sac98", "ece", "nll", "brier"] + (["ood_auroc"] if "ood" in splits else []),
+        "table_splits": [s for s in EVAL_SPLITS if s in splits]
+        + ["val"]
+        + (["corrupt-*-3"] if "corrupt-*" in splits else []),
+        "plot_metrics": ["accuracy", "auroc", "aurc", "sac98", "ece", "nll", "brier"]
+        + (["ood_auroc"] if "ood" in splits else []),
         "baseline_stages": methods,
-        "deps": stage_code(root, methods, run_time_modules(methods, DataRef(suite=name, spec=str(spec.path)),
-                                                            _distributed(existing, folder), zoo.values())),
-        "up": "../../", "embedded": False, "sve_train_deps": ["results/data"], "sve_deps": ["results/data"],
+        "deps": stage_code(
+            root,
+            methods,
+            run_time_modules(
+                methods, DataRef(suite=name, spec=str(spec.path)), _distributed(existing, folder), zoo.values()
+            ),
+        ),
+        "up": "../../",
+        "embedded": False,
+        "sve_train_deps": ["results/data"],
+        "sve_deps": ["results/data"],
         **(defaults := _method_defaults(zoo, spec.recipes)),
         "sve_members": _sve_members(_existing_params(folder), defaults["sve"]["members"]),
     }
@@ -212,8 +257,11 @@ def _method_defaults(zoo: dict, recipes: dict) -> dict:
     any_vit = next((e.name for e in pretrained if e.arch.startswith("vit")), None)
     train_recipe = next((r for r, v in recipes.items() if v.get("epochs")), "finetune")
     return {
-        "sve": {"base": base.name, "members": SVE_MEMBERS if "sve" in recipes else [],
-                "recipe": "sve" if "sve" in recipes else None},
+        "sve": {
+            "base": base.name,
+            "members": SVE_MEMBERS if "sve" in recipes else [],
+            "recipe": "sve" if "sve" in recipes else None,
+        },
         "deep_ensembles": [m for m in (2, 5, 8) if groups and m <= min(map(len, groups))],
         "examples": _examples(base.name, _flow(group) if group else "[]", any_vit, train_recipe),
     }
@@ -224,8 +272,9 @@ def _examples(base: str, group: str, vit: str | None, train_recipe: str) -> dict
     from benchmark.methods import registry
 
     x = {"base": base, "group": group, "vit": vit, "train_recipe": train_recipe}
-    return {m.stage: (m.example(x) if m.example else None)
-            for m in map(registry.get_method, registry.list_methods("stage"))}
+    return {
+        m.stage: (m.example(x) if m.example else None) for m in map(registry.get_method, registry.list_methods("stage"))
+    }
 
 
 def _existing_params(folder: Path) -> dict | None:
@@ -243,8 +292,10 @@ def _existing_params(folder: Path) -> dict | None:
 def render(name: str, root=".") -> dict[str, str]:
     """``{"dvc.yaml": text, "params.yaml": text}`` of suite ``name`` in repository ``root``."""
     env, ctx = environment(), _context(name, Path(root))
-    return {"dvc.yaml": env.get_template(TEMPLATE).render(ctx),
-            "params.yaml": env.get_template("suite.params.yaml.j2").render(ctx)}
+    return {
+        "dvc.yaml": env.get_template(TEMPLATE).render(ctx),
+        "params.yaml": env.get_template("suite.params.yaml.j2").render(ctx),
+    }
 
 
 def leftover_subrepo(name: str, root=".") -> list[str]:
@@ -253,9 +304,11 @@ def leftover_subrepo(name: str, root=".") -> list[str]:
     path = Path(root) / "suites" / name / ".dvc"
     if not path.exists():
         return []
-    return [f"{path}: a leftover DVC sub-repository (suite folders now belong to the root DVC project, which "
-            f"would ignore this folder); delete it (rm -r {path}; copy its cache/, if any, into .dvc/cache first "
-            f"to keep computed outputs: same layout)"]
+    return [
+        f"{path}: a leftover DVC sub-repository (suite folders now belong to the root DVC project, which "
+        f"would ignore this folder); delete it (rm -r {path}; copy its cache/, if any, into .dvc/cache first "
+        f"to keep computed outputs: same layout)"
+    ]
 
 
 def write(name: str, root=".", *, pipeline: bool = True) -> list[Path]:
@@ -294,12 +347,19 @@ def check(name: str, root=".") -> list[str]:
     if not params_file.is_file():
         problems.append(f"{params_file}: missing")
     else:
-        have, want = yaml.safe_load(params_file.read_text(encoding="utf-8")) or {}, yaml.safe_load(expected["params.yaml"])
+        have, want = (
+            yaml.safe_load(params_file.read_text(encoding="utf-8")) or {},
+            yaml.safe_load(expected["params.yaml"]),
+        )
         keys = [k for k in DERIVED_PARAMS if have.get(k) != want[k]]
         if keys:
-            problems.append(f"{params_file}: {keys} differ from the suite file (expected {({k: want[k] for k in keys})})")
+            problems.append(
+                f"{params_file}: {keys} differ from the suite file (expected { ({k: want[k] for k in keys}) })"
+            )
         absent = [k for k in REQUIRED_PARAMS if not isinstance(have.get(k), dict)]
         if absent:
-            problems.append(f"{params_file}: no {absent} section(s), which the generated dvc.yaml reads "
-                            f"(copy them from the generator: {({k: want[k] for k in absent})})")
+            problems.append(
+                f"{params_file}: no {absent} section(s), which the generated dvc.yaml reads "
+                f"(copy them from the generator: { ({k: want[k] for k in absent}) })"
+            )
     return problems

@@ -8,6 +8,7 @@ byte for byte without reading the outputs. Outputs that embed a measured time
 or a record of the run (:data:`MEASURED`) differ between two runs and are never
 compared.
 """
+
 from __future__ import annotations
 
 import fnmatch
@@ -32,9 +33,12 @@ MEASURED: tuple[tuple[str, str], ...] = (
     ("results/method_checkpoints/sve", "outputs/sizes.json: each SVE size's cost record, measured throughput"),
     ("results/metrics.csv", "the throughput column (measured)"),
     ("results/models.csv", "the throughput column (measured)"),
-    ("results/units", "the evaluate stage's persisted unit cache: its last_run.json counts the units this run computed "
-                      "and reused (a fresh clone computes all, a rerun reuses them); the units' rows are compared in "
-                      "results/metrics.csv"),
+    (
+        "results/units",
+        "the evaluate stage's persisted unit cache: its last_run.json counts the units this run computed "
+        "and reused (a fresh clone computes all, a rerun reuses them); the units' rows are compared in "
+        "results/metrics.csv",
+    ),
     ("reports", "the leaderboard page and its data show the measured throughput"),
 )
 
@@ -56,9 +60,14 @@ def parse(text: str, where: str) -> dict[str, dict[str, dict[str, str]]]:
     for stage, s in d["stages"].items():
         if not isinstance(s, dict):
             raise ValueError(f"{where}: stage {stage!r} is not a mapping")
-        out[str(stage)] = {kind: {str(o["path"]): str(o.get("md5") or o.get("hash") or "") for o in s.get(kind) or []
-                                  if isinstance(o, dict) and "path" in o}
-                           for kind in ("outs", "deps")}
+        out[str(stage)] = {
+            kind: {
+                str(o["path"]): str(o.get("md5") or o.get("hash") or "")
+                for o in s.get(kind) or []
+                if isinstance(o, dict) and "path" in o
+            }
+            for kind in ("outs", "deps")
+        }
     return out
 
 

@@ -7,6 +7,7 @@ files of the chosen stages (:class:`Target`) and hard links to the upstream outp
 with ``dvc repro -s -f`` under other settings: another learning rate (:mod:`benchmark.models.tune`), other
 numerics (:mod:`benchmark.reproduce.pinning_cost`).
 """
+
 from __future__ import annotations
 
 import os
@@ -30,7 +31,7 @@ class Target:
     stage: str
 
     @classmethod
-    def parse(cls, text: str) -> "Target":
+    def parse(cls, text: str) -> Target:
         """``[DVCFILE:]STAGE`` as a target (``dvc.yaml`` when no file is named)."""
         path, sep, stage = text.rpartition(":")
         return cls(path if sep else "dvc.yaml", stage)
@@ -50,8 +51,12 @@ class Target:
 
 
 def _listed(root: Path) -> list[str]:
-    proc = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=root,
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+    )
     if proc.returncode != 0:
         raise ScratchError(f"{root}: not a git checkout ({proc.stderr.strip()})")
     return [p for p in proc.stdout.split("\0") if p]
@@ -96,11 +101,15 @@ def checked_inputs(root: Path, targets: list[Target]) -> tuple[dict[str, dict], 
             except FileNotFoundError:
                 raise ScratchError(f"{root / t.lock}: not found; run the pipeline first (dvc repro)") from None
         if t.stage not in locks[t.lock]:
-            raise ScratchError(f"{root / t.lock}: no stage {t.stage!r} (stages: {', '.join(sorted(locks[t.lock])[:12])}, ...)")
+            raise ScratchError(
+                f"{root / t.lock}: no stage {t.stage!r} (stages: {', '.join(sorted(locks[t.lock])[:12])}, ...)"
+            )
     links = upstream(locks, targets)
     missing = [p for p in links if not (root / p).exists()]
     if missing:
-        raise ScratchError(f"{root}: inputs {missing} of {', '.join(map(str, targets))} are missing; run `dvc repro` first")
+        raise ScratchError(
+            f"{root}: inputs {missing} of {', '.join(map(str, targets))} are missing; run `dvc repro` first"
+        )
     return locks, links
 
 

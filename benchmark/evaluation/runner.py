@@ -18,6 +18,7 @@ logits rows once used (:func:`benchmark.storage.store.release_pages`), so a work
 resident memory does not grow with the number of samples. Results do not
 depend on the number of workers or the order of the units.
 """
+
 from __future__ import annotations
 
 import math
@@ -36,7 +37,19 @@ from benchmark.methods import registry
 from benchmark.methods.rows import ModelMemo, output_rows
 from benchmark.storage import store
 
-PAIRED_COLUMNS = ["suite", "split", "base", "sidekick", "fit", "method", "metric", "diff", "ci_low", "ci_high", "p_value"]
+PAIRED_COLUMNS = [
+    "suite",
+    "split",
+    "base",
+    "sidekick",
+    "fit",
+    "method",
+    "metric",
+    "diff",
+    "ci_low",
+    "ci_high",
+    "p_value",
+]
 
 
 class UnitError(ValueError):
@@ -119,8 +132,9 @@ def write_unit(folder: Path, key: str, rows: pd.DataFrame, paired: pd.DataFrame)
 def read_unit(folder: Path, key: str) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The cached rows and paired differences of a unit (verified against its manifest)."""
     if not cached(folder, key):
-        raise store.StoreError(f"{folder / key}.csv: cached unit changed since it was written (hash mismatch); "
-                               "rerun the evaluate stage")
+        raise store.StoreError(
+            f"{folder / key}.csv: cached unit changed since it was written (hash mismatch); rerun the evaluate stage"
+        )
     files = _unit_files(folder, key)
     rows = pd.read_csv(files["rows"], keep_default_na=False, na_values=["NaN", "nan", ""])
     return rows, pd.read_csv(files["paired"])
@@ -152,8 +166,14 @@ class Runner:
 
     def _rows(self, unit: Unit, logits: dict) -> tuple[list, list]:
         rows = rows_function(unit.ident[0])
-        return rows(self.ctx.cfg, unit.members, [logits[n] for n in unit.members], info=unit.info, memo=self.memo,
-                    release=store.release_pages)
+        return rows(
+            self.ctx.cfg,
+            unit.members,
+            [logits[n] for n in unit.members],
+            info=unit.info,
+            memo=self.memo,
+            release=store.release_pages,
+        )
 
     def run(self, unit: Unit, mapped: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
         """Evaluate ``unit`` and write its files; ``mapped``: logits already mapped, by name (updated)."""
@@ -216,8 +236,9 @@ def _run_batch(batch: list[Unit]):
     return list(_RUNNER.run_batch(batch))
 
 
-def run_units(units: list[Unit], ctx: Context, *, workers: int = 1,
-              progress: bool = True) -> dict[str, tuple[pd.DataFrame, pd.DataFrame]]:
+def run_units(
+    units: list[Unit], ctx: Context, *, workers: int = 1, progress: bool = True
+) -> dict[str, tuple[pd.DataFrame, pd.DataFrame]]:
     """Evaluate ``units`` (writing their files); ``key -> (rows, paired)``.
 
     ``workers = 1`` runs them in this process, more starts that many worker
@@ -246,8 +267,10 @@ def run_units(units: list[Unit], ctx: Context, *, workers: int = 1,
                     done = f.result()
                 except BrokenProcessPool as e:
                     names = ", ".join(str(u) for u in futures[f][:3])
-                    raise UnitError(f"evaluate: a worker process died (killed, e.g. out of memory) with units unfinished, "
-                                    f"e.g. {names}: {e}") from e
+                    raise UnitError(
+                        f"evaluate: a worker process died (killed, e.g. out of memory) with units unfinished, "
+                        f"e.g. {names}: {e}"
+                    ) from e
                 for key, rows, paired in done:
                     out[key] = (rows, paired)
                 bar.update(len(done))

@@ -15,6 +15,7 @@ Logits are memory-mapped, never all loaded: each unit maps only its members'
 files, and ``evaluate.workers`` > 1 runs the units in that many worker
 processes (:mod:`benchmark.evaluation.runner`); the results do not depend on it.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -51,7 +52,9 @@ def load_costs(names) -> dict[str, dict]:
     for name in names:
         path = stage_config.paths(name)["cost"]
         if not path.exists():
-            raise store.StoreError(f"{path}: missing cost of model {name!r}; run `dvc repro logits@{name}` (it writes the cost record)")
+            raise store.StoreError(
+                f"{path}: missing cost of model {name!r}; run `dvc repro logits@{name}` (it writes the cost record)"
+            )
         out[name] = store.read_json(path)
     return out
 
@@ -78,11 +81,15 @@ def _check_alignment(models: dict[str, dict], methods: dict[str, dict]) -> None:
     ref_name, ref = next(iter(models.items()))
     for name, files in models.items():
         if set(files) != set(ref):
-            raise store.StoreError(f"models {ref_name!r} and {name!r} have logits for different splits: {sorted(set(files) ^ set(ref))}")
+            raise store.StoreError(
+                f"models {ref_name!r} and {name!r} have logits for different splits: {sorted(set(files) ^ set(ref))}"
+            )
     for name, files in (models | methods).items():
         if name in methods and ({"val", "test"} - set(files) or set(files) - set(ref)):
-            raise store.StoreError(f"method output {name!r} has splits {sorted(files)}; it needs val and test and only splits of the "
-                                   f"models {sorted(ref)}")
+            raise store.StoreError(
+                f"method output {name!r} has splits {sorted(files)}; it needs val and test and only splits of the "
+                f"models {sorted(ref)}"
+            )
         for split in files:
             store.check_aligned(ref[split], files[split])
 
@@ -98,7 +105,9 @@ def split_groups(labels: dict) -> dict:
         index = read_index(path, split) if path.exists() else None
         if index is not None and index.groups is not None:
             if not torch.equal(torch.as_tensor(index.labels), y):
-                raise store.StoreError(f"{path}: labels differ from the logits of split {split!r}; rerun the pipeline (dvc repro)")
+                raise store.StoreError(
+                    f"{path}: labels differ from the logits of split {split!r}; rerun the pipeline (dvc repro)"
+                )
             out[split] = torch.as_tensor(index.groups)
     return out
 
@@ -133,9 +142,21 @@ def unit_list(zoo, costs, cfg: EvalConfig, methods) -> list[tuple[tuple, dict | 
             trained = row_budget(info, costs)
         except ValueError as e:
             raise ValueError(f"method output {n!r}: {e}") from None
-        units.append(((OUTPUT, n), info, {"gflops": info["gflops"], "params": info["params"], "throughput": info["throughput"],
-                                          "balance": nan, "overhead_percent": info.get("overhead_percent", nan),
-                                          "extra_params_percent": info.get("extra_params_percent", nan), **trained}))
+        units.append(
+            (
+                (OUTPUT, n),
+                info,
+                {
+                    "gflops": info["gflops"],
+                    "params": info["params"],
+                    "throughput": info["throughput"],
+                    "balance": nan,
+                    "overhead_percent": info.get("overhead_percent", nan),
+                    "extra_params_percent": info.get("extra_params_percent", nan),
+                    **trained,
+                },
+            )
+        )
     return units
 
 
@@ -149,7 +170,9 @@ def run(params: Params, *, progress: bool = True) -> dict:
     found |= {name: model_files(name, stage_config.paths()["methods"] / name) for name in methods}
     files = {n: f for n, (f, _) in found.items()}
     hashes = {n: h for n, (_, h) in found.items()}
-    mapped = {n: {s: store.mmap_logits_file(f) for s, f in fs.items()} for n, fs in files.items()}  # labels only are read
+    mapped = {
+        n: {s: store.mmap_logits_file(f) for s, f in fs.items()} for n, fs in files.items()
+    }  # labels only are read
     _check_alignment({n: mapped[n] for n in zoo}, {n: mapped[n] for n in methods})
     cfg = dataclasses.replace(cfg, groups=split_groups({s: lf.labels for s, lf in next(iter(mapped.values())).items()}))
     del mapped
@@ -162,9 +185,14 @@ def run(params: Params, *, progress: bool = True) -> dict:
             code[ident[0]] = stage_config.fingerprint(cfg.settings(), code_hash(ident[0]))
         units.append((Unit(ident, stage_config.fingerprint(ident, inputs, code[ident[0]]), info), inputs, cost))
     todo = [u for u, _, _ in units if not cached(folder, u.key)]
-    ctx = Context(cfg=cfg, files={n: {s: str(f.absolute()) for s, f in fs.items()} for n, fs in files.items()},
-                  folder=str(folder.absolute()))
-    fresh = run_units(todo, ctx, workers=cfg.workers, progress=progress)  # one torch thread per process (runner.THREADS)
+    ctx = Context(
+        cfg=cfg,
+        files={n: {s: str(f.absolute()) for s, f in fs.items()} for n, fs in files.items()},
+        folder=str(folder.absolute()),
+    )
+    fresh = run_units(
+        todo, ctx, workers=cfg.workers, progress=progress
+    )  # one torch thread per process (runner.THREADS)
     tables, paired_tables = [], []
     for unit, inputs, cost in units:
         rows, paired = fresh[unit.key] if unit.key in fresh else read_unit(folder, unit.key)

@@ -20,6 +20,7 @@ users (the physical memory the tree holds); the sum of each process's own peak
 ``VmHWM`` (an upper bound); and the CPU seconds of the tree (user + system,
 as last sampled), which show the work done when the machine is shared. Linux only.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,10 +45,22 @@ RECIPE = {"scratch": {"epochs": 1, "batch_size": 16, "lr": 0.01}}
 
 def params(workers: int, *, fits=("converged",), n_bootstrap: int = 0, deep_ensembles=()) -> dict:
     """Stage parameters of the sweep (relative paths: run it in the zoo's folder)."""
-    return {"suite": "synthetic", "zoo": "zoo.yaml", "threads": workers, "recipes": RECIPE, "data": {},  # logits given
-            "logits": {"batch_size": 256}, "cost": {"throughput_batch": 64, "throughput_iters": 5},  # (costs given too)
-            "evaluate": {"fits": list(fits), "n_bootstrap": n_bootstrap, "bootstrap_splits": ["test"],
-                         "deep_ensembles": list(deep_ensembles), "workers": workers}}
+    return {
+        "suite": "synthetic",
+        "zoo": "zoo.yaml",
+        "threads": workers,
+        "recipes": RECIPE,
+        "data": {},  # logits given
+        "logits": {"batch_size": 256},
+        "cost": {"throughput_batch": 64, "throughput_iters": 5},  # (costs given too)
+        "evaluate": {
+            "fits": list(fits),
+            "n_bootstrap": n_bootstrap,
+            "bootstrap_splits": ["test"],
+            "deep_ensembles": list(deep_ensembles),
+            "workers": workers,
+        },
+    }
 
 
 def _split_logits(n: int, classes: int, models: int, seed: int, progress: bool):
@@ -67,25 +80,43 @@ def _split_logits(n: int, classes: int, models: int, seed: int, progress: bool):
     rows = torch.arange(n)
     for k in tqdm(range(models), desc=f"logits {n}x{classes}", disable=not progress, leave=False):
         gk = torch.Generator().manual_seed(seed * 1000 + k + 1)
-        strength, scale = 2.5 + 2.5 * float(torch.rand((), generator=gk)), 0.6 + 1.8 * float(torch.rand((), generator=gk))
+        strength, scale = (
+            2.5 + 2.5 * float(torch.rand((), generator=gk)),
+            0.6 + 1.8 * float(torch.rand((), generator=gk)),
+        )
         z = torch.randn(n, classes, generator=gk).mul_(0.8).add_(shared, alpha=0.6)
         z[rows, labels] += strength + 1.2 * difficulty
         yield k, z.mul_(scale), labels
 
 
-def make_zoo(root, *, models: int, n_test: int, n_val: int, classes: int, n_ood: int = 0, seed: int = 0,
-             progress: bool = True) -> list[str]:
+def make_zoo(
+    root, *, models: int, n_test: int, n_val: int, classes: int, n_ood: int = 0, seed: int = 0, progress: bool = True
+) -> list[str]:
     """Write ``zoo.yaml``, ``results/cost/<m>.json`` and ``results/logits/<m>/{val,test[,ood]}.safetensors``
     of ``models`` synthetic models under ``root``; returns their names (m00, m01, ...)."""
     root = Path(root)
     names = [f"m{k:02d}" for k in range(models)]
     root.mkdir(parents=True, exist_ok=True)
-    zoo = {n: {"arch": "resnet18", "init": "scratch", "img_size": 32, "seed": k, "recipe": "scratch"} for k, n in enumerate(names)}
+    zoo = {
+        n: {"arch": "resnet18", "init": "scratch", "img_size": 32, "seed": k, "recipe": "scratch"}
+        for k, n in enumerate(names)
+    }
     (root / "zoo.yaml").write_text(yaml.safe_dump({"models": zoo}))
     for k, n in enumerate(names):  # distinct GFLOPs: every two models form one pair
-        store.write_json(root / "results" / "cost" / f"{n}.json",
-                         {"name": n, "arch": "resnet18", "init": "scratch", "img_size": 32, "seed": k, "role": "",
-                          "gflops": 1.0 + k, "params": 1000 * (k + 1), "throughput": 100.0 / (k + 1)})
+        store.write_json(
+            root / "results" / "cost" / f"{n}.json",
+            {
+                "name": n,
+                "arch": "resnet18",
+                "init": "scratch",
+                "img_size": 32,
+                "seed": k,
+                "role": "",
+                "gflops": 1.0 + k,
+                "params": 1000 * (k + 1),
+                "throughput": 100.0 / (k + 1),
+            },
+        )
     splits = {"val": n_val, "test": n_test} | ({"ood": n_ood} if n_ood else {})
     for i, (split, n) in enumerate(splits.items()):
         for k, z, y in _split_logits(n, classes, models, seed * 10 + i, progress):
@@ -167,25 +198,37 @@ class TreeMonitor:
         self._thread.join()
 
 
-_STAGE = ("import json; from benchmark.evaluation.stage import run; from benchmark.stages.params_config import load_params; "
-          "print(json.dumps(run(load_params('params.yaml'), progress=False)))")
+_STAGE = (
+    "import json; from benchmark.evaluation.stage import run; from benchmark.stages.params_config import load_params; "
+    "print(json.dumps(run(load_params('params.yaml'), progress=False)))"
+)
 
 
 def run_stage(root, interval: float = 0.1) -> dict:
     """Run the evaluate stage in a child process in ``root``; its result with wall time and memory."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-c", _STAGE], cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _STAGE], cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     with TreeMonitor(proc.pid, interval) as mem:
         out, err = proc.communicate()
     wall = time.perf_counter() - t0
     if proc.returncode:
         raise RuntimeError(f"evaluate stage failed (exit {proc.returncode}):\n{err[-4000:]}")
     mb = 1 / 1024
-    return {"stage": json.loads(out.strip().splitlines()[-1]), "wall_s": round(wall, 2), "cpu_s": round(sum(mem.cpu.values()), 1),
-            "peak_rss_mb": round(mem.peak["VmRSS"] * mb), "peak_rss_anon_mb": round(mem.peak["RssAnon"] * mb),
-            "peak_rss_file_mb": round(mem.peak["RssFile"] * mb), "sum_hwm_mb": round(sum(mem.hwm.values()) * mb),
-            "peak_pss_mb": round(mem.peak_pss["Pss"] * mb), "peak_pss_anon_mb": round(mem.peak_pss["Pss_Anon"] * mb),
-            "peak_pss_file_mb": round(mem.peak_pss["Pss_File"] * mb), "processes": mem.max_procs}
+    return {
+        "stage": json.loads(out.strip().splitlines()[-1]),
+        "wall_s": round(wall, 2),
+        "cpu_s": round(sum(mem.cpu.values()), 1),
+        "peak_rss_mb": round(mem.peak["VmRSS"] * mb),
+        "peak_rss_anon_mb": round(mem.peak["RssAnon"] * mb),
+        "peak_rss_file_mb": round(mem.peak["RssFile"] * mb),
+        "sum_hwm_mb": round(sum(mem.hwm.values()) * mb),
+        "peak_pss_mb": round(mem.peak_pss["Pss"] * mb),
+        "peak_pss_anon_mb": round(mem.peak_pss["Pss_Anon"] * mb),
+        "peak_pss_file_mb": round(mem.peak_pss["Pss_File"] * mb),
+        "processes": mem.max_procs,
+    }
 
 
 def sweep(root, *, workers: int, interval: float = 0.1) -> dict:
@@ -198,8 +241,12 @@ def sweep(root, *, workers: int, interval: float = 0.1) -> dict:
 def main(argv=None) -> int:
     """``python -m benchmark.evaluation.sweep_bench``: the all-pairs sweep timed on synthetic logits; its exit
     status."""
-    ap = argparse.ArgumentParser(prog="python -m benchmark.evaluation.sweep_bench", description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
+    ap = argparse.ArgumentParser(
+        prog="python -m benchmark.evaluation.sweep_bench",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=__doc__.split("\n\n", 1)[1],
+    )
     from benchmark.config.yaml_input import cli_int
 
     ap.add_argument("--models", type=int, default=40, help="K models: K(K-1)/2 pairs (default 40)")
@@ -207,7 +254,9 @@ def main(argv=None) -> int:
     ap.add_argument("--test", type=int, default=47_500, help="test samples (default 47,500)")
     ap.add_argument("--val", type=int, default=2_500, help="validation samples (default 2,500)")
     ap.add_argument("--classes", type=int, default=1_000, help="classes (default 1,000)")
-    ap.add_argument("--seed", type=cli_int(0), default=0, help="seed of the synthetic logits, an integer >= 0 (default 0)")
+    ap.add_argument(
+        "--seed", type=cli_int(0), default=0, help="seed of the synthetic logits, an integer >= 0 (default 0)"
+    )
     ap.add_argument("--dir", default=None, help="parent folder of the temporary zoo (default: the system temp folder)")
     ap.add_argument("--keep", action="store_true", help="keep the zoo folder (printed) instead of deleting it")
     ap.add_argument("--interval", type=float, default=0.1, help="memory sampling interval in seconds (default 0.1)")
@@ -219,12 +268,30 @@ def main(argv=None) -> int:
             ap.error(f"--{name} must be at least {2 if name in ('models', 'classes') else 1}, got {getattr(a, name)}")
     gb = a.models * (a.test + a.val) * a.classes * 4 / 1e9
     root = Path(tempfile.mkdtemp(prefix="sweep_bench_", dir=a.dir))
-    print(f"zoo: {a.models} models x ({a.test} + {a.val}) x {a.classes} float32 = {gb:.1f} GB in {root}", file=sys.stderr)
+    print(
+        f"zoo: {a.models} models x ({a.test} + {a.val}) x {a.classes} float32 = {gb:.1f} GB in {root}", file=sys.stderr
+    )
     try:
         t0 = time.perf_counter()
-        make_zoo(root, models=a.models, n_test=a.test, n_val=a.val, classes=a.classes, seed=a.seed, progress=not a.no_progress)
-        report = {"models": a.models, "pairs": a.models * (a.models - 1) // 2, "workers": a.workers, "n_test": a.test,
-                  "n_val": a.val, "classes": a.classes, "cpus": os.cpu_count(), "generate_s": round(time.perf_counter() - t0, 1)}
+        make_zoo(
+            root,
+            models=a.models,
+            n_test=a.test,
+            n_val=a.val,
+            classes=a.classes,
+            seed=a.seed,
+            progress=not a.no_progress,
+        )
+        report = {
+            "models": a.models,
+            "pairs": a.models * (a.models - 1) // 2,
+            "workers": a.workers,
+            "n_test": a.test,
+            "n_val": a.val,
+            "classes": a.classes,
+            "cpus": os.cpu_count(),
+            "generate_s": round(time.perf_counter() - t0, 1),
+        }
         report |= sweep(root, workers=a.workers, interval=a.interval)
         report["s_per_pair_per_worker"] = round(report["first"]["wall_s"] * a.workers / max(1, report["pairs"]), 3)
     finally:
@@ -236,8 +303,11 @@ def main(argv=None) -> int:
     if a.json:
         store.write_json(a.json, report)
     if report["rerun"]["stage"]["computed"]:
-        print(f"error: the rerun recomputed {report['rerun']['stage']['computed']} units instead of none "
-              "(was the code of a unit, e.g. benchmark/methods/rows.py, edited meanwhile?)", file=sys.stderr)
+        print(
+            f"error: the rerun recomputed {report['rerun']['stage']['computed']} units instead of none "
+            "(was the code of a unit, e.g. benchmark/methods/rows.py, edited meanwhile?)",
+            file=sys.stderr,
+        )
         return 1
     return 0
 

@@ -20,6 +20,7 @@ Without CUDA the same steps run on the CPU with small sizes where they can (``a`
 ``d``): that checks the harness, not the GPU, and the table says which GPU checks were skipped; ``e`` is
 skipped (its CPU run is tests/pipeline/test_paper_suite_pipeline.py) unless ``--cpu-full``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -55,6 +56,7 @@ def _sync(device) -> None:
 
 
 # -- (b) logits throughput against timm's inference benchmark --------------------------------------------
+
 
 def timm_ips(model, x, steps: int, warmup: int, amp) -> float:
     """timm's ``InferenceBenchmarkRunner``: eval, no_grad, one batch on the device, warm-up, timed synchronised
@@ -112,15 +114,22 @@ def check_throughput(ctx: Ctx) -> None:
             ref = timm_ips(model, x, steps, warmup, amp)
             ours = ours_ips(model, x_cpu, batch, rounds, amp)
             ratio = ours / ref
-            ctx.add(Row(f"b logits throughput {arch} {size}px B{batch} {precision}",
-                        f"{ratio:.2f}x (ours {ours:,.0f} / timm {ref:,.0f} img/s)", f">= {SPEED_MIN}x", judge(ratio >= SPEED_MIN, ctx.gpu),
-                        "" if ctx.gpu else "CPU, small size: harness only, not judged"))
+            ctx.add(
+                Row(
+                    f"b logits throughput {arch} {size}px B{batch} {precision}",
+                    f"{ratio:.2f}x (ours {ours:,.0f} / timm {ref:,.0f} img/s)",
+                    f">= {SPEED_MIN}x",
+                    judge(ratio >= SPEED_MIN, ctx.gpu),
+                    "" if ctx.gpu else "CPU, small size: harness only, not judged",
+                )
+            )
         del model, x
         if ctx.gpu:
             torch.cuda.empty_cache()
 
 
 # -- (d) SVE: M = 8 batched against 8 sequential members ----------------------------------------------------
+
 
 @contextlib.contextmanager
 def full_float32():
@@ -148,8 +157,14 @@ def check_sve(ctx: Ctx) -> None:
     for arch in SVE_ARCHS:
         kwargs = {"img_size": size} if arch.startswith("vit") and size != 224 else {}
         torch.manual_seed(0)
-        sve = SingularValueEnsemble(timm.create_model(arch, pretrained=False, **kwargs), members=members, num_classes=10,
-                                    pretrained=False, allow_random_init=True, sigma_init=0.1).eval()
+        sve = SingularValueEnsemble(
+            timm.create_model(arch, pretrained=False, **kwargs),
+            members=members,
+            num_classes=10,
+            pretrained=False,
+            allow_random_init=True,
+            sigma_init=0.1,
+        ).eval()
         dense = [sve.export_member(m).eval().to(ctx.device) for m in range(members)]
         sve.to(ctx.device)
 
@@ -176,11 +191,22 @@ def check_sve(ctx: Ctx) -> None:
                 _sync(ctx.device)
                 times[name] = (time.perf_counter() - t) / steps
         where = f"{arch} {size}px M{members} B{batch}"
-        ctx.add(Row(f"d SVE batched vs sequential members {where}: max |Δ softmax|", f"{diff:.1e} (TF32 allowed: {diff_tf32:.1e})",
-                    f"< {SOFTMAX_TOL:g} in float32", "pass" if diff < SOFTMAX_TOL else "fail"),
-                Row(f"d SVE sequential / batched time {where}", f"{times['sequential'] / times['batched']:.2f}x "
-                    f"({times['batched'] * 1e3:.1f} ms vs {times['sequential'] * 1e3:.1f} ms)", "reported", "info",
-                    "" if ctx.gpu else "CPU, small size"))
+        ctx.add(
+            Row(
+                f"d SVE batched vs sequential members {where}: max |Δ softmax|",
+                f"{diff:.1e} (TF32 allowed: {diff_tf32:.1e})",
+                f"< {SOFTMAX_TOL:g} in float32",
+                "pass" if diff < SOFTMAX_TOL else "fail",
+            ),
+            Row(
+                f"d SVE sequential / batched time {where}",
+                f"{times['sequential'] / times['batched']:.2f}x "
+                f"({times['batched'] * 1e3:.1f} ms vs {times['sequential'] * 1e3:.1f} ms)",
+                "reported",
+                "info",
+                "" if ctx.gpu else "CPU, small size",
+            ),
+        )
         del sve, dense
         if ctx.gpu:
             torch.cuda.empty_cache()
@@ -195,38 +221,70 @@ def run_checks(ctx: Ctx, only) -> None:
     """Run the checks named in ``only`` (a to e) with ``ctx``'s device and time budget, adding their rows to ``ctx``."""
     from benchmark.gpu import pipeline_checks as pipe
 
-    steps = {"a": pipe.check_embedded, "b": check_throughput, "c": pipe.check_torchrun, "d": check_sve,
-             "e": pipe.check_caltech}
+    steps = {
+        "a": pipe.check_embedded,
+        "b": check_throughput,
+        "c": pipe.check_torchrun,
+        "d": check_sve,
+        "e": pipe.check_caltech,
+    }
     if not ctx.gpu:
-        ctx.add(Row("GPU", "no CUDA device", "CUDA device", "skipped",
-                    "GPU checks skipped: a, b, c, d run on the CPU with small sizes (harness only)"
-                    + ("" if ctx.cpu_full else "; e needs --cpu-full")))
+        ctx.add(
+            Row(
+                "GPU",
+                "no CUDA device",
+                "CUDA device",
+                "skipped",
+                "GPU checks skipped: a, b, c, d run on the CPU with small sizes (harness only)"
+                + ("" if ctx.cpu_full else "; e needs --cpu-full"),
+            )
+        )
     for name in ("b", "d", "a", "c", "e"):  # cheapest first: a short budget still yields the throughput figures
         if name not in only:
             continue
         if name == "e" and not ctx.gpu and not ctx.cpu_full:
-            ctx.add(Row("e Caltech-256 fixture suite through DVC", "-", "runs", "skipped",
-                        "GPU check skipped without CUDA; its CPU run: tests/pipeline/test_paper_suite_pipeline.py (or "
-                        "--cpu-full)"))
+            ctx.add(
+                Row(
+                    "e Caltech-256 fixture suite through DVC",
+                    "-",
+                    "runs",
+                    "skipped",
+                    "GPU check skipped without CUDA; its CPU run: tests/pipeline/test_paper_suite_pipeline.py (or "
+                    "--cpu-full)",
+                )
+            )
             continue
         if ctx.gpu and ctx.left() < NEEDS[name]:
             ctx.add(Row(f"{name} (all)", "-", "runs", "skipped", f"time budget: {ctx.left():.0f} s left"))
             continue
-        print(f"[{name}] {time.strftime('%H:%M:%S')}" + (f" ({ctx.left():.0f} s of the budget left)" if ctx.gpu else ""), flush=True)
+        print(
+            f"[{name}] {time.strftime('%H:%M:%S')}" + (f" ({ctx.left():.0f} s of the budget left)" if ctx.gpu else ""),
+            flush=True,
+        )
         try:
             steps[name](ctx)
         except Exception as e:  # one broken check must not hide the others' figures
             traceback.print_exc()  # the table keeps one line; the log gets the cause
-            ctx.add(Row(f"{name} (all)", f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"[:200],
-                        "runs", "fail"))
+            ctx.add(
+                Row(
+                    f"{name} (all)",
+                    f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"[:200],
+                    "runs",
+                    "fail",
+                )
+            )
 
 
 def environment(device) -> dict:
     """The date, torch and the device the checks ran on (CUDA version and GPU count on a GPU)."""
     import torch
 
-    info = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "torch": torch.__version__,
-            "device": "cpu", "gpus": 0}
+    info = {
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "torch": torch.__version__,
+        "device": "cpu",
+        "gpus": 0,
+    }
     if device.type == "cuda":
         info.update(device=torch.cuda.get_device_name(device), gpus=torch.cuda.device_count(), cuda=torch.version.cuda)
     return info
@@ -235,10 +293,14 @@ def environment(device) -> dict:
 def table(rows, *, markdown: bool = False) -> str:
     """The rows as an aligned text table, or Markdown with ``markdown``."""
     head = ("check", "value", "target", "status")
-    cells = [(r.check, r.value, r.target, r.status + (f": {r.note}" if r.note and r.status != "pass" else "")) for r in rows]
+    cells = [
+        (r.check, r.value, r.target, r.status + (f": {r.note}" if r.note and r.status != "pass" else "")) for r in rows
+    ]
     if markdown:
         esc = [tuple(c.replace("|", "\\|") for c in row) for row in cells]
-        return "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + ["| " + " | ".join(row) + " |" for row in esc])
+        return "\n".join(
+            ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + ["| " + " | ".join(row) + " |" for row in esc]
+        )
     widths = [max(len(h), *(len(c[i]) for c in cells)) if cells else len(h) for i, h in enumerate(head[:3])]
     lines = ["  ".join(h.ljust(w) for h, w in zip(head, widths)) + "  status"]
     lines += ["  ".join(c.ljust(w) for c, w in zip(row[:3], widths)) + "  " + row[3] for row in cells]
@@ -253,7 +315,9 @@ def write_out(path: Path, rows, env: dict) -> None:
     if path.suffix == ".json":
         text = json.dumps({"environment": env, "rows": [asdict(r) for r in rows]}, indent=2)
     else:
-        where = f"{env['device']} ({env['gpus']} GPU), torch {env['torch']}" + (f", CUDA {env['cuda']}" if "cuda" in env else "")
+        where = f"{env['device']} ({env['gpus']} GPU), torch {env['torch']}" + (
+            f", CUDA {env['cuda']}" if "cuda" in env else ""
+        )
         text = f"GPU check of {env['date']} on {where}:\n\n{table(rows, markdown=True)}\n"
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(path) as tmp:
@@ -271,16 +335,31 @@ def parse_only(value: str) -> list[str]:
 
 def main(argv=None) -> int:
     """``scripts/gpu-check.sh``: run the checks, print and write their table; 0 when none failed, 1 otherwise."""
-    parser = argparse.ArgumentParser(prog="scripts/gpu-check.sh", description=__doc__.split("\n\n")[0],
-                                     epilog="Exit status: 0 when no check failed (skipped checks are not failures), 1 otherwise, "
-                                            "2 on bad arguments.")
-    parser.add_argument("--only", type=parse_only, default=list(CHECKS), help="comma-separated checks to run (default a,b,c,d,e)")
+    parser = argparse.ArgumentParser(
+        prog="scripts/gpu-check.sh",
+        description=__doc__.split("\n\n")[0],
+        epilog="Exit status: 0 when no check failed (skipped checks are not failures), 1 otherwise, "
+        "2 on bad arguments.",
+    )
+    parser.add_argument(
+        "--only", type=parse_only, default=list(CHECKS), help="comma-separated checks to run (default a,b,c,d,e)"
+    )
     parser.add_argument("--out", type=Path, help="also write the table: JSON if the name ends in .json, else Markdown")
-    parser.add_argument("--budget", type=float, default=470.0,
-                        help="seconds for a GPU run (default 470: under 8 minutes); checks that no longer fit are skipped")
-    parser.add_argument("--amp", choices=("bfloat16", "float16"), default="bfloat16", help="autocast dtype of the mixed-precision rows")
-    parser.add_argument("--cpu-full", action="store_true", help="without CUDA, also run e (the Caltech-256 suite) on the CPU")
-    parser.add_argument("--keep", type=Path, help="keep the temporary repository copies under this folder (default: removed)")
+    parser.add_argument(
+        "--budget",
+        type=float,
+        default=470.0,
+        help="seconds for a GPU run (default 470: under 8 minutes); checks that no longer fit are skipped",
+    )
+    parser.add_argument(
+        "--amp", choices=("bfloat16", "float16"), default="bfloat16", help="autocast dtype of the mixed-precision rows"
+    )
+    parser.add_argument(
+        "--cpu-full", action="store_true", help="without CUDA, also run e (the Caltech-256 suite) on the CPU"
+    )
+    parser.add_argument(
+        "--keep", type=Path, help="keep the temporary repository copies under this folder (default: removed)"
+    )
     args = parser.parse_args(argv)
     if args.budget <= 0:
         parser.error("--budget must be > 0 seconds")
@@ -290,9 +369,11 @@ def main(argv=None) -> int:
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     env = environment(device)
-    print(f"GPU check: {env['device']}, torch {env['torch']}, {env['date']}; checks {','.join(args.only)}; budget "
-          f"{args.budget:.0f} s",
-          flush=True)
+    print(
+        f"GPU check: {env['device']}, torch {env['torch']}, {env['date']}; checks {','.join(args.only)}; budget "
+        f"{args.budget:.0f} s",
+        flush=True,
+    )
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="gpu-check-", ignore_cleanup_errors=True) as tmp:
         work = args.keep.resolve() if args.keep else Path(tmp)

@@ -1,5 +1,6 @@
 """What the checks of the GPU path share (:mod:`benchmark.gpu.check`, :mod:`benchmark.gpu.pipeline_checks`):
 the repository, the targets, a row of the table and the run's context."""
+
 from __future__ import annotations
 
 import time

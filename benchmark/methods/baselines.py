@@ -26,6 +26,7 @@ and build on the fine-tunes of their ``model`` or ``models`` (every soup candida
 greedy soup needs them all trained); SVE, shallow and LoRA ensembles declare their own
 training (``training=``) and return ``trainable_params`` from their cost function.
 """
+
 from __future__ import annotations
 
 from dataclasses import field
@@ -78,6 +79,7 @@ def train_once(model, train, val, recipe, *, seed: int, folder: Path, fingerprin
 
 
 # ---- typed params entries: fields every weight-based method shares ----
+
 
 def splits_field():
     """``splits``: names or shell patterns; ``None``: ``baselines.splits``."""

@@ -17,12 +17,13 @@ The evaluate stage adds the two in one place (:func:`row_budget`, called by
 (:mod:`benchmark.stages.method_stage`) and ``verify`` (:mod:`benchmark.bundle.recost`) compute the own part with
 :func:`own_budget`, so that ``verify`` recomputes both.
 """
+
 from __future__ import annotations
 
 import math
 
-from benchmark.methods import registry
 from benchmark.core.costs import BUDGET, sum_budget, train_budget
+from benchmark.methods import registry
 from benchmark.models.recipe import recipe_of
 
 OWN = tuple(f"own_{k}" for k in BUDGET)  # cost.json: the output's own training
@@ -45,8 +46,11 @@ def own_budget(method: registry.Method, cfg, info: dict, recipes: dict, train_si
             raise ValueError(f"it trains (recipe {t.recipe!r}) but its cost record has no trainable_params")
         images = train_size if t.images is None else t.images
         own = train_budget(recipe.epochs, images, trainable, t.members)
-    return {"own_train_images": own["train_images"], "own_train_params": own["train_params"],
-            "builds_on": list(t.builds_on)}
+    return {
+        "own_train_images": own["train_images"],
+        "own_train_params": own["train_params"],
+        "builds_on": list(t.builds_on),
+    }
 
 
 def row_budget(info: dict, costs: dict) -> dict:

@@ -24,6 +24,7 @@ predictive):
 With ``delta = inf`` the posterior collapses on the MAP: both predictives give
 the MAP model's logits.
 """
+
 from __future__ import annotations
 
 import functools
@@ -90,22 +91,35 @@ def fit_hessian(features: Tensor, labels: Tensor, weight: Tensor, bias: Tensor, 
     if kind not in HESSIANS:
         raise ValueError(f"{METHOD}: hessian must be one of {HESSIANS}, got {kind!r}")
     if features.ndim != 2 or labels.shape != features.shape[:1] or weight.shape != (bias.shape[0], features.shape[1]):
-        raise ValueError(f"{METHOD}: need features (N, D), labels (N,), weight (C, D), bias (C,); got "
-                         f"{tuple(features.shape)}, {tuple(labels.shape)}, {tuple(weight.shape)}, {tuple(bias.shape)}")
+        raise ValueError(
+            f"{METHOD}: need features (N, D), labels (N,), weight (C, D), bias (C,); got "
+            f"{tuple(features.shape)}, {tuple(labels.shape)}, {tuple(weight.shape)}, {tuple(bias.shape)}"
+        )
     f = _tilde(features.double())
     p = torch.softmax(f @ torch.cat([weight, bias[:, None]], 1).double().T, 1)
     if kind == "diag":
         return LastLayerHessian("diag", diag=(p * (1 - p)).T @ f.square())
     a_vals, a_vecs = torch.linalg.eigh(f.T @ f)
     g_vals, g_vecs = torch.linalg.eigh((torch.diag(p.sum(0)) - p.T @ p) / f.shape[0])
-    return LastLayerHessian("kron", a_vals=a_vals.clamp_min(0), a_vecs=a_vecs, g_vals=g_vals.clamp_min(0), g_vecs=g_vecs)
+    return LastLayerHessian(
+        "kron", a_vals=a_vals.clamp_min(0), a_vecs=a_vecs, g_vals=g_vals.clamp_min(0), g_vecs=g_vecs
+    )
 
 
 class LaplaceHead(nn.Module):
     """Features (B, D) -> predictive logits: (B, C) for ``probit``, (M, B, C) for ``mc``."""
 
-    def __init__(self, hessian: LastLayerHessian, weight: Tensor, bias: Tensor, prior_precision: float, *,
-                 predictive: str = "probit", samples: int = 0, seed: int = 0):
+    def __init__(
+        self,
+        hessian: LastLayerHessian,
+        weight: Tensor,
+        bias: Tensor,
+        prior_precision: float,
+        *,
+        predictive: str = "probit",
+        samples: int = 0,
+        seed: int = 0,
+    ):
         super().__init__()
         check_options(hessian.kind, predictive, samples)
         delta = check_prior_precision(prior_precision)
@@ -172,15 +186,29 @@ def predictive_nll(logits: Tensor, labels: Tensor) -> float:
 
 
 @torch.no_grad()
-def select_prior_precision(hessian: LastLayerHessian, weight: Tensor, bias: Tensor, val_features: Tensor,
-                           val_labels: Tensor, grid, *, predictive: str = "probit", samples: int = 0,
-                           seed: int = 0) -> tuple[float, dict[float, float]]:
+def select_prior_precision(
+    hessian: LastLayerHessian,
+    weight: Tensor,
+    bias: Tensor,
+    val_features: Tensor,
+    val_labels: Tensor,
+    grid,
+    *,
+    predictive: str = "probit",
+    samples: int = 0,
+    seed: int = 0,
+) -> tuple[float, dict[float, float]]:
     """The prior precision of ``grid`` with the lowest validation NLL (first on ties), and every NLL."""
     grid = [check_prior_precision(d, f"{METHOD} prior precision grid") for d in grid]
     if not grid:
         raise ValueError(f"{METHOD}: the prior precision grid is empty")
-    nll = {d: predictive_nll(LaplaceHead(hessian, weight, bias, d, predictive=predictive, samples=samples, seed=seed)(val_features),
-                             val_labels) for d in grid}
+    nll = {
+        d: predictive_nll(
+            LaplaceHead(hessian, weight, bias, d, predictive=predictive, samples=samples, seed=seed)(val_features),
+            val_labels,
+        )
+        for d in grid
+    }
     return min(nll, key=nll.get), nll
 
 
@@ -192,6 +220,7 @@ class LastLayerLaplace(BackboneHead):
 
 
 # ---- the method: params.yaml baselines.laplace.<key> -> one output (registered; see benchmark.methods.baselines) ----
+
 
 @dataclass(frozen=True)
 class LaplaceConfig:
@@ -217,11 +246,19 @@ def check_laplace(ctx, cfg: LaplaceConfig) -> list[str]:
     return ctx.splits(cfg.splits)
 
 
-@register_method(kind="laplace", family="laplace", title=METHOD, config=LaplaceConfig,
-                 needs=("checkpoints",), comment="last-layer Laplace",
-                 example=lambda x: f"laplace-{x['base']}: {{model: {x['base']}, hessian: kron, predictive: probit, "
-                                   "prior_precisions: [1.0e-2, 1.0, 100.0, 1.0e+4]}",
-                 fixture=lambda x: {f"la-{x['base']}": {"model": x["base"], "prior_precisions": [1.0, 100.0]}})
+@register_method(
+    kind="laplace",
+    family="laplace",
+    title=METHOD,
+    config=LaplaceConfig,
+    needs=("checkpoints",),
+    comment="last-layer Laplace",
+    example=lambda x: (
+        f"laplace-{x['base']}: {{model: {x['base']}, hessian: kron, predictive: probit, "
+        "prior_precisions: [1.0e-2, 1.0, 100.0, 1.0e+4]}"
+    ),
+    fixture=lambda x: {f"la-{x['base']}": {"model": x["base"], "prior_precisions": [1.0, 100.0]}},
+)
 def laplace(ctx, cfg: LaplaceConfig, key: str) -> list[Output]:
     """Last-layer Laplace of zoo model ``model`` (GGN on train, prior precision by val NLL) ->
     ``results/methods/<key>``."""
@@ -237,9 +274,17 @@ def laplace(ctx, cfg: LaplaceConfig, key: str) -> list[Output]:
     delta, nll = select_prior_precision(hessian, head.weight, head.bias, f_va, y_va, cfg.prior_precisions, **opts)
     la_head = LaplaceHead(hessian, head.weight, head.bias, delta, **opts)
     wrapper = LastLayerLaplace(model, la_head, model_name=name)
-    info = {"family": "laplace", "method": f"{cfg.hessian}-{cfg.predictive}", "base": name,
-            "hessian": cfg.hessian, "predictive": cfg.predictive, "samples": cfg.samples if cfg.predictive == "mc" else 0,
-            "prior_precision": delta, "val_nll": {str(d): v for d, v in nll.items()}, **laplace_cost(model, la_head, entry.img_size)}
+    info = {
+        "family": "laplace",
+        "method": f"{cfg.hessian}-{cfg.predictive}",
+        "base": name,
+        "hessian": cfg.hessian,
+        "predictive": cfg.predictive,
+        "samples": cfg.samples if cfg.predictive == "mc" else 0,
+        "prior_precision": delta,
+        "val_nll": {str(d): v for d, v in nll.items()},
+        **laplace_cost(model, la_head, entry.img_size),
+    }
     return [Output(key, info, model=wrapper, entry=entry, splits=splits)]
 
 
@@ -247,8 +292,11 @@ def laplace_cost(model: nn.Module, la_head: LaplaceHead, img_size: int) -> dict:
     """cost.json's ``gflops`` (one forward + the predictive's extra multiply-adds), ``gflops_one_forward`` and
     ``params`` (the model + the numbers the predictive stores)."""
     one = costs.count_flops(model, img_size)
-    return {"gflops": one + la_head.extra_macs() / 1e9, "gflops_one_forward": one,
-            "params": costs.count_params(model) + la_head.stored_floats()}
+    return {
+        "gflops": one + la_head.extra_macs() / 1e9,
+        "gflops_one_forward": one,
+        "params": costs.count_params(model) + la_head.stored_floats(),
+    }
 
 
 @register_cost("laplace")
@@ -259,12 +307,17 @@ def laplace_output_cost(info: dict, entry, num_classes: int, members: int, cfg: 
     samples = info.get("samples", 0)
     check_options(info.get("hessian"), info.get("predictive"), samples, entry.name)
     if members != (samples if info["predictive"] == "mc" else 1):
-        raise ValueError(f"{info['predictive']} predictive with samples {samples}, but the logits have {members} member(s)")
-    return dict(_cost_without_weights(entry, num_classes, info["hessian"], info["predictive"],
-                                      samples if info["predictive"] == "mc" else 0))
+        raise ValueError(
+            f"{info['predictive']} predictive with samples {samples}, but the logits have {members} member(s)"
+        )
+    return dict(
+        _cost_without_weights(
+            entry, num_classes, info["hessian"], info["predictive"], samples if info["predictive"] == "mc" else 0
+        )
+    )
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _cost_without_weights(entry, num_classes: int, kind: str, predictive: str, samples: int) -> dict:
     from benchmark.models import factory
 

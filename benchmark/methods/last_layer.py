@@ -6,6 +6,7 @@ norm, flatten; timm's head dropout is a no-op in eval mode) give the features
 the final ``nn.Linear`` classifier (``get_classifier()``) maps to logits.
 MC dropout and the last-layer Laplace approximation act on exactly this pair.
 """
+
 from __future__ import annotations
 
 import torch
@@ -15,14 +16,20 @@ from torch.utils.data import Dataset
 
 def linear_head(model: nn.Module, method: str, model_name: str) -> nn.Linear:
     """The model's final ``nn.Linear`` classifier; ``ValueError`` naming the method and model if it has none."""
-    missing = [a for a in ("forward_features", "forward_head", "get_classifier") if not callable(getattr(model, a, None))]
+    missing = [
+        a for a in ("forward_features", "forward_head", "get_classifier") if not callable(getattr(model, a, None))
+    ]
     if missing:
-        raise ValueError(f"{method} does not apply to model {model_name!r} ({type(model).__name__}): it is not a timm "
-                         f"classifier (no {', '.join(missing)}), so it has no separate last layer")
+        raise ValueError(
+            f"{method} does not apply to model {model_name!r} ({type(model).__name__}): it is not a timm "
+            f"classifier (no {', '.join(missing)}), so it has no separate last layer"
+        )
     head = model.get_classifier()
     if not isinstance(head, nn.Linear):
-        raise ValueError(f"{method} does not apply to model {model_name!r} ({type(model).__name__}): its classifier is "
-                         f"{type(head).__name__}, not a single nn.Linear")
+        raise ValueError(
+            f"{method} does not apply to model {model_name!r} ({type(model).__name__}): its classifier is "
+            f"{type(head).__name__}, not a single nn.Linear"
+        )
     return head
 
 
@@ -32,7 +39,9 @@ def penultimate(model: nn.Module, x: Tensor) -> Tensor:
 
 
 @torch.no_grad()
-def penultimate_batched(model: nn.Module, inputs: Tensor | Dataset, *, batch_size: int = 256, num_workers: int = 0) -> Tensor:
+def penultimate_batched(
+    model: nn.Module, inputs: Tensor | Dataset, *, batch_size: int = 256, num_workers: int = 0
+) -> Tensor:
     """:func:`penultimate` over (N, 3, S, S) inputs or a Dataset of (x, label[, id]), in batches, on the CPU.
 
     The model runs in eval mode (restored after) on its own device.
@@ -43,8 +52,9 @@ def penultimate_batched(model: nn.Module, inputs: Tensor | Dataset, *, batch_siz
     model.eval()
     device = model_device(model)
     try:
-        return torch.cat([penultimate(model, x.to(device)).cpu()
-                          for x in batches(inputs, batch_size, num_workers=num_workers)])
+        return torch.cat(
+            [penultimate(model, x.to(device)).cpu() for x in batches(inputs, batch_size, num_workers=num_workers)]
+        )
     finally:
         model.train(was_training)
 
@@ -67,7 +77,7 @@ class BackboneHead(nn.Module):
         if frozen:
             model.eval()
 
-    def train(self, mode: bool = True) -> "BackboneHead":
+    def train(self, mode: bool = True) -> BackboneHead:
         """Train mode for the head; a frozen backbone stays in eval mode (its batch norm statistics fixed)."""
         super().train(mode)
         if self.frozen:

@@ -38,6 +38,7 @@ the adapter blocks of a layer (3 for a split ``qkv``, else 1). Training budget
 (:mod:`benchmark.methods.budget`): ``M x`` the recipe's epochs over the train split (every member runs the whole
 ViT on every image), the adapters and heads trained; it starts from the pretrained ViT (no zoo fine-tune).
 """
+
 from __future__ import annotations
 
 import math
@@ -78,8 +79,10 @@ def target_layers(model: nn.Module, model_name: str, targets: Sequence[str] = TA
     """Names of the attention projections to adapt; ``ValueError`` unless ``model`` is a ViT."""
     linears = [n for n, m in model.named_modules() if isinstance(m, nn.Linear)]
     if not any(re.search(TARGETS[0], n) for n in linears):
-        raise ValueError(f"{METHOD} does not apply to model {model_name!r} ({type(model).__name__}): it has no attention "
-                         "projections (no nn.Linear '*.attn.qkv'); LoRA-Ensemble needs a ViT")
+        raise ValueError(
+            f"{METHOD} does not apply to model {model_name!r} ({type(model).__name__}): it has no attention "
+            "projections (no nn.Linear '*.attn.qkv'); LoRA-Ensemble needs a ViT"
+        )
     chosen = [n for n in linears if any(re.search(t, n) for t in targets)]
     if not chosen:
         raise ValueError(f"{METHOD} of model {model_name!r}: targets {list(targets)} match no nn.Linear layer")
@@ -114,8 +117,18 @@ class LoRAEnsembleLinear(nn.Module):
     ``(alpha / r) B_{m,j} A_{m,j} x``.
     """
 
-    def __init__(self, base: nn.Linear, members: int, rank: int, alpha: float, gen: torch.Generator, *,
-                 chunks: int = 1, init: str = "kaiming", gain: float | None = None):
+    def __init__(
+        self,
+        base: nn.Linear,
+        members: int,
+        rank: int,
+        alpha: float,
+        gen: torch.Generator,
+        *,
+        chunks: int = 1,
+        init: str = "kaiming",
+        gain: float | None = None,
+    ):
         super().__init__()
         if base.out_features % chunks:
             raise ValueError(f"{METHOD}: cannot split {base.out_features} output features into {chunks} equal blocks")
@@ -139,7 +152,9 @@ class LoRAEnsembleLinear(nn.Module):
         xm = x.reshape(m, -1, d)
         h = torch.bmm(xm, self.lora_a.permute(0, 2, 1, 3).reshape(m, d, k * r))  # (M, T, k r): all blocks' A at once
         t = h.shape[1]
-        h = h.view(m, t, k, r).transpose(1, 2).reshape(m * k, t, r)  # one (T, r) @ (r, out / k) product per member block
+        h = (
+            h.view(m, t, k, r).transpose(1, 2).reshape(m * k, t, r)
+        )  # one (T, r) @ (r, out / k) product per member block
         delta = torch.bmm(h, self.lora_b.reshape(m * k, r, -1)).view(m, k, t, -1).transpose(1, 2)  # (M, T, k, out / k)
         return y + self.scale * delta.reshape(y.shape)
 
@@ -150,8 +165,18 @@ class LoRAEnsemble(nn.Module):
     ``variant`` is one of :data:`VARIANTS` (module docstring); ``published`` by default.
     """
 
-    def __init__(self, model: nn.Module, *, members: int, rank: int, alpha: float | None = None,
-                 targets: Sequence[str] = TARGETS, seed: int = 0, model_name: str = "", variant: str = DEFAULT_VARIANT):
+    def __init__(
+        self,
+        model: nn.Module,
+        *,
+        members: int,
+        rank: int,
+        alpha: float | None = None,
+        targets: Sequence[str] = TARGETS,
+        seed: int = 0,
+        model_name: str = "",
+        variant: str = DEFAULT_VARIANT,
+    ):
         super().__init__()
         name = model_name or type(model).__name__
         alpha = float(rank) if alpha is None else alpha
@@ -165,11 +190,18 @@ class LoRAEnsemble(nn.Module):
         for layer in self.layer_names:
             parent, _, child = layer.rpartition(".")
             chunks = 3 if split_qkv and QKV.search(layer) else 1
-            setattr(model.get_submodule(parent), child, LoRAEnsembleLinear(model.get_submodule(layer), members, rank, alpha,
-                                                                           gen, chunks=chunks, init=init, gain=gain))
+            setattr(
+                model.get_submodule(parent),
+                child,
+                LoRAEnsembleLinear(
+                    model.get_submodule(layer), members, rank, alpha, gen, chunks=chunks, init=init, gain=gain
+                ),
+            )
         self.members, self.rank, self.model = members, rank, model
         bound = 1.0 / math.sqrt(head.in_features)
-        self.head_weight = nn.Parameter((torch.rand(members, head.in_features, head.out_features, generator=gen) * 2 - 1) * bound)
+        self.head_weight = nn.Parameter(
+            (torch.rand(members, head.in_features, head.out_features, generator=gen) * 2 - 1) * bound
+        )
         self.head_bias = nn.Parameter((torch.rand(members, 1, head.out_features, generator=gen) * 2 - 1) * bound)
 
     def forward(self, x: Tensor) -> Tensor:
@@ -190,6 +222,7 @@ class LoRAEnsemble(nn.Module):
 
 # ---- the method: params.yaml baselines.lora_ensemble.<key> -> one output (registered; see
 # benchmark.methods.baselines) ----
+
 
 @dataclass(frozen=True)
 class LoRAConfig:
@@ -222,10 +255,21 @@ def lora_training(cfg: LoRAConfig, info: dict) -> Training:
     return Training(recipe=cfg.recipe, members=cfg.members)
 
 
-@register_method(kind="lora_ensemble", family="lora_ensemble", title=METHOD, training=lora_training,
-                 config=LoRAConfig, needs=("base-model",), persist=True, comment="M rank-r adapters (ViTs)",
-                 example=lambda x: f"lora-{x['vit']}: {{model: {x['vit']}, members: 4, rank: 8, recipe: {x['train_recipe']}}}"
-                 if x["vit"] else None)
+@register_method(
+    kind="lora_ensemble",
+    family="lora_ensemble",
+    title=METHOD,
+    training=lora_training,
+    config=LoRAConfig,
+    needs=("base-model",),
+    persist=True,
+    comment="M rank-r adapters (ViTs)",
+    example=lambda x: (
+        f"lora-{x['vit']}: {{model: {x['vit']}, members: 4, rank: 8, recipe: {x['train_recipe']}}}"
+        if x["vit"]
+        else None
+    ),
+)
 def lora_ensemble(ctx, cfg: LoRAConfig, key: str) -> list[Output]:
     """LoRA-Ensemble on the pretrained init of ViT zoo model ``model`` -> ``results/methods/<key>``.
 
@@ -241,24 +285,44 @@ def lora_ensemble(ctx, cfg: LoRAConfig, key: str) -> list[Output]:
     adapter = {"members": cfg.members, "rank": cfg.rank, "alpha": alpha, "seed": cfg.seed, "variant": cfg.variant}
     wrapper, cost = lora_ensemble_cost(model, entry.img_size, name, adapter)
     fp = ctx.fingerprint(entry.as_dict(), asdict(recipe), adapter, store.array_hash(tr.ids), store.array_hash(va.ids))
-    record = bl.train_once(wrapper.to(ctx.device()), tr.fit_data, va.fit_data, recipe, seed=cfg.seed,
-                           folder=ctx.method_folder(key), fingerprint=fp, params=wrapper.trainable_parameters(),
-                           progress=ctx.progress, num_workers=ctx.source.num_workers)
-    info = {"family": "lora_ensemble", "method": f"m{cfg.members}-r{cfg.rank}-{cfg.variant}", "base": name, **adapter,
-            "recipe": cfg.recipe, "targets": wrapper.layer_names[:2] + (["..."] if len(wrapper.layer_names) > 2 else []),
-            "best_epoch": record["best_epoch"], "val_score": record["best_score"], **cost}
+    record = bl.train_once(
+        wrapper.to(ctx.device()),
+        tr.fit_data,
+        va.fit_data,
+        recipe,
+        seed=cfg.seed,
+        folder=ctx.method_folder(key),
+        fingerprint=fp,
+        params=wrapper.trainable_parameters(),
+        progress=ctx.progress,
+        num_workers=ctx.source.num_workers,
+    )
+    info = {
+        "family": "lora_ensemble",
+        "method": f"m{cfg.members}-r{cfg.rank}-{cfg.variant}",
+        "base": name,
+        **adapter,
+        "recipe": cfg.recipe,
+        "targets": wrapper.layer_names[:2] + (["..."] if len(wrapper.layer_names) > 2 else []),
+        "best_epoch": record["best_epoch"],
+        "val_score": record["best_score"],
+        **cost,
+    }
     return [Output(key, info, model=wrapper, entry=entry, splits=splits)]
 
 
-def lora_ensemble_cost(model: nn.Module, img_size: int, name: str, adapter: dict) -> tuple["LoRAEnsemble", dict]:
+def lora_ensemble_cost(model: nn.Module, img_size: int, name: str, adapter: dict) -> tuple[LoRAEnsemble, dict]:
     """``model`` wrapped with ``adapter`` (members, rank, alpha, seed, variant) and cost.json's ``gflops`` (what fvcore
     counts on the wrapper), ``gflops_one_forward`` (the model alone), ``params`` (the member heads replace its own)
     and ``trainable_params`` (adapters and member heads)."""
     one = costs.count_flops(model, img_size)
     wrapper = LoRAEnsemble(model, model_name=name, **adapter)
-    return wrapper, {"gflops": costs.count_flops(wrapper, img_size), "gflops_one_forward": one,
-                     "params": costs.count_params(wrapper) - costs.count_params(model.get_classifier()),
-                     "trainable_params": sum(p.numel() for p in wrapper.trainable_parameters())}
+    return wrapper, {
+        "gflops": costs.count_flops(wrapper, img_size),
+        "gflops_one_forward": one,
+        "params": costs.count_params(wrapper) - costs.count_params(model.get_classifier()),
+        "trainable_params": sum(p.numel() for p in wrapper.trainable_parameters()),
+    }
 
 
 @register_cost("lora_ensemble")
@@ -269,4 +333,6 @@ def lora_ensemble_output_cost(info: dict, entry, num_classes: int, members: int,
     if info.get("members") != members:
         raise ValueError(f"members {info.get('members')!r}, but the logits have {members}")
     adapter = {k: info[k] for k in ("members", "rank", "alpha", "seed", "variant")}
-    return lora_ensemble_cost(factory.create(entry, num_classes, load_weights=False), entry.img_size, entry.name, adapter)[1]
+    return lora_ensemble_cost(
+        factory.create(entry, num_classes, load_weights=False), entry.img_size, entry.name, adapter
+    )[1]

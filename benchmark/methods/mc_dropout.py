@@ -29,6 +29,7 @@ Reproducibility: the masks come from a generator seeded with ``seed`` at every
 forward, so a sample's logits depend only on its input and its position in the
 batch (same batch size -> same numbers).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -68,8 +69,9 @@ def _check_rate(p, what: str, where: str) -> float:
     return float(p)
 
 
-def resolve_rate(model: nn.Module, p, model_name: str, *, variant: str = "trained",
-                 train_rate: float | None = None) -> float:
+def resolve_rate(
+    model: nn.Module, p, model_name: str, *, variant: str = "trained", train_rate: float | None = None
+) -> float:
     """The dropout rate to sample with (see the module docstring); ``ValueError`` naming the method and model.
 
     ``train_rate`` is the rate the model was fine-tuned with (its recipe's
@@ -80,30 +82,47 @@ def resolve_rate(model: nn.Module, p, model_name: str, *, variant: str = "traine
         raise ValueError(f"{where}: variant must be one of {list(VARIANTS)}, got {variant!r}")
     built = trained_rate(model)
     if built is None:
-        raise ValueError(f"{METHOD} does not apply to model {model_name!r} ({type(model).__name__}): it has no dropout "
-                         "layer before its classifier (no timm 'drop_rate' or 'head_drop')")
+        raise ValueError(
+            f"{METHOD} does not apply to model {model_name!r} ({type(model).__name__}): it has no dropout "
+            "layer before its classifier (no timm 'drop_rate' or 'head_drop')"
+        )
     trained = built if train_rate is None else float(train_rate)
     if variant == "post-hoc":
         if p is None:
             if trained == 0:
-                raise ValueError(f"{where}: variant post-hoc needs the dropout rate p (the model was trained without dropout)")
+                raise ValueError(
+                    f"{where}: variant post-hoc needs the dropout rate p (the model was trained without dropout)"
+                )
             p = trained
         return _check_rate(p, "dropout rate p", where)
     if trained == 0:
-        raise ValueError(f"{where}: the model was fine-tuned without dropout (drop_rate 0), and Gal & Ghahramani's MC "
-                         "dropout samples the dropout a model was trained with; set drop_rate in its recipe and retrain "
-                         "it, or name variant: post-hoc to switch dropout on at test time only")
+        raise ValueError(
+            f"{where}: the model was fine-tuned without dropout (drop_rate 0), and Gal & Ghahramani's MC "
+            "dropout samples the dropout a model was trained with; set drop_rate in its recipe and retrain "
+            "it, or name variant: post-hoc to switch dropout on at test time only"
+        )
     if p is not None and (isinstance(p, bool) or not isinstance(p, (int, float)) or float(p) != trained):
-        raise ValueError(f"{where}: p={p!r} differs from the rate the model was trained with (drop_rate {trained:g}); "
-                         "leave p out (it defaults to that rate) or name variant: post-hoc")
+        raise ValueError(
+            f"{where}: p={p!r} differs from the rate the model was trained with (drop_rate {trained:g}); "
+            "leave p out (it defaults to that rate) or name variant: post-hoc"
+        )
     return _check_rate(trained, "the training drop_rate", where)
 
 
 class MCDropout(nn.Module):
     """(B, 3, S, S) -> (T, B, C) logits of ``T`` dropout samples (see the module docstring)."""
 
-    def __init__(self, model: nn.Module, samples: int, p: float | None = None, *, seed: int = 0, model_name: str = "",
-                 variant: str = "trained", train_rate: float | None = None):
+    def __init__(
+        self,
+        model: nn.Module,
+        samples: int,
+        p: float | None = None,
+        *,
+        seed: int = 0,
+        model_name: str = "",
+        variant: str = "trained",
+        train_rate: float | None = None,
+    ):
         super().__init__()
         name = model_name or type(model).__name__
         self.head = linear_head(model, METHOD, name)
@@ -113,7 +132,7 @@ class MCDropout(nn.Module):
         self.seed = int(seed)
         self.model = model.eval()
 
-    def train(self, mode: bool = True) -> "MCDropout":
+    def train(self, mode: bool = True) -> MCDropout:
         """Dropout is always on in the wrapper; the wrapped model always stays in eval mode."""
         super().train(mode)
         self.model.eval()
@@ -130,6 +149,7 @@ class MCDropout(nn.Module):
 # ---- the method: params.yaml baselines.mc_dropout.<key> -> one output (registered; see
 # benchmark.methods.baselines) ----
 
+
 @dataclass(frozen=True)
 class MCDropoutConfig:
     model: str
@@ -145,27 +165,45 @@ def check_mc_dropout(ctx, cfg: MCDropoutConfig) -> list[str]:
     name = bl.model(ctx, cfg.model)
     check_samples(cfg.samples, name)
     entry = ctx.entry(name)
-    rate = recipe_of(ctx.recipes, entry.recipe, f"zoo entry {name!r}").drop_rate  # what train@<model> fine-tunes it with
+    rate = recipe_of(
+        ctx.recipes, entry.recipe, f"zoo entry {name!r}"
+    ).drop_rate  # what train@<model> fine-tunes it with
     MCDropout(ctx.skeleton(name), cfg.samples, cfg.p, model_name=name, variant=cfg.variant, train_rate=rate)
     return ctx.splits(cfg.splits)
 
 
-@register_method(kind="mc_dropout", family="mc_dropout", title=METHOD, config=MCDropoutConfig,
-                 needs=("checkpoints",), comment="MC dropout, T masks",
-                 example=lambda x: f"mcdrop-{x['base']}: {{model: {x['base']}, samples: 8, p: 0.1}}",
-                 fixture=lambda x: {f"mcd-{x['sidekick']}": {"model": x["sidekick"], "samples": 3}})  # its recipe's drop_rate
+@register_method(
+    kind="mc_dropout",
+    family="mc_dropout",
+    title=METHOD,
+    config=MCDropoutConfig,
+    needs=("checkpoints",),
+    comment="MC dropout, T masks",
+    example=lambda x: f"mcdrop-{x['base']}: {{model: {x['base']}, samples: 8, p: 0.1}}",
+    fixture=lambda x: {f"mcd-{x['sidekick']}": {"model": x["sidekick"], "samples": 3}},
+)  # its recipe's drop_rate
 def mc_dropout(ctx, cfg: MCDropoutConfig, key: str) -> list[Output]:
     """MC dropout with ``samples`` masks on zoo model ``model`` -> ``results/methods/<key>``."""
     splits = check_mc_dropout(ctx, cfg)
     name = cfg.model
     entry, model = ctx.load_trained(name)
     trained = bl.train_drop_rate(ctx, name)
-    wrapper = MCDropout(model, cfg.samples, cfg.p, seed=cfg.seed, model_name=name, variant=cfg.variant, train_rate=trained)
+    wrapper = MCDropout(
+        model, cfg.samples, cfg.p, seed=cfg.seed, model_name=name, variant=cfg.variant, train_rate=trained
+    )
     ctx.set_threads()
-    info = {"family": "mc_dropout", "method": f"T{wrapper.samples}-{wrapper.variant}", "base": name,
-            "variant": wrapper.variant, "samples": wrapper.samples,
-            "p": wrapper.p, "seed": wrapper.seed, "trained_drop_rate": trained, **mc_dropout_cost(model, wrapper.samples, entry.img_size),
-            "gflops_as_run": costs.count_flops(wrapper, entry.img_size)}
+    info = {
+        "family": "mc_dropout",
+        "method": f"T{wrapper.samples}-{wrapper.variant}",
+        "base": name,
+        "variant": wrapper.variant,
+        "samples": wrapper.samples,
+        "p": wrapper.p,
+        "seed": wrapper.seed,
+        "trained_drop_rate": trained,
+        **mc_dropout_cost(model, wrapper.samples, entry.img_size),
+        "gflops_as_run": costs.count_flops(wrapper, entry.img_size),
+    }
     return [Output(key, info, model=wrapper, entry=entry, splits=splits)]
 
 

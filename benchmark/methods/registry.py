@@ -48,14 +48,20 @@ ensembles, from the zoo's logits) register ``units(x: LogitsInput) -> [(identity
 enumerates their units and its runner computes each through the registry (the unit's identity starts with the kind).
 SVE (group ``sve``) has its own params section and stages (``sve-train``, ``sve``: one output per size).
 """
+
 from __future__ import annotations
 
 import importlib
 import pkgutil
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
-GROUPS = ("stage", "evaluate", "sve")  # stage: one DVC stage per baselines.<kind> entry; evaluate: units of the evaluate stage
+GROUPS = (
+    "stage",
+    "evaluate",
+    "sve",
+)  # stage: one DVC stage per baselines.<kind> entry; evaluate: units of the evaluate stage
 NEEDS = ("logits", "checkpoints", "base-model")
 PACKAGE = "benchmark.methods"
 # the methods of the papers first, in this order (the evaluate stage's unit order, the generated stage order); every
@@ -85,7 +91,9 @@ class Method:
     rows: Callable | None = None  # group evaluate: the rows of one unit
     module: str = ""
     training: Callable | None = None  # (cfg, info) -> Training; None: see training_of
-    chosen: tuple[str, ...] = ()  # row methods whose base and members are chosen from the data (see the module docstring)
+    chosen: tuple[
+        str, ...
+    ] = ()  # row methods whose base and members are chosen from the data (see the module docstring)
     fixture: Callable | None = None  # x -> {key: entry}: its entry on the tiny fixture suite (see the module docstring)
 
     def output_names(self, key: str) -> list[str]:
@@ -114,7 +122,9 @@ def training_of(method: Method, cfg, info: dict) -> Training:
         return method.training(cfg, info)
     if not {"checkpoints", "logits"} & set(method.needs):
         return Training()
-    get = cfg.get if isinstance(cfg, dict) else lambda k: getattr(cfg, k, None)  # a method without a typed config: the mapping
+    get = (
+        cfg.get if isinstance(cfg, dict) else lambda k: getattr(cfg, k, None)
+    )  # a method without a typed config: the mapping
     models, model = get("models"), get("model")
     names = list(models) if isinstance(models, (list, tuple)) else [model] if isinstance(model, str) else []
     return Training(builds_on=tuple(names))
@@ -151,10 +161,26 @@ class LogitsInput:
 _REGISTRY: dict[str, Method] = {}
 
 
-def register_method(*, kind: str, family: str, config: type | None = None, needs=(), outputs=None, script: str = "method",
-                    group: str = "stage", comment: str = "", example=None, persist: bool = False, section: str = "baselines",
-                    title: str = "", stage: str = "", rows: Callable | None = None, training: Callable | None = None,
-                    chosen: tuple[str, ...] = (), fixture: Callable | None = None):
+def register_method(
+    *,
+    kind: str,
+    family: str,
+    config: type | None = None,
+    needs=(),
+    outputs=None,
+    script: str = "method",
+    group: str = "stage",
+    comment: str = "",
+    example=None,
+    persist: bool = False,
+    section: str = "baselines",
+    title: str = "",
+    stage: str = "",
+    rows: Callable | None = None,
+    training: Callable | None = None,
+    chosen: tuple[str, ...] = (),
+    fixture: Callable | None = None,
+):
     """Decorator registering a method's function: ``run(ctx, cfg, key)`` (groups ``stage``, ``sve``) or, for group
     ``evaluate``, ``units(x)`` (with its ``rows`` function)."""
     if group not in GROUPS:
@@ -171,11 +197,28 @@ def register_method(*, kind: str, family: str, config: type | None = None, needs
         if old is not None and old.module != module:
             raise ValueError(f"method kind {kind!r} is registered twice: by {old.module} and by {module}")
         evaluated = group == "evaluate"
-        _REGISTRY[kind] = Method(kind=kind, family=family, run=None if evaluated else fn, units=fn if evaluated else None,
-                                 rows=rows, title=title or kind, stage=stage or kind, config=config, needs=tuple(needs),
-                                 outputs=outputs, script=script, section=section, group=group, comment=comment,
-                                 example=example, persist=persist, module=module, training=training,
-                                 chosen=tuple(chosen), fixture=fixture)
+        _REGISTRY[kind] = Method(
+            kind=kind,
+            family=family,
+            run=None if evaluated else fn,
+            units=fn if evaluated else None,
+            rows=rows,
+            title=title or kind,
+            stage=stage or kind,
+            config=config,
+            needs=tuple(needs),
+            outputs=outputs,
+            script=script,
+            section=section,
+            group=group,
+            comment=comment,
+            example=example,
+            persist=persist,
+            module=module,
+            training=training,
+            chosen=tuple(chosen),
+            fixture=fixture,
+        )
         return fn
 
     return wrap
@@ -252,7 +295,9 @@ def register_cost(family: str):
     def wrap(fn):
         old = _COSTS.get(family)
         if old is not None and old.__module__ != fn.__module__:
-            raise ValueError(f"cost of method family {family!r} is registered twice: by {old.__module__} and by {fn.__module__}")
+            raise ValueError(
+                f"cost of method family {family!r} is registered twice: by {old.__module__} and by {fn.__module__}"
+            )
         _COSTS[family] = fn
         return fn
 

@@ -12,6 +12,7 @@ The evaluate stage calls them per unit, caches each unit's rows and assembles th
 ``val`` split fits temperatures, ``ood`` (labels -1) is scored against
 ``test`` with the OOD metrics, every other split gets the full metric set.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -32,8 +33,14 @@ from benchmark.core.validation import InputError
 VAL, TEST, OOD = "val", "test", "ood"
 # confidence name -> member_uncertainty score (negated: higher = more confident)
 MEMBER_CONFIDENCES = {"mutual_info": "mutual_information", "entropy": "predictive_entropy", "agreement": "disagreement"}
-GROUP_METRICS = ("mean_group_accuracy", "worst_group_accuracy", "mean_group_macro_f1", "worst_group_macro_f1",
-                 "mean_group_macro_f1_wilds", "worst_group_macro_f1_wilds")
+GROUP_METRICS = (
+    "mean_group_accuracy",
+    "worst_group_accuracy",
+    "mean_group_macro_f1",
+    "worst_group_macro_f1",
+    "mean_group_macro_f1_wilds",
+    "worst_group_macro_f1_wilds",
+)
 
 
 def eval_splits(logits: dict) -> list[str]:
@@ -44,7 +51,9 @@ def eval_splits(logits: dict) -> list[str]:
     return [s for s in logits if s not in (VAL, OOD)]
 
 
-def _metric_rows(cfg: EvalConfig, ident: dict, split: str, res: dict, prediction: torch.Tensor, labels: torch.Tensor) -> list[dict]:
+def _metric_rows(
+    cfg: EvalConfig, ident: dict, split: str, res: dict, prediction: torch.Tensor, labels: torch.Tensor
+) -> list[dict]:
     n = int(labels.shape[0])
     if split in cfg.groups:
         # one convention per name on every split: *_macro_f1 as scikit-learn's default (classes in
@@ -53,20 +62,31 @@ def _metric_rows(cfg: EvalConfig, ident: dict, split: str, res: dict, prediction
         wilds = group_summary(prediction, labels, cfg.groups[split], present="true")
         summary |= {f"{m}_wilds": wilds[m] for m in ("mean_group_macro_f1", "worst_group_macro_f1")}
         res = dict(res, **{m: (summary[m], float("nan"), float("nan")) for m in GROUP_METRICS})
-    return [dict(ident, suite=cfg.suite, split=split, metric=m, value=v, ci_low=lo, ci_high=hi, n=n)
-            for m, (v, lo, hi) in res.items()]
+    return [
+        dict(ident, suite=cfg.suite, split=split, metric=m, value=v, ci_low=lo, ci_high=hi, n=n)
+        for m, (v, lo, hi) in res.items()
+    ]
 
 
 def _rows(cfg: EvalConfig, ident: dict, split: str, pred: Prediction, labels: torch.Tensor) -> list[dict]:
-    res = evaluate(pred, labels, n_bootstrap=cfg.n_boot(split), seed=cfg.seed, level=cfg.bootstrap_level,
-                   ece_bins=cfg.ece_bins, sac_threshold=cfg.sac_threshold)
+    res = evaluate(
+        pred,
+        labels,
+        n_bootstrap=cfg.n_boot(split),
+        seed=cfg.seed,
+        level=cfg.bootstrap_level,
+        ece_bins=cfg.ece_bins,
+        sac_threshold=cfg.sac_threshold,
+    )
     return _metric_rows(cfg, ident, split, res, pred.prediction, labels)
 
 
 def _ood_rows(cfg: EvalConfig, ident: dict, conf_test: torch.Tensor, conf_ood: torch.Tensor) -> list[dict]:
     res = ood_evaluate(conf_test, conf_ood, n_bootstrap=cfg.n_boot(OOD), seed=cfg.seed, level=cfg.bootstrap_level)
-    return [dict(ident, suite=cfg.suite, split=OOD, metric=m, value=v, ci_low=lo, ci_high=hi, n=int(conf_ood.shape[0]))
-            for m, (v, lo, hi) in res.items()]
+    return [
+        dict(ident, suite=cfg.suite, split=OOD, metric=m, value=v, ci_low=lo, ci_high=hi, n=int(conf_ood.shape[0]))
+        for m, (v, lo, hi) in res.items()
+    ]
 
 
 def method_rows(cfg: EvalConfig, ident: dict, labels: dict, predict) -> list[dict]:
@@ -116,8 +136,15 @@ def inverse(t: float, name: str) -> float:
     return 1.0 / t
 
 
-def mixture_rows(cfg: EvalConfig, members: list[dict], weights: list[list[float]], variants: list[Variant], *,
-                  keep: tuple[int, ...] = (), release=None) -> tuple[list[list[dict]], dict]:
+def mixture_rows(
+    cfg: EvalConfig,
+    members: list[dict],
+    weights: list[list[float]],
+    variants: list[Variant],
+    *,
+    keep: tuple[int, ...] = (),
+    release=None,
+) -> tuple[list[list[dict]], dict]:
     """Rows of each variant of the mixtures ``softmax(sum_j weights[k][j] z_j)`` of ``members`` on every split.
 
     Returns the rows per variant and the sample stats of the variants ``keep``
@@ -135,8 +162,16 @@ def mixture_rows(cfg: EvalConfig, members: list[dict], weights: list[list[float]
             t = terms[v.mixture]
             conf = t.base_conf if v.confidence == "published" else None
             pred = bp if v.prediction == "base" else None
-            stats = terms_stats(t, y, num_classes=members[0][split][0].shape[1], confidence=conf, prediction=pred, ece_bins=cfg.ece_bins)
-            res = evaluate_stats(stats, n_bootstrap=cfg.n_boot(split), seed=cfg.seed, level=cfg.bootstrap_level, sac_threshold=cfg.sac_threshold)
+            stats = terms_stats(
+                t, y, num_classes=members[0][split][0].shape[1], confidence=conf, prediction=pred, ece_bins=cfg.ece_bins
+            )
+            res = evaluate_stats(
+                stats,
+                n_bootstrap=cfg.n_boot(split),
+                seed=cfg.seed,
+                level=cfg.bootstrap_level,
+                sac_threshold=cfg.sac_threshold,
+            )
             rows[i] += _metric_rows(cfg, v.ident, split, res, t.top if pred is None else pred, y)
             if split == TEST:
                 conf_test[i] = t.top_conf if conf is None else conf
@@ -158,20 +193,34 @@ def multi_member_unit(cfg: EvalConfig, ident: dict, logits: dict) -> list[dict]:
     (low mutual information, entropy or disagreement = confident).
     """
     nan = float("nan")
-    ident = dict(dict(sidekick="", fit="none", confidence="max", temperature_base=nan, temperature_side=nan,
-                      weight_base=nan, weight_side=nan), **ident)
+    ident = dict(
+        dict(
+            sidekick="",
+            fit="none",
+            confidence="max",
+            temperature_base=nan,
+            temperature_side=nan,
+            weight_base=nan,
+            weight_side=nan,
+        ),
+        **ident,
+    )
 
     def predict(s, score=None):
         z = logits[s][0]
         if z.ndim != 3:
             return single_prediction(z)
         p = ensemble_prediction(z, mode="probs")
-        return p if score is None else Prediction(p.probs, p.prediction, -member_uncertainty(z)[score].to(p.probs.dtype))
+        return (
+            p if score is None else Prediction(p.probs, p.prediction, -member_uncertainty(z)[score].to(p.probs.dtype))
+        )
 
     rows = method_rows(cfg, ident, split_labels(logits), predict)
     if logits[VAL][0].ndim == 3 and logits[VAL][0].shape[0] >= 2:
         for conf, score in MEMBER_CONFIDENCES.items():
-            rows += method_rows(cfg, dict(ident, confidence=conf), split_labels(logits), lambda s, k=score: predict(s, k))
+            rows += method_rows(
+                cfg, dict(ident, confidence=conf), split_labels(logits), lambda s, k=score: predict(s, k)
+            )
     return rows
 
 
@@ -188,6 +237,8 @@ def output_ident(name: str, info: dict) -> dict:
     return {"family": info["family"], "method": info["method"], "base": info["base"], "members": members}
 
 
-def output_rows(cfg: EvalConfig, names: tuple, logits: list, *, info: dict, memo=None, release=None) -> tuple[list, list]:
+def output_rows(
+    cfg: EvalConfig, names: tuple, logits: list, *, info: dict, memo=None, release=None
+) -> tuple[list, list]:
     """The unit rows of a stored method output ``names[0]`` (``info``: its ``cost.json``; no paired differences)."""
     return multi_member_unit(cfg, output_ident(names[0], info), logits[0]), []

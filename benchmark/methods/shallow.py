@@ -22,6 +22,7 @@ Cost either way: one forward, with ``M`` heads in place of one classifier:
 epochs over the train split, one forward per image (the backbone is shared), the trainable parameters (backbone
 and heads when ``joint``; the heads alone when ``frozen``, built on the model's fine-tune, whose budget it adds).
 """
+
 from __future__ import annotations
 
 import math
@@ -80,11 +81,14 @@ class ShallowEnsemble(BackboneHead):
         super().__init__(model, heads, METHOD, model_name, frozen=backbone == "frozen")
         model.get_classifier().requires_grad_(False)  # unused: the heads replace it
         if heads.weight.shape[1:] != (self.in_features, self.num_classes):
-            raise ValueError(f"{METHOD} of model {model_name!r}: heads map {heads.weight.shape[1]} features to "
-                             f"{heads.weight.shape[2]} classes, the model has {self.in_features} -> {self.num_classes}")
+            raise ValueError(
+                f"{METHOD} of model {model_name!r}: heads map {heads.weight.shape[1]} features to "
+                f"{heads.weight.shape[2]} classes, the model has {self.in_features} -> {self.num_classes}"
+            )
 
 
 # ---- the method: params.yaml baselines.shallow.<key> -> one output (registered; see benchmark.methods.baselines) ----
+
 
 @dataclass(frozen=True)
 class ShallowConfig:
@@ -101,12 +105,15 @@ def check_shallow(ctx, cfg: ShallowConfig) -> list[str]:
     name = bl.model(ctx, cfg.model)
     check_members(cfg.members, name)
     if cfg.backbone not in BACKBONES:
-        raise ValueError(f"{ctx.where}: {METHOD} of model {name!r}: backbone must be one of {list(BACKBONES)}, "
-                         f"got {cfg.backbone!r}")
+        raise ValueError(
+            f"{ctx.where}: {METHOD} of model {name!r}: backbone must be one of {list(BACKBONES)}, got {cfg.backbone!r}"
+        )
     recipe = recipe_of(ctx.recipes, cfg.recipe, bl.who(ctx, name))
     if cfg.backbone == "frozen" and recipe.shift_pixels:
-        raise ValueError(f"{bl.who(ctx, name)}: with a frozen backbone the heads train on "
-                         f"features, so recipe {cfg.recipe!r} must have shift_pixels: 0")
+        raise ValueError(
+            f"{bl.who(ctx, name)}: with a frozen backbone the heads train on "
+            f"features, so recipe {cfg.recipe!r} must have shift_pixels: 0"
+        )
     linear_head(ctx.skeleton(name), METHOD, name)
     return ctx.splits(cfg.splits)
 
@@ -117,11 +124,18 @@ def shallow_training(cfg: ShallowConfig, info: dict) -> Training:
     return Training(recipe=cfg.recipe, builds_on=(cfg.model,) if cfg.backbone == "frozen" else ())
 
 
-@register_method(kind="shallow", family="shallow_ensemble", title=METHOD, config=ShallowConfig,
-                 needs=("checkpoints", "base-model"), persist=True, comment="one backbone, M heads (joint: from the init)",
-                 training=shallow_training,
-                 example=lambda x: f"shallow-{x['base']}: {{model: {x['base']}, members: 5, recipe: {x['train_recipe']}}}",
-                 fixture=lambda x: {f"sh-{x['sidekick']}": {"model": x["sidekick"], "members": 2, "recipe": x["train_recipe"]}})
+@register_method(
+    kind="shallow",
+    family="shallow_ensemble",
+    title=METHOD,
+    config=ShallowConfig,
+    needs=("checkpoints", "base-model"),
+    persist=True,
+    comment="one backbone, M heads (joint: from the init)",
+    training=shallow_training,
+    example=lambda x: f"shallow-{x['base']}: {{model: {x['base']}, members: 5, recipe: {x['train_recipe']}}}",
+    fixture=lambda x: {f"sh-{x['sidekick']}": {"model": x["sidekick"], "members": 2, "recipe": x["train_recipe"]}},
+)
 def shallow(ctx, cfg: ShallowConfig, key: str) -> list[Output]:
     """Shallow ensemble of ``members`` heads on one backbone of zoo model ``model`` -> ``results/methods/<key>``.
 
@@ -150,18 +164,46 @@ def shallow(ctx, cfg: ShallowConfig, key: str) -> list[Output]:
     run = {"members": m, "seed": cfg.seed, "backbone": cfg.backbone}
     if joint:
         fp = ctx.fingerprint(entry.as_dict(), asdict(recipe), run, store.array_hash(tr.ids), store.array_hash(va.ids))
-        record = bl.train_once(wrapper.to(ctx.device()), tr.fit_data, va.fit_data, recipe, seed=cfg.seed, folder=folder,
-                               fingerprint=fp, params=[p for p in wrapper.parameters() if p.requires_grad],
-                               progress=ctx.progress, num_workers=ctx.source.num_workers)
+        record = bl.train_once(
+            wrapper.to(ctx.device()),
+            tr.fit_data,
+            va.fit_data,
+            recipe,
+            seed=cfg.seed,
+            folder=folder,
+            fingerprint=fp,
+            params=[p for p in wrapper.parameters() if p.requires_grad],
+            progress=ctx.progress,
+            num_workers=ctx.source.num_workers,
+        )
     else:  # the heads train on the checkpoint's features: its weights are part of the fingerprint
         weights = store.file_hash(ctx.checkpoint(name) / "model.safetensors")
-        fp = ctx.fingerprint(entry.as_dict(), asdict(recipe), run, weights, store.array_hash(tr.ids), store.array_hash(va.ids))
+        fp = ctx.fingerprint(
+            entry.as_dict(), asdict(recipe), run, weights, store.array_hash(tr.ids), store.array_hash(va.ids)
+        )
         f_tr, f_va = (bl.features(ctx, model, s)[:, :, None, None] for s in (tr, va))
-        record = bl.train_once(heads, (f_tr, tr.labels), (f_va, va.labels), recipe, seed=cfg.seed, folder=folder,
-                               fingerprint=fp, progress=ctx.progress)
-    info = {"family": "shallow_ensemble", "method": f"m{m}" + ("" if joint else "-frozen"), "base": name, "members": m,
-            "backbone": cfg.backbone, "recipe": cfg.recipe, "seed": cfg.seed, "best_epoch": record["best_epoch"],
-            "val_score": record["best_score"], **cost}
+        record = bl.train_once(
+            heads,
+            (f_tr, tr.labels),
+            (f_va, va.labels),
+            recipe,
+            seed=cfg.seed,
+            folder=folder,
+            fingerprint=fp,
+            progress=ctx.progress,
+        )
+    info = {
+        "family": "shallow_ensemble",
+        "method": f"m{m}" + ("" if joint else "-frozen"),
+        "base": name,
+        "members": m,
+        "backbone": cfg.backbone,
+        "recipe": cfg.recipe,
+        "seed": cfg.seed,
+        "best_epoch": record["best_epoch"],
+        "val_score": record["best_score"],
+        **cost,
+    }
     return [Output(key, info, model=wrapper, entry=entry, splits=splits)]
 
 
@@ -173,8 +215,12 @@ def shallow_cost(model: nn.Module, members: int, img_size: int, backbone: str = 
     one = costs.count_flops(model, img_size)
     heads = members * (c * d + c)
     total = costs.count_params(model) - (c * d + c) + heads
-    return {"gflops": one + (members - 1) * c * d / 1e9, "gflops_one_forward": one, "params": total,
-            "trainable_params": total if backbone == "joint" else heads}
+    return {
+        "gflops": one + (members - 1) * c * d / 1e9,
+        "gflops_one_forward": one,
+        "params": total,
+        "trainable_params": total if backbone == "joint" else heads,
+    }
 
 
 @register_cost("shallow_ensemble")

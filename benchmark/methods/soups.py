@@ -31,6 +31,7 @@ statistics (the former behaviour). Networks without BatchNorm are unchanged eith
 
 A soup is one model: it costs one forward.
 """
+
 from __future__ import annotations
 
 import copy
@@ -49,7 +50,9 @@ from benchmark.models.recipe import recipe_of
 METHOD = "model soup"
 
 
-def average_state_dicts(state_dicts: Sequence[Mapping[str, Tensor]], names: Sequence[str] | None = None) -> dict[str, Tensor]:
+def average_state_dicts(
+    state_dicts: Sequence[Mapping[str, Tensor]], names: Sequence[str] | None = None
+) -> dict[str, Tensor]:
     """Mean of every floating-point tensor over ``state_dicts`` (same keys and shapes); other tensors from the first."""
     names = list(names or [f"ingredient {i}" for i in range(len(state_dicts))])
     if len(state_dicts) < 1:
@@ -58,11 +61,15 @@ def average_state_dicts(state_dicts: Sequence[Mapping[str, Tensor]], names: Sequ
     for name, sd in zip(names[1:], state_dicts[1:]):
         if sd.keys() != ref.keys():
             diff = sorted(set(sd) ^ set(ref))[:5]
-            raise ValueError(f"{METHOD}: {name!r} and {names[0]!r} have different weights ({diff}); soups need one architecture")
+            raise ValueError(
+                f"{METHOD}: {name!r} and {names[0]!r} have different weights ({diff}); soups need one architecture"
+            )
         for k, v in sd.items():
             if v.shape != ref[k].shape:
-                raise ValueError(f"{METHOD}: tensor {k!r} has shape {tuple(v.shape)} in {name!r} but {tuple(ref[k].shape)} in "
-                                 f"{names[0]!r}")
+                raise ValueError(
+                    f"{METHOD}: tensor {k!r} has shape {tuple(v.shape)} in {name!r} but {tuple(ref[k].shape)} in "
+                    f"{names[0]!r}"
+                )
     out = {}
     for k, v in ref.items():
         if v.is_floating_point():
@@ -72,7 +79,9 @@ def average_state_dicts(state_dicts: Sequence[Mapping[str, Tensor]], names: Sequ
     return out
 
 
-def _soup(models: Sequence[nn.Module], names: Sequence[str], finish: Callable[[nn.Module], None] | None = None) -> nn.Module:
+def _soup(
+    models: Sequence[nn.Module], names: Sequence[str], finish: Callable[[nn.Module], None] | None = None
+) -> nn.Module:
     soup = copy.deepcopy(models[0])
     soup.load_state_dict(average_state_dicts([m.state_dict() for m in models], names), strict=True)
     if finish is not None and len(models) > 1:
@@ -116,8 +125,9 @@ def check_ingredients(models: Sequence, names: Sequence[str] | None = None) -> l
     return names
 
 
-def uniform_soup(models: Sequence[nn.Module], names: Sequence[str] | None = None,
-                 finish: Callable[[nn.Module], None] | None = None) -> nn.Module:
+def uniform_soup(
+    models: Sequence[nn.Module], names: Sequence[str] | None = None, finish: Callable[[nn.Module], None] | None = None
+) -> nn.Module:
     """A copy of ``models[0]`` holding the mean of all ingredients' weights (eval mode), then ``finish(soup)`` (e.g. the
     BatchNorm recompute)."""
     return _soup(models, check_ingredients(models, names), finish)
@@ -132,8 +142,12 @@ class GreedySoup:
     history: list[dict]  # one entry per candidate: name, soup score with it, accepted
 
 
-def greedy_soup(models: Sequence[nn.Module], score: Callable[[nn.Module], float],
-                names: Sequence[str] | None = None, finish: Callable[[nn.Module], None] | None = None) -> GreedySoup:
+def greedy_soup(
+    models: Sequence[nn.Module],
+    score: Callable[[nn.Module], float],
+    names: Sequence[str] | None = None,
+    finish: Callable[[nn.Module], None] | None = None,
+) -> GreedySoup:
     """Greedy soup: ``score(model)`` is the validation score (higher is better); ``finish`` is applied to every soup of
     two or more ingredients before it is scored; see the module docstring."""
     names = check_ingredients(models, names)
@@ -156,6 +170,7 @@ def greedy_soup(models: Sequence[nn.Module], score: Callable[[nn.Module], float]
 
 # ---- the method: params.yaml baselines.soups.<key> -> two outputs (registered; see benchmark.methods.baselines) ----
 
+
 def soup_outputs(key: str) -> dict[str, str]:
     """Soup kind -> output name of the soup entry ``key``."""
     return {"uniform": f"{key}-uniform", "greedy": f"{key}-greedy"}
@@ -165,7 +180,9 @@ def soup_outputs(key: str) -> dict[str, str]:
 class SoupConfig:
     models: list[str]  # at least 2 distinct fine-tunes of one architecture (checked with the zoo)
     splits: list[str] | None = bl.splits_field()
-    bn: str = field(default="recompute", metadata=check(choices=("recompute", "averaged")))  # BatchNorm statistics of a soup
+    bn: str = field(
+        default="recompute", metadata=check(choices=("recompute", "averaged"))
+    )  # BatchNorm statistics of a soup
 
 
 def check_soup(ctx, cfg: SoupConfig) -> list[str]:
@@ -177,16 +194,26 @@ def check_soup(ctx, cfg: SoupConfig) -> list[str]:
     for e in entries[1:]:
         for attr in ("arch", "init", "img_size", "recipe"):
             if getattr(e, attr) != getattr(entries[0], attr):
-                raise ValueError(f"{ctx.where}: {METHOD} ingredients must be fine-tunes of one architecture from one "
-                                 f"init; model {e.name!r} has {attr} {getattr(e, attr)!r} but {names[0]!r} has "
-                                 f"{getattr(entries[0], attr)!r}")
+                raise ValueError(
+                    f"{ctx.where}: {METHOD} ingredients must be fine-tunes of one architecture from one "
+                    f"init; model {e.name!r} has {attr} {getattr(e, attr)!r} but {names[0]!r} has "
+                    f"{getattr(entries[0], attr)!r}"
+                )
     return ctx.splits(cfg.splits)
 
 
-@register_method(kind="soups", stage="soup", family="soup", title=METHOD, config=SoupConfig,
-                 needs=("checkpoints",), outputs=lambda key: list(soup_outputs(key).values()), chosen=("greedy",),
-                 comment="uniform and greedy soups of seeded fine-tunes",
-                 example=lambda x: f"soup-{x['base']}: {{models: {x['group']}}}" if x["group"] != "[]" else None)
+@register_method(
+    kind="soups",
+    stage="soup",
+    family="soup",
+    title=METHOD,
+    config=SoupConfig,
+    needs=("checkpoints",),
+    outputs=lambda key: list(soup_outputs(key).values()),
+    chosen=("greedy",),
+    comment="uniform and greedy soups of seeded fine-tunes",
+    example=lambda x: f"soup-{x['base']}: {{models: {x['group']}}}" if x["group"] != "[]" else None,
+)
 def soup(ctx, cfg: SoupConfig, key: str) -> list[Output]:
     """Uniform and greedy soups of ``baselines.soups.<key>.models`` -> ``<key>-uniform``, ``<key>-greedy``."""
     splits = check_soup(ctx, cfg)
@@ -199,7 +226,9 @@ def soup(ctx, cfg: SoupConfig, key: str) -> list[Output]:
     bs, workers = ctx.batch_size, ctx.source.num_workers
 
     def score(model) -> float:
-        return bl.selection_score(predict_logits(model, val.inputs, batch_size=bs, num_workers=workers), val.labels, select_by)
+        return bl.selection_score(
+            predict_logits(model, val.inputs, batch_size=bs, num_workers=workers), val.labels, select_by
+        )
 
     finish = None
     if cfg.bn == "recompute":
@@ -211,14 +240,36 @@ def soup(ctx, cfg: SoupConfig, key: str) -> list[Output]:
     greedy = greedy_soup(ingredients, score, names, finish)
     uniform = uniform_soup(ingredients, names, finish)
     out = soup_outputs(key)
-    common = {"family": "soup", "arch": entry.arch, "select_by": select_by, "val_scores": greedy.scores,
-              "bn_stats": "recomputed on train" if cfg.bn == "recompute" else "averaged"}
+    common = {
+        "family": "soup",
+        "arch": entry.arch,
+        "select_by": select_by,
+        "val_scores": greedy.scores,
+        "bn_stats": "recomputed on train" if cfg.bn == "recompute" else "averaged",
+    }
     return [
-        Output(out["uniform"], dict(common, method="uniform", base=names[0], ingredients=names), model=uniform, entry=entry,
-               splits=splits),
-        Output(out["greedy"], dict(common, method="greedy", rule="strict improvement (released code)", base=greedy.ingredients[0],
-                                   ingredients=greedy.ingredients, val_score=greedy.score, history=greedy.history),
-               model=greedy.model, entry=entry, splits=splits),
+        Output(
+            out["uniform"],
+            dict(common, method="uniform", base=names[0], ingredients=names),
+            model=uniform,
+            entry=entry,
+            splits=splits,
+        ),
+        Output(
+            out["greedy"],
+            dict(
+                common,
+                method="greedy",
+                rule="strict improvement (released code)",
+                base=greedy.ingredients[0],
+                ingredients=greedy.ingredients,
+                val_score=greedy.score,
+                history=greedy.history,
+            ),
+            model=greedy.model,
+            entry=entry,
+            splits=splits,
+        ),
     ]
 
 

@@ -35,6 +35,7 @@ BatchNorm: the backbone is frozen, so its BatchNorm layers stay in eval mode
 (running statistics, per-sample) even in ``train()``; training-mode statistics
 would mix the members of the stacked batch.
 """
+
 from __future__ import annotations
 
 import copy
@@ -62,8 +63,10 @@ def select_layers(model: nn.Module, patterns: Sequence[str] | None = None, skip:
         else:
             chosen = [n for n, m in weight_layers.items() if is_pointwise_conv(m)]
             if not chosen:
-                raise ValueError(f"{type(model).__name__} has no default SVE layers (no '*.attn.qkv' Linear, no pointwise "
-                                 f"conv); pass patterns=[...] naming some of: {_some(adaptable)}")
+                raise ValueError(
+                    f"{type(model).__name__} has no default SVE layers (no '*.attn.qkv' Linear, no pointwise "
+                    f"conv); pass patterns=[...] naming some of: {_some(adaptable)}"
+                )
             return chosen
     if isinstance(patterns, str) or not patterns:
         raise ValueError(f"patterns must be a non-empty list of regexes, got {patterns!r}")
@@ -75,12 +78,16 @@ def select_layers(model: nn.Module, patterns: Sequence[str] | None = None, skip:
             raise ValueError(f"SVE pattern {pattern!r} is not a valid regex: {e}") from e
         hits = [n for n in weight_layers if rx.search(n)]
         if not hits:
-            raise ValueError(f"SVE pattern {pattern!r} matches no Linear/Conv2d layer of {type(model).__name__}; "
-                             f"adaptable layers include: {_some(adaptable)}")
+            raise ValueError(
+                f"SVE pattern {pattern!r} matches no Linear/Conv2d layer of {type(model).__name__}; "
+                f"adaptable layers include: {_some(adaptable)}"
+            )
         bad = [n for n in hits if n not in adaptable]
         if bad:
-            raise ValueError(f"SVE pattern {pattern!r} matches layers SVE cannot adapt (only nn.Linear and 1x1 convs with "
-                             f"groups=1, padding 0): {_some(bad)}")
+            raise ValueError(
+                f"SVE pattern {pattern!r} matches layers SVE cannot adapt (only nn.Linear and 1x1 convs with "
+                f"groups=1, padding 0): {_some(bad)}"
+            )
         chosen.update(hits)
     return [n for n in weight_layers if n in chosen]
 
@@ -98,9 +105,11 @@ def check_diversity(members: int, sigma_init: float, head_copied: bool, where: s
     get the same gradients and stay identical: the user would silently get one model.
     """
     if members > 1 and sigma_init == 0 and head_copied:
-        raise ValueError(f"{where}: sigma_init = 0 with the backbone's own head copied into all {members} members makes "
-                         f"every member an exact clone of the others for the whole training (one model, no ensemble); "
-                         f"use sigma_init > 0 (the authors' default is {SIGMA_INIT}) or fresh per-member heads")
+        raise ValueError(
+            f"{where}: sigma_init = 0 with the backbone's own head copied into all {members} members makes "
+            f"every member an exact clone of the others for the whole training (one model, no ensemble); "
+            f"use sigma_init > 0 (the authors' default is {SIGMA_INIT}) or fresh per-member heads"
+        )
 
 
 def member_generator(seed: int, member: int) -> torch.Generator:
@@ -115,22 +124,35 @@ def check_members(members) -> int:
     return members
 
 
-def _check_settings(backbone: nn.Module, *, sigma_init: float, num_classes: int | None, mode: str, pretrained: bool,
-                    allow_random_init: bool) -> None:
+def _check_settings(
+    backbone: nn.Module,
+    *,
+    sigma_init: float,
+    num_classes: int | None,
+    mode: str,
+    pretrained: bool,
+    allow_random_init: bool,
+) -> None:
     """:class:`SingularValueEnsemble`'s settings checked before it changes the backbone: ``ValueError`` (``TypeError``
     for a backbone that is not a timm model) naming the setting."""
     if not (isinstance(sigma_init, (int, float)) and math.isfinite(sigma_init) and sigma_init >= 0):
         raise ValueError(f"sigma_init must be a finite number >= 0, got {sigma_init!r}")
-    if num_classes is not None and (isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1):
+    if num_classes is not None and (
+        isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1
+    ):
         raise ValueError(f"num_classes must be an integer >= 1 or None, got {num_classes!r}")
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     if not pretrained and not allow_random_init:
-        raise ValueError("SVE needs a pretrained backbone (its singular vectors are the basis all members share; from a "
-                         "random init SVE does poorly): load weights and pass pretrained=True, or pass "
-                         "allow_random_init=True for tests and parameter counts")
+        raise ValueError(
+            "SVE needs a pretrained backbone (its singular vectors are the basis all members share; from a "
+            "random init SVE does poorly): load weights and pass pretrained=True, or pass "
+            "allow_random_init=True for tests and parameter counts"
+        )
     if not (hasattr(backbone, "get_classifier") and hasattr(backbone, "reset_classifier")):
-        raise TypeError(f"SVE wraps timm models (get_classifier/reset_classifier); {type(backbone).__name__} has neither")
+        raise TypeError(
+            f"SVE wraps timm models (get_classifier/reset_classifier); {type(backbone).__name__} has neither"
+        )
 
 
 class SingularValueEnsemble(nn.Module):
@@ -150,14 +172,32 @@ class SingularValueEnsemble(nn.Module):
     inference on cached member weights where they pay.
     """
 
-    def __init__(self, backbone: nn.Module, *, members: int, num_classes: int | None = None,
-                 patterns: Sequence[str] | None = None, sigma_init: float = SIGMA_INIT, seed: int = 0,
-                 pretrained: bool, allow_random_init: bool = False, reuse_head: bool = True,
-                 split_qkv: bool = True, mode: str = "auto", member_streams: bool = True):
+    def __init__(
+        self,
+        backbone: nn.Module,
+        *,
+        members: int,
+        num_classes: int | None = None,
+        patterns: Sequence[str] | None = None,
+        sigma_init: float = SIGMA_INIT,
+        seed: int = 0,
+        pretrained: bool,
+        allow_random_init: bool = False,
+        reuse_head: bool = True,
+        split_qkv: bool = True,
+        mode: str = "auto",
+        member_streams: bool = True,
+    ):
         super().__init__()
         self.members = check_members(members)
-        _check_settings(backbone, sigma_init=sigma_init, num_classes=num_classes, mode=mode, pretrained=pretrained,
-                        allow_random_init=allow_random_init)
+        _check_settings(
+            backbone,
+            sigma_init=sigma_init,
+            num_classes=num_classes,
+            mode=mode,
+            pretrained=pretrained,
+            allow_random_init=allow_random_init,
+        )
         head = backbone.get_classifier()
         if isinstance(head, nn.Linear):
             dim, self.classifier_name = head.in_features, next(n for n, m in backbone.named_modules() if m is head)
@@ -173,11 +213,17 @@ class SingularValueEnsemble(nn.Module):
         backbone.requires_grad_(False)
         self.backbone_params = sum(p.numel() for p in backbone.parameters())
 
-        gen = torch.Generator().manual_seed(seed)  # member_streams=False: one stream for all members (draws depend on M)
+        gen = torch.Generator().manual_seed(
+            seed
+        )  # member_streams=False: one stream for all members (draws depend on M)
         gens = [member_generator(seed, m) for m in range(self.members)]  # member m's draws do not depend on M
 
         def draw(fn, *shape):
-            return torch.stack([fn(*shape, generator=g) for g in gens]) if member_streams else fn(self.members, *shape, generator=gen)
+            return (
+                torch.stack([fn(*shape, generator=g) for g in gens])
+                if member_streams
+                else fn(self.members, *shape, generator=gen)
+            )
 
         for name in self.layer_names:
             old = backbone.get_submodule(name)
@@ -185,8 +231,11 @@ class SingularValueEnsemble(nn.Module):
             out = old.weight.shape[0]
             rank = min(out // chunks, old.weight[0].numel())
             eps = draw(torch.randn, chunks * rank) * sigma_init
-            new = (SVEConv1x1(old, eps, mode=mode) if isinstance(old, nn.Conv2d)
-                   else SVELinear(old.weight, old.bias, eps, chunks=chunks, mode=mode))
+            new = (
+                SVEConv1x1(old, eps, mode=mode)
+                if isinstance(old, nn.Conv2d)
+                else SVELinear(old.weight, old.bias, eps, chunks=chunks, mode=mode)
+            )
             parent, _, child = name.rpartition(".")
             setattr(backbone.get_submodule(parent) if parent else backbone, child, new)
         self.backbone = backbone
@@ -202,7 +251,7 @@ class SingularValueEnsemble(nn.Module):
         self.head_weight = nn.Parameter(w.to(device=ref.device, dtype=ref.dtype).clone())  # (M, C, D)
         self.head_bias = nn.Parameter(b.to(device=ref.device, dtype=ref.dtype).clone())  # (M, C)
 
-    def first_members(self, members: int) -> "SingularValueEnsemble":
+    def first_members(self, members: int) -> SingularValueEnsemble:
         """A copy holding members ``0 .. members - 1`` of this ensemble (their parameters, cloned).
 
         Members are independent (own noise stream, own parameters), so the copy is the
@@ -262,9 +311,17 @@ class SingularValueEnsemble(nn.Module):
         bias = sum(layer.bias[0].numel() for layer in layers)
         head = self.head_weight[0].numel() + self.head_bias[0].numel()
         trainable, extra = self.members * (sv + bias + head), (self.members - 1) * (sv + bias)
-        return {"members": self.members, "backbone": self.backbone_params, "singular_values": sv, "biases": bias,
-                "head": head, "trainable": trainable, "extra": extra,
-                "percent": 100 * trainable / self.backbone_params, "percent_extra": 100 * extra / self.backbone_params}
+        return {
+            "members": self.members,
+            "backbone": self.backbone_params,
+            "singular_values": sv,
+            "biases": bias,
+            "head": head,
+            "trainable": trainable,
+            "extra": extra,
+            "percent": 100 * trainable / self.backbone_params,
+            "percent_extra": 100 * extra / self.backbone_params,
+        }
 
     def export_member(self, member: int) -> nn.Module:
         """Member ``member`` as a standalone dense timm model in eval mode (logits (B, C)), e.g. for FLOP counts."""
@@ -274,8 +331,9 @@ class SingularValueEnsemble(nn.Module):
             raise ValueError("the backbone had no linear classifier to put a member head back into")
         dense = {id(layer): layer.to_dense(member) for layer in self.sve_layers()}
         model = copy.deepcopy(self.backbone, memo=dense)  # the copy takes the dense layers in place of SVE layers
-        head = nn.Linear(self.head_weight.shape[2], self.num_classes, device=self.head_weight.device,
-                         dtype=self.head_weight.dtype)
+        head = nn.Linear(
+            self.head_weight.shape[2], self.num_classes, device=self.head_weight.device, dtype=self.head_weight.dtype
+        )
         with torch.no_grad():
             head.weight.copy_(self.head_weight[member])
             head.bias.copy_(self.head_bias[member])
@@ -285,10 +343,18 @@ class SingularValueEnsemble(nn.Module):
         return model.eval()
 
 
-def sve_from_timm(arch: str, *, members: int, num_classes: int | None = None,
-                  pretrained_state_dict: Mapping[str, Tensor] | str | None = None, allow_random_init: bool = False,
-                  patterns: Sequence[str] | None = None, sigma_init: float = SIGMA_INIT, seed: int = 0,
-                  **kwargs) -> SingularValueEnsemble:
+def sve_from_timm(
+    arch: str,
+    *,
+    members: int,
+    num_classes: int | None = None,
+    pretrained_state_dict: Mapping[str, Tensor] | str | None = None,
+    allow_random_init: bool = False,
+    patterns: Sequence[str] | None = None,
+    sigma_init: float = SIGMA_INIT,
+    seed: int = 0,
+    **kwargs,
+) -> SingularValueEnsemble:
     """Build timm ``arch``, load ``pretrained_state_dict`` (mapping or file) and wrap it in an SVE.
 
     Keyword arguments that :class:`SingularValueEnsemble` knows (``split_qkv``,
@@ -305,9 +371,17 @@ def sve_from_timm(arch: str, *, members: int, num_classes: int | None = None,
     backbone = timm.create_model(arch, pretrained=False, **kwargs)
     if pretrained_state_dict is not None:
         load_backbone_weights(backbone, pretrained_state_dict)
-    return SingularValueEnsemble(backbone, members=members, num_classes=num_classes, patterns=patterns,
-                                 sigma_init=sigma_init, seed=seed, pretrained=pretrained_state_dict is not None,
-                                 allow_random_init=allow_random_init, **sve_kwargs)
+    return SingularValueEnsemble(
+        backbone,
+        members=members,
+        num_classes=num_classes,
+        patterns=patterns,
+        sigma_init=sigma_init,
+        seed=seed,
+        pretrained=pretrained_state_dict is not None,
+        allow_random_init=allow_random_init,
+        **sve_kwargs,
+    )
 
 
 def load_backbone_weights(model: nn.Module, source: Mapping[str, Tensor] | str) -> None:
@@ -321,6 +395,7 @@ def load_backbone_weights(model: nn.Module, source: Mapping[str, Tensor] | str) 
         where = str(source)
         if where.endswith(".safetensors"):
             from safetensors.torch import load_file
+
             source = load_file(where)
         else:
             source = torch.load(where, map_location="cpu", weights_only=True)
@@ -329,11 +404,15 @@ def load_backbone_weights(model: nn.Module, source: Mapping[str, Tensor] | str) 
     dst = model.state_dict()
     if set(source) != set(dst):
         if len(source) != len(dst):
-            raise ValueError(f"{where}: {len(source)} tensors, but {type(model).__name__} has {len(dst)}; wrong architecture?")
+            raise ValueError(
+                f"{where}: {len(source)} tensors, but {type(model).__name__} has {len(dst)}; wrong architecture?"
+            )
         pairs = zip(source.items(), dst.items())
         source = {}
         for (sk, sv), (dk, dv) in pairs:
             if tuple(sv.shape) != tuple(dv.shape):
-                raise ValueError(f"{where}: tensor {sk} {tuple(sv.shape)} does not fit {dk} {tuple(dv.shape)} (matched in order)")
+                raise ValueError(
+                    f"{where}: tensor {sk} {tuple(sv.shape)} does not fit {dk} {tuple(dv.shape)} (matched in order)"
+                )
             source[dk] = sv
     model.load_state_dict(source, strict=True)

@@ -35,6 +35,7 @@ version counters, e.g. an optimizer step) or are replaced (``load_state_dict``,
 ``.to()``), and dropped by ``train()``/``eval()``; writes through ``.data``
 bypass the version counter, so call :meth:`SVELayer.clear_cache` after them.
 """
+
 from __future__ import annotations
 
 import torch
@@ -81,7 +82,9 @@ class SVELayer(nn.Module):
         self.out_features, self.in_features = weight.shape
         self.register_buffer("U", u)  # (k, o, r)
         self.register_buffer("V", v.permute(1, 0, 2).reshape(self.in_features, k * rank))  # (in, k r)
-        base = torch.zeros(self.out_features, dtype=weight.dtype, device=weight.device) if bias is None else bias.detach()
+        base = (
+            torch.zeros(self.out_features, dtype=weight.dtype, device=weight.device) if bias is None else bias.detach()
+        )
         self.singular_values = nn.Parameter(s.reshape(1, k * rank) * (1 + eps.to(device=s.device, dtype=s.dtype)))
         self.bias = nn.Parameter(base.reshape(1, -1).repeat(members, 1))
         self._cache: tuple[tuple, Tensor] | None = None  # (key of the tensors it depends on, W^T (M, in, out))
@@ -139,8 +142,9 @@ class SVELayer(nn.Module):
     def take_members(self, members: int) -> None:
         """Keep only members ``0 .. members - 1`` (their parameters, cloned); used by nested SVE."""
         with torch.no_grad():
-            self.singular_values = nn.Parameter(self.singular_values[:members].detach().clone(),
-                                                self.singular_values.requires_grad)
+            self.singular_values = nn.Parameter(
+                self.singular_values[:members].detach().clone(), self.singular_values.requires_grad
+            )
             self.bias = nn.Parameter(self.bias[:members].detach().clone(), self.bias.requires_grad)
         self.members = members
         self.clear_cache()
@@ -164,8 +168,10 @@ class SVELayer(nn.Module):
 
     def extra_repr(self) -> str:
         """The layer's sizes, members, chunks, rank and mode, for ``repr``."""
-        return (f"in={self.in_features}, out={self.out_features}, members={self.members}, "
-                f"chunks={self.chunks}, rank={self.rank}, mode={self.mode}")
+        return (
+            f"in={self.in_features}, out={self.out_features}, members={self.members}, "
+            f"chunks={self.chunks}, rank={self.rank}, mode={self.mode}"
+        )
 
 
 class SVELinear(SVELayer):
@@ -206,8 +212,15 @@ class SVEConv1x1(SVELayer):
 
     def to_dense(self, member: int) -> nn.Conv2d:
         """Member ``member`` as a plain 1x1 ``nn.Conv2d``."""
-        conv = nn.Conv2d(self.in_features, self.out_features, 1, stride=self.stride, bias=True,
-                         device=self.U.device, dtype=self.U.dtype)
+        conv = nn.Conv2d(
+            self.in_features,
+            self.out_features,
+            1,
+            stride=self.stride,
+            bias=True,
+            device=self.U.device,
+            dtype=self.U.dtype,
+        )
         with torch.no_grad():
             conv.weight.copy_(self.member_weights([member])[0].view(self.out_features, self.in_features, 1, 1))
             conv.bias.copy_(self.bias[member])
@@ -216,9 +229,13 @@ class SVEConv1x1(SVELayer):
 
 def is_pointwise_conv(module: nn.Module) -> bool:
     """A plain ``nn.Conv2d`` (not a subclass with its own forward) with a 1x1 kernel, groups 1, padding 0."""
-    return (isinstance(module, nn.Conv2d) and type(module).forward is nn.Conv2d.forward
-            and tuple(module.kernel_size) == (1, 1) and module.groups == 1
-            and module.padding in ((0, 0), "valid", "same"))
+    return (
+        isinstance(module, nn.Conv2d)
+        and type(module).forward is nn.Conv2d.forward
+        and tuple(module.kernel_size) == (1, 1)
+        and module.groups == 1
+        and module.padding in ((0, 0), "valid", "same")
+    )
 
 
 def is_adaptable(module: nn.Module) -> bool:

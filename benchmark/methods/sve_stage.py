@@ -47,6 +47,7 @@ the paper's figure, what SVE adds over one fine-tuned model (its ``5 (M - 1) /
 member ``m`` does not depend on ``M``, so ``sve-m<M>`` counts its ``M`` members), ``trainable_params`` trained; it
 starts from the pretrained backbone, so no fine-tune of the zoo is part of it.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
@@ -61,8 +62,8 @@ from benchmark.data.stratified import stratified_order
 from benchmark.methods.baselines import TRAIN, VAL, train_once
 from benchmark.methods.registry import Output, Training, register_cost, register_method
 from benchmark.methods.sve import SIGMA_INIT, SingularValueEnsemble, check_diversity, check_members
-from benchmark.models import factory
 from benchmark.models import cost as costs
+from benchmark.models import factory
 from benchmark.models.recipe import Recipe, recipe_of
 from benchmark.models.train import selection_score
 from benchmark.models.zoo import ZooEntry
@@ -95,8 +96,10 @@ def output_name(members: int) -> str:
 def check_config(ctx, cfg: SveConfig) -> SveConfig:
     """``cfg`` against the rest of params: sizes to run, a known recipe."""
     if not cfg.members:
-        raise ValueError(f"params.yaml {SECTION}.members is [] (no SVE: the pipeline has no SVE stage); list the sizes M "
-                         f"to run, e.g. [1, 2, 4, 8]")
+        raise ValueError(
+            f"params.yaml {SECTION}.members is [] (no SVE: the pipeline has no SVE stage); list the sizes M "
+            f"to run, e.g. [1, 2, 4, 8]"
+        )
     recipe_of(ctx.recipes, cfg.recipe, f"params.yaml {SECTION}.recipe")
     return cfg
 
@@ -106,11 +109,15 @@ def base_entry(ctx, cfg: SveConfig) -> ZooEntry:
     zoo = ctx.zoo
     base = cfg.base
     if base not in zoo:
-        raise ValueError(f"params.yaml {SECTION}.base: unknown zoo entry {base!r}; the zoo {ctx.params.zoo} has {sorted(zoo)}")
+        raise ValueError(
+            f"params.yaml {SECTION}.base: unknown zoo entry {base!r}; the zoo {ctx.params.zoo} has {sorted(zoo)}"
+        )
     entry = zoo[base]
     if not entry.pretrained:
-        raise ValueError(f"params.yaml {SECTION}.base: zoo entry {base!r} has init 'scratch'; SVE needs a pretrained "
-                         "backbone (its singular vectors are the members' shared basis)")
+        raise ValueError(
+            f"params.yaml {SECTION}.base: zoo entry {base!r} has init 'scratch'; SVE needs a pretrained "
+            "backbone (its singular vectors are the members' shared basis)"
+        )
     clash = sorted(output_name(m) for m in cfg.members if output_name(m) in zoo)
     if clash:
         raise ValueError(f"params.yaml {SECTION}: output names {clash} are zoo entries; rename those entries")
@@ -123,11 +130,15 @@ def train_subset(split, n: int | None, seed: int):
     if n is None:
         return split
     if n > len(split):
-        raise ValueError(f"params.yaml {SECTION}.train_subset: {n} exceeds the {len(split)} images of split {split.name!r}")
+        raise ValueError(
+            f"params.yaml {SECTION}.train_subset: {n} exceeds the {len(split)} images of split {split.name!r}"
+        )
     return split.subset(np.sort(stratified_order(split.labels.numpy(), np.random.default_rng([seed, 0x5E5E]))[:n]))
 
 
-def build(entry: ZooEntry, cfg: SveConfig, members: int, num_classes: int, *, load_weights: bool = True) -> SingularValueEnsemble:
+def build(
+    entry: ZooEntry, cfg: SveConfig, members: int, num_classes: int, *, load_weights: bool = True
+) -> SingularValueEnsemble:
     """The entry's pretrained timm model wrapped in an ``M``-member SVE with fresh heads.
 
     The backbone is built with a 1000-class linear head (the ImageNet one where the
@@ -136,9 +147,17 @@ def build(entry: ZooEntry, cfg: SveConfig, members: int, num_classes: int, *, lo
     a random backbone of the same shapes (costs and parameter counts only, e.g. ``verify``).
     """
     backbone = factory.create(entry, 1000, load_weights=load_weights)
-    return SingularValueEnsemble(backbone, members=members, num_classes=num_classes, patterns=cfg.patterns,
-                                 sigma_init=cfg.sigma_init, seed=cfg.seed, pretrained=load_weights,
-                                 allow_random_init=not load_weights, member_streams=cfg.nested)
+    return SingularValueEnsemble(
+        backbone,
+        members=members,
+        num_classes=num_classes,
+        patterns=cfg.patterns,
+        sigma_init=cfg.sigma_init,
+        seed=cfg.seed,
+        pretrained=load_weights,
+        allow_random_init=not load_weights,
+        member_streams=cfg.nested,
+    )
 
 
 def cost_info(model: SingularValueEnsemble, img_size: int, one: float | None = None) -> dict:
@@ -146,9 +165,15 @@ def cost_info(model: SingularValueEnsemble, img_size: int, one: float | None = N
     (see the module docstring)."""
     one = costs.count_flops(model.export_member(0), img_size) if one is None else one
     ov = model.overhead()
-    return {"gflops": model.members * one, "gflops_one_forward": one, "trainable_params": ov["trainable"],
-            "backbone_params": ov["backbone"], "params": ov["backbone"] + ov["trainable"],
-            "overhead_percent": ov["percent"], "extra_params_percent": ov["percent_extra"]}
+    return {
+        "gflops": model.members * one,
+        "gflops_one_forward": one,
+        "trainable_params": ov["trainable"],
+        "backbone_params": ov["backbone"],
+        "params": ov["backbone"] + ov["trainable"],
+        "overhead_percent": ov["percent"],
+        "extra_params_percent": ov["percent_extra"],
+    }
 
 
 @register_cost("sve")
@@ -159,10 +184,21 @@ def sve_output_cost(info: dict, entry: ZooEntry, num_classes: int, members: int,
         raise ValueError(f"members {info.get('members')!r}, but the logits have {members}")
     model = build(entry, cfg, members, num_classes, load_weights=False)
     if info.get("adapted_layers") != len(model.layer_names):
-        raise ValueError(f"adapted_layers {info.get('adapted_layers')!r}, but params {SECTION} adapts {len(model.layer_names)}")
+        raise ValueError(
+            f"adapted_layers {info.get('adapted_layers')!r}, but params {SECTION} adapts {len(model.layer_names)}"
+        )
     c = cost_info(model, entry.img_size)
-    return {k: c[k] for k in ("gflops", "gflops_one_forward", "params", "trainable_params", "overhead_percent",
-                              "extra_params_percent")}
+    return {
+        k: c[k]
+        for k in (
+            "gflops",
+            "gflops_one_forward",
+            "params",
+            "trainable_params",
+            "overhead_percent",
+            "extra_params_percent",
+        )
+    }
 
 
 def sve_training(cfg: SveConfig, info: dict) -> Training:
@@ -239,10 +275,19 @@ def _training(ctx, cfg: SveConfig, members: int, folder_name: str) -> _Run:
 
 def _fit(ctx, t: _Run) -> dict:
     cfg, _, recipe, _, tr, va, model, fp, folder = t
-    return train_once(model.to(ctx.device()), tr.fit_data, va.fit_data, recipe, seed=cfg.seed, folder=folder, fingerprint=fp,
-                      params=model.trainable_parameters(),
-                      loss_fn=summed_member_cross_entropy if cfg.nested else member_cross_entropy,
-                      progress=ctx.progress, num_workers=ctx.source.num_workers)
+    return train_once(
+        model.to(ctx.device()),
+        tr.fit_data,
+        va.fit_data,
+        recipe,
+        seed=cfg.seed,
+        folder=folder,
+        fingerprint=fp,
+        params=model.trainable_parameters(),
+        loss_fn=summed_member_cross_entropy if cfg.nested else member_cross_entropy,
+        progress=ctx.progress,
+        num_workers=ctx.source.num_workers,
+    )
 
 
 OUTPUTS = "outputs"  # <trained folder>/outputs: member logits of every output split + sizes.json (stage sve-train)
@@ -253,18 +298,33 @@ def _size_info(ctx, t: _Run, record: dict, members: int, val_logits, one: float)
     cfg, entry, recipe, _, tr, va, model, _, _ = t
     sub = model if members == model.members else model.first_members(members)
     c = ctx.params.cost
-    return {"family": "sve", "method": f"m{members}", "base": entry.name, "members": members, "arch": entry.arch,
-            "img_size": entry.img_size, "sigma_init": cfg.sigma_init, "seed": cfg.seed,
-            "adapted_layers": len(model.layer_names), "epoch_images": len(tr), "trained_members": model.members,
-            "val_score": record["best_score"] if sub is model else selection_score(val_logits[:members], va.labels, recipe.select_by),
-            "select_by": recipe.select_by, **cost_info(sub, entry.img_size, one), **costs.measured(sub, entry.img_size, c)}
+    return {
+        "family": "sve",
+        "method": f"m{members}",
+        "base": entry.name,
+        "members": members,
+        "arch": entry.arch,
+        "img_size": entry.img_size,
+        "sigma_init": cfg.sigma_init,
+        "seed": cfg.seed,
+        "adapted_layers": len(model.layer_names),
+        "epoch_images": len(tr),
+        "trained_members": model.members,
+        "val_score": record["best_score"]
+        if sub is model
+        else selection_score(val_logits[:members], va.labels, recipe.select_by),
+        "select_by": recipe.select_by,
+        **cost_info(sub, entry.img_size, one),
+        **costs.measured(sub, entry.img_size, c),
+    }
 
 
 def _predict(ctx, t: _Run) -> dict:
     """split -> (member logits (M, N, C), labels, ids) of the trained model of ``t`` on the output splits."""
     model = t.model.cpu().eval()
-    return ctx.predict(model, t.entry, t.splits, batch_size=max(1, IMAGES_PER_CALL // model.members),
-                       desc=output_name(model.members))
+    return ctx.predict(
+        model, t.entry, t.splits, batch_size=max(1, IMAGES_PER_CALL // model.members), desc=output_name(model.members)
+    )
 
 
 def _sizes(cfg: SveConfig, trained: int) -> list[int]:
@@ -284,8 +344,13 @@ def _write_members(ctx, t: _Run, record: dict) -> dict:
     sizes = {str(m): _size_info(ctx, t, record, m, predictions[VAL][0], one) for m in _sizes(t.cfg, model.members)}
     with store.atomic_dir(t.folder / OUTPUTS) as out:
         for split_name, (z, labels, ids) in predictions.items():
-            store.save_logits_file(out / f"{split_name}.safetensors", z, labels, ids,
-                                   meta={"model": output_name(model.members), "split": split_name, "family": "sve"})
+            store.save_logits_file(
+                out / f"{split_name}.safetensors",
+                z,
+                labels,
+                ids,
+                meta={"model": output_name(model.members), "split": split_name, "family": "sve"},
+            )
         store.write_json(out / "sizes.json", {"fingerprint": t.fingerprint, "splits": t.splits, "sizes": sizes})
     return sizes
 
@@ -296,7 +361,9 @@ def train_sve(ctx, cfg: SveConfig, members: int) -> Output:
     t = _training(ctx, cfg, members, output_name(members))
     record = _fit(ctx, t)
     predictions = _predict(ctx, t)
-    info = _size_info(ctx, t, record, members, predictions[VAL][0], costs.count_flops(t.model.export_member(0), t.entry.img_size))
+    info = _size_info(
+        ctx, t, record, members, predictions[VAL][0], costs.count_flops(t.model.export_member(0), t.entry.img_size)
+    )
     return Output(output_name(members), info, predictions=predictions)
 
 
@@ -324,9 +391,19 @@ def train_nested(ctx, cfg: SveConfig) -> dict[int, dict]:
     return records
 
 
-@register_method(kind="sve", family="sve", group="sve", section=SECTION, script="sve", config=SveConfig,
-                 needs=("base-model",), persist=True, title="Singular Value Ensemble", training=sve_training,
-                 comment="Singular Value Ensembles (params.yaml sve): stages sve-train and sve")
+@register_method(
+    kind="sve",
+    family="sve",
+    group="sve",
+    section=SECTION,
+    script="sve",
+    config=SveConfig,
+    needs=("base-model",),
+    persist=True,
+    title="Singular Value Ensemble",
+    training=sve_training,
+    comment="Singular Value Ensembles (params.yaml sve): stages sve-train and sve",
+)
 def nested_output(ctx, cfg: SveConfig, members) -> list[Output]:
     """Stage ``sve``: method outputs ``sve-m<M>`` for every size ``M`` of ``members`` (an integer or a list of them;
     the stage lists every size of ``sve.members``, the outputs ``dvc.yaml`` declares), each the first ``M`` members
@@ -342,14 +419,27 @@ def nested_output(ctx, cfg: SveConfig, members) -> list[Output]:
         record = store.read_json(done) if done.exists() else None
         written = store.read_json(index) if index.exists() and record is not None else None
         mine = [m for m in sizes if trained[m] == t]
-        if (written is None or {record.get("fingerprint"), written.get("fingerprint")} != {fingerprint}
-                or any(str(m) not in written.get("sizes", {}) for m in mine)):
-            raise store.StoreError(f"{done}: no finished SVE training for the current params; run `dvc repro sve-train` "
-                                   f"(or pipelines/sve.py --train)")
-        files = {split_name: store.load_logits_file(folder / OUTPUTS / f"{split_name}.safetensors")
-                 for split_name in written["splits"]}
-        outputs += [Output(output_name(m), written["sizes"][str(m)],
-                           predictions={s: (f.logits[:m], f.labels, f.ids) for s, f in files.items()}) for m in mine]
+        if (
+            written is None
+            or {record.get("fingerprint"), written.get("fingerprint")} != {fingerprint}
+            or any(str(m) not in written.get("sizes", {}) for m in mine)
+        ):
+            raise store.StoreError(
+                f"{done}: no finished SVE training for the current params; run `dvc repro sve-train` "
+                f"(or pipelines/sve.py --train)"
+            )
+        files = {
+            split_name: store.load_logits_file(folder / OUTPUTS / f"{split_name}.safetensors")
+            for split_name in written["splits"]
+        }
+        outputs += [
+            Output(
+                output_name(m),
+                written["sizes"][str(m)],
+                predictions={s: (f.logits[:m], f.labels, f.ids) for s, f in files.items()},
+            )
+            for m in mine
+        ]
     return sorted(outputs, key=lambda o: int(o.name.removeprefix("sve-m")))
 
 
@@ -364,16 +454,22 @@ def _output_sizes(cfg: SveConfig, members) -> list[int]:
         except ValueError as e:
             raise ValueError(f"sve stage: {e} (--members)") from None
     if not cfg.members:
-        raise ValueError(f"params.yaml {SECTION}.members is [] (no SVE: the pipeline has no SVE stage); list the sizes M "
-                         f"to run, e.g. [1, 2, 4, 8]")
+        raise ValueError(
+            f"params.yaml {SECTION}.members is [] (no SVE: the pipeline has no SVE stage); list the sizes M "
+            f"to run, e.g. [1, 2, 4, 8]"
+        )
     stray = [m for m in sizes if m not in cfg.members]
     if stray:
-        raise ValueError(f"sve stage: --members {' '.join(map(str, stray))} is not in params.yaml {SECTION}.members "
-                         f"{list(cfg.members)}")
+        raise ValueError(
+            f"sve stage: --members {' '.join(map(str, stray))} is not in params.yaml {SECTION}.members "
+            f"{list(cfg.members)}"
+        )
     left_out = sorted(set(cfg.members) - set(sizes))
     if left_out:
-        raise ValueError(f"sve stage: --members {' '.join(map(str, sizes))} leaves out {left_out} of params.yaml "
-                         f"{SECTION}.members {list(cfg.members)}: dvc.yaml, which declares the outputs of the sizes it "
-                         f"lists, is older than params.yaml; regenerate it (python -m benchmark suite-pipeline embedded, "
-                         f"or suite-pipeline <suite> for a paper suite)")
+        raise ValueError(
+            f"sve stage: --members {' '.join(map(str, sizes))} leaves out {left_out} of params.yaml "
+            f"{SECTION}.members {list(cfg.members)}: dvc.yaml, which declares the outputs of the sizes it "
+            f"lists, is older than params.yaml; regenerate it (python -m benchmark suite-pipeline embedded, "
+            f"or suite-pipeline <suite> for a paper suite)"
+        )
     return sorted(set(sizes))

@@ -13,6 +13,7 @@ already-built attention module is turned off too, and restored afterwards.
 A model's training budget and the cost of a combination of models are added up from these records by
 :mod:`benchmark.core.costs`. :func:`structure_cost`: a zoo entry's GFLOPs and parameters, built without weights.
 """
+
 from __future__ import annotations
 
 import functools
@@ -27,10 +28,15 @@ from torch import nn
 from benchmark.models import factory
 from benchmark.models.zoo import ZooEntry
 
-
 IGNORED_OPS = (
-    "aten::batch_norm", "aten::layer_norm", "aten::group_norm", "aten::instance_norm",
-    "aten::adaptive_avg_pool2d", "aten::adaptive_avg_pool1d", "aten::upsample_nearest2d", "aten::upsample_bilinear2d",
+    "aten::batch_norm",
+    "aten::layer_norm",
+    "aten::group_norm",
+    "aten::instance_norm",
+    "aten::adaptive_avg_pool2d",
+    "aten::adaptive_avg_pool1d",
+    "aten::upsample_nearest2d",
+    "aten::upsample_bilinear2d",
 )
 
 
@@ -123,21 +129,26 @@ def measured(model: nn.Module, img_size: int, cost_params) -> dict:
     (:func:`benchmark.config.numerics.state`: the kernels really used, pinned or not)."""
     from benchmark.config import numerics
 
-    return {"throughput": measure_throughput(model, img_size, batch_size=cost_params.throughput_batch,
-                                             iters=cost_params.throughput_iters),
-            "numerics": numerics.state()}
+    return {
+        "throughput": measure_throughput(
+            model, img_size, batch_size=cost_params.throughput_batch, iters=cost_params.throughput_iters
+        ),
+        "numerics": numerics.state(),
+    }
 
 
 def structure_cost(entry: ZooEntry, num_classes: int) -> dict:
     """GFLOPs and parameters of ``entry`` built without weights with ``num_classes`` outputs: what the cost stage counts
-    on it (:func:`static_cost`), counted without initialising the weights (:func:`unweighted_cost`) and once per process for each structure, i.e. architecture and
-    input size (and a torchvision entry's weights, whose name its errors keep): the seed and a timm or PyPI init
-    change the weights only."""
+    on it (:func:`static_cost`), counted without initialising the weights (:func:`unweighted_cost`) and once per process
+    for each structure, i.e. architecture and input size (and a torchvision entry's weights, whose name its errors
+    keep): the seed and a timm or PyPI init change the weights only."""
     keep = entry.init_kind == "torchvision"
-    key = replace(entry, name=entry.name if keep else "", init=entry.init if keep else "scratch", seed=0, recipe="", role="")
+    key = replace(
+        entry, name=entry.name if keep else "", init=entry.init if keep else "scratch", seed=0, recipe="", role=""
+    )
     return dict(_structure_cost(key, num_classes))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _structure_cost(entry: ZooEntry, num_classes: int) -> dict:
     return unweighted_cost(lambda: factory.create(entry, num_classes, load_weights=False), entry.img_size)

@@ -18,6 +18,7 @@ Outside a process group every helper is the one-process identity.
 Fault injection (tests): ``UQBENCH_FAIL_RANK=<r>`` makes rank ``r`` kill itself
 (SIGKILL) just before it gathers logits.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -69,7 +70,7 @@ def is_main() -> bool:
 def _terminate(signum, frame):
     if _in_thread_shutdown(frame):  # the stage's code has ended: nothing to unwind. End as a default SIGTERM does
         signal.signal(signal.SIGTERM, signal.SIG_DFL)  # (raising inside threading's shutdown, which the interpreter
-        os.kill(os.getpid(), signal.SIGTERM)           # runs before the atexit callbacks, printed a traceback)
+        os.kill(os.getpid(), signal.SIGTERM)  # runs before the atexit callbacks, printed a traceback)
         return
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not interrupt the unwinding
     raise SystemExit(128 + signum)  # unwinds: atomic writes in progress remove their temporary files
@@ -99,8 +100,10 @@ def init(cfg, device: torch.device) -> torch.device:
     if device.type == "cuda":
         local, count = int(os.environ.get("LOCAL_RANK", 0)), torch.cuda.device_count()
         if local >= count:
-            raise ValueError(f"params 'distributed': local rank {local} has no GPU (this node has {count}); "
-                             f"nproc_per_node must be <= {count}")
+            raise ValueError(
+                f"params 'distributed': local rank {local} has no GPU (this node has {count}); "
+                f"nproc_per_node must be <= {count}"
+            )
         device = torch.device("cuda", local)
         torch.cuda.set_device(device)
     if not dist.is_initialized():
@@ -125,7 +128,9 @@ def guard(what: str):
         if world_size() == 1 or isinstance(e, RankFailure):
             raise
         first = re.sub(r"^\[[^\]]*\.(cc|cpp|h):\d+\] ", "", (str(e).strip().splitlines() or [type(e).__name__])[0])
-        raise RankFailure(f"rank {rank()}: {what} failed ({first}); if another rank stopped, its message is the cause") from None
+        raise RankFailure(
+            f"rank {rank()}: {what} failed ({first}); if another rank stopped, its message is the cause"
+        ) from None
 
 
 def barrier(what: str) -> None:
@@ -187,7 +192,9 @@ def _fail_point() -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def predict_logits(model: nn.Module, inputs, *, to_all: bool = True, progress: bool = False, **kw) -> torch.Tensor | None:
+def predict_logits(
+    model: nn.Module, inputs, *, to_all: bool = True, progress: bool = False, **kw
+) -> torch.Tensor | None:
     """:func:`benchmark.models.infer.predict_logits` with the inputs sharded over the ranks and the logits
     gathered back in input order: on every rank (``to_all``) or on rank 0 only (the others get None)."""
     from torch.utils.data import Subset

@@ -4,6 +4,7 @@ model, :mod:`benchmark.models.torchvision_zoo`).
 Weights are only ever read as tensors (``torch.load(weights_only=True)`` or
 safetensors); nothing in a zoo entry is executed.
 """
+
 from __future__ import annotations
 
 import glob
@@ -18,6 +19,8 @@ from benchmark.models import portable
 from benchmark.models.zoo import PYPI_WEIGHTS, ZooEntry, ZooError, family
 
 HEAD_SEED = 0
+
+
 def create(entry: ZooEntry, num_classes: int, *, load_weights: bool = True, drop_rate: float = 0.0) -> nn.Module:
     """The entry's timm model with ``num_classes`` outputs and its initial weights, its linear layers portable
     (:func:`benchmark.models.portable.make_portable`: on the CPU under pinned numerics their bytes do not depend
@@ -44,7 +47,9 @@ def create(entry: ZooEntry, num_classes: int, *, load_weights: bool = True, drop
 
 def _create(entry: ZooEntry, num_classes: int, load_weights: bool, drop_rate: float) -> nn.Module:
     if entry.init_kind == "torchvision":
-        return family(entry.init_kind).create(entry, num_classes, load_weights=load_weights, drop_rate=drop_rate, head_seed=HEAD_SEED)
+        return family(entry.init_kind).create(
+            entry, num_classes, load_weights=load_weights, drop_rate=drop_rate, head_seed=HEAD_SEED
+        )
     import timm
 
     torch.manual_seed(entry.seed if entry.init == "scratch" or not load_weights else HEAD_SEED)
@@ -71,8 +76,10 @@ def pypi_weight_file(entry: ZooEntry) -> Path:
     folder = list(found.submodule_search_locations)[0]
     files = sorted(glob.glob(os.path.join(folder, spec.file_glob)))
     if len(files) != 1:
-        raise ZooError(f"zoo entry {entry.name!r}: expected one weight file {spec.file_glob!r} in {folder}, found {len(files)}; "
-                       f"reinstall {pkg}")
+        raise ZooError(
+            f"zoo entry {entry.name!r}: expected one weight file {spec.file_glob!r} in {folder}, found {len(files)}; "
+            f"reinstall {pkg}"
+        )
     return Path(files[0])
 
 
@@ -82,13 +89,17 @@ def _ordered_state_dict(model: nn.Module, path: Path, entry: ZooEntry) -> dict:
         src = src["state_dict"]
     dst = model.state_dict()
     if len(src) != len(dst):
-        raise ZooError(f"zoo entry {entry.name!r}: {path.name} has {len(src)} tensors but timm {entry.arch} has {len(dst)}; "
-                       "wrong arch for these weights?")
+        raise ZooError(
+            f"zoo entry {entry.name!r}: {path.name} has {len(src)} tensors but timm {entry.arch} has {len(dst)}; "
+            "wrong arch for these weights?"
+        )
     out = {}
     for (sk, sv), (dk, dv) in zip(src.items(), dst.items()):
         if tuple(sv.shape) != tuple(dv.shape):
-            raise ZooError(f"zoo entry {entry.name!r}: {path.name} tensor {sk} {tuple(sv.shape)} does not fit timm {dk} "
-                           f"{tuple(dv.shape)}")
+            raise ZooError(
+                f"zoo entry {entry.name!r}: {path.name} tensor {sk} {tuple(sv.shape)} does not fit timm {dk} "
+                f"{tuple(dv.shape)}"
+            )
         out[dk] = sv
     return out
 

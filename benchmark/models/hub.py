@@ -4,6 +4,7 @@ probe before a download) and the hub library's offline mode.
 The hub library retries an unreachable host for about a minute per file; probing first lets a build without
 network fail at once with a plain message (:mod:`benchmark.models.factory`, :mod:`benchmark.models.torchvision_zoo`).
 """
+
 from __future__ import annotations
 
 import os
@@ -69,8 +70,10 @@ def create(entry, num_classes: int, kwargs: dict):
     elif not hub_reachable():
         set_hub_offline()
         host, port = hub_address()
-        hint = (f"no network: {host}:{port} did not answer within {HUB_PROBE_TIMEOUT:g} s, so the hub was set offline "
-                "(HF_HUB_OFFLINE=1), and the weights are not in the local cache")
+        hint = (
+            f"no network: {host}:{port} did not answer within {HUB_PROBE_TIMEOUT:g} s, so the hub was set offline "
+            "(HF_HUB_OFFLINE=1), and the weights are not in the local cache"
+        )
     else:
         hint = "download failed or unknown tag"
     try:
@@ -78,5 +81,6 @@ def create(entry, num_classes: int, kwargs: dict):
     except Exception as e:  # hub errors come in many types
         raise ZooError(
             f"zoo entry {entry.name!r}: cannot load pretrained weights {name!r} ({hint}; {type(e).__name__}: {e}). "
-            "Download them once with network (they are cached by huggingface_hub) or point HF_HOME at a cache that has them."
+            "Download them once with network (they are cached by huggingface_hub) or point HF_HOME at a cache that "
+            "has them."
         ) from e

@@ -6,6 +6,7 @@ asynchronously (at most ``IN_FLIGHT`` batches queued ahead of the GPU). ``amp`` 
 ``logits.amp``, default off) runs the forward under ``torch.autocast`` in bfloat16 or
 float16; the logits are returned in float32 either way.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -60,8 +61,11 @@ def input_format(model: nn.Module) -> torch.memory_format:
     """The memory format a batch should have for ``model``: channels-last when its first 4-D weight is."""
     for p in model.parameters():
         if p.ndim == 4:
-            return torch.channels_last if (p.is_contiguous(memory_format=torch.channels_last) and not p.is_contiguous()) \
+            return (
+                torch.channels_last
+                if (p.is_contiguous(memory_format=torch.channels_last) and not p.is_contiguous())
                 else torch.contiguous_format
+            )
     return torch.contiguous_format
 
 
@@ -74,7 +78,9 @@ def batches(inputs: torch.Tensor | Dataset, batch_size: int, *, num_workers: int
         for start in range(0, inputs.shape[0], batch_size):
             yield inputs[start : start + batch_size]
         return
-    for item in DataLoader(inputs, batch_size=batch_size, shuffle=False, num_workers=num_workers, pin_memory=pin_memory):
+    for item in DataLoader(
+        inputs, batch_size=batch_size, shuffle=False, num_workers=num_workers, pin_memory=pin_memory
+    ):
         yield item[0] if isinstance(item, (tuple, list)) else item
 
 
@@ -105,8 +111,16 @@ def cuda_prefetch(xs, device: torch.device):
 
 
 @torch.no_grad()
-def predict_logits(model: nn.Module, inputs: torch.Tensor | Dataset, *, batch_size: int = 256, desc: str | None = None,
-                   progress: bool = False, num_workers: int = 0, amp: torch.dtype | None = None) -> torch.Tensor:
+def predict_logits(
+    model: nn.Module,
+    inputs: torch.Tensor | Dataset,
+    *,
+    batch_size: int = 256,
+    desc: str | None = None,
+    progress: bool = False,
+    num_workers: int = 0,
+    amp: torch.dtype | None = None,
+) -> torch.Tensor:
     """Logits of ``model`` (eval mode, on its own device) on ``inputs``, in input order, on the CPU, in float32.
 
     Returns (N, C) for ordinary models and (M, N, C) for multi-member models whose
@@ -120,9 +134,17 @@ def predict_logits(model: nn.Module, inputs: torch.Tensor | Dataset, *, batch_si
     total = -(-len(inputs) // batch_size)
     try:
         fmt = input_format(model)
-        xs = (x.contiguous(memory_format=fmt) for x in batches(inputs, batch_size, num_workers=num_workers, pin_memory=cuda))
-        for x in tqdm(cuda_prefetch(xs, device) if cuda else (x.to(device) for x in xs), total=total, desc=desc,
-                      disable=not progress, leave=False):
+        xs = (
+            x.contiguous(memory_format=fmt)
+            for x in batches(inputs, batch_size, num_workers=num_workers, pin_memory=cuda)
+        )
+        for x in tqdm(
+            cuda_prefetch(xs, device) if cuda else (x.to(device) for x in xs),
+            total=total,
+            desc=desc,
+            disable=not progress,
+            leave=False,
+        ):
             with autocast(device, amp):
                 z = portable.forward(model, x)
             outs.append(z.float().to("cpu", non_blocking=cuda))

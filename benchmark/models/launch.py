@@ -5,6 +5,7 @@ The entry imports this module only then, and the generated pipeline makes it a d
 ``logits@`` stages only when the params ask for several processes (:func:`benchmark.stages.per_model.launch_modules`):
 a one-process stage neither runs nor depends on the launcher.
 """
+
 from __future__ import annotations
 
 import os
@@ -37,11 +38,17 @@ def launch(cfg, script: str, argv, *, stage: str, on_failure: str) -> int:
     except ChildFailedError as e:
         r, failure = e.get_first_failure()
         how = f"killed by {failure.signal_name()}" if failure.exitcode < 0 else f"exit code {failure.exitcode}"
-        print(f"error: stage {stage} failed with {cfg.world_size} processes: rank {r} stopped first ({how}); "
-              f"{on_failure}. The ranks' own messages are above.", file=sys.stderr)
+        print(
+            f"error: stage {stage} failed with {cfg.world_size} processes: rank {r} stopped first ({how}); "
+            f"{on_failure}. The ranks' own messages are above.",
+            file=sys.stderr,
+        )
         return 1
     except Exception as e:  # rendezvous: port in use, master unreachable, ...
-        print(f"error: stage {stage}: torchrun could not run {cfg.world_size} processes ({type(e).__name__}: {e}); "
-              f"{on_failure}. Command: torchrun {' '.join(args)}", file=sys.stderr)
+        print(
+            f"error: stage {stage}: torchrun could not run {cfg.world_size} processes ({type(e).__name__}: {e}); "
+            f"{on_failure}. Command: torchrun {' '.join(args)}",
+            file=sys.stderr,
+        )
         return 1
     return 0

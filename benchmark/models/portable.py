@@ -30,6 +30,7 @@ The convolutions stay oneDNN's (at the pinned AVX2 ISA and the pinned thread cou
 fingerprint, forward and both backward passes, gave the same bytes on both vendors. Cost on the embedded default:
 none measurable (the fused AdamW is faster than the per-tensor loop; the head is 0.01 % of the FLOPs).
 """
+
 from __future__ import annotations
 
 import torch

@@ -6,6 +6,7 @@ suites build their image transforms from (:mod:`benchmark.data.paper.transforms`
 model built from one) gets its weights' own transform's settings from its family's module
 (:data:`benchmark.models.zoo.FAMILIES`), imported only for such an entry.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -21,7 +22,9 @@ def pretrained_cfg(model_or_arch) -> tuple[dict, int | None]:
     if isinstance(model_or_arch, nn.Module):
         cfg = getattr(model_or_arch, "pretrained_cfg", None)
         if not cfg:
-            raise ValueError(f"{type(model_or_arch).__name__} has no timm pretrained_cfg; pass the timm architecture name instead")
+            raise ValueError(
+                f"{type(model_or_arch).__name__} has no timm pretrained_cfg; pass the timm architecture name instead"
+            )
         return dict(cfg), None
     if isinstance(model_or_arch, ZooEntry):
         e = model_or_arch

@@ -28,6 +28,7 @@ its last linear layer (under ``fc``, ``classifier``, ``head`` or ``heads``, as
 the published code's head replacement finds it) becomes ``head``, and a new head
 for a suite's class count replaces only that layer.
 """
+
 from __future__ import annotations
 
 import os
@@ -38,7 +39,8 @@ import torch
 from torch import nn
 
 from benchmark.models import hub
-from benchmark.models.zoo import ZooError, resolve_torchvision as resolve, torchvision_builders as builders  # noqa: F401
+from benchmark.models.zoo import ZooError  # noqa: F401
+from benchmark.models.zoo import resolve_torchvision as resolve
 
 HEAD_ATTRS = ("fc", "classifier", "head", "heads")
 
@@ -137,8 +139,9 @@ def weight_file(weights) -> Path:
 
 def _pretrained_model(name: str, arch: str, weights) -> nn.Module:
     """torchvision's builder with its weights; without network, from torch's cache or a plain error at once."""
-    import torchvision.models
     from urllib.parse import urlparse
+
+    import torchvision.models
 
     cached = weight_file(weights)
     if not cached.is_file():
@@ -147,13 +150,17 @@ def _pretrained_model(name: str, arch: str, weights) -> nn.Module:
         host, port = (proxy.hostname, proxy.port or 80) if proxy.hostname else (url.hostname, 443)
         if hub.hub_offline() or not hub.reachable(host, port):
             why = "HF_HUB_OFFLINE is set" if hub.hub_offline() else f"no network: {host}:{port} did not answer"
-            raise ZooError(f"zoo entry {name!r}: cannot load torchvision weights {weights} ({why} and {cached} is not in "
-                           "torch's cache). Download them once with network or point TORCH_HOME at a cache that has them.")
+            raise ZooError(
+                f"zoo entry {name!r}: cannot load torchvision weights {weights} ({why} and {cached} is not in "
+                "torch's cache). Download them once with network or point TORCH_HOME at a cache that has them."
+            )
     try:
         with _weights_only_load():
             return torchvision.models.get_model(arch, weights=weights)
     except Exception as e:  # download, hash or unpickling errors come in many types
-        raise ZooError(f"zoo entry {name!r}: cannot load torchvision weights {weights} ({type(e).__name__}: {e})") from e
+        raise ZooError(
+            f"zoo entry {name!r}: cannot load torchvision weights {weights} ({type(e).__name__}: {e})"
+        ) from e
 
 
 def build(name: str, arch: str, weights, *, pretrained: bool, drop_rate: float = 0.0) -> TorchvisionClassifier:
@@ -187,8 +194,14 @@ def eval_transform(weights, img_size: int | None = None):
     crop, resize = t.crop_size[0], t.resize_size[0]
     if img_size is None or img_size == crop:
         return t
-    return ImageClassification(crop_size=img_size, resize_size=int(round(img_size * resize / crop)), mean=t.mean, std=t.std,
-                               interpolation=t.interpolation, antialias=t.antialias)
+    return ImageClassification(
+        crop_size=img_size,
+        resize_size=int(round(img_size * resize / crop)),
+        mean=t.mean,
+        std=t.std,
+        interpolation=t.interpolation,
+        antialias=t.antialias,
+    )
 
 
 def data_config(weights, img_size: int | None = None) -> dict:
@@ -196,8 +209,14 @@ def data_config(weights, img_size: int | None = None) -> dict:
     crop_mode)."""
     t = eval_transform(weights, img_size)
     crop, resize = t.crop_size[0], t.resize_size[0]
-    return {"input_size": (3, crop, crop), "interpolation": t.interpolation.value, "mean": tuple(t.mean),
-            "std": tuple(t.std), "crop_pct": crop / resize, "crop_mode": "center"}
+    return {
+        "input_size": (3, crop, crop),
+        "interpolation": t.interpolation.value,
+        "mean": tuple(t.mean),
+        "std": tuple(t.std),
+        "crop_pct": crop / resize,
+        "crop_mode": "center",
+    }
 
 
 def published_gflops(weights) -> float:

@@ -27,13 +27,14 @@ the running statistics are rank 0's (standard DDP), so a BatchNorm model's
 weights differ slightly from a one-process run. Dropout masks and a Dataset's
 random transforms also differ from one process (they follow the global RNG).
 """
+
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -115,8 +116,10 @@ def _read_resume(folder: Path, fingerprint: str) -> tuple[dict, dict] | None:
         if not isinstance(state, dict) or not isinstance(state["epoch"], int) or not isinstance(state["record"], dict):
             raise ValueError("not an object with an integer 'epoch' and a 'record'")
     except (KeyError, TypeError, ValueError) as e:
-        raise store.StoreError(f"{path}: resume checkpoint without a valid {RESUME_KEY!r} state in its metadata ({e}); "
-                               "delete it to train from the start") from None
+        raise store.StoreError(
+            f"{path}: resume checkpoint without a valid {RESUME_KEY!r} state in its metadata ({e}); "
+            "delete it to train from the start"
+        ) from None
     return (tensors, state) if state.get("fingerprint") == fingerprint else None
 
 
@@ -142,8 +145,11 @@ def _apply_resume(tensors: dict, model: nn.Module, opt: torch.optim.Optimizer) -
     for i, p in enumerate(opt.param_groups[0]["params"]):
         # a moment takes its parameter's layout (channels-last weights): the fused AdamW kernel walks both
         # as flat memory
-        st = {k.split(".", 2)[2]: v if k.endswith(".step") else torch.empty_like(p).copy_(v)
-              for k, v in tensors.items() if k.startswith(f"opt.{i}.")}
+        st = {
+            k.split(".", 2)[2]: v if k.endswith(".step") else torch.empty_like(p).copy_(v)
+            for k, v in tensors.items()
+            if k.startswith(f"opt.{i}.")
+        }
         if st:
             opt.state[p] = st
 
@@ -196,8 +202,9 @@ def _train_batches(train, idx_order: torch.Tensor, batch_size: int, num_workers:
         yield item[0], item[1], start, rows, size
 
 
-def training_model(entry, num_classes: int, recipe: Recipe, device: torch.device | None = None, *,
-                   load_weights: bool = True) -> nn.Module:
+def training_model(
+    entry, num_classes: int, recipe: Recipe, device: torch.device | None = None, *, load_weights: bool = True
+) -> nn.Module:
     """The model a training run of zoo ``entry`` starts from, as ``train@`` builds it: its architecture and initial
     weights with ``num_classes`` outputs (:func:`benchmark.models.factory.create`, the recipe's ``drop_rate``), on
     ``device``, in channels-last order (:func:`benchmark.models.infer.channels_last`)."""
@@ -214,9 +221,19 @@ def make_optimizer(params, recipe: Recipe) -> torch.optim.Optimizer:
     return portable.adamw(params, lr=recipe.lr, weight_decay=recipe.weight_decay)
 
 
-def train_step(net: nn.Module, opt: torch.optim.Optimizer, xb: torch.Tensor, yb: torch.Tensor, recipe: Recipe, *,
-               loss_fn: Callable = member_cross_entropy, rows: int | None = None, size: int | None = None,
-               where: str = "", after_backward: Callable[[], None] | None = None) -> float:
+def train_step(
+    net: nn.Module,
+    opt: torch.optim.Optimizer,
+    xb: torch.Tensor,
+    yb: torch.Tensor,
+    recipe: Recipe,
+    *,
+    loss_fn: Callable = member_cross_entropy,
+    rows: int | None = None,
+    size: int | None = None,
+    where: str = "",
+    after_backward: Callable[[], None] | None = None,
+) -> float:
     """One optimisation step of ``net`` on the batch ``(xb, yb)`` (on the model's device, in its memory format):
     ``loss_fn(net(xb), yb, recipe.label_smoothing)``, its gradient, ``opt.step()``; the loss's value.
 
@@ -231,7 +248,9 @@ def train_step(net: nn.Module, opt: torch.optim.Optimizer, xb: torch.Tensor, yb:
     if distributed.world_size() > 1:
         loss, value = distributed.global_batch_loss(loss, rows, size)
     if not torch.isfinite(value):
-        raise FloatingPointError(f"training loss became {value.item()} at {where or 'a training step'}; lower the learning rate")
+        raise FloatingPointError(
+            f"training loss became {value.item()} at {where or 'a training step'}; lower the learning rate"
+        )
     opt.zero_grad(set_to_none=True)
     with distributed.guard("the gradient all-reduce"):
         loss.backward()
@@ -241,9 +260,21 @@ def train_step(net: nn.Module, opt: torch.optim.Optimizer, xb: torch.Tensor, yb:
     return value.item()
 
 
-def fine_tune(model: nn.Module, train, val, recipe: Recipe, *, seed: int, folder, fingerprint: str, params=None,
-              loss_fn: Callable = member_cross_entropy, progress: bool = True, stop_after_epoch: int | None = None,
-              num_workers: int = 0) -> dict:
+def fine_tune(
+    model: nn.Module,
+    train,
+    val,
+    recipe: Recipe,
+    *,
+    seed: int,
+    folder,
+    fingerprint: str,
+    params=None,
+    loss_fn: Callable = member_cross_entropy,
+    progress: bool = True,
+    stop_after_epoch: int | None = None,
+    num_workers: int = 0,
+) -> dict:
     """Train ``model`` on ``train``, select on ``val``; resumable.
 
     ``train`` and ``val`` are ``(inputs, labels)`` tensors, or datasets of
@@ -261,8 +292,16 @@ def fine_tune(model: nn.Module, train, val, recipe: Recipe, *, seed: int, folder
     if main:
         folder.mkdir(parents=True, exist_ok=True)
     if recipe.epochs == 0:
-        record = {"recipe": asdict(recipe), "fingerprint": fingerprint, "seed": seed, "history": [], "best_epoch": None,
-                  "best_score": None, "trained": False, "note": "epochs 0: the initial weights as they are, no training"}
+        record = {
+            "recipe": asdict(recipe),
+            "fingerprint": fingerprint,
+            "seed": seed,
+            "history": [],
+            "best_epoch": None,
+            "best_score": None,
+            "trained": False,
+            "note": "epochs 0: the initial weights as they are, no training",
+        }
         if main:
             save_weights(folder / "model.safetensors", model)
             store.write_json(folder / "train.json", record)
@@ -278,8 +317,15 @@ def fine_tune(model: nn.Module, train, val, recipe: Recipe, *, seed: int, folder
     opt = make_optimizer(params, recipe)  # fused on the CPU: vendor-independent bytes
     steps_per_epoch = math.ceil(n / recipe.batch_size)
     total, warmup = recipe.epochs * steps_per_epoch, round(recipe.warmup_epochs * steps_per_epoch)
-    record = {"recipe": asdict(recipe), "fingerprint": fingerprint, "seed": seed, "history": [], "best_epoch": -1, "best_score": -1.0,
-              "numerics": numerics.state()}  # CPU kernels (benchmark.config.numerics): what byte-identity rests on
+    record = {
+        "recipe": asdict(recipe),
+        "fingerprint": fingerprint,
+        "seed": seed,
+        "history": [],
+        "best_epoch": -1,
+        "best_score": -1.0,
+        "numerics": numerics.state(),
+    }  # CPU kernels (benchmark.config.numerics): what byte-identity rests on
     start_epoch = 0
     found = distributed.broadcast_object(_read_resume(folder, fingerprint) if main else None)
     if found is not None:
@@ -291,20 +337,38 @@ def fine_tune(model: nn.Module, train, val, recipe: Recipe, *, seed: int, folder
         net.train()
         order = torch.randperm(n, generator=gen)
         losses = []
-        bar = tqdm(_train_batches(train, order, recipe.batch_size, num_workers), total=steps_per_epoch,
-                   desc=f"epoch {epoch + 1}/{recipe.epochs}", disable=not (progress and main), leave=False)
+        bar = tqdm(
+            _train_batches(train, order, recipe.batch_size, num_workers),
+            total=steps_per_epoch,
+            desc=f"epoch {epoch + 1}/{recipe.epochs}",
+            disable=not (progress and main),
+            leave=False,
+        )
         for i, (xb, yb, start, rows, size) in enumerate(bar):
             step = epoch * steps_per_epoch + i
             for g in opt.param_groups:
                 g["lr"] = recipe.lr * lr_factor(step, total, warmup, recipe.warmup_start_factor)
             xb = _shift(xb, recipe.shift_pixels, gen, start, size).to(device, non_blocking=True, memory_format=fmt)
-            losses.append(train_step(net, opt, xb, yb.to(device), recipe, loss_fn=loss_fn, rows=rows, size=size,
-                                     where=f"epoch {epoch}, step {i}"))
+            losses.append(
+                train_step(
+                    net,
+                    opt,
+                    xb,
+                    yb.to(device),
+                    recipe,
+                    loss_fn=loss_fn,
+                    rows=rows,
+                    size=size,
+                    where=f"epoch {epoch}, step {i}",
+                )
+            )
             bar.set_postfix(loss=f"{losses[-1]:.3f}")
         val_inputs = val[0] if isinstance(val, tuple) else val
         z = distributed.predict_logits(model, val_inputs, batch_size=4 * recipe.batch_size, num_workers=num_workers)
         score = selection_score(z, split_labels(val), recipe.select_by)
-        record["history"].append({"epoch": epoch, "train_loss": sum(losses) / len(losses), f"val_{recipe.select_by}": score})
+        record["history"].append(
+            {"epoch": epoch, "train_loss": sum(losses) / len(losses), f"val_{recipe.select_by}": score}
+        )
         if score > record["best_score"]:
             record["best_score"], record["best_epoch"] = score, epoch
             if main:

@@ -18,6 +18,7 @@ lr that ``params.yaml`` uses; :func:`check` says whether that lr is the best of
 its grid (the README's tuning block is generated from the file). Nothing of the
 checkout's own outputs is touched.
 """
+
 from __future__ import annotations
 
 import copy
@@ -43,7 +44,7 @@ def set_key(params: dict, dotted: str, value) -> dict:
     node, parts = out, dotted.split(".")
     for i, part in enumerate(parts[:-1]):
         if not isinstance(node, dict) or part not in node:
-            raise ValueError(f"params.yaml: no key {'.'.join(parts[:i + 1])!r} (from --set/--recipe {dotted})")
+            raise ValueError(f"params.yaml: no key {'.'.join(parts[: i + 1])!r} (from --set/--recipe {dotted})")
         node = node[part]
     if not isinstance(node, dict) or parts[-1] not in node:
         raise ValueError(f"params.yaml: no key {dotted!r}")
@@ -69,8 +70,11 @@ def _scores(folder: Path, lock: dict, stage: str) -> dict:
     if not found:
         raise ScratchError(f"{stage}: wrote no train.json (is it a training stage?)")
     rec = json.loads(found[0].read_text())
-    return {"val_score": rec.get("best_score"), "best_epoch": rec.get("best_epoch"),
-            "select_by": (rec.get("recipe") or {}).get("select_by", "accuracy")}
+    return {
+        "val_score": rec.get("best_score"),
+        "best_epoch": rec.get("best_epoch"),
+        "select_by": (rec.get("recipe") or {}).get("select_by", "accuracy"),
+    }
 
 
 def tune(stage: str, recipe: str, lrs: list[float], *, root=".", sets=(), progress: bool = True) -> dict:
@@ -100,23 +104,39 @@ def tune(stage: str, recipe: str, lrs: list[float], *, root=".", sets=(), progre
             run_params = set_key(params, f"recipes.{recipe}.lr", float(lr))
             (work / params_file).write_text(yaml.safe_dump(run_params, sort_keys=False), encoding="utf-8")
             t0 = time.perf_counter()
-            proc = subprocess.run([sys.executable, "-m", "dvc", "repro", "-s", "-f", "--no-commit", str(target)],
-                                  cwd=work, capture_output=True, text=True)
+            proc = subprocess.run(
+                [sys.executable, "-m", "dvc", "repro", "-s", "-f", "--no-commit", str(target)],
+                cwd=work,
+                capture_output=True,
+                text=True,
+            )
             if proc.returncode != 0:
                 raise ScratchError(f"{stage} with lr {lr}: `dvc repro` failed:\n{(proc.stdout + proc.stderr)[-3000:]}")
-            grid.append({"lr": float(lr), **_scores(work / target.folder, lockfile.read(work / target.lock), target.stage),
-                         "wall_s": round(time.perf_counter() - t0, 1)})
+            grid.append(
+                {
+                    "lr": float(lr),
+                    **_scores(work / target.folder, lockfile.read(work / target.lock), target.stage),
+                    "wall_s": round(time.perf_counter() - t0, 1),
+                }
+            )
         finally:
             shutil.rmtree(work, ignore_errors=True)
     r = params["recipes"][recipe]
-    return {"stage": stage, "recipe": recipe, "set": {k: v for k, v in sets},
-            "budget": {k: r.get(k) for k in ("epochs", "batch_size", "weight_decay", "warmup_epochs")},
-            "grid": grid, "params_lr": float(r["lr"])}
+    return {
+        "stage": stage,
+        "recipe": recipe,
+        "set": {k: v for k, v in sets},
+        "budget": {k: r.get(k) for k in ("epochs", "batch_size", "weight_decay", "warmup_epochs")},
+        "grid": grid,
+        "params_lr": float(r["lr"]),
+    }
 
 
 def best(record: dict) -> dict:
     """The grid point with the highest validation score (ties: the smaller lr)."""
-    return max(record["grid"], key=lambda g: (g["val_score"] if g["val_score"] is not None else float("-inf"), -g["lr"]))
+    return max(
+        record["grid"], key=lambda g: (g["val_score"] if g["val_score"] is not None else float("-inf"), -g["lr"])
+    )
 
 
 def check(record: dict) -> str | None:
@@ -124,8 +144,10 @@ def check(record: dict) -> str | None:
     b = best(record)
     if abs(b["lr"] - record["params_lr"]) <= 1e-12 * max(1.0, b["lr"]):
         return None
-    return (f"recipes.{record['recipe']}.lr = {record['params_lr']:g} in params.yaml, but lr {b['lr']:g} scored best on "
-            f"validation ({b['val_score']:.4f})")
+    return (
+        f"recipes.{record['recipe']}.lr = {record['params_lr']:g} in params.yaml, but lr {b['lr']:g} scored best on "
+        f"validation ({b['val_score']:.4f})"
+    )
 
 
 def write(record: dict, path=TUNING) -> Path:

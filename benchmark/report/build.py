@@ -5,6 +5,7 @@ it at the end (:func:`benchmark.storage.store.atomic_dir`), so a failed run leav
 previous report untouched. The static figures (matplotlib) are drawn only when asked
 (the report stage, for ``dvc plots`` and papers); ``publish`` asks for none.
 """
+
 from __future__ import annotations
 
 import os
@@ -38,7 +39,9 @@ def check_out_dir(out_dir) -> Path:
         if not out.is_dir():
             raise StoreError(f"{out}: output path exists and is not a folder")
         if any(out.iterdir()) and not (out / MARKER).exists():
-            raise StoreError(f"{out}: output folder is not empty and holds no previous report ({MARKER}); refusing to replace it")
+            raise StoreError(
+                f"{out}: output folder is not empty and holds no previous report ({MARKER}); refusing to replace it"
+            )
     return out
 
 
@@ -61,11 +64,20 @@ def downloads_of(inputs: ReportInputs) -> dict[str, DownloadTable]:
     """The tables written to ``data/`` for download: ``inputs.downloads``, else the results table as ``rows``."""
     if inputs.downloads is not None:
         return inputs.downloads
-    return {"rows": DownloadTable(inputs.results, COLUMNS, "the results table: one row per (suite, split, method, metric)")}
+    return {
+        "rows": DownloadTable(inputs.results, COLUMNS, "the results table: one row per (suite, split, method, metric)")
+    }
 
 
-def build_report(inputs: ReportInputs, out_dir, *, published: Published | None = None, progress: bool = True,
-                 figures: bool = True, assets: str | None = None) -> Path:
+def build_report(
+    inputs: ReportInputs,
+    out_dir,
+    *,
+    published: Published | None = None,
+    progress: bool = True,
+    figures: bool = True,
+    assets: str | None = None,
+) -> Path:
     """Write ``index.html``, ``data/`` (the page's split tables as script files; the rows for download as
     Parquet and gzipped CSV with ``schema.json``), ``headline/`` (the compact headline that ``dvc metrics
     show`` prints) and, with ``figures``, ``plots/`` (static PNG/SVG figures of report.plot_metrics x
@@ -101,8 +113,15 @@ def build_report(inputs: ReportInputs, out_dir, *, published: Published | None =
             from benchmark.report.extra_plots import write_extra_figures
 
             context["figures"] = write_extra_figures(context["headline"], default_rows(wide, cfg), cfg, tmp)
-            write_curve_figures(context["headline"], default_rows(wide, cfg), cfg, tmp, inputs.logits_dir, context["figures"],
-                                inputs.methods_dir)
+            write_curve_figures(
+                context["headline"],
+                default_rows(wide, cfg),
+                cfg,
+                tmp,
+                inputs.logits_dir,
+                context["figures"],
+                inputs.methods_dir,
+            )
         data = write_downloads(tmp / "data", downloads_of(inputs), prefix="data/")
         context["downloads"], context["schema"] = data["tables"], data["schema"]
         for rel, text in files.items():

@@ -15,6 +15,7 @@ whose mean is AURC) and accuracy against confidence per bin (the gaps whose
 weighted sum is ECE), one column of panels per method family (the base alone
 repeated in each as the reference), legends under the panels.
 """
+
 from __future__ import annotations
 
 import math
@@ -36,7 +37,10 @@ from benchmark.storage import store
 
 def _find_row(rows: pd.DataFrame, label: str, models: str):
     for r in rows.to_dict("records"):
-        if method_label(r["family"], r["method"]) == label and " + ".join(member_names(r["members"], r["base"], r["sidekick"])) == models:
+        if (
+            method_label(r["family"], r["method"]) == label
+            and " + ".join(member_names(r["members"], r["base"], r["sidekick"])) == models
+        ):
             return r
     return None
 
@@ -84,6 +88,7 @@ def predict_row(r: dict, logits_dir: Path, split: str, reference_family: str, me
 
     ``methods``: :func:`method_folders` (method outputs; without it only singles, duos
     and deep ensembles are rebuilt)."""
+
     def load(name):
         path = logits_dir / name / f"{split}.safetensors"
         return store.load_logits_file(path) if path.exists() else None
@@ -96,16 +101,27 @@ def predict_row(r: dict, logits_dir: Path, split: str, reference_family: str, me
         return single_prediction(f.logits, float(temps[0])), f.labels
     if r.get("sidekick") and _finite(r.get("balance")):
         fb, fs = load(r["base"]), load(r["sidekick"])
-        if fb is None or fs is None or not all(_finite(v) for v in (*temps, r.get("weight_base"), r.get("weight_side"))):
+        if (
+            fb is None
+            or fs is None
+            or not all(_finite(v) for v in (*temps, r.get("weight_base"), r.get("weight_side")))
+        ):
             return None
         store.check_aligned(fb, fs)
         conf = r["confidence"] if r["confidence"] in ("max", "published") else "max"
         if r["method"] == "unweighted":
-            pred = duo_prediction(fb.logits, fs.logits, variant="unweighted", single_temperatures=(temps[0], temps[1]),
-                                  confidence=conf)
+            pred = duo_prediction(
+                fb.logits, fs.logits, variant="unweighted", single_temperatures=(temps[0], temps[1]), confidence=conf
+            )
         elif r["method"] in ("weighted", "uq_only"):
-            fit = DuoFit(t_base=float(temps[0]), t_side=float(temps[1]), w_base=float(r["weight_base"]),
-                         w_side=float(r["weight_side"]), nll=math.nan, mode="")
+            fit = DuoFit(
+                t_base=float(temps[0]),
+                t_side=float(temps[1]),
+                w_base=float(r["weight_base"]),
+                w_side=float(r["weight_side"]),
+                nll=math.nan,
+                mode="",
+            )
             pred = duo_prediction(fb.logits, fs.logits, variant=r["method"], fit=fit, confidence=conf)
         else:
             return None
@@ -132,8 +148,16 @@ def panel_of(kind: str, family: str) -> str:
     return {"deep_ensemble": PANELS[1], "sve": PANELS[2]}.get(family, PANELS[3])
 
 
-def split_curves(split: dict, rows: pd.DataFrame, metric: str, logits_dir: Path, split_name: str,
-                 reference_family: str, ece_bins: int = 15, methods: dict | None = None) -> list[dict]:
+def split_curves(
+    split: dict,
+    rows: pd.DataFrame,
+    metric: str,
+    logits_dir: Path,
+    split_name: str,
+    reference_family: str,
+    ece_bins: int = 15,
+    methods: dict | None = None,
+) -> list[dict]:
     """The curves of the best-ranked base's headline rows (every kind that can be rebuilt):
     name, panel, whether it is the base alone, risk-coverage and reliability bins."""
     order = split["order"].get(metric, [])
@@ -156,9 +180,15 @@ def split_curves(split: dict, rows: pd.DataFrame, metric: str, logits_dir: Path,
         correct = (pred.prediction == labels).numpy()
         top_conf, top_cls = pred.probs.max(1)
         name = f"{role}:\n{e['label']} ({e['models']})" if e["kind"] != "other" else f"{e['label']} ({e['models']})"
-        out.append({"name": name, "panel": panel_of(e["kind"], r["family"]), "alone": e["kind"] == "alone",
-                    "curve": risk_coverage(pred.confidence.numpy(), correct),
-                    "bins": reliability(top_conf.numpy(), (top_cls == labels).numpy(), ece_bins)})
+        out.append(
+            {
+                "name": name,
+                "panel": panel_of(e["kind"], r["family"]),
+                "alone": e["kind"] == "alone",
+                "curve": risk_coverage(pred.confidence.numpy(), correct),
+                "bins": reliability(top_conf.numpy(), (top_cls == labels).numpy(), ece_bins),
+            }
+        )
     return out
 
 
@@ -167,7 +197,9 @@ def curves_figure(curves: list[dict], title: str) -> Figure:
     per method family present (:data:`PANELS`), each with its own risk range; the base alone is
     drawn in every column (grey, dashed) as the reference."""
     alone = [c for c in curves if c.get("alone")]
-    panels = [p for p in PANELS if any(c.get("panel", PANELS[0]) == p and not c.get("alone") for c in curves)] or [PANELS[0]]
+    panels = [p for p in PANELS if any(c.get("panel", PANELS[0]) == p and not c.get("alone") for c in curves)] or [
+        PANELS[0]
+    ]
     fig = Figure(figsize=(1.2 + 3.6 * len(panels), 7.4), layout="constrained")
     axes = fig.subplots(2, len(panels), squeeze=False)
     for col, panel in enumerate(panels):
@@ -175,15 +207,24 @@ def curves_figure(curves: list[dict], title: str) -> Figure:
         mine = alone + [c for c in curves if not c.get("alone") and c.get("panel", PANELS[0]) == panel]
         # each column's risk axis shows its curves from 10% coverage on in full (below that the
         # first answers' risk jumps by 1/k)
-        risk_top = max(float(np.max(c["curve"]["selective_risk"][c["curve"]["coverage"] >= 0.1], initial=0.0)) for c in mine)
+        risk_top = max(
+            float(np.max(c["curve"]["selective_risk"][c["curve"]["coverage"] >= 0.1], initial=0.0)) for c in mine
+        )
         colors = palette([c["name"] for c in mine if not c.get("alone")])  # distinct colours within a column
         for c in mine:
             cv, b = c["curve"], c["bins"]
             style = dict(color="0.35", ls="--") if c.get("alone") else dict(color=colors[c["name"]])
             top.plot(cv["coverage"], cv["selective_risk"], lw=1.3, **style)
             ok = b["count"] > 0
-            bottom.plot(b["confidence"][ok], b["accuracy"][ok], marker="o", ms=3, lw=1.1,
-                        label=plain_text(f"{c['name']}\nAURC {aurc_from_curve(cv):.4f}, ECE {ece_from_bins(b):.4f}"), **style)
+            bottom.plot(
+                b["confidence"][ok],
+                b["accuracy"][ok],
+                marker="o",
+                ms=3,
+                lw=1.1,
+                label=plain_text(f"{c['name']}\nAURC {aurc_from_curve(cv):.4f}, ECE {ece_from_bins(b):.4f}"),
+                **style,
+            )
         bottom.plot([0, 1], [0, 1], color="0.6", ls=":", lw=1, label="perfect calibration")
         top.set_title(plain_text(panel), fontsize=9)
         top.set_xlim(0, 1)
@@ -201,8 +242,9 @@ def curves_figure(curves: list[dict], title: str) -> Figure:
     return fig
 
 
-def write_curve_figures(head: dict, view: pd.DataFrame, config, out_dir: Path, logits_dir, figures: dict,
-                        methods_dir=None) -> None:
+def write_curve_figures(
+    head: dict, view: pd.DataFrame, config, out_dir: Path, logits_dir, figures: dict, methods_dir=None
+) -> None:
     """Add the risk-coverage / reliability figure of each plotted split to ``figures`` (when its logits exist).
 
     ``methods_dir``: the method outputs (default: ``methods`` beside ``logits_dir``, as results/ holds them)."""
@@ -216,15 +258,26 @@ def write_curve_figures(head: dict, view: pd.DataFrame, config, out_dir: Path, l
                 if not match_any(split["name"], config.plot_splits):
                     continue
                 rows = view[(view["suite"] == suite["name"]) & (view["split"] == split["name"])]
-                curves = split_curves(split, rows, metric, Path(logits_dir), split["name"], config.reference_family,
-                                      methods=methods)
+                curves = split_curves(
+                    split, rows, metric, Path(logits_dir), split["name"], config.reference_family, methods=methods
+                )
                 if not curves:
                     continue
-                fig = curves_figure(curves, f"{suite['name']} / {split['name']}: risk-coverage and reliability "
-                                            f"(headline rows of {split['entries'][split['order'][metric][0][0]]['base']})")
-                paths = save_figure(fig, out_dir / "plots" / f"curves_{file_slug(suite['name'])}_{file_slug(split['name'])}",
-                                    config.formats, config.dpi)
-                figures.setdefault(f"{suite['name']}/{split['name']}", []).append({
-                    "caption": "Risk-coverage curves (mean = AURC) and reliability diagrams (weighted gaps = ECE) "
-                               "of the headline methods, one column per method family",
-                    "files": {p.suffix[1:]: p.relative_to(out_dir).as_posix() for p in paths}})
+                fig = curves_figure(
+                    curves,
+                    f"{suite['name']} / {split['name']}: risk-coverage and reliability "
+                    f"(headline rows of {split['entries'][split['order'][metric][0][0]]['base']})",
+                )
+                paths = save_figure(
+                    fig,
+                    out_dir / "plots" / f"curves_{file_slug(suite['name'])}_{file_slug(split['name'])}",
+                    config.formats,
+                    config.dpi,
+                )
+                figures.setdefault(f"{suite['name']}/{split['name']}", []).append(
+                    {
+                        "caption": "Risk-coverage curves (mean = AURC) and reliability diagrams (weighted gaps = ECE) "
+                        "of the headline methods, one column per method family",
+                        "files": {p.suffix[1:]: p.relative_to(out_dir).as_posix() for p in paths},
+                    }
+                )

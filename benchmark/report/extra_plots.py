@@ -11,6 +11,7 @@
 
 Same look as :mod:`benchmark.report.plots`: PNG and SVG, deterministic output.
 """
+
 from __future__ import annotations
 
 import re
@@ -35,7 +36,11 @@ _OTHER_MARKERS = ["D", "^", "v", "P", "X", "<", ">", "p", "h", "8"]
 
 
 def _role_key(role: str) -> str:
-    return "cheap" if "≤" in role else ("best" if role.startswith("best duo") else "alone" if role == "base alone" else "other")
+    return (
+        "cheap"
+        if "≤" in role
+        else ("best" if role.startswith("best duo") else "alone" if role == "base alone" else "other")
+    )
 
 
 def headline_points(split: dict, metric: str) -> pd.DataFrame:
@@ -44,8 +49,16 @@ def headline_points(split: dict, metric: str) -> pd.DataFrame:
     for e, role in split["order"].get(metric, []):
         ent = split["entries"][e]
         key = _role_key(role)
-        rows.append({"base": ent["base"], "role": key, "legend": role if key != "other" else ent["label"],
-                     "label": ent["label"], "models": ent["models"], "value": ent["metrics"][metric]["value"]})
+        rows.append(
+            {
+                "base": ent["base"],
+                "role": key,
+                "legend": role if key != "other" else ent["label"],
+                "label": ent["label"],
+                "models": ent["models"],
+                "value": ent["metrics"][metric]["value"],
+            }
+        )
     return pd.DataFrame(rows, columns=["base", "role", "legend", "label", "models", "value"])
 
 
@@ -66,15 +79,31 @@ def headline_figure(split: dict, metric: str, title: str) -> Figure | None:
     for r in pts.itertuples():
         kind = "other" if r.role == "other" else r.role
         mk = _KIND_MARKERS.get(kind) or _OTHER_MARKERS[others.index(r.legend) % len(_OTHER_MARKERS)]
-        name = {"alone": "base alone", "cheap": "best duo, balance ≤ cap", "best": "best duo overall"}.get(kind, r.legend)
+        name = {"alone": "base alone", "cheap": "best duo, balance ≤ cap", "best": "best duo overall"}.get(
+            kind, r.legend
+        )
         ckey = {"alone": "base alone", "cheap": "cheap", "best": "best"}.get(kind, r.legend)
-        ax.scatter([r.value], [ypos[r.base]], marker=mk, s=110 if kind == "alone" else 45, color=colors[ckey],
-                   edgecolor="black", linewidth=0.5, zorder=3, label=None if name in seen else plain_text(name))
+        ax.scatter(
+            [r.value],
+            [ypos[r.base]],
+            marker=mk,
+            s=110 if kind == "alone" else 45,
+            color=colors[ckey],
+            edgecolor="black",
+            linewidth=0.5,
+            zorder=3,
+            label=None if name in seen else plain_text(name),
+        )
         seen.add(name)
     for b, g in pts.groupby("base"):
         ax.plot([g["value"].min(), g["value"].max()], [ypos[b]] * 2, color="0.75", lw=1, zorder=1)
-    clip_axis(ax, pts["value"], [f"{r.label} ({r.models})" for r in pts.itertuples()],
-              x=[ypos[b] for b in pts["base"]], axis="x")
+    clip_axis(
+        ax,
+        pts["value"],
+        [f"{r.label} ({r.models})" for r in pts.itertuples()],
+        x=[ypos[b] for b in pts["base"]],
+        axis="x",
+    )
     ax.set_yticks(range(len(bases)), [plain_text(b) for b in bases])
     ax.set_ylim(-0.6, len(bases) - 0.4)
     ax.set_xlabel(axis_label(metric))
@@ -96,9 +125,11 @@ def severity_table(rows: pd.DataFrame, wanted: list[tuple[str, str]], metric: st
     cor = corruption_rows(rows)
     if cor.empty or metric not in cor.columns:
         return pd.DataFrame(columns=["label", "models", "ctype", "severity", "value"])
-    cor = cor.assign(label=[method_label(f, m) for f, m in zip(cor["family"], cor["method"])],
-                     models=[" + ".join(member_names(a, b, c)) for a, b, c in zip(cor["members"], cor["base"], cor["sidekick"])],
-                     value=cor[metric].astype(float))
+    cor = cor.assign(
+        label=[method_label(f, m) for f, m in zip(cor["family"], cor["method"])],
+        models=[" + ".join(member_names(a, b, c)) for a, b, c in zip(cor["members"], cor["base"], cor["sidekick"])],
+        value=cor[metric].astype(float),
+    )
     keep = pd.Series([(a, b) in set(wanted) for a, b in zip(cor["label"], cor["models"])], index=cor.index)
     return cor.loc[keep, ["label", "models", "ctype", "severity", "value"]].reset_index(drop=True)
 
@@ -151,14 +182,19 @@ def write_extra_figures(head: dict, view: pd.DataFrame, config, out_dir: Path) -
             for split in suite["splits"]:
                 if not match_any(split["name"], config.plot_splits):
                     continue
-                fig = headline_figure(split, metric, f"{suite['name']} / {split['name']}: {label}, headline rows per base")
+                fig = headline_figure(
+                    split, metric, f"{suite['name']} / {split['name']}: {label}, headline rows per base"
+                )
                 if fig is None:
                     continue
                 stem = out_dir / "plots" / f"headline_{file_slug(suite['name'])}_{file_slug(split['name'])}"
                 paths = save_figure(fig, stem, config.formats, config.dpi)
-                figures.setdefault(f"{suite['name']}/{split['name']}", []).append({
-                    "caption": f"{label} of the headline rows, per base model",
-                    "files": {p.suffix[1:]: p.relative_to(out_dir).as_posix() for p in paths}})
+                figures.setdefault(f"{suite['name']}/{split['name']}", []).append(
+                    {
+                        "caption": f"{label} of the headline rows, per base model",
+                        "files": {p.suffix[1:]: p.relative_to(out_dir).as_posix() for p in paths},
+                    }
+                )
             _severity(suite, view[view["suite"] == suite["name"]] if len(view) else view, config, out_dir, figures)
     return figures
 
@@ -178,8 +214,15 @@ def _severity(suite: dict, rows: pd.DataFrame, config, out_dir: Path, figures: d
         fig = severity_figure(table, metric, f"{suite['name']}: {METRICS[metric].label}, headline rows of {top}")
         if fig is None:
             continue
-        paths = save_figure(fig, out_dir / "plots" / f"severity_{file_slug(suite['name'])}_{file_slug(metric)}",
-                            config.formats, config.dpi)
-        figures.setdefault(f"{suite['name']}/{split['name']}", []).append({
-            "caption": f"{METRICS[metric].label} against corruption severity (headline rows of {top})",
-            "files": {p.suffix[1:]: p.relative_to(out_dir).as_posix() for p in paths}})
+        paths = save_figure(
+            fig,
+            out_dir / "plots" / f"severity_{file_slug(suite['name'])}_{file_slug(metric)}",
+            config.formats,
+            config.dpi,
+        )
+        figures.setdefault(f"{suite['name']}/{split['name']}", []).append(
+            {
+                "caption": f"{METRICS[metric].label} against corruption severity (headline rows of {top})",
+                "files": {p.suffix[1:]: p.relative_to(out_dir).as_posix() for p in paths},
+            }
+        )

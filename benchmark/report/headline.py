@@ -21,6 +21,7 @@ none); an interval that excludes 0 is a *finding* only outside that noise. A
 split whose ranked differences are typically within the seed spread of a model
 alone is *noise-dominated* for that metric: its entries keep a fixed order.
 """
+
 from __future__ import annotations
 
 import math
@@ -44,6 +45,7 @@ def _better(metric: str):
 
     def key(v: float) -> float:
         return math.inf if v is None or not np.isfinite(v) else (-v if hib else v)
+
     return key
 
 
@@ -67,9 +69,12 @@ def paired_lookup(paired: pd.DataFrame | None) -> dict:
     if paired is None or paired.empty:
         return {}
     keep = paired.dropna(subset=["diff"])
-    return {tuple(k): (float(d), float(lo), float(hi))
-            for k, d, lo, hi in zip(keep[PAIRED_KEY].itertuples(index=False, name=None), keep["diff"], keep["ci_low"],
-                                    keep["ci_high"])}
+    return {
+        tuple(k): (float(d), float(lo), float(hi))
+        for k, d, lo, hi in zip(
+            keep[PAIRED_KEY].itertuples(index=False, name=None), keep["diff"], keep["ci_low"], keep["ci_high"]
+        )
+    }
 
 
 def _judge(i, m: str, d: float, split_noise_: SplitNoise | None) -> dict:
@@ -96,17 +101,30 @@ def _entry(i, r: dict, role_kind: str, metrics, alone: dict | None, paired: dict
         if np.isfinite(lo) and np.isfinite(hi) and (lo > 0 or hi < 0):
             hib = METRICS[m].higher_is_better if m in METRICS else None
             sig = "better" if hib is not None and (lo > 0) == hib else "worse"
-        judge = _judge(i, m, d, judged) if role_kind != "alone" else {"within_seed": None, "sd_seed": math.nan, "seeds": 0,
-                                                                       "seed_source": ""}
-        vals[m] = {"value": v, "diff": d, "lo": lo, "hi": hi, "sig": sig, **judge,
-                   "finding": sig is not None and judge["within_seed"] is False}
+        judge = (
+            _judge(i, m, d, judged)
+            if role_kind != "alone"
+            else {"within_seed": None, "sd_seed": math.nan, "seeds": 0, "seed_source": ""}
+        )
+        vals[m] = {
+            "value": v,
+            "diff": d,
+            "lo": lo,
+            "hi": hi,
+            "sig": sig,
+            **judge,
+            "finding": sig is not None and judge["within_seed"] is False,
+        }
     return {
-        "kind": role_kind, "base": r["base"], "label": method_label(r["family"], r["method"]),
+        "kind": role_kind,
+        "base": r["base"],
+        "label": method_label(r["family"], r["method"]),
         "models": " + ".join(member_names(r["members"], r["base"], r["sidekick"])),
         "gflops": float(r["gflops"]) if np.isfinite(float(r["gflops"])) else math.nan,
         "balance": float(r["balance"]) if np.isfinite(float(r["balance"])) else math.nan,
         **{k: _count(r.get(k)) for k in ("train_images", "train_params")},  # its training budget (NaN: not recorded)
-        "variant": f"{r['fit']} / {r['confidence']}", "metrics": vals,
+        "variant": f"{r['fit']} / {r['confidence']}",
+        "metrics": vals,
         **{k: r[k] for k in ("source", "conflict") if r.get(k)},  # a merged page: where the row comes from
     }
 
@@ -120,8 +138,9 @@ def _count(v) -> float:
     return v if np.isfinite(v) and v >= 0 else math.nan
 
 
-def headline(view: pd.DataFrame, config, *, paired: dict | None = None, noise_: SplitNoise | None = None,
-             metrics=None) -> dict:
+def headline(
+    view: pd.DataFrame, config, *, paired: dict | None = None, noise_: SplitNoise | None = None, metrics=None
+) -> dict:
     """The headline of one (suite, split).
 
     ``view``: that split's rows, one variant per method (the preferred fit and
@@ -132,7 +151,9 @@ def headline(view: pd.DataFrame, config, *, paired: dict | None = None, noise_: 
     family's seed spread in ``noise_``): then in the fixed order of the bases and their rows.
     """
     paired = paired or {}
-    metrics = list(config.headline_metrics if metrics is None else metrics)  # a metric the split lacks is NaN (sorted last)
+    metrics = list(
+        config.headline_metrics if metrics is None else metrics
+    )  # a metric the split lacks is NaN (sorted last)
     ref = (view["family"] == config.reference_family).to_numpy()
     has_balance = np.isfinite(view["balance"].to_numpy(dtype=float)) & ~ref
     by_base = {b: idx for b, idx in view.groupby("base", sort=True).indices.items()}  # positions of each base's rows
@@ -164,7 +185,12 @@ def headline(view: pd.DataFrame, config, *, paired: dict | None = None, noise_: 
             cheap = _best(cheap_duos, m)
             best = _best(duos, m)
             if cheap is not None:
-                order[m].append((add(cheap, "duo", alone), f"best duo, balance ≤ {cap:g}" + (" (also best overall)" if cheap == best else "")))
+                order[m].append(
+                    (
+                        add(cheap, "duo", alone),
+                        f"best duo, balance ≤ {cap:g}" + (" (also best overall)" if cheap == best else ""),
+                    )
+                )
             if best is not None and best != cheap:
                 order[m].append((add(best, "duo", alone), "best duo overall"))
     verdict = _verdict(view, entries, order, noise_)
@@ -181,22 +207,40 @@ def _verdict(view: pd.DataFrame, entries: list[dict], order: dict, noise_: Split
     (:func:`benchmark.core.noise.noise_dominated`: the median ``|diff|`` of the non-reference entries ranked for
     that metric against ``FACTOR`` times the reference family's seed sd)."""
     split = str(view["split"].iloc[0]) if len(view) else ""
-    ranked = pd.DataFrame([(split, m, entries[e]["metrics"][m]["diff"]) for m, es in order.items() for e, _ in es
-                           if entries[e]["kind"] != "alone"], columns=["split", "metric", "diff"])
-    reference = pd.DataFrame([(split, m, sd, n) for m, (sd, n) in (noise_.reference if noise_ else {}).items() if m in order],
-                             columns=["split", "metric", "sd", "n"])
+    ranked = pd.DataFrame(
+        [
+            (split, m, entries[e]["metrics"][m]["diff"])
+            for m, es in order.items()
+            for e, _ in es
+            if entries[e]["kind"] != "alone"
+        ],
+        columns=["split", "metric", "diff"],
+    )
+    reference = pd.DataFrame(
+        [(split, m, sd, n) for m, (sd, n) in (noise_.reference if noise_ else {}).items() if m in order],
+        columns=["split", "metric", "sd", "n"],
+    )
     out = noise.noise_dominated(ranked, reference)
-    return {r.metric: {"sd": float(r.sd), "n": 0 if pd.isna(r.n) else int(r.n), "median": float(r.median),
-                       "entries": int(r.entries), "dominated": bool(r.dominated)} for r in out.itertuples(index=False)}
+    return {
+        r.metric: {
+            "sd": float(r.sd),
+            "n": 0 if pd.isna(r.n) else int(r.n),
+            "median": float(r.median),
+            "entries": int(r.entries),
+            "dominated": bool(r.dominated),
+        }
+        for r in out.itertuples(index=False)
+    }
 
 
 def headline_context(views: dict, config, *, zoo: dict, paired: pd.DataFrame | None) -> dict:
     """The headline, seed spread and noise verdicts of every ``(suite, split) -> rows`` in ``views`` (JSON-ready).
 
     Each split's ``judged`` is its :class:`~benchmark.report.headline_noise.SplitNoise` (what
-    :func:`benchmark.report.summary.split_summary` needs; not part of the page's JSON); its ``noise`` holds the verdict (:func:`headline`) of the headline metrics and of the plot metrics it
-    has (e.g. ``ood_auroc``). ``seed_notes``: the seed ranges of the first suite's ``headline_split`` (or its
-    first split); ``seeded``: whether the zoo has a seed group at all.
+    :func:`benchmark.report.summary.split_summary` needs; not part of the page's JSON); its ``noise`` holds the verdict
+    (:func:`headline`) of the headline metrics and of the plot metrics it has (e.g. ``ood_auroc``). ``seed_notes``: the
+    seed ranges of the first suite's ``headline_split`` (or its first split); ``seeded``: whether the zoo has a seed
+    group at all.
     """
     lookup = paired_lookup(paired)
     groups = noise.seed_groups(zoo)
@@ -208,17 +252,29 @@ def headline_context(views: dict, config, *, zoo: dict, paired: pd.DataFrame | N
         more = [m for m in extra if m in rows.columns and rows[m].notna().any()]
         judged = split_noise(rows, groups, config.reference_family, metrics + more)
         head = headline(rows, config, paired=lookup, noise_=judged)
-        verdict = head["noise"] | (headline(rows, config, paired=lookup, noise_=judged, metrics=more)["noise"] if more else {})
+        verdict = head["noise"] | (
+            headline(rows, config, paired=lookup, noise_=judged, metrics=more)["noise"] if more else {}
+        )
         spread = spread_records(rows, groups, config.reference_family, metrics + more)
-        suites.setdefault(suite, []).append({"name": split, "entries": head["entries"], "order": head["order"],
-                                             "spread": spread, "noise": verdict, "judged": judged})
+        suites.setdefault(suite, []).append(
+            {
+                "name": split,
+                "entries": head["entries"],
+                "order": head["order"],
+                "spread": spread,
+                "noise": verdict,
+                "judged": judged,
+            }
+        )
         if not notes and split == config.headline_split:
             notes = seed_notes(spread, metrics)
     if not notes and views:
         first = next(iter(views.values()))
         notes = seed_notes(spread_records(first, groups, config.reference_family, metrics), metrics)
     return {
-        "default": config.headline_metric, "balance": config.headline_balance, "factor": noise.FACTOR,
+        "default": config.headline_metric,
+        "balance": config.headline_balance,
+        "factor": noise.FACTOR,
         "seeded": bool(groups),
         "metrics": [{"key": m, "label": METRICS[m].label, "hib": METRICS[m].higher_is_better} for m in metrics],
         "suites": [{"name": k, "splits": v} for k, v in suites.items()],
@@ -253,7 +309,13 @@ def dvc_metrics(head: dict, config) -> dict[str, dict]:
         else:
             name = _slug(f"{ent['label'].replace(' · ', '-')}-m{ent['models'].count(' + ') + 1}")
         rec = {"gflops": rounded(ent["gflops"], 4)}
-        rec.update({m: rounded(ent["metrics"][m]["value"], 4) for m in DVC_METRICS if m in ent["metrics"] and m not in dominated})
+        rec.update(
+            {
+                m: rounded(ent["metrics"][m]["value"], 4)
+                for m in DVC_METRICS
+                if m in ent["metrics"] and m not in dominated
+            }
+        )
         out[f"headline/{_slug(ent['base'])}/{name}.json"] = {k: v for k, v in rec.items() if v is not None}
     marks = {m: int(split["noise"][m]["dominated"]) for m in DVC_METRICS if m in split.get("noise", {})}
     if out and marks:
@@ -282,21 +344,60 @@ def compact(head: dict) -> dict:
                 ms = []
                 for k in keys:
                     v = e["metrics"][k]
-                    flags = ({"better": 1, "worse": 2}.get(v["sig"], 0) + (4 if v["within_seed"] else 0)
-                             + SOURCE_FLAGS.get(v["seed_source"], 0))
-                    ms.append([rounded(v["value"]), rounded(v["diff"], 4), rounded(v["lo"], 3), rounded(v["hi"], 3), flags,
-                               rounded(v["sd_seed"], 3), v["seeds"]])
-                entries.append({"k": e["kind"], "b": e["base"], "l": e["label"], "o": e["models"], "g": rounded(e["gflops"], 4),
-                                "ti": rounded(e.get("train_images"), 7), "tp": rounded(e.get("train_params"), 7),
-                                "v": e["variant"], "m": ms,
-                                **{short: e[k] for short, k in (("src", "source"), ("cf", "conflict")) if e.get(k)}})
-            spread = [{"w": r["what"], "n": r["seeds"],
-                       "m": [[rounded(s["mean"]), rounded(s["sd"], 3), rounded(s["min"]), rounded(s["max"])]
-                             if (s := r["metrics"].get(k)) else None for k in keys],
-                       "d": [[rounded(s["mean"], 3), rounded(s["sd"], 3)] if (s := r["diff"].get(k)) else None for k in keys]}
-                      for r in sp["spread"]]
-            verdict = [[rounded(v["sd"], 3), rounded(v["median"], 3), int(v["dominated"])] if (v := sp["noise"].get(k)) else None
-                       for k in keys]
-            splits.append({"name": sp["name"], "entries": entries, "order": sp["order"], "spread": spread, "noise": verdict})
+                    flags = (
+                        {"better": 1, "worse": 2}.get(v["sig"], 0)
+                        + (4 if v["within_seed"] else 0)
+                        + SOURCE_FLAGS.get(v["seed_source"], 0)
+                    )
+                    ms.append(
+                        [
+                            rounded(v["value"]),
+                            rounded(v["diff"], 4),
+                            rounded(v["lo"], 3),
+                            rounded(v["hi"], 3),
+                            flags,
+                            rounded(v["sd_seed"], 3),
+                            v["seeds"],
+                        ]
+                    )
+                entries.append(
+                    {
+                        "k": e["kind"],
+                        "b": e["base"],
+                        "l": e["label"],
+                        "o": e["models"],
+                        "g": rounded(e["gflops"], 4),
+                        "ti": rounded(e.get("train_images"), 7),
+                        "tp": rounded(e.get("train_params"), 7),
+                        "v": e["variant"],
+                        "m": ms,
+                        **{short: e[k] for short, k in (("src", "source"), ("cf", "conflict")) if e.get(k)},
+                    }
+                )
+            spread = [
+                {
+                    "w": r["what"],
+                    "n": r["seeds"],
+                    "m": [
+                        [rounded(s["mean"]), rounded(s["sd"], 3), rounded(s["min"]), rounded(s["max"])]
+                        if (s := r["metrics"].get(k))
+                        else None
+                        for k in keys
+                    ],
+                    "d": [
+                        [rounded(s["mean"], 3), rounded(s["sd"], 3)] if (s := r["diff"].get(k)) else None for k in keys
+                    ],
+                }
+                for r in sp["spread"]
+            ]
+            verdict = [
+                [rounded(v["sd"], 3), rounded(v["median"], 3), int(v["dominated"])]
+                if (v := sp["noise"].get(k))
+                else None
+                for k in keys
+            ]
+            splits.append(
+                {"name": sp["name"], "entries": entries, "order": sp["order"], "spread": spread, "noise": verdict}
+            )
         suites.append({"name": su["name"], "splits": splits})
     return {k: v for k, v in head.items() if k != "suites"} | {"suites": suites}

@@ -7,6 +7,7 @@ metric, against which :func:`benchmark.report.headline.headline` tells whether a
 the split. :func:`spread_records` is the page's table of seed spreads, :func:`seed_notes` its sentences,
 :func:`noise_table` the verdicts as a table (the README's blocks).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -27,7 +28,9 @@ def tidy(view: pd.DataFrame, metrics) -> pd.DataFrame:
     for m in metrics:
         if m in view.columns:
             d = view[VIEW_KEY].astype(str)
-            parts.append(d.assign(metric=m, value=pd.to_numeric(view[m], errors="coerce").astype(float), row=view.index))
+            parts.append(
+                d.assign(metric=m, value=pd.to_numeric(view[m], errors="coerce").astype(float), row=view.index)
+            )
     if not parts:
         return pd.DataFrame(columns=VIEW_KEY + ["metric", "value", "row"])
     return pd.concat(parts, ignore_index=True)
@@ -50,15 +53,19 @@ def split_noise(view: pd.DataFrame, groups: list[noise.SeedGroup], reference_fam
         return SplitNoise()
     dn = noise.difference_noise(t, groups, reference_family)
     where = t.loc[dn.index, ["row", "metric"]]
-    rows = {(r, m): (float(sd), int(n), str(src)) for r, m, sd, n, src in
-            zip(where["row"], where["metric"], dn["sd_seed"], dn["seeds"], dn["seed_source"])}
+    rows = {
+        (r, m): (float(sd), int(n), str(src))
+        for r, m, sd, n, src in zip(where["row"], where["metric"], dn["sd_seed"], dn["seeds"], dn["seed_source"])
+    }
     ref = noise.reference_noise(t, groups, reference_family)
     return SplitNoise(rows, {m: (float(sd), int(n)) for m, sd, n in zip(ref["metric"], ref["sd"], ref["n"])})
 
 
 def _stats(spread: pd.DataFrame) -> dict:
-    return {r.metric: {"mean": float(r.mean), "sd": float(r.sd), "min": float(r.min), "max": float(r.max), "n": int(r.n)}
-            for r in spread.itertuples(index=False)}
+    return {
+        r.metric: {"mean": float(r.mean), "sd": float(r.sd), "min": float(r.min), "max": float(r.max), "n": int(r.n)}
+        for r in spread.itertuples(index=False)
+    }
 
 
 def spread_records(view: pd.DataFrame, groups: list[noise.SeedGroup], reference_family: str, metrics) -> list[dict]:
@@ -79,10 +86,24 @@ def spread_records(view: pd.DataFrame, groups: list[noise.SeedGroup], reference_
         rec = dict(zip(key, k))
         d = by_key.get(k, diffs.iloc[:0])
         alone = rec["family"] == reference_family
-        what = " + ".join(rec["members"].split("+")) + ": " + ("base alone" if alone else method_label(rec["family"], rec["method"]))
-        group = rec["base"] if rec["base"] in labels else rec["sidekick"] if rec["sidekick"] in labels else rec["members"]
-        out.append({"what": what, "group": group, "seeds": int(g["n"].max()), "alone": alone, "metrics": _stats(g),
-                    "diff": _stats(d)})
+        what = (
+            " + ".join(rec["members"].split("+"))
+            + ": "
+            + ("base alone" if alone else method_label(rec["family"], rec["method"]))
+        )
+        group = (
+            rec["base"] if rec["base"] in labels else rec["sidekick"] if rec["sidekick"] in labels else rec["members"]
+        )
+        out.append(
+            {
+                "what": what,
+                "group": group,
+                "seeds": int(g["n"].max()),
+                "alone": alone,
+                "metrics": _stats(g),
+                "diff": _stats(d),
+            }
+        )
     return sorted(out, key=lambda r: (not r["alone"], r["what"]))
 
 
@@ -92,9 +113,12 @@ def seed_notes(spread: list[dict], metrics) -> list[str]:
     for rec in spread:
         if not rec["alone"]:
             continue
-        parts = [f"{METRICS[m].label if m in METRICS else m} {fmt_metric(s['min'])}–{fmt_metric(s['max'])} (range "
-                 f"{fmt_metric(s['max'] - s['min'])})"
-                 for m in metrics if (s := rec["metrics"].get(m))]
+        parts = [
+            f"{METRICS[m].label if m in METRICS else m} {fmt_metric(s['min'])}–{fmt_metric(s['max'])} (range "
+            f"{fmt_metric(s['max'] - s['min'])})"
+            for m in metrics
+            if (s := rec["metrics"].get(m))
+        ]
         notes.append(f"{rec['group']}: " + ", ".join(parts))
     return notes
 
@@ -103,5 +127,12 @@ def noise_table(head: dict) -> pd.DataFrame:
     """The noise verdicts of :func:`headline_context`'s splits: ``suite``, ``split``, ``metric``, ``sd``, ``n``,
     ``median``, ``entries``, ``dominated``."""
     cols = ["suite", "split", "metric", "sd", "n", "median", "entries", "dominated"]
-    return pd.DataFrame([{"suite": su["name"], "split": sp["name"], "metric": m, **v} for su in head["suites"]
-                         for sp in su["splits"] for m, v in sp["noise"].items()], columns=cols)
+    return pd.DataFrame(
+        [
+            {"suite": su["name"], "split": sp["name"], "metric": m, **v}
+            for su in head["suites"]
+            for sp in su["splits"]
+            for m, v in sp["noise"].items()
+        ],
+        columns=cols,
+    )

@@ -4,6 +4,7 @@ Missing *optional* inputs do not stop the report: they become notices that the
 page shows ("what is missing"). Unreadable or malformed files raise
 :class:`benchmark.storage.store.StoreError` naming the file and the problem.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -44,7 +45,9 @@ class ReportInputs:
     sources: dict[str, str] = field(default_factory=dict)
     paired: pd.DataFrame | None = None  # results/paired.csv: paired-bootstrap differences duo - base
     logits_dir: str | None = None  # results/logits: risk-coverage and reliability curves of the headline rows
-    methods_dir: str | None = None  # results/methods: the same for method outputs (SVE, soups, ...); None = beside logits
+    methods_dir: str | None = (
+        None  # results/methods: the same for method outputs (SVE, soups, ...); None = beside logits
+    )
     # tables written to data/ for download (Parquet, gzipped CSV, schema.json); None = the results table as "rows"
     downloads: dict | None = None  # name -> benchmark.storage.downloads.DownloadTable
     origin: Origin | None = None  # several sources merged: the source of every row, shown beside it
@@ -116,7 +119,9 @@ def read_paired(path) -> tuple[pd.DataFrame | None, list[str]]:
     """Read ``results/paired.csv``; a missing file = None + notice (the headline then shows no intervals)."""
     path = Path(path)
     if not path.exists():
-        return None, [f"{path}: paired differences not found; the headline shows differences to the base without intervals."]
+        return None, [
+            f"{path}: paired differences not found; the headline shows differences to the base without intervals."
+        ]
     try:
         df = pd.read_csv(path, keep_default_na=False, na_values=[""], dtype={c: str for c in PAIRED_COLUMNS[:7]})
     except pd.errors.EmptyDataError:
@@ -183,7 +188,9 @@ def read_mapping(path, if_missing: str) -> tuple[dict | None, list[str]]:
     return data, []
 
 
-def load_inputs(results, models=None, zoo=(), params=None, lock=None, paired=None, logits=None, methods=None) -> ReportInputs:
+def load_inputs(
+    results, models=None, zoo=(), params=None, lock=None, paired=None, logits=None, methods=None
+) -> ReportInputs:
     """Read every input file; the ``report`` block of ``params`` configures the report."""
     res, notes = read_results(results)
     sources = {"results": str(results)}
@@ -214,6 +221,16 @@ def load_inputs(results, models=None, zoo=(), params=None, lock=None, paired=Non
     cfg = ReportConfig.from_params(prm, source=str(params or "params"))
     if logits is not None and not Path(logits).is_dir():
         notes.append(f"{logits}: logits folder not found; no risk-coverage curves or reliability diagrams.")
-    return ReportInputs(results=res, models=mdf, zoo=z, params=prm, lock=lk, config=cfg, notices=notes, sources=sources,
-                        paired=pdf, logits_dir=None if logits is None else str(logits),
-                        methods_dir=None if methods is None else str(methods))
+    return ReportInputs(
+        results=res,
+        models=mdf,
+        zoo=z,
+        params=prm,
+        lock=lk,
+        config=cfg,
+        notices=notes,
+        sources=sources,
+        paired=pdf,
+        logits_dir=None if logits is None else str(logits),
+        methods_dir=None if methods is None else str(methods),
+    )

@@ -5,6 +5,7 @@ folder and the charting library (:mod:`benchmark.report.assets`); it works opene
 from the file system and loads nothing from a network (its Content-Security-Policy
 forbids it).
 """
+
 from __future__ import annotations
 
 import json
@@ -21,9 +22,9 @@ from benchmark.report.provenance import anchor, file_slug, model_provenance
 from benchmark.report.summary import split_summary
 from benchmark.report.tables import (
     KEY,
+    default_view,
     fmt_metric,
     match_any,
-    default_view,
     metric_direction,
     models_used,
     preferred,
@@ -33,16 +34,28 @@ from benchmark.report.tables import (
 _HERE = Path(__file__).parent
 _ARROW = {True: "↑", False: "↓", None: ""}
 # what the page may load: its own files only (file:// or the site's host), never a network resource
-CSP = ("default-src 'none'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; "
-       "img-src 'self' data: blob:; font-src 'self'; connect-src 'none'; base-uri 'none'; form-action 'none'")
+CSP = (
+    "default-src 'none'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data: blob:; font-src 'self'; connect-src 'none'; base-uri 'none'; form-action 'none'"
+)
 
 
 def metric_column(metric: str) -> dict:
     """The leaderboard table's column of ``metric``: its label with the arrow of its direction and its description."""
     info = METRICS.get(metric)
     hib = metric_direction(metric)
-    title = f"{info.description} {'Higher' if hib else 'Lower'} is better." if info else "Metric not in METRICS: direction unknown."
-    return {"key": metric, "label": f"{info.label if info else metric} {_ARROW[hib]}".strip(), "num": True, "title": title, "metric": True}
+    title = (
+        f"{info.description} {'Higher' if hib else 'Lower'} is better."
+        if info
+        else "Metric not in METRICS: direction unknown."
+    )
+    return {
+        "key": metric,
+        "label": f"{info.label if info else metric} {_ARROW[hib]}".strip(),
+        "num": True,
+        "title": title,
+        "metric": True,
+    }
 
 
 SHOWN = ("models", "gflops", "balance")  # the full tables' columns shown by default besides the method and metrics
@@ -56,35 +69,67 @@ def table_columns(metrics, *, source: bool = False, ranked: str | None = None, s
     cols = [
         {"key": "method", "label": "Method", "num": False, "title": "method family · method"},
         {"key": "models", "label": "Models", "num": False, "title": "base model + sidekick, or all members"},
-        {"key": "variant", "label": "Fit / conf.", "num": False,
-         "title": "temperature fit (converged or paper-exact) / confidence score (max = 1 - max p, or published)"},
+        {
+            "key": "variant",
+            "label": "Fit / conf.",
+            "num": False,
+            "title": "temperature fit (converged or paper-exact) / confidence score (max = 1 - max p, or published)",
+        },
         {"key": "gflops", "label": "GFLOPs", "num": True, "title": "inference GFLOPs per image, all members together"},
         {"key": "balance", "label": "Balance", "num": True, "title": "FLOPs balance = GFLOPs(sidekick) / GFLOPs(base)"},
         {"key": "params", "label": "Params (M)", "num": True, "title": "parameters of all members, millions"},
-        {"key": "overhead_percent", "label": "Trainable %", "num": True,
-         "title": "trainable parameters of all M members and their heads, in % of the pretrained backbone "
-                  "(methods that report it, e.g. SVE)"},
-        {"key": "extra_params_percent", "label": "Extra %", "num": True,
-         "title": "parameters added over one model, in % of the pretrained backbone: the SVE paper's overhead "
-                  "((M - 1) members' singular values and biases, no heads; 5 (M - 1) / (4 d) for a ViT)"},
+        {
+            "key": "overhead_percent",
+            "label": "Trainable %",
+            "num": True,
+            "title": "trainable parameters of all M members and their heads, in % of the pretrained backbone "
+            "(methods that report it, e.g. SVE)",
+        },
+        {
+            "key": "extra_params_percent",
+            "label": "Extra %",
+            "num": True,
+            "title": "parameters added over one model, in % of the pretrained backbone: the SVE paper's overhead "
+            "((M - 1) members' singular values and biases, no heads; 5 (M - 1) / (4 d) for a ViT)",
+        },
         {"key": "throughput", "label": "img/s", "num": True, "title": "measured throughput on the reference CPU"},
-        {"key": "train_images", "label": "Train img", "num": True,
-         "title": "training budget: training images processed to make the row's models (epochs x images x members "
-                  "that each run the whole network), summed over every training run behind it, the fine-tunes a method "
-                  "builds "
-                  "on included; 0 for pretrained weights used as they are"},
-        {"key": "train_params", "label": "Trained params", "num": True,
-         "title": "training budget: parameters trained, summed over the training runs behind the row (all of a full "
-                  "fine-tune; the trainable subset of a method that trains one, e.g. SVE's singular values, biases "
-                  "and heads)"},
+        {
+            "key": "train_images",
+            "label": "Train img",
+            "num": True,
+            "title": "training budget: training images processed to make the row's models (epochs x images x members "
+            "that each run the whole network), summed over every training run behind it, the fine-tunes a method "
+            "builds "
+            "on included; 0 for pretrained weights used as they are",
+        },
+        {
+            "key": "train_params",
+            "label": "Trained params",
+            "num": True,
+            "title": "training budget: parameters trained, summed over the training runs behind the row (all of a full "
+            "fine-tune; the trainable subset of a method that trains one, e.g. SVE's singular values, biases "
+            "and heads)",
+        },
     ]
     ids = [c | {"metric": False} for c in cols]
-    cols = ids[:1] + [metric_column(m) for m in metrics if m == ranked] + ids[1:] + [metric_column(m) for m in metrics if m != ranked]
+    cols = (
+        ids[:1]
+        + [metric_column(m) for m in metrics if m == ranked]
+        + ids[1:]
+        + [metric_column(m) for m in metrics if m != ranked]
+    )
     cols.append({"key": "n", "label": "n", "num": True, "title": "number of evaluated samples", "metric": False})
     if source:
-        cols.append({"key": "source", "label": "Source", "num": False, "metric": False,
-                     "title": "the bundle the row's values come from (its contributor and status: hover); ⚠ another bundle "
-                              "of the same status gives other values for it"})
+        cols.append(
+            {
+                "key": "source",
+                "label": "Source",
+                "num": False,
+                "metric": False,
+                "title": "the bundle the row's values come from (its contributor and status: hover); ⚠ another bundle "
+                "of the same status gives other values for it",
+            }
+        )
     shown = (set(SHOWN) | set(metrics) if shown is None else set(shown)) | {"method", ranked}
     return [c | {"show": c["key"] in shown} for c in cols]
 
@@ -101,16 +146,19 @@ def _filter(key: str, label: str, values, preferred_value: str | None = None) ->
     return {"key": key, "label": label, "options": opts, "selected": opts[0][0] if preferred_value in vals else ""}
 
 
-def suites_context(wide: pd.DataFrame, metrics, computed: dict, plots: dict, config, sources: dict | None = None
-                   ) -> tuple[list[dict], dict]:
+def suites_context(
+    wide: pd.DataFrame, metrics, computed: dict, plots: dict, config, sources: dict | None = None
+) -> tuple[list[dict], dict]:
     """Per suite: filter options and defaults; per tabulated split: row count, data file, plots.
 
     ``computed[(suite, split)]`` is the set of metrics with rows for that split:
     those get a column (a value that is NaN is shown as NaN). Returns the
     suites and ``{relative path: content}`` of the split data files.
     """
-    wide = wide.assign(fit_pref=preferred(wide, "fit", config.fit, "confidence"),
-                       conf_pref=preferred(wide, "confidence", config.confidence, "fit"))
+    wide = wide.assign(
+        fit_pref=preferred(wide, "fit", config.fit, "confidence"),
+        conf_pref=preferred(wide, "confidence", config.confidence, "fit"),
+    )
     suites, files = [], {}
     # on by default: the costs and ids of SHOWN, the headline's metrics, and where a row comes from when that varies
     shown = {*SHOWN, *config.headline_metrics, *(["source"] if sources and len(sources) > 1 else [])}
@@ -120,25 +168,48 @@ def suites_context(wide: pd.DataFrame, metrics, computed: dict, plots: dict, con
         for i, split in enumerate(splits):
             rows = s[s["split"] == split]
             present = [m for m in metrics if m in computed.get((suite, split), ())]
-            figs = [{"metric": m, "label": METRICS[m].label, "kinds": plots[(suite, split)][m]}
-                    for m in config.plot_metrics if plots.get((suite, split), {}).get(m)]
+            figs = [
+                {"metric": m, "label": METRICS[m].label, "kinds": plots[(suite, split)][m]}
+                for m in config.plot_metrics
+                if plots.get((suite, split), {}).get(m)
+            ]
             key = f"{suite}/{split}"
             path = f"data/{file_slug(suite)}_{file_slug(split)}.js"
             cols = table_columns(present, source=sources is not None, ranked=config.headline_metric, shown=shown)
             chooser.update({c["key"]: c for c in cols if c["key"] != "method" and c["key"] not in chooser})
-            files[path] = data_script(key, table_data(rows, cols, fit_pref=rows["fit_pref"], conf_pref=rows["conf_pref"],
-                                                      sources=sources))
-            sections.append({"name": split, "anchor": anchor("split", key), "open": i == 0, "key": key, "file": path,
-                             "total": len(rows), "plots": figs})
-        charted = [sp["key"] for sp in sections if match_any(sp["name"], config.plot_splits)] + [sp["key"] for sp in sections]
-        suites.append({
-            "name": suite, "anchor": anchor("suite", suite), "splits": sections, "chart_split": charted[0] if charted else "",
-            "columns": [{"key": c["key"], "label": c["label"], "show": c["show"]} for c in chooser.values()],
-            "static": [{"split": sp["name"], "plots": sp["plots"]} for sp in sections if sp["plots"]],
-            "filters": [_filter("base", "Base model", s["base"]), _filter("family", "Family", s["family"]),
-                        _filter("fit", "Fit", s["fit"], config.fit),
-                        _filter("confidence", "Confidence", s["confidence"], config.confidence)],
-        })
+            files[path] = data_script(
+                key, table_data(rows, cols, fit_pref=rows["fit_pref"], conf_pref=rows["conf_pref"], sources=sources)
+            )
+            sections.append(
+                {
+                    "name": split,
+                    "anchor": anchor("split", key),
+                    "open": i == 0,
+                    "key": key,
+                    "file": path,
+                    "total": len(rows),
+                    "plots": figs,
+                }
+            )
+        charted = [sp["key"] for sp in sections if match_any(sp["name"], config.plot_splits)] + [
+            sp["key"] for sp in sections
+        ]
+        suites.append(
+            {
+                "name": suite,
+                "anchor": anchor("suite", suite),
+                "splits": sections,
+                "chart_split": charted[0] if charted else "",
+                "columns": [{"key": c["key"], "label": c["label"], "show": c["show"]} for c in chooser.values()],
+                "static": [{"split": sp["name"], "plots": sp["plots"]} for sp in sections if sp["plots"]],
+                "filters": [
+                    _filter("base", "Base model", s["base"]),
+                    _filter("family", "Family", s["family"]),
+                    _filter("fit", "Fit", s["fit"], config.fit),
+                    _filter("confidence", "Confidence", s["confidence"], config.confidence),
+                ],
+            }
+        )
     return suites, files
 
 
@@ -155,19 +226,43 @@ def repro_context(rows: list[dict], fits) -> dict:
             if "status" in o:
                 ours.append({"status": o["status"]})
             else:
-                ours.append({"value": fmt_metric(o["value"]), "diff": f"{o['diff']:+.4f}", "detail": o["detail"],
-                             "cls": {True: "better", False: "worse", None: ""}[o["better"]]})
-        out.append({"suite": c.suite, "split": c.split, "models": r["models"], "method": r["label"],
-                    "metric": METRICS[c.metric].label, "arrow": _ARROW[METRICS[c.metric].higher_is_better],
-                    "published": f"{c.value:g}", "ours": ours, "source": sources.index(r["source"]) + 1, "note": c.note})
+                ours.append(
+                    {
+                        "value": fmt_metric(o["value"]),
+                        "diff": f"{o['diff']:+.4f}",
+                        "detail": o["detail"],
+                        "cls": {True: "better", False: "worse", None: ""}[o["better"]],
+                    }
+                )
+        out.append(
+            {
+                "suite": c.suite,
+                "split": c.split,
+                "models": r["models"],
+                "method": r["label"],
+                "metric": METRICS[c.metric].label,
+                "arrow": _ARROW[METRICS[c.metric].higher_is_better],
+                "published": f"{c.value:g}",
+                "ours": ours,
+                "source": sources.index(r["source"]) + 1,
+                "note": c.note,
+            }
+        )
     return {"fits": list(fits), "rows": out, "sources": sources}
 
 
 def metric_guide(metrics) -> list[dict]:
     """The metric guide of the page: label, arrow, direction and description of each of ``metrics``."""
-    return [{"label": METRICS[m].label, "arrow": _ARROW[METRICS[m].higher_is_better],
-             "better": "higher" if METRICS[m].higher_is_better else "lower", "description": METRICS[m].description}
-            for m in metrics if m in METRICS]
+    return [
+        {
+            "label": METRICS[m].label,
+            "arrow": _ARROW[METRICS[m].higher_is_better],
+            "better": "higher" if METRICS[m].higher_is_better else "lower",
+            "description": METRICS[m].description,
+        }
+        for m in metrics
+        if m in METRICS
+    ]
 
 
 def headline_views(view: pd.DataFrame, config) -> dict:
@@ -176,13 +271,16 @@ def headline_views(view: pd.DataFrame, config) -> dict:
         return {}
     out = {}
     for suite, s in view.groupby("suite", sort=True):
-        for split in sorted((sp for sp in s["split"].unique() if match_any(sp, config.table_splits)), key=split_sort_key):
+        for split in sorted(
+            (sp for sp in s["split"].unique() if match_any(sp, config.table_splits)), key=split_sort_key
+        ):
             out[(suite, split)] = s[s["split"] == split]
     return out
 
 
-def page_context(inputs, wide: pd.DataFrame, metrics, plots: dict, repro_rows: list[dict], notices,
-                 extra_figures: dict | None = None) -> tuple[dict, dict]:
+def page_context(
+    inputs, wide: pd.DataFrame, metrics, plots: dict, repro_rows: list[dict], notices, extra_figures: dict | None = None
+) -> tuple[dict, dict]:
     """The template's context and the split data files ``{relative path: content}``."""
     cfg = inputs.config
     used = models_used(wide)
@@ -220,8 +318,12 @@ def page_context(inputs, wide: pd.DataFrame, metrics, plots: dict, repro_rows: l
         "defaults": {"fit": cfg.fit, "confidence": cfg.confidence},
         "plot_kinds": _plot_kinds() if plots else {},
         "chart_metric": cfg.headline_metric,
-        "charts_json": to_json({"reference": cfg.reference_family,
-                                "metrics": {m: [METRICS[m].label, METRICS[m].higher_is_better] for m in metrics if m in METRICS}}),
+        "charts_json": to_json(
+            {
+                "reference": cfg.reference_family,
+                "metrics": {m: [METRICS[m].label, METRICS[m].higher_is_better] for m in metrics if m in METRICS},
+            }
+        ),
         "csp": CSP,
     }, files
 
@@ -235,10 +337,21 @@ def _plot_kinds() -> dict:
 def render_html(context: dict) -> str:
     """Render ``templates/index.html.j2`` with autoescaping; CSS and JS are inlined (``context["plotly"]``: the URL
     of plotly.js, relative to the page)."""
-    env = Environment(loader=FileSystemLoader(_HERE / "templates"), autoescape=True,
-                      undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    static = {name: (_HERE / "static" / f).read_text(encoding="utf-8")
-              for name, f in (("css", "leaderboard.css"), ("js", "leaderboard.js"), ("headline_js", "headline.js"),
-                              ("charts_js", "charts.js"))}
+    env = Environment(
+        loader=FileSystemLoader(_HERE / "templates"),
+        autoescape=True,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    static = {
+        name: (_HERE / "static" / f).read_text(encoding="utf-8")
+        for name, f in (
+            ("css", "leaderboard.css"),
+            ("js", "leaderboard.js"),
+            ("headline_js", "headline.js"),
+            ("charts_js", "charts.js"),
+        )
+    }
     charts = json.loads(context["charts_json"]) | {"plotly": context["plotly"]}
     return env.get_template("index.html.j2").render(**(context | static | {"charts_json": to_json(charts)}))

@@ -7,6 +7,7 @@ as JSON (strings dictionary-encoded, numbers rounded) wrapped in one call
 which works from the file system too (``fetch`` of ``file://`` does not). The
 page renders and pages the rows itself.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,9 +20,17 @@ from benchmark.report.tables import EXTRA_COLUMNS, member_names, method_label
 
 # number format of the cost columns (Python format spec or "si", divisor), read by the page's script; "si": a count in
 # compact form, 4.0k, 3.4M (benchmark.report.tables.fmt_count)
-COST_FORMATS = {"gflops": (".3g", 1.0), "balance": (".3f", 1.0), "params": (".1f", 1e6), "overhead_percent": (".2f", 1.0),
-                "extra_params_percent": (".2f", 1.0), "throughput": (".0f", 1.0), "n": (".0f", 1.0),
-                "train_images": ("si", 1.0), "train_params": ("si", 1.0)}
+COST_FORMATS = {
+    "gflops": (".3g", 1.0),
+    "balance": (".3f", 1.0),
+    "params": (".1f", 1e6),
+    "overhead_percent": (".2f", 1.0),
+    "extra_params_percent": (".2f", 1.0),
+    "throughput": (".0f", 1.0),
+    "n": (".0f", 1.0),
+    "train_images": ("si", 1.0),
+    "train_params": ("si", 1.0),
+}
 TEXT_COLUMNS = ("method", "models", "variant")
 CELLS = 9  # fields of a table row before its cells (leaderboard.js: CELLS)
 
@@ -76,7 +85,9 @@ def source_text(source: str, conflict: str, sources: dict) -> tuple[str, str]:
     """(cell, tooltip) of a row's source: its bundle ids (⚠ when another source gives other values) and, per id, the
     contributor and status (``sources``: id -> {"contributor", "status"})."""
     ids = source.split()
-    tip = "; ".join(f"{i}: {sources.get(i, {}).get('contributor', '')} ({sources.get(i, {}).get('status', '')})" for i in ids)
+    tip = "; ".join(
+        f"{i}: {sources.get(i, {}).get('contributor', '')} ({sources.get(i, {}).get('status', '')})" for i in ids
+    )
     if conflict:
         tip += f"; other values for this row in: {', '.join(conflict.split())}"
     return " + ".join(ids) + (" ⚠" if conflict else ""), tip
@@ -102,8 +113,17 @@ def table_data(rows: pd.DataFrame, columns: list[dict], *, fit_pref, conf_pref, 
     fp, cp = np.asarray(fit_pref, dtype=bool), np.asarray(conf_pref, dtype=bool)
     for i, r in enumerate(rows.to_dict("records")):
         names = member_names(r["members"], r["base"], r["sidekick"])
-        row = [s(r["base"]), s(r["family"]), s(r["fit"]), s(r["confidence"]), int(fp[i]) + 2 * int(cp[i]),
-               _cost(r.get("balance")), s(r.get("inputs_hash") or ""), [s(n) for n in names], s(r.get("sidekick") or "")]
+        row = [
+            s(r["base"]),
+            s(r["family"]),
+            s(r["fit"]),
+            s(r["confidence"]),
+            int(fp[i]) + 2 * int(cp[i]),
+            _cost(r.get("balance")),
+            s(r.get("inputs_hash") or ""),
+            [s(n) for n in names],
+            s(r.get("sidekick") or ""),
+        ]
         for c in columns:
             k = c["key"]
             if k == "method":

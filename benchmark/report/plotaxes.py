@@ -7,13 +7,14 @@ non-outliers' span beyond them); :func:`clip_axis` sets it and
 draws each outlier as a triangle on the edge it is beyond, naming it and its
 value under the axes.
 """
+
 from __future__ import annotations
 
 import numpy as np
 
 FENCE = 3.0  # IQRs beyond the quartiles: Tukey's "far out"
-PAD = 0.08   # of the non-outlier span, on each side
-GAP = 0.5    # an outlier is also this many non-outlier spans beyond the nearest non-outlier
+PAD = 0.08  # of the non-outlier span, on each side
+GAP = 0.5  # an outlier is also this many non-outlier spans beyond the nearest non-outlier
 
 
 def outliers(values, fence: float = FENCE) -> np.ndarray:
@@ -76,6 +77,15 @@ def clip_axis(ax, values, names, *, lows=None, highs=None, x=None, axis: str = "
             ax.scatter(*xy, marker=marker, s=60, color="0.35", edgecolor="black", lw=0.5, zorder=6, clip_on=False)
             notes.append(f"{names[i]}: {v[i]:.4g}")
         text = "outside the axis range, drawn as triangles on its edge: " + "; ".join(notes)
-        ax.annotate(text.replace("$", r"\$"), xy=(0, 0), xycoords="axes fraction", xytext=(0, -34),
-                    textcoords="offset points", fontsize=6.5, color="0.3", va="top", wrap=True)
+        ax.annotate(
+            text.replace("$", r"\$"),
+            xy=(0, 0),
+            xycoords="axes fraction",
+            xytext=(0, -34),
+            textcoords="offset points",
+            fontsize=6.5,
+            color="0.3",
+            va="top",
+            wrap=True,
+        )
     return notes

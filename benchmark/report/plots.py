@@ -12,6 +12,7 @@ Three views per (suite, split, metric) (:data:`PLOT_KINDS`):
 Points carry their bootstrap interval as error bars. Colours and markers come
 from the labels found in the table, so a new family needs no code.
 """
+
 from __future__ import annotations
 
 import multiprocessing
@@ -105,8 +106,9 @@ class _PlainLog(LogFormatter):
         return f"{x:g}"
 
 
-def _cost_figure(points: pd.DataFrame, metric: str, title: str, colors, marks, reference_family: str, cost: str,
-                 xlabel: str) -> Figure:
+def _cost_figure(
+    points: pd.DataFrame, metric: str, title: str, colors, marks, reference_family: str, cost: str, xlabel: str
+) -> Figure:
     """Metric against the cost column ``cost`` (> 0, log scale) with the frontier; reference rows are stars named by
     base."""
     hib = METRICS[metric].higher_is_better
@@ -121,15 +123,32 @@ def _cost_figure(points: pd.DataFrame, metric: str, title: str, colors, marks, r
         c = colors[label]
         front = on[points.index.get_indexer(g.index)]
         ax.errorbar(g[cost], g["value"], yerr=_yerr(g), fmt="none", ecolor=c, alpha=0.4, lw=1, zorder=2)
-        ax.scatter(g[cost], g["value"], color=c, marker="*" if is_ref else marks[label], s=110 if is_ref else 30,
-                   alpha=np.where(front | is_ref, 1.0, 0.45), edgecolor="black" if is_ref else "white", linewidth=0.6,
-                   label=plain_text(label), zorder=3)
+        ax.scatter(
+            g[cost],
+            g["value"],
+            color=c,
+            marker="*" if is_ref else marks[label],
+            s=110 if is_ref else 30,
+            alpha=np.where(front | is_ref, 1.0, 0.45),
+            edgecolor="black" if is_ref else "white",
+            linewidth=0.6,
+            label=plain_text(label),
+            zorder=3,
+        )
         if is_ref:  # name each base model (placed apart by adjustText once the axes are final)
-            names += [ax.text(xi, yi, plain_text(base), fontsize=7, zorder=5)
-                      for xi, yi, base in g.sort_values(cost)[[cost, "value", "base"]].itertuples(index=False)]
+            names += [
+                ax.text(xi, yi, plain_text(base), fontsize=7, zorder=5)
+                for xi, yi, base in g.sort_values(cost)[[cost, "value", "base"]].itertuples(index=False)
+            ]
     ax.scatter(x[on], y[on], s=90, facecolor="none", edgecolor="0.2", lw=0.8, zorder=4, label="on the frontier")
-    clip_axis(ax, y, [f"{lab} ({mem})" for lab, mem in zip(points["label"], points["members"])],
-              lows=points["ci_low"], highs=points["ci_high"], x=x)
+    clip_axis(
+        ax,
+        y,
+        [f"{lab} ({mem})" for lab, mem in zip(points["label"], points["members"])],
+        lows=points["ci_low"],
+        highs=points["ci_high"],
+        x=x,
+    )
     if (x > 0).all():
         ax.set_xscale("log")
         ax.xaxis.set_major_formatter(_PlainLog())  # "0.1", "2", not "10^-1", "2 x 10^0"
@@ -157,13 +176,22 @@ def place_labels(ax, texts, x, y) -> None:
     if keep:
         FigureCanvasAgg(ax.figure)  # adjustText measures the texts with a renderer
         ok = np.isfinite(x) & np.isfinite(y) & (y >= lo) & (y <= hi)
-        adjust_text(keep, x=x[ok], y=y[ok], ax=ax, expand=(1.15, 1.3), iter_lim=100,  # deterministic (no time limit)
-                    arrowprops=dict(arrowstyle="-", color="0.45", lw=0.5))
+        adjust_text(
+            keep,
+            x=x[ok],
+            y=y[ok],
+            ax=ax,
+            expand=(1.15, 1.3),
+            iter_lim=100,  # deterministic (no time limit)
+            arrowprops=dict(arrowstyle="-", color="0.45", lw=0.5),
+        )
 
 
 def gflops_figure(points: pd.DataFrame, metric: str, title: str, colors, marks, reference_family: str) -> Figure:
     """Metric against total GFLOPs for every method; reference rows are stars named by base."""
-    return _cost_figure(points, metric, title, colors, marks, reference_family, "gflops", "total GFLOPs per image (log scale)")
+    return _cost_figure(
+        points, metric, title, colors, marks, reference_family, "gflops", "total GFLOPs per image (log scale)"
+    )
 
 
 def overhead_points(points: pd.DataFrame) -> pd.DataFrame:
@@ -172,16 +200,28 @@ def overhead_points(points: pd.DataFrame) -> pd.DataFrame:
     return points[np.isfinite(x) & (x > 0)]
 
 
-def overhead_figure(points: pd.DataFrame, metric: str, title: str, colors, marks, reference_family: str) -> Figure | None:
+def overhead_figure(
+    points: pd.DataFrame, metric: str, title: str, colors, marks, reference_family: str
+) -> Figure | None:
     """Metric against trainable parameters in % of the backbone; None when no row reports them."""
     pts = overhead_points(points)
     if pts.empty:
         return None
-    return _cost_figure(pts, metric, title, colors, marks, reference_family, "overhead_percent",
-                        "trainable parameters, % of the pretrained backbone (log scale)")
+    return _cost_figure(
+        pts,
+        metric,
+        title,
+        colors,
+        marks,
+        reference_family,
+        "overhead_percent",
+        "trainable parameters, % of the pretrained backbone (log scale)",
+    )
 
 
-def balance_figure(points: pd.DataFrame, metric: str, title: str, colors, marks, reference_family: str) -> Figure | None:
+def balance_figure(
+    points: pd.DataFrame, metric: str, title: str, colors, marks, reference_family: str
+) -> Figure | None:
     """Metric against FLOPs balance, one colour per base; None when no row has a balance."""
     hib = METRICS[metric].higher_is_better
     duo = points[np.isfinite(points["balance"].astype(float))]
@@ -201,22 +241,54 @@ def balance_figure(points: pd.DataFrame, metric: str, title: str, colors, marks,
             ax.errorbar(h["balance"], h["value"], yerr=_yerr(h), fmt="none", ecolor=c, alpha=0.4, lw=1, zorder=2)
             for front, alpha in ((True, 1.0), (False, 0.35)):
                 sel = h[keep == front]
-                ax.scatter(sel["balance"], sel["value"], color=c, marker=marks[label], s=30, alpha=alpha,
-                           edgecolor="white", linewidth=0.5, zorder=3)
+                ax.scatter(
+                    sel["balance"],
+                    sel["value"],
+                    color=c,
+                    marker=marks[label],
+                    s=30,
+                    alpha=alpha,
+                    edgecolor="white",
+                    linewidth=0.5,
+                    zorder=3,
+                )
         for r in alone.itertuples():
             ax.axhline(r.value, color=c, ls=":", lw=0.8, zorder=1)
             ax.scatter([0.0], [r.value], color=c, marker="*", s=130, edgecolor="black", linewidth=0.6, zorder=4)
     bases = [Line2D([], [], color=colors[b], lw=1.3, label=plain_text(b)) for b in sorted(duo["base"].unique())]
-    kinds = [Line2D([], [], color="0.4", marker=marks[m], ls="none", label=plain_text(m)) for m in sorted(duo["label"].unique())]
+    kinds = [
+        Line2D([], [], color="0.4", marker=marks[m], ls="none", label=plain_text(m))
+        for m in sorted(duo["label"].unique())
+    ]
     kinds.append(Line2D([], [], color="0.4", marker="*", ms=10, ls="none", label="base alone (balance 0)"))
-    leg = ax.legend(handles=bases, title="base (frontier line)", loc="upper left", bbox_to_anchor=(1.01, 1.0),
-                    fontsize=7, title_fontsize=7, frameon=False)
+    leg = ax.legend(
+        handles=bases,
+        title="base (frontier line)",
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1.0),
+        fontsize=7,
+        title_fontsize=7,
+        frameon=False,
+    )
     ax.add_artist(leg)
-    ax.legend(handles=kinds, title="method", loc="lower left", bbox_to_anchor=(1.01, 0.0), fontsize=7, title_fontsize=7, frameon=False)
+    ax.legend(
+        handles=kinds,
+        title="method",
+        loc="lower left",
+        bbox_to_anchor=(1.01, 0.0),
+        fontsize=7,
+        title_fontsize=7,
+        frameon=False,
+    )
     shown = pd.concat([duo, ref[ref["base"].isin(duo["base"])]])
-    clip_axis(ax, shown["value"], [f"{lab} ({mem})" for lab, mem in zip(shown["label"], shown["members"])],
-              lows=shown["ci_low"], highs=shown["ci_high"],
-              x=np.nan_to_num(shown["balance"].to_numpy(dtype=float), nan=0.0))
+    clip_axis(
+        ax,
+        shown["value"],
+        [f"{lab} ({mem})" for lab, mem in zip(shown["label"], shown["members"])],
+        lows=shown["ci_low"],
+        highs=shown["ci_high"],
+        x=np.nan_to_num(shown["balance"].to_numpy(dtype=float), nan=0.0),
+    )
     ax.set_xlabel("FLOPs balance = GFLOPs(sidekick) / GFLOPs(base)")
     ax.set_ylabel(axis_label(metric))
     ax.set_title(plain_text(title), fontsize=10)
@@ -258,13 +330,31 @@ def _draw_metric(job) -> tuple[dict, pd.DataFrame] | None:
         name = f"{file_slug(suite)}_{file_slug(split)}_{file_slug(metric)}"
         entry: dict = {}
         label = METRICS[metric].label
-        figs = {} if not config.formats else {
-            "gflops": gflops_figure(pts, metric, f"{suite} / {split}: {label} vs cost", colors, marks, config.reference_family),
-            "balance": balance_figure(pts, metric, f"{suite} / {split}: {label} vs FLOPs balance", base_colors, marks,
-                                      config.reference_family),
-            "overhead": overhead_figure(pts, metric, f"{suite} / {split}: {label} vs trainable parameters", colors, marks,
-                                        config.reference_family),
-        }
+        figs = (
+            {}
+            if not config.formats
+            else {
+                "gflops": gflops_figure(
+                    pts, metric, f"{suite} / {split}: {label} vs cost", colors, marks, config.reference_family
+                ),
+                "balance": balance_figure(
+                    pts,
+                    metric,
+                    f"{suite} / {split}: {label} vs FLOPs balance",
+                    base_colors,
+                    marks,
+                    config.reference_family,
+                ),
+                "overhead": overhead_figure(
+                    pts,
+                    metric,
+                    f"{suite} / {split}: {label} vs trainable parameters",
+                    colors,
+                    marks,
+                    config.reference_family,
+                ),
+            }
+        )
         for kind, fig in figs.items():
             if fig is not None:
                 paths = save_figure(fig, out_dir / "plots" / f"{kind}_{name}", config.formats, config.dpi)
@@ -298,14 +388,19 @@ def write_plots(view: pd.DataFrame, config, out_dir: Path, *, progress: bool = T
     labels = [method_label(f, m) for f, m in zip(view["family"], view["method"])]
     colors, marks = palette(labels), markers(labels)
     base_colors = {su: palette(g["base"]) for su, g in view.groupby("suite")}  # per suite: fewer, more distinct colours
-    jobs = [(su, sp, g, m, colors, marks, base_colors[su], config, out_dir)
-            for (su, sp), g in view.groupby(["suite", "split"], sort=True) for m in metrics]
+    jobs = [
+        (su, sp, g, m, colors, marks, base_colors[su], config, out_dir)
+        for (su, sp), g in view.groupby(["suite", "split"], sort=True)
+        for m in metrics
+    ]
     written: dict = {}
     long_parts: dict = {}
     pool = _pool(getattr(config, "workers", 1), len(jobs))
     try:
         done = pool.map(_draw_metric, jobs) if pool is not None else map(_draw_metric, jobs)
-        for job, got in zip(jobs, tqdm(done, total=len(jobs), desc="report plots", unit="metric", disable=not progress)):
+        for job, got in zip(
+            jobs, tqdm(done, total=len(jobs), desc="report plots", unit="metric", disable=not progress)
+        ):
             if got is None:
                 continue
             suite, split, metric = job[0], job[1], job[3]
@@ -315,5 +410,8 @@ def write_plots(view: pd.DataFrame, config, out_dir: Path, *, progress: bool = T
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
     for (suite, split), parts in long_parts.items():
-        write_csv(out_dir / "plots" / "data" / f"pareto_{file_slug(suite)}_{file_slug(split)}.csv", pd.concat(parts, ignore_index=True))
+        write_csv(
+            out_dir / "plots" / "data" / f"pareto_{file_slug(suite)}_{file_slug(split)}.csv",
+            pd.concat(parts, ignore_index=True),
+        )
     return written

@@ -1,4 +1,5 @@
 """Where each model's numbers come from: zoo entry, model-table row, dvc.lock hashes."""
+
 from __future__ import annotations
 
 import hashlib
@@ -49,11 +50,15 @@ def model_provenance(names, zoo: dict, models: pd.DataFrame | None, lock: dict |
     out = []
     for name in sorted(names):
         entry = zoo.get(name)
-        out.append({
-            "name": name,
-            "anchor": anchor("model", name),
-            "zoo_yaml": None if entry is None else yaml.safe_dump({name: entry}, sort_keys=False, allow_unicode=True),
-            "model_row": rows.get(name),
-            "logits": logits_outputs(lock, name, stages),
-        })
+        out.append(
+            {
+                "name": name,
+                "anchor": anchor("model", name),
+                "zoo_yaml": None
+                if entry is None
+                else yaml.safe_dump({name: entry}, sort_keys=False, allow_unicode=True),
+                "model_row": rows.get(name),
+                "logits": logits_outputs(lock, name, stages),
+            }
+        )
     return out

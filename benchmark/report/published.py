@@ -1,4 +1,5 @@
 """Published reference numbers (``published.yaml``) matched against our results."""
+
 from __future__ import annotations
 
 import math
@@ -83,13 +84,22 @@ def parse_published(data, *, source: str = "published.yaml") -> Published:
         n_members = c.get("n_members")
         if n_members is not None and (not isinstance(n_members, int) or n_members < 1):
             raise ValueError(f"{where}: n_members must be a positive integer, got {n_members!r}")
-        cells.append(PublishedCell(
-            suite=str(c["suite"]), split=str(c["split"]), family=str(c["family"]), base=str(c["base"]),
-            metric=c["metric"], value=float(value), source=c["source"],
-            method=None if c.get("method") is None else str(c["method"]),
-            sidekick=None if c.get("sidekick") is None else str(c["sidekick"]),
-            n_members=n_members, confidence=tuple(map(str, conf)), note=str(c.get("note", "")),
-        ))
+        cells.append(
+            PublishedCell(
+                suite=str(c["suite"]),
+                split=str(c["split"]),
+                family=str(c["family"]),
+                base=str(c["base"]),
+                metric=c["metric"],
+                value=float(value),
+                source=c["source"],
+                method=None if c.get("method") is None else str(c["method"]),
+                sidekick=None if c.get("sidekick") is None else str(c["sidekick"]),
+                n_members=n_members,
+                confidence=tuple(map(str, conf)),
+                note=str(c.get("note", "")),
+            )
+        )
     return Published(cells=tuple(cells), sources={str(k): str(v) for k, v in sources.items()}, aliases=aliases)
 
 
@@ -104,15 +114,21 @@ def load_published(path=DEFAULT_PATH) -> Published:
 
 
 def _candidates(pub: Published, cell: PublishedCell, wide: pd.DataFrame, fit: str) -> pd.DataFrame:
-    w = wide[(wide["suite"].map(norm) == norm(cell.suite)) & (wide["split"] == cell.split)
-             & (wide["family"] == cell.family) & (wide["fit"] == fit)]
+    w = wide[
+        (wide["suite"].map(norm) == norm(cell.suite))
+        & (wide["split"] == cell.split)
+        & (wide["family"] == cell.family)
+        & (wide["fit"] == fit)
+    ]
     w = w[w["base"].map(norm).isin(pub.names(cell.base))]
     if cell.method is not None:
         w = w[w["method"] == cell.method]
     if cell.sidekick is not None:
         w = w[w["sidekick"].map(norm).isin(pub.names(cell.sidekick))] if cell.sidekick else w[w["sidekick"] == ""]
     if cell.n_members is not None:
-        sizes = pd.Series([len(member_names(r.members, r.base, r.sidekick)) for r in w.itertuples()], index=w.index, dtype=int)
+        sizes = pd.Series(
+            [len(member_names(r.members, r.base, r.sidekick)) for r in w.itertuples()], index=w.index, dtype=int
+        )
         w = w[sizes == cell.n_members]
     for conf in cell.confidence:
         if (w["confidence"] == conf).any():
@@ -150,14 +166,22 @@ def reproduction_rows(pub: Published, wide: pd.DataFrame, fits) -> list[dict]:
                 ours[fit] = {"status": "no matching row"}
                 continue
             best = cand.sort_values(cell.metric, ascending=not hib).iloc[0]
-            detail = (f"{method_label(best['family'], best['method'])}, {best['members'] or best['base']}, confidence "
-                      f"{best['confidence']}")
+            detail = (
+                f"{method_label(best['family'], best['method'])}, {best['members'] or best['base']}, confidence "
+                f"{best['confidence']}"
+            )
             if len(cand) > 1:
                 detail = f"best of {len(cand)}: " + detail
             v = float(best[cell.metric])
             diff = v - cell.value
             ours[fit] = {"value": v, "diff": diff, "better": (diff > 0) == hib if diff else None, "detail": detail}
-        rows.append({"cell": cell, "label": method_label(cell.family, cell.method or ""), "ours": ours,
-                     "models": _models_text(cell),
-                     "source": pub.sources[cell.source]})
+        rows.append(
+            {
+                "cell": cell,
+                "label": method_label(cell.family, cell.method or ""),
+                "ours": ours,
+                "models": _models_text(cell),
+                "source": pub.sources[cell.source],
+            }
+        )
     return rows

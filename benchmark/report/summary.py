@@ -1,15 +1,16 @@
 """The answer first: one generated sentence per split that says what a cheap sidekick buys (pure, no I/O).
 
-For one split's default view, on its ranked metric (``headline_metric``, else the first of the headline and plot
-metrics the split has, e.g. ``ood_auroc`` on an OOD split: :func:`ranked_metric`): the best duo with a FLOPs balance of at most
-``headline_balance`` over every base (:func:`benchmark.report.headline.headline`'s "best duo, balance ≤" rows),
-against its base alone (the difference, with its paired-bootstrap interval where the evaluate stage computed one) and
-against the best row of the other methods built on a base (deep ensembles, SVE, soups, ...), with that row's cost
-relative to the duo; then the duo's training-seed verdict (a finding, within the seed noise, or unmeasured) and
-whether the split's ranking as a whole is noise-dominated. Numbers first, few words: the page shows one sentence per
-split beside its Pareto chart, all of them in the first screen of a laptop, under one line that says what they
-compare (``templates/glance.html.j2``).
+For one split's default view, on its ranked metric (``headline_metric``, else the first of the headline and plot metrics
+the split has, e.g. ``ood_auroc`` on an OOD split: :func:`ranked_metric`): the best duo with a FLOPs balance of at most
+``headline_balance`` over every base (:func:`benchmark.report.headline.headline`'s "best duo, balance ≤" rows), against
+its base alone (the difference, with its paired-bootstrap interval where the evaluate stage computed one) and against
+the best row of the other methods built on a base (deep ensembles, SVE, soups, ...), with that row's cost relative to
+the duo; then the duo's training-seed verdict (a finding, within the seed noise, or unmeasured) and whether the split's
+ranking as a whole is noise-dominated. Numbers first, few words: the page shows one sentence per split beside its Pareto
+chart, all of them in the first screen of a laptop, under one line that says what they compare
+(``templates/glance.html.j2``).
 """
+
 from __future__ import annotations
 
 import math
@@ -29,7 +30,9 @@ def ranked_metric(view, config) -> str | None:
     ``plot_metrics`` and then every metric of :data:`~benchmark.core.metric_info.METRICS` with a finite value on a row
     of the reference family and on another row; None without one."""
     ref = (view["family"] == config.reference_family).to_numpy()
-    for m in dict.fromkeys([config.headline_metric, *config.headline_metrics, *getattr(config, "plot_metrics", ()), *METRICS]):
+    for m in dict.fromkeys(
+        [config.headline_metric, *config.headline_metrics, *getattr(config, "plot_metrics", ()), *METRICS]
+    ):
         if m in view.columns:
             finite = np.isfinite(view[m].to_numpy(dtype=float))
             if (finite & ref).any() and (finite & ~ref).any():
@@ -81,25 +84,41 @@ def split_summary(view, config, *, paired: dict | None = None, noise_=None) -> d
     if duo is None:
         if rival is None:
             return None
-        text = (f"no duo at FLOPs balance ≤ {cap}; best other method: {_name(rival)} ({rival['models']}) "
-                f"{fmt_metric(rival['metrics'][m]['value'])}.")
+        text = (
+            f"no duo at FLOPs balance ≤ {cap}; best other method: {_name(rival)} ({rival['models']}) "
+            f"{fmt_metric(rival['metrics'][m]['value'])}."
+        )
     else:
         base = next((e for e in entries if e["kind"] == "alone" and e["base"] == duo["base"]), None)
         x = duo["metrics"][m]
         text = f"{duo['models']} (+{duo['balance']:.0%} compute): {fmt_metric(x['value'])}"
         if base is not None and math.isfinite(x["diff"]):
-            ci = f" [{_signed(x['lo'])}, {_signed(x['hi'])}]" if math.isfinite(x["lo"]) and math.isfinite(x["hi"]) else ""
-            text += (f" vs {fmt_metric(base['metrics'][m]['value'])} for {duo['base']} alone "
-                     f"(Δ\u00a0{_signed(x['diff'])}{ci}, {_verdict(x, hib)})")  # Δ and its value on one line
+            ci = (
+                f" [{_signed(x['lo'])}, {_signed(x['hi'])}]"
+                if math.isfinite(x["lo"]) and math.isfinite(x["hi"])
+                else ""
+            )
+            text += (
+                f" vs {fmt_metric(base['metrics'][m]['value'])} for {duo['base']} alone "
+                f"(Δ\u00a0{_signed(x['diff'])}{ci}, {_verdict(x, hib)})"
+            )  # Δ and its value on one line
         if rival is not None:
             ratio = rival["gflops"] / duo["gflops"] if duo["gflops"] > 0 else math.nan
             cost = f" at {ratio:.1f}× the compute" if math.isfinite(ratio) else ""
             text += f"; {_name(rival)}: {fmt_metric(rival['metrics'][m]['value'])}{cost}"
         text += "."
     better = f"{'higher' if hib else 'lower'} is better"
-    return {"metric": m, "lead": f"{label} {'↑' if hib else '↓'}", "better": better, "core": text,
-            "text": text + (f" {NOISY}" if dominated else ""), "duo": duo, "base": base, "rival": rival,
-            "dominated": dominated}
+    return {
+        "metric": m,
+        "lead": f"{label} {'↑' if hib else '↓'}",
+        "better": better,
+        "core": text,
+        "text": text + (f" {NOISY}" if dominated else ""),
+        "duo": duo,
+        "base": base,
+        "rival": rival,
+        "dominated": dominated,
+    }
 
 
 def _name(e: dict) -> str:

@@ -2,6 +2,7 @@
 
 Nothing here knows the method families: they are read from the table.
 """
+
 from __future__ import annotations
 
 import fnmatch
@@ -21,8 +22,23 @@ _PER_METRIC = ["metric", "value", "ci_low", "ci_high"]
 # Per-row columns: every other schema column (costs, hash, fitted temperatures, ...).
 COST = [c for c in COLUMNS if c not in KEY + _PER_METRIC]
 # Those the leaderboard has no column for: shown as a tooltip.
-EXTRA_COLUMNS = [c for c in COST if c not in ("gflops", "params", "throughput", "balance", "overhead_percent",
-                                              "extra_params_percent", "n", "inputs_hash", "train_images", "train_params")]
+EXTRA_COLUMNS = [
+    c
+    for c in COST
+    if c
+    not in (
+        "gflops",
+        "params",
+        "throughput",
+        "balance",
+        "overhead_percent",
+        "extra_params_percent",
+        "n",
+        "inputs_hash",
+        "train_images",
+        "train_params",
+    )
+]
 _SPLIT_ORDER = {"test": 0, "shift": 1, "ood": 2, "val": 3}
 _CORRUPT = re.compile(r"^corrupt-(.+)-(\d+)$")
 
@@ -92,7 +108,9 @@ def wide_table(results: pd.DataFrame) -> pd.DataFrame:
         p.columns = [f"{m}{suffix}" for m in p.columns]
         out = out.join(p)
     out = out.reset_index()
-    return out.sort_values(["suite", "split", "gflops", "family", "method", "members"], kind="stable").reset_index(drop=True)
+    return out.sort_values(["suite", "split", "gflops", "family", "method", "members"], kind="stable").reset_index(
+        drop=True
+    )
 
 
 def metrics_in(wide: pd.DataFrame) -> list[str]:
@@ -134,14 +152,18 @@ def missing_notices(results: pd.DataFrame, config, models: pd.DataFrame | None) 
         if hidden:
             shown = ", ".join(hidden[:8]) + (" ..." if len(hidden) > 8 else "")
             cor = any(_CORRUPT.match(h) for h in hidden)
-            notes.append(f"{suite}: {len(hidden)} further splits are not tabulated here, to keep the page light "
-                         f"({shown}); their numbers are in the results table (results/metrics.csv)"
-                         + ("; the corruption splits are drawn in the severity view of the headline." if cor else ".")
-                         + " The report.table_splits setting chooses the tabulated ones.")
+            notes.append(
+                f"{suite}: {len(hidden)} further splits are not tabulated here, to keep the page light "
+                f"({shown}); their numbers are in the results table (results/metrics.csv)"
+                + ("; the corruption splits are drawn in the severity view of the headline." if cor else ".")
+                + " The report.table_splits setting chooses the tabulated ones."
+            )
         fams = set(g["family"])
         if config.reference_family not in fams:
-            notes.append(f"{suite}: no '{config.reference_family}' rows (report.reference_family): base models alone are not "
-                         "marked.")
+            notes.append(
+                f"{suite}: no '{config.reference_family}' rows (report.reference_family): base models alone are not "
+                "marked."
+            )
     unknown = sorted(set(results["metric"]) - set(METRICS))
     if unknown:
         notes.append(f"results: metrics not in benchmark.core.metric_info.METRICS (direction unknown): {unknown}.")

@@ -7,6 +7,7 @@ the next one starts) and its kind (:data:`KINDS`: set-up, lint, tests, fingerpri
 gate, Slurm), the total, the machine and the commit. The docs' figure (:func:`benchmark.docsgen.facts.ci_table`) is
 generated from it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -18,9 +19,15 @@ from pathlib import Path
 RECORD = Path("results") / "ci_run.json"
 TARGET_S = 45 * 60  # issue 53: the matrix of CPU kinds on every commit within 45 minutes on 2 cores
 # the kind of a step, by the first pattern its command matches
-KINDS = (("set-up", r"scripts/setup\.sh"), ("lint and types", r"\b(ruff|mypy)\b"), ("tests", r"-m pytest"),
-         ("emulated CPU kinds", r"reproduce fingerprint .*--emulate"), ("fingerprint", r"reproduce fingerprint"),
-         ("main job and gate", r"reproduce (timings|check)|\bverify\b"), ("Slurm", r"cluster local-check"))
+KINDS = (
+    ("set-up", r"scripts/setup\.sh"),
+    ("lint and types", r"\b(ruff|mypy)\b"),
+    ("tests", r"-m pytest"),
+    ("emulated CPU kinds", r"reproduce fingerprint .*--emulate"),
+    ("fingerprint", r"reproduce fingerprint"),
+    ("main job and gate", r"reproduce (timings|check)|\bverify\b"),
+    ("Slurm", r"cluster local-check"),
+)
 _LINE = re.compile(r"^\+ (?P<t>\d+(?:\.\d+)?) (?P<cmd>.*)$")
 
 
@@ -46,15 +53,25 @@ def record(steps: list[dict], *, machine: dict, commit: str | None, passed: bool
     by_kind: dict[str, float] = {}
     for s in steps:
         by_kind[s["kind"] or "other"] = round(by_kind.get(s["kind"] or "other", 0.0) + s["seconds"], 1)
-    return {"steps": steps, "by_kind": by_kind, "total_s": round(sum(s["seconds"] for s in steps), 1), "passed": passed,
-            "target_s": TARGET_S, "machine": machine, "commit": commit, "date": datetime.date.today().isoformat()}
+    return {
+        "steps": steps,
+        "by_kind": by_kind,
+        "total_s": round(sum(s["seconds"] for s in steps), 1),
+        "passed": passed,
+        "target_s": TARGET_S,
+        "machine": machine,
+        "commit": commit,
+        "date": datetime.date.today().isoformat(),
+    }
 
 
 def main(argv=None) -> int:
     """``python -m benchmark.reproduce.ci_timing TRACE [--end T] [--failed] --out FILE``."""
-    p = argparse.ArgumentParser(prog="python -m benchmark.reproduce.ci_timing",
-                                description="Turn a time-stamped bash -x trace of .ci/run into results/ci_run.json "
-                                            "(bash scripts/measure-ci.sh makes the trace).")
+    p = argparse.ArgumentParser(
+        prog="python -m benchmark.reproduce.ci_timing",
+        description="Turn a time-stamped bash -x trace of .ci/run into results/ci_run.json "
+        "(bash scripts/measure-ci.sh makes the trace).",
+    )
     p.add_argument("trace", help="the trace (stderr of PS4='+ $(date +%%s.%%N) ' bash -x .ci/run)")
     p.add_argument("--end", type=float, required=True, help="epoch seconds when the run ended")
     p.add_argument("--failed", action="store_true", help="the run failed (recorded as such)")
@@ -70,11 +87,18 @@ def main(argv=None) -> int:
         print(f"error: {args.trace}: {e}", file=sys.stderr)
         return 2
     me = cpu()
-    rec = record(steps, machine={"cpu": me["cpu"], "kind": me["kind"], "cpus": me["cores"]}, commit=args.commit,
-                 passed=not args.failed)
+    rec = record(
+        steps,
+        machine={"cpu": me["cpu"], "kind": me["kind"], "cpus": me["cores"]},
+        commit=args.commit,
+        passed=not args.failed,
+    )
     write_json(args.out, rec)
-    print(f".ci/run: {rec['total_s'] / 60:.1f} min ({'passed' if rec['passed'] else 'FAILED'}); "
-          + ", ".join(f"{k} {v / 60:.1f} min" for k, v in rec["by_kind"].items()) + f"; wrote {args.out}")
+    print(
+        f".ci/run: {rec['total_s'] / 60:.1f} min ({'passed' if rec['passed'] else 'FAILED'}); "
+        + ", ".join(f"{k} {v / 60:.1f} min" for k, v in rec["by_kind"].items())
+        + f"; wrote {args.out}"
+    )
     return 0
 
 

@@ -5,6 +5,7 @@ results; and the kernel fingerprint records (``results/fingerprints/``, :mod:`be
 The README's "what holds" and the reproducibility page are generated from these (:func:`holds_line`,
 :func:`runs_table`, :func:`fingerprint_table`; :mod:`benchmark.docsgen.facts`), never typed.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -16,21 +17,54 @@ from benchmark.reproduce import fingerprint_records
 from benchmark.storage.atomic import write_text
 
 RECORD = Path("results") / "cross_cpu.json"
-ROW_COUNTS = ("rows", "identical", "recomputed", "differs", "within-noise", "beyond-noise", "inputs-differ", "missing", "extra")
+ROW_COUNTS = (
+    "rows",
+    "identical",
+    "recomputed",
+    "differs",
+    "within-noise",
+    "beyond-noise",
+    "inputs-differ",
+    "missing",
+    "extra",
+)
 
 
-def entry(*, kind: str, cpu: str, commit: str, bundle: str, bundle_commit: str, pinned: bool, rows: dict, summary: dict,
-          outputs: dict, choices: int, reproduces: bool, note: str = "") -> dict:
+def entry(
+    *,
+    kind: str,
+    cpu: str,
+    commit: str,
+    bundle: str,
+    bundle_commit: str,
+    pinned: bool,
+    rows: dict,
+    summary: dict,
+    outputs: dict,
+    choices: int,
+    reproduces: bool,
+    note: str = "",
+) -> dict:
     """One checked run: who ran it (``kind``, ``cpu``), the code (``commit``), what it was judged against (``bundle``
     and the commit that made it), the gate's counts and verdict; ``byte_identical`` when every compared stage output
     and every row was the same bytes (rows: the same logits, values within 1e-9)."""
     same_rows = rows["identical"] + rows["recomputed"] == rows["rows"]
-    return {"kind": kind, "cpu": cpu, "commit": commit, "date": datetime.date.today().isoformat(), "bundle": bundle,
-            "bundle_commit": bundle_commit, "pinned": bool(pinned), "rows": {k: int(rows[k]) for k in ROW_COUNTS},
-            "summary": {k: int(v) for k, v in summary.items() if k != "reproduces"},
-            "stage_outputs": {"identical": int(outputs["identical"]), "compared": int(outputs["compared"])},
-            "choices": int(choices), "reproduces": bool(reproduces),
-            "byte_identical": bool(same_rows and outputs["identical"] == outputs["compared"]), "note": note}
+    return {
+        "kind": kind,
+        "cpu": cpu,
+        "commit": commit,
+        "date": datetime.date.today().isoformat(),
+        "bundle": bundle,
+        "bundle_commit": bundle_commit,
+        "pinned": bool(pinned),
+        "rows": {k: int(rows[k]) for k in ROW_COUNTS},
+        "summary": {k: int(v) for k, v in summary.items() if k != "reproduces"},
+        "stage_outputs": {"identical": int(outputs["identical"]), "compared": int(outputs["compared"])},
+        "choices": int(choices),
+        "reproduces": bool(reproduces),
+        "byte_identical": bool(same_rows and outputs["identical"] == outputs["compared"]),
+        "note": note,
+    }
 
 
 def stage_entry(result: dict, *, note: str = "") -> dict:
@@ -39,13 +73,25 @@ def stage_entry(result: dict, *, note: str = "") -> dict:
     code (``commit``, ``dirty``: uncommitted changes), the stages and how many of their compared outputs were
     byte-identical."""
     m, c = result["machine"], result["counts"]
-    return {"scope": "stages", "kind": m["kind"], "cpu": m.get("cpu", ""), "emulated": bool(m.get("emulated")),
-            "stands_for": m.get("stands_for"), "host": m.get("host"), "qemu": m.get("qemu"),
-            "commit": result.get("commit") or "?", "dirty": bool(result.get("dirty")),
-            "date": datetime.date.today().isoformat(), "stages": list(result["stages"]),
-            "stage_outputs": {"identical": int(c["identical"]), "compared": int(c["compared"])},
-            "byte_identical": bool(c["compared"] and c["identical"] == c["compared"] and not c["missing"] and not c["extra"]),
-            "seconds": result["seconds"], "note": note}
+    return {
+        "scope": "stages",
+        "kind": m["kind"],
+        "cpu": m.get("cpu", ""),
+        "emulated": bool(m.get("emulated")),
+        "stands_for": m.get("stands_for"),
+        "host": m.get("host"),
+        "qemu": m.get("qemu"),
+        "commit": result.get("commit") or "?",
+        "dirty": bool(result.get("dirty")),
+        "date": datetime.date.today().isoformat(),
+        "stages": list(result["stages"]),
+        "stage_outputs": {"identical": int(c["identical"]), "compared": int(c["compared"])},
+        "byte_identical": bool(
+            c["compared"] and c["identical"] == c["compared"] and not c["missing"] and not c["extra"]
+        ),
+        "seconds": result["seconds"],
+        "note": note,
+    }
 
 
 def gate_runs(runs: list[dict]) -> list[dict]:
@@ -92,9 +138,14 @@ def _verdict(r: dict) -> str:
     same = f"{o['identical']} of {o['compared']} stage outputs byte-identical"
     if r["byte_identical"]:
         return f"{same}, every row the same"
-    rows = f"{n['within-noise']:,} of {n['rows']:,} rows on the noise path, within it" if r["reproduces"] else \
-        f"{n['beyond-noise'] + n['missing'] + n['extra'] + n['differs'] + n['inputs-differ']:,} rows failing"
-    return f"{same}; {rows}" + (f" ({r['choices']} greedy-soup rows chose other ingredients)" if r.get("choices") else "")
+    rows = (
+        f"{n['within-noise']:,} of {n['rows']:,} rows on the noise path, within it"
+        if r["reproduces"]
+        else f"{n['beyond-noise'] + n['missing'] + n['extra'] + n['differs'] + n['inputs-differ']:,} rows failing"
+    )
+    return f"{same}; {rows}" + (
+        f" ({r['choices']} greedy-soup rows chose other ingredients)" if r.get("choices") else ""
+    )
 
 
 def holds_line(runs: list[dict], records: list[dict]) -> str:
@@ -103,15 +154,24 @@ def holds_line(runs: list[dict], records: list[dict]) -> str:
     latest = {}
     for r in gate_runs(runs):
         latest[r["kind"]] = r
-    parts = [f"{r['cpu']} (`{r['kind']}`) at `{_short(r['commit'])}` (vs the bundle of "
-             f"`{_short(r['bundle_commit'])}`): {_verdict(r)}" for r in latest.values()]
-    line = ("- Across CPU kinds, from scratch (`results/cross_cpu.json`): " + "; ".join(parts) + "." if parts else
-            "- Across CPU kinds: no from-scratch run recorded (`python -m benchmark reproduce check --record "
-            "results/cross_cpu.json` after one).")
-    stages = [f"{', '.join(f'`{s}`' for s in r['stages'])} on {r['cpu']} (`{r['kind']}`"
-              + (f", emulated on `{(r.get('host') or {}).get('kind', '?')}`" if r.get("emulated") else "")
-              + f") at `{_short(r['commit'])}`: {r['stage_outputs']['identical']} of {r['stage_outputs']['compared']} "
-              "outputs byte-identical to the committed `dvc.lock`" for r in stage_runs(runs)]
+    parts = [
+        f"{r['cpu']} (`{r['kind']}`) at `{_short(r['commit'])}` (vs the bundle of "
+        f"`{_short(r['bundle_commit'])}`): {_verdict(r)}"
+        for r in latest.values()
+    ]
+    line = (
+        "- Across CPU kinds, from scratch (`results/cross_cpu.json`): " + "; ".join(parts) + "."
+        if parts
+        else "- Across CPU kinds: no from-scratch run recorded (`python -m benchmark reproduce check --record "
+        "results/cross_cpu.json` after one)."
+    )
+    stages = [
+        f"{', '.join(f'`{s}`' for s in r['stages'])} on {r['cpu']} (`{r['kind']}`"
+        + (f", emulated on `{(r.get('host') or {}).get('kind', '?')}`" if r.get("emulated") else "")
+        + f") at `{_short(r['commit'])}`: {r['stage_outputs']['identical']} of {r['stage_outputs']['compared']} "
+        "outputs byte-identical to the committed `dvc.lock`"
+        for r in stage_runs(runs)
+    ]
     if stages:
         line += " Whole stages rerun (`reproduce stage`): " + "; ".join(stages) + "."
     return line + fingerprint_summary(records)
@@ -125,43 +185,61 @@ def fingerprint_summary(records: list[dict]) -> str:
         return ""
     agreed = fingerprint_records.evidence(records)
     mode = fingerprint_records.tag(2) + "/"
-    keys = sorted(set.intersection(*[{k for k in r["hashes"] if k.startswith(mode) and not
-                                      fingerprint_records.pipeline_op(k)} for r in records]))
+    keys = sorted(
+        set.intersection(
+            *[
+                {k for k in r["hashes"] if k.startswith(mode) and not fingerprint_records.pipeline_op(k)}
+                for r in records
+            ]
+        )
+    )
     same = sum(k in agreed for k in keys)
     pipeline = {k for r in records for k in r["hashes"] if fingerprint_records.pipeline_op(k)}
     holders = [r for r in records if pipeline & set(r["hashes"])]
     parted = [k for k in pipeline if len({r["hashes"][k] for r in holders if k in r["hashes"]}) > 1]
     emulated = sum(fingerprint_records.emulated(r) for r in records)
-    return (f" Kernel fingerprints of {len(records)} CPU kinds (`results/fingerprints/`: {len(records) - emulated} "
-            f"real, {emulated} emulated; [CPU kinds](#cpu-kinds-real-and-emulated)): the pipeline's {len(pipeline):,} "
-            f"per-layer operations {'equal' if not parted else f'part on {len(parted)}'} on every kind that holds them "
-            f"({len(holders)}); of the tool's operations in the pipeline's mode that all {len(records)} hold, {same} "
-            f"of {len(keys)} agree, the {len(keys) - same} that part are MKL's, which training and logits no longer "
-            "call.")
+    return (
+        f" Kernel fingerprints of {len(records)} CPU kinds (`results/fingerprints/`: {len(records) - emulated} "
+        f"real, {emulated} emulated; [CPU kinds](#cpu-kinds-real-and-emulated)): the pipeline's {len(pipeline):,} "
+        f"per-layer operations {'equal' if not parted else f'part on {len(parted)}'} on every kind that holds them "
+        f"({len(holders)}); of the tool's operations in the pipeline's mode that all {len(records)} hold, {same} "
+        f"of {len(keys)} agree, the {len(keys) - same} that part are MKL's, which training and logits no longer "
+        "call."
+    )
 
 
 def runs_table(runs: list[dict]) -> str:
     """The reproducibility page's table of the checked runs: CPU kind, code, bundle, identical stage outputs, rows and
     the gate's verdict."""
     if not runs:
-        return ("No from-scratch run recorded yet (`python -m benchmark reproduce check --record "
-                "results/cross_cpu.json`).\n")
-    lines = ["| CPU kind | CPU | code | checked against | stage outputs identical | rows identical / within noise / "
-             "failing | gate |",
-             "|---|---|---|---|---|---|---|"]
+        return (
+            "No from-scratch run recorded yet (`python -m benchmark reproduce check --record "
+            "results/cross_cpu.json`).\n"
+        )
+    lines = [
+        "| CPU kind | CPU | code | checked against | stage outputs identical | rows identical / within noise / "
+        "failing | gate |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in gate_runs(runs):
         n, o = r["rows"], r["stage_outputs"]
         failing = n["differs"] + n["beyond-noise"] + n["inputs-differ"] + n["missing"] + n["extra"]
-        lines.append(f"| `{r['kind']}` | {r['cpu']} | `{_short(r['commit'])}` ({r['date']}) | `{r['bundle']}` (made at "
-                     f"`{_short(r['bundle_commit'])}`) | {o['identical']} of {o['compared']} | "
-                     f"{n['identical'] + n['recomputed']:,} / {n['within-noise']:,} / {failing:,} | "
-                     f"{'passes' if r['reproduces'] else 'FAILS'}{(': ' + r['note']) if r.get('note') else ''} |")
+        lines.append(
+            f"| `{r['kind']}` | {r['cpu']} | `{_short(r['commit'])}` ({r['date']}) | `{r['bundle']}` (made at "
+            f"`{_short(r['bundle_commit'])}`) | {o['identical']} of {o['compared']} | "
+            f"{n['identical'] + n['recomputed']:,} / {n['within-noise']:,} / {failing:,} | "
+            f"{'passes' if r['reproduces'] else 'FAILS'}{(': ' + r['note']) if r.get('note') else ''} |"
+        )
     return "\n".join(lines) + "\n"
 
 
-_GROUPS = (("convolution", r"/conv "), ("matrix product (MKL)", r"/(mm |linear |pointwise via matmul)"),
-           ("AdamW of torch.optim (MKL sqrt)", r"/adamw "), ("exp (MKL)", r"/elementwise exp$"),
-           ("other ATen operations", r"."))
+_GROUPS = (
+    ("convolution", r"/conv "),
+    ("matrix product (MKL)", r"/(mm |linear |pointwise via matmul)"),
+    ("AdamW of torch.optim (MKL sqrt)", r"/adamw "),
+    ("exp (MKL)", r"/elementwise exp$"),
+    ("other ATen operations", r"."),
+)
 
 
 def fingerprint_table(records: list[dict]) -> str:
@@ -172,7 +250,9 @@ def fingerprint_table(records: list[dict]) -> str:
     a = next((r for r in real if fingerprint_records.vendor(r) == "AuthenticAMD"), records[0])
     b = next((r for r in real if fingerprint_records.vendor(r) != fingerprint_records.vendor(a)), records[1])
     shared = [k for k in a["hashes"] if k in b["hashes"]]
-    modes = sorted({k.split("/", 1)[0] for k in shared}, key=lambda m: (m.split(",")[0], m.split(",")[1] != "onednn=on"))
+    modes = sorted(
+        {k.split("/", 1)[0] for k in shared}, key=lambda m: (m.split(",")[0], m.split(",")[1] != "onednn=on")
+    )
     lines = [f"| operations | {' | '.join(modes)} |", "|---|" + "---|" * len(modes)]
     for name, _ in _GROUPS:
         cells = []
@@ -185,9 +265,13 @@ def fingerprint_table(records: list[dict]) -> str:
     diff = [k for k in shared if a["hashes"][k] != b["hashes"][k]]
     mode = [k.split("/", 1)[1] for k in diff if k.startswith(fingerprint_records.tag(2) + "/")]
     lines.append("")
-    lines.append(f"`{a['machine']['kind']}` ({a['machine'].get('cpu', '')}) against `{b['machine']['kind']}` "
-                 f"({b['machine'].get('cpu', '')}), torch {a.get('torch')}: {len(shared) - len(diff)} of {len(shared)} "
-                 f"operations equal. In the pipeline's mode ({fingerprint_records.tag(2)}) these differ: " + ", ".join(f"`{k}`" for k in mode) + ".")
+    lines.append(
+        f"`{a['machine']['kind']}` ({a['machine'].get('cpu', '')}) against `{b['machine']['kind']}` "
+        f"({b['machine'].get('cpu', '')}), torch {a.get('torch')}: {len(shared) - len(diff)} of {len(shared)} "
+        f"operations equal. In the pipeline's mode ({fingerprint_records.tag(2)}) these differ: "
+        + ", ".join(f"`{k}`" for k in mode)
+        + "."
+    )
     return "\n".join(lines) + "\n"
 
 

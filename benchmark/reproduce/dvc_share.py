@@ -13,6 +13,7 @@ through a pure-Python YAML round trip, so it grows with the stages times the loc
 of every stage is a lock entry): fewer dependencies per stage and fewer stages cut it, the run cache and hashing are
 a few hundredths.
 """
+
 from __future__ import annotations
 
 import os
@@ -50,7 +51,7 @@ def replay_copy(root, dest, dvcfile: str = "dvc.yaml") -> Path:
             if missing:
                 raise ScratchError(f"{root}: no {missing[0]} (stage {name}); run the pipeline first (dvc repro)")
         src = shlex.quote(str(root))
-        body["cmd"] = " && ".join(f"mkdir -p \"$(dirname {o})\" && cp -a {src}/{o} {o}" for o in outs)
+        body["cmd"] = " && ".join(f'mkdir -p "$(dirname {o})" && cp -a {src}/{o} {o}' for o in outs)
     (dest / dvcfile).write_text(yaml.safe_dump(data, sort_keys=False, width=10_000), encoding="utf-8")
     return dest
 
@@ -63,8 +64,9 @@ def _reset(copy: Path, clean: set[Path], lock: bytes, dvcfile: str) -> None:
     """The copy as from a clone: its files as copied (``clean``: no output), the committed lock, no DVC cache."""
     for p in sorted(_files(copy) - clean, reverse=True):
         p.unlink()
-    for d in sorted((p for p in copy.rglob("*") if p.is_dir() and ".git" not in p.relative_to(copy).parts[:1]),
-                    reverse=True):
+    for d in sorted(
+        (p for p in copy.rglob("*") if p.is_dir() and ".git" not in p.relative_to(copy).parts[:1]), reverse=True
+    ):
         if not any(d.iterdir()):
             d.rmdir()
     shutil.rmtree(copy / ".dvc" / "cache", ignore_errors=True)
@@ -84,8 +86,12 @@ def run(copy: Path, runner: str, jobs: int = 1, python: str = sys.executable) ->
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         raise RuntimeError(f"`{' '.join(cmd[1:])}` failed in {copy}: {(proc.stderr or proc.stdout).strip()[-500:]}")
-    return {"runner": runner, "jobs": jobs, "wall_s": round(wall, 2),
-            "cpu_s": round((after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime), 2)}
+    return {
+        "runner": runner,
+        "jobs": jobs,
+        "wall_s": round(wall, 2),
+        "cpu_s": round((after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime), 2),
+    }
 
 
 def measure(root=".", *, jobs=(2,), repeats: int = 2, workdir=None, dvcfile: str = "dvc.yaml") -> dict:
@@ -117,8 +123,15 @@ def measure(root=".", *, jobs=(2,), repeats: int = 2, workdir=None, dvcfile: str
         from benchmark.dvcutil.lockfile import current_stages
 
         stages = len(current_stages(copy, dvcfile) or ())
-        return {"date": time.strftime("%Y-%m-%d", time.gmtime()), "machine": machine(), "load": load.summary(),
-                "stages": stages, "lock_bytes": len(lock), "repeats": repeats, "runs": list(runs.values())}
+        return {
+            "date": time.strftime("%Y-%m-%d", time.gmtime()),
+            "machine": machine(),
+            "load": load.summary(),
+            "stages": stages,
+            "lock_bytes": len(lock),
+            "repeats": repeats,
+            "runs": list(runs.values()),
+        }
     finally:
         shutil.rmtree(copy, ignore_errors=True)
 
@@ -132,7 +145,9 @@ def table(record: dict) -> str:
         wall, cpu = r["wall_s"], r["cpu_s"]
         lines.append(f"| {name} | {wall:.1f} | {cpu:.1f} | {wall / n:.2f} | {cpu / n:.2f} |")
     m, load = record.get("machine") or {}, record.get("load") or {}
-    return ("\n".join(lines) + f"\n\n{n} stages, each replaced by a copy of its outputs; `dvc.lock` of "
-            f"{record['lock_bytes'] / 1000:.0f} kB; the same lock after every runner; fastest of {record['repeats']}; "
-            f"measured {record.get('date', '?')} on {m.get('cpus', '?')} CPUs ({m.get('cpu', '?')}, "
-            f"{m.get('cpu_kind', '?')}), load average {load.get('mean', float('nan')):.1f}.\n")
+    return (
+        "\n".join(lines) + f"\n\n{n} stages, each replaced by a copy of its outputs; `dvc.lock` of "
+        f"{record['lock_bytes'] / 1000:.0f} kB; the same lock after every runner; fastest of {record['repeats']}; "
+        f"measured {record.get('date', '?')} on {m.get('cpus', '?')} CPUs ({m.get('cpu', '?')}, "
+        f"{m.get('cpu_kind', '?')}), load average {load.get('mean', float('nan')):.1f}.\n"
+    )

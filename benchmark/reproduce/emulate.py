@@ -14,6 +14,7 @@ arguments a list, never a shell string) and returns a record marked ``emulated``
 host and the QEMU version beside it. QEMU's warnings about CPU features TCG does not model do not reach the user.
 ``python -m benchmark.reproduce.emulate`` is the child's side (it writes the record to ``--out``).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,12 +46,16 @@ def qemu() -> str:
     import platform
 
     if platform.machine().lower() not in ("x86_64", "amd64"):
-        raise EmulationError(f"{QEMU} emulates an x86-64 CPU with this project's x86-64 Python: it needs an x86-64 host, "
-                             f"this one is {platform.machine()}")
+        raise EmulationError(
+            f"{QEMU} emulates an x86-64 CPU with this project's x86-64 Python: it needs an x86-64 host, "
+            f"this one is {platform.machine()}"
+        )
     path = shutil.which(QEMU)
     if path is None:
-        raise EmulationError(f"{QEMU} not found: install Debian's qemu-user (`bash scripts/setup.sh test` does, or "
-                             "`apt-get install qemu-user`)")
+        raise EmulationError(
+            f"{QEMU} not found: install Debian's qemu-user (`bash scripts/setup.sh test` does, or "
+            "`apt-get install qemu-user`)"
+        )
     return path
 
 
@@ -67,17 +72,27 @@ def cpu_models(path: str) -> list[str]:
     return sorted({m.group(1) for m in re.finditer(r"^x86\s+(\S+)", out, re.M)})
 
 
-def child_command(model: str, *, params: str, out: str, all_modes: bool, with_ops: bool, with_pipeline: bool,
-                  names=None) -> list[str]:
+def child_command(
+    model: str, *, params: str, out: str, all_modes: bool, with_ops: bool, with_pipeline: bool, names=None
+) -> list[str]:
     """The argument list that runs the child side under the emulated ``model`` (never a shell string)."""
     cmd = [qemu(), "-cpu", model, sys.executable, "-m", "benchmark.reproduce.emulate", "--params", params, "--out", out]
     cmd += ["--all-modes"] * all_modes + ["--no-ops"] * (not with_ops) + ["--no-pipeline"] * (not with_pipeline)
     return cmd + (["--models", *names] if names else [])
 
 
-def fingerprint(model: str, *, params: str = "params.yaml", all_modes: bool = False, with_ops: bool = True,
-                with_pipeline: bool = True, names=None, timeout: float | None = None, progress: bool = True,
-                env: dict | None = None) -> dict:
+def fingerprint(
+    model: str,
+    *,
+    params: str = "params.yaml",
+    all_modes: bool = False,
+    with_ops: bool = True,
+    with_pipeline: bool = True,
+    names=None,
+    timeout: float | None = None,
+    progress: bool = True,
+    env: dict | None = None,
+) -> dict:
     """The fingerprint record of the emulated CPU ``model`` (``qemu-x86_64 -cpu help`` lists them), measured by a child
     process under the emulator with :func:`benchmark.reproduce.fingerprint.measure`'s options; marked as emulated
     (module docstring). ``progress``: a progress bar fed by the child. ``env``: the child's environment (default:
@@ -93,13 +108,26 @@ def fingerprint(model: str, *, params: str = "params.yaml", all_modes: bool = Fa
     start = time.time()
     with tempfile.TemporaryDirectory(prefix="uq-emulate-") as tmp:
         out = Path(tmp) / "record.json"
-        cmd = child_command(model, params=params, out=str(out), all_modes=all_modes, with_ops=with_ops,
-                            with_pipeline=with_pipeline, names=names)
-        bar = tqdm(total=1, desc=f"{KIND_PREFIX}{model}: starting Python under the emulator", disable=not progress,
-                   leave=False, file=sys.stderr)
+        cmd = child_command(
+            model,
+            params=params,
+            out=str(out),
+            all_modes=all_modes,
+            with_ops=with_ops,
+            with_pipeline=with_pipeline,
+            names=names,
+        )
+        bar = tqdm(
+            total=1,
+            desc=f"{KIND_PREFIX}{model}: starting Python under the emulator",
+            disable=not progress,
+            leave=False,
+            file=sys.stderr,
+        )
         kept: list[str] = []
-        with subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, errors="replace",
-                              env=env) as child:
+        with subprocess.Popen(
+            cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, errors="replace", env=env
+        ) as child:
             reader = threading.Thread(target=_read_child, args=(child.stderr, bar, kept, model), daemon=True)
             reader.start()
             try:
@@ -107,21 +135,32 @@ def fingerprint(model: str, *, params: str = "params.yaml", all_modes: bool = Fa
             except subprocess.TimeoutExpired:
                 child.kill()
                 child.wait()
-                raise EmulationError(f"{KIND_PREFIX}{model}: the fingerprint did not finish within {timeout:.0f} s") from None
+                raise EmulationError(
+                    f"{KIND_PREFIX}{model}: the fingerprint did not finish within {timeout:.0f} s"
+                ) from None
             finally:
                 reader.join(timeout=5)
                 bar.close()
         if child.returncode != 0 or not out.exists():
             tail = "".join(kept[-12:]).strip()
             signal = f" (killed by signal {-child.returncode})" if child.returncode < 0 else ""
-            raise EmulationError(f"{KIND_PREFIX}{model}: the child process exited with {child.returncode}{signal}"
-                                 + (f":\n{tail}" if tail else ""))
+            raise EmulationError(
+                f"{KIND_PREFIX}{model}: the child process exited with {child.returncode}{signal}"
+                + (f":\n{tail}" if tail else "")
+            )
         record = json.loads(out.read_text(encoding="utf-8"))
     me = numerics.cpu()
     seen = record["machine"]
-    record["machine"] = {"kind": f"{KIND_PREFIX}{model}", "emulated": True, "stands_for": seen["kind"],
-                         "cpu": seen["cpu"], "isa": seen["isa"], "cores": seen["cores"],
-                         "host": {"kind": me["kind"], "cpu": me["cpu"]}, "qemu": version(path)}
+    record["machine"] = {
+        "kind": f"{KIND_PREFIX}{model}",
+        "emulated": True,
+        "stands_for": seen["kind"],
+        "cpu": seen["cpu"],
+        "isa": seen["isa"],
+        "cores": seen["cores"],
+        "host": {"kind": me["kind"], "cpu": me["cpu"]},
+        "qemu": version(path),
+    }
     record["seconds"] = round(time.time() - start, 1)
     return record
 
@@ -132,7 +171,7 @@ def _read_child(stream, bar, kept: list[str], model: str) -> None:
         if _QEMU_NOISE.match(line):
             continue
         if line.startswith(_PROGRESS):
-            done, total, what = line[len(_PROGRESS):].rstrip("\n").split(" ", 2)
+            done, total, what = line[len(_PROGRESS) :].rstrip("\n").split(" ", 2)
             bar.total, bar.n = int(total), int(done)
             bar.set_description(f"{KIND_PREFIX}{model}: {what}")
             bar.refresh()
@@ -142,10 +181,12 @@ def _read_child(stream, bar, kept: list[str], model: str) -> None:
 
 def _child(argv=None) -> int:
     """The child's side: measure the fingerprint here (under the emulator) and write it to ``--out``."""
-    p = argparse.ArgumentParser(prog="python -m benchmark.reproduce.emulate",
-                                description="Measure this machine's kernel fingerprint and write it as JSON (the child "
-                                            "process that `python -m benchmark reproduce fingerprint --emulate MODEL` "
-                                            "runs under qemu-x86_64).")
+    p = argparse.ArgumentParser(
+        prog="python -m benchmark.reproduce.emulate",
+        description="Measure this machine's kernel fingerprint and write it as JSON (the child "
+        "process that `python -m benchmark reproduce fingerprint --emulate MODEL` "
+        "runs under qemu-x86_64).",
+    )
     p.add_argument("--params", default="params.yaml", help="params file (threads, recipes, zoo)")
     p.add_argument("--out", required=True, help="where to write the record (JSON)")
     p.add_argument("--all-modes", action="store_true", help="the tool's operations in all four modes")
@@ -168,8 +209,15 @@ def _child(argv=None) -> int:
         print(f"{_PROGRESS}{done[0]} {parts} {what}", file=sys.stderr, flush=True)
         done[0] += 1
 
-    record = fp.measure(params, zoo, all_modes=args.all_modes, with_ops=not args.no_ops,
-                        with_pipeline=not args.no_pipeline, names=args.models, progress=progress)
+    record = fp.measure(
+        params,
+        zoo,
+        all_modes=args.all_modes,
+        with_ops=not args.no_ops,
+        with_pipeline=not args.no_pipeline,
+        names=args.models,
+        progress=progress,
+    )
     write_json(args.out, record)
     return 0
 

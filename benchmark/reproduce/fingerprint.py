@@ -28,6 +28,7 @@ The records of CPU kinds (``results/fingerprints/``) and the rules that judge a 
 pipeline's training step and logits pass call (there must be none). The CLI is ``python -m benchmark reproduce
 fingerprint`` (:mod:`benchmark.cli.reproduce_commands`).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -47,10 +48,39 @@ NUM_CLASSES = 10  # the head of every profiled model (the embedded suite's class
 # not run by the pipeline (benchmark.models.portable)
 MKL_ROUTED = ("/mm 64x1280x10", "/mm 7x33x5", "/linear fwd+bwd 64x1280->10", "/elementwise exp", "/adamw 3 steps")
 # ATen operators that reach MKL (BLAS, VML) or ATen's im2col + sgemm convolution
-MKL_OPS = frozenset(f"aten::{n}" for n in (
-    "mm", "addmm", "bmm", "baddbmm", "addbmm", "matmul", "_slow_conv2d_forward", "_slow_conv2d_backward", "thnn_conv2d",
-    "sqrt", "exp", "log", "log2", "log10", "log1p", "expm1", "tanh", "erf", "erfc", "erfinv", "sin", "cos", "tan",
-    "acos", "asin", "atan", "trunc", "pow"))
+MKL_OPS = frozenset(
+    f"aten::{n}"
+    for n in (
+        "mm",
+        "addmm",
+        "bmm",
+        "baddbmm",
+        "addbmm",
+        "matmul",
+        "_slow_conv2d_forward",
+        "_slow_conv2d_backward",
+        "thnn_conv2d",
+        "sqrt",
+        "exp",
+        "log",
+        "log2",
+        "log10",
+        "log1p",
+        "expm1",
+        "tanh",
+        "erf",
+        "erfc",
+        "erfinv",
+        "sin",
+        "cos",
+        "tan",
+        "acos",
+        "asin",
+        "atan",
+        "trunc",
+        "pow",
+    )
+)
 
 
 def h(*tensors) -> str:
@@ -67,9 +97,13 @@ def gen(seed: int, *shape) -> torch.Tensor:
 
 
 # the convolutions of an EfficientNet-Lite / MobileNetV3 forward: (N, C, H, W, out, k, stride, pad, groups)
-CONVS = {"stem 3x3 s2 3->32 28px": (8, 3, 28, 28, 32, 3, 2, 1, 1), "pointwise 1x1 32->96 14px": (8, 32, 14, 14, 96, 1, 1, 0, 1),
-         "depthwise 3x3 96 14px": (8, 96, 14, 14, 96, 3, 1, 1, 96), "depthwise 5x5 s2 144 14px": (8, 144, 14, 14, 144, 5, 2, 2, 144),
-         "pointwise 1x1 320->1280 1px": (8, 320, 1, 1, 1280, 1, 1, 0, 1)}
+CONVS = {
+    "stem 3x3 s2 3->32 28px": (8, 3, 28, 28, 32, 3, 2, 1, 1),
+    "pointwise 1x1 32->96 14px": (8, 32, 14, 14, 96, 1, 1, 0, 1),
+    "depthwise 3x3 96 14px": (8, 96, 14, 14, 96, 3, 1, 1, 96),
+    "depthwise 5x5 s2 144 14px": (8, 144, 14, 14, 144, 5, 2, 2, 144),
+    "pointwise 1x1 320->1280 1px": (8, 320, 1, 1, 1280, 1, 1, 0, 1),
+}
 
 
 def ops(t: str) -> dict[str, str]:
@@ -93,9 +127,16 @@ def ops(t: str) -> dict[str, str]:
     y.backward(gen(501, *y.shape))
     out[f"{t}/batchnorm train fwd+bwd"] = h(y, x.grad, bn.weight.grad, bn.running_var)
     x = gen(502, 4096)
-    for name, fn in [("relu6", F.relu6), ("sigmoid", torch.sigmoid), ("silu", F.silu), ("exp", torch.exp),
-                     ("log_softmax", lambda v: F.log_softmax(v.view(64, 64), -1)), ("sum", torch.sum), ("mean", torch.mean),
-                     ("tanh", torch.tanh)]:
+    for name, fn in [
+        ("relu6", F.relu6),
+        ("sigmoid", torch.sigmoid),
+        ("silu", F.silu),
+        ("exp", torch.exp),
+        ("log_softmax", lambda v: F.log_softmax(v.view(64, 64), -1)),
+        ("sum", torch.sum),
+        ("mean", torch.mean),
+        ("tanh", torch.tanh),
+    ]:
         out[f"{t}/elementwise {name}"] = h(fn(x))
     z = gen(503, 64, 10).requires_grad_()
     loss = F.cross_entropy(z, torch.arange(64) % 10, label_smoothing=0.1)
@@ -127,18 +168,24 @@ def _primitives(t: str) -> dict[str, str]:
     xs = gen(706, 8, 32, 14, 14)
     out[f"{t}/pools avg/adaptive/max"] = h(F.avg_pool2d(xs, 2), F.adaptive_avg_pool2d(xs, 1), F.max_pool2d(xs, 2))
     v = gen(707, 4096)
-    out[f"{t}/elementwise hardswish/hardsigmoid/gelu/softmax"] = h(F.hardswish(v), F.hardsigmoid(v), F.gelu(v),
-                                                                   torch.softmax(v.view(64, 64), -1))
+    out[f"{t}/elementwise hardswish/hardsigmoid/gelu/softmax"] = h(
+        F.hardswish(v), F.hardsigmoid(v), F.gelu(v), torch.softmax(v.view(64, 64), -1)
+    )
     out[f"{t}/sum of 1e6"] = h(gen(708, 1_000_000).sum().reshape(1))
     torch.manual_seed(0)
     out[f"{t}/rng randn/rand/randint/randperm + dropout"] = h(
-        torch.randn(1000), torch.rand(1000), torch.randint(0, 5, (1000,)).float(), torch.randperm(1000).float(),
-        F.dropout(torch.ones(4096), 0.2, training=True))
+        torch.randn(1000),
+        torch.rand(1000),
+        torch.randint(0, 5, (1000,)).float(),
+        torch.randperm(1000).float(),
+        F.dropout(torch.ones(4096), 0.2, training=True),
+    )
     img = gen(709, 4, 3, 28, 28)
     out[f"{t}/interpolate bilinear 28->48 (antialias off/on) and 48->24"] = h(
         F.interpolate(img, size=48, mode="bilinear", align_corners=False),
         F.interpolate(img, size=48, mode="bilinear", align_corners=False, antialias=True),
-        F.interpolate(F.interpolate(img, size=48, mode="bilinear"), size=24, mode="bilinear", antialias=True))
+        F.interpolate(F.interpolate(img, size=48, mode="bilinear"), size=24, mode="bilinear", antialias=True),
+    )
     xc = gen(710, 8, 3, 28, 28).contiguous(memory_format=torch.channels_last).requires_grad_()
     wc = gen(711, 32, 3, 3, 3).mul_(0.1).requires_grad_()
     yc = F.conv2d(xc, wc, stride=2, padding=1)
@@ -209,9 +256,14 @@ def _pipeline_of(params, entry, recipe, key: str) -> dict[str, str]:
     for step in range(2):
         train.train_step(model, opt, x, y, recipe, after_backward=gradients if step == 0 else None)
     out[f"{key}: weights after 2 steps"] = h(*model.parameters())
-    out[f"{key}: logits of 256, 5 and 1 images"] = h(*(
-        distributed.predict_logits(model, gen(801 + n, n, 3, px, px), to_all=False, batch_size=params.logits.batch_size)
-        for n in (256, 5, 1)))
+    out[f"{key}: logits of 256, 5 and 1 images"] = h(
+        *(
+            distributed.predict_logits(
+                model, gen(801 + n, n, 3, px, px), to_all=False, batch_size=params.logits.batch_size
+            )
+            for n in (256, 5, 1)
+        )
+    )
     return out
 
 
@@ -261,8 +313,16 @@ def machine() -> dict:
 MODES = [(1, True), (1, False), (2, True), (2, False)]  # the tool's four modes: torch threads, oneDNN on/off
 
 
-def measure(params, zoo: dict, *, all_modes: bool = False, with_pipeline: bool = True, with_ops: bool = True,
-            names=None, progress=None) -> dict:
+def measure(
+    params,
+    zoo: dict,
+    *,
+    all_modes: bool = False,
+    with_pipeline: bool = True,
+    with_ops: bool = True,
+    names=None,
+    progress=None,
+) -> dict:
     """This machine's fingerprint record: :func:`ops` in the pipeline's mode (params ``threads``, oneDNN on), or in
     all four modes (:data:`MODES`) with ``all_modes`` (none without ``with_ops``); :func:`pipeline` (only the zoo
     entries ``names`` when given) in the pipeline's mode. The torch thread count and oneDNN switch are restored
@@ -284,11 +344,24 @@ def measure(params, zoo: dict, *, all_modes: bool = False, with_pipeline: bool =
         torch.set_num_threads(threads)
         torch.backends.mkldnn.enabled = True
         if with_pipeline:
-            hashes.update(pipeline(params, zoo, tag(threads), names=names,
-                                   progress=None if progress is None else lambda n: progress(f"the pipeline's {n}")))
+            hashes.update(
+                pipeline(
+                    params,
+                    zoo,
+                    tag(threads),
+                    names=names,
+                    progress=None if progress is None else lambda n: progress(f"the pipeline's {n}"),
+                )
+            )
     finally:
         torch.set_num_threads(before)
         torch.backends.mkldnn.enabled = onednn
     state = numerics.state()
-    return {"machine": machine(), "torch": torch.__version__, "cpu_capability": state["cpu_capability"],
-            "pinned": state["pinned"], "env": {k: os.environ.get(k) for k in numerics.PINNED}, "hashes": hashes}
+    return {
+        "machine": machine(),
+        "torch": torch.__version__,
+        "cpu_capability": state["cpu_capability"],
+        "pinned": state["pinned"],
+        "env": {k: os.environ.get(k) for k in numerics.PINNED},
+        "hashes": hashes,
+    }

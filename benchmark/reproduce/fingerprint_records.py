@@ -15,6 +15,7 @@ emulated CPU reports, e.g. ``GenuineIntel-f6-m134``; made by :mod:`benchmark.rep
 * a record of **another kind** must agree on every operation that records of two vendors already agree on
   (:func:`evidence`: the bytes are known to hold across vendors there); other differences are reported.
 """
+
 from __future__ import annotations
 
 import json
@@ -81,9 +82,19 @@ def compare(mine: dict, records: list[dict]) -> list[dict]:
             failing = [k for k in differ if k not in parted]
         else:
             failing = [k for k in differ if k in agreed]
-        out.append({"kind": r["machine"]["kind"], "cpu": r["machine"].get("cpu", ""), "same_kind": same,
-                    "stand_in": stand_in, "torch": r.get("torch"), "shared": len(shared),
-                    "equal": len(shared) - len(differ), "differ": differ, "failing": failing})
+        out.append(
+            {
+                "kind": r["machine"]["kind"],
+                "cpu": r["machine"].get("cpu", ""),
+                "same_kind": same,
+                "stand_in": stand_in,
+                "torch": r.get("torch"),
+                "shared": len(shared),
+                "equal": len(shared) - len(differ),
+                "differ": differ,
+                "failing": failing,
+            }
+        )
     return out
 
 
@@ -113,15 +124,23 @@ def read_record(path) -> dict:
         r = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ValueError(f"{path}: not a readable JSON fingerprint record ({e})") from None
-    ok = (isinstance(r, dict) and isinstance(r.get("machine"), dict) and isinstance(r["machine"].get("kind"), str)
-          and isinstance(r.get("hashes"), dict)
-          and all(isinstance(k, str) and isinstance(v, str) for k, v in r["hashes"].items()))
+    ok = (
+        isinstance(r, dict)
+        and isinstance(r.get("machine"), dict)
+        and isinstance(r["machine"].get("kind"), str)
+        and isinstance(r.get("hashes"), dict)
+        and all(isinstance(k, str) and isinstance(v, str) for k, v in r["hashes"].items())
+    )
     if not ok:
-        raise ValueError(f"{path}: a fingerprint record needs machine.kind (a string) and hashes (names to hash strings)")
+        raise ValueError(
+            f"{path}: a fingerprint record needs machine.kind (a string) and hashes (names to hash strings)"
+        )
     stands_for = r["machine"].get("stands_for")
     if r["machine"].get("emulated") and not (isinstance(stands_for, str) and stands_for.count("-") >= 2):
-        raise ValueError(f"{path}: an emulated record needs machine.stands_for, the CPU kind it emulates "
-                         "(<vendor>-f<family>-m<model>)")
+        raise ValueError(
+            f"{path}: an emulated record needs machine.stands_for, the CPU kind it emulates "
+            "(<vendor>-f<family>-m<model>)"
+        )
     return r
 
 

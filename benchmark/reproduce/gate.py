@@ -57,6 +57,7 @@ choice.
 A row present on one side only fails. Pure functions on data frames; reading
 files is the caller's (:mod:`benchmark.cli.reproduce_commands`).
 """
+
 from __future__ import annotations
 
 import json
@@ -70,7 +71,9 @@ from scipy import stats
 from benchmark.bundle.schema import KEY, RECOMPUTED, Bundle, load_bundle
 
 STRUCTURAL_COLUMNS = ["n", "gflops", "params", "balance", "overhead_percent", "extra_params_percent"]
-EXACT_COLUMNS = RECOMPUTED + [c for c in STRUCTURAL_COLUMNS if c not in RECOMPUTED]  # throughput: measured, never compared
+EXACT_COLUMNS = RECOMPUTED + [
+    c for c in STRUCTURAL_COLUMNS if c not in RECOMPUTED
+]  # throughput: measured, never compared
 EXACT_RTOL, EXACT_ATOL = 1e-9, 1e-12
 ALPHA = 1e-3  # two-sided per-row false-alarm rate of the noise path
 SUMMARY_ATOL = 1.5e-6  # results/summary.json rounds to 6 decimals: one unit of the last decimal, plus float error
@@ -128,8 +131,9 @@ def identity(rows: pd.DataFrame, chosen=()) -> pd.DataFrame:
     return blank
 
 
-def compare(committed: pd.DataFrame, fresh: pd.DataFrame, noise: pd.DataFrame, *, inputs_must_match: bool = False,
-            chosen=()) -> pd.DataFrame:
+def compare(
+    committed: pd.DataFrame, fresh: pd.DataFrame, noise: pd.DataFrame, *, inputs_must_match: bool = False, chosen=()
+) -> pd.DataFrame:
     """One row per identity of either table (see the module docstring for the rules).
 
     ``noise``: :func:`benchmark.core.noise.row_noise` of ``committed`` (same index). ``inputs_must_match``:
@@ -161,7 +165,9 @@ def compare(committed: pd.DataFrame, fresh: pd.DataFrame, noise: pd.DataFrame, *
     return out
 
 
-def _matched(committed: pd.DataFrame, fresh: pd.DataFrame, noise: pd.DataFrame, cols: list[str], chosen) -> pd.DataFrame:
+def _matched(
+    committed: pd.DataFrame, fresh: pd.DataFrame, noise: pd.DataFrame, cols: list[str], chosen
+) -> pd.DataFrame:
     """The two tables outer-joined on each row's :func:`identity`: ``<column>_ref`` (committed, with its noise) and
     ``<column>_new`` (fresh) of the :data:`KEY`, ``cols`` and ``inputs_hash``; ``_merge`` says which side has the
     row; the :data:`KEY` columns hold the committed row's key, else the fresh one's."""
@@ -175,7 +181,9 @@ def _matched(committed: pd.DataFrame, fresh: pd.DataFrame, noise: pd.DataFrame, 
     b = side(fresh)
     for name, df in (("committed", a), ("fresh", b)):
         dup = df.duplicated(ident)
-        if dup.any():  # identity() keeps full keys where blanking would clash: cannot happen, but never merge many-to-many
+        if (
+            dup.any()
+        ):  # identity() keeps full keys where blanking would clash: cannot happen, but never merge many-to-many
             raise ValueError(f"{name} results: {int(dup.sum())} rows share an identity")
     m = a.merge(b, on=ident, how="outer", suffixes=("_ref", "_new"), indicator=True).reset_index(drop=True)
     for k in KEY:
@@ -199,22 +207,38 @@ def _judged(m: pd.DataFrame, cols: list[str], inputs_must_match: bool) -> pd.Dat
     for c in cols:
         j[f"agree:{c}"] = close(_num(m[f"{c}_ref"]), _num(m[f"{c}_new"]))
     exact_ok = np.logical_and.reduce([j[f"agree:{c}"].to_numpy() for c in cols]) & no_choice
-    bitwise = np.logical_and.reduce([(_num(m[f"{c}_ref"]) == _num(m[f"{c}_new"]))
-                                     | (np.isnan(_num(m[f"{c}_ref"])) & np.isnan(_num(m[f"{c}_new"]))) for c in cols])
+    bitwise = np.logical_and.reduce(
+        [
+            (_num(m[f"{c}_ref"]) == _num(m[f"{c}_new"]))
+            | (np.isnan(_num(m[f"{c}_ref"])) & np.isnan(_num(m[f"{c}_new"])))
+            for c in cols
+        ]
+    )
     j["ref"], j["new"] = _num(m["value_ref"]), _num(m["value_new"])
     j["diff"] = j["new"] - j["ref"]
     j["k"] = k_factor(m["seeds"].fillna(0))
     j["noise"] = _num(m["noise"])
     with np.errstate(invalid="ignore", divide="ignore"):
         j["ratio"] = np.abs(j["diff"].to_numpy()) / j["noise"].to_numpy()
-        j["within"] = j["agree:value"].to_numpy() | (np.abs(j["diff"].to_numpy()) <= j["k"].to_numpy() * j["noise"].to_numpy())
+        j["within"] = j["agree:value"].to_numpy() | (
+            np.abs(j["diff"].to_numpy()) <= j["k"].to_numpy() * j["noise"].to_numpy()
+        )
     structural = [j[f"agree:{c}"].to_numpy() for c in cols if c in STRUCTURAL_COLUMNS] or [np.ones(len(m), bool)]
     j["noise_ok"] = j["within"].to_numpy() & np.logical_and.reduce(structural)
     same = j["same_inputs"].to_numpy()
     j["status"] = np.select(
-        [~both & (m["_merge"] == "left_only").to_numpy(), ~both, same & bitwise & no_choice, same & exact_ok, same,
-         np.full(len(m), bool(inputs_must_match)), j["noise_ok"].to_numpy()],
-        ["missing", "extra", "identical", "recomputed", "differs", "inputs-differ", "within-noise"], "beyond-noise")
+        [
+            ~both & (m["_merge"] == "left_only").to_numpy(),
+            ~both,
+            same & bitwise & no_choice,
+            same & exact_ok,
+            same,
+            np.full(len(m), bool(inputs_must_match)),
+            j["noise_ok"].to_numpy(),
+        ],
+        ["missing", "extra", "identical", "recomputed", "differs", "inputs-differ", "within-noise"],
+        "beyond-noise",
+    )
     return j
 
 
@@ -233,14 +257,18 @@ def _details(j: pd.DataFrame, cols: list[str]) -> list[str]:
             if not r["within"]:
                 parts.insert(0, "value" if np.isfinite(r["noise"]) else "value (no noise estimate)")
             if r["status"] == "inputs-differ":
-                parts.insert(0, "logits differ although both runs pinned the numerics (noise path: "
-                                f"{'within' if r['noise_ok'] else 'beyond'})")
+                parts.insert(
+                    0,
+                    "logits differ although both runs pinned the numerics (noise path: "
+                    f"{'within' if r['noise_ok'] else 'beyond'})",
+                )
             out.append("; ".join(parts))
     return out
 
 
-def detection(rows: pd.DataFrame, noise: pd.DataFrame, *, split: str, family: str, fit: str, confidence: str,
-              metrics) -> pd.DataFrame:
+def detection(
+    rows: pd.DataFrame, noise: pd.DataFrame, *, split: str, family: str, fit: str, confidence: str, metrics
+) -> pd.DataFrame:
     """The smallest shift of each of ``metrics`` that the noise path detects on the rows of one view (the headline:
     ``split``, ``family``, ``fit``, ``confidence``): a row fails when ``|fresh - committed| > k noise``, so its
     threshold is ``k noise`` (the committed row's ``k`` and noise). One row per metric: ``models`` (rows of the view),
@@ -257,16 +285,36 @@ def detection(rows: pd.DataFrame, noise: pd.DataFrame, *, split: str, family: st
             out.append((metric, 0, math.nan, math.nan, math.nan, "", math.nan))
             continue
         i = int(np.nanargmin(np.where(ok, th, np.nan)))
-        out.append((metric, int(ok.sum()), float(np.min(th[ok])), float(np.median(th[ok])), float(np.max(th[ok])),
-                    str(m["base"].iloc[i]), float(np.median(m["_k"].to_numpy(dtype=float)[ok]))))
+        out.append(
+            (
+                metric,
+                int(ok.sum()),
+                float(np.min(th[ok])),
+                float(np.median(th[ok])),
+                float(np.max(th[ok])),
+                str(m["base"].iloc[i]),
+                float(np.median(m["_k"].to_numpy(dtype=float)[ok])),
+            )
+        )
     return pd.DataFrame(out, columns=["metric", "models", "min", "median", "max", "model_min", "k"])
 
 
 def summarize(report: pd.DataFrame) -> dict:
     """Counts per status and whether every row passes."""
     c = report["status"].value_counts()
-    counts = {s: int(c.get(s, 0)) for s in ("identical", "recomputed", "differs", "within-noise", "beyond-noise",
-                                             "inputs-differ", "missing", "extra")}
+    counts = {
+        s: int(c.get(s, 0))
+        for s in (
+            "identical",
+            "recomputed",
+            "differs",
+            "within-noise",
+            "beyond-noise",
+            "inputs-differ",
+            "missing",
+            "extra",
+        )
+    }
     return {"rows": int(len(report)), **counts, "reproduces": bool(report["ok"].all())}
 
 
@@ -302,7 +350,17 @@ def compare_summary(committed: dict, fresh: dict, row_report: pd.DataFrame, sour
     out = []
     for key in sorted(set(a) | set(b)):
         if key not in a or key not in b:
-            out.append((key, a.get(key, math.nan), b.get(key, math.nan), math.nan, "", math.nan, "missing" if key not in b else "extra"))
+            out.append(
+                (
+                    key,
+                    a.get(key, math.nan),
+                    b.get(key, math.nan),
+                    math.nan,
+                    "",
+                    math.nan,
+                    "missing" if key not in b else "extra",
+                )
+            )
             continue
         src = sources.get(key)
         r = rep.loc[src] if src is not None and src in rep.index else None

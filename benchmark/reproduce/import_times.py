@@ -7,6 +7,7 @@ of that process and the import time of each heavy package, the fastest of a few 
 the performance page's table is generated from it (:func:`table`). What a stage imports while it runs (timm where it
 builds a model) is in its timing record (``imports``, :mod:`benchmark.config.runtime`).
 """
+
 from __future__ import annotations
 
 import os
@@ -48,8 +49,9 @@ def measure(root: Path, script: str, python: str = sys.executable, repeats: int 
     for _ in range(repeats):
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
-        proc = subprocess.run([python, "-X", "importtime", script, "--help"], cwd=root, env=env, capture_output=True,
-                              text=True)
+        proc = subprocess.run(
+            [python, "-X", "importtime", script, "--help"], cwd=root, env=env, capture_output=True, text=True
+        )
         wall = time.perf_counter() - t0
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         if proc.returncode != 0:
@@ -84,8 +86,13 @@ def measure_checkout(root, python: str = sys.executable, repeats: int = 3) -> di
         if script not in done:
             done[script] = measure(root, script, python, repeats)
         stages[stage] = {"script": script, **done[script]}
-    return {"date": time.strftime("%Y-%m-%d", time.gmtime()), "machine": machine(),
-            "load": round((load + os.getloadavg()[0]) / 2, 2), "repeats": repeats, "stages": stages}
+    return {
+        "date": time.strftime("%Y-%m-%d", time.gmtime()),
+        "machine": machine(),
+        "load": round((load + os.getloadavg()[0]) / 2, 2),
+        "repeats": repeats,
+        "stages": stages,
+    }
 
 
 def table(record: dict) -> str:
@@ -104,6 +111,9 @@ def table(record: dict) -> str:
         pk = sorted(last["packages"].items(), key=lambda kv: -kv[1])
         cells += [f"{last['import_s']:.2f}", ", ".join(f"{k} {v:.2f}" for k, v in pk)]
         lines.append("| " + " | ".join(cells) + " |")
-    notes = "; ".join(f"{lab}: {r['date']}, {r['machine'].get('cpus', '?')} CPUs ({r['machine'].get('cpu_kind', '?')}"
-                      f"), load average {r['load']:.1f}, fastest of {r['repeats']}" for lab, r in record.items())
+    notes = "; ".join(
+        f"{lab}: {r['date']}, {r['machine'].get('cpus', '?')} CPUs ({r['machine'].get('cpu_kind', '?')}"
+        f"), load average {r['load']:.1f}, fastest of {r['repeats']}"
+        for lab, r in record.items()
+    )
     return "\n".join(lines) + f"\n\n`python -X importtime <script> --help` per stage script ({notes}).\n"

@@ -11,6 +11,7 @@ system CPU seconds). The medians and their ratio go to ``results/numerics.json``
 (committed, small) with the machine they were measured on; the docs' performance page
 is generated from it. Nothing of the checkout's own outputs is touched.
 """
+
 from __future__ import annotations
 
 import json
@@ -41,10 +42,18 @@ def _time_once(root: Path, target: Target, links: list[str], mode: str) -> dict:
         log = work / ".dvc" / "tmp" / "timings.jsonl"
         log.parent.mkdir(parents=True, exist_ok=True)
         env = {k: v for k, v in os.environ.items() if k not in ("UQ_TIMINGS_PID",)}
-        env.update(UQ_NUMERICS=mode, UQ_TIMINGS=str(log),
-                   PYTHONPATH=os.pathsep.join([str(work), *filter(None, [os.environ.get("PYTHONPATH")])]))
-        proc = subprocess.run([sys.executable, "-m", "dvc", "repro", "-s", "-f", "--no-commit", str(target)],
-                              cwd=work, env=env, capture_output=True, text=True)
+        env.update(
+            UQ_NUMERICS=mode,
+            UQ_TIMINGS=str(log),
+            PYTHONPATH=os.pathsep.join([str(work), *filter(None, [os.environ.get("PYTHONPATH")])]),
+        )
+        proc = subprocess.run(
+            [sys.executable, "-m", "dvc", "repro", "-s", "-f", "--no-commit", str(target)],
+            cwd=work,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
         if proc.returncode != 0:
             raise ScratchError(f"{target} ({mode}): `dvc repro` failed:\n{(proc.stdout + proc.stderr)[-3000:]}")
         records = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
@@ -59,8 +68,11 @@ def _time_once(root: Path, target: Target, links: list[str], mode: str) -> dict:
 
 def summarize(runs: list[dict]) -> dict:
     """Median wall and CPU seconds per mode, and pinned / native ratios."""
-    med = {m: {k: statistics.median(r[k] for r in runs if r["mode"] == m) for k in ("wall_s", "cpu_s")}
-           for m in MODES if any(r["mode"] == m for r in runs)}
+    med = {
+        m: {k: statistics.median(r[k] for r in runs if r["mode"] == m) for k in ("wall_s", "cpu_s")}
+        for m in MODES
+        if any(r["mode"] == m for r in runs)
+    }
     if set(med) != set(MODES):
         raise ValueError(f"runs of both modes are needed, got {sorted(med)}")
     return {"median": med, "ratio": {k: round(med["pinned"][k] / med["native"][k], 3) for k in ("wall_s", "cpu_s")}}
@@ -76,8 +88,13 @@ def measure(stage: str = "train@lite0-s0", repeats: int = 2, *, root=".", progre
     order = [m for _ in range(repeats) for m in MODES]
     runs = [_time_once(root, target, links, m) for m in tqdm(order, desc=f"time {stage}", disable=not progress)]
     m = machine()
-    return {"stage": stage, "repeats": repeats, "runs": runs, **summarize(runs),
-            "machine": {k: m.get(k) for k in ("cpus", "cpu", "torch")}}
+    return {
+        "stage": stage,
+        "repeats": repeats,
+        "runs": runs,
+        **summarize(runs),
+        "machine": {k: m.get(k) for k in ("cpus", "cpu", "torch")},
+    }
 
 
 def write(record: dict, path=RECORD) -> Path:

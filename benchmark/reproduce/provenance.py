@@ -11,6 +11,7 @@ logits. What a run recorded, first found first used:
   ``device.numerics.pinned``), else the committed ``results/timings.json``;
   nothing recorded counts as not pinned.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,7 +19,6 @@ import os
 from pathlib import Path
 
 from benchmark.config import numerics
-
 from benchmark.dvcutil.lockfile import committed_text
 
 
@@ -51,15 +51,19 @@ def fresh_numerics(results, root=".") -> tuple[bool, str]:
                 states.append((json.loads(p.read_text(encoding="utf-8")).get("numerics") or {}).get("pinned"))
             except (json.JSONDecodeError, AttributeError, OSError):
                 states.append(None)
-        return all(s is True for s in states), f"{results / 'checkpoints'}/*/train.json ({sum(s is True for s in states)} of {len(states)} pinned)"
+        return all(
+            s is True for s in states
+        ), f"{results / 'checkpoints'}/*/train.json ({sum(s is True for s in states)} of {len(states)} pinned)"
 
     return bool(numerics.state()["pinned"]), "this process; the run recorded nothing"
 
 
 def committed_numerics(manifest: dict, root=".") -> tuple[bool, str]:
     """``(pinned, where it was read)`` of the run that made the committed bundle (``manifest``)."""
-    for where, rec in (("bundle manifest 'numerics'", manifest.get("numerics")),
-                       ("bundle manifest 'device.numerics'", (manifest.get("device") or {}).get("numerics"))):
+    for where, rec in (
+        ("bundle manifest 'numerics'", manifest.get("numerics")),
+        ("bundle manifest 'device.numerics'", (manifest.get("device") or {}).get("numerics")),
+    ):
         if isinstance(rec, dict) and "pinned" in rec:
             return bool(rec["pinned"]), where
     try:

@@ -15,6 +15,7 @@ embedded default takes 10-20 minutes there: this is a command (or a benchmark), 
 ``--record`` adds the result to ``results/cross_cpu.json`` (:func:`benchmark.reproduce.cross_cpu.stage_entry`) as a
 run of the emulated kind (or of this machine), with its commit.
 """
+
 from __future__ import annotations
 
 import json
@@ -32,7 +33,7 @@ from benchmark.dvcutil import lockfile
 from benchmark.dvcutil.scratch import ScratchError, Target, checked_inputs, make_copy
 
 # the `python` of an emulated scratch run: the project's interpreter under the emulator, QEMU's warnings filtered out
-_SHIM = r'''#!{python}
+_SHIM = r"""#!{python}
 import os, subprocess, sys
 cmd = [{qemu!r}, "-cpu", {model!r}, {python!r}, *sys.argv[1:]]
 child = subprocess.Popen(cmd, stderr=subprocess.PIPE)
@@ -50,7 +51,7 @@ while True:
         sys.stderr.buffer.flush()
 sys.stderr.buffer.write(pending)
 sys.exit(child.wait())
-'''
+"""
 
 
 def _shim(folder: Path, model: str) -> Path:
@@ -91,12 +92,18 @@ def run(stages: list[str], *, root=".", emulate_model: str | None = None, timeou
         env = {k: v for k, v in os.environ.items() if k != "UQ_TIMINGS"}
         env["PYTHONPATH"] = os.pathsep.join([str(work), *filter(None, [os.environ.get("PYTHONPATH")])])
         if emulate_model:
-            env["PATH"] = os.pathsep.join([str(_shim(work / ".emulate-bin", emulate_model).parent), env.get("PATH", "")])
+            env["PATH"] = os.pathsep.join(
+                [str(_shim(work / ".emulate-bin", emulate_model).parent), env.get("PATH", "")]
+            )
         make_copy(root, work, targets, links)
         start = time.time()
         try:
-            proc = subprocess.run([sys.executable, "-m", "dvc", "repro", "--single-item", "--force",
-                                   *[str(t) for t in targets]], cwd=work, env=env, timeout=timeout)
+            proc = subprocess.run(
+                [sys.executable, "-m", "dvc", "repro", "--single-item", "--force", *[str(t) for t in targets]],
+                cwd=work,
+                env=env,
+                timeout=timeout,
+            )
         except subprocess.TimeoutExpired:
             raise ScratchError(f"{', '.join(stages)}: not finished within {timeout:.0f} s") from None
         seconds = time.time() - start
@@ -109,9 +116,15 @@ def run(stages: list[str], *, root=".", emulate_model: str | None = None, timeou
     names = {t.stage for t in targets}
     report = lockfile.compare_outputs({s: committed[s] for s in names}, {s: fresh.get(s, {}) for s in names})
     machine = _machine(emulate_model) if emulate_model else numerics.cpu()
-    return {"stages": [str(t) for t in targets], "outputs": report.to_dict("records"),
-            "counts": lockfile.summarize(report), "seconds": round(seconds, 1), "machine": machine,
-            "commit": code["commit"], "dirty": code["dirty"]}
+    return {
+        "stages": [str(t) for t in targets],
+        "outputs": report.to_dict("records"),
+        "counts": lockfile.summarize(report),
+        "seconds": round(seconds, 1),
+        "machine": machine,
+        "commit": code["commit"],
+        "dirty": code["dirty"],
+    }
 
 
 def _machine(model: str) -> dict:
@@ -121,8 +134,16 @@ def _machine(model: str) -> dict:
 
     qemu = emulate.qemu()
     code = "from benchmark.config import numerics; import json; print(json.dumps(numerics.cpu()))"
-    proc = subprocess.run([qemu, "-cpu", model, sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        [qemu, "-cpu", model, sys.executable, "-c", code], capture_output=True, text=True, check=False
+    )
     seen = json.loads(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0 and proc.stdout.strip() else {}
     me = numerics.cpu()
-    return {"kind": f"{emulate.KIND_PREFIX}{model}", "emulated": True, "stands_for": seen.get("kind", "?"),
-            "cpu": seen.get("cpu", model), "host": {"kind": me["kind"], "cpu": me["cpu"]}, "qemu": emulate.version(qemu)}
+    return {
+        "kind": f"{emulate.KIND_PREFIX}{model}",
+        "emulated": True,
+        "stands_for": seen.get("kind", "?"),
+        "cpu": seen.get("cpu", model),
+        "host": {"kind": me["kind"], "cpu": me["cpu"]},
+        "qemu": emulate.version(qemu),
+    }

@@ -6,6 +6,7 @@ temporary folder for the counts. A run with a failed or erroring test, or none a
 written over the committed record). The README's "what holds" line is rendered from the record
 (:func:`benchmark.docsgen.facts.test_command_line`); the target is :data:`TARGET_S` on 2 cores, the install excluded.
 """
+
 from __future__ import annotations
 
 import subprocess
@@ -62,12 +63,21 @@ def measure(pytest_args=(), *, setup_s: float | None = None, root=".", python: s
             raise RuntimeError(f"pytest exited with code {rc} and wrote no report; nothing recorded")
         counts = junit_counts(report)
     if rc != 0 or counts["failures"] or counts["errors"] or not counts["passed"]:
-        raise RuntimeError(f"pytest exited with code {rc} ({counts['passed']} passed, {counts['failures']} failed, "
-                           f"{counts['errors']} errors); nothing recorded")
-    return {"command": " ".join(["python -m pytest", *pytest_args]), "wall_s": round(wall, 1),
-            "setup_s": None if setup_s is None else round(setup_s, 1), "pytest_cache": cache,
-            **{k: counts[k] for k in ("passed", "skipped")}, "target_s": TARGET_S, "git": git_state(root),
-            "date": time.strftime("%Y-%m-%d", time.gmtime()), "machine": machine()}
+        raise RuntimeError(
+            f"pytest exited with code {rc} ({counts['passed']} passed, {counts['failures']} failed, "
+            f"{counts['errors']} errors); nothing recorded"
+        )
+    return {
+        "command": " ".join(["python -m pytest", *pytest_args]),
+        "wall_s": round(wall, 1),
+        "setup_s": None if setup_s is None else round(setup_s, 1),
+        "pytest_cache": cache,
+        **{k: counts[k] for k in ("passed", "skipped")},
+        "target_s": TARGET_S,
+        "git": git_state(root),
+        "date": time.strftime("%Y-%m-%d", time.gmtime()),
+        "machine": machine(),
+    }
 
 
 def write(record: dict, out) -> Path:

@@ -7,6 +7,7 @@ repro`` with it set and writes ``results/timings.json``; the README's timing
 table is rendered from that file (:mod:`benchmark.docsgen.readme`). DVC's own
 work (hashing, locking, starting processes) is the total minus the stages.
 """
+
 from __future__ import annotations
 
 import json
@@ -48,8 +49,20 @@ def stage_name(argv: list[str]) -> str:
     return f"{name}-train" if name == "sve" and "--train" in argv else name
 
 
-COLUMNS = ["stage", "wall_s", "user_s", "sys_s", "max_rss_mb", "minor_faults", "start", "end", "startup_wall_s",
-           "startup_cpu_s", "imports", "live_children_cpu_s"]
+COLUMNS = [
+    "stage",
+    "wall_s",
+    "user_s",
+    "sys_s",
+    "max_rss_mb",
+    "minor_faults",
+    "start",
+    "end",
+    "startup_wall_s",
+    "startup_cpu_s",
+    "imports",
+    "live_children_cpu_s",
+]
 # start, end: epoch seconds; startup_*: before the stage's own work (runtime.mark_work); imports: the heavy packages it
 # imported (runtime.HEAVY); live_children_cpu_s: its children still running at its end (in its CPU, no parent waits)
 
@@ -57,8 +70,8 @@ COLUMNS = ["stage", "wall_s", "user_s", "sys_s", "max_rss_mb", "minor_faults", "
 def read_records(path, *, stages_only: bool = False) -> pd.DataFrame:
     """The records a run left in ``path`` (one JSON object a line), with a ``stage`` column (:data:`COLUMNS`; a
     record written before a field existed has NaN there): the DVC stage that started the process (``DVC_STAGE``,
-    recorded by :mod:`benchmark.config.runtime`), else :func:`stage_name` of its command line; ``stages_only``: those of stage scripts (``pipelines/``),
-    not of another process that imported the package (``python -m benchmark run``)."""
+    recorded by :mod:`benchmark.config.runtime`), else :func:`stage_name` of its command line; ``stages_only``: those of
+    stage scripts (``pipelines/``), not of another process that imported the package (``python -m benchmark run``)."""
     rows = []
     for i, line in enumerate(Path(path).read_text().splitlines(), 1):
         if not line.strip():
@@ -81,21 +94,33 @@ def by_kind(stages: pd.DataFrame) -> pd.DataFrame:
     for col in ("startup_wall_s", "startup_cpu_s", "dvc_before_s", "imports"):
         if col not in df:
             df[col] = float("nan")
-    g = df.groupby("kind").agg(stages=("stage", "size"), wall_s=("wall_s", "sum"), user_s=("user_s", "sum"),
-                               sys_s=("sys_s", "sum"), max_rss_mb=("max_rss_mb", "max"), minor_faults=("minor_faults", "sum"),
-                               startup_wall_s=("startup_wall_s", lambda x: x.sum(min_count=1)),
-                               startup_cpu_s=("startup_cpu_s", lambda x: x.sum(min_count=1)),
-                               dvc_before_s=("dvc_before_s", lambda x: x.sum(min_count=1)),
-                               imports=("imports", lambda x: sorted({m for v in x if isinstance(v, list) for m in v})))
+    g = df.groupby("kind").agg(
+        stages=("stage", "size"),
+        wall_s=("wall_s", "sum"),
+        user_s=("user_s", "sum"),
+        sys_s=("sys_s", "sum"),
+        max_rss_mb=("max_rss_mb", "max"),
+        minor_faults=("minor_faults", "sum"),
+        startup_wall_s=("startup_wall_s", lambda x: x.sum(min_count=1)),
+        startup_cpu_s=("startup_cpu_s", lambda x: x.sum(min_count=1)),
+        dvc_before_s=("dvc_before_s", lambda x: x.sum(min_count=1)),
+        imports=("imports", lambda x: sorted({m for v in x if isinstance(v, list) for m in v})),
+    )
     return g.sort_values("wall_s", ascending=False).reset_index()
 
 
 def machine() -> dict:
-    """This machine as a timing record names it: CPUs, the CPU's name and kind (vendor, family, model), Python, torch and
-    the numerics the stages run with."""
+    """This machine as a timing record names it: CPUs, the CPU's name and kind (vendor, family, model), Python, torch
+    and the numerics the stages run with."""
     cpu = numerics.cpu()
-    return {"cpus": os.cpu_count(), "cpu": cpu["cpu"], "cpu_kind": cpu["kind"], "python": platform.python_version(),
-            "torch": torch.__version__, **numerics.state()}
+    return {
+        "cpus": os.cpu_count(),
+        "cpu": cpu["cpu"],
+        "cpu_kind": cpu["kind"],
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        **numerics.state(),
+    }
 
 
 def cores() -> int:
@@ -119,7 +144,7 @@ class LoadSampler:
             if self._stop.wait(self.every):
                 return
 
-    def __enter__(self) -> "LoadSampler":
+    def __enter__(self) -> LoadSampler:
         self._thread.start()
         return self
 
@@ -130,8 +155,12 @@ class LoadSampler:
     def summary(self) -> dict:
         """The samples' mean and maximum (NaN-free), their count and the machine's CPUs."""
         s = [x for x in self.samples if x == x] or [float("nan")]
-        return {"mean": round(sum(s) / len(s), 2), "max": round(max(s), 2), "samples": len(self.samples),
-                "cpus": os.cpu_count()}
+        return {
+            "mean": round(sum(s) / len(s), 2),
+            "max": round(max(s), 2),
+            "samples": len(self.samples),
+            "cpus": os.cpu_count(),
+        }
 
 
 def summarize(stages: pd.DataFrame, wall: float, *, jobs: int = 1, cpu_total: float | None = None) -> dict:
@@ -144,11 +173,18 @@ def summarize(stages: pd.DataFrame, wall: float, *, jobs: int = 1, cpu_total: fl
     startup_cpu = float(stages["startup_cpu_s"].fillna(0).sum())
     n = cores()
     floor = (cpu - startup_cpu) / n
-    out = {"repro_wall_s": round(wall, 1), "stages_wall_s": round(float(stages["wall_s"].sum()), 1),
-           "dvc_overhead_s": round(wall - float(stages["wall_s"].sum()), 1) if jobs == 1 else None,
-           "cpu_s": round(cpu, 1), "startup_cpu_s": round(startup_cpu, 1),
-           "startup_wall_s": round(float(stages["startup_wall_s"].fillna(0).sum()), 1), "cores": n, "jobs": jobs,
-           "compute_floor_s": round(floor, 1), "floor_ratio": round(wall / floor, 3) if floor > 0 else None}
+    out = {
+        "repro_wall_s": round(wall, 1),
+        "stages_wall_s": round(float(stages["wall_s"].sum()), 1),
+        "dvc_overhead_s": round(wall - float(stages["wall_s"].sum()), 1) if jobs == 1 else None,
+        "cpu_s": round(cpu, 1),
+        "startup_cpu_s": round(startup_cpu, 1),
+        "startup_wall_s": round(float(stages["startup_wall_s"].fillna(0).sum()), 1),
+        "cores": n,
+        "jobs": jobs,
+        "compute_floor_s": round(floor, 1),
+        "floor_ratio": round(wall / floor, 3) if floor > 0 else None,
+    }
     if cpu_total is not None:  # the stages' CPU that reached the run's own count (not that of orphaned children)
         live = stages["live_children_cpu_s"].fillna(0).sum() if "live_children_cpu_s" in stages else 0.0
         waited = cpu - float(live)
@@ -169,8 +205,16 @@ def dvc_gaps(stages: pd.DataFrame, start: float, end: float) -> tuple[list[float
     return [gaps[list(order.index).index(i)] for i in stages.index], round(end - prev, 2)
 
 
-def run_repro(out, *, force: bool = False, dvc_args=(), install_s: float | None = None, cwd=".", jobs: int = 1,
-              python: str | None = None) -> dict:
+def run_repro(
+    out,
+    *,
+    force: bool = False,
+    dvc_args=(),
+    install_s: float | None = None,
+    cwd=".",
+    jobs: int = 1,
+    python: str | None = None,
+) -> dict:
     """Run ``dvc repro`` (``-f`` when ``force``; with ``jobs`` > 1 the local parallel run of the same DAG,
     ``python -m benchmark run --jobs``: :mod:`benchmark.cluster.parallel`) with timing records on; write ``out`` (JSON)
     and return it. ``python``: the interpreter of the environment to run (its folder first on ``PATH``, for the stages'
@@ -182,7 +226,9 @@ def run_repro(out, *, force: bool = False, dvc_args=(), install_s: float | None 
     if stages and (Path(cwd) / "dvc.lock").is_file():
         gone = lockfile.prune(Path(cwd) / "dvc.lock", stages)
         if gone:
-            print(f"dvc.lock: dropped {len(gone)} entries of stages no longer in dvc.yaml ({', '.join(gone)})", flush=True)
+            print(
+                f"dvc.lock: dropped {len(gone)} entries of stages no longer in dvc.yaml ({', '.join(gone)})", flush=True
+            )
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "timings.jsonl"
         python = str(python or sys.executable)
@@ -206,12 +252,16 @@ def run_repro(out, *, force: bool = False, dvc_args=(), install_s: float | None 
     if jobs == 1:
         gaps, last = dvc_gaps(stages, t0, t1)
         stages = stages.assign(dvc_before_s=gaps)
-    record = {"command": " ".join(["dvc" if jobs == 1 else "python -m benchmark", *cmd[3:]]),
-              "install_s": None if install_s is None else round(install_s, 1),
-              **summarize(stages, t1 - t0, jobs=jobs, cpu_total=total_cpu),
-              **({"dvc_after_last_s": last} if jobs == 1 else {}),
-              "load": load.summary(), "date": time.strftime("%Y-%m-%d", time.gmtime()), "machine": machine(),
-              "stages": json.loads(stages.drop(columns=["start", "end"]).to_json(orient="records"))}
+    record = {
+        "command": " ".join(["dvc" if jobs == 1 else "python -m benchmark", *cmd[3:]]),
+        "install_s": None if install_s is None else round(install_s, 1),
+        **summarize(stages, t1 - t0, jobs=jobs, cpu_total=total_cpu),
+        **({"dvc_after_last_s": last} if jobs == 1 else {}),
+        "load": load.summary(),
+        "date": time.strftime("%Y-%m-%d", time.gmtime()),
+        "machine": machine(),
+        "stages": json.loads(stages.drop(columns=["start", "end"]).to_json(orient="records")),
+    }
     store.write_json(out, record)
     return record
 

@@ -5,6 +5,7 @@ The model stages read the split files (:mod:`benchmark.data.splits_io`); the dat
 (:data:`BUILDER`, imported by it at run time), so a change to how the splits are built (a corruption, a source)
 re-runs the data stage, never a ``train@`` or ``logits@`` stage directly.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -13,8 +14,8 @@ from pathlib import Path
 import torch
 
 from benchmark.data.model_input import to_model_input
-from benchmark.models.preprocess import data_config
 from benchmark.data.splits_io import load_split, save_split
+from benchmark.models.preprocess import data_config
 from benchmark.stages.suite_source import TRAIN, SplitInputs, split_file, split_index
 from benchmark.storage import store
 

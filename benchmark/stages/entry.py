@@ -5,11 +5,12 @@ params blocks by default, :func:`benchmark.stages.model_params.load_model_params
 that read more, :func:`benchmark.stages.params_config.load_params`); a per-model stage's entry also its zoo entry
 and the suite's data source (:func:`benchmark.stages.per_model.model_stage_main`).
 """
+
 from __future__ import annotations
 
 import argparse
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 from benchmark.config import numerics, runtime
 from benchmark.stages.model_params import load_model_params
@@ -17,10 +18,15 @@ from benchmark.stages.model_params import load_model_params
 EXPECTED = (ValueError, FileNotFoundError, KeyError)
 
 
-def stage_main(description: str, run: Callable[[object, argparse.Namespace], object],
-               add_args: Callable[[argparse.ArgumentParser], None] | None = None, argv=None, *,
-               load: Callable[[str], object] = load_model_params,
-               runner: Callable[[object, argparse.Namespace, list[str], Callable], int] | None = None) -> int:
+def stage_main(
+    description: str,
+    run: Callable[[object, argparse.Namespace], object],
+    add_args: Callable[[argparse.ArgumentParser], None] | None = None,
+    argv=None,
+    *,
+    load: Callable[[str], object] = load_model_params,
+    runner: Callable[[object, argparse.Namespace, list[str], Callable], int] | None = None,
+) -> int:
     """Parse ``--params`` (+ stage args) once with ``load`` (typed params), run ``run(params, args)``; errors ->
     message, exit 2.
 

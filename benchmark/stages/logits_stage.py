@@ -2,6 +2,7 @@
 ``--cost``, its cost record ``results/cost/<model>.json`` (fvcore GFLOPs, parameters and CPU throughput at its input
 size, and its training budget) in the same process: no separate cost stage, one Python start-up and import less per
 model."""
+
 from __future__ import annotations
 
 import torch
@@ -24,8 +25,13 @@ def cost(stage: ModelStage) -> dict:
     c = stage.params.cost
     static = costs.static_cost(model, entry.img_size)
     record = {
-        "name": stage.name, "arch": entry.arch, "init": entry.init, "img_size": entry.img_size, "seed": entry.seed,
-        "role": entry.role, **static,
+        "name": stage.name,
+        "arch": entry.arch,
+        "init": entry.init,
+        "img_size": entry.img_size,
+        "seed": entry.seed,
+        "role": entry.role,
+        **static,
         **train_budget(stage.recipe.epochs, train_size() if stage.recipe.epochs else 0, static["params"]),
         **costs.measured(model, entry.img_size, c),
         "threads": torch.get_num_threads(),

@@ -11,6 +11,7 @@ it builds on: :func:`benchmark.methods.budget.own_budget`). The evaluate stage e
 The stage imports the method it runs (the registry imports ``benchmark/methods/<kind>.py``), never the others;
 the pipeline generator validates every entry (:func:`check_entries`) when it writes ``dvc.yaml``.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -94,8 +95,12 @@ class MethodContext:
     def skeleton(self, name: str):
         """The architecture of zoo entry ``name`` without weights (to check applicability before any work)."""
         entry = self.entry(name)
-        return factory.create(entry, self.source.num_classes(), load_weights=False,
-                              drop_rate=recipe_of(self.recipes, entry.recipe, f"zoo entry {name!r}").drop_rate)
+        return factory.create(
+            entry,
+            self.source.num_classes(),
+            load_weights=False,
+            drop_rate=recipe_of(self.recipes, entry.recipe, f"zoo entry {name!r}").drop_rate,
+        )
 
     def create(self, entry, drop_rate: float = 0.0):
         """Zoo entry ``entry`` with its initial (pretrained) weights and the suite's classes (fails fast)."""
@@ -118,7 +123,9 @@ class MethodContext:
         """split -> :class:`benchmark.storage.store.LogitsFile` (logits, labels, ids) of zoo model ``name``."""
         files = store.listing(stage_config.paths(name)["logits"], "*.safetensors")
         if not files:
-            raise store.StoreError(f"{stage_config.paths(name)['logits']}: no logits of model {name!r}; run `dvc repro logits@{name}`")
+            raise store.StoreError(
+                f"{stage_config.paths(name)['logits']}: no logits of model {name!r}; run `dvc repro logits@{name}`"
+            )
         return {f.stem: store.load_logits_file(f) for f in files}
 
     def zoo_cost(self, name: str) -> dict:
@@ -150,8 +157,14 @@ class MethodContext:
         out = {}
         for split_name in splits:
             s = self.inputs(split_name, entry)
-            z = predict_logits(model, s.inputs, batch_size=batch_size or self.batch_size, desc=f"{desc}/{split_name}",
-                               progress=self.progress, num_workers=self.source.num_workers)
+            z = predict_logits(
+                model,
+                s.inputs,
+                batch_size=batch_size or self.batch_size,
+                desc=f"{desc}/{split_name}",
+                progress=self.progress,
+                num_workers=self.source.num_workers,
+            )
             out[split_name] = (z, s.labels, s.ids)
         return out
 
@@ -187,8 +200,10 @@ def run(params: MethodParams, kind: str, key: str, *, progress: bool = True) -> 
     if method.section == SECTION:
         for name in method.output_names(key):
             if not NAME_RE.match(name) or name in ctx.zoo:
-                raise ValueError(f"{ctx.where}: output name {name!r} must be a valid name (letters, digits, '_', '.', '-') "
-                                 "and differ from every zoo model")
+                raise ValueError(
+                    f"{ctx.where}: output name {name!r} must be a valid name (letters, digits, '_', '.', '-') "
+                    "and differ from every zoo model"
+                )
     return {o.name: write_output(ctx, o) for o in method.run(ctx, cfg, key)}
 
 
@@ -214,11 +229,18 @@ def write_output(ctx: MethodContext, out: Output) -> dict:
         predictions = out.predictions or {}
         missing = [k for k in COST_KEYS if k not in record] + sorted({VAL, "test"} - set(predictions))
         if missing:
-            raise ValueError(f"method output {out.name!r}: needs {missing} (costs in its info, predictions of val and test)")
+            raise ValueError(
+                f"method output {out.name!r}: needs {missing} (costs in its info, predictions of val and test)"
+            )
     with store.atomic_dir(stage_config.paths()["methods"] / out.name) as folder:
         for split_name, (z, labels, ids) in predictions.items():
-            store.save_logits_file(folder / f"{split_name}.safetensors", z, labels, ids,
-                                   meta={"model": out.name, "split": split_name, "family": record["family"]})
+            store.save_logits_file(
+                folder / f"{split_name}.safetensors",
+                z,
+                labels,
+                ids,
+                meta={"model": out.name, "split": split_name, "family": record["family"]},
+            )
         store.write_json(folder / "cost.json", record)
     return record
 
@@ -228,8 +250,10 @@ def _model_splits(out: Output) -> list[str]:
     files = [s for s in suite_source.split_files() if s != TRAIN and (out.splits is None or s in out.splits)]
     missing = sorted({VAL, "test"} - set(files))
     if missing or (out.splits is not None and set(out.splits) - set(files)):
-        raise ValueError(f"method output {out.name!r}: splits {sorted(set(out.splits or []) - set(files)) or missing} do not "
-                         f"exist in {stage_config.paths()['data']}")
+        raise ValueError(
+            f"method output {out.name!r}: splits {sorted(set(out.splits or []) - set(files)) or missing} do not "
+            f"exist in {stage_config.paths()['data']}"
+        )
     return files
 
 
@@ -241,15 +265,19 @@ def check_entries(params: MethodParams, where: str = "params.yaml") -> None:
         kinds = registry.list_methods("stage")
         unknown = sorted(set(section) - set(kinds) - {"splits"})
         if unknown:
-            raise stage_config.ConfigError(f"{where}: {SECTION}: unknown method kind(s) {unknown}; registered: {kinds} "
-                                           "(modules of benchmark/methods)")
+            raise stage_config.ConfigError(
+                f"{where}: {SECTION}: unknown method kind(s) {unknown}; registered: {kinds} "
+                "(modules of benchmark/methods)"
+            )
         for kind in kinds:
             entries = section.get(kind)
             if entries is None:
                 continue
             if not isinstance(entries, dict):
-                raise stage_config.ConfigError(f"{where}: {SECTION}.{kind}: must be a mapping of entry names to entries "
-                                               f"({{}} = none), got {entries!r}")
+                raise stage_config.ConfigError(
+                    f"{where}: {SECTION}.{kind}: must be a mapping of entry names to entries "
+                    f"({{}} = none), got {entries!r}"
+                )
             for key in entries:
                 try:
                     _entry(params, registry.get_method(kind), key)

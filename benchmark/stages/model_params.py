@@ -12,6 +12,7 @@ no block of the file is still an error here.
 embedded suite). The embedded suite's other keys are the data stage's settings, typed where that stage builds the
 splits (:class:`benchmark.data.embedded.EmbeddedData`).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -26,7 +27,10 @@ from benchmark.stages.stage_config import read_params
 
 DEVICES = ("auto", "cpu", "cuda")
 BACKENDS = ("auto", "gloo", "nccl")  # params distributed.backend
-AMP = ("bfloat16", "float16")  # params logits.amp: null/false (off) or one of these (dtypes: benchmark.models.infer.amp_dtype)
+AMP = (
+    "bfloat16",
+    "float16",
+)  # params logits.amp: null/false (off) or one of these (dtypes: benchmark.models.infer.amp_dtype)
 OTHER_BLOCKS = ("evaluate", "report", "sve", "baselines", "cluster")  # params.yaml blocks no model stage reads
 
 
@@ -84,7 +88,9 @@ class DistConfig:
         if self.node_rank is not None:
             _int(self.node_rank, "node_rank", 0, self.nnodes - 1)
         if self.master_addr is not None and (not isinstance(self.master_addr, str) or not self.master_addr):
-            raise ValueError(f"master_addr must be a host name or address (or null: $MASTER_ADDR), got {self.master_addr!r}")
+            raise ValueError(
+                f"master_addr must be a host name or address (or null: $MASTER_ADDR), got {self.master_addr!r}"
+            )
         _int(self.master_port, "master_port", 1, 65535)
         if self.backend not in BACKENDS:
             raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
@@ -97,7 +103,9 @@ class DistConfig:
     def backend_for(self, device) -> str:
         """The backend for ``device`` (a ``torch.device``): ``auto`` picks nccl for CUDA, gloo for the CPU."""
         if self.backend == "nccl" and device.type != "cuda":
-            raise ValueError(f"params 'distributed': backend nccl needs CUDA, but the device is {device.type}; use auto or gloo")
+            raise ValueError(
+                f"params 'distributed': backend nccl needs CUDA, but the device is {device.type}; use auto or gloo"
+            )
         return self.backend if self.backend != "auto" else ("nccl" if device.type == "cuda" else "gloo")
 
     def this_node_rank(self) -> int:
@@ -109,15 +117,19 @@ class DistConfig:
         for var in ("NODE_RANK", "SLURM_NODEID"):
             if os.environ.get(var, "").isdigit():
                 return _int(int(os.environ[var]), f"node rank from ${var}", 0, self.nnodes - 1)
-        raise ValueError(f"params 'distributed': node_rank is null and neither $NODE_RANK nor $SLURM_NODEID is set; "
-                         f"set it on each of the {self.nnodes} nodes (0 on the node at master_addr)")
+        raise ValueError(
+            f"params 'distributed': node_rank is null and neither $NODE_RANK nor $SLURM_NODEID is set; "
+            f"set it on each of the {self.nnodes} nodes (0 on the node at master_addr)"
+        )
 
     def rendezvous_host(self) -> str:
         """``master_addr``, else ``$MASTER_ADDR`` (set by a ``cluster submit`` job to its allocation's first node)."""
         host = self.master_addr or os.environ.get("MASTER_ADDR", "")
         if not host:
-            raise ValueError("params 'distributed': master_addr is null and $MASTER_ADDR is not set; set either to "
-                             "the address of node 0 (a `cluster submit` job sets $MASTER_ADDR itself)")
+            raise ValueError(
+                "params 'distributed': master_addr is null and $MASTER_ADDR is not set; set either to "
+                "the address of node 0 (a `cluster submit` job sets $MASTER_ADDR itself)"
+            )
         return host
 
     def torchrun_args(self, script: str, argv) -> list[str]:
@@ -126,8 +138,14 @@ class DistConfig:
         if self.nnodes == 1:
             args.append("--standalone")
         else:
-            args += ["--node_rank", str(self.this_node_rank()), "--master_addr", self.rendezvous_host(),
-                     "--master_port", str(self.master_port)]
+            args += [
+                "--node_rank",
+                str(self.this_node_rank()),
+                "--master_addr",
+                self.rendezvous_host(),
+                "--master_port",
+                str(self.master_port),
+            ]
         return [*args, str(script), *argv]
 
 
@@ -146,7 +164,9 @@ class DataRef:
     def validate(self) -> None:
         """A paper suite names its suite file (``spec``); only the embedded default does without."""
         if not self.spec and self.suite != "embedded":
-            raise ValueError(f"must have 'spec: <suite file>' (a paper suite) or 'suite: embedded', got suite {self.suite!r}")
+            raise ValueError(
+                f"must have 'spec: <suite file>' (a paper suite) or 'suite: embedded', got suite {self.suite!r}"
+            )
 
 
 @dataclass(frozen=True)
@@ -172,8 +192,12 @@ class MethodParams(ModelParams):
     """The model stages' blocks and the methods' entries: what a method's stage reads (``pipelines/method.py``,
     ``pipelines/sve.py``; each entry parsed by its method's typed config, :mod:`benchmark.stages.method_stage`)."""
 
-    sve: dict | None = field(default=None, kw_only=True)  # Singular Value Ensembles (benchmark.methods.sve_stage.SveConfig)
-    baselines: dict | None = field(default=None, kw_only=True)  # baselines.<kind>.<key>: one entry per method stage (benchmark.methods.registry)
+    sve: dict | None = field(
+        default=None, kw_only=True
+    )  # Singular Value Ensembles (benchmark.methods.sve_stage.SveConfig)
+    baselines: dict | None = field(
+        default=None, kw_only=True
+    )  # baselines.<kind>.<key>: one entry per method stage (benchmark.methods.registry)
 
 
 def data_ref(raw) -> dict:
@@ -205,4 +229,3 @@ def load_model_params(path="params.yaml") -> ModelParams:
     """The model stages' blocks of params file ``path`` (:func:`benchmark.stages.stage_config.read_params`: read and
     parsed once per process)."""
     return read_params(Path(path), parse_model_params)
-

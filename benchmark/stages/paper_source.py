@@ -7,6 +7,7 @@ training augmentation for training, the evaluation transform otherwise). The sui
 stage's entry opens the source; its loaders are imported then, and only its own
 (:func:`benchmark.data.paper.suites.loader_modules`).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -29,8 +30,10 @@ class PaperSource:
     def __init__(self, params, data: dict | None = None):
         self.spec = load_suite(params.data.spec)
         if params.suite != self.spec.name:
-            raise ConfigError(f"params 'suite' is {params.suite!r} but data.spec {params.data.spec!r} "
-                              f"is suite {self.spec.name!r}; they must agree (the results are labelled with it)")
+            raise ConfigError(
+                f"params 'suite' is {params.suite!r} but data.spec {params.data.spec!r} "
+                f"is suite {self.spec.name!r}; they must agree (the results are labelled with it)"
+            )
         self.data_root = params.data_root
         self.num_workers = params.num_workers
         self._splits = None
@@ -63,16 +66,20 @@ class PaperSource:
     def check_recipe(self, name: str, recipe) -> None:
         """Models are selected by the suite's validation score (``select_by``)."""
         if recipe.epochs and recipe.select_by != self.spec.select_by:
-            raise ConfigError(f"recipe {name!r} selects by {recipe.select_by!r} but suite {self.spec.name!r} by "
-                              f"{self.spec.select_by!r}; set recipes.{name}.select_by: {self.spec.select_by}")
+            raise ConfigError(
+                f"recipe {name!r} selects by {recipe.select_by!r} but suite {self.spec.name!r} by "
+                f"{self.spec.select_by!r}; set recipes.{name}.select_by: {self.spec.select_by}"
+            )
 
     def inputs(self, split: str, entry, *, train: bool = False) -> SplitInputs:
         """A Dataset streaming the split with the entry's timm transform (``train``: the fine-tuning augmentation)."""
         index = split_index(split)
         s = self.splits().get(split)
         if s is None or not (np.array_equal(s.ids, index.ids) and np.array_equal(s.labels, index.labels)):
-            raise store.StoreError(f"suite {self.spec.name!r} split {split!r}: the data under the data root no longer match "
-                                   f"{split_file(split)} (the data stage's index); rerun the data stage (dvc repro)")
+            raise store.StoreError(
+                f"suite {self.spec.name!r} split {split!r}: the data under the data root no longer match "
+                f"{split_file(split)} (the data stage's index); rerun the data stage (dvc repro)"
+            )
         ds = SplitDataset(s, (train_transform if train else eval_transform)(entry))
         return SplitInputs(split, ds, torch.from_numpy(index.labels), torch.from_numpy(index.ids))
 

@@ -16,6 +16,7 @@ methods' entries, parsed with each method's own typed config where they are used
 ``cluster`` (Slurm resources per stage) is typed by :mod:`benchmark.cluster.config` where ``cluster submit``
 reads it; no stage does.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -33,7 +34,9 @@ class Params(MethodParams):
 
     evaluate: EvalConfig = field(kw_only=True)
     report: ReportConfig | None = field(default=None, kw_only=True)
-    cluster: dict | None = field(default=None, kw_only=True)  # Slurm resources (benchmark.cluster.config); no stage reads it
+    cluster: dict | None = field(
+        default=None, kw_only=True
+    )  # Slurm resources (benchmark.cluster.config); no stage reads it
 
     def __post_init__(self):
         if isinstance(self.evaluate, EvalConfig) and self.evaluate.suite != self.suite:  # the rows are labelled with it

@@ -7,15 +7,16 @@ function validates before doing any work and writes its outputs atomically throu
 The suite's images come from the data source that params select (:mod:`benchmark.stages.suite_source`: the embedded
 suite in memory, or a paper suite streamed from the data root).
 """
+
 from __future__ import annotations
 
 import argparse
 import contextlib
 import importlib
 import sys
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable
 
 import torch
 
@@ -54,9 +55,15 @@ def model_stage(params: ModelParams, name: str, source=None) -> ModelStage:
     """Zoo entry ``name`` of ``params``'s zoo, its recipe, the data source (``source``, else opened here) and the
     device, checked before any work: what a per-model stage's entry hands down."""
     entry = stage_config.entry(params, name)
-    return ModelStage(name=name, entry=entry, recipe=recipe_of(params.recipes, entry.recipe, f"zoo entry {name!r}"),
-                      source=suite_source.for_params(params) if source is None else source, params=params,
-                      device=suite_source.device(params), folders=stage_config.paths(name))
+    return ModelStage(
+        name=name,
+        entry=entry,
+        recipe=recipe_of(params.recipes, entry.recipe, f"zoo entry {name!r}"),
+        source=suite_source.for_params(params) if source is None else source,
+        params=params,
+        device=suite_source.device(params),
+        folders=stage_config.paths(name),
+    )
 
 
 LAUNCHER = "benchmark.models.launch"  # torchrun: imported only when params ask for several processes
@@ -76,6 +83,7 @@ def _data_parallel(script: str | None, stage: str, on_failure: str):
     (:mod:`benchmark.models.launch`) and a failure of any rank is one message naming ``stage`` and ``on_failure``
     (exit 1). In a worker, an expected error names the rank, and a failed collective (another rank stopped) exits 1
     with a one-line message."""
+
     def runner(params, args, argv, run) -> int:
         if script is not None:
             cfg = distributed.config(params.distributed, params.device)
@@ -94,9 +102,17 @@ def _data_parallel(script: str | None, stage: str, on_failure: str):
     return runner
 
 
-def model_stage_main(description: str, fn: Callable[[ModelStage, argparse.Namespace], object], argv=None, *, arg: str = "model",
-                     help: str = "zoo entry name", script: str | None = None,
-                     on_failure: str = "its outputs were not written", add_args=None) -> int:
+def model_stage_main(
+    description: str,
+    fn: Callable[[ModelStage, argparse.Namespace], object],
+    argv=None,
+    *,
+    arg: str = "model",
+    help: str = "zoo entry name",
+    script: str | None = None,
+    on_failure: str = "its outputs were not written",
+    add_args=None,
+) -> int:
     """``stage_main`` for per-model stages (``foreach``): ``fn(stage, args)`` with ``--<arg> VALUE``, ``stage`` the
     typed :class:`ModelStage` of zoo entry VALUE that the entry builds (:func:`model_stage`: the params' model blocks,
     the zoo entry, the data source).
@@ -104,6 +120,7 @@ def model_stage_main(description: str, fn: Callable[[ModelStage, argparse.Namesp
     ``script`` (the stage script's path) makes the stage data-parallel (:func:`_data_parallel`); the stage is named
     ``<script stem>@<value>`` as in dvc.yaml.
     """
+
     def add(p):
         p.add_argument(f"--{arg}", required=True, help=help)
         if add_args:
@@ -113,8 +130,9 @@ def model_stage_main(description: str, fn: Callable[[ModelStage, argparse.Namesp
         name = f"{Path(script or arg).stem}@{getattr(args, arg)}"
         return _data_parallel(script, name, on_failure)(params, args, argv, run)
 
-    return stage_main(description, lambda params, a: fn(model_stage(params, getattr(a, arg)), a), add, argv,
-                      runner=runner)
+    return stage_main(
+        description, lambda params, a: fn(model_stage(params, getattr(a, arg)), a), add, argv, runner=runner
+    )
 
 
 def train(stage: ModelStage, *, progress: bool = True, stop_after_epoch: int | None = None) -> dict:
@@ -134,18 +152,30 @@ def train(stage: ModelStage, *, progress: bool = True, stop_after_epoch: int | N
         tr, va = src.inputs(TRAIN, entry, train=True), src.inputs(VAL, entry)
         train_data, val_data, data_fp = tr.fit_data, va.fit_data, [store.array_hash(tr.ids), store.array_hash(va.ids)]
     fp = stage_config.fingerprint(entry.as_dict(), asdict(recipe), *data_fp)
-    return fine_tune(model, train_data, val_data, recipe, seed=entry.seed,
-                     folder=stage.folders["checkpoint"], fingerprint=fp, progress=progress,
-                     stop_after_epoch=stop_after_epoch, num_workers=src.num_workers)
+    return fine_tune(
+        model,
+        train_data,
+        val_data,
+        recipe,
+        seed=entry.seed,
+        folder=stage.folders["checkpoint"],
+        fingerprint=fp,
+        progress=progress,
+        stop_after_epoch=stop_after_epoch,
+        num_workers=src.num_workers,
+    )
 
 
 def load_trained(stage: ModelStage):
     """The stage's trained model in eval mode on the CPU, built with its recipe's ``drop_rate``."""
-    model = factory.create(stage.entry, stage.source.num_classes(), load_weights=False, drop_rate=stage.recipe.drop_rate)
+    model = factory.create(
+        stage.entry, stage.source.num_classes(), load_weights=False, drop_rate=stage.recipe.drop_rate
+    )
     folder = stage.folders["checkpoint"]
     if not (folder / "train.json").exists():
-        raise store.StoreError(f"{folder}: training of {stage.name!r} has not finished (no train.json); "
-                               f"run `dvc repro train@{stage.name}`")
+        raise store.StoreError(
+            f"{folder}: training of {stage.name!r} has not finished (no train.json); run `dvc repro train@{stage.name}`"
+        )
     load_weights(folder / "model.safetensors", model)
     return model.eval()
 
@@ -163,7 +193,9 @@ def logits(stage: ModelStage, model, *, progress: bool = True) -> list[str]:
     channels_last(model)
     device = distributed.init(stage.params.distributed, stage.device)
     if device.type == "cuda":
-        torch.backends.cudnn.benchmark = True  # fixed batch shapes: the fastest convolution algorithms (as timm's benchmark)
+        torch.backends.cudnn.benchmark = (
+            True  # fixed batch shapes: the fastest convolution algorithms (as timm's benchmark)
+        )
     model.to(device)
     stage.set_threads()
     written = []
@@ -172,12 +204,24 @@ def logits(stage: ModelStage, model, *, progress: bool = True) -> list[str]:
             if split_name == TRAIN:
                 continue
             s = stage.source.inputs(split_name, stage.entry)
-            z = distributed.predict_logits(model, s.inputs, to_all=False, batch_size=stage.params.logits.batch_size,
-                                           desc=f"{stage.name}/{split_name}", progress=progress,
-                                           num_workers=stage.source.num_workers, amp=amp)
+            z = distributed.predict_logits(
+                model,
+                s.inputs,
+                to_all=False,
+                batch_size=stage.params.logits.batch_size,
+                desc=f"{stage.name}/{split_name}",
+                progress=progress,
+                num_workers=stage.source.num_workers,
+                amp=amp,
+            )
             if out is not None:
-                store.save_logits_file(out / f"{split_name}.safetensors", z, s.labels, s.ids,
-                                       meta={"model": stage.name, "split": split_name, "arch": stage.entry.arch})
+                store.save_logits_file(
+                    out / f"{split_name}.safetensors",
+                    z,
+                    s.labels,
+                    s.ids,
+                    meta={"model": stage.name, "split": split_name, "arch": stage.entry.arch},
+                )
             written.append(split_name)
         distributed.barrier("every split is done before rank 0 writes the folder")
     return written

@@ -2,13 +2,14 @@
 
 A stage's entry reads its params file once (:func:`read_params`) into the typed objects of the blocks it reads
 (:mod:`benchmark.stages.model_params`, :mod:`benchmark.stages.params_config`) and its zoo entries (:func:`zoo`)."""
+
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import torch
 

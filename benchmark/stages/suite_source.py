@@ -17,6 +17,7 @@ labels and ids are those of ``results/data``, so fingerprints and the alignment
 of logits files work the same for both kinds of suite. This module holds what both share: the split files and
 indexes of ``results/data``, :class:`SplitInputs`, the choice of splits and of the device.
 """
+
 from __future__ import annotations
 
 import fnmatch
@@ -105,7 +106,7 @@ class SplitInputs:
     def __len__(self) -> int:
         return len(self.labels)
 
-    def subset(self, keep) -> "SplitInputs":
+    def subset(self, keep) -> SplitInputs:
         """The samples at positions ``keep`` (in that order)."""
         keep = torch.as_tensor(np.asarray(keep), dtype=torch.long)
         inputs = self.inputs[keep] if isinstance(self.inputs, torch.Tensor) else LabelledSubset(self.inputs, keep)
@@ -147,11 +148,14 @@ def resolve_splits(patterns: list[str] | None, available: list[str], where: str,
 
 def train_size(data_dir: Path | None = None) -> int:
     """Images of the train split (its file or index in ``results/data``): what one epoch of a recipe passes over
-    (:func:`benchmark.stages.per_model.train`), the images of a training budget (:func:`benchmark.core.costs.train_budget`)."""
+    (:func:`benchmark.stages.per_model.train`), the images of a training budget
+    (:func:`benchmark.core.costs.train_budget`)."""
     files = split_files(data_dir)
     if TRAIN not in files:
-        raise store.StoreError(f"{Path(data_dir or stage_config.paths()['data'])}: no train split file; rerun the data stage (dvc repro "
-                               "data)")
+        raise store.StoreError(
+            f"{Path(data_dir or stage_config.paths()['data'])}: no train split file; rerun the data stage (dvc repro "
+            "data)"
+        )
     return len(read_index(files[TRAIN], TRAIN).ids)
 
 

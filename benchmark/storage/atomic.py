@@ -7,6 +7,7 @@ readers that list folders skip hidden names (:func:`listing`), and the next writ
 of the same target removes them (:func:`clean_leftovers`). Re-exported by
 :mod:`benchmark.storage.store`.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -159,5 +160,3 @@ def atomic_dir(path: PathLike) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-
-

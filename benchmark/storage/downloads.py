@@ -11,6 +11,7 @@
   derived from the column dictionaries the tables are built from (e.g.
   :data:`benchmark.storage.results_schema.COLUMNS`), never typed twice.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -99,7 +100,10 @@ def write_parquet(path: PathLike, df: pd.DataFrame) -> None:
 
 def table_schema(columns: dict[str, tuple[str, str]], *, title: str = "", description: str = "") -> dict:
     """A Frictionless Table Schema of ``columns`` (name -> (dtype: string | float64 | int64, meaning)), in order."""
-    fields = [{"name": name, "type": _SCHEMA_TYPES[dtype], "description": meaning} for name, (dtype, meaning) in columns.items()]
+    fields = [
+        {"name": name, "type": _SCHEMA_TYPES[dtype], "description": meaning}
+        for name, (dtype, meaning) in columns.items()
+    ]
     return {k: v for k, v in (("title", title), ("description", description)) if v} | {"fields": fields}
 
 
@@ -128,8 +132,16 @@ def write_downloads(folder: PathLike, tables: dict[str, DownloadTable], *, prefi
         write_parquet(folder / f"{name}.parquet", table)
         write_csv_gz(folder / f"{name}.csv.gz", table)
         schemas[name] = table_schema(t.columns, title=t.title)
-        out.append({"name": name, "title": t.title, "rows": len(table), "parquet": f"{prefix}{name}.parquet",
-                    "csv": f"{prefix}{name}.csv.gz", "fields": schemas[name]["fields"]})
+        out.append(
+            {
+                "name": name,
+                "title": t.title,
+                "rows": len(table),
+                "parquet": f"{prefix}{name}.parquet",
+                "csv": f"{prefix}{name}.csv.gz",
+                "fields": schemas[name]["fields"],
+            }
+        )
     write_schema(folder / SCHEMA_FILE, schemas)
     return {"schema": prefix + SCHEMA_FILE, "tables": out}
 

@@ -6,12 +6,13 @@ functions: a superset of what a run imports) is followed through the package's s
 (:mod:`benchmark.dvcgen.stage_deps`) and what the evaluate stage's unit cache is keyed on
 (:func:`benchmark.evaluation.stage.code_hash`).
 """
+
 from __future__ import annotations
 
 import ast
 import hashlib
 from collections.abc import Iterable
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 PACKAGE = "benchmark"
@@ -35,11 +36,13 @@ def imported_names(root: Path, file: Path) -> set[str]:
     return set(_imported_names(Path(root), file, st.st_mtime_ns, st.st_size))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _imported_names(root: Path, file: Path, mtime_ns: int, size: int) -> frozenset[str]:
     tree = ast.parse(file.read_text(encoding="utf-8"), filename=str(file))
     try:
-        here = list(file.resolve().relative_to(Path(root).resolve()).parts[:-1])  # the package a relative import starts from
+        here = list(
+            file.resolve().relative_to(Path(root).resolve()).parts[:-1]
+        )  # the package a relative import starts from
     except ValueError:
         here = []
     out = set()
@@ -69,7 +72,7 @@ def _modules_run(root: Path, dotted: str, found: dict[str, Path | None] | None =
     return [f for f in (found[".".join(parts[:i])] for i in range(1, len(parts) + 1)) if f is not None]
 
 
-@lru_cache(maxsize=None)
+@cache
 def _closure(root: Path, start: tuple[Path, ...], stamp: tuple) -> frozenset[Path]:
     seen: set[Path] = set()
     found: dict[str, Path | None] = {}  # dotted name -> its file: many files import the same packages and names

@@ -8,6 +8,7 @@ remote is probed first (one metadata request on its root); any failure becomes
 one :class:`RemoteError` naming the remote (name and URL from the DVC config),
 the stages concerned, a short reason and what to check.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -56,7 +57,9 @@ class Transfer:
     not_run: tuple[str, ...] = ()  # stages without outputs in dvc.lock: nothing to share yet
 
 
-def push(targets: Sequence[str] = (), *, remote: str | None = None, root: PathLike = ".", jobs: int | None = None) -> Transfer:
+def push(
+    targets: Sequence[str] = (), *, remote: str | None = None, root: PathLike = ".", jobs: int | None = None
+) -> Transfer:
     """Upload the cached outputs of ``targets`` (default: every stage) to the remote."""
     with _project(root) as (repo, log):
         rem = _remote(repo, remote)
@@ -69,7 +72,9 @@ def push(targets: Sequence[str] = (), *, remote: str | None = None, root: PathLi
         return Transfer(rem, _names(ran), int(files), _names(not_run))
 
 
-def pull(targets: Sequence[str] = (), *, remote: str | None = None, root: PathLike = ".", jobs: int | None = None) -> Transfer:
+def pull(
+    targets: Sequence[str] = (), *, remote: str | None = None, root: PathLike = ".", jobs: int | None = None
+) -> Transfer:
     """Download the outputs of ``targets`` (default: every stage) recorded in dvc.lock and check them out.
 
     Nothing is recomputed: afterwards ``dvc status`` reports those stages up to date.
@@ -95,7 +100,9 @@ def pull(targets: Sequence[str] = (), *, remote: str | None = None, root: PathLi
         return Transfer(rem, _names(ran), int(res.get("stats", {}).get("fetched", 0)), _names(not_run))
 
 
-def status(targets: Sequence[str] = (), *, remote: str | None = None, root: PathLike = ".") -> dict[str, dict[str, str]]:
+def status(
+    targets: Sequence[str] = (), *, remote: str | None = None, root: PathLike = "."
+) -> dict[str, dict[str, str]]:
     """State of every output of the stages against the remote: ``{stage: {output path: state}}``.
 
     States of a DVC-cached output: ``synced`` (in the local cache and on the remote), ``local only``
@@ -110,8 +117,13 @@ def status(targets: Sequence[str] = (), *, remote: str | None = None, root: Path
         _probe(repo, rem, "checking", stages)
         try:
             cloud = repo.status(targets=list(targets) or None, cloud=True, remote=rem.name)
-            out = {s.addressing: {_relpath(repo, o): _state(repo, rem, o, cloud) if o.use_cache else _uncached_state(repo, o)
-                                  for o in s.outs} for s in stages}
+            out = {
+                s.addressing: {
+                    _relpath(repo, o): _state(repo, rem, o, cloud) if o.use_cache else _uncached_state(repo, o)
+                    for o in s.outs
+                }
+                for s in stages
+            }
         except Exception as e:  # noqa: BLE001
             raise _transfer_error(rem, "checking", stages, e, log) from e
         return out
@@ -131,7 +143,9 @@ def _state(repo: Repo, rem: Remote, out: Output, cloud: dict) -> str:
     if not out.hash_info:
         return "not run"
     oid = out.hash_info.value
-    if not out.cache.exists(oid) and not repo.cloud.get_remote_odb(rem.name, "status", hash_name=out.hash_name).exists(oid):
+    if not out.cache.exists(oid) and not repo.cloud.get_remote_odb(rem.name, "status", hash_name=out.hash_name).exists(
+        oid
+    ):
         return "missing"
     path = _relpath(repo, out)
     seen = {v for k, v in cloud.items() if k == path or k.startswith(path + "/")}
@@ -160,8 +174,10 @@ def _project(root: PathLike) -> Iterator[tuple[Repo, _Records]]:
     try:
         top = Repo.find_root(os.fspath(root))
     except NotDvcRepoError:
-        raise RemoteError(f"{Path(root).resolve()} is not inside a DVC project (no .dvc folder): run `dvc init` at the repository "
-                          "root") from None
+        raise RemoteError(
+            f"{Path(root).resolve()} is not inside a DVC project (no .dvc folder): run `dvc init` at the repository "
+            "root"
+        ) from None
     log = _Records()
     saved = [(lg, lg.handlers[:], lg.propagate) for lg in map(logging.getLogger, DVC_LOGGERS)]
     try:
@@ -205,9 +221,11 @@ def _remote(repo: Repo, name: str | None) -> Remote:
     configured = f"configured: {', '.join(sorted(remotes))}" if remotes else "none is configured"
     name = name or repo.config.get("core", {}).get("remote")
     if not name:
-        raise RemoteError(f"no DVC remote given and no default remote ({configured}): add one with "
-                          "`dvc remote add -d team s3://bucket/uqbench` (any DVC remote: s3, gs, ssh, a local or NFS folder) "
-                          "or choose one with --remote NAME")
+        raise RemoteError(
+            f"no DVC remote given and no default remote ({configured}): add one with "
+            "`dvc remote add -d team s3://bucket/uqbench` (any DVC remote: s3, gs, ssh, a local or NFS folder) "
+            "or choose one with --remote NAME"
+        )
     if name not in remotes:
         raise RemoteError(f"no DVC remote named {name!r} ({configured}); add it with `dvc remote add {name} URL`")
     return Remote(name, _mask(str(remotes[name].get("url", ""))))
@@ -231,7 +249,9 @@ def _stages(repo: Repo, targets: Sequence[str], *, cached_only: bool = True) -> 
         if info.stage not in stages and (_cached_outs(info.stage) if cached_only else info.stage.outs):
             stages.append(info.stage)
     if targets and not stages:
-        raise RemoteError(f"{', '.join(targets)}: no output cached by DVC (outputs with `cache: false` are never stored on a remote)")
+        raise RemoteError(
+            f"{', '.join(targets)}: no output cached by DVC (outputs with `cache: false` are never stored on a remote)"
+        )
     return stages
 
 
@@ -241,7 +261,9 @@ def _collect(repo: Repo, target: str) -> list:
     try:
         return repo.stage.collect_granular(target)
     except DvcException:
-        raise RemoteError(f"{target!r} is neither a stage nor a DVC output of {repo.root_dir} (see `dvc stage list`)") from None
+        raise RemoteError(
+            f"{target!r} is neither a stage nor a DVC output of {repo.root_dir} (see `dvc stage list`)"
+        ) from None
 
 
 def _split_ran(repo: Repo, targets: Sequence[str], action: str) -> tuple[list, list]:
@@ -250,8 +272,10 @@ def _split_ran(repo: Repo, targets: Sequence[str], action: str) -> tuple[list, l
     ran = [s for s in stages if all(o.hash_info for o in _cached_outs(s))]
     not_run = [s for s in stages if s not in ran]
     if targets and not ran:
-        raise RemoteError(f"nothing to {action} for {_what(not_run)}: no outputs recorded in dvc.lock yet; "
-                          f"run `dvc repro {' '.join(_names(not_run))}` first (or pull dvc.lock from git)")
+        raise RemoteError(
+            f"nothing to {action} for {_what(not_run)}: no outputs recorded in dvc.lock yet; "
+            f"run `dvc repro {' '.join(_names(not_run))}` first (or pull dvc.lock from git)"
+        )
     return ran, not_run
 
 
@@ -272,7 +296,11 @@ def _stages_of(repo: Repo, stages: list, paths: Iterable[str]) -> list:
     """The stages owning any of ``paths`` (relative to the project root)."""
     paths = [Path(p).as_posix().rstrip("/") for p in paths]
     outs = {s: [_relpath(repo, o) for o in _cached_outs(s)] for s in stages}
-    return [s for s in stages if any(p == o or p.startswith(o + "/") or o.startswith(p + "/") for p in paths for o in outs[s])]
+    return [
+        s
+        for s in stages
+        if any(p == o or p.startswith(o + "/") or o.startswith(p + "/") for p in paths for o in outs[s])
+    ]
 
 
 # -- errors ------------------------------------------------------------------------------------
@@ -303,9 +331,13 @@ def _hint(rem: Remote) -> str:
     if len(scheme) <= 1 or scheme == "file":  # a local path (or a Windows drive letter)
         return "check that the folder exists or can be created and is writable (`dvc remote list`)"
     if scheme in CLOUD_SCHEMES:
-        return (f"check the bucket, the credentials (the provider's environment variables or "
-                f"`dvc remote modify --local {rem.name} ...`) and the network")
-    return f"check the host, port and credentials of the URL (`dvc remote modify --local {rem.name} ...`) and the network"
+        return (
+            f"check the bucket, the credentials (the provider's environment variables or "
+            f"`dvc remote modify --local {rem.name} ...`) and the network"
+        )
+    return (
+        f"check the host, port and credentials of the URL (`dvc remote modify --local {rem.name} ...`) and the network"
+    )
 
 
 def _connection_cause(e: BaseException) -> BaseException | None:
@@ -324,7 +356,9 @@ def _probe(repo: Repo, rem: Remote, verb: str, stages: Sequence[Stage]) -> None:
     try:
         remote = repo.cloud.get_remote(rem.name)
     except ImportError as e:  # e.g. s3 without the dvc-s3 plugin
-        raise RemoteError(f"{rem} cannot be used while {verb} {_what(stages)}: {e} (install the plugin into this environment)") from None
+        raise RemoteError(
+            f"{rem} cannot be used while {verb} {_what(stages)}: {e} (install the plugin into this environment)"
+        ) from None
     except Exception as e:  # noqa: BLE001 - invalid remote configuration
         raise RemoteError(f"{rem} cannot be used while {verb} {_what(stages)}: {_short(e)}; {_hint(rem)}") from None
     try:
@@ -332,7 +366,9 @@ def _probe(repo: Repo, rem: Remote, verb: str, stages: Sequence[Stage]) -> None:
     except FileNotFoundError as e:
         cause = _connection_cause(e)
         if cause is not None:
-            raise RemoteError(f"{rem} unreachable while {verb} {_what(stages)}: {_short(cause)}; {_hint(rem)}") from None
+            raise RemoteError(
+                f"{rem} unreachable while {verb} {_what(stages)}: {_short(cause)}; {_hint(rem)}"
+            ) from None
     except Exception as e:  # noqa: BLE001
         raise RemoteError(f"{rem} unreachable while {verb} {_what(stages)}: {_short(e)}; {_hint(rem)}") from None
 

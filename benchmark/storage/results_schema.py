@@ -4,6 +4,7 @@ Every producer (single models, duos, ensembles, SVE, other baselines) writes row
 with these columns and every consumer (summary, plots, leaderboard) reads only
 them, so a new method family shows up everywhere without code changes.
 """
+
 from __future__ import annotations
 
 import pandas as pd
@@ -33,17 +34,28 @@ COLUMNS: dict[str, tuple[str, str]] = {
     "weight_base": ("float64", "logit weight of the base: 1/T for singles, 1/(2T) in a duo"),
     "weight_side": ("float64", "logit weight of the sidekick, 1/(2T) (0 for singles)"),
     "inputs_hash": ("string", "hash of the logits files (dvc.lock md5s) the row was computed from"),
-    "overhead_percent": ("float64", "trainable parameters of all M members and their heads, in % of the pretrained "
-                                    "backbone (NaN if not reported)"),
-    "extra_params_percent": ("float64", "parameters added over one model, in % of the pretrained backbone: the SVE "
-                                        "paper's overhead, (M - 1) members' adapted parameters, no heads (NaN if not reported)"),
-    "train_images": ("float64", "training budget: training images processed to make the row's models, summed over every "
-                                "training run behind it (epochs x images per epoch x members, each member a full forward; "
-                                "0 for pretrained weights used as they are; a method built on fine-tunes includes theirs; "
-                                "NaN if not recorded)"),
-    "train_params": ("float64", "training budget: parameters trained, summed over the training runs behind the row (all "
-                                "of a full fine-tune, the trainable ones of a method that trains a subset, e.g. SVE's "
-                                "singular values, biases and heads of all M members; NaN if not recorded)"),
+    "overhead_percent": (
+        "float64",
+        "trainable parameters of all M members and their heads, in % of the pretrained backbone (NaN if not reported)",
+    ),
+    "extra_params_percent": (
+        "float64",
+        "parameters added over one model, in % of the pretrained backbone: the SVE "
+        "paper's overhead, (M - 1) members' adapted parameters, no heads (NaN if not reported)",
+    ),
+    "train_images": (
+        "float64",
+        "training budget: training images processed to make the row's models, summed over every "
+        "training run behind it (epochs x images per epoch x members, each member a full forward; "
+        "0 for pretrained weights used as they are; a method built on fine-tunes includes theirs; "
+        "NaN if not recorded)",
+    ),
+    "train_params": (
+        "float64",
+        "training budget: parameters trained, summed over the training runs behind the row (all "
+        "of a full fine-tune, the trainable ones of a method that trains a subset, e.g. SVE's "
+        "singular values, biases and heads of all M members; NaN if not recorded)",
+    ),
 }
 # Columns a producer may leave out (and bundles made before they existed lack): validate_results adds them, empty
 # (NaN or '').

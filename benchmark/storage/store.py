@@ -15,12 +15,12 @@ Every write goes to a temporary file in the target folder and is renamed into
 place, so an interrupted run never leaves a half-written file behind
 (:mod:`benchmark.storage.atomic`, re-exported here).
 """
+
 from __future__ import annotations
 
 import hashlib
 import json
 import mmap
-import os
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +29,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from benchmark.storage.atomic import PathLike, atomic_dir, atomic_path, clean_leftovers, is_leftover, listing, write_boundary, write_text
+from benchmark.storage.atomic import (
+    PathLike,
+    atomic_path,
+    write_text,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -143,8 +147,10 @@ def _meta_entry(path: Path, meta: Any) -> dict:
     except (TypeError, ValueError) as e:
         raise StoreError(f"{path}: cannot read logits file (bad {META_KEY!r} metadata: {e})") from None
     if not isinstance(out, dict):
-        raise StoreError(f"{path}: cannot read logits file (its {META_KEY!r} metadata is {type(out).__name__} JSON, "
-                         "not a JSON object)")
+        raise StoreError(
+            f"{path}: cannot read logits file (its {META_KEY!r} metadata is {type(out).__name__} JSON, "
+            "not a JSON object)"
+        )
     return out
 
 
@@ -156,16 +162,20 @@ def check_arrays(path: PathLike, arrays: dict) -> None:
     member that is not an ``.npy`` (e.g. ``logits`` instead of ``logits.npy``)."""
     for key, value in arrays.items():
         if not isinstance(value, np.ndarray):
-            raise StoreError(f"{path}: member {key!r} is not a numpy array (.npy) but {type(value).__name__}; "
-                             "write the file with numpy.savez")
+            raise StoreError(
+                f"{path}: member {key!r} is not a numpy array (.npy) but {type(value).__name__}; "
+                "write the file with numpy.savez"
+            )
 
 
 def _checked_logits_file(path: Path, arrays: dict, meta: dict) -> LogitsFile:
     """Validate the arrays of a logits file (see :func:`load_logits_file`) and wrap them."""
     for key in ("logits", "labels"):
         if key not in arrays:
-            raise StoreError(f"{path}: missing array {key!r} (found {sorted(arrays)}); a logits file needs 'logits' (N, C) and "
-                             "'labels' (N,)")
+            raise StoreError(
+                f"{path}: missing array {key!r} (found {sorted(arrays)}); a logits file needs 'logits' (N, C) and "
+                "'labels' (N,)"
+            )
     check_arrays(path, arrays)
     logits, labels = arrays["logits"], arrays["labels"]
     if not np.issubdtype(logits.dtype, np.floating):
@@ -173,8 +183,10 @@ def _checked_logits_file(path: Path, arrays: dict, meta: dict) -> LogitsFile:
     if logits.dtype.itemsize > 4 and logits.size:
         big = float(np.abs(logits[np.isfinite(logits)]).max(initial=0.0))  # NaN and Inf: see core.validation
         if big > F32_MAX:
-            raise StoreError(f"{path}: 'logits' ({logits.dtype}) hold values up to {big:.3g}, beyond the float32 range "
-                             f"(|x| <= {F32_MAX:.3g}) the benchmark computes in; rescale or clip them")
+            raise StoreError(
+                f"{path}: 'logits' ({logits.dtype}) hold values up to {big:.3g}, beyond the float32 range "
+                f"(|x| <= {F32_MAX:.3g}) the benchmark computes in; rescale or clip them"
+            )
     if logits.ndim not in (2, 3):
         raise StoreError(f"{path}: 'logits' must be (N, C) or (M, N, C), got shape {logits.shape}")
     if labels.ndim != 1 or not np.issubdtype(labels.dtype, np.integer):
@@ -183,7 +195,9 @@ def _checked_logits_file(path: Path, arrays: dict, meta: dict) -> LogitsFile:
         raise StoreError(f"{path}: 'logits' has N={logits.shape[-2]} rows but 'labels' has {labels.shape[0]}")
     ids = arrays.get("ids")
     if ids is not None and not np.issubdtype(ids.dtype, np.integer):
-        raise StoreError(f"{path}: 'ids' must be integers, got {ids.dtype} (non-integer ids are refused, not truncated)")
+        raise StoreError(
+            f"{path}: 'ids' must be integers, got {ids.dtype} (non-integer ids are refused, not truncated)"
+        )
     if ids is not None and ids.shape != labels.shape:
         raise StoreError(f"{path}: 'ids' has shape {ids.shape}, expected {labels.shape}")
     out = LogitsFile(
@@ -201,9 +215,20 @@ def _checked_logits_file(path: Path, arrays: dict, meta: dict) -> LogitsFile:
     return out
 
 
-
-_SAFETENSORS_DTYPES = {"F16": "<f2", "F32": "<f4", "F64": "<f8", "I8": "i1", "I16": "<i2", "I32": "<i4", "I64": "<i8",
-                       "U8": "u1", "U16": "<u2", "U32": "<u4", "U64": "<u8", "BOOL": "?"}
+_SAFETENSORS_DTYPES = {
+    "F16": "<f2",
+    "F32": "<f4",
+    "F64": "<f8",
+    "I8": "i1",
+    "I16": "<i2",
+    "I32": "<i4",
+    "I64": "<i8",
+    "U8": "u1",
+    "U16": "<u2",
+    "U32": "<u4",
+    "U64": "<u8",
+    "BOOL": "?",
+}
 
 
 def _safetensors_header(path: Path, size: int) -> tuple[dict, int]:
@@ -279,13 +304,21 @@ def mmap_logits_file(path: PathLike) -> LogitsFile:
     arrays = {}
     for name, info in header.items():
         try:
-            dtype, shape, (begin, end) = np.dtype(_SAFETENSORS_DTYPES[info["dtype"]]), tuple(info["shape"]), info["data_offsets"]
+            dtype, shape, (begin, end) = (
+                np.dtype(_SAFETENSORS_DTYPES[info["dtype"]]),
+                tuple(info["shape"]),
+                info["data_offsets"],
+            )
         except (KeyError, TypeError, ValueError) as e:
-            raise StoreError(f"{path}: cannot read logits file (tensor {name!r}: unsupported or malformed entry {info!r})") from e
+            raise StoreError(
+                f"{path}: cannot read logits file (tensor {name!r}: unsupported or malformed entry {info!r})"
+            ) from e
         count = int(np.prod(shape, dtype=np.int64))
         if not 0 <= begin <= end <= size - start or end - begin != count * dtype.itemsize:
-            raise StoreError(f"{path}: cannot read logits file (tensor {name!r}: data offsets {[begin, end]} do not fit "
-                             f"shape {list(shape)} {info['dtype']} in a data section of {size - start} bytes)")
+            raise StoreError(
+                f"{path}: cannot read logits file (tensor {name!r}: data offsets {[begin, end]} do not fit "
+                f"shape {list(shape)} {info['dtype']} in a data section of {size - start} bytes)"
+            )
         if name == "logits" and dtype == np.float32 and count:
             arrays[name] = _map_array(path, start + begin, dtype, count).reshape(shape)
         else:
@@ -293,8 +326,13 @@ def mmap_logits_file(path: PathLike) -> LogitsFile:
     return _checked_logits_file(path, arrays, meta)
 
 
-def save_logits_file(path: PathLike, logits: torch.Tensor | np.ndarray, labels: torch.Tensor | np.ndarray,
-                     ids: torch.Tensor | np.ndarray | None = None, meta: dict | None = None) -> None:
+def save_logits_file(
+    path: PathLike,
+    logits: torch.Tensor | np.ndarray,
+    labels: torch.Tensor | np.ndarray,
+    ids: torch.Tensor | np.ndarray | None = None,
+    meta: dict | None = None,
+) -> None:
     """Write a ``.safetensors`` (or ``.npz``) logits file atomically, with hashes."""
     path = Path(path)
     arrays: dict[str, np.ndarray] = {

@@ -1,6 +1,7 @@
 """The command-line reference: every ``python -m benchmark`` command from its argparse parser
 (:func:`benchmark.cli.main.build_parser`, nested sub-commands included) and the stage scripts of ``pipelines/``
 (their docstrings). Part of the generated reference pages (:mod:`reference`)."""
+
 from __future__ import annotations
 
 import argparse
@@ -40,7 +41,7 @@ def _arguments(parser: argparse.ArgumentParser) -> list[str]:
         if a.nargs in ("*", "+"):
             notes.append("repeatable" if a.nargs == "*" else "one or more")
         lines.append(f"| {_code(name)} | {_cell(fmt._expand_help(a) if a.help else '')} | {_cell('; '.join(notes))} |")
-    return (["| argument | meaning | notes |", "|---|---|---|", *lines] if lines else [])
+    return ["| argument | meaning | notes |", "|---|---|---|", *lines] if lines else []
 
 
 def _command(parser: argparse.ArgumentParser, words: list[str], summary: str, level: int) -> list[str]:
@@ -67,7 +68,9 @@ def cli_reference() -> str:
         parser = build_parser()
         commands = _subcommands(parser)
         out = ["| command | what it does |", "|---|---|"]
-        out += [f"| [`{name}`](#{_slug('python -m benchmark ' + name)}) | {_cell(help_)} |" for name, _, help_ in commands]
+        out += [
+            f"| [`{name}`](#{_slug('python -m benchmark ' + name)}) | {_cell(help_)} |" for name, _, help_ in commands
+        ]
         out.append("")
         for name, sub, help_ in commands:
             out += _command(sub, ["python -m benchmark", name], help_, 2)
@@ -76,10 +79,16 @@ def cli_reference() -> str:
             os.environ.pop("COLUMNS", None)
         else:
             os.environ["COLUMNS"] = old
-    out += ["## Stage scripts (`pipelines/`)", "",
-            "The generated `dvc.yaml` runs these thin scripts; each takes `--params FILE` (default `params.yaml`), "
-            "`--no-progress` and `--help`. Run them through `dvc repro`; call one yourself only to debug a stage or "
-            "to launch it under `torchrun`.", "", "| script | stage |", "|---|---|"]
+    out += [
+        "## Stage scripts (`pipelines/`)",
+        "",
+        "The generated `dvc.yaml` runs these thin scripts; each takes `--params FILE` (default `params.yaml`), "
+        "`--no-progress` and `--help`. Run them through `dvc repro`; call one yourself only to debug a stage or "
+        "to launch it under `torchrun`.",
+        "",
+        "| script | stage |",
+        "|---|---|",
+    ]
     root = Path(__file__).resolve().parents[2]
     for script in sorted((root / "pipelines").glob("*.py")):
         doc = ast.get_docstring(ast.parse(script.read_text(encoding="utf-8"))) or ""

@@ -1,5 +1,6 @@
 """Griffe extension (mkdocs.yml: mkdocstrings' ``extensions``): the package's docstrings are written with reST roles
 (``:func:`x```) and double back-quotes; the API pages show them as Markdown code spans."""
+
 from __future__ import annotations
 
 import re

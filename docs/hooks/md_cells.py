@@ -1,4 +1,5 @@
 """Markdown helpers of the generated reference pages (:mod:`reference`, :mod:`cli_reference`)."""
+
 from __future__ import annotations
 
 import re

@@ -1,6 +1,7 @@
 """MkDocs hooks (``hooks:`` in mkdocs.yml): the generated reference pages are expanded from this checkout's code
 while the site is built (:mod:`reference`). The CONTRIBUTING.md sections some pages show are in their Markdown
 already (benchmark/docsgen/includes.py)."""
+
 from __future__ import annotations
 
 import sys

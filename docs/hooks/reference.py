@@ -19,6 +19,7 @@ drops it), that the part is generated when the site is built.
 The sections of CONTRIBUTING.md that tutorials and how-tos show are not expanded here: they are written into the
 pages' Markdown (:mod:`benchmark.docsgen.includes`), so that GitHub shows them too.
 """
+
 from __future__ import annotations
 
 import ast
@@ -34,18 +35,19 @@ import types
 import typing
 from pathlib import Path
 
-import yaml
-
 import cli_reference  # docs/hooks/: the modules beside this file
 import griffe_rst
+import yaml
 from md_cells import _cell, _code, _slug, _text
 
 MARKER = re.compile(r"^<!-- generated-reference:(?P<what>[\w-]+)(?: (?P<arg>[\w.]+))? -->$", re.M)
-# the line a page shows above its first marker where the marker is not expanded (GitHub, plain Markdown); the site drops it
+# the line a page shows above its first marker where the marker is not expanded (GitHub, plain Markdown); the site
+# drops it
 PLAIN_NOTE = re.compile(r"^> \*\*Generated when the docs site is built\*\*.*\n\n(?=<!-- generated-reference:)", re.M)
 
 
 # ---------------------------------------------------------------- typed configuration
+
 
 def field_comments(cls) -> dict[str, str]:
     """``name -> comment`` of a dataclass's fields: the comment at the end of the field's line(s), else the comment
@@ -70,8 +72,11 @@ def _own_field_comments(cls) -> dict[str, str]:
     out = {}
     for node in ast.parse(source).body[0].body:
         if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            trailing = [comments[n] for n in range(node.lineno, node.end_lineno + 1) if n in comments
-                        and not lines[n - 1].lstrip().startswith("#")]
+            trailing = [
+                comments[n]
+                for n in range(node.lineno, node.end_lineno + 1)
+                if n in comments and not lines[n - 1].lstrip().startswith("#")
+            ]
             above, n = [], node.lineno - 1
             while n in comments and lines[n - 1].lstrip().startswith("#"):
                 above.insert(0, comments[n])
@@ -93,7 +98,9 @@ def type_name(t, links: dict) -> str:
         return f"mapping of name to {type_name(args[1], links)}" if len(args) == 2 else "mapping"
     if dataclasses.is_dataclass(t):
         return f"[{t.__name__}](#{links[t]})" if t in links else t.__name__
-    return {int: "integer", float: "number", str: "text", bool: "true/false", typing.Any: "any"}.get(t, getattr(t, "__name__", str(t)))
+    return {int: "integer", float: "number", str: "text", bool: "true/false", typing.Any: "any"}.get(
+        t, getattr(t, "__name__", str(t))
+    )
 
 
 def _yaml(value) -> str:
@@ -119,7 +126,9 @@ def _rules(meta, is_list: bool) -> str:
     rules = []
     for key, word in (("minimum", "≥"), ("above", ">"), ("maximum", "≤")):
         if meta.get(key) is not None:
-            rules.append(f"{each}{word} {meta[key]:g}" if isinstance(meta[key], (int, float)) else f"{each}{word} {meta[key]}")
+            rules.append(
+                f"{each}{word} {meta[key]:g}" if isinstance(meta[key], (int, float)) else f"{each}{word} {meta[key]}"
+            )
     if meta.get("choices"):
         rules.append(f"{each}one of " + ", ".join(_code(c) for c in meta["choices"]))
     if meta.get("min_len"):
@@ -143,10 +152,16 @@ def config_table(cls, links: dict, skip=()) -> list[str]:
     out = ["| key | type | default | allowed | meaning |", "|---|---|---|---|---|"]
     for f in config_fields(cls, skip):
         t = hints[f.name]
-        base = [a for a in typing.get_args(t) if a is not type(None)] if typing.get_origin(t) in (typing.Union, types.UnionType) else [t]
+        base = (
+            [a for a in typing.get_args(t) if a is not type(None)]
+            if typing.get_origin(t) in (typing.Union, types.UnionType)
+            else [t]
+        )
         is_list = any(typing.get_origin(b) in (list, tuple) or b in (list, tuple) for b in base)
-        out.append(f"| `{f.name}` | {type_name(t, links)} | {_default(f)} | {_cell(_rules(f.metadata, is_list))} | "
-                   f"{_cell(comments.get(f.name, ''))} |")
+        out.append(
+            f"| `{f.name}` | {type_name(t, links)} | {_default(f)} | {_cell(_rules(f.metadata, is_list))} | "
+            f"{_cell(comments.get(f.name, ''))} |"
+        )
     return out
 
 
@@ -214,10 +229,17 @@ def params_reference() -> str:
     out = ["## Top-level keys", "", _doc(Params), "", *config_table(Params, links), ""]
     for path, cls, _ in sections:
         out += [f"## `{path}` {{ #{_slug(path)} }}", "", _doc(cls), "", *config_table(cls, links), ""]
-    out += ["## `data` { #data }", "",
-            "A paper suite's data come from its suite file, `data: {spec: <suite file>}` (see [Suite and zoo "
-            "files](suite-and-zoo.md)); the embedded default's `data` block is:", "", _doc(EmbeddedData), "",
-            *config_table(EmbeddedData, links), ""]
+    out += [
+        "## `data` { #data }",
+        "",
+        "A paper suite's data come from its suite file, `data: {spec: <suite file>}` (see [Suite and zoo "
+        "files](suite-and-zoo.md)); the embedded default's `data` block is:",
+        "",
+        _doc(EmbeddedData),
+        "",
+        *config_table(EmbeddedData, links),
+        "",
+    ]
     reg = _registry()
     typed = {s for s, _, _ in sections}
     for kind in reg.list_methods():
@@ -227,9 +249,14 @@ def params_reference() -> str:
         path = f"{m.section}.{kind}.<key>" if m.section == "baselines" else m.section
         what = f"{m.title}" + (f": {m.comment}" if m.comment and m.comment != m.title else "")
         needs = ", ".join(m.needs) or "nothing"
-        out += [f"## `{path}` {{ #{_slug(path)} }}", "",
-                f"{_cell(what)} (needs: {needs}; module `{m.module}`). " + _doc(m.config), "",
-                *config_table(m.config, links), ""]
+        out += [
+            f"## `{path}` {{ #{_slug(path)} }}",
+            "",
+            f"{_cell(what)} (needs: {needs}; module `{m.module}`). " + _doc(m.config),
+            "",
+            *config_table(m.config, links),
+            "",
+        ]
     return "\n".join(out) + "\n"
 
 
@@ -238,27 +265,62 @@ def suite_reference() -> str:
     from benchmark.data.paper.suites import LOADERS, SPLIT_RE, DatasetEntry, SuiteFile, loader
 
     links = {DatasetEntry: "datasets-entry"}
-    return "\n".join([
-        "## Suite file `suites/<name>.yaml` { #suite-file }", "", _doc(SuiteFile), "", *config_table(SuiteFile, links), "",
-        "Every entry of `recipes` is a training recipe, with the keys of "
-        "[`recipes.<name>`](params.md#recipesname).",
-        f"Split names match `{SPLIT_RE.pattern}`.", "",
-        "## `datasets.<key>` { #datasets-entry }", "", _doc(DatasetEntry), "", *config_table(DatasetEntry, links), "",
-        "## Dataset layouts { #layouts }", "",
-        "Each loader (`loader`, default the entry's key) reads the dataset's official on-disk layout under "
-        "the entry's `root` (relative to the data root: `UQBENCH_DATA` or params `data_root`); nothing is "
-        "downloaded. A "
-        "missing root or a wrong layout is one error that shows the layout.", "",
-        *[line for n in sorted(LOADERS) for line in (f"`{n}`", "", "```text", loader(n).sketch.strip("\n"), "```", "")]]) + "\n"
+    return (
+        "\n".join(
+            [
+                "## Suite file `suites/<name>.yaml` { #suite-file }",
+                "",
+                _doc(SuiteFile),
+                "",
+                *config_table(SuiteFile, links),
+                "",
+                "Every entry of `recipes` is a training recipe, with the keys of "
+                "[`recipes.<name>`](params.md#recipesname).",
+                f"Split names match `{SPLIT_RE.pattern}`.",
+                "",
+                "## `datasets.<key>` { #datasets-entry }",
+                "",
+                _doc(DatasetEntry),
+                "",
+                *config_table(DatasetEntry, links),
+                "",
+                "## Dataset layouts { #layouts }",
+                "",
+                "Each loader (`loader`, default the entry's key) reads the dataset's official on-disk layout under "
+                "the entry's `root` (relative to the data root: `UQBENCH_DATA` or params `data_root`); nothing is "
+                "downloaded. A "
+                "missing root or a wrong layout is one error that shows the layout.",
+                "",
+                *[
+                    line
+                    for n in sorted(LOADERS)
+                    for line in (f"`{n}`", "", "```text", loader(n).sketch.strip("\n"), "```", "")
+                ],
+            ]
+        )
+        + "\n"
+    )
 
 
 def zoo_reference() -> str:
     """One entry of a zoo file ``zoo/<zoo>.yaml`` (its key is the model's name)."""
     from benchmark.models.zoo import NAME_RE, ZooEntry
 
-    return "\n".join(["## Zoo entry `<name>: {...}` { #zoo-entry }", "", _doc(ZooEntry), "",
-                      f"The key (the model's name) matches `{NAME_RE.pattern}`.", "",
-                      *config_table(ZooEntry, {}, skip=("name",)), ""]) + "\n"
+    return (
+        "\n".join(
+            [
+                "## Zoo entry `<name>: {...}` { #zoo-entry }",
+                "",
+                _doc(ZooEntry),
+                "",
+                f"The key (the model's name) matches `{NAME_RE.pattern}`.",
+                "",
+                *config_table(ZooEntry, {}, skip=("name",)),
+                "",
+            ]
+        )
+        + "\n"
+    )
 
 
 def results_reference() -> str:
@@ -266,13 +328,31 @@ def results_reference() -> str:
     from benchmark.core.metric_info import METRICS
     from benchmark.storage import results_schema as rs
 
-    out = ["## Columns { #columns }", "", _rst(inspect.getdoc(rs) or ""), "",
-           "| column | type | meaning |", "|---|---|---|"]
-    out += [f"| `{c}` | {t} | {_cell(m)}{' (optional)' if c in rs.OPTIONAL_COLUMNS else ''} |" for c, (t, m) in rs.COLUMNS.items()]
-    out += ["", "## Metrics { #metrics }", "", "Values of the `metric` column (fractions, not percentages).", "",
-            "| metric | label | better | meaning |", "|---|---|---|---|"]
-    out += [f"| `{m.name}` | {_cell(m.label)} | {'higher' if m.higher_is_better else 'lower'} | {_cell(m.description)} |"
-            for m in METRICS.values()]
+    out = [
+        "## Columns { #columns }",
+        "",
+        _rst(inspect.getdoc(rs) or ""),
+        "",
+        "| column | type | meaning |",
+        "|---|---|---|",
+    ]
+    out += [
+        f"| `{c}` | {t} | {_cell(m)}{' (optional)' if c in rs.OPTIONAL_COLUMNS else ''} |"
+        for c, (t, m) in rs.COLUMNS.items()
+    ]
+    out += [
+        "",
+        "## Metrics { #metrics }",
+        "",
+        "Values of the `metric` column (fractions, not percentages).",
+        "",
+        "| metric | label | better | meaning |",
+        "|---|---|---|---|",
+    ]
+    out += [
+        f"| `{m.name}` | {_cell(m.label)} | {'higher' if m.higher_is_better else 'lower'} | {_cell(m.description)} |"
+        for m in METRICS.values()
+    ]
     return "\n".join(out) + "\n"
 
 
@@ -294,19 +374,32 @@ def embedded_reference(root: Path | None = None) -> str:
     params = read_yaml(root / "params.yaml", what="params file")
     data = resolve_config(params.get("data"))
     zoo = {name: e.as_dict() for name, e in load_zoo(root / params["zoo"], check_arch=False).items()}
-    out = [f"From `params.yaml` (`data`) and `{params['zoo']}` at this commit.", "",
-           "| `data` key | value |", "|---|---|"]
+    out = [
+        f"From `params.yaml` (`data`) and `{params['zoo']}` at this commit.",
+        "",
+        "| `data` key | value |",
+        "|---|---|",
+    ]
     out += [f"| `{k}` | {_code(_yaml(v))} |" for k, v in data.items()]
     splits = split_names(params.get("data"))
     corrupt = [s for s in splits if s.startswith("corrupt-")]
     clean = ", ".join(f"`{s}`" for s in splits if s not in corrupt)
     more = f" and {len(corrupt)} corrupted splits (`{corrupt[0]}` ... `{corrupt[-1]}`)" if corrupt else ""
-    out += ["", f"Splits: {clean}{more}.", "",
-            "| model | arch | init | img_size | seed | recipe | role |", "|---|---|---|---|---|---|---|"]
+    out += [
+        "",
+        f"Splits: {clean}{more}.",
+        "",
+        "| model | arch | init | img_size | seed | recipe | role |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for name, e in zoo.items():
-        out.append(f"| `{name}` | `{e.get('arch')}` | `{e.get('init')}` | {e.get('img_size')} | {e.get('seed')} | "
-                   f"`{e.get('recipe')}` | {_cell(e.get('role', ''))} |")
-    used = sorted({str(e.get("recipe")) for e in zoo.values()} | {str((params.get("sve") or {}).get("recipe"))} - {"None"})
+        out.append(
+            f"| `{name}` | `{e.get('arch')}` | `{e.get('init')}` | {e.get('img_size')} | {e.get('seed')} | "
+            f"`{e.get('recipe')}` | {_cell(e.get('role', ''))} |"
+        )
+    used = sorted(
+        {str(e.get("recipe")) for e in zoo.values()} | {str((params.get("sve") or {}).get("recipe"))} - {"None"}
+    )
     keys = sorted({k for r in used for k in (params["recipes"].get(r) or {})})
     out += ["", "| recipe | " + " | ".join(keys) + " |", "|---|" + "---|" * len(keys)]
     for r in used:
@@ -315,8 +408,14 @@ def embedded_reference(root: Path | None = None) -> str:
     return "\n".join(out) + "\n"
 
 
-GENERATORS = {"cli": cli_reference.cli_reference, "params": params_reference, "suite": suite_reference, "zoo": zoo_reference,
-              "results": results_reference, "embedded": embedded_reference}
+GENERATORS = {
+    "cli": cli_reference.cli_reference,
+    "params": params_reference,
+    "suite": suite_reference,
+    "zoo": zoo_reference,
+    "results": results_reference,
+    "embedded": embedded_reference,
+}
 
 
 def expand(markdown: str, root: Path) -> str:
@@ -324,8 +423,11 @@ def expand(markdown: str, root: Path) -> str:
     ... -->`` comment, the old way of showing a CONTRIBUTING.md section, is refused: the section goes into the page
     as a generated block (:mod:`benchmark.docsgen.includes`)."""
     if re.search(r"^<!-- include:", markdown, re.M):
-        raise ValueError("<!-- include:FILE#HEADING --> is no longer expanded: put a <!-- generated:contributing-<heading "
-                         "slug> --> block there and run `python -m benchmark.docsgen.includes --write`")
+        raise ValueError(
+            "<!-- include:FILE#HEADING --> is no longer expanded: put a <!-- generated:contributing-<heading "
+            "slug> --> block there and run `python -m benchmark.docsgen.includes --write`"
+        )
+
     def generated(m):
         what, arg = m.group("what"), m.group("arg")
         if what == "api":

@@ -16,6 +16,7 @@ linearly with it. Made once and cached (:func:`cached_bundles`). By hand::
 
     python tests/benchmarks/paper_scale.py OUT [--scale 1.0]
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -35,9 +36,16 @@ ROOT = Path(__file__).resolve().parents[2]
 CONTRIBUTOR = "synthetic paper-scale benchmark (tests/benchmarks/paper_scale.py)"
 N_SAMPLES = 5000  # the rows' n
 # what the cache key covers: this generator, the code that packs and checks bundles, the rows' structure, the suites
-KEY_FILES = ("tests/benchmarks/paper_scale.py", "benchmark/bundle/pack.py", "benchmark/bundle/schema.py",
-             "benchmark/methods/rows.py", "benchmark/methods/single.py", "benchmark/methods/duo.py",
-             "benchmark/methods/deep_ensemble.py", "benchmark/storage/results_schema.py")
+KEY_FILES = (
+    "tests/benchmarks/paper_scale.py",
+    "benchmark/bundle/pack.py",
+    "benchmark/bundle/schema.py",
+    "benchmark/methods/rows.py",
+    "benchmark/methods/single.py",
+    "benchmark/methods/duo.py",
+    "benchmark/methods/deep_ensemble.py",
+    "benchmark/storage/results_schema.py",
+)
 KEY_GLOBS = ("suites/*.yaml", "suites/*/params.yaml", "zoo/*.yaml")
 
 
@@ -68,6 +76,7 @@ def fake_gflops(arch: str) -> float:
 
 
 # ---- the rows' structure, from the evaluate stage's own unit functions ---------------------------
+
 
 def _tiny_logits(seed: int, splits, members: int = 0) -> dict:
     g = torch.Generator().manual_seed(seed)
@@ -116,9 +125,12 @@ def _templates(suite: str, evaluate: dict) -> dict[str, pd.DataFrame]:
         "single": single_unit(cfg, "a", a),
         "duo": duo_rows,
         "deep_ensemble": ensemble_unit(cfg, ["a", "b"], [a, b]),
-        "sve-1": multi_member_unit(cfg, {"family": "sve", "method": "m1", "base": "a", "members": "a"}, _tiny_logits(2, splits)),
-        "sve-M": multi_member_unit(cfg, {"family": "sve", "method": "mM", "base": "a", "members": "a"},
-                                   _tiny_logits(3, splits, members=2)),
+        "sve-1": multi_member_unit(
+            cfg, {"family": "sve", "method": "m1", "base": "a", "members": "a"}, _tiny_logits(2, splits)
+        ),
+        "sve-M": multi_member_unit(
+            cfg, {"family": "sve", "method": "mM", "base": "a", "members": "a"}, _tiny_logits(3, splits, members=2)
+        ),
     }
     out = {}
     for kind, rs in rows.items():
@@ -133,39 +145,97 @@ def _templates(suite: str, evaluate: dict) -> dict[str, pd.DataFrame]:
 
 # ---- one suite's results folder -----------------------------------------------------------------------
 
-def _units(zoo: dict, params: dict) -> pd.DataFrame:
-    from benchmark.core.pairs import enumerate_pairs
-    from benchmark.core.noise import seed_groups
 
-    models = {n: {"name": n, "gflops": fake_gflops(e.arch), "params": int(fake_gflops(e.arch) * 4.1e6)} for n, e in zoo.items()}
+def _units(zoo: dict, params: dict) -> pd.DataFrame:
+    from benchmark.core.noise import seed_groups
+    from benchmark.core.pairs import enumerate_pairs
+
+    models = {
+        n: {"name": n, "gflops": fake_gflops(e.arch), "params": int(fake_gflops(e.arch) * 4.1e6)}
+        for n, e in zoo.items()
+    }
     thr = {n: 900.0 / m["gflops"] for n, m in models.items()}
-    units = [{"kind": "single", "base": n, "sidekick": "", "members": n, "gflops": m["gflops"], "params": m["params"],
-              "throughput": thr[n], "balance": np.nan} for n, m in models.items()]
+    units = [
+        {
+            "kind": "single",
+            "base": n,
+            "sidekick": "",
+            "members": n,
+            "gflops": m["gflops"],
+            "params": m["params"],
+            "throughput": thr[n],
+            "balance": np.nan,
+        }
+        for n, m in models.items()
+    ]
     for p in enumerate_pairs(models.values(), (params["evaluate"].get("balance_range") or None)):
-        units.append({"kind": "duo", "base": p.base, "sidekick": p.sidekick, "members": f"{p.base}+{p.sidekick}",
-                      "gflops": p.gflops, "params": p.params, "balance": p.balance,
-                      "throughput": 1.0 / (1.0 / thr[p.base] + 1.0 / thr[p.sidekick])})
+        units.append(
+            {
+                "kind": "duo",
+                "base": p.base,
+                "sidekick": p.sidekick,
+                "members": f"{p.base}+{p.sidekick}",
+                "gflops": p.gflops,
+                "params": p.params,
+                "balance": p.balance,
+                "throughput": 1.0 / (1.0 / thr[p.base] + 1.0 / thr[p.sidekick]),
+            }
+        )
     for names in (list(g.names) for g in seed_groups(zoo)):  # by seed: the first m seeds
         for m in params["evaluate"].get("deep_ensembles") or []:
             ms = names[:m]
-            units.append({"kind": "deep_ensemble", "base": ms[0], "sidekick": "", "members": "+".join(ms), "method": f"m{m}",
-                          "gflops": sum(models[x]["gflops"] for x in ms), "params": sum(models[x]["params"] for x in ms),
-                          "throughput": thr[ms[0]] / m, "balance": np.nan})
+            units.append(
+                {
+                    "kind": "deep_ensemble",
+                    "base": ms[0],
+                    "sidekick": "",
+                    "members": "+".join(ms),
+                    "method": f"m{m}",
+                    "gflops": sum(models[x]["gflops"] for x in ms),
+                    "params": sum(models[x]["params"] for x in ms),
+                    "throughput": thr[ms[0]] / m,
+                    "balance": np.nan,
+                }
+            )
     sve = params.get("sve") or {}
     for m in sve.get("members") or []:
         b = sve["base"]
-        units.append({"kind": "sve-1" if m == 1 else "sve-M", "base": b, "sidekick": "", "members": b, "method": f"m{m}",
-                      "gflops": m * models[b]["gflops"], "params": models[b]["params"] + int(m * 2.5e5), "throughput": thr[b] / m,
-                      "balance": np.nan, "overhead_percent": 0.85 * m, "extra_params_percent": 0.47 * (m - 1)})
-    df = pd.DataFrame(units)  # training budgets (synthetic): every zoo model fine-tuned on 10,000 images, all parameters
+        units.append(
+            {
+                "kind": "sve-1" if m == 1 else "sve-M",
+                "base": b,
+                "sidekick": "",
+                "members": b,
+                "method": f"m{m}",
+                "gflops": m * models[b]["gflops"],
+                "params": models[b]["params"] + int(m * 2.5e5),
+                "throughput": thr[b] / m,
+                "balance": np.nan,
+                "overhead_percent": 0.85 * m,
+                "extra_params_percent": 0.47 * (m - 1),
+            }
+        )
+    df = pd.DataFrame(
+        units
+    )  # training budgets (synthetic): every zoo model fine-tuned on 10,000 images, all parameters
     one = {n: (10_000, m["params"]) for n, m in models.items()}
     members = df["members"].str.split("+")
-    df["train_images"] = [m * 10_000 if k.startswith("sve") else sum(one[x][0] for x in ms)
-                          for k, ms, m in zip(df["kind"], members, df.get("method", pd.Series([""] * len(df))).fillna("")
-                                              .str.lstrip("m").replace("", "1").astype(int))]
-    df["train_params"] = [int(m * 2.5e5) if k.startswith("sve") else sum(one[x][1] for x in ms)
-                          for k, ms, m in zip(df["kind"], members, df.get("method", pd.Series([""] * len(df))).fillna("")
-                                              .str.lstrip("m").replace("", "1").astype(int))]
+    df["train_images"] = [
+        m * 10_000 if k.startswith("sve") else sum(one[x][0] for x in ms)
+        for k, ms, m in zip(
+            df["kind"],
+            members,
+            df.get("method", pd.Series([""] * len(df))).fillna("").str.lstrip("m").replace("", "1").astype(int),
+        )
+    ]
+    df["train_params"] = [
+        int(m * 2.5e5) if k.startswith("sve") else sum(one[x][1] for x in ms)
+        for k, ms, m in zip(
+            df["kind"],
+            members,
+            df.get("method", pd.Series([""] * len(df))).fillna("").str.lstrip("m").replace("", "1").astype(int),
+        )
+    ]
     return df
 
 
@@ -179,12 +249,26 @@ def _write_logits(results: Path, units: pd.DataFrame, splits: list[str]) -> dict
         if u.kind in ("single", "sve-1", "sve-M"):
             folder = f"logits/{u.base}" if u.kind == "single" else f"methods/sve-{u.method}"
             for k, s in enumerate(["val", *splits]):
-                save_logits_file(results / folder / f"{s}.safetensors", torch.full((2, 3), float(i * 1000 + k)),
-                                 torch.tensor([0, 1]), meta={"synthetic": folder})
+                save_logits_file(
+                    results / folder / f"{s}.safetensors",
+                    torch.full((2, 3), float(i * 1000 + k)),
+                    torch.tensor([0, 1]),
+                    meta={"synthetic": folder},
+                )
             if u.kind != "single":
-                (results / folder / "cost.json").write_text(json.dumps(
-                    {"family": "sve", "method": u.method, "base": u.base, "members": int(u.method[1:]), "gflops": u.gflops,
-                     "params": int(u.params), "throughput": u.throughput}))
+                (results / folder / "cost.json").write_text(
+                    json.dumps(
+                        {
+                            "family": "sve",
+                            "method": u.method,
+                            "base": u.base,
+                            "members": int(u.method[1:]),
+                            "gflops": u.gflops,
+                            "params": int(u.params),
+                            "throughput": u.throughput,
+                        }
+                    )
+                )
             folders[folder] = folder_hash(results / folder)
     return folders
 
@@ -215,8 +299,12 @@ def results_folder(suite: str, folder: Path, scale: float, seed: int = 0) -> int
     results = folder / "results"
     hashes = _write_logits(results, units, splits)
     member_hash = lambda name: hashes[f"logits/{name}"]  # noqa: E731
-    units["inputs_hash"] = [fingerprint([hashes[f"methods/sve-{u.method}"]]) if u.kind.startswith("sve")
-                            else fingerprint([member_hash(m) for m in u.members.split("+")]) for u in units.itertuples()]
+    units["inputs_hash"] = [
+        fingerprint([hashes[f"methods/sve-{u.method}"]])
+        if u.kind.startswith("sve")
+        else fingerprint([member_hash(m) for m in u.members.split("+")])
+        for u in units.itertuples()
+    ]
     logg = np.log(units["gflops"].to_numpy())
     units["q"] = (logg - logg.min()) / max(np.ptp(logg), 1e-9) * 0.8 + np.where(units["kind"] == "duo", 0.1, 0.0)
     units["unit"] = np.arange(len(units))
@@ -267,9 +355,22 @@ def results_folder(suite: str, folder: Path, scale: float, seed: int = 0) -> int
             pairs[c] = rng.normal(0.005, 0.01, len(pairs))
     if "test" in splits:
         pairs.to_csv(results / "paired.csv", index=False)
-    pd.DataFrame([{"name": n, "arch": e.arch, "init": e.init, "img_size": e.img_size, "seed": e.seed, "role": e.role,
-                   "gflops": fake_gflops(e.arch), "params": int(fake_gflops(e.arch) * 4.1e6),
-                   "throughput": 900.0 / fake_gflops(e.arch)} for n, e in zoo.items()]).to_csv(results / "models.csv", index=False)
+    pd.DataFrame(
+        [
+            {
+                "name": n,
+                "arch": e.arch,
+                "init": e.init,
+                "img_size": e.img_size,
+                "seed": e.seed,
+                "role": e.role,
+                "gflops": fake_gflops(e.arch),
+                "params": int(fake_gflops(e.arch) * 4.1e6),
+                "throughput": 900.0 / fake_gflops(e.arch),
+            }
+            for n, e in zoo.items()
+        ]
+    ).to_csv(results / "models.csv", index=False)
     return len(df)
 
 

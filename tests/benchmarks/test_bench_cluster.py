@@ -8,6 +8,7 @@ Each Slurm run must give the serial run's stage outputs (the check fails otherwi
 the figures go to ``results/cluster.json`` (the how-to's table, docs/how-to/cluster.md). With benchmarks disabled
 (the test command) it is skipped: the Slurm path is tested on the tiny suites (tests/cluster/).
 """
+
 from __future__ import annotations
 
 import shutil
@@ -48,20 +49,39 @@ def test_bench_slurm_path_against_serial_dvc_repro(benchmark, tmp_path):
             log = work / f"timings-{jobs}.jsonl"
 
             def once(jobs=jobs, log=log):
-                return local_check(ROOT / "dvc.yaml", jobs=jobs, workdir=work, serial_lock=serial / "dvc.lock",
-                                   extra_env={"UQ_TIMINGS": str(log)}, log=lambda *a: None)
+                return local_check(
+                    ROOT / "dvc.yaml",
+                    jobs=jobs,
+                    workdir=work,
+                    serial_lock=serial / "dvc.lock",
+                    extra_env={"UQ_TIMINGS": str(log)},
+                    log=lambda *a: None,
+                )
 
             result = benchmark.pedantic(once, rounds=1, iterations=1) if jobs == JOBS[-1] else once()
             assert result.ok, result.report()
             walls = _stage_walls(log, stages)
             spans = result.stage_wall_s
             overhead = [spans[s] - walls[s] for s in walls if s in spans]
-            runs.append({"jobs": jobs, "wall_s": round(result.wall_s, 1), "max_concurrent": result.max_concurrent,
-                         "stages_wall_s": round(sum(walls.values()), 1),
-                         "job_overhead_s": round(sum(overhead) / max(1, len(overhead)), 2), "outputs": result.outputs})
-        figures = {"pipeline": "dvc.yaml", "stages": len(stages), "date": time.strftime("%Y-%m-%d"),
-                   "machine": timing.machine(), "serial": {"wall_s": rec["repro_wall_s"], "stages_wall_s": rec["stages_wall_s"]},
-                   "slurm": runs, "note": "wall times of a machine shared with other work are indicative"}
+            runs.append(
+                {
+                    "jobs": jobs,
+                    "wall_s": round(result.wall_s, 1),
+                    "max_concurrent": result.max_concurrent,
+                    "stages_wall_s": round(sum(walls.values()), 1),
+                    "job_overhead_s": round(sum(overhead) / max(1, len(overhead)), 2),
+                    "outputs": result.outputs,
+                }
+            )
+        figures = {
+            "pipeline": "dvc.yaml",
+            "stages": len(stages),
+            "date": time.strftime("%Y-%m-%d"),
+            "machine": timing.machine(),
+            "serial": {"wall_s": rec["repro_wall_s"], "stages_wall_s": rec["stages_wall_s"]},
+            "slurm": runs,
+            "note": "wall times of a machine shared with other work are indicative",
+        }
         benchmark.extra_info.update({f"jobs={r['jobs']}": r["wall_s"] for r in runs} | {"serial": rec["repro_wall_s"]})
         write_json(RECORD, figures)
     finally:

@@ -12,6 +12,7 @@ Run for real with ``pytest --benchmark-enable tests/benchmarks/test_bench_core.p
 The logits are synthetic, ImageNet-like: 1,000 classes, about 80% top-1
 accuracy, the two members' errors correlated.
 """
+
 from __future__ import annotations
 
 import pytest

@@ -14,6 +14,7 @@ the resamples drawn once per process, 2.0 s after (and 15-35 s at two torch
 threads). Run for real with
 ``pytest --benchmark-enable tests/benchmarks/test_bench_evaluate_unit.py``.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -60,7 +61,9 @@ def test_bench_duo_unit(benchmark, members, one_thread):
     lb, ls = members
     rows, paired = benchmark(lambda: duo_unit(CFG, "base", "side", lb, ls, memo=ModelMemo()))
     assert {r["split"] for r in rows} == {"test", "shift", "ood"} and {p["split"] for p in paired} == {"test"}
-    assert all(r["ci_low"] <= r["value"] <= r["ci_high"] for r in rows if r["split"] == "test" and r["metric"] == "accuracy")
+    assert all(
+        r["ci_low"] <= r["value"] <= r["ci_high"] for r in rows if r["split"] == "test" and r["metric"] == "accuracy"
+    )
 
 
 def test_bench_single_unit(benchmark, members, one_thread):

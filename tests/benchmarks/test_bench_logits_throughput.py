@@ -14,6 +14,7 @@ over ``PAIRS`` back-to-back pairs (``BATCHES`` timm steps, then one ``predict_lo
 as many images, the order alternating), which share the same background load. Run for real with
 ``pytest --benchmark-enable tests/benchmarks/test_bench_logits_throughput.py``.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -104,12 +105,14 @@ def test_bench_timm_inference(benchmark, setup):
 def test_bench_predict_logits(benchmark, setup):
     entry, batch, ours, ref = setup
     benchmark.group = f"{GROUP}-{entry.name}-{entry.img_size}px-B{batch}"
-    benchmark.extra_info.update(arch=entry.arch, img_size=entry.img_size, batch=batch, images=BATCHES * batch,
-                                threads=torch.get_num_threads())
+    benchmark.extra_info.update(
+        arch=entry.arch, img_size=entry.img_size, batch=batch, images=BATCHES * batch, threads=torch.get_num_threads()
+    )
     x = torch.randn(BATCHES * batch, 3, entry.img_size, entry.img_size, generator=torch.Generator().manual_seed(0))
 
-    z = benchmark.pedantic(predict_logits, args=(ours, x), kwargs={"batch_size": batch}, rounds=ROUNDS,
-                           warmup_rounds=1, iterations=1)
+    z = benchmark.pedantic(
+        predict_logits, args=(ours, x), kwargs={"batch_size": batch}, rounds=ROUNDS, warmup_rounds=1, iterations=1
+    )
     with torch.no_grad():  # the same numbers as timm's forward, batch by batch
         expected = torch.cat([ref(x[i : i + batch]) for i in range(0, len(x), batch)])
     torch.testing.assert_close(z, expected)

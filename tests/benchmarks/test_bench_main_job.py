@@ -13,6 +13,7 @@ performance page's table, ``python -m benchmark reproduce readme --write``). ``U
 With benchmarks disabled (the test command) it is skipped: the stages are tested on tiny suites, the parallel run on
 the toy pipeline (tests/cluster/test_cluster_local_run.py).
 """
+
 from __future__ import annotations
 
 import os
@@ -60,8 +61,20 @@ def test_bench_main_job_from_a_clean_state(benchmark, monkeypatch):
             return timing.run_repro(work / "serial.json", install_s=install_s, cwd=serial, python=python)
 
         rec = benchmark.pedantic(once, rounds=1, iterations=1)
-        benchmark.extra_info.update({k: rec[k] for k in ("repro_wall_s", "cpu_s", "startup_cpu_s", "compute_floor_s",
-                                                         "floor_ratio", "dvc_overhead_s", "install_s")})
+        benchmark.extra_info.update(
+            {
+                k: rec[k]
+                for k in (
+                    "repro_wall_s",
+                    "cpu_s",
+                    "startup_cpu_s",
+                    "compute_floor_s",
+                    "floor_ratio",
+                    "dvc_overhead_s",
+                    "install_s",
+                )
+            }
+        )
         if jobs > 1:
             parallel = work / "parallel"
             copy_checkout(ROOT, "dvc.yaml", parallel)
@@ -71,8 +84,19 @@ def test_bench_main_job_from_a_clean_state(benchmark, monkeypatch):
             outputs = lockfile.summarize(lockfile.compare_outputs(*locks))
             assert not outputs["failing_stages"] and outputs["identical"] > 0, outputs  # the same bytes
             assert list(locks[0]) == list(locks[1])  # dvc.lock in the serial run's order
-            rec["parallel"] = {k: par[k] for k in ("command", "jobs", "repro_wall_s", "cpu_s", "startup_cpu_s",
-                                                   "compute_floor_s", "floor_ratio", "load")} | {"outputs": outputs}
+            rec["parallel"] = {
+                k: par[k]
+                for k in (
+                    "command",
+                    "jobs",
+                    "repro_wall_s",
+                    "cpu_s",
+                    "startup_cpu_s",
+                    "compute_floor_s",
+                    "floor_ratio",
+                    "load",
+                )
+            } | {"outputs": outputs}
             benchmark.extra_info[f"jobs={jobs}"] = par["repro_wall_s"]
         write_json(RECORD, rec)
     finally:

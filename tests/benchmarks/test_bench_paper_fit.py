@@ -15,16 +15,17 @@ Measured on the busy 2-core development machine: 1.16 s against 24.9 s (21.5x) o
 thread, 1.88 s against 33.0 s (17.5x) on two; the assertion asks for 5x, to stay
 clear of a noisy machine's timing.
 """
+
 from __future__ import annotations
 
 import time
 
 import pytest
 import torch
-
-from benchmark.core.temperature import fit_duo
 from published_fit import published_duo  # tests/published_fit.py
 from test_bench_core import N_VAL, _split
+
+from benchmark.core.temperature import fit_duo
 
 
 @pytest.fixture(scope="module")

@@ -7,6 +7,7 @@ The paper-scale site's pages: tests/benchmarks/test_bench_site_scale.py.
 Target: under 1 s. Run for real with
 ``pytest --benchmark-enable tests/benchmarks/test_bench_report.py``.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -30,7 +31,9 @@ sync_api = pytest.importorskip("playwright.sync_api", reason="playwright not ins
 
 def test_bench_first_render(benchmark, tmp_path, browser):
     cfg = ReportConfig(plot_metrics=("aurc",), plot_splits=("test",), formats=("png",), dpi=110)
-    url = build_report(make_inputs(big_results(), config=cfg), tmp_path / "reports", progress=False, figures=False).as_uri()
+    url = build_report(
+        make_inputs(big_results(), config=cfg), tmp_path / "reports", progress=False, figures=False
+    ).as_uri()
     times, charts = [], []
 
     def render():  # a new tab each time: a visitor's first visit (tests/chromium.py)
@@ -42,7 +45,7 @@ def test_bench_first_render(benchmark, tmp_path, browser):
         page.close()
 
     for _ in range(3):  # with benchmarks disabled (the test command) the fixture renders once: one cold sample
-        render()        # under the other xdist worker's load is no median to check a limit on
+        render()  # under the other xdist worker's load is no median to check a limit on
     benchmark.pedantic(render, rounds=5, iterations=1, warmup_rounds=1)
     assert len(times) >= 4
     assert statistics.median(times) < 1000, f"first render {times} ms"

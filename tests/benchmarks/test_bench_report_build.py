@@ -15,6 +15,7 @@ of 12 (the same tables, page and figures, fewer points; about half the time), as
 and with two drawing processes completes. That two processes draw the same files as one is
 tests/report/test_plots.py's.
 """
+
 from __future__ import annotations
 
 import shutil

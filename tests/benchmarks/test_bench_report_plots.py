@@ -13,6 +13,7 @@ outlier note ran past the right edge in a browser), so each format keeps its own
 Run for real with
 ``pytest --benchmark-enable tests/benchmarks/test_bench_report_plots.py``.
 """
+
 from __future__ import annotations
 
 import shutil

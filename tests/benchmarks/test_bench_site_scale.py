@@ -19,6 +19,7 @@ generator, the suites, the zoos and the bundle code). Run for real (numbers for 
 Run so (benchmarks enabled), the figures are also written to ``results/site_scale.json`` (committed; the README's
 and the performance page's generated lines read it: ``python -m benchmark reproduce readme --write``).
 """
+
 from __future__ import annotations
 
 import json
@@ -33,16 +34,22 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "report"))
-from paper_scale import cached_bundles, suite_names  # noqa: E402
 from chromium import CHROMIUM, VIEWPORT  # noqa: E402
+from paper_scale import cached_bundles, suite_names  # noqa: E402
 from report_synth import first_render  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow  # the papers' scale: bundles, two publishes, 19 page loads
 RECORD = ROOT / "results" / "site_scale.json"
 MB = 1_000_000
-LIMITS = {"publish_s": 300, "site_bytes": 250 * MB, "file_bytes": 25 * MB, "embedded_bytes": 20 * MB, "render_ms": 1000,
-          "chart_ms": 2000}
+LIMITS = {
+    "publish_s": 300,
+    "site_bytes": 250 * MB,
+    "file_bytes": 25 * MB,
+    "embedded_bytes": 20 * MB,
+    "render_ms": 1000,
+    "chart_ms": 2000,
+}
 SLACK = 1.25  # a ratio up to 25% over proportional still counts as linear (timing noise, fixed costs shrink)
 SCALES = (0.25, 1.0)
 ROUNDS = 3  # renders of every page whose median is checked against the limits
@@ -67,15 +74,29 @@ def _publish(bundles: dict, out_dir: Path, scale: float) -> dict:
     site = out_dir / f"site-{scale:g}"
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "benchmark", "publish", "--bundles", str(folder), "--out", str(site), "--quiet"],
-                   check=True, capture_output=True, text=True)
+    subprocess.run(
+        [sys.executable, "-m", "benchmark", "publish", "--bundles", str(folder), "--out", str(site), "--quiet"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     files = {p.relative_to(site).as_posix(): p.stat().st_size for p in site.rglob("*") if p.is_file()}
-    embedded = sum(n for f, n in files.items() if f.startswith(("embedded/", "bundles/embedded/", "assets/")) or "/" not in f)
-    _SITES[scale] = {"site": site, "wall": wall, "cpu": after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime,
-                     "rows": sum(rows.values()), "suites": rows, "bytes": sum(files.values()), "files": len(files),
-                     "largest": max(files.items(), key=lambda kv: kv[1]), "embedded_bytes": embedded}
+    embedded = sum(
+        n for f, n in files.items() if f.startswith(("embedded/", "bundles/embedded/", "assets/")) or "/" not in f
+    )
+    _SITES[scale] = {
+        "site": site,
+        "wall": wall,
+        "cpu": after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime,
+        "rows": sum(rows.values()),
+        "suites": rows,
+        "bytes": sum(files.values()),
+        "files": len(files),
+        "largest": max(files.items(), key=lambda kv: kv[1]),
+        "embedded_bytes": embedded,
+    }
     return _SITES[scale]
 
 
@@ -109,16 +130,23 @@ def test_bench_publish_paper_scale(benchmark, bundles, out_dir):
     report["10x estimate"] = {"rows": 10 * full["rows"], **ten}
     benchmark.extra_info.update({k: {kk: str(vv) for kk, vv in v.items()} for k, v in report.items()})
     print(f"\npaper-scale publish: {report}")
-    _record(benchmark, publish={k: {kk: (list(vv) if kk == "largest" else vv) for kk, vv in v.items()}
-                                for k, v in report.items()}, suites=full["suites"])
+    _record(
+        benchmark,
+        publish={k: {kk: (list(vv) if kk == "largest" else vv) for kk, vv in v.items()} for k, v in report.items()},
+        suites=full["suites"],
+    )
     assert full["wall"] <= LIMITS["publish_s"], f"publish took {full['wall']:.0f} s"
     assert full["bytes"] <= LIMITS["site_bytes"], f"site {full['bytes'] / MB:.1f} MB"
     assert full["largest"][1] <= LIMITS["file_bytes"], f"largest file {full['largest']}"
     assert full["embedded_bytes"] <= LIMITS["embedded_bytes"], f"embedded part {full['embedded_bytes'] / MB:.1f} MB"
     growth = full["rows"] / small["rows"]
     assert growth > 2.5  # the two sizes differ enough to tell a line from a curve
-    assert full["cpu"] / small["cpu"] <= SLACK * growth, f"CPU {small['cpu']:.0f} s -> {full['cpu']:.0f} s for rows x{growth:.2f}"
-    assert full["bytes"] / small["bytes"] <= SLACK * growth, f"size {small['bytes']} -> {full['bytes']} for rows x{growth:.2f}"
+    assert full["cpu"] / small["cpu"] <= SLACK * growth, (
+        f"CPU {small['cpu']:.0f} s -> {full['cpu']:.0f} s for rows x{growth:.2f}"
+    )
+    assert full["bytes"] / small["bytes"] <= SLACK * growth, (
+        f"size {small['bytes']} -> {full['bytes']} for rows x{growth:.2f}"
+    )
 
 
 @pytest.mark.browser

@@ -11,6 +11,7 @@ benchmark's ``extra_info``. The full-size per-stage table of the embedded defaul
 is in the README ("Where the time goes"). Run for real with
 ``pytest --benchmark-enable tests/benchmarks/test_bench_stages.py``.
 """
+
 from __future__ import annotations
 
 import json
@@ -28,8 +29,11 @@ from benchmark.reproduce import timing
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow  # each stage in a fresh interpreter, timed
 ZOO = {"models": {"tiny": {"arch": "test_resnet", "init": "scratch", "img_size": 16, "seed": 0, "recipe": "scratch"}}}
-STAGES = [("data", "data", []), ("train", "train", ["--model", "tiny"]),
-          ("logits", "logits", ["--model", "tiny", "--cost"])]  # (benchmark id, stage script, arguments)
+STAGES = [
+    ("data", "data", []),
+    ("train", "train", ["--model", "tiny"]),
+    ("logits", "logits", ["--model", "tiny", "--cost"]),
+]  # (benchmark id, stage script, arguments)
 
 
 @pytest.fixture(scope="module")
@@ -37,8 +41,16 @@ def tiny(tmp_path_factory):
     root = tmp_path_factory.mktemp("stages")
     shutil.copytree(ROOT / "pipelines", root / "pipelines")
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
-    params["data"].update(train=200, val=100, test=200, shift=100, ood=100, corruption_subset=50,
-                          corruptions=["gaussian_noise"], severities=[1])
+    params["data"].update(
+        train=200,
+        val=100,
+        test=200,
+        shift=100,
+        ood=100,
+        corruption_subset=50,
+        corruptions=["gaussian_noise"],
+        severities=[1],
+    )
     params["recipes"]["scratch"]["epochs"] = 1
     params["cost"].update(throughput_batch=8, throughput_iters=1)
     params["zoo"] = "zoo.yaml"
@@ -55,7 +67,9 @@ def test_bench_stage(benchmark, tiny, name, stage, args):
 
     def run():
         log.unlink(missing_ok=True)
-        proc = subprocess.run([sys.executable, f"pipelines/{stage}.py", *args], cwd=tiny, env=env, capture_output=True, text=True)
+        proc = subprocess.run(
+            [sys.executable, f"pipelines/{stage}.py", *args], cwd=tiny, env=env, capture_output=True, text=True
+        )
         assert proc.returncode == 0, proc.stderr[-2000:]
 
     benchmark.pedantic(run, rounds=1, iterations=1)

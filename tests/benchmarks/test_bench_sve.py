@@ -18,6 +18,7 @@
 Run for real with ``pytest --benchmark-enable tests/benchmarks/test_bench_sve.py``.
 This file is also the subprocess: ``python test_bench_sve.py VARIANT`` prints the memory figures as JSON.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -51,9 +52,15 @@ STEP_ARCH, STEP_SIZE, STEP_BATCH = "tf_efficientnet_lite0", 64, 16
 def build_sve(arch: str, kwargs: dict, mode: str = "auto") -> SingularValueEnsemble:
     """M = 8 members around a randomly initialised backbone (speed and memory do not depend on the weights)."""
     torch.manual_seed(0)
-    return SingularValueEnsemble(timm.create_model(arch, pretrained=False, **kwargs), members=MEMBERS,
-                                 num_classes=CLASSES, pretrained=False, allow_random_init=True, sigma_init=0.1,
-                                 mode=mode)
+    return SingularValueEnsemble(
+        timm.create_model(arch, pretrained=False, **kwargs),
+        members=MEMBERS,
+        num_classes=CLASSES,
+        pretrained=False,
+        allow_random_init=True,
+        sigma_init=0.1,
+        mode=mode,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -135,8 +142,11 @@ def measure_step_memory(variant: str) -> dict:
     Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM to the current resident set
     step()
     peak = _status_kb("VmHWM")
-    return {"peak_step_mb": (peak - before) / 1024, "rss_before_mb": before / 1024,
-            "trainable_params": sum(p.numel() for p in model.parameters() if p.requires_grad)}
+    return {
+        "peak_step_mb": (peak - before) / 1024,
+        "rss_before_mb": before / 1024,
+        "trainable_params": sum(p.numel() for p in model.parameters() if p.requires_grad),
+    }
 
 
 @pytest.mark.parametrize("variant", STEP_VARIANTS)

@@ -6,6 +6,7 @@ round starts from an empty unit cache. The full size (40 models, 47,500 +
 2,500 samples, 1,000 classes, 780 pairs; time and peak memory of the process
 tree) is run by hand: ``python -m benchmark.evaluation.sweep_bench --models 40 --workers 2``.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -31,8 +32,12 @@ def zoo(tmp_path_factory):
 def test_bench_sweep(benchmark, zoo, monkeypatch):
     monkeypatch.chdir(zoo)
     p = parse_params(params(WORKERS), "params")
-    stats = benchmark.pedantic(lambda: stage.run(p, progress=False), setup=lambda: shutil.rmtree("results/units", ignore_errors=True),
-                               rounds=3, warmup_rounds=0)
+    stats = benchmark.pedantic(
+        lambda: stage.run(p, progress=False),
+        setup=lambda: shutil.rmtree("results/units", ignore_errors=True),
+        rounds=3,
+        warmup_rounds=0,
+    )
     pairs = K * (K - 1) // 2
     assert stats == {"units": K + pairs, "computed": K + pairs, "reused": 0, "pairs": pairs}
     metrics = pd.read_csv("results/metrics.csv")

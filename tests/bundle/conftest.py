@@ -1,5 +1,6 @@
 """One bundle made from the Caltech-256-layout suite run through DVC (the session fixture ``caltech`` of
 tests/conftest.py), shared by the bundle tests."""
+
 from __future__ import annotations
 
 import shutil
@@ -45,8 +46,17 @@ def records(pristine, caltech, tmp_path_factory) -> Path:
     """The folder of verification records of the pristine bundle (``verify --record-to``, as the deploy workflow
     does)."""
     out = tmp_path_factory.mktemp("records")
-    rc = cli_main(["verify", str(pristine), "--logits", str(caltech / "suites" / SUITE / "results"), "--record-to", str(out),
-                   "--quiet"])
+    rc = cli_main(
+        [
+            "verify",
+            str(pristine),
+            "--logits",
+            str(caltech / "suites" / SUITE / "results"),
+            "--record-to",
+            str(out),
+            "--quiet",
+        ]
+    )
     assert rc == 0 and (out / SUITE / f"{pristine.name}.json").is_file()
     return out
 
@@ -62,9 +72,9 @@ def load():
 @pytest.fixture
 def fast_report(monkeypatch):
     """publish without drawing the suite pages (tests of intake, status and isolation, not of the report)."""
-    import benchmark.report
-
     from helpers import stub_page
+
+    import benchmark.report
 
     def build(inputs, out, **kw):
         return stub_page(inputs, out)

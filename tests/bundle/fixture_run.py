@@ -2,6 +2,7 @@
 that read a finished suite run (tests/conftest.py's ``caltech``: the bundle tests, incremental, simulate, tune);
 tests/pipeline/test_paper_suite_pipeline.py grows a copy of it to every method kind. Also runnable as a script:
 ``python tests/bundle/fixture_run.py DIR`` (for development)."""
+
 from __future__ import annotations
 
 import sys
@@ -17,10 +18,24 @@ from test_paper_suite_pipeline import copy_repo, run  # noqa: E402
 from benchmark.gpu.fixture import PER_CLASS, TINY_ZOO, tiny_params, write_caltech256  # noqa: E402
 
 METHODS = {  # one method output (last-layer Laplace, no training) so that method units are bundled and verified too
-    "sve": {"base": "res", "members": [], "recipe": "finetune", "sigma_init": 0.02, "seed": 0, "patterns": None,
-            "train_subset": None, "splits": None},
-    "baselines": {"splits": None, "soups": {}, "lora_ensemble": {}, "mc_dropout": {}, "shallow": {},
-                  "laplace": {"la-res": {"model": "res", "prior_precisions": [1.0, 100.0]}}},
+    "sve": {
+        "base": "res",
+        "members": [],
+        "recipe": "finetune",
+        "sigma_init": 0.02,
+        "seed": 0,
+        "patterns": None,
+        "train_subset": None,
+        "splits": None,
+    },
+    "baselines": {
+        "splits": None,
+        "soups": {},
+        "lora_ensemble": {},
+        "mc_dropout": {},
+        "shallow": {},
+        "laplace": {"la-res": {"model": "res", "prior_precisions": [1.0, 100.0]}},
+    },
 }
 
 

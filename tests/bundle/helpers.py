@@ -1,4 +1,5 @@
 """Editing bundles in tests: rewrite a file and keep (or not) the manifest's hash of it, as a forger would."""
+
 from __future__ import annotations
 
 import hashlib

@@ -1,4 +1,5 @@
 """publish: the static site from bundles only (merge rule, byte-identical output, real Chromium)."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -34,7 +35,9 @@ def variant(src: Path, name: str, *, created: str, delta: float, records: Path |
     rows.loc[sel, "value"] = repr(0.5 + delta)
     write_rows(dst, rows)
     write_manifest(dst, manifest(dst) | {"created": created})
-    if records is not None:  # as if verify had recomputed it (its logits are not these; only the merge rule is tested here)
+    if (
+        records is not None
+    ):  # as if verify had recomputed it (its logits are not these; only the merge rule is tested here)
         b = load_bundle(dst)
         record(records, b, Report(status=VERIFIED, rows=len(b.rows), recomputed=len(b.rows), costs=len(b.rows)))
     return dst
@@ -68,7 +71,9 @@ def test_merge_prefers_verified_then_newest_and_flags_conflicts(bundle, recs):
     ref = old.rows.set_index(["fit", "base"]).loc[:, ["family", "metric", "split", "value"]]
     assert len(conflicts) == sel.sum() and set(conflicts["other_bundle"]) == {"b1"}  # two verified bundles disagree
     c = conflicts.iloc[0]
-    want = ref[(ref.family == "single") & (ref.metric == "accuracy") & (ref.split == "test")].loc[(c["fit"], c["base"]), "value"]
+    want = ref[(ref.family == "single") & (ref.metric == "accuracy") & (ref.split == "test")].loc[
+        (c["fit"], c["base"]), "value"
+    ]
     assert c["other_value"] == pytest.approx(want) and c["shown_value"] == pytest.approx(0.48)
 
 
@@ -77,26 +82,43 @@ def test_publish_from_bundles_only_is_byte_identical(bundle, recs, tmp_path, mon
     monkeypatch.chdir(tmp_path)  # no results/, no dvc.lock, no params.yaml here
     sites = []
     for name in ("site1", "site2"):
-        assert main(["publish", "--bundles", str(bundle.parent.parent), "--out", name, "--verified", str(recs), "--quiet"]) == 0
+        assert (
+            main(["publish", "--bundles", str(bundle.parent.parent), "--out", name, "--verified", str(recs), "--quiet"])
+            == 0
+        )
         sites.append(tmp_path / name)
     files = sorted(p.relative_to(sites[0]) for p in sites[0].rglob("*") if p.is_file())
     assert files == sorted(p.relative_to(sites[1]) for p in sites[1].rglob("*") if p.is_file())
     for f in files:
         assert (sites[0] / f).read_bytes() == (sites[1] / f).read_bytes(), f
     names = {f.as_posix() for f in files}
-    assert {"index.html", "assets/plotly-basic.min.js", "caltech256/index.html", "caltech256/entries.html",
-            "caltech256/data/rows.parquet", "caltech256/data/rows.csv.gz", "caltech256/data/schema.json",
-            "bundles/caltech256/b1/index.html", "bundles/caltech256/b1/manifest.json",
-            "bundles/caltech256/b2/index.html"} <= names
+    assert {
+        "index.html",
+        "assets/plotly-basic.min.js",
+        "caltech256/index.html",
+        "caltech256/entries.html",
+        "caltech256/data/rows.parquet",
+        "caltech256/data/rows.csv.gz",
+        "caltech256/data/schema.json",
+        "bundles/caltech256/b1/index.html",
+        "bundles/caltech256/b1/manifest.json",
+        "bundles/caltech256/b2/index.html",
+    } <= names
     assert not any(n.startswith("caltech256/plots/") or n.endswith(".json") and "/data/rows" in n for n in names)
     rows_csv = pd.read_csv(sites[0] / "caltech256" / "data" / "rows.csv.gz")
     rows_pq = pd.read_parquet(sites[0] / "caltech256" / "data" / "rows.parquet")
     assert len(rows_csv) == len(rows_pq) == len(read_rows(bundle)) and set(rows_pq["status"]) == {VERIFIED}
     # every row's training budget travels to the downloads, typed and described
     assert rows_pq["train_images"].dtype == rows_pq["train_params"].dtype == "float64"
-    assert rows_pq["train_images"].notna().all() and (rows_pq["train_images"] > 0).all() and (rows_pq["train_params"] > 0).all()
+    assert (
+        rows_pq["train_images"].notna().all()
+        and (rows_pq["train_images"] > 0).all()
+        and (rows_pq["train_params"] > 0).all()
+    )
     assert {"train_images", "train_params"} <= set(rows_csv.columns)
-    described = {f["name"] for f in json.loads((sites[0] / "caltech256" / "data" / "schema.json").read_text())["rows"]["fields"]}
+    described = {
+        f["name"] for f in json.loads((sites[0] / "caltech256" / "data" / "schema.json").read_text())["rows"]["fields"]
+    }
     assert {"train_images", "train_params"} <= described
     for html in sites[0].rglob("*.html"):  # relative links only
         text = html.read_text()
@@ -125,7 +147,10 @@ def test_a_bundle_page_says_when_and_on_what_cpu_this_project_verified_it(bundle
     path.write_text(json.dumps(rec))
     variant(bundle, "b2", created=_when(0), delta=-0.01)
     monkeypatch.chdir(tmp_path)
-    assert main(["publish", "--bundles", str(bundle.parent.parent), "--out", "site", "--verified", str(recs), "--quiet"]) == 0
+    assert (
+        main(["publish", "--bundles", str(bundle.parent.parent), "--out", "site", "--verified", str(recs), "--quiet"])
+        == 0
+    )
     page = (tmp_path / "site" / "bundles" / "caltech256" / "b1" / "index.html").read_text(encoding="utf-8")
     note = page.split('<p class="verification" role="note">')[1].split("</p>")[0]
     assert f"Verified by this project on {rec['verified_at']}" in note
@@ -145,14 +170,19 @@ def test_the_suite_page_names_the_source_of_every_row_and_its_conflicts(bundle, 
     one's rows are shown, and the headline says so beside them: the bundle, contributor and status of every row (the
     Source column), the other bundle where they conflict (⚠), and above the table, not in a collapsed note."""
     variant(bundle, "b2", created=_when(0), delta=-0.01)
-    (bundle.parent / "b2" / "manifest.json").write_text((bundle.parent / "b2" / "manifest.json").read_text().replace(
-        '"contributor": "tests <b>&"', '"contributor": "Alice (lab X)"'))
+    (bundle.parent / "b2" / "manifest.json").write_text(
+        (bundle.parent / "b2" / "manifest.json")
+        .read_text()
+        .replace('"contributor": "tests <b>&"', '"contributor": "Alice (lab X)"')
+    )
     write_manifest(bundle.parent / "b2", manifest(bundle.parent / "b2"))  # the edited contributor, re-hashed
     assert main(["publish", "--bundles", str(bundle.parent.parent), "--out", str(tmp_path / "site"), "--quiet"]) == 0
     page = tmp_path / "site" / "caltech256" / "index.html"
     head = _headline(page)
     assert {k: (v["status"], v["contributor"]) for k, v in head["sources"].items()} == {
-        "b1": (SELF_REPORTED, "tests <b>&"), "b2": (SELF_REPORTED, "Alice (lab X)")}
+        "b1": (SELF_REPORTED, "tests <b>&"),
+        "b2": (SELF_REPORTED, "Alice (lab X)"),
+    }
     assert head["sources"]["b2"]["link"] == "../bundles/caltech256/b2/index.html"
     test = next(sp for sp in head["suites"][0]["splits"] if sp["name"] == "test")
     alone = [e for e in test["entries"] if e["k"] == "alone"]
@@ -163,11 +193,11 @@ def test_the_suite_page_names_the_source_of_every_row_and_its_conflicts(bundle, 
     assert head["conflicts"] == len(rows) > 0
     text = page.read_text(encoding="utf-8")
     note = text.split('<p class="origin" role="note">')[1].split("</p>")[0]
-    assert "b1</a> <span class=\"badge self-reported\">self-reported</span> by tests &lt;b&gt;&amp;" in note  # escaped
+    assert 'b1</a> <span class="badge self-reported">self-reported</span> by tests &lt;b&gt;&amp;' in note  # escaped
     assert "Alice (lab X)" in note and f"&#9888; {len(rows)} row(s) of this suite are given other values" in note
     assert text.index('<p class="origin"') < text.index('id="headline-table"')  # beside the table, not in the notes
     data = (tmp_path / "site" / "caltech256" / "data" / "caltech256_test.js").read_text(encoding="utf-8")
-    table = json.loads(data[data.index(",") + 1:data.rindex(")")])
+    table = json.loads(data[data.index(",") + 1 : data.rindex(")")])
     col = [c["key"] for c in table["columns"]].index("source")
     cells = {table["s"][r[9 + col][0]] for r in table["rows"]}
     assert cells == {"b2", "b2 ⚠"}  # the full table: every row's bundle, ⚠ where the other bundle disagrees
@@ -186,8 +216,21 @@ def test_publish_rejects_a_malformed_bundle(bundle, tmp_path, capsys):
 @pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} not found: apt-get install chromium")
 def test_site_opens_in_chromium_with_badges(bundle, recs, tmp_path, tab):
     variant(bundle, "b2", created=_when(0), delta=-0.01)
-    assert main(["publish", "--bundles", str(bundle.parent.parent), "--out", str(tmp_path / "site"), "--verified", str(recs),
-                 "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "publish",
+                "--bundles",
+                str(bundle.parent.parent),
+                "--out",
+                str(tmp_path / "site"),
+                "--verified",
+                str(recs),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     page = reopen(tab, (tmp_path / "site" / "index.html").as_uri())
     badges = page.locator(".badge").all_inner_texts()
     assert badges.count("verified") >= 2 and "self-reported" in badges  # legend + b1; b2
@@ -202,7 +245,10 @@ def test_site_opens_in_chromium_with_badges(bundle, recs, tmp_path, tab):
     page.go_back()
     page.click("text=entries and downloads")
     assert "verified" in page.locator(".badge").all_inner_texts()
-    assert page.locator("a[href='data/rows.parquet']").count() == 1 and page.locator("a[href='data/schema.json']").count() == 1
+    assert (
+        page.locator("a[href='data/rows.parquet']").count() == 1
+        and page.locator("a[href='data/schema.json']").count() == 1
+    )
     page.click("a[href='data/schema.json']")
     assert json.loads(page.locator("body").inner_text())["rows"]["fields"][0]["name"] == "suite"
     page.go_back()

@@ -1,4 +1,5 @@
 """submit and verify on a bundle made from the Caltech-256 fixture pipeline (DVC run, session-scoped)."""
+
 from __future__ import annotations
 
 import gzip
@@ -36,8 +37,12 @@ def test_submit_writes_a_small_plain_bundle(pristine, results):
     assert set(m["zoo"]) == {"res", "eff"} and m["zoo"]["res"]["arch"] == "test_resnet"
     assert {"python", "torch", "timm", "benchmark"} <= set(m["versions"])
     # the content hash of every logits file behind the rows, against hashlib
-    expected = {f"{d}/{n}/{f.name}": hashlib.sha256(f.read_bytes()).hexdigest()
-                for d in ("logits", "methods") for n in ("res", "eff", "la-res") for f in (results / d / n).glob("*.safetensors")}
+    expected = {
+        f"{d}/{n}/{f.name}": hashlib.sha256(f.read_bytes()).hexdigest()
+        for d in ("logits", "methods")
+        for n in ("res", "eff", "la-res")
+        for f in (results / d / n).glob("*.safetensors")
+    }
     assert {k: v["sha256"] for k, v in m["logits"].items()} == expected
     assert {u["kind"] for u in m["units"]} == {"single", "duo", "method"}
     assert any(s.startswith("logits@") for s in m["stages"]) and any(s.startswith("laplace@") for s in m["stages"])
@@ -64,7 +69,9 @@ def test_without_logits_it_is_self_reported(bundle, capsys):
 
 def test_one_edited_number_fails_naming_the_row(bundle, results, capsys):
     rows = read_rows(bundle)
-    i = rows.index[(rows.family == "duo") & (rows.metric == "nll") & (rows.split == "test") & (rows.method == "weighted")][0]
+    i = rows.index[
+        (rows.family == "duo") & (rows.metric == "nll") & (rows.split == "test") & (rows.method == "weighted")
+    ][0]
     rows.loc[i, "value"] = repr(float(rows.loc[i, "value"]) - 1e-4)
     write_rows(bundle, rows)  # with the manifest's hash updated, as a forger would
     rc, _, err = verify(capsys, bundle, "--logits", results)
@@ -94,8 +101,14 @@ def test_edited_logits_file_is_caught(bundle, results, tmp_path, capsys):
     rc, out, err = verify(capsys, bundle, "--logits", copy, quiet=False)  # the per-unit lines (--quiet: none)
     assert rc == 1 and f"{f}: sha256 differs from the manifest's" in err
     rows = read_rows(bundle)
-    n = {fam: int(((rows.family == fam) & (rows.base == base)).sum()) for fam, base in (("duo", "res"), ("single", "res"))}
-    assert f"duo res+eff: {n['duo']} rows not recomputed" in out and f"single res: {n['single']} rows recomputed, no mismatch" in out
+    n = {
+        fam: int(((rows.family == fam) & (rows.base == base)).sum())
+        for fam, base in (("duo", "res"), ("single", "res"))
+    }
+    assert (
+        f"duo res+eff: {n['duo']} rows not recomputed" in out
+        and f"single res: {n['single']} rows recomputed, no mismatch" in out
+    )
     assert f"single eff: {int(((rows.family == 'single') & (rows.base == 'eff')).sum())} rows not recomputed" in out
 
 
@@ -113,22 +126,59 @@ def _edit_rows(bundle, col, value):
     write_rows(bundle, rows)
 
 
-@pytest.mark.parametrize("edit, message", [
-    (lambda b: (b / "manifest.json").unlink(), "manifest.json: missing manifest"),
-    (lambda b: _edit_rows(b, "metric", "accuracy_at_5"), "row 5 (suite=caltech256"),
-    (lambda b: _edit_rows(b, "value", "high"), "row 5: column 'value' must be a number, got 'high'"),
-    (lambda b: _edit_rows(b, "value", "-0.5"), "value -0.5 out of range for"),
-    (lambda b: write_manifest(b, manifest(b) | {"files": manifest(b)["files"] | {"rows": {"path": "../../x/rows.csv", "sha256": "a" * 64,
-                                                                                         "bytes": 10}}}),
-     "files.rows: path '../../x/rows.csv' must be one of ['rows.csv', 'rows.csv.gz']"),
-    (lambda b: write_manifest(b, manifest(b) | {"suite": "mnist-c"}), "suite: unknown suite 'mnist-c'"),
-    (lambda b: write_manifest(b, manifest(b) | {"units": "all"}), "units: must be list, got str"),
-    (lambda b: write_manifest(b, manifest(b) | {"zoo": {"res": {"arch": "no_such_net", "init": "scratch", "img_size": 32,
-                                                               "seed": 0, "recipe": "finetune"}}}), "unknown timm architecture"),
-    (lambda b: (b / "manifest.json").write_text("{"), "manifest.json: not valid JSON"),
-    (lambda b: write_manifest(b, manifest(b) | {"units": [u | {"members": u["members"][:1], "folders": u["folders"][:1]}
-                                                          for u in manifest(b)["units"]]}), "a duo unit has 2 member(s), got 1"),
-])
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda b: (b / "manifest.json").unlink(), "manifest.json: missing manifest"),
+        (lambda b: _edit_rows(b, "metric", "accuracy_at_5"), "row 5 (suite=caltech256"),
+        (lambda b: _edit_rows(b, "value", "high"), "row 5: column 'value' must be a number, got 'high'"),
+        (lambda b: _edit_rows(b, "value", "-0.5"), "value -0.5 out of range for"),
+        (
+            lambda b: write_manifest(
+                b,
+                manifest(b)
+                | {
+                    "files": manifest(b)["files"]
+                    | {"rows": {"path": "../../x/rows.csv", "sha256": "a" * 64, "bytes": 10}}
+                },
+            ),
+            "files.rows: path '../../x/rows.csv' must be one of ['rows.csv', 'rows.csv.gz']",
+        ),
+        (lambda b: write_manifest(b, manifest(b) | {"suite": "mnist-c"}), "suite: unknown suite 'mnist-c'"),
+        (lambda b: write_manifest(b, manifest(b) | {"units": "all"}), "units: must be list, got str"),
+        (
+            lambda b: write_manifest(
+                b,
+                manifest(b)
+                | {
+                    "zoo": {
+                        "res": {
+                            "arch": "no_such_net",
+                            "init": "scratch",
+                            "img_size": 32,
+                            "seed": 0,
+                            "recipe": "finetune",
+                        }
+                    }
+                },
+            ),
+            "unknown timm architecture",
+        ),
+        (lambda b: (b / "manifest.json").write_text("{"), "manifest.json: not valid JSON"),
+        (
+            lambda b: write_manifest(
+                b,
+                manifest(b)
+                | {
+                    "units": [
+                        u | {"members": u["members"][:1], "folders": u["folders"][:1]} for u in manifest(b)["units"]
+                    ]
+                },
+            ),
+            "a duo unit has 2 member(s), got 1",
+        ),
+    ],
+)
 def test_bad_bundles_get_one_clear_line(bundle, capsys, edit, message):
     edit(bundle)
     rc, out, err = verify(capsys, bundle)
@@ -176,10 +226,14 @@ def test_pull_without_a_remote_in_the_manifest_says_so(bundle, pristine, caltech
     rc, out, err = verify(capsys, bundle, "--pull", "--strict")
     lines = err.strip().splitlines()
     assert rc == 1 and len(lines) == 2, err
-    assert lines[0] == f"{bundle}: nothing pulled: its manifest names no DVC remote (the bundle was made before one was " \
-                       "configured): give --remote NAME or --logits DIR, or submit again after `dvc remote add -d NAME URL`"
-    assert lines[1].startswith(f"{bundle}: not verified (--strict): ") and "rows not recomputed (no logits: its manifest " \
-        "names no DVC remote" in lines[1]
+    assert (
+        lines[0] == f"{bundle}: nothing pulled: its manifest names no DVC remote (the bundle was made before one was "
+        "configured): give --remote NAME or --logits DIR, or submit again after `dvc remote add -d NAME URL`"
+    )
+    assert (
+        lines[1].startswith(f"{bundle}: not verified (--strict): ")
+        and "rows not recomputed (no logits: its manifest names no DVC remote" in lines[1]
+    )
     assert out.count("\n") == 1 and "self-reported" in out  # --quiet: the status line only
 
 
@@ -193,7 +247,10 @@ def test_edited_paired_difference_is_caught(bundle, results, capsys):
     rehash(bundle, "paired")
     rc, _, err = verify(capsys, bundle, "--logits", results)
     r = paired.loc[0]
-    assert rc == 1 and f"paired (split={r.split}, base={r.base}, sidekick={r.sidekick}, fit={r.fit}, method={r.method}" in err
+    assert (
+        rc == 1
+        and f"paired (split={r.split}, base={r.base}, sidekick={r.sidekick}, fit={r.fit}, method={r.method}" in err
+    )
     assert err.count("mismatch:") == 1
 
 
@@ -274,7 +331,6 @@ def test_suite_logits_come_back_through_the_root_remote(bundle, caltech_copy, tm
     """Issue 16 item 6: a suite's outputs live in the root DVC project, so its remote serves them; verify --remote
     pulls them into a checkout that lacks them (and whose suite was not asked for yet: no dvc.yaml)."""
     import subprocess
-    import sys
 
     repo = caltech_copy  # a clone of the run
     env = dict(__import__("os").environ, HF_HUB_OFFLINE="1")

@@ -1,5 +1,6 @@
 """scripts/ci-bundles.sh: every changed bundle is verified whatever its name (NUL-separated paths), or the path is
 refused in one line (exit 2) when it is outside the safe character set or not inside a bundle folder; never skipped."""
+
 from __future__ import annotations
 
 import os
@@ -16,8 +17,12 @@ SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "ci-bundles.sh"
 
 
 def _git(cwd, *args):
-    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "core.quotepath=true", *args], cwd=cwd,
-                   check=True, capture_output=True)
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "core.quotepath=true", *args],
+        cwd=cwd,
+        check=True,
+        capture_output=True,
+    )
 
 
 @pytest.fixture
@@ -62,7 +67,9 @@ def test_a_name_outside_the_safe_set_is_refused_not_skipped(repo, pristine, name
     assert "may only use the characters" in err[0]
 
 
-@pytest.mark.parametrize("path", ["leaderboard/notes.md", "leaderboard/caltech256/manifest.json", "leaderboard/caltech256/x.csv"])
+@pytest.mark.parametrize(
+    "path", ["leaderboard/notes.md", "leaderboard/caltech256/manifest.json", "leaderboard/caltech256/x.csv"]
+)
 def test_a_file_outside_a_bundle_folder_is_refused(repo, path):
     (repo / path).write_text("{}")
     _commit(repo)

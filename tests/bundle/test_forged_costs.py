@@ -1,5 +1,6 @@
 """Costs are recomputed too: GFLOPs and parameters of each zoo entry with fvcore, the balance and a method output's
 cost record with the method's own cost function, and models.csv; any edit is a mismatch naming the row and column."""
+
 from __future__ import annotations
 
 import math
@@ -34,14 +35,29 @@ SELECT = {
 }
 
 
-@pytest.mark.parametrize("unit, column, value", [
-    ("single", "gflops", "1e-06"), ("single", "params", "12"), ("duo", "gflops", "0.0001"), ("duo", "balance", "0.15"),
-    ("duo", "params", "1"), ("method", "gflops", "1e-06"), ("method", "params", "3"), ("method", "overhead_percent", "0.1"),
-    ("method", "extra_params_percent", "0.0"), ("single", "balance", "0.5"),
-    ("single", "train_images", "1"), ("single", "train_params", "12"), ("duo", "train_images", "0"),
-    ("duo", "train_params", "1"), ("method", "train_images", "0"), ("method", "train_params", "3"),
-    ("single", "train_images", ""), ("method", "train_params", ""),  # a budget left out (NaN) is no budget either
-])
+@pytest.mark.parametrize(
+    "unit, column, value",
+    [
+        ("single", "gflops", "1e-06"),
+        ("single", "params", "12"),
+        ("duo", "gflops", "0.0001"),
+        ("duo", "balance", "0.15"),
+        ("duo", "params", "1"),
+        ("method", "gflops", "1e-06"),
+        ("method", "params", "3"),
+        ("method", "overhead_percent", "0.1"),
+        ("method", "extra_params_percent", "0.0"),
+        ("single", "balance", "0.5"),
+        ("single", "train_images", "1"),
+        ("single", "train_params", "12"),
+        ("duo", "train_images", "0"),
+        ("duo", "train_params", "1"),
+        ("method", "train_images", "0"),
+        ("method", "train_params", "3"),
+        ("single", "train_images", ""),
+        ("method", "train_params", ""),  # a budget left out (NaN) is no budget either
+    ],
+)
 def test_an_edited_cost_is_a_mismatch(bundle, results, capsys, unit, column, value):
     r = _edit_costs(bundle, SELECT[unit], column, value)
     rc, out, err = verify(capsys, bundle, "--logits", results)
@@ -54,9 +70,8 @@ def test_an_edited_cost_is_a_mismatch(bundle, results, capsys, unit, column, val
 def test_the_recomputed_costs_are_fvcore_counts_of_the_zoo_entries(bundle, results):
     """Independent check: build each zoo entry with timm and count with fvcore directly."""
     import timm
-    from fvcore.nn import FlopCountAnalysis
-
     import torch
+    from fvcore.nn import FlopCountAnalysis
 
     from benchmark.models.cost import IGNORED_OPS, _no_flops
 
@@ -107,7 +122,9 @@ def test_a_method_record_that_does_not_fit_its_logits_is_not_verified(bundle, re
 
 def test_every_method_that_writes_outputs_has_a_cost_function():
     """A new weight-based method cannot leave its rows' costs unverifiable by accident."""
-    families = {registry.get_method(k).family for k in registry.list_methods() if registry.get_method(k).run is not None}  # every method whose stage writes outputs
+    families = {
+        registry.get_method(k).family for k in registry.list_methods() if registry.get_method(k).run is not None
+    }  # every method whose stage writes outputs
     assert families and {f for f in families if registry.output_cost(f) is None} == set()
 
 

@@ -1,6 +1,7 @@
 """'Verified' means recomputed by this project: the badge comes only from a verification record written outside the
 bundle (verify --record-to) for exactly this bundle; nothing a bundle carries, and no record of another bundle or of
 an earlier version of it, makes it verified."""
+
 from __future__ import annotations
 
 import json
@@ -83,9 +84,14 @@ def test_publish_badges_come_from_the_records_only(bundle, records, tmp_path, ca
     board = bundle.parent.parent
     shutil.copytree(bundle, board / "caltech256" / "b2")
     write_manifest(board / "caltech256" / "b2", manifest(bundle) | {"contributor": "other"})
-    for verified, want in ((None, {"b1": SELF_REPORTED, "b2": SELF_REPORTED}), (records, {"b1": VERIFIED, "b2": SELF_REPORTED})):
+    for verified, want in (
+        (None, {"b1": SELF_REPORTED, "b2": SELF_REPORTED}),
+        (records, {"b1": VERIFIED, "b2": SELF_REPORTED}),
+    ):
         out = tmp_path / f"site-{verified is not None}"
-        args = ["publish", "--bundles", str(board), "--out", str(out), "--quiet"] + (["--verified", str(verified)] if verified else [])
+        args = ["publish", "--bundles", str(board), "--out", str(out), "--quiet"] + (
+            ["--verified", str(verified)] if verified else []
+        )
         assert main(args) == 0, capsys.readouterr().err
         entries = pd.read_csv(out / "caltech256" / "data" / "entries.csv.gz")
         assert dict(zip(entries["bundle"], entries["status"])) == want

@@ -1,5 +1,6 @@
 """Every string a bundle provides reaches the site's pages as text: hostile markup in each free-text field of the
 manifest shows up escaped on the provenance, entries and index pages, never as an element."""
+
 from __future__ import annotations
 
 from html.parser import HTMLParser
@@ -9,8 +10,31 @@ from helpers import manifest, write_manifest
 from benchmark.cli.main import main
 
 PAYLOAD = "<img src=x onerror=alert(1)>\"'&</pre></td><script>alert(2)</script><a href=javascript:alert(3)>x</a>"
-TEMPLATE_TAGS = {"html", "head", "meta", "title", "style", "body", "p", "a", "h1", "h2", "table", "thead", "tbody", "tr", "th",
-                 "td", "span", "code", "pre", "br", "ul", "li", "div"}  # div: the boxes the tables scroll in
+TEMPLATE_TAGS = {
+    "html",
+    "head",
+    "meta",
+    "title",
+    "style",
+    "body",
+    "p",
+    "a",
+    "h1",
+    "h2",
+    "table",
+    "thead",
+    "tbody",
+    "tr",
+    "th",
+    "td",
+    "span",
+    "code",
+    "pre",
+    "br",
+    "ul",
+    "li",
+    "div",
+}  # div: the boxes the tables scroll in
 
 
 class Tags(HTMLParser):
@@ -40,7 +64,11 @@ def test_every_bundle_string_is_escaped(bundle, tmp_path, fast_report):
     _hostile(bundle)
     assert main(["publish", "--bundles", str(bundle.parent.parent), "--out", str(tmp_path / "site"), "--quiet"]) == 0
     site = tmp_path / "site"
-    pages = [site / "index.html", site / "caltech256" / "entries.html", site / "bundles" / "caltech256" / "b1" / "index.html"]
+    pages = [
+        site / "index.html",
+        site / "caltech256" / "entries.html",
+        site / "bundles" / "caltech256" / "b1" / "index.html",
+    ]
     for page in pages:
         text = page.read_text()
         parser = Tags()

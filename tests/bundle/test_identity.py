@@ -1,5 +1,6 @@
 """A bundle is its folder leaderboard/<suite>/<id>/: the suite folder must be the manifest's suite, the id a safe name,
 'created' a real UTC time not in the future; bundles elsewhere are left out, and none can take another's place."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -34,13 +35,21 @@ def test_the_suite_folder_is_the_manifests_suite(pristine, tmp_path, load):
         load(dst)
 
 
-@pytest.mark.parametrize("created, rule", [
-    pytest.param(_now(dt.timedelta(days=1)), "is in the future", id="tomorrow"),  # an id that does not change with
-    ("2999-01-01T00:00:00Z", "is in the future"),                                 # the clock (xdist compares them)
-    ("yesterday", "is not a UTC time"), ("2026-02-30T00:00:00Z", "is not a real date"), ("2026-01-01T24:00:00Z", "is not a real date"),
-    ("2026-01-01T00:00:00+01:00", "is not a UTC time"), ("2026-01-01t00:00:00z", "is not a UTC time"),
-    ("2026-01-01T00:00:00.5Z", "is not a UTC time"), ("2019-12-31T23:59:59Z", "is before 2020"), ("", "is not a UTC time"),
-])
+@pytest.mark.parametrize(
+    "created, rule",
+    [
+        pytest.param(_now(dt.timedelta(days=1)), "is in the future", id="tomorrow"),  # an id that does not change with
+        ("2999-01-01T00:00:00Z", "is in the future"),  # the clock (xdist compares them)
+        ("yesterday", "is not a UTC time"),
+        ("2026-02-30T00:00:00Z", "is not a real date"),
+        ("2026-01-01T24:00:00Z", "is not a real date"),
+        ("2026-01-01T00:00:00+01:00", "is not a UTC time"),
+        ("2026-01-01t00:00:00z", "is not a UTC time"),
+        ("2026-01-01T00:00:00.5Z", "is not a UTC time"),
+        ("2019-12-31T23:59:59Z", "is before 2020"),
+        ("", "is not a UTC time"),
+    ],
+)
 def test_created_is_a_real_past_utc_time(bundle, load, created, rule):
     write_manifest(bundle, manifest(bundle) | {"created": created})
     with pytest.raises(BundleError, match=f"created: .*{rule}"):

@@ -1,5 +1,6 @@
 """Intake, files and roles: a bundle holds manifest.json and the files its manifest lists under a known role with
 that role's fixed name; any other file, role or name is refused (one line naming the file and the rule)."""
+
 from __future__ import annotations
 
 import pytest
@@ -8,8 +9,18 @@ from helpers import manifest, one_line_error, put_file, write_manifest
 from benchmark.bundle.schema import BundleError
 from benchmark.cli.main import main
 
-STRAY = ["verification.json", "evil.html", "index.html", ".hidden", "rows.csv.bak", "README", "x y", "é.csv", "a\nb",
-         "rows-001.csv.gz"]
+STRAY = [
+    "verification.json",
+    "evil.html",
+    "index.html",
+    ".hidden",
+    "rows.csv.bak",
+    "README",
+    "x y",
+    "é.csv",
+    "a\nb",
+    "rows-001.csv.gz",
+]
 
 
 @pytest.mark.parametrize("name", STRAY)
@@ -22,17 +33,41 @@ def test_an_unlisted_file_is_refused(bundle, load, capsys, name):
     assert "unknown file" in one_line_error(capsys.readouterr().err)
 
 
-@pytest.mark.parametrize("role", ["verification", "evil", "html", "rows-000", "rows-1", "rows-1000", "paired-01", "site",
-                                  "manifest", "ROWS", "rows.csv"])
+@pytest.mark.parametrize(
+    "role",
+    [
+        "verification",
+        "evil",
+        "html",
+        "rows-000",
+        "rows-1",
+        "rows-1000",
+        "paired-01",
+        "site",
+        "manifest",
+        "ROWS",
+        "rows.csv",
+    ],
+)
 def test_an_unknown_role_is_refused_even_with_a_true_hash(bundle, load, role):
     put_file(bundle, role, "extra.html", b"<script>alert(1)</script>")
     with pytest.raises(BundleError, match="unknown file role"):
         load(bundle)
 
 
-@pytest.mark.parametrize("role, name", [("rows", "rows.html"), ("rows", "../rows.csv"), ("rows", "/etc/passwd"),
-                                        ("models", "rows.csv"), ("lock", "dvc.yaml"), ("models", "sub/models.csv"),
-                                        ("paired", "paired.csv.gz.html"), ("models", "models.CSV")])
+@pytest.mark.parametrize(
+    "role, name",
+    [
+        ("rows", "rows.html"),
+        ("rows", "../rows.csv"),
+        ("rows", "/etc/passwd"),
+        ("models", "rows.csv"),
+        ("lock", "dvc.yaml"),
+        ("models", "sub/models.csv"),
+        ("paired", "paired.csv.gz.html"),
+        ("models", "models.CSV"),
+    ],
+)
 def test_a_role_has_fixed_names(bundle, load, role, name):
     m = manifest(bundle)
     m["files"][role]["path"] = name

@@ -1,5 +1,6 @@
 """Intake, strict parsing: the manifest (JSON) and dvc.lock (YAML) are parsed with no duplicate keys, no NaN or
 infinities, bounded nesting (checked before the parser recurses), plain values only and clean text."""
+
 from __future__ import annotations
 
 import json
@@ -39,11 +40,18 @@ MANIFEST_EDITS = {
     "-Infinity": (lambda t: _sub(t, r'"bytes": \d+', '"bytes": -Infinity'), "-Infinity is not a JSON number"),
     "overflow to infinity": (lambda t: _sub(t, r'"bytes": \d+', '"bytes": 1e999'), "overflows to infinity"),
     "huge integer": (lambda t: _sub(t, r'"bytes": \d+', '"bytes": ' + "9" * 5000), "integer of 5000 digits"),
-    "deep (100,000)": (lambda t: _sub(t, r'"params": \{', '"params": {"x": ' + _deep(100_000) + ","), "nested deeper than"),
-    "deep objects": (lambda t: _sub(t, r'"params": \{', '"params": {"x": ' + _deep(50_000, '{"a":', "}").replace(":}", ":1}") + ","),
-                     "nested deeper than"),
-    "just over the depth limit": (lambda t: _sub(t, r'"params": \{', '"params": {"x": ' + _deep(intake.MAX_DEPTH) + ","),
-                                  "nested deeper than"),
+    "deep (100,000)": (
+        lambda t: _sub(t, r'"params": \{', '"params": {"x": ' + _deep(100_000) + ","),
+        "nested deeper than",
+    ),
+    "deep objects": (
+        lambda t: _sub(t, r'"params": \{', '"params": {"x": ' + _deep(50_000, '{"a":', "}").replace(":}", ":1}") + ","),
+        "nested deeper than",
+    ),
+    "just over the depth limit": (
+        lambda t: _sub(t, r'"params": \{', '"params": {"x": ' + _deep(intake.MAX_DEPTH) + ","),
+        "nested deeper than",
+    ),
     "NUL escape": (lambda t: _sub(t, r'"contributor": "', r'"contributor": "\\u0000'), "control character"),
     "unpaired surrogate": (lambda t: _sub(t, r'"contributor": "', r'"contributor": "\\ud800'), "unpaired surrogate"),
     "raw control character": (lambda t: _sub(t, r'"contributor": "', '"contributor": "\x1b[31m'), "control character"),
@@ -75,10 +83,16 @@ def test_depth_scan_skips_strings():
     assert intake.json_depth(_deep(10**6)) == intake.MAX_DEPTH + 1  # stops as soon as it is over
 
 
-LOCK = {"schema": "2.0", "stages": {"data": {"cmd": "python pipelines/data.py", "outs": [{"path": "results/data", "md5": "0" * 32}]}}}
+LOCK = {
+    "schema": "2.0",
+    "stages": {"data": {"cmd": "python pipelines/data.py", "outs": [{"path": "results/data", "md5": "0" * 32}]}},
+}
 LOCK_EDITS = {
-    "aliases (billion laughs)": ("a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
-                                 "c: [*b, *b, *b, *b, *b, *b, *b, *b, *b]\n", "anchors and aliases are not allowed"),
+    "aliases (billion laughs)": (
+        "a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
+        "c: [*b, *b, *b, *b, *b, *b, *b, *b, *b]\n",
+        "anchors and aliases are not allowed",
+    ),
     "anchor alone": ("schema: &s '2.0'\nstages: {}\n", "anchors and aliases are not allowed"),
     "python tag": ("schema: !!python/object/apply:os.system ['echo pwned']\n", "explicit YAML tag"),
     "binary tag": ("schema: !!binary aGVsbG8=\n", "explicit YAML tag"),
@@ -88,7 +102,7 @@ LOCK_EDITS = {
     "just over the depth limit": ("x: " + _deep(intake.MAX_DEPTH) + "\n", "nested deeper than"),
     "NaN": ("schema: .nan\nstages: {}\n", "non-finite number"),
     "two documents": ("schema: '2.0'\n---\nschema: '3.0'\n", "invalid YAML"),
-    "control character": ("schema: \"\\x1b[2J\"\nstages: {}\n", "control character"),
+    "control character": ('schema: "\\x1b[2J"\nstages: {}\n', "control character"),
     "not a mapping": ("- a\n- b\n", "not a dvc.lock mapping"),
 }
 

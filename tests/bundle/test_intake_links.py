@@ -1,5 +1,6 @@
 """Intake, links and special files: a bundle is regular files directly inside a real folder, whatever replaces one
 of them (a link out or in, a FIFO, a device, a hard link, a folder), for every file of the bundle."""
+
 from __future__ import annotations
 
 import os
@@ -43,8 +44,15 @@ def _replace(bundle, name, how, tmp_path):
     elif how == "folder":
         target.mkdir()
         (target / "x").write_bytes(original)
-    return {"link-out": "symbolic link", "link-in": "symbolic link", "link-device": "symbolic link",
-            "link-proc": "symbolic link", "fifo": "FIFO", "hard-link": "hard link", "folder": "a folder"}[how]
+    return {
+        "link-out": "symbolic link",
+        "link-in": "symbolic link",
+        "link-device": "symbolic link",
+        "link-proc": "symbolic link",
+        "fifo": "FIFO",
+        "hard-link": "hard link",
+        "folder": "a folder",
+    }[how]
 
 
 @pytest.mark.parametrize("how", ["link-out", "link-in", "link-device", "link-proc", "fifo", "hard-link", "folder"])

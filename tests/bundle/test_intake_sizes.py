@@ -1,5 +1,6 @@
 """Intake, sizes: every file is capped on disk before it is read, and a gzipped table is inflated as a stream with a
 hard cap (a decompression bomb costs at most the cap, never its full size)."""
+
 from __future__ import annotations
 
 import gzip
@@ -28,11 +29,14 @@ def _use_gz(bundle, data: bytes, role="rows"):
     put_file(bundle, role, f"{role}.csv.gz", data)
 
 
-@pytest.mark.parametrize("name, role", [("rows.csv", "rows"), ("models.csv", "models"), ("dvc.lock", "lock"), ("paired.csv", "paired")])
+@pytest.mark.parametrize(
+    "name, role", [("rows.csv", "rows"), ("models.csv", "models"), ("dvc.lock", "lock"), ("paired.csv", "paired")]
+)
 def test_a_file_over_the_cap_is_refused_before_it_is_read(bundle, load, monkeypatch, name, role):
     put_file(bundle, role, name, b"x" * (intake.MAX_FILE_BYTES + 1))
     reads = []
     real_read = intake.os.read
+
     def read(fd, n):
         reads.append(len(data := real_read(fd, n)))
         return data
@@ -67,13 +71,18 @@ def test_a_decompression_bomb_costs_only_the_cap(bundle, load, monkeypatch):
     assert peak < 4 * intake.MAX_UNPACKED_BYTES
 
 
-@pytest.mark.parametrize("data, rule", [
-    (b"not gzip at all", "not valid gzip"),
-    (gzip.compress(b"suite,split\n" * 100, mtime=0)[:-12], "truncated gzip stream"),  # mtime=0: the same bytes (and
-    (gzip.compress(b"suite,split\n", mtime=0) + gzip.compress(b"x,y\n", mtime=0),        # test ids) whatever the clock
-     "data after the end of the gzip stream"),
-    (gzip.compress(b"suite,split\n", mtime=0) + b"\0" * 64, "data after the end of the gzip stream"),
-])
+@pytest.mark.parametrize(
+    "data, rule",
+    [
+        (b"not gzip at all", "not valid gzip"),
+        (gzip.compress(b"suite,split\n" * 100, mtime=0)[:-12], "truncated gzip stream"),  # mtime=0: the same bytes (and
+        (
+            gzip.compress(b"suite,split\n", mtime=0) + gzip.compress(b"x,y\n", mtime=0),  # test ids) whatever the clock
+            "data after the end of the gzip stream",
+        ),
+        (gzip.compress(b"suite,split\n", mtime=0) + b"\0" * 64, "data after the end of the gzip stream"),
+    ],
+)
 def test_malformed_gzip(bundle, load, data, rule):
     _use_gz(bundle, data)
     with pytest.raises(BundleError, match=rule):
@@ -98,5 +107,10 @@ def test_submit_splits_parts_that_would_inflate_past_the_cap(caltech, tmp_path, 
     monkeypatch.setattr(pack, "MAX_UNPACKED_BYTES", size // 3)
     parts = pack._csv_parts("rows", rows)
     assert len(parts) >= 3 and all(len(gzip.decompress(p)) <= size // 3 for _, _, p in parts)
-    assert pd.concat([pd.read_csv(__import__("io").BytesIO(gzip.decompress(p)), dtype=str, keep_default_na=False)
-                      for _, _, p in parts], ignore_index=True).equals(rows)
+    assert pd.concat(
+        [
+            pd.read_csv(__import__("io").BytesIO(gzip.decompress(p)), dtype=str, keep_default_na=False)
+            for _, _, p in parts
+        ],
+        ignore_index=True,
+    ).equals(rows)

@@ -1,5 +1,6 @@
 """``publish`` of the committed bundles (leaderboard/), the site a fresh clone builds: small, no static figure,
 one copy of the charting library, the rows as Parquet and gzipped CSV with their schema."""
+
 from __future__ import annotations
 
 import json
@@ -60,7 +61,9 @@ def test_downloads_hold_the_merged_rows_with_their_schema(site):
         got = rows.set_index(key)["value"].sort_index()
         want = b.rows.set_index(key)["value"].sort_index()
         pd.testing.assert_series_equal(got, want, check_names=False)  # typed values, exactly
-        text = pd.read_csv(data / "rows.csv.gz", keep_default_na=False, na_values=[""])  # pandas 3 parses floats exactly
+        text = pd.read_csv(
+            data / "rows.csv.gz", keep_default_na=False, na_values=[""]
+        )  # pandas 3 parses floats exactly
         assert len(text) == len(rows)
         for c in ("value", "ci_low", "gflops"):
             assert np.array_equal(text[c].to_numpy(float), rows[c].to_numpy(float), equal_nan=True), c

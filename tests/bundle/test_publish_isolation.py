@@ -1,5 +1,6 @@
 """publish survives one bad bundle: a bundle failing at intake or at any later step of its own, or a suite whose page
 cannot be built, is reported in one line and left out; the rest of the site is written and the exit code is 3."""
+
 from __future__ import annotations
 
 import shutil
@@ -68,7 +69,9 @@ def test_a_bundle_breaking_its_own_page_is_left_out(board, tmp_path, capsys, fas
 
 def test_a_bundle_breaking_the_suite_page_is_left_out(board, tmp_path, capsys, monkeypatch):
     rows = read_rows(board / "caltech256" / "b1")
-    rows["value"] = rows["value"].where(rows["metric"] != "accuracy", MARK)  # b1's rows are the ones the report trips on
+    rows["value"] = rows["value"].where(
+        rows["metric"] != "accuracy", MARK
+    )  # b1's rows are the ones the report trips on
     write_rows(board / "caltech256" / "b1", rows)
 
     def build(inputs, out, **kw):

@@ -1,5 +1,6 @@
 """No bundle configures the page: a suite's report settings come from the repository (params.yaml for the embedded
 default, suites/<name>/params.yaml for a paper suite), whatever the bundles' params say."""
+
 from __future__ import annotations
 
 import pytest
@@ -7,11 +8,18 @@ import yaml
 from helpers import manifest, write_manifest
 
 import benchmark.report
-from benchmark.config.report_config import ReportConfig
 from benchmark.cli.main import main
+from benchmark.config.report_config import ReportConfig
 
-HOSTILE = {"title": "<script>alert(1)</script>", "dpi": 10000, "workers": 64, "formats": ["pdf"], "metrics": ["nll"],
-           "headline_metric": "nll", "headline_metrics": ["nll"]}
+HOSTILE = {
+    "title": "<script>alert(1)</script>",
+    "dpi": 10000,
+    "workers": 64,
+    "formats": ["pdf"],
+    "metrics": ["nll"],
+    "headline_metric": "nll",
+    "headline_metrics": ["nll"],
+}
 
 
 @pytest.fixture
@@ -40,8 +48,21 @@ def test_the_repositorys_params_configure_the_page(bundle, tmp_path, seen, capsy
     (repo / "suites" / "caltech256").mkdir(parents=True)
     mine = {"report": {"title": "Caltech from the repository", "dpi": 90, "workers": 1}}
     (repo / "suites" / "caltech256" / "params.yaml").write_text(yaml.safe_dump(mine))
-    assert main(["publish", "--bundles", str(bundle.parent.parent), "--out", str(tmp_path / "site"), "--repo", str(repo),
-                 "--quiet"]) == 0, capsys.readouterr().err
+    assert (
+        main(
+            [
+                "publish",
+                "--bundles",
+                str(bundle.parent.parent),
+                "--out",
+                str(tmp_path / "site"),
+                "--repo",
+                str(repo),
+                "--quiet",
+            ]
+        )
+        == 0
+    ), capsys.readouterr().err
     (inputs,) = seen
     assert inputs.config == ReportConfig.from_params(mine)
     assert inputs.params == mine
@@ -51,8 +72,21 @@ def test_the_repositorys_params_configure_the_page(bundle, tmp_path, seen, capsy
 
 def test_without_repository_params_the_defaults(bundle, tmp_path, seen):
     _hostile(bundle)
-    assert main(["publish", "--bundles", str(bundle.parent.parent), "--out", str(tmp_path / "site"), "--repo",
-                 str(tmp_path / "empty"), "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "publish",
+                "--bundles",
+                str(bundle.parent.parent),
+                "--out",
+                str(tmp_path / "site"),
+                "--repo",
+                str(tmp_path / "empty"),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     (inputs,) = seen
     assert inputs.config == ReportConfig() and any("default settings" in n for n in inputs.notices)
 
@@ -63,8 +97,21 @@ def test_the_committed_suites_configure_their_pages(bundle, tmp_path, seen):
 
     root = Path(__file__).resolve().parents[2]
     _hostile(bundle)
-    assert main(["publish", "--bundles", str(bundle.parent.parent), "--out", str(tmp_path / "site"), "--repo", str(root),
-                 "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "publish",
+                "--bundles",
+                str(bundle.parent.parent),
+                "--out",
+                str(tmp_path / "site"),
+                "--repo",
+                str(root),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     (inputs,) = seen
     want = yaml.safe_load((root / "suites" / "caltech256" / "params.yaml").read_text())
     assert inputs.config == ReportConfig.from_params(want)

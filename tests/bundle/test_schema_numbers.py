@@ -1,6 +1,7 @@
 """The bundle checks' number parsing (:func:`benchmark.bundle.schema.to_float`, pyarrow's cast with pandas as the
 fallback) reads every cell as ``pd.to_numeric(errors="coerce")`` does, so the checks accept and refuse the same
 cells."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -10,9 +11,42 @@ import pytest
 from benchmark.bundle import schema
 from benchmark.bundle.schema import BundleError
 
-CELLS = [" 1", "1 ", "1_0", "0x10", "1e5", ".5", "5.", "+1", "-inf", "Infinity", "inf", "nan", "NaN", "NAN", "1,5",
-         "\uff11", "1e400", "-0", "1d5", "infinity", "1e-400", "0.1f", "12345678901234567890", "9007199254740993", "True",
-         "None", "null", "-", "e5", "1e", "--1", "0.30000000000000004", "4.9e-324", None]
+CELLS = [
+    " 1",
+    "1 ",
+    "1_0",
+    "0x10",
+    "1e5",
+    ".5",
+    "5.",
+    "+1",
+    "-inf",
+    "Infinity",
+    "inf",
+    "nan",
+    "NaN",
+    "NAN",
+    "1,5",
+    "\uff11",
+    "1e400",
+    "-0",
+    "1d5",
+    "infinity",
+    "1e-400",
+    "0.1f",
+    "12345678901234567890",
+    "9007199254740993",
+    "True",
+    "None",
+    "null",
+    "-",
+    "e5",
+    "1e",
+    "--1",
+    "0.30000000000000004",
+    "4.9e-324",
+    None,
+]
 
 
 @pytest.mark.parametrize("cell", CELLS)
@@ -80,7 +114,9 @@ def test_checked_rows_write_whole_numbers_as_they_were_written():
     from benchmark.bundle.pack import to_csv_bytes
     from benchmark.bundle.schema import check_rows
 
-    folder = sorted(p.parent for p in (Path(__file__).resolve().parents[2] / "leaderboard").glob("*/*/manifest.json"))[0]
+    folder = sorted(p.parent for p in (Path(__file__).resolve().parents[2] / "leaderboard").glob("*/*/manifest.json"))[
+        0
+    ]
     raw = b"".join(gzip.decompress(p.read_bytes()) for p in sorted(folder.glob("rows*.csv.gz")))
     df = pd.read_csv(io.BytesIO(raw), dtype=str, keep_default_na=False, na_values=[""])
     df["train_images"] = "20000"

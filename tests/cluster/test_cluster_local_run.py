@@ -3,6 +3,7 @@ pipeline (tests/cluster/toy.py): independent stages at the same time, a failure 
 second run ends in the dvc.lock and cache of a serial ``dvc repro``, byte for byte. No Slurm needed. Then
 ``reproduce dvc-share`` (benchmark/reproduce/dvc_share.py) on the finished toy run: every stage replaced by a copy of
 its outputs, ``dvc repro`` and the local run timed from a clean copy, leaving the same lock."""
+
 from __future__ import annotations
 
 import subprocess
@@ -16,8 +17,8 @@ from toy import BY, until
 from benchmark.cli.main import main as cli_main
 from benchmark.cluster.check import max_overlap
 from benchmark.cluster.runs import Run
-from benchmark.reproduce import dvc_share
 from benchmark.dvcutil.scratch import ScratchError
+from benchmark.reproduce import dvc_share
 
 pytestmark = pytest.mark.slow  # a DVC process per stage: a second or two each
 
@@ -32,8 +33,9 @@ def _state(run: Run, stage: str) -> str | None:
     return (run.state(stage) or {}).get("status")
 
 
-def test_two_at_a_time_a_failure_and_a_second_run_give_the_serial_dvc_lock_and_cache(toy_repo, toy_serial, monkeypatch,
-                                                                                      capsys):
+def test_two_at_a_time_a_failure_and_a_second_run_give_the_serial_dvc_lock_and_cache(
+    toy_repo, toy_serial, monkeypatch, capsys
+):
     monkeypatch.chdir(toy_repo)
     (toy_repo / "hold-b-x").touch()  # b@x ends after b@Y: its dvc.lock entry is written last, then put in run order
     (toy_repo / "fail-c").touch()
@@ -47,7 +49,12 @@ def test_two_at_a_time_a_failure_and_a_second_run_give_the_serial_dvc_lock_and_c
     assert result == {"rc": 1}  # c failed: not complete
     assert [s["name"] for s in run.stages] == ["a", "b@x", BY, "c", "d"] and run.manifest["executor"] == "local"
     assert {s: _state(run, s) for s in ("a", "b@x", BY, "c", "d")} == {
-        "a": "done", "b@x": "done", BY: "done", "c": "failed", "d": "cancelled"}
+        "a": "done",
+        "b@x": "done",
+        BY: "done",
+        "c": "failed",
+        "d": "cancelled",
+    }
     assert max_overlap([(run.state(s)["started"], run.state(s)["ended"]) for s in ("b@x", BY)]) == 2  # both at once
     assert run.state("d")["message"] == "upstream stage c failed" and not (toy_repo / "d.txt").exists()
     assert "gate: c fails" in run.log("c").read_text()

@@ -1,6 +1,7 @@
 """``python -m benchmark cluster`` against a real Slurm (a one-node cluster started here, ``slurm``) on the toy
 pipeline (tests/cluster/toy.py): the same dvc.lock and cache as a serial ``dvc repro``, failed, stale and cancelled
 jobs, and what is refused."""
+
 from __future__ import annotations
 
 import subprocess
@@ -42,8 +43,9 @@ def _lock_and_status(repo: Path) -> tuple[str, str]:
     return (repo / "dvc.lock").read_text(), status.strip()
 
 
-def test_from_scratch_a_failure_and_a_resubmit_give_the_serial_dvc_lock_and_cache(slurm, toy_repo, toy_serial,
-                                                                                   monkeypatch, capsys):
+def test_from_scratch_a_failure_and_a_resubmit_give_the_serial_dvc_lock_and_cache(
+    slurm, toy_repo, toy_serial, monkeypatch, capsys
+):
     monkeypatch.chdir(toy_repo)
     (toy_repo / "hold-b-x").touch()  # b@x ends after b@Y: its dvc.lock entry is written last, then put in run order
     (toy_repo / "fail-c").touch()
@@ -52,8 +54,13 @@ def test_from_scratch_a_failure_and_a_resubmit_give_the_serial_dvc_lock_and_cach
     until(lambda: _state(run, BY) == "done" and (toy_repo / "started-b-x").exists(), 120, "b@Y done while b@x runs")
     (toy_repo / "hold-b-x").unlink()
     rows = _wait(run)
-    assert {s: r["state"] for s, r in rows.items()} == {"a": "done", "b@x": "done", BY: "done", "c": "failed",
-                                                        "d": "cancelled"}
+    assert {s: r["state"] for s, r in rows.items()} == {
+        "a": "done",
+        "b@x": "done",
+        BY: "done",
+        "c": "failed",
+        "d": "cancelled",
+    }
     assert not list(toy_repo.parent.rglob("pwned"))  # names and paths reach Slurm as arguments, never through a shell
     # every character outside [A-Za-z0-9._@-] becomes "_" ("; $(" -> "____", ") `" -> "___")
     assert run.log(BY).name == "02-b@y____touch_pwned___touch_pwned_.out" and run.log(BY).parent == run.folder / "logs"

@@ -1,6 +1,7 @@
 """A real suite through a real Slurm: the tiny Caltech-256 run (tests/conftest.py's ``caltech``) loses its two
 checkpoints; ``cluster submit`` retrains both at once on the one-node cluster (``slurm``), one job is cancelled while
 its stage runs, and a second submit finishes the rest: dvc.lock is then the serial run's, byte for byte."""
+
 from __future__ import annotations
 
 import shutil
@@ -50,14 +51,24 @@ def test_a_suite_cancelled_half_way_and_resubmitted_gives_the_serial_dvc_lock(sl
     monkeypatch.chdir(repo)
     assert cli_main(["cluster", "submit", PIPELINE]) == 0, capsys.readouterr().err
     run = Run.latest(repo, PIPELINE)
-    assert [s["name"] for s in run.stages] == [*TRAIN, "logits@eff", "logits@res", "laplace@la-res", "evaluate", "report"]
+    assert [s["name"] for s in run.stages] == [
+        *TRAIN,
+        "logits@eff",
+        "logits@res",
+        "laplace@la-res",
+        "evaluate",
+        "report",
+    ]
     # both fine-tunes run at the same time; then train@res's job is cancelled while its stage runs
     until(lambda: _stage_process("eff") and _stage_process("res"), 240, "both train stages to run at once")
     slurm_cli.cancel([run.stage("train@res")["job"]])
     until(lambda: not run.active(), 240, "the first run to end")
     rows = {r["stage"]: r for r in run.status()}
     assert rows["train@res"]["state"] == "cancelled"
-    assert rows["train@res"]["detail"] == f"stopped by a signal (scancel, a time limit or preemption); log {run.log('train@res')}"
+    assert (
+        rows["train@res"]["detail"]
+        == f"stopped by a signal (scancel, a time limit or preemption); log {run.log('train@res')}"
+    )
     for stage in ("logits@res", "laplace@la-res", "evaluate", "report"):
         assert (rows[stage]["state"], rows[stage]["detail"]) == ("cancelled", "upstream stage train@res cancelled")
     assert (rows["train@eff"]["state"], rows["logits@eff"]["state"]) == ("done", "skipped")

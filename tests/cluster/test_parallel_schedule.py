@@ -1,4 +1,5 @@
 """The local parallel run's order of starting (benchmark/cluster/parallel.py): the longest chain of work first."""
+
 import json
 
 from benchmark.cluster.parallel import durations, priorities
@@ -16,10 +17,21 @@ STAGES = [  # the embedded default's shape: data, trains, their logits, SVE's tr
 
 def test_the_longest_chain_first_from_the_timing_record(tmp_path):
     (tmp_path / "results").mkdir()
-    (tmp_path / "results" / "timings.json").write_text(json.dumps({"stages": [
-        {"stage": "data", "wall_s": 3}, {"stage": "train@a", "wall_s": 20}, {"stage": "train@b", "wall_s": 25},
-        {"stage": "logits@a", "wall_s": 8}, {"stage": "logits@b", "wall_s": 9}, {"stage": "sve-train", "wall_s": 40},
-        {"stage": "gone@x", "wall_s": 99}]}))
+    (tmp_path / "results" / "timings.json").write_text(
+        json.dumps(
+            {
+                "stages": [
+                    {"stage": "data", "wall_s": 3},
+                    {"stage": "train@a", "wall_s": 20},
+                    {"stage": "train@b", "wall_s": 25},
+                    {"stage": "logits@a", "wall_s": 8},
+                    {"stage": "logits@b", "wall_s": 9},
+                    {"stage": "sve-train", "wall_s": 40},
+                    {"stage": "gone@x", "wall_s": 99},
+                ]
+            }
+        )
+    )
     seconds = durations(tmp_path)
     assert seconds["sve-train"] == 40.0 and "evaluate" not in seconds
     chain = priorities(STAGES, seconds)

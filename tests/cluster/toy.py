@@ -4,6 +4,7 @@ The toy pipeline is a diamond and a tail, ``a -> b@x, b@<Y> -> c -> d`` (``BY``:
 each command first runs ``gate.sh NAME``, which the tests use to steer a job without touching the stage's inputs: a
 file ``fail-NAME`` makes the command fail, a file ``hold-NAME`` makes it wait (after creating ``started-NAME``) until
 the file is removed."""
+
 from __future__ import annotations
 
 import shutil

@@ -1,5 +1,6 @@
 """What the CPU says it is (benchmark/config/cpuid.py), against the kernel's own reading of the same CPU
 (/proc/cpuinfo, natively the two must agree), and how pinning decides on it (benchmark/config/numerics.py)."""
+
 from __future__ import annotations
 
 import pytest
@@ -38,8 +39,11 @@ def test_pinning_asks_the_cpu_not_proc_cpuinfo(monkeypatch):
     says (the caps would end the process with SIGILL)."""
     monkeypatch.setattr(numerics.platform, "machine", lambda: "x86_64")
     monkeypatch.setattr(numerics, "cpu_flags", lambda: {"avx2", "fma"})  # the host's file
-    for flags, os_avx, ok in [(["avx", "sse4_2"], True, False), (["avx", "avx2", "fma"], True, True),
-                              (["avx", "avx2", "fma"], False, False)]:
+    for flags, os_avx, ok in [
+        (["avx", "sse4_2"], True, False),
+        (["avx", "avx2", "fma"], True, True),
+        (["avx", "avx2", "fma"], False, False),
+    ]:
         monkeypatch.setattr(numerics.cpuid, "read", lambda f=flags, o=os_avx: {"flags": f, "os_avx": o})
         assert numerics.pinnable() is ok
     monkeypatch.setattr(numerics.cpuid, "read", lambda: None)  # the instructions cannot run here: the file decides

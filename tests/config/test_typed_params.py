@@ -2,6 +2,7 @@
 field by one set of helpers (benchmark.config.typed); a wrong type, an unknown or a missing key is one line naming
 the file and the field (stage CLI: exit code 2, no traceback); params.yaml is parsed once per process, at the stage's
 entry, and handed down typed."""
+
 from __future__ import annotations
 
 import copy
@@ -52,27 +53,44 @@ def test_the_committed_params_files_parse():
         assert all(isinstance(r, Recipe) for r in p.recipes.values())
 
 
-@pytest.mark.parametrize("change, message", [
-    (lambda p: p["evaluate"].update(workers="two"), "evaluate: workers must be an integer >= 1, got 'two' (str)"),
-    (lambda p: p["evaluate"].update(bootstrap_level=True), "evaluate: bootstrap_level must be a finite number, got True"),
-    (lambda p: p["logits"].update(batchsize=3), "logits: missing keys [], unknown keys ['batchsize']"),
-    (lambda p: p["logits"].update(amp="fp8"), "logits: amp must be null (off), bfloat16 or float16, got 'fp8'"),
-    (lambda p: p["cost"].pop("throughput_iters"), "cost: missing keys ['throughput_iters'], unknown keys []"),
-    (lambda p: p.update(thread=2), "missing keys [], unknown keys ['thread']"),
-    (lambda p: p["distributed"].update(nnodes="2"), "distributed: nnodes must be an integer, got '2' (str)"),
-    (lambda p: p["evaluate"].update(sac_threshold="9.8e-1"),
-     "evaluate: sac_threshold must be a number, got the string '9.8e-1': YAML 1.1"),
-    (lambda p: p["recipes"]["finetune"].update(epochs=2.5), "recipes.finetune: epochs must be an integer >= 0, got 2.5"),
-    (lambda p: p["recipes"]["scratch"].update(momentum=0.9), "recipes.scratch: missing keys [], unknown keys ['momentum']"),
-    (lambda p: p["recipes"]["sve"].pop("epochs"), "recipes.sve: missing keys ['epochs']"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda p: p["evaluate"].update(workers="two"), "evaluate: workers must be an integer >= 1, got 'two' (str)"),
+        (
+            lambda p: p["evaluate"].update(bootstrap_level=True),
+            "evaluate: bootstrap_level must be a finite number, got True",
+        ),
+        (lambda p: p["logits"].update(batchsize=3), "logits: missing keys [], unknown keys ['batchsize']"),
+        (lambda p: p["logits"].update(amp="fp8"), "logits: amp must be null (off), bfloat16 or float16, got 'fp8'"),
+        (lambda p: p["cost"].pop("throughput_iters"), "cost: missing keys ['throughput_iters'], unknown keys []"),
+        (lambda p: p.update(thread=2), "missing keys [], unknown keys ['thread']"),
+        (lambda p: p["distributed"].update(nnodes="2"), "distributed: nnodes must be an integer, got '2' (str)"),
+        (
+            lambda p: p["evaluate"].update(sac_threshold="9.8e-1"),
+            "evaluate: sac_threshold must be a number, got the string '9.8e-1': YAML 1.1",
+        ),
+        (
+            lambda p: p["recipes"]["finetune"].update(epochs=2.5),
+            "recipes.finetune: epochs must be an integer >= 0, got 2.5",
+        ),
+        (
+            lambda p: p["recipes"]["scratch"].update(momentum=0.9),
+            "recipes.scratch: missing keys [], unknown keys ['momentum']",
+        ),
+        (lambda p: p["recipes"]["sve"].pop("epochs"), "recipes.sve: missing keys ['epochs']"),
+    ],
+)
 def test_a_bad_params_field_is_one_line_naming_file_and_field(tmp_path, capsys, change, message):
     path = _write(tmp_path, change)
     whole = message.startswith("evaluate:")  # a block no per-model stage reads: the evaluate stage's (the whole file)
     err = _stage_error(path, capsys, whole=whole)
     assert err.startswith(f"error: {path}: {message}"), err
     if whole:  # ... and not a per-model stage's: neither its settings nor the code that types them are its dependencies
-        assert model_stage_main("test stage", lambda stage, args: None, ["--params", str(path), "--model", "lite0-s0"]) == 0
+        assert (
+            model_stage_main("test stage", lambda stage, args: None, ["--params", str(path), "--model", "lite0-s0"])
+            == 0
+        )
 
 
 def test_lr_1e_3_gets_the_yaml_hint(tmp_path, capsys):
@@ -123,13 +141,22 @@ def test_a_stage_sees_typed_params_and_no_function_below_it_the_mapping(tmp_path
     per-model stage's entry hands down one typed ModelStage (its params blocks, zoo entry, recipe, data source)."""
     path = _write(tmp_path, lambda p: p["baselines"]["mc_dropout"]["mcdrop-lite0-s0"].update(samples="8"))
     seen = []
-    assert model_stage_main("test stage", lambda stage, args: seen.append(stage),
-                            ["--params", str(path), "--model", "lite0-s0"]) == 0  # a bad method entry: not this stage's
+    assert (
+        model_stage_main(
+            "test stage", lambda stage, args: seen.append(stage), ["--params", str(path), "--model", "lite0-s0"]
+        )
+        == 0
+    )  # a bad method entry: not this stage's
     (s,) = seen
     assert isinstance(s, ModelStage) and isinstance(s.params, ModelParams) and not isinstance(s.params, Params)
     assert s.entry.name == "lite0-s0" and s.recipe is s.params.recipes[s.entry.recipe] and s.source.kind == "embedded"
     assert s.params.data.kind == "embedded" and not hasattr(s.params, "evaluate")  # only the blocks it reads
-    assert stage_main("test stage", lambda params, args: seen.append(params), argv=["--params", str(path)], load=load_params) == 0
+    assert (
+        stage_main(
+            "test stage", lambda params, args: seen.append(params), argv=["--params", str(path)], load=load_params
+        )
+        == 0
+    )
     p = seen[-1]
     assert isinstance(p, Params) and isinstance(p.evaluate, EvalConfig) and p.evaluate.suite == p.suite
     assert p.baselines["mc_dropout"]["mcdrop-lite0-s0"]["samples"] == "8"  # parsed by its method's stage, not here
@@ -138,25 +165,44 @@ def test_a_stage_sees_typed_params_and_no_function_below_it_the_mapping(tmp_path
 def test_typed_blocks_give_the_same_settings_as_the_raw_mapping():
     p = load_params(ROOT / "params.yaml")
     raw = RAW["evaluate"]
-    assert p.evaluate == EvalConfig.from_params(RAW["suite"], raw)  # one evaluate config: the stage's, the bundle check's
+    assert p.evaluate == EvalConfig.from_params(
+        RAW["suite"], raw
+    )  # one evaluate config: the stage's, the bundle check's
     assert p.evaluate.settings() == EvalConfig.from_params("embedded", raw).settings()
     assert p.evaluate.workers == raw["workers"] and p.evaluate.deep_ensembles == tuple(raw["deep_ensembles"])
     assert p.logits.batch_size == RAW["logits"]["batch_size"] and p.threads == RAW["threads"]
     assert {n: dataclasses.asdict(r) for n, r in p.recipes.items()} == {
-        n: {**{f.name: f.default for f in dataclasses.fields(Recipe) if f.name != "epochs"}, **r} for n, r in RAW["recipes"].items()}
-    assert set(EvalConfig().settings()) == {"suite", "fits", "n_bootstrap", "bootstrap_splits", "bootstrap_level", "seed",
-                                            "ece_bins", "sac_threshold"}  # what changes a unit's rows (workers does not)
+        n: {**{f.name: f.default for f in dataclasses.fields(Recipe) if f.name != "epochs"}, **r}
+        for n, r in RAW["recipes"].items()
+    }
+    assert set(EvalConfig().settings()) == {
+        "suite",
+        "fits",
+        "n_bootstrap",
+        "bootstrap_splits",
+        "bootstrap_level",
+        "seed",
+        "ece_bins",
+        "sac_threshold",
+    }  # what changes a unit's rows (workers does not)
     with pytest.raises(ValueError, match=r"params evaluate: missing keys \[\], unknown keys \['suite'\]"):
         EvalConfig.from_params("x", {"suite": "y"})  # set by the stage, not a key of the block
 
 
-@pytest.mark.parametrize("old, new, message", [
-    ("num_classes: 257", "num_classes: '257'", "num_classes must be an integer >= 2, got '257' (str)"),
-    ("num_classes: 257", "num_classes: 257\nclasses: 257", "missing keys [], unknown keys ['classes']"),
-    ("zoo: zoo/caltech256.yaml\n", "", "missing keys ['zoo'], unknown keys []"),
-    ("lr: 1.0e-4", "lr: 1e-4", "recipe 'finetune': lr must be a number, got the string '1e-4': YAML 1.1"),
-    ("options: {fractions: [0.7, 0.15], seed: 42}", "options: [0.7, 0.15]", "datasets.caltech256: options must be a mapping"),
-])
+@pytest.mark.parametrize(
+    "old, new, message",
+    [
+        ("num_classes: 257", "num_classes: '257'", "num_classes must be an integer >= 2, got '257' (str)"),
+        ("num_classes: 257", "num_classes: 257\nclasses: 257", "missing keys [], unknown keys ['classes']"),
+        ("zoo: zoo/caltech256.yaml\n", "", "missing keys ['zoo'], unknown keys []"),
+        ("lr: 1.0e-4", "lr: 1e-4", "recipe 'finetune': lr must be a number, got the string '1e-4': YAML 1.1"),
+        (
+            "options: {fractions: [0.7, 0.15], seed: 42}",
+            "options: [0.7, 0.15]",
+            "datasets.caltech256: options must be a mapping",
+        ),
+    ],
+)
 def test_a_bad_suite_file_field_is_one_line_naming_file_and_field(tmp_path, capsys, old, new, message):
     from benchmark.cli.main import main as cli_main
     from benchmark.data.paper.suites import SuiteError, load_suite
@@ -185,9 +231,13 @@ def test_suite_and_zoo_files_are_parsed_once_per_process(tmp_path):
     path.write_text(text.replace("num_classes: 257", "num_classes: 256"))
     assert load_suite(path).num_classes == 256  # changed: parsed again
     params = load_params(_write(tmp_path))
-    assert stage_config.zoo(params) == stage_config.zoo(params) and stage_config.zoo(params) is not stage_config.zoo(params)  # a copy each call
+    assert stage_config.zoo(params) == stage_config.zoo(params) and stage_config.zoo(params) is not stage_config.zoo(
+        params
+    )  # a copy each call
     zoo_entry = next(iter(stage_config.zoo(params).values()))
-    assert all(stage_config.zoo(params)[n] is e for n, e in stage_config.zoo(params).items()) and zoo_entry.name in stage_config.zoo(params)
+    assert all(
+        stage_config.zoo(params)[n] is e for n, e in stage_config.zoo(params).items()
+    ) and zoo_entry.name in stage_config.zoo(params)
 
 
 def test_zoo_without_the_arch_check_skips_only_the_timm_look_up(tmp_path):

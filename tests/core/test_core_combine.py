@@ -1,4 +1,5 @@
 """Prediction records: single, duo variants, ensembles."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -75,21 +76,30 @@ def test_ensemble(mode):
     torch.testing.assert_close(ensemble_prediction(list(members), mode=mode).probs, manual)
 
 
-@pytest.mark.parametrize("call, message", [
-    (lambda: duo_prediction(_z(0), _z(1), variant="weighted"), "fit: the weighted duo needs a DuoFit"),
-    (lambda: duo_prediction(_z(0), _z(1), variant="unweighted"), "single_temperatures"),
-    (lambda: duo_prediction(_z(0), _z(1), variant="best", fit=FIT), "variant: unknown value"),
-    (lambda: duo_prediction(_z(0), _z(1), variant="weighted", fit=FIT, confidence="entropy"), "confidence: unknown value"),
-    (lambda: duo_prediction(_z(0), _z(1, n=40), variant="weighted", fit=FIT), "different number of samples N"),
-    (lambda: duo_prediction(_z(0), _z(1, c=5), variant="weighted", fit=FIT), "different number of classes C"),
-    (lambda: duo_prediction(_z(0), _z(1), variant="unweighted", single_temperatures=(0.0, 1.0)), "single_temperatures[0]"),
-    (lambda: single_prediction(_z(0), temperature=float("inf")), "temperature: must be a finite"),
-    (lambda: single_prediction(torch.full((2, 3), float("inf"))), "logits: contains Inf"),
-    (lambda: ensemble_prediction([_z(0), _z(1, c=5)]), "member_logits[0] has shape"),
-    (lambda: ensemble_prediction([]), "at least one member"),
-    (lambda: ensemble_prediction(_z(0)), "member_logits: must be (M, N, C)"),
-    (lambda: Prediction(torch.ones(3, 2) / 2, torch.zeros(2, dtype=torch.long), torch.ones(3)), "Prediction: need"),
-])
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: duo_prediction(_z(0), _z(1), variant="weighted"), "fit: the weighted duo needs a DuoFit"),
+        (lambda: duo_prediction(_z(0), _z(1), variant="unweighted"), "single_temperatures"),
+        (lambda: duo_prediction(_z(0), _z(1), variant="best", fit=FIT), "variant: unknown value"),
+        (
+            lambda: duo_prediction(_z(0), _z(1), variant="weighted", fit=FIT, confidence="entropy"),
+            "confidence: unknown value",
+        ),
+        (lambda: duo_prediction(_z(0), _z(1, n=40), variant="weighted", fit=FIT), "different number of samples N"),
+        (lambda: duo_prediction(_z(0), _z(1, c=5), variant="weighted", fit=FIT), "different number of classes C"),
+        (
+            lambda: duo_prediction(_z(0), _z(1), variant="unweighted", single_temperatures=(0.0, 1.0)),
+            "single_temperatures[0]",
+        ),
+        (lambda: single_prediction(_z(0), temperature=float("inf")), "temperature: must be a finite"),
+        (lambda: single_prediction(torch.full((2, 3), float("inf"))), "logits: contains Inf"),
+        (lambda: ensemble_prediction([_z(0), _z(1, c=5)]), "member_logits[0] has shape"),
+        (lambda: ensemble_prediction([]), "at least one member"),
+        (lambda: ensemble_prediction(_z(0)), "member_logits: must be (M, N, C)"),
+        (lambda: Prediction(torch.ones(3, 2) / 2, torch.zeros(2, dtype=torch.long), torch.ones(3)), "Prediction: need"),
+    ],
+)
 def test_bad_input(call, message):
     with pytest.raises(InputError) as e:
         call()

@@ -1,4 +1,5 @@
 """Risk-coverage and reliability curves: their areas and weighted gaps are the metrics of benchmark.core.metrics."""
+
 from __future__ import annotations
 
 import numpy as np

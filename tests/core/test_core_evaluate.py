@@ -1,4 +1,5 @@
 """Bootstrap intervals and paired differences against direct resampling and simulation."""
+
 from __future__ import annotations
 
 import math
@@ -103,7 +104,9 @@ def _labels(correct):
 def test_paired_difference():
     probs, y = _case(3, n=400)
     good = _pred(probs)
-    noisy = single_prediction(torch.log(probs) + torch.randn(probs.shape, generator=torch.Generator().manual_seed(1), dtype=torch.float64) * 2)
+    noisy = single_prediction(
+        torch.log(probs) + torch.randn(probs.shape, generator=torch.Generator().manual_seed(1), dtype=torch.float64) * 2
+    )
     diff = paired_difference(good, noisy, y, n_bootstrap=300, seed=2)
     ref_a, ref_b = compute_metrics(probs, y), compute_metrics(noisy.probs, y, confidence=noisy.confidence)
     for k, d in diff.items():
@@ -117,7 +120,11 @@ def test_paired_difference():
     lo, hi = np.percentile((ba["aurc"] - bb["aurc"]).numpy(), [2.5, 97.5])
     assert (diff["aurc"]["ci_low"], diff["aurc"]["ci_high"]) == pytest.approx((lo, hi), abs=1e-12)
     same = paired_difference(good, good, y, n_bootstrap=100)
-    assert all(d["diff"] == 0 and d["ci_low"] == 0 == d["ci_high"] and d["p_value"] == 1 for d in same.values() if not math.isnan(d["diff"]))
+    assert all(
+        d["diff"] == 0 and d["ci_low"] == 0 == d["ci_high"] and d["p_value"] == 1
+        for d in same.values()
+        if not math.isnan(d["diff"])
+    )
 
 
 def test_two_sided_p_value():
@@ -126,11 +133,14 @@ def test_two_sided_p_value():
     assert math.isnan(two_sided_p_value(torch.tensor([float("nan")])))
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    (dict(n_bootstrap=-1), "n_bootstrap"),
-    (dict(level=1.0), "level"),
-    (dict(sac_threshold=2.0), "sac_threshold"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(n_bootstrap=-1), "n_bootstrap"),
+        (dict(level=1.0), "level"),
+        (dict(sac_threshold=2.0), "sac_threshold"),
+    ],
+)
 def test_bad_arguments(kwargs, message):
     probs, y = _case(4, n=20)
     with pytest.raises(InputError, match=message):

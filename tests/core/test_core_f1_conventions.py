@@ -1,6 +1,7 @@
 """Macro F1 under its two names: ``macro_f1`` (scikit-learn's default, the Asymmetric Duos
 code) and ``macro_f1_wilds`` (WILDS' F1: the classes present in the labels), each one
 convention on every split, checked against scikit-learn and the wilds package itself."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -74,8 +75,18 @@ def test_group_rows_keep_one_convention_per_name_on_every_split():
     assert by_split["test"] == pytest.approx(by_split["shift"], nan_ok=True)  # same data, same numbers on both splits
     got = by_split["shift"]
     assert set(GROUP_METRICS) <= set(got)
-    per = {conv: [f1_score(Y[groups == g], PRED[groups == g], average="macro",
-                           **({"labels": np.unique(Y[groups == g])} if conv else {})) for g in (0, 1)] for conv in (False, True)}
+    per = {
+        conv: [
+            f1_score(
+                Y[groups == g],
+                PRED[groups == g],
+                average="macro",
+                **({"labels": np.unique(Y[groups == g])} if conv else {}),
+            )
+            for g in (0, 1)
+        ]
+        for conv in (False, True)
+    }
     assert got["mean_group_macro_f1"] == pytest.approx(np.mean(per[False]), abs=1e-12)
     assert got["worst_group_macro_f1"] == pytest.approx(min(per[False]), abs=1e-12)
     assert got["mean_group_macro_f1_wilds"] == pytest.approx(np.mean(per[True]), abs=1e-12)
@@ -104,7 +115,9 @@ def test_model_selection_scores_macro_f1_as_sklearn():
     assert selection_score(z, y, "macro_f1") == pytest.approx(f1_score(y.numpy(), pred, average="macro"), abs=1e-12)
     members = torch.randn(3, 200, 8, generator=g)
     mean_pred = members.softmax(-1).mean(0).argmax(-1).numpy()
-    assert selection_score(members, y, "macro_f1") == pytest.approx(f1_score(y.numpy(), mean_pred, average="macro"), abs=1e-12)
+    assert selection_score(members, y, "macro_f1") == pytest.approx(
+        f1_score(y.numpy(), mean_pred, average="macro"), abs=1e-12
+    )
     assert selection_score(z, y, "accuracy") == pytest.approx(float((pred == y.numpy()).mean()), abs=1e-12)
 
 
@@ -123,10 +136,17 @@ def test_one_definition_serves_the_bootstrap_and_the_groups():
     for i, wi in enumerate(w):
         keep = wi > 0
         labels = np.unique(np.concatenate([y[keep], p[keep]]))
-        assert union[i].item() == pytest.approx(f1_score(y, p, average="macro", labels=labels, sample_weight=wi), abs=1e-12)
-        assert wilds[i].item() == pytest.approx(f1_score(y, p, average="macro", labels=np.unique(y[keep]), sample_weight=wi), abs=1e-12)
+        assert union[i].item() == pytest.approx(
+            f1_score(y, p, average="macro", labels=labels, sample_weight=wi), abs=1e-12
+        )
+        assert wilds[i].item() == pytest.approx(
+            f1_score(y, p, average="macro", labels=np.unique(y[keep]), sample_weight=wi), abs=1e-12
+        )
     groups = rng.integers(0, 4, 60)
-    for present, f1 in (("union", group_macro_f1(p, y, groups)[0]), ("true", group_macro_f1(p, y, groups, present="true")[0])):
+    for present, f1 in (
+        ("union", group_macro_f1(p, y, groups)[0]),
+        ("true", group_macro_f1(p, y, groups, present="true")[0]),
+    ):
         for k in range(4):
             m = groups == k
             labels = np.unique(np.concatenate([y[m], p[m]]) if present == "union" else y[m])

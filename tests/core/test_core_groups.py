@@ -1,4 +1,5 @@
 """Group-aware metrics against scikit-learn per group and hand-worked cases."""
+
 from __future__ import annotations
 
 import numpy as np

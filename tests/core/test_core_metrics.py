@@ -1,4 +1,5 @@
 """Metrics against independent computations (scikit-learn, direct formulas, hand-worked cases)."""
+
 from __future__ import annotations
 
 import itertools
@@ -213,9 +214,18 @@ def test_numpy_inputs_accepted():
         (dict(probs=torch.zeros(0, 3), labels=torch.zeros(0, dtype=torch.long)), "probs: is empty"),
         (dict(probs=torch.tensor([0.5, 0.5]), labels=torch.tensor([0])), "probs: must be (N, C)"),
         (dict(probs=torch.tensor([[0.5, 0.5]]), labels=torch.tensor([0.0])), "labels: must be integer"),
-        (dict(probs=torch.tensor([[0.5, 0.5]]), labels=torch.tensor([0]), confidence=torch.tensor([0.1, 0.2])), "confidence: has N=2"),
-        (dict(probs=torch.tensor([[0.5, 0.5]]), labels=torch.tensor([0]), confidence=torch.tensor([float("inf")])), "confidence: contains Inf"),
-        (dict(probs=torch.tensor([[0.5, 0.5]]), labels=torch.tensor([0]), prediction=torch.tensor([5])), "prediction: values must be in"),
+        (
+            dict(probs=torch.tensor([[0.5, 0.5]]), labels=torch.tensor([0]), confidence=torch.tensor([0.1, 0.2])),
+            "confidence: has N=2",
+        ),
+        (
+            dict(probs=torch.tensor([[0.5, 0.5]]), labels=torch.tensor([0]), confidence=torch.tensor([float("inf")])),
+            "confidence: contains Inf",
+        ),
+        (
+            dict(probs=torch.tensor([[0.5, 0.5]]), labels=torch.tensor([0]), prediction=torch.tensor([5])),
+            "prediction: values must be in",
+        ),
         (dict(probs=torch.tensor([[0.5, 0.5]]), labels=torch.tensor([0]), brier="x"), "brier: unknown value"),
         (dict(probs=torch.tensor([[0.5, 0.5]]), labels=torch.tensor([0]), ece_bins=0), "ece_bins"),
         (dict(probs=torch.tensor([[0.5, 0.5]]), labels=torch.tensor([0]), sac_threshold=1.5), "sac_threshold"),

@@ -1,4 +1,5 @@
 """OOD detection metrics against scikit-learn, with ties."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -59,11 +60,14 @@ def test_order_invariance_and_bootstrap():
     assert all(np.isnan(lo) for _, lo, _ in ood_evaluate(conf_id, conf_ood, n_bootstrap=0).values())
 
 
-@pytest.mark.parametrize("args, message", [
-    (([0.5, float("nan")], [0.1]), "conf_id: contains NaN"),
-    (([0.5], []), "conf_ood: is empty"),
-    (([[0.5]], [0.1]), "conf_id: must be 1-D"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (([0.5, float("nan")], [0.1]), "conf_id: contains NaN"),
+        (([0.5], []), "conf_ood: is empty"),
+        (([[0.5]], [0.1]), "conf_id: must be 1-D"),
+    ],
+)
 def test_bad_input(args, message):
     with pytest.raises(InputError) as e:
         ood_metrics(*args)
@@ -85,11 +89,17 @@ def test_bootstrap_group_counts_equal_the_per_sample_weights():
         assert torch.equal(idx_id, torch.from_numpy(rng.integers(0, n1, size=idx_id.shape)))
         assert torch.equal(idx_ood, torch.from_numpy(rng.integers(0, n2, size=idx_ood.shape)))
         idx = torch.cat([idx_id, n1 + idx_ood], 1)
-        w = torch.zeros(idx.shape[0], n1 + n2, dtype=torch.float64).scatter_add_(1, rank[idx], torch.ones(idx.shape, dtype=torch.float64))
+        w = torch.zeros(idx.shape[0], n1 + n2, dtype=torch.float64).scatter_add_(
+            1, rank[idx], torch.ones(idx.shape, dtype=torch.float64)
+        )
         direct = ood._from_weights(w, is_id, ends)
         one = torch.ones(1, 1, dtype=torch.float64)
-        pos = torch.zeros(idx.shape[0], ends.shape[0], dtype=torch.float64).scatter_add_(1, group_of[:n1][idx_id], one.expand(idx_id.shape))
-        neg = torch.zeros(idx.shape[0], ends.shape[0], dtype=torch.float64).scatter_add_(1, group_of[n1:][idx_ood], one.expand(idx_ood.shape))
+        pos = torch.zeros(idx.shape[0], ends.shape[0], dtype=torch.float64).scatter_add_(
+            1, group_of[:n1][idx_id], one.expand(idx_id.shape)
+        )
+        neg = torch.zeros(idx.shape[0], ends.shape[0], dtype=torch.float64).scatter_add_(
+            1, group_of[n1:][idx_ood], one.expand(idx_ood.shape)
+        )
         fast = ood._from_group_counts(pos, neg)
         for k in direct:
             assert torch.equal(direct[k], fast[k]), k

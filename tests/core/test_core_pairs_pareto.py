@@ -1,4 +1,5 @@
 """Pair enumeration and the Pareto frontier."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -31,21 +32,29 @@ def test_every_ordered_pair_with_a_cheaper_sidekick():
 
 def test_balance_range_and_equal_gflops():
     kept = enumerate_pairs(ZOO, balance_range=(0.05, 0.3))
-    assert {(p.base, p.sidekick) for p in kept} == {("resnet50", "efficientnet_b0"), ("convnext_tiny", "efficientnet_b0"), ("convnext_base", "convnext_tiny"), ("convnext_base", "resnet50")}
+    assert {(p.base, p.sidekick) for p in kept} == {
+        ("resnet50", "efficientnet_b0"),
+        ("convnext_tiny", "efficientnet_b0"),
+        ("convnext_base", "convnext_tiny"),
+        ("convnext_base", "resnet50"),
+    }
     assert all(0.05 <= p.balance <= 0.3 for p in kept)
     twins = [{"name": "a", "gflops": 1.0, "params": 1}, {"name": "b", "gflops": 1.0, "params": 2}]
     assert enumerate_pairs(twins) == []
 
 
-@pytest.mark.parametrize("models, kwargs, message", [
-    (ZOO + [{"name": "resnet50", "gflops": 1.0, "params": 1}], {}, "duplicate names ['resnet50']"),
-    ([{"name": "x", "gflops": 0.0, "params": 1}], {}, "models[0] (x): gflops must be"),
-    ([{"name": "x", "gflops": float("nan"), "params": 1}], {}, "gflops must be"),
-    ([{"name": "x", "gflops": 1.0, "params": 1.5}], {}, "params must be an integer"),
-    ([{"name": "x", "gflops": 1.0}], {}, "models[0]: missing keys ['params']"),
-    (["x"], {}, "models[0]: must be a mapping"),
-    (ZOO, {"balance_range": (0.5, 0.1)}, "balance_range"),
-])
+@pytest.mark.parametrize(
+    "models, kwargs, message",
+    [
+        (ZOO + [{"name": "resnet50", "gflops": 1.0, "params": 1}], {}, "duplicate names ['resnet50']"),
+        ([{"name": "x", "gflops": 0.0, "params": 1}], {}, "models[0] (x): gflops must be"),
+        ([{"name": "x", "gflops": float("nan"), "params": 1}], {}, "gflops must be"),
+        ([{"name": "x", "gflops": 1.0, "params": 1.5}], {}, "params must be an integer"),
+        ([{"name": "x", "gflops": 1.0}], {}, "models[0]: missing keys ['params']"),
+        (["x"], {}, "models[0]: must be a mapping"),
+        (ZOO, {"balance_range": (0.5, 0.1)}, "balance_range"),
+    ],
+)
 def test_bad_models(models, kwargs, message):
     with pytest.raises(InputError) as e:
         enumerate_pairs(models, **kwargs)

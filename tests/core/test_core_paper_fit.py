@@ -7,16 +7,17 @@ temperatures agree to 1e-5 relative and the NLL at them to 1e-6 relative (measur
 beyond the grid, where the published float32 gradient's rounding steers LBFGS), and bit
 for bit where a stopping rule of LBFGS was near (the published closure is then used).
 """
+
 from __future__ import annotations
 
 import pytest
 import torch
 import torch.nn.functional as F
+from published_fit import published_duo, published_single  # tests/published_fit.py
 
 import benchmark.core.paper_fit as paper_fit
 from benchmark.core.paper_fit import grid_argmin, nll_and_grad
 from benchmark.core.temperature import fit_duo, fit_temperature
-from published_fit import published_duo, published_single  # tests/published_fit.py
 
 GRID_DUO = torch.arange(0.05, 5.05, 0.2)
 GRID_SINGLE = torch.arange(0.05, 5.05, 0.05)
@@ -71,7 +72,9 @@ def test_duo_grid_point_and_trajectory_match_the_published_code(seed):
     zb, zs, y = _case(seed)
     g = len(GRID_DUO)
     published = lambda i: F.cross_entropy((zb / GRID_DUO[i // g] + zs / GRID_DUO[i % g]) / 2, y).item()  # noqa: E731
-    assert grid_argmin([zb, zs], y, torch.cartesian_prod(GRID_DUO, GRID_DUO), 2, published) == _published_grid_index(zb, zs, y)
+    assert grid_argmin([zb, zs], y, torch.cartesian_prod(GRID_DUO, GRID_DUO), 2, published) == _published_grid_index(
+        zb, zs, y
+    )
     _, (tb, ts) = published_duo(zb, zs, y)
     fit = fit_duo(zb, zs, y, mode="paper-exact")
     assert fit.t_base == pytest.approx(tb, rel=1e-5) and fit.t_side == pytest.approx(ts, rel=1e-5)

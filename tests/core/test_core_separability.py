@@ -1,7 +1,7 @@
 """Separable validation logits: one defined behaviour (FitError) in every fit mode, the CLI and the evaluate stage."""
+
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -36,7 +36,9 @@ def test_duo_with_a_scaled_copy_of_separable_logits_raises(mode):
     with pytest.raises(FitError, match=r"fit of lite0 \(base\): the validation logits are separable"):
         fit_duo(z, 0.7 * z, y, mode=mode, names=("lite0", "lite1"))
     with pytest.raises(FitError, match=r"fit of lite1 \(sidekick\)"):  # the sidekick alone is separable
-        fit_duo(torch.randn(z.shape, generator=torch.Generator().manual_seed(1)), z, y, mode=mode, names=("lite0", "lite1"))
+        fit_duo(
+            torch.randn(z.shape, generator=torch.Generator().manual_seed(1)), z, y, mode=mode, names=("lite0", "lite1")
+        )
 
 
 @pytest.mark.parametrize("mode", FIT_MODES)
@@ -76,7 +78,9 @@ def test_jointly_separable_duo_raises(mode, side_sign):
     sep = separating_direction([zb, zs], y)
     assert sep is not None and _correct_everywhere(sep.direction, [zb, zs], y)
     assert (sep.direction[1] > 0) == (side_sign > 0)  # base - side separates when side = e
-    with pytest.raises(FitError, match=r"b \(base\) \+ s \(sidekick\): the validation logits are jointly separable: the combination") as e:
+    with pytest.raises(
+        FitError, match=r"b \(base\) \+ s \(sidekick\): the validation logits are jointly separable: the combination"
+    ) as e:
         fit_duo(zb, zs, y, mode=mode, names=("b", "s"))
     assert "duo NLL has no minimum at finite temperatures" in str(e.value)
     for z in (zb, zs):  # each member alone has a finite optimum
@@ -135,8 +139,21 @@ def test_cli_duo_reports_separable_validation_logits_in_one_line(tmp_path, capsy
             paths[f"{name}_{split}"] = str(tmp_path / f"{name}_{split}.safetensors")
             save_logits_file(paths[f"{name}_{split}"], logits, y)
     for fit in FIT_MODES:
-        code = main(["duo", "--base-val", paths["base_val"], "--side-val", paths["side_val"],
-                     "--base-test", paths["base_test"], "--side-test", paths["side_test"], "--fit", fit])
+        code = main(
+            [
+                "duo",
+                "--base-val",
+                paths["base_val"],
+                "--side-val",
+                paths["side_val"],
+                "--base-test",
+                paths["base_test"],
+                "--side-test",
+                paths["side_test"],
+                "--fit",
+                fit,
+            ]
+        )
         err = capsys.readouterr().err
         assert code == 2
         lines = err.strip().splitlines()
@@ -159,7 +176,9 @@ def test_evaluate_stage_unit_names_the_models_in_one_line(tmp_path, fit):
         for split in ("val", "test"):
             files[name][split] = str(tmp_path / f"{name}_{split}.safetensors")
             save_logits_file(files[name][split], logits, y)
-    runner = Runner(Context(cfg=EvalConfig(suite="t", fits=(fit,), n_bootstrap=0), files=files, folder=str(tmp_path / "out")))
+    runner = Runner(
+        Context(cfg=EvalConfig(suite="t", fits=(fit,), n_bootstrap=0), files=files, folder=str(tmp_path / "out"))
+    )
     with pytest.raises(UnitError) as e:
         runner.run(Unit(("duo", "noisy", "sep"), "k"), {})
     msg = str(e.value)

@@ -1,9 +1,12 @@
 """Row-block mixture terms and the stats built from them, against the probability-matrix path."""
+
 import pytest
 import torch
 
 from benchmark.core.combine import Prediction, duo_prediction
-from benchmark.core.evaluate import evaluate, evaluate_stats as stats_evaluate, paired_difference, paired_difference_stats as stats_paired_difference
+from benchmark.core.evaluate import evaluate, paired_difference
+from benchmark.core.evaluate import evaluate_stats as stats_evaluate
+from benchmark.core.evaluate import paired_difference_stats as stats_paired_difference
 from benchmark.core.samples import sample_stats
 from benchmark.core.streaming import MixtureTerms, mixture_terms, terms_stats
 from benchmark.core.temperature import DuoFit
@@ -39,13 +42,20 @@ def test_mixture_terms_match_a_direct_float64_computation():
         torch.testing.assert_close(t.sq, ((p - onehot) ** 2).sum(1), rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("variant, confidence", [("weighted", "max"), ("weighted", "published"), ("uq_only", "published")])
+@pytest.mark.parametrize(
+    "variant, confidence", [("weighted", "max"), ("weighted", "published"), ("uq_only", "published")]
+)
 def test_duo_metrics_match_the_prediction_path(variant, confidence):
     zb, zs, y = _members(1)
     fit = _fit(0.6, 0.35)
     (t,), base = mixture_terms([zb, zs], [[fit.w_base, fit.w_side]], y, base_conf=True)
-    stats = terms_stats(t, y, num_classes=C, confidence=t.base_conf if confidence == "published" else None,
-                        prediction=base if variant == "uq_only" else None)
+    stats = terms_stats(
+        t,
+        y,
+        num_classes=C,
+        confidence=t.base_conf if confidence == "published" else None,
+        prediction=base if variant == "uq_only" else None,
+    )
     got = stats_evaluate(stats, n_bootstrap=0)
     want = evaluate(duo_prediction(zb, zs, variant=variant, fit=fit, confidence=confidence), y, n_bootstrap=0)
     assert got.keys() == want.keys()
@@ -71,7 +81,9 @@ def test_terms_stats_equal_sample_stats_with_ties(explicit):
     conf = pred = None
     if explicit:
         conf, pred = torch.randint(0, 4, (N,), generator=g).double(), torch.randint(0, C, (N,), generator=g)
-    a = terms_stats(_terms_of(probs, y), y, num_classes=C, confidence=conf, prediction=pred, ece_bins=10, brier="per_entry")
+    a = terms_stats(
+        _terms_of(probs, y), y, num_classes=C, confidence=conf, prediction=pred, ece_bins=10, brier="per_entry"
+    )
     b = sample_stats(probs, y, confidence=conf, prediction=pred, ece_bins=10, brier="per_entry")
     for field in ("order", "rank", "additive", "labels", "prediction", "err_idx", "first_kind"):
         assert torch.equal(getattr(a, field), getattr(b, field)), field
@@ -95,10 +107,14 @@ def test_bootstrap_on_stats_equals_evaluate_and_paired_difference():
 
 
 def test_argmax_takes_the_first_maximum_and_every_block_is_released_once():
-    zb = torch.tensor([[1.0, 3.0, 3.0], [2.0, 2.0, 2.0], [0.0, -1.0, 5.0]]).repeat(200, 1)  # ties: first index, as torch
+    zb = torch.tensor([[1.0, 3.0, 3.0], [2.0, 2.0, 2.0], [0.0, -1.0, 5.0]]).repeat(
+        200, 1
+    )  # ties: first index, as torch
     zs = torch.randn(600, 3, generator=torch.Generator().manual_seed(5))
     released = []
-    (t,), base = mixture_terms([zb, zs], [[1.0, 0.0]], base_conf=True, release=lambda b: released.append((b.data_ptr(), b.shape)))
+    (t,), base = mixture_terms(
+        [zb, zs], [[1.0, 0.0]], base_conf=True, release=lambda b: released.append((b.data_ptr(), b.shape))
+    )
     assert torch.equal(base, torch.tensor([1, 0, 2]).repeat(200)) and torch.equal(t.top, zb.argmax(1))
     rows = [0, 256, 512]
     want = sorted((z[r:].data_ptr(), z[r : r + 256].shape) for z in (zb, zs) for r in rows)
@@ -113,15 +129,18 @@ def test_ood_terms_need_no_labels_and_give_no_metrics():
         terms_stats(t, torch.zeros(N, dtype=torch.long), num_classes=C)
 
 
-@pytest.mark.parametrize("bad, match", [
-    ("nan", r"logits\[1\]: contains NaN \(first non-finite value in row 300\)"),
-    ("inf", r"logits\[0\]: contains Inf \(first non-finite value in row 300\)"),
-    ("shape", r"logits\[0\] has shape \(700, 7\) but logits\[1\] has \(700, 6\): different number of classes C"),
-    ("weights", r"weights\[0\]: must be 2 finite numbers \(one per member\), got \[0.5\]"),
-    ("weight_nan", r"weights\[1\]: must be 2 finite numbers"),
-    ("labels", r"labels: values must be in \[0, 7\)"),
-    ("int", r"logits\[0\]: must be a non-empty \(N, C\) floating tensor, got torch.int64"),
-])
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        ("nan", r"logits\[1\]: contains NaN \(first non-finite value in row 300\)"),
+        ("inf", r"logits\[0\]: contains Inf \(first non-finite value in row 300\)"),
+        ("shape", r"logits\[0\] has shape \(700, 7\) but logits\[1\] has \(700, 6\): different number of classes C"),
+        ("weights", r"weights\[0\]: must be 2 finite numbers \(one per member\), got \[0.5\]"),
+        ("weight_nan", r"weights\[1\]: must be 2 finite numbers"),
+        ("labels", r"labels: values must be in \[0, 7\)"),
+        ("int", r"logits\[0\]: must be a non-empty \(N, C\) floating tensor, got torch.int64"),
+    ],
+)
 def test_bad_input_is_named(bad, match):
     zb, zs, y = _members()
     weights = [[0.5, 0.5]]
@@ -143,8 +162,10 @@ def test_bad_input_is_named(bad, match):
         mixture_terms([zb, zs], weights, y)
 
 
-@pytest.mark.parametrize("variant, confidence", [("weighted", "max"), ("weighted", "published"), ("uq_only", "published"),
-                                                 ("unweighted", "max")])
+@pytest.mark.parametrize(
+    "variant, confidence",
+    [("weighted", "max"), ("weighted", "published"), ("uq_only", "published"), ("unweighted", "max")],
+)
 def test_duo_prediction_is_the_evaluate_stage_mixture_to_the_bit(variant, confidence):
     """combine.duo_prediction (the duo command, the curves figure) and the evaluate stage's mixture_terms
     compute one duo mixture with one piece of code: equal bit for bit, not only to rounding."""

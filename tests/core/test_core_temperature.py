@@ -1,13 +1,15 @@
 """Temperature and duo fits: optimality of `converged`, step-for-step `paper-exact`."""
+
 from __future__ import annotations
 
 import pytest
 import torch
 import torch.nn.functional as F
+from published_fit import published_duo as _published_duo  # tests/published_fit.py
+from published_fit import published_single as _published_single
 
 from benchmark.core.temperature import DuoFit, FitError, TemperatureFit, fit_duo, fit_temperature
 from benchmark.core.validation import InputError
-from published_fit import published_duo as _published_duo, published_single as _published_single  # tests/published_fit.py
 
 
 def _logits(seed, n=800, c=12, signal=2.5, scale=2.0, labels=None):
@@ -104,14 +106,26 @@ def test_paper_exact_duo_follows_the_published_loop_and_is_not_converged():
     assert converged.nll <= fit.nll + 1e-12
 
 
-@pytest.mark.parametrize("call, message", [
-    (lambda: fit_temperature(torch.randn(5, 3), torch.tensor([0, 1, 2, 0, 1]), mode="exact"), "mode: unknown value"),
-    (lambda: fit_temperature(torch.randn(5, 3), torch.tensor([0, 1, 2, 0, 3])), "labels: values must be in [0, 3)"),
-    (lambda: fit_temperature(torch.full((2, 3), float("nan")), torch.tensor([0, 1])), "logits: contains NaN"),
-    (lambda: fit_duo(torch.randn(5, 3), torch.randn(4, 3), torch.zeros(5, dtype=torch.long)), "different number of samples N"),
-    (lambda: fit_duo(torch.randn(5, 3), torch.randn(5, 4), torch.zeros(5, dtype=torch.long)), "different number of classes C"),
-    (lambda: fit_duo(torch.randn(5, 3), torch.randn(5, 3), torch.zeros(4, dtype=torch.long)), "labels: has N=4"),
-])
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (
+            lambda: fit_temperature(torch.randn(5, 3), torch.tensor([0, 1, 2, 0, 1]), mode="exact"),
+            "mode: unknown value",
+        ),
+        (lambda: fit_temperature(torch.randn(5, 3), torch.tensor([0, 1, 2, 0, 3])), "labels: values must be in [0, 3)"),
+        (lambda: fit_temperature(torch.full((2, 3), float("nan")), torch.tensor([0, 1])), "logits: contains NaN"),
+        (
+            lambda: fit_duo(torch.randn(5, 3), torch.randn(4, 3), torch.zeros(5, dtype=torch.long)),
+            "different number of samples N",
+        ),
+        (
+            lambda: fit_duo(torch.randn(5, 3), torch.randn(5, 4), torch.zeros(5, dtype=torch.long)),
+            "different number of classes C",
+        ),
+        (lambda: fit_duo(torch.randn(5, 3), torch.randn(5, 3), torch.zeros(4, dtype=torch.long)), "labels: has N=4"),
+    ],
+)
 def test_bad_input(call, message):
     with pytest.raises(InputError) as e:
         call()

@@ -1,5 +1,6 @@
 """Training-seed noise (benchmark/core/noise.py): seed groups, seed spread and each row's noise, against
 hand-computed values (numpy's sample sd, the normal quantile 1.959964 of a 95% interval)."""
+
 import math
 
 import numpy as np
@@ -9,16 +10,33 @@ import pytest
 from benchmark.core import noise
 from benchmark.models.zoo import ZooEntry
 
-ZOO = {"b-s1": {"arch": "b", "init": "x", "seed": 1, "role": "base"},
-       "b-s0": {"arch": "b", "init": "x", "seed": 0, "role": "the first"},  # role is free text: same group
-       "b-s2": {"arch": "b", "init": "x", "seed": 2},
-       "c": {"arch": "c", "init": "x", "seed": 0, "role": "sidekick"},
-       "d": {"arch": "c", "init": "y", "seed": 0}}  # another init: another model
+ZOO = {
+    "b-s1": {"arch": "b", "init": "x", "seed": 1, "role": "base"},
+    "b-s0": {"arch": "b", "init": "x", "seed": 0, "role": "the first"},  # role is free text: same group
+    "b-s2": {"arch": "b", "init": "x", "seed": 2},
+    "c": {"arch": "c", "init": "x", "seed": 0, "role": "sidekick"},
+    "d": {"arch": "c", "init": "y", "seed": 0},
+}  # another init: another model
 
 
-def row(split, family, method, base, side, members, metric, value, lo=math.nan, hi=math.nan, fit="converged", conf="max"):
-    return dict(suite="s", split=split, family=family, method=method, base=base, sidekick=side, members=members,
-                fit=fit, confidence=conf, metric=metric, value=value, ci_low=lo, ci_high=hi)
+def row(
+    split, family, method, base, side, members, metric, value, lo=math.nan, hi=math.nan, fit="converged", conf="max"
+):
+    return dict(
+        suite="s",
+        split=split,
+        family=family,
+        method=method,
+        base=base,
+        sidekick=side,
+        members=members,
+        fit=fit,
+        confidence=conf,
+        metric=metric,
+        value=value,
+        ci_low=lo,
+        ci_high=hi,
+    )
 
 
 def test_seed_groups_differ_only_in_seed_and_role():
@@ -27,16 +45,31 @@ def test_seed_groups_differ_only_in_seed_and_role():
     assert groups[0].first == "b-s0"
     assert noise.seed_groups({"a": {"arch": "x", "seed": 0}, "b": {"arch": "y", "seed": 1}}) == []
     # two groups of one arch get distinct labels; entries without a seed belong to none
-    two = noise.seed_groups({"p0": {"arch": "x", "img_size": 8, "seed": 0}, "p1": {"arch": "x", "img_size": 8, "seed": 1},
-                             "q0": {"arch": "x", "img_size": 9, "seed": 0}, "q1": {"arch": "x", "img_size": 9, "seed": 1},
-                             "r": {"arch": "x", "img_size": 8}})
+    two = noise.seed_groups(
+        {
+            "p0": {"arch": "x", "img_size": 8, "seed": 0},
+            "p1": {"arch": "x", "img_size": 8, "seed": 1},
+            "q0": {"arch": "x", "img_size": 9, "seed": 0},
+            "q1": {"arch": "x", "img_size": 9, "seed": 1},
+            "r": {"arch": "x", "img_size": 8},
+        }
+    )
     assert [(g.label, g.names) for g in two] == [("x (2 seeds)", ("p0", "p1")), ("x (2 seeds)'", ("q0", "q1"))]
 
 
 def test_seed_groups_of_typed_zoo_entries_keep_zoo_order_and_seed_order():
     mk = lambda n, s, arch="t": ZooEntry(name=n, arch=arch, init="scratch", img_size=32, seed=s, recipe="r")  # noqa: E731
-    zoo = {"z-s3": mk("z-s3", 3), "y": mk("y", 0, "u"), "z-s1": mk("z-s1", 1), "y2": mk("y2", 5, "u"), "z-s2": mk("z-s2", 2)}
-    assert [g.names for g in noise.seed_groups(zoo)] == [("z-s1", "z-s2", "z-s3"), ("y", "y2")]  # deep ensembles: names[:m]
+    zoo = {
+        "z-s3": mk("z-s3", 3),
+        "y": mk("y", 0, "u"),
+        "z-s1": mk("z-s1", 1),
+        "y2": mk("y2", 5, "u"),
+        "z-s2": mk("z-s2", 2),
+    }
+    assert [g.names for g in noise.seed_groups(zoo)] == [
+        ("z-s1", "z-s2", "z-s3"),
+        ("y", "y2"),
+    ]  # deep ensembles: names[:m]
 
 
 @pytest.fixture
@@ -68,7 +101,9 @@ def test_seed_spread_is_the_sample_sd_over_rows_that_differ_only_by_seed(table):
 
 def test_row_noise_own_fallback_and_bootstrap_error(table):
     groups = noise.seed_groups(ZOO)
-    nz = pd.concat([table, noise.row_noise(table, groups, level=0.95)], axis=1).set_index(["split", "family", "members"])
+    nz = pd.concat([table, noise.row_noise(table, groups, level=0.95)], axis=1).set_index(
+        ["split", "family", "members"]
+    )
     z = 1.959964  # 97.5% normal quantile
     sd_single = np.std([0.90, 0.86, 0.95], ddof=1)
     sd_duo = np.std([0.91, 0.89, 0.96], ddof=1)
@@ -91,7 +126,9 @@ def test_without_a_seed_group_the_noise_is_the_bootstrap_error_alone(table):
     nz = noise.row_noise(table, noise.seed_groups(zoo), level=0.9)
     assert set(nz["seed_source"]) == {"none"} and nz["sd_seed"].isna().all()
     has_ci = table["ci_low"].notna()
-    assert np.allclose(nz.loc[has_ci, "noise"], (table["ci_high"] - table["ci_low"])[has_ci] / (2 * 1.644854), rtol=1e-6)
+    assert np.allclose(
+        nz.loc[has_ci, "noise"], (table["ci_high"] - table["ci_low"])[has_ci] / (2 * 1.644854), rtol=1e-6
+    )
     assert nz.loc[~has_ci, "noise"].isna().all()  # nothing known: the gate cannot pass a changed value
     assert noise.describe(nz, []).startswith("no seed group in the zoo")
 
@@ -110,13 +147,16 @@ def test_a_bootstrap_level_outside_0_1_is_refused(level):
 
 # ---- differences to the base alone ------------------------------------------------------------------
 
+
 def test_differences_subtract_the_base_alone_of_the_same_split_and_metric(table):
     d = noise.differences(table, "single").set_index(["split", "members"])
     assert d.loc[("test", "b-s1+c"), "value"] == pytest.approx(0.89 - 0.86)
     assert d.loc[("test", "b-s0+b-s1"), "value"] == pytest.approx(0.97 - 0.90)  # deep ensemble minus its base b-s0
     assert d["ci_low"].isna().all() and "single" not in set(d["family"])
     orphan = pd.DataFrame([row("test", "duo", "weighted", "zz", "c", "zz+c", "accuracy", 0.5)])
-    assert noise.differences(pd.concat([table, orphan], ignore_index=True), "single")["base"].ne("zz").all()  # no base alone
+    assert (
+        noise.differences(pd.concat([table, orphan], ignore_index=True), "single")["base"].ne("zz").all()
+    )  # no base alone
 
 
 def test_difference_noise_own_spread_for_a_group_base_with_a_sidekick_of_no_group(table):
@@ -135,8 +175,9 @@ def test_difference_noise_own_spread_for_a_group_base_with_a_sidekick_of_no_grou
 
 
 def test_noise_dominated_is_median_abs_diff_under_twice_the_reference_sd():
-    ranked = pd.DataFrame({"split": ["a"] * 3 + ["b"] * 3 + ["c"], "metric": "m",
-                           "diff": [0.01, -0.03, 0.02, 0.001, -0.002, 0.003, 0.5]})
+    ranked = pd.DataFrame(
+        {"split": ["a"] * 3 + ["b"] * 3 + ["c"], "metric": "m", "diff": [0.01, -0.03, 0.02, 0.001, -0.002, 0.003, 0.5]}
+    )
     ref = pd.DataFrame({"split": ["a", "b", "d"], "metric": "m", "sd": [0.005, 0.005, 0.1], "n": [5, 5, 5]})
     out = noise.noise_dominated(ranked, ref).set_index("split")
     assert out.loc["a", "median"] == pytest.approx(0.02) and not out.loc["a", "dominated"]  # 0.02 >= 0.01

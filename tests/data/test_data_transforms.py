@@ -14,7 +14,9 @@ def images():
 
 
 def _pil_resize(images, size):
-    return np.stack([np.asarray(Image.fromarray(im.astype(np.float32) / 255).resize((size, size), Image.BILINEAR)) for im in images])
+    return np.stack(
+        [np.asarray(Image.fromarray(im.astype(np.float32) / 255).resize((size, size), Image.BILINEAR)) for im in images]
+    )
 
 
 def test_same_size_is_direct_normalisation(images):
@@ -35,7 +37,9 @@ def test_resize_matches_pil_bilinear(images, size):
 
 
 def test_tensor_input_equals_numpy_input(images):
-    torch.testing.assert_close(to_model_input(torch.from_numpy(images), 32, MEAN, STD), to_model_input(images, 32, MEAN, STD))
+    torch.testing.assert_close(
+        to_model_input(torch.from_numpy(images), 32, MEAN, STD), to_model_input(images, 32, MEAN, STD)
+    )
 
 
 @pytest.mark.parametrize(

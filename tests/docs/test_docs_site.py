@@ -1,6 +1,7 @@
 """The docs site: it builds offline with ``mkdocs build --strict`` (no warning, no broken link or anchor), its reference
 pages are generated from the code (every command, option, params key and results column), and the README leads a
 new reader to the set-up, the concepts and the tutorials."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -27,8 +28,14 @@ def site(tmp_path_factory):
     """The site built as the deploy workflow builds it, into a temporary folder."""
     out = tmp_path_factory.mktemp("docs")
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1", "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-5000:]
     assert not re.search(r"^(WARNING|ERROR)\b", log, re.M), log[-5000:]
@@ -49,7 +56,9 @@ def test_every_page_is_built_and_reachable_from_the_nav(site):
 
     listed = set(pages(config["nav"]))
     on_disk = {p.relative_to(ROOT / "docs").as_posix() for p in (ROOT / "docs").rglob("*.md")}
-    assert listed == on_disk, f"pages not in the nav: {sorted(on_disk - listed)}; nav entries without a page: {sorted(listed - on_disk)}"
+    assert listed == on_disk, (
+        f"pages not in the nav: {sorted(on_disk - listed)}; nav entries without a page: {sorted(listed - on_disk)}"
+    )
     for page in listed:
         assert (site / page.replace(".md", ".html")).is_file(), page
     assert not (site / "hooks").exists()  # the generators are not published
@@ -172,10 +181,17 @@ def test_markers_fail_loudly(tmp_path):
 
 def test_readme_is_short_and_leads_to_the_docs():
     text = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert len(text.encode()) <= 16_384, f"README is {len(text.encode())} bytes: details belong in docs/"  # a loose guard
+    assert len(text.encode()) <= 16_384, (
+        f"README is {len(text.encode())} bytes: details belong in docs/"
+    )  # a loose guard
     links = set(re.findall(r"\]\((docs/[^)#]+)", text))
-    for must in ("docs/getting-started.md", "docs/explanations/concepts.md", "docs/tutorials/own-logits.md",
-                 "docs/tutorials/paper-suite.md", "docs/tutorials/submit-results.md"):
+    for must in (
+        "docs/getting-started.md",
+        "docs/explanations/concepts.md",
+        "docs/tutorials/own-logits.md",
+        "docs/tutorials/paper-suite.md",
+        "docs/tutorials/submit-results.md",
+    ):
         assert must in links, must
     for link in links:
         assert (ROOT / link).is_file(), link
@@ -183,8 +199,9 @@ def test_readme_is_short_and_leads_to_the_docs():
     assert "docs/explanations/concepts.md" in head  # found before the first section
 
 
-@pytest.mark.parametrize("template, up", [("report/templates/how_to_read.html.j2", "../"),
-                                          ("bundle/templates/site_index.html.j2", "")])
+@pytest.mark.parametrize(
+    "template, up", [("report/templates/how_to_read.html.j2", "../"), ("bundle/templates/site_index.html.j2", "")]
+)
 def test_the_leaderboard_links_into_the_docs(template, up):
     """The deployed site has the docs at docs/ beside the site's index and the suites' pages (<suite>/index.html):
     the index and each suite's "How to read this" link to existing pages there."""

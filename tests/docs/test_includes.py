@@ -1,5 +1,6 @@
 """The CONTRIBUTING.md sections that docs pages show are written into the pages' Markdown (so GitHub shows the steps
 the site shows) and kept equal to their source: benchmark.docsgen.includes."""
+
 from __future__ import annotations
 
 import re
@@ -50,16 +51,24 @@ def test_update_writes_rewrites_links_and_refuses_an_unclear_name(tmp_path):
     (tmp_path / "CONTRIBUTING.md").write_text(
         "# C\n\n## Add a thing: one file\n\nSee [concepts](docs/explanations/concepts.md#x), [site](https://e.org/a.md)"
         " and [here](#add-a-thing-one-file).\n\n```bash\necho [x](docs/y.md)\n```\n\n## Add a thing twice\n\nno\n\n"
-        "## Other\n\nzzz\n")
+        "## Other\n\nzzz\n"
+    )
     page = tmp_path / "docs" / "how-to" / "p.md"
-    page.write_text("# P\n\n<!-- generated:contributing-add-a-thing-one -->\n<!-- /generated:contributing-add-a-thing-one -->\n"
-                    "\nafter\n")
+    page.write_text(
+        "# P\n\n<!-- generated:contributing-add-a-thing-one -->\n<!-- /generated:contributing-add-a-thing-one -->\n"
+        "\nafter\n"
+    )
     assert includes.stale(tmp_path) == ["docs/how-to/p.md: contributing-add-a-thing-one"]
     assert includes.update(tmp_path) == ["docs/how-to/p.md: contributing-add-a-thing-one"]
     text = page.read_text()
-    assert "See [concepts](../explanations/concepts.md#x), [site](https://e.org/a.md) and [here](#add-a-thing-one-file)." in text
+    assert (
+        "See [concepts](../explanations/concepts.md#x), [site](https://e.org/a.md) and [here](#add-a-thing-one-file)."
+        in text
+    )
     assert "echo [x](docs/y.md)" in text  # code is left as it is
-    assert "## Add a thing twice" not in text and text.endswith("<!-- /generated:contributing-add-a-thing-one -->\n\nafter\n")
+    assert "## Add a thing twice" not in text and text.endswith(
+        "<!-- /generated:contributing-add-a-thing-one -->\n\nafter\n"
+    )
     assert includes.stale(tmp_path) == [] and includes.update(tmp_path) == []
     page.write_text("<!-- generated:contributing-add-a-thing -->\n<!-- /generated:contributing-add-a-thing -->\n")
     with pytest.raises(ValueError, match="CONTRIBUTING.md: 2 sections match 'add-a-thing'"):

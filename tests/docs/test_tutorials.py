@@ -19,6 +19,7 @@ Blocks of the CONTRIBUTING.md sections written into a page (``<!-- generated:con
 :mod:`benchmark.docsgen.includes`) are that file's own: its method examples are run by ``tests/test_contributing.py``,
 its commands are checked here like skipped blocks.
 """
+
 from __future__ import annotations
 
 import json
@@ -35,10 +36,26 @@ ROOT = Path(__file__).resolve().parents[2]
 TUTORIALS = sorted((ROOT / "docs" / "tutorials").glob("*.md"))
 HOW_TOS = sorted((ROOT / "docs" / "how-to").glob("*.md"))
 PAGES = TUTORIALS + HOW_TOS
-BLOCK = re.compile(r"(?:^<!-- (?P<mark>skip|file): (?P<arg>[^>]+?) -->\n)?^```(?P<lang>[\w-]*)\n(?P<code>.*?)^```[ \t]*$",
-                   re.M | re.S)
+BLOCK = re.compile(
+    r"(?:^<!-- (?P<mark>skip|file): (?P<arg>[^>]+?) -->\n)?^```(?P<lang>[\w-]*)\n(?P<code>.*?)^```[ \t]*$", re.M | re.S
+)
 AFTER_RUN = "<!-- start: after dvc repro -->"  # the page starts where the embedded default's `dvc repro` ran
-SHELL_TOOLS = {".", "source", "export", "cd", "ls", "cat", "echo", "git", "cp", "mkdir", "open", "xdg-open", "nvidia-smi", "torchrun"}
+SHELL_TOOLS = {
+    ".",
+    "source",
+    "export",
+    "cd",
+    "ls",
+    "cat",
+    "echo",
+    "git",
+    "cp",
+    "mkdir",
+    "open",
+    "xdg-open",
+    "nvidia-smi",
+    "torchrun",
+}
 SPLIT = {"&&", "||", ";", "|", "&"}
 PYTHON_TOOLS = {"pytest", "mkdocs", "pip", "coverage"}  # `python -m <tool>`: installed by the set-up
 
@@ -146,19 +163,32 @@ def _run_block(page: Path, i: int, b: dict, cwd: Path, env: dict) -> subprocess.
 def walk(page: Path, folder: Path, run: Path | None) -> Path:
     """Walk ``page`` in ``folder/checkout`` (a fresh clone, or a private copy of the finished ``run``), block by block
     until one fails; each block's outcome (exit code, output) goes to ``folder/walk.json``. Returns ``folder``."""
-    from checkouts import env as reader_env, fresh_clone
+    from checkouts import env as reader_env
+    from checkouts import fresh_clone
     from shared_runs import private_copy
 
     cwd = folder / "checkout"
     start = time.perf_counter()
     if run is not None:
         private_copy(run, cwd)
-    elif any(b["mark"] != "skip" and b["lang"] != "text" for b in blocks(page)):  # a page that only names commands needs none
+    elif any(
+        b["mark"] != "skip" and b["lang"] != "text" for b in blocks(page)
+    ):  # a page that only names commands needs none
         fresh_clone(cwd)
     # PATH: tests/conftest.py put the virtual environment's bin (python, dvc) on it, behind the tests' warm python
     env = reader_env(PYTHONPATH=str(cwd), NO_MKDOCS_2_WARNING="1")
-    steps = [{"block": 0, "lang": "", "code": "(the checkout)", "ran": False, "rc": 0, "stdout": "", "stderr": "",
-              "seconds": round(time.perf_counter() - start, 2)}]
+    steps = [
+        {
+            "block": 0,
+            "lang": "",
+            "code": "(the checkout)",
+            "ran": False,
+            "rc": 0,
+            "stdout": "",
+            "stderr": "",
+            "seconds": round(time.perf_counter() - start, 2),
+        }
+    ]
     for i, b in enumerate(blocks(page)):
         step = {"block": i + 1, "lang": b["lang"], "code": b["code"], "ran": False, "rc": 0, "stdout": "", "stderr": ""}
         start = time.perf_counter()
@@ -187,22 +217,33 @@ def walked(tmp_path_factory, request):
     def get(page: Path):
         if page not in done:
             run = request.getfixturevalue("embedded_run") if starts_after_run(page) else None
-            folder = Path(once_per_run(tmp_path_factory, f"page-{page.parent.name}-{page.stem}",
-                                       lambda f: walk(page, f, run)))
+            folder = Path(
+                once_per_run(tmp_path_factory, f"page-{page.parent.name}-{page.stem}", lambda f: walk(page, f, run))
+            )
             done[page] = json.loads((folder / "walk.json").read_text(encoding="utf-8")), folder
         return done[page]
+
     return get
 
 
 def test_every_page_block_is_known():
-    assert {p.stem for p in TUTORIALS} >= {"own-logits", "paper-suite", "add-a-model", "add-a-method", "add-a-combiner",
-                                          "submit-results"}
+    assert {p.stem for p in TUTORIALS} >= {
+        "own-logits",
+        "paper-suite",
+        "add-a-model",
+        "add-a-method",
+        "add-a-combiner",
+        "submit-results",
+    }
     assert {p.stem for p in HOW_TOS} >= {"share-outputs", "add-a-suite", "distributed", "gpu-check", "tests"}
     for page in PAGES:
         for b in blocks(page):
-            assert b["lang"] in ("bash", "python", "yaml", "text"), f"{page.name}: a ```{b['lang']} block (say what it is)"
+            assert b["lang"] in ("bash", "python", "yaml", "text"), (
+                f"{page.name}: a ```{b['lang']} block (say what it is)"
+            )
             assert b["mark"] != "file" or b["lang"] in ("yaml", "python"), (
-                f"{page.name}: <!-- file: --> before a ```{b['lang']} block")
+                f"{page.name}: <!-- file: --> before a ```{b['lang']} block"
+            )
 
 
 INCLUDE_ONLY = {"add-a-method", "add-a-suite"}  # pages made of CONTRIBUTING.md sections (checked below)
@@ -213,10 +254,13 @@ INCLUDE_ONLY = {"add-a-method", "add-a-suite"}  # pages made of CONTRIBUTING.md 
 def test_page_runs_as_written(page, walked):
     steps, _ = walked(page)
     for s in steps:
-        assert s["rc"] == 0, (f"{page.relative_to(ROOT)}, block {s['block']} failed (exit {s['rc']}):\n{s['code']}\n"
-                              f"{s['stdout'][-3000:]}\n{s['stderr'][-3000:]}")
-    assert any(s["ran"] for s in steps) or page.stem in INCLUDE_ONLY or all(
-        b["mark"] == "skip" for b in blocks(page)), f"{page.name}: no block ran"
+        assert s["rc"] == 0, (
+            f"{page.relative_to(ROOT)}, block {s['block']} failed (exit {s['rc']}):\n{s['code']}\n"
+            f"{s['stdout'][-3000:]}\n{s['stderr'][-3000:]}"
+        )
+    assert (
+        any(s["ran"] for s in steps) or page.stem in INCLUDE_ONLY or all(b["mark"] == "skip" for b in blocks(page))
+    ), f"{page.name}: no block ran"
 
 
 def _page(rel: str, walked) -> tuple[list[dict], Path]:
@@ -242,7 +286,12 @@ def test_add_a_model_recomputes_only_the_new_model_and_the_soup(walked, embedded
     steps, folder = _page("tutorials/add-a-model.md", walked)
     repro = _step(steps, "dvc status && dvc repro")
     assert set(re.findall(r"Running stage '([^']+)'", repro["stdout"])) == {
-        "train@mnv3s075", "logits@mnv3s075", "soup@soup-tiny", "evaluate", "report"}
+        "train@mnv3s075",
+        "logits@mnv3s075",
+        "soup@soup-tiny",
+        "evaluate",
+        "report",
+    }
     before = json.loads((embedded_run / "results" / "units" / "last_run.json").read_text())
     after = json.loads((folder / "checkout" / "results" / "units" / "last_run.json").read_text())
     new_pairs = after["pairs"] - before["pairs"]
@@ -252,11 +301,15 @@ def test_add_a_model_recomputes_only_the_new_model_and_the_soup(walked, embedded
 
     models = pd.read_csv(folder / "checkout" / "results" / "models.csv").set_index("name")
     flops = _step(steps, "python -m benchmark flops mobilenetv3_small_075")["stdout"]
-    counted = re.search(r"@ 48x48, 10 classes \(suite embedded, params.yaml\): ([0-9.e-]+) GFLOPs .*, ([0-9.]+) M parameters", flops)
+    counted = re.search(
+        r"@ 48x48, 10 classes \(suite embedded, params.yaml\): ([0-9.e-]+) GFLOPs .*, ([0-9.]+) M parameters", flops
+    )
     assert counted, flops
     assert float(counted[1]) == pytest.approx(models.at["mnv3s075", "gflops"], rel=1e-3)
     assert float(counted[2]) == pytest.approx(models.at["mnv3s075", "params"] / 1e6, abs=1e-3)
-    line = next(ln for ln in _step(steps, "validate-zoo zoo/embedded.yaml\n")["stdout"].splitlines() if " mnv3s075 " in ln)
+    line = next(
+        ln for ln in _step(steps, "validate-zoo zoo/embedded.yaml\n")["stdout"].splitlines() if " mnv3s075 " in ln
+    )
     words = line.split()
     assert words[words.index("classes") - 1] == "10"
     assert float(words[words.index("GFLOPs") - 1]) == pytest.approx(models.at["mnv3s075", "gflops"], rel=1e-3)
@@ -271,7 +324,7 @@ def test_share_outputs_a_pulled_clone_recomputes_nothing(walked):
     and a fresh clone that pulled them has nothing to run: `dvc status` clean, `dvc repro` runs no stage."""
     steps, folder = _page("how-to/share-outputs.md", walked)
     out = _step(steps, "python -m benchmark remote status")["stdout"].splitlines()
-    status = out[next(i for i, line in enumerate(out) if line.split() == ["stage", "output", "state"]) + 1:]
+    status = out[next(i for i, line in enumerate(out) if line.split() == ["stage", "output", "state"]) + 1 :]
     states = [STATE.search(line)[1] for line in status]
     assert states and set(states) == {"synced", "in git"}, status  # nothing local only, missing or not shared
     assert sum(s == "in git" for s in states) == 1  # results/summary.json
@@ -280,7 +333,9 @@ def test_share_outputs_a_pulled_clone_recomputes_nothing(walked):
     assert "Data and pipelines are up to date." in pulled["stdout"] and "Running stage" not in pulled["stdout"]
     assert "Stage 'evaluate' didn't change, skipping" in pulled["stdout"]
     teammate = folder / "teammate" / "results"
-    assert (teammate / "cost" / "tiny-side.json").read_bytes() == (folder / "checkout" / "results" / "cost" / "tiny-side.json").read_bytes()
+    assert (teammate / "cost" / "tiny-side.json").read_bytes() == (
+        folder / "checkout" / "results" / "cost" / "tiny-side.json"
+    ).read_bytes()
     assert (teammate / "units" / "last_run.json").is_file() and (teammate / "methods" / ".keep").is_file()
 
 
@@ -300,17 +355,31 @@ def test_submit_results_bundle_names_its_remote_and_verifies_through_it(walked):
     assert len(pd.read_csv(bundle / "rows.csv")) == len(pd.read_csv(checkout / "results" / "metrics.csv"))
     assert "logits@tiny-a" in m["stages"] and "evaluate" in m["stages"] and m["train_size"] == 200
     verified = _step(steps, "--pull --strict")
-    assert verified["stdout"].splitlines() == [line for line in verified["stdout"].splitlines() if line.startswith(str(
-        Path("leaderboard/embedded/2026-12-01-alice")))] and len(verified["stdout"].splitlines()) == 1
+    assert (
+        verified["stdout"].splitlines()
+        == [
+            line
+            for line in verified["stdout"].splitlines()
+            if line.startswith(str(Path("leaderboard/embedded/2026-12-01-alice")))
+        ]
+        and len(verified["stdout"].splitlines()) == 1
+    )
     assert ": verified (" in verified["stdout"]
     reports = sorted(p.name for p in (checkout / "results" / "verify").glob("*-rows.csv"))  # one per committed bundle
     committed = sorted(p.name for p in (ROOT / "leaderboard" / "embedded").iterdir() if p.is_dir())
     assert reports == [f"{b}-rows.csv" for b in committed]
     said = _step(steps, "--report")["stdout"]
     assert all(f"per-row report written to results/verify/{b}-rows.csv (" in said for b in committed)
-    untracked = subprocess.run(["git", "status", "--porcelain", "--untracked-files=normal"], cwd=checkout, capture_output=True,
-                               text=True, check=True).stdout.splitlines()
-    assert [u for u in untracked if u.startswith("??") and not u[3:].startswith("leaderboard/")] == []  # nothing left in the root
+    untracked = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=normal"],
+        cwd=checkout,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    assert [
+        u for u in untracked if u.startswith("??") and not u[3:].startswith("leaderboard/")
+    ] == []  # nothing left in the root
     page = (checkout / "site" / "embedded" / "index.html").read_text(encoding="utf-8")
     origin = page.split('<p class="origin" role="note">')[1].split("</p>")[0]
     assert "2026-12-01-alice</a>" in origin and "Alice (lab X)" in origin
@@ -331,16 +400,26 @@ def test_included_and_readme_commands_exist(page):
 
 
 def test_the_checker_refuses_what_a_reader_could_not_run():
-    for bad in ("python -m benchmark nosuchcommand", "python -m benchmark metrics", "python -m benchmark duo --fit x a",
-                "dvc nosuch", "python pipelines/nosuch.py", "rm -rf /"):
+    for bad in (
+        "python -m benchmark nosuchcommand",
+        "python -m benchmark metrics",
+        "python -m benchmark duo --fit x a",
+        "dvc nosuch",
+        "python pipelines/nosuch.py",
+        "rm -rf /",
+    ):
         with pytest.raises(AssertionError):
             for words in commands(bad):
                 check_command(words)
     assert commands("A=1 python -m benchmark metrics x.npz --json > out.json && echo ok  # note") == [
-        ["python", "-m", "benchmark", "metrics", "x.npz", "--json"], ["echo", "ok"]]
+        ["python", "-m", "benchmark", "metrics", "x.npz", "--json"],
+        ["echo", "ok"],
+    ]
 
 
-SET_UP = re.compile(r"^\*\*Set-up:\*\* set-up (?P<n>[12]) of the README \(`bash scripts/setup\.sh(?P<test> test)? ", re.M)
+SET_UP = re.compile(
+    r"^\*\*Set-up:\*\* set-up (?P<n>[12]) of the README \(`bash scripts/setup\.sh(?P<test> test)? ", re.M
+)
 
 
 @pytest.mark.parametrize("page", TUTORIALS, ids=lambda p: p.stem)
@@ -349,7 +428,9 @@ def test_every_tutorial_says_which_set_up_it_needs(page):
     needs)."""
     text = page.read_text(encoding="utf-8")
     m = SET_UP.search(text)
-    assert m and m.start() < text.index("\n## "), f"{page.name}: no '**Set-up:** set-up N of the README (...' line before its steps"
+    assert m and m.start() < text.index("\n## "), (
+        f"{page.name}: no '**Set-up:** set-up N of the README (...' line before its steps"
+    )
     assert (m["n"] == "2") == bool(m["test"]), page.name
     runs_pytest = any("python -m pytest" in b["code"] for b in blocks(text) if b["mark"] != "skip")
     assert m["n"] == "2" or not runs_pytest, f"{page.name} runs pytest, which set-up 1 does not install"

@@ -1,5 +1,6 @@
 """dvc.lock keeps only the stages dvc.yaml defines: DVC never drops a removed stage's entry, so a lock rebuilt from an
 older one would go on recording outputs no committed code produces (and every stage of ``dvc repro`` parses it)."""
+
 import os
 from pathlib import Path
 

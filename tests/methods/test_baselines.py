@@ -1,4 +1,5 @@
 """Baselines: deep ensembles (cached logits), model soups, MC dropout, shallow ensembles."""
+
 import copy
 import math
 
@@ -7,11 +8,11 @@ import timm
 import torch
 from torch import nn
 
-from benchmark.core.combine import ensemble_prediction, single_prediction
 from benchmark.config.evaluate import EvalConfig
+from benchmark.core.combine import ensemble_prediction, single_prediction
 from benchmark.methods.deep_ensemble import deep_ensemble_groups, ensemble_unit
-from benchmark.methods.rows import multi_member_unit
 from benchmark.methods.mc_dropout import MCDropout
+from benchmark.methods.rows import multi_member_unit
 from benchmark.methods.shallow import EnsembleHeads, ShallowEnsemble
 from benchmark.methods.soups import average_state_dicts, greedy_soup, uniform_soup
 from benchmark.models.cost import count_flops
@@ -48,12 +49,19 @@ def _split_logits(seed):
 
 def test_ensemble_unit_of_identical_members_equals_the_member():
     logits = _split_logits(0)
-    single = {(r["split"], r["metric"]): r["value"] for r in multi_member_unit(CFG, {"family": "single", "method": "raw", "base": "a", "members": "a"}, logits)}
+    single = {
+        (r["split"], r["metric"]): r["value"]
+        for r in multi_member_unit(CFG, {"family": "single", "method": "raw", "base": "a", "members": "a"}, logits)
+    }
     rows = ensemble_unit(CFG, ["a", "a2", "a3"], [logits] * 3)
     assert {r["method"] for r in rows} == {"m3", "m3_logit"}
     for r in rows:
         assert r["fit"] == "none" and r["members"] == "a+a2+a3"
-        assert r["value"] == pytest.approx(single[(r["split"], r["metric"])], rel=1e-5, abs=1e-6, nan_ok=True), (r["method"], r["split"], r["metric"])
+        assert r["value"] == pytest.approx(single[(r["split"], r["metric"])], rel=1e-5, abs=1e-6, nan_ok=True), (
+            r["method"],
+            r["split"],
+            r["metric"],
+        )
 
 
 def test_ensemble_unit_differs_from_member_when_members_differ():
@@ -144,8 +152,10 @@ def test_greedy_soup_never_worse_than_its_first_ingredient(seed):
     x, y = _task(100)
     g = torch.Generator().manual_seed(seed)
     good = torch.tensor([[-1.0, 0.5, 0, 0, 0], [1.0, -0.5, 0, 0, 0]])
-    ingredients = [_linear(good + torch.randn(2, 5, generator=g) * s, torch.randn(2, generator=g) * s)
-                   for s in (0.3, 0.8, 1.5, 3.0, 10.0)]  # from near the optimum to mostly noise
+    ingredients = [
+        _linear(good + torch.randn(2, 5, generator=g) * s, torch.randn(2, generator=g) * s)
+        for s in (0.3, 0.8, 1.5, 3.0, 10.0)
+    ]  # from near the optimum to mostly noise
 
     def acc(m):
         with torch.no_grad():
@@ -177,7 +187,9 @@ def test_greedy_soup_rejects_a_harmful_ingredient():
             return float((m(x).argmax(1) == y).double().mean())
 
     res = greedy_soup([bad, good], acc, ["bad", "good"])
-    assert res.ingredients == ["good"] and res.history == [{"name": "bad", "score": pytest.approx(0.0), "accepted": False}]
+    assert res.ingredients == ["good"] and res.history == [
+        {"name": "bad", "score": pytest.approx(0.0), "accepted": False}
+    ]
     assert acc(res.model) == 1.0
 
 
@@ -261,8 +273,11 @@ def test_mc_dropout_uses_the_models_own_rate():
 
 def test_mc_dropout_refuses_a_rate_other_than_the_training_rate():
     model = timm.create_model("test_efficientnet", num_classes=3, drop_rate=0.25)
-    with pytest.raises(ValueError, match=r"MC dropout of model 'm': p=0.3 differs from the rate the model was trained "
-                                         r"with \(drop_rate 0.25\); leave p out .* or name variant: post-hoc"):
+    with pytest.raises(
+        ValueError,
+        match=r"MC dropout of model 'm': p=0.3 differs from the rate the model was trained "
+        r"with \(drop_rate 0.25\); leave p out .* or name variant: post-hoc",
+    ):
         MCDropout(model, 2, p=0.3, model_name="m")
     # train.json is the record of the rate it was trained with: it wins over how the skeleton was built
     assert MCDropout(model, 2, train_rate=0.2).p == 0.2
@@ -286,15 +301,20 @@ def test_mc_dropout_bad_rate(tiny, p):
 
 
 def test_mc_dropout_needs_a_dropout_layer(tiny):
-    with pytest.raises(ValueError, match=r"MC dropout of model 'tiny-net': the model was fine-tuned without dropout "
-                                         r"\(drop_rate 0\), and Gal & Ghahramani's MC dropout samples the dropout"):
+    with pytest.raises(
+        ValueError,
+        match=r"MC dropout of model 'tiny-net': the model was fine-tuned without dropout "
+        r"\(drop_rate 0\), and Gal & Ghahramani's MC dropout samples the dropout",
+    ):
         MCDropout(tiny, 2, model_name="tiny-net")
     with pytest.raises(ValueError, match=r"fine-tuned without dropout"):  # p given: still not the published method
         MCDropout(tiny, 2, p=0.2, model_name="tiny-net")
     with pytest.raises(ValueError, match=r"variant post-hoc needs the dropout rate p"):
         MCDropout(tiny, 2, model_name="tiny-net", variant="post-hoc")
     with pytest.raises(ValueError, match=r"MC dropout does not apply to model 'plain' \(Sequential\)"):
-        MCDropout(nn.Sequential(nn.Flatten(), nn.Linear(3 * 32 * 32, 3)), 2, p=0.1, model_name="plain", variant="post-hoc")
+        MCDropout(
+            nn.Sequential(nn.Flatten(), nn.Linear(3 * 32 * 32, 3)), 2, p=0.1, model_name="plain", variant="post-hoc"
+        )
 
 
 def test_mc_dropout_on_a_vit_uses_its_head_dropout():
@@ -359,8 +379,11 @@ def test_joint_shallow_ensemble_backprops_every_head_into_the_shared_backbone(ti
     for m in range(3):  # each member's loss alone reaches the backbone, and differently
         joint.zero_grad(set_to_none=True)
         joint(x)[m].logsumexp(-1).sum().backward()
-        grads.append(torch.cat([p.grad.flatten() for n, p in joint.model.named_parameters()
-                                if p.requires_grad and p.grad is not None]))
+        grads.append(
+            torch.cat(
+                [p.grad.flatten() for n, p in joint.model.named_parameters() if p.requires_grad and p.grad is not None]
+            )
+        )
     assert all(g.abs().sum() > 0 for g in grads) and not torch.allclose(grads[0], grads[1])
     assert not any(p.requires_grad for p in joint.model.get_classifier().parameters())
     assert joint.model.training  # a joint backbone trains (BatchNorm/dropout in train mode)
@@ -372,7 +395,9 @@ def test_frozen_shallow_ensemble_keeps_the_backbone_out_of_training(tiny):
     frozen = ShallowEnsemble(tiny, heads, backbone="frozen").train()
     assert not frozen.model.training and not any(p.requires_grad for p in frozen.model.parameters())
     assert all(p.requires_grad for p in frozen.head.parameters())
-    with pytest.raises(ValueError, match=r"shallow ensemble of model 'x': backbone must be one of \('joint', 'frozen'\)"):
+    with pytest.raises(
+        ValueError, match=r"shallow ensemble of model 'x': backbone must be one of \('joint', 'frozen'\)"
+    ):
         ShallowEnsemble(tiny, heads, model_name="x", backbone="both")
 
 

@@ -1,17 +1,22 @@
 """The training budget of a row: the formula on hand-worked cases, the sum over a duo or deep ensemble, and a method
 output's own training plus the fine-tunes it builds on (what each registered method declares)."""
+
 from __future__ import annotations
 
 import math
 
 import pytest
 
-from benchmark.methods import budget, registry
 from benchmark.core.costs import sum_budget, sum_cost, train_budget
+from benchmark.methods import budget, registry
 from benchmark.models.train import Recipe
 
-RECIPES = {"finetune": Recipe(epochs=4, batch_size=64, lr=0.002), "sve": Recipe(epochs=4, batch_size=64, lr=0.03),
-           "heads": Recipe(epochs=10, batch_size=64, lr=0.01), "pretrained": Recipe(epochs=0)}
+RECIPES = {
+    "finetune": Recipe(epochs=4, batch_size=64, lr=0.002),
+    "sve": Recipe(epochs=4, batch_size=64, lr=0.03),
+    "heads": Recipe(epochs=10, batch_size=64, lr=0.01),
+    "pretrained": Recipe(epochs=0),
+}
 TRAIN = 1000  # images of the train split (the embedded default's)
 
 
@@ -28,10 +33,12 @@ def test_a_budget_of_a_bad_count_is_refused(bad):
         train_budget(bad, 1000, 10)
 
 
-COSTS = {"big": {"gflops": 4.0, "params": 40, "throughput": 10.0, "train_images": 4000, "train_params": 40},
-         "big2": {"gflops": 4.0, "params": 40, "throughput": 10.0, "train_images": 4000, "train_params": 40},
-         "small": {"gflops": 0.5, "params": 5, "throughput": 80.0, "train_images": 8000, "train_params": 5},
-         "old": {"gflops": 1.0, "params": 1, "throughput": 1.0}}  # a cost record written before budgets
+COSTS = {
+    "big": {"gflops": 4.0, "params": 40, "throughput": 10.0, "train_images": 4000, "train_params": 40},
+    "big2": {"gflops": 4.0, "params": 40, "throughput": 10.0, "train_images": 4000, "train_params": 40},
+    "small": {"gflops": 0.5, "params": 5, "throughput": 80.0, "train_images": 8000, "train_params": 5},
+    "old": {"gflops": 1.0, "params": 1, "throughput": 1.0},
+}  # a cost record written before budgets
 
 
 def test_a_duo_and_a_deep_ensemble_trained_every_member():
@@ -69,8 +76,11 @@ def test_sve_trains_its_members_from_the_pretrained_backbone_only():
     assert own == {"own_train_images": 4 * 4 * TRAIN, "own_train_params": 52_000, "builds_on": []}
     costs = {"lite0-s0": {"train_images": 4000, "train_params": 3_400_000}}  # its base's fine-tune is not part of it
     assert budget.row_budget(own, costs) == {"train_images": 16_000.0, "train_params": 52_000.0}
-    subset = _own("sve", SveConfig(base="lite0-s0", members=(2,), recipe="sve", train_subset=300),
-                  {"members": 2, "trainable_params": 26_000})
+    subset = _own(
+        "sve",
+        SveConfig(base="lite0-s0", members=(2,), recipe="sve", train_subset=300),
+        {"members": 2, "trainable_params": 26_000},
+    )
     assert subset["own_train_images"] == 2 * 4 * 300
     with pytest.raises(ValueError, match="trainable_params"):
         _own("sve", cfg, {"members": 4})
@@ -80,11 +90,19 @@ def test_shallow_and_lora_ensembles_from_their_recipe_and_members():
     from benchmark.methods.lora_ensemble import LoRAConfig
     from benchmark.methods.shallow import ShallowConfig
 
-    frozen = _own("shallow", ShallowConfig(model="m", members=5, recipe="heads", backbone="frozen"), {"trainable_params": 55})
-    assert frozen == {"own_train_images": 10 * TRAIN, "own_train_params": 55, "builds_on": ["m"]}  # heads on m's fine-tune
+    frozen = _own(
+        "shallow", ShallowConfig(model="m", members=5, recipe="heads", backbone="frozen"), {"trainable_params": 55}
+    )
+    assert frozen == {
+        "own_train_images": 10 * TRAIN,
+        "own_train_params": 55,
+        "builds_on": ["m"],
+    }  # heads on m's fine-tune
     joint = _own("shallow", ShallowConfig(model="m", members=5, recipe="finetune"), {"trainable_params": 999})
     assert joint == {"own_train_images": 4 * TRAIN, "own_train_params": 999, "builds_on": []}  # one shared backbone
-    lora = _own("lora_ensemble", LoRAConfig(model="vit", members=4, rank=8, recipe="finetune"), {"trainable_params": 77})
+    lora = _own(
+        "lora_ensemble", LoRAConfig(model="vit", members=4, rank=8, recipe="finetune"), {"trainable_params": 77}
+    )
     assert lora == {"own_train_images": 4 * 4 * TRAIN, "own_train_params": 77, "builds_on": []}
     with pytest.raises(ValueError, match="recipe 'nope'"):
         _own("shallow", ShallowConfig(model="m", members=5, recipe="nope"), {"trainable_params": 1})

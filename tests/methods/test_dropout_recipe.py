@@ -1,4 +1,5 @@
 """The recipe's ``drop_rate``: validated, the model is built with it, training uses it, train.json records it."""
+
 from __future__ import annotations
 
 import pytest
@@ -15,8 +16,12 @@ ENTRY = parse_entry("d", {"arch": "test_efficientnet", "init": "scratch", "img_s
 def test_recipe_drop_rate_defaults_to_zero_and_is_validated():
     assert Recipe.from_params("r", {"epochs": 1, "batch_size": 4, "lr": 0.1}).drop_rate == 0.0
     assert Recipe.from_params("r", {"epochs": 1, "batch_size": 4, "lr": 0.1, "drop_rate": 0.2}).drop_rate == 0.2
-    for bad, why in ((1.0, r"must be a number in \[0, 1\), got 1.0"), (-0.1, "must be >= 0"),
-                     ("0.2", "must be a number, got the string '0.2': YAML 1.1"), (True, "must be a finite number")):
+    for bad, why in (
+        (1.0, r"must be a number in \[0, 1\), got 1.0"),
+        (-0.1, "must be >= 0"),
+        ("0.2", "must be a number, got the string '0.2': YAML 1.1"),
+        (True, "must be a finite number"),
+    ):
         with pytest.raises(ValueError, match=rf"recipe 'r': drop_rate {why}"):
             Recipe.from_params("r", {"epochs": 1, "batch_size": 4, "lr": 0.1, "drop_rate": bad})
     with pytest.raises(ValueError, match=r"recipe 'p': epochs 0 means no training"):  # nothing is fine-tuned with it

@@ -1,4 +1,5 @@
 """Last-layer Laplace: Hessians against autograd/dense algebra, MAP limit, prior selection, FLOPs."""
+
 import math
 
 import pytest
@@ -7,8 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from benchmark.methods.laplace import (LaplaceHead, LastLayerLaplace, fit_hessian, predictive_nll,
-                                       select_prior_precision)
+from benchmark.methods.laplace import LaplaceHead, LastLayerLaplace, fit_hessian, predictive_nll, select_prior_precision
 from benchmark.methods.last_layer import penultimate_batched
 from benchmark.models.cost import count_flops
 
@@ -92,7 +92,9 @@ def test_mc_heads_are_samples_of_the_posterior(problem, kind):
         prec = torch.einsum("ce,ij->ciej", _lambdas(f, w, b).mean(0), ft.T @ ft).reshape(C * (D + 1), -1)
         cov = torch.linalg.inv(prec + delta * torch.eye(C * (D + 1), dtype=f.dtype))
         assert torch.allclose(torch.cov(theta.T), cov, atol=0.05 * cov.diagonal().max())
-    assert torch.allclose(theta.mean(0), torch.cat([w, b[:, None]], 1).reshape(-1), atol=5 * theta.std(0).max() / math.sqrt(m))
+    assert torch.allclose(
+        theta.mean(0), torch.cat([w, b[:, None]], 1).reshape(-1), atol=5 * theta.std(0).max() / math.sqrt(m)
+    )
 
 
 @pytest.fixture(scope="module")
@@ -110,8 +112,10 @@ def tiny():
 def test_infinite_prior_precision_is_the_map_model(tiny, kind, predictive):
     model, f, y = tiny
     h = fit_hessian(f, y, model.classifier.weight.detach(), model.classifier.bias.detach(), kind)
-    la = LastLayerLaplace(model, LaplaceHead(h, model.classifier.weight, model.classifier.bias, math.inf,
-                                             predictive=predictive, samples=3))
+    la = LastLayerLaplace(
+        model,
+        LaplaceHead(h, model.classifier.weight, model.classifier.bias, math.inf, predictive=predictive, samples=3),
+    )
     x = torch.randn(5, 3, 32, 32)
     with torch.no_grad():
         out, ref = la(x), model(x)
@@ -156,7 +160,9 @@ def test_flops_are_one_forward_plus_the_head_formula(tiny, kind, predictive):
     d, c, m = model.num_features, 3, 4
     h = fit_hessian(f, y, model.classifier.weight.detach(), model.classifier.bias.detach(), kind)
     head = LaplaceHead(h, model.classifier.weight, model.classifier.bias, 1.0, predictive=predictive, samples=m)
-    formula = {("diag", "probit"): c * d, ("kron", "probit"): d * (d + 1) + (d + 1) * c + c * c}.get((kind, predictive), (m - 1) * c * d)
+    formula = {("diag", "probit"): c * d, ("kron", "probit"): d * (d + 1) + (d + 1) * c + c * c}.get(
+        (kind, predictive), (m - 1) * c * d
+    )
     assert head.extra_macs() == formula
     counted = count_flops(LastLayerLaplace(model, head), 32)
     assert counted == pytest.approx(count_flops(model, 32) + formula / 1e9, abs=1e-12)

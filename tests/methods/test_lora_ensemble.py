@@ -1,5 +1,6 @@
 """LoRA-Ensemble: the batched member arithmetic against LoRA's formula per q/k/v block, the published init, FLOPs, bad
 input."""
+
 import copy
 import math
 
@@ -28,8 +29,9 @@ def _x(n=2):
 def test_lora_layer_rows_use_their_members_dense_weight(chunks):
     """Against LoRA's formula written out per block: W_j + (alpha / r) B_{m,j} A_{m,j} for q, k, v (or one block)."""
     base = torch.nn.Linear(6, 9)
-    layer = LoRAEnsembleLinear(base, M, R, alpha=4.0, gen=torch.Generator().manual_seed(0), chunks=chunks,
-                               init="xavier", gain=10.0)
+    layer = LoRAEnsembleLinear(
+        base, M, R, alpha=4.0, gen=torch.Generator().manual_seed(0), chunks=chunks, init="xavier", gain=10.0
+    )
     with torch.no_grad():
         layer.lora_b.normal_()
     x = torch.randn(M * 2, 7, 6)  # member-major: rows [2m, 2m + 2) belong to member m
@@ -50,8 +52,9 @@ def test_lora_layer_rows_use_their_members_dense_weight(chunks):
 def test_split_qkv_adapters_equal_separate_q_k_v_projections():
     """Adapting the fused qkv as three blocks is adapting separate q, k, v layers (the authors' code)."""
     base = torch.nn.Linear(8, 24)
-    layer = LoRAEnsembleLinear(base, 2, R, alpha=float(R), gen=torch.Generator().manual_seed(1), chunks=3,
-                               init="xavier", gain=10.0)
+    layer = LoRAEnsembleLinear(
+        base, 2, R, alpha=float(R), gen=torch.Generator().manual_seed(1), chunks=3, init="xavier", gain=10.0
+    )
     with torch.no_grad():
         layer.lora_b.normal_()
         x = torch.randn(2 * 3, 5, 8)
@@ -68,8 +71,9 @@ def test_split_qkv_adapters_equal_separate_q_k_v_projections():
 def test_published_init_is_xavier_uniform_gain_10_and_fused_is_peft_default():
     d, r = 768, 8  # ViT-B, the released rank
     base = torch.nn.Linear(d, 3 * d)
-    pub = LoRAEnsembleLinear(base, 4, r, alpha=float(r), gen=torch.Generator().manual_seed(0), chunks=3,
-                             init="xavier", gain=10.0)
+    pub = LoRAEnsembleLinear(
+        base, 4, r, alpha=float(r), gen=torch.Generator().manual_seed(0), chunks=3, init="xavier", gain=10.0
+    )
     ref = torch.empty(r, d)
     torch.nn.init.xavier_uniform_(ref, gain=10.0)  # torch's own Xavier on A (r, in), as models/lora.py does
     bound = 10.0 * math.sqrt(6 / (d + r))
@@ -128,19 +132,28 @@ def test_flops_are_members_times_one_forward_plus_adapters(vit, variant):
     d = vit.embed_dim
     per_block = 4 * R * 2 * d if variant == "published" else R * (d + 3 * d) + R * 2 * d  # MACs = adapter weights
     assert ens.adapter_macs(tokens) == tokens * len(vit.blocks) * per_block
-    assert count_flops(ens, 160) == pytest.approx(M * (count_flops(vit, 160) + ens.adapter_macs(tokens) / 1e9), rel=1e-9)
+    assert count_flops(ens, 160) == pytest.approx(
+        M * (count_flops(vit, 160) + ens.adapter_macs(tokens) / 1e9), rel=1e-9
+    )
 
 
 def test_lora_ensemble_on_a_cnn_names_method_and_model():
     cnn = timm.create_model("test_efficientnet", num_classes=4)
-    with pytest.raises(ValueError, match=r"LoRA-Ensemble does not apply to model 'eff-s0' \(EfficientNet\).*needs a ViT"):
+    with pytest.raises(
+        ValueError, match=r"LoRA-Ensemble does not apply to model 'eff-s0' \(EfficientNet\).*needs a ViT"
+    ):
         LoRAEnsemble(cnn, members=2, rank=2, model_name="eff-s0")
 
 
-@pytest.mark.parametrize("kw, match", [({"members": 0}, "members must be an integer >= 1"),
-                                       ({"rank": 1.5}, "rank must be an integer >= 1"),
-                                       ({"alpha": -1.0}, "alpha must be a finite number > 0"),
-                                       ({"variant": "peft"}, r"variant must be one of \['published', 'fused-qkv'\]")])
+@pytest.mark.parametrize(
+    "kw, match",
+    [
+        ({"members": 0}, "members must be an integer >= 1"),
+        ({"rank": 1.5}, "rank must be an integer >= 1"),
+        ({"alpha": -1.0}, "alpha must be a finite number > 0"),
+        ({"variant": "peft"}, r"variant must be one of \['published', 'fused-qkv'\]"),
+    ],
+)
 def test_bad_adapter_settings(vit, kw, match):
     with pytest.raises(ValueError, match=rf"LoRA-Ensemble of model 'vit': {match}"):
         LoRAEnsemble(vit, **{"members": 2, "rank": 2, **kw}, model_name="vit")

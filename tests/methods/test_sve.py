@@ -1,4 +1,5 @@
 """Singular Value Ensemble: exactness, batching, parameter counts, training, bad input."""
+
 from __future__ import annotations
 
 import copy
@@ -45,14 +46,16 @@ def small_vit(seed: int = 0) -> nn.Module:
 
 # --- exactness -------------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("mode", ["factored", "materialized"])
 def test_cnn_one_member_reproduces_pretrained_logits(lite0_weights, mode):
     ref = pretrained_lite0(lite0_weights)
     x = torch.randn(4, 3, 64, 64, generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         expected = ref(x)
-        sve = sve_from_timm("tf_efficientnet_lite0", members=1, pretrained_state_dict=lite0_weights, mode=mode,
-                            sigma_init=0.0).eval()
+        sve = sve_from_timm(
+            "tf_efficientnet_lite0", members=1, pretrained_state_dict=lite0_weights, mode=mode, sigma_init=0.0
+        ).eval()
         got = sve(x)
     assert got.shape == (1, 4, 1000)
     assert (got[0] - expected).abs().max().item() <= 1e-4
@@ -62,8 +65,9 @@ def test_cnn_one_member_reproduces_pretrained_logits(lite0_weights, mode):
 @pytest.mark.parametrize("split_qkv", [True, False])
 def test_vit_one_member_reproduces_logits(split_qkv):
     ref = small_vit().eval()
-    sve = SingularValueEnsemble(copy.deepcopy(ref), members=1, pretrained=False, allow_random_init=True,
-                                split_qkv=split_qkv, sigma_init=0.0).eval()
+    sve = SingularValueEnsemble(
+        copy.deepcopy(ref), members=1, pretrained=False, allow_random_init=True, split_qkv=split_qkv, sigma_init=0.0
+    ).eval()
     x = torch.randn(3, 3, 32, 32, generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         assert (sve(x)[0] - ref(x)).abs().max().item() <= 1e-4
@@ -75,7 +79,7 @@ def reference_member_weight(weight: torch.Tensor, sv: torch.Tensor, chunks: int)
     for j, w in enumerate(weight.double().chunk(chunks, 0)):
         u, _, vh = torch.linalg.svd(w, full_matrices=False)
         r = u.shape[1]
-        blocks.append(u @ torch.diag(sv[j * r:(j + 1) * r].double()) @ vh)
+        blocks.append(u @ torch.diag(sv[j * r : (j + 1) * r].double()) @ vh)
     return torch.cat(blocks)  # float64
 
 
@@ -94,8 +98,8 @@ def test_linear_layer_matches_per_member_dense_formula(mode, chunks, grad):
         y = layer(x)
     for m in range(members):
         w = reference_member_weight(lin.weight.detach(), layer.singular_values[m].detach(), chunks).float()
-        expected = F.linear(x[2 * m:2 * m + 2], w, layer.bias[m].detach())
-        torch.testing.assert_close(y[2 * m:2 * m + 2], expected, atol=1e-5, rtol=1e-4)
+        expected = F.linear(x[2 * m : 2 * m + 2], w, layer.bias[m].detach())
+        torch.testing.assert_close(y[2 * m : 2 * m + 2], expected, atol=1e-5, rtol=1e-4)
 
 
 @pytest.mark.parametrize("grad", [True, False])
@@ -114,13 +118,14 @@ def test_pointwise_conv_layer_matches_per_member_conv(mode, stride, grad):
         y = layer(x)
     for m in range(members):
         w = reference_member_weight(conv.weight.detach().flatten(1), layer.singular_values[m].detach(), 1).float()
-        expected = F.conv2d(x[3 * m:3 * m + 3], w[:, :, None, None], layer.bias[m].detach(), stride=stride)
-        torch.testing.assert_close(y[3 * m:3 * m + 3], expected, atol=1e-5, rtol=1e-4)
+        expected = F.conv2d(x[3 * m : 3 * m + 3], w[:, :, None, None], layer.bias[m].detach(), stride=stride)
+        torch.testing.assert_close(y[3 * m : 3 * m + 3], expected, atol=1e-5, rtol=1e-4)
 
 
 def test_batched_forward_equals_exported_members(lite0_weights):
-    sve = sve_from_timm("tf_efficientnet_lite0", members=3, num_classes=5, pretrained_state_dict=lite0_weights,
-                        sigma_init=0.2, seed=4).eval()
+    sve = sve_from_timm(
+        "tf_efficientnet_lite0", members=3, num_classes=5, pretrained_state_dict=lite0_weights, sigma_init=0.2, seed=4
+    ).eval()
     x = torch.randn(2, 3, 48, 48, generator=torch.Generator().manual_seed(5))
     with torch.no_grad():
         y = sve(x)
@@ -129,6 +134,7 @@ def test_batched_forward_equals_exported_members(lite0_weights):
 
 
 # --- initialisation ----------------------------------------------------------------------------------------------
+
 
 def _pairwise_gap(y: torch.Tensor) -> float:
     """Smallest max-abs difference between the logits of two members of ``y`` (M, B, C)."""
@@ -142,8 +148,11 @@ def _step(sve, x, y):
     return sve.eval()
 
 
-@pytest.mark.parametrize("kw", [{}, {"sigma_init": 0.0, "num_classes": 5}, {"sigma_init": 0.0, "reuse_head": False}],
-                         ids=["default-sigma-reused-head", "sigma0-fresh-heads", "sigma0-reuse_head-off"])
+@pytest.mark.parametrize(
+    "kw",
+    [{}, {"sigma_init": 0.0, "num_classes": 5}, {"sigma_init": 0.0, "reuse_head": False}],
+    ids=["default-sigma-reused-head", "sigma0-fresh-heads", "sigma0-reuse_head-off"],
+)
 def test_members_differ_after_init_and_after_a_training_step(kw):
     """The default sigma_init is non-zero, and sigma 0 is accepted only with independently drawn heads."""
     g = torch.Generator().manual_seed(6)
@@ -170,14 +179,22 @@ def test_clone_configuration_is_refused_before_the_backbone_is_touched():
     """sigma 0 + the backbone's head copied into every member: clones forever (the issue's ImageNet case)."""
     vit = small_vit()
     before = {k: v.clone() for k, v in vit.state_dict().items()}
-    with pytest.raises(ValueError, match=r"sigma_init = 0 with the backbone's own head copied into all 3 members makes "
-                                         r"every member an exact clone.*authors' default is 0.01"):
+    with pytest.raises(
+        ValueError,
+        match=r"sigma_init = 0 with the backbone's own head copied into all 3 members makes "
+        r"every member an exact clone.*authors' default is 0.01",
+    ):
         SingularValueEnsemble(vit, members=3, pretrained=False, allow_random_init=True, sigma_init=0.0)
-    assert vit.state_dict().keys() == before.keys() and all(torch.equal(v, before[k]) for k, v in vit.state_dict().items())
+    assert vit.state_dict().keys() == before.keys() and all(
+        torch.equal(v, before[k]) for k, v in vit.state_dict().items()
+    )
     with pytest.raises(ValueError, match="exact clone"):  # same classes as the backbone's head: it is reused
-        SingularValueEnsemble(small_vit(), members=2, num_classes=vit.num_classes, pretrained=False,
-                              allow_random_init=True, sigma_init=0)
-    SingularValueEnsemble(small_vit(), members=1, pretrained=False, allow_random_init=True, sigma_init=0.0)  # one member
+        SingularValueEnsemble(
+            small_vit(), members=2, num_classes=vit.num_classes, pretrained=False, allow_random_init=True, sigma_init=0
+        )
+    SingularValueEnsemble(
+        small_vit(), members=1, pretrained=False, allow_random_init=True, sigma_init=0.0
+    )  # one member
 
 
 def test_the_refused_clone_configuration_would_indeed_stay_clones():
@@ -198,8 +215,9 @@ def test_the_refused_clone_configuration_would_indeed_stay_clones():
 def test_singular_value_init_is_multiplicative_gaussian():
     sigma = 0.05
     ref = small_vit()
-    sve = SingularValueEnsemble(copy.deepcopy(ref), members=8, pretrained=False, allow_random_init=True,
-                                sigma_init=sigma, split_qkv=False)
+    sve = SingularValueEnsemble(
+        copy.deepcopy(ref), members=8, pretrained=False, allow_random_init=True, sigma_init=sigma, split_qkv=False
+    )
     ratios = []
     for name in sve.layer_names:
         s = torch.linalg.svdvals(ref.get_submodule(name).weight.detach().double())
@@ -212,35 +230,45 @@ def test_singular_value_init_is_multiplicative_gaussian():
 
 def test_same_seed_same_members_other_seed_differs():
     def build(seed):
-        return SingularValueEnsemble(small_vit(), members=2, num_classes=4, pretrained=False, allow_random_init=True,
-                                     sigma_init=0.1, seed=seed).state_dict()
+        return SingularValueEnsemble(
+            small_vit(), members=2, num_classes=4, pretrained=False, allow_random_init=True, sigma_init=0.1, seed=seed
+        ).state_dict()
+
     a, b, c = build(0), build(0), build(1)
     assert all(torch.equal(a[k], b[k]) for k in a)
     assert not torch.equal(a["head_weight"], c["head_weight"])
-    assert not torch.equal(a["backbone.blocks.0.attn.qkv.singular_values"], c["backbone.blocks.0.attn.qkv.singular_values"])
+    assert not torch.equal(
+        a["backbone.blocks.0.attn.qkv.singular_values"], c["backbone.blocks.0.attn.qkv.singular_values"]
+    )
 
 
 # --- layer selection -------------------------------------------------------------------------------------------
 
+
 def test_default_layers_vit_and_cnn():
     vit = small_vit()
-    expected = [f"blocks.{i}.{n}" for i in range(len(vit.blocks)) for n in ("attn.qkv", "attn.proj", "mlp.fc1", "mlp.fc2")]
+    expected = [
+        f"blocks.{i}.{n}" for i in range(len(vit.blocks)) for n in ("attn.qkv", "attn.proj", "mlp.fc1", "mlp.fc2")
+    ]
     assert select_layers(vit) == expected
     cnn = timm.create_model("tf_efficientnet_lite0", pretrained=False)
-    pointwise = [n for n, m in cnn.named_modules()
-                 if isinstance(m, nn.Conv2d) and m.kernel_size == (1, 1) and m.groups == 1]
+    pointwise = [
+        n for n, m in cnn.named_modules() if isinstance(m, nn.Conv2d) and m.kernel_size == (1, 1) and m.groups == 1
+    ]
     chosen = select_layers(cnn)
     assert chosen == pointwise and len(chosen) == 32
     assert "conv_head" in chosen and not any("conv_dw" in n for n in chosen)
 
 
 def test_explicit_patterns_override_defaults():
-    sve = SingularValueEnsemble(small_vit(), members=2, pretrained=False, allow_random_init=True,
-                                patterns=[r"blocks\.0\.mlp\.fc\d$"])
+    sve = SingularValueEnsemble(
+        small_vit(), members=2, pretrained=False, allow_random_init=True, patterns=[r"blocks\.0\.mlp\.fc\d$"]
+    )
     assert sve.layer_names == ["blocks.0.mlp.fc1", "blocks.0.mlp.fc2"]
 
 
 # --- trainable parameters and overhead ---------------------------------------------------------------------------
+
 
 def test_only_singular_values_biases_and_heads_train():
     sve = SingularValueEnsemble(small_vit(), members=3, num_classes=7, pretrained=False, allow_random_init=True)
@@ -266,10 +294,17 @@ def test_vit_b16_overhead_matches_derivation(split_qkv):
     head = classes * d + classes
     ov = sve.overhead()
     assert (d, depth) == (768, 12)
-    assert ov == {"members": members, "backbone": backbone, "singular_values": sv, "biases": bias, "head": head,
-                  "trainable": members * (sv + bias + head), "extra": (members - 1) * (sv + bias),
-                  "percent": pytest.approx(100 * members * (sv + bias + head) / backbone),
-                  "percent_extra": pytest.approx(100 * (members - 1) * (sv + bias) / backbone)}
+    assert ov == {
+        "members": members,
+        "backbone": backbone,
+        "singular_values": sv,
+        "biases": bias,
+        "head": head,
+        "trainable": members * (sv + bias + head),
+        "extra": (members - 1) * (sv + bias),
+        "percent": pytest.approx(100 * members * (sv + bias + head) / backbone),
+        "percent_extra": pytest.approx(100 * (members - 1) * (sv + bias) / backbone),
+    }
     if split_qkv:  # the paper's 6d + 9d per block over a 12 d^2 block backbone is 5 (M - 1) / (4 d)
         assert (members - 1) * (sv + bias) / (12 * d * d * depth) == pytest.approx(5 * (members - 1) / (4 * d))
         assert ov["percent_extra"] > 1  # 1.13 %: the paper's own formula gives 1.14 % at d = 768, M = 8
@@ -282,9 +317,11 @@ def test_vit_b16_overhead_matches_derivation(split_qkv):
 
 # --- training ----------------------------------------------------------------------------------------------------
 
+
 def test_one_training_step_reduces_loss():
-    sve = SingularValueEnsemble(small_vit(), members=4, num_classes=5, pretrained=False, allow_random_init=True,
-                                sigma_init=0.1).train()
+    sve = SingularValueEnsemble(
+        small_vit(), members=4, num_classes=5, pretrained=False, allow_random_init=True, sigma_init=0.1
+    ).train()
     g = torch.Generator().manual_seed(7)
     x, y = torch.randn(8, 3, 32, 32, generator=g), torch.randint(0, 5, (8,), generator=g)
     trainable = {n for n, p in sve.named_parameters() if p.requires_grad}
@@ -301,8 +338,13 @@ def test_one_training_step_reduces_loss():
 
 def test_batchnorm_stays_in_eval_mode_while_training():
     torch.manual_seed(0)
-    sve = SingularValueEnsemble(timm.create_model("tf_efficientnet_lite0", pretrained=False), members=2,
-                                num_classes=3, pretrained=False, allow_random_init=True).train()
+    sve = SingularValueEnsemble(
+        timm.create_model("tf_efficientnet_lite0", pretrained=False),
+        members=2,
+        num_classes=3,
+        pretrained=False,
+        allow_random_init=True,
+    ).train()
     bns = [m for m in sve.backbone.modules() if isinstance(m, nn.BatchNorm2d)]
     before = [m.running_mean.clone() for m in bns]
     sve(torch.randn(2, 3, 32, 32))
@@ -311,6 +353,7 @@ def test_batchnorm_stays_in_eval_mode_while_training():
 
 
 # --- loss and uncertainty ----------------------------------------------------------------------------------------
+
 
 def test_member_cross_entropy_is_mean_member_cross_entropy():
     g = torch.Generator().manual_seed(8)
@@ -321,8 +364,9 @@ def test_member_cross_entropy_is_mean_member_cross_entropy():
     # (B, C) logits are one member; label smoothing mixes in the uniform target (1 - a) onehot + a / C
     one = -np.mean([logp[0, i, labels[i]].item() for i in range(5)])
     assert member_cross_entropy(logits[0], labels).item() == pytest.approx(one, rel=1e-6)
-    smooth = -np.mean([[0.9 * logp[m, i, labels[i]].item() + 0.1 * logp[m, i].mean().item() for i in range(5)]
-                       for m in range(3)])
+    smooth = -np.mean(
+        [[0.9 * logp[m, i, labels[i]].item() + 0.1 * logp[m, i].mean().item() for i in range(5)] for m in range(3)]
+    )
     assert member_cross_entropy(logits, labels, 0.1).item() == pytest.approx(smooth, rel=1e-6)
 
 
@@ -345,6 +389,7 @@ def test_member_uncertainty_zero_for_identical_members():
 
 
 # --- bad input ---------------------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("members", [0, -2, 1.5, True])
 def test_bad_member_count(members):

@@ -1,4 +1,5 @@
 """SVE inference: cached member weights, the cost model that picks them, and their invalidation."""
+
 from __future__ import annotations
 
 import copy
@@ -8,12 +9,12 @@ import pytest
 import timm
 import torch
 import torch.nn.functional as F
+from test_sve import reference_member_weight
 from torch import nn
 
 from benchmark.core.members import member_cross_entropy
 from benchmark.methods.sve import SingularValueEnsemble
 from benchmark.methods.sve_layers import WEIGHT_READ_COST, SVELayer, SVELinear
-from test_sve import reference_member_weight
 
 torch.set_num_threads(1)
 
@@ -26,8 +27,12 @@ def small_vit(seed: int = 0) -> nn.Module:
 def expected_linear(layer: SVELinear, weight: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """Member-major ``x`` (M B, ..., in) through each member's dense formula, from the layer's current parameters."""
     sv, bias = layer.singular_values.detach(), layer.bias.detach()
-    return torch.cat([F.linear(xm, reference_member_weight(weight, sv[m], layer.chunks).to(x.dtype), bias[m])
-                      for m, xm in enumerate(x.chunk(layer.members))])
+    return torch.cat(
+        [
+            F.linear(xm, reference_member_weight(weight, sv[m], layer.chunks).to(x.dtype), bias[m])
+            for m, xm in enumerate(x.chunk(layer.members))
+        ]
+    )
 
 
 def count_cache_reads(monkeypatch) -> list[int]:
@@ -88,9 +93,14 @@ def _in_place(layer, x):
         layer.singular_values[1].mul_(-1)
 
 
-CHANGES = {"optimizer-step": _step, "load_state_dict": _load, "in-place": _in_place,
-           "data-then-clear_cache": _data_then_clear, "data-then-eval": _data_then_eval,
-           "double": lambda layer, x: layer.double()}  # a stale float32 cache would fail on float64 input
+CHANGES = {
+    "optimizer-step": _step,
+    "load_state_dict": _load,
+    "in-place": _in_place,
+    "data-then-clear_cache": _data_then_clear,
+    "data-then-eval": _data_then_eval,
+    "double": lambda layer, x: layer.double(),
+}  # a stale float32 cache would fail on float64 input
 
 
 @pytest.mark.parametrize("change", list(CHANGES))
@@ -99,8 +109,13 @@ def test_cached_weights_follow_parameter_changes(change, chunks):
     g = torch.Generator().manual_seed(10)
     torch.manual_seed(10)
     lin = nn.Linear(12, 18)
-    layer = SVELinear(lin.weight, lin.bias, torch.randn(2, chunks * min(18 // chunks, 12), generator=g) * 0.3,
-                      chunks=chunks, mode="materialized").eval()
+    layer = SVELinear(
+        lin.weight,
+        lin.bias,
+        torch.randn(2, chunks * min(18 // chunks, 12), generator=g) * 0.3,
+        chunks=chunks,
+        mode="materialized",
+    ).eval()
     x = torch.randn(4, 5, 12, generator=g)
     with torch.no_grad():
         before = layer(x)  # builds the cache
@@ -116,8 +131,9 @@ def test_cached_weights_follow_parameter_changes(change, chunks):
 
 
 def test_ensemble_inference_after_an_optimizer_step_matches_exported_members(monkeypatch):
-    sve = SingularValueEnsemble(small_vit(), members=2, num_classes=4, pretrained=False, allow_random_init=True,
-                                sigma_init=0.1).eval()  # stays in eval mode: only the version counters flag the change
+    sve = SingularValueEnsemble(
+        small_vit(), members=2, num_classes=4, pretrained=False, allow_random_init=True, sigma_init=0.1
+    ).eval()  # stays in eval mode: only the version counters flag the change
     g = torch.Generator().manual_seed(11)
     x, y = torch.randn(3, 3, 32, 32, generator=g), torch.randint(0, 4, (3,), generator=g)
     calls = count_cache_reads(monkeypatch)
@@ -139,8 +155,9 @@ def test_auto_mode_trains_exactly_like_factored():
     x = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(12))
     outs = []
     for mode in ("auto", "factored"):
-        sve = SingularValueEnsemble(small_vit(), members=2, num_classes=4, pretrained=False, allow_random_init=True,
-                                    sigma_init=0.1, mode=mode).train()
+        sve = SingularValueEnsemble(
+            small_vit(), members=2, num_classes=4, pretrained=False, allow_random_init=True, sigma_init=0.1, mode=mode
+        ).train()
         out = sve(x)
         out.square().sum().backward()
         outs.append((out, [p.grad for p in sve.trainable_parameters()]))
@@ -149,8 +166,19 @@ def test_auto_mode_trains_exactly_like_factored():
 
 
 def test_input_gradient_through_cache_built_in_inference_mode(monkeypatch):
-    sve = SingularValueEnsemble(small_vit(), members=2, num_classes=4, pretrained=False, allow_random_init=True,
-                                sigma_init=0.1, mode="materialized").eval().requires_grad_(False)
+    sve = (
+        SingularValueEnsemble(
+            small_vit(),
+            members=2,
+            num_classes=4,
+            pretrained=False,
+            allow_random_init=True,
+            sigma_init=0.1,
+            mode="materialized",
+        )
+        .eval()
+        .requires_grad_(False)
+    )
     x = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(13))
     calls = count_cache_reads(monkeypatch)
     with torch.inference_mode():

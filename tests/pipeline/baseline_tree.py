@@ -3,6 +3,7 @@
 Imported by the test modules (``from baseline_tree import ...``); a unique name
 because the test folders are not packages.
 """
+
 from __future__ import annotations
 
 import copy
@@ -24,19 +25,30 @@ from benchmark.storage import store
 CLASSES = 3
 SIZES = {"train": 48, "val": 24, "test": 24, "shift": 16, "ood": 12}
 ZOO = {
-    **{f"t-s{i}": {"arch": "test_efficientnet", "init": "scratch", "img_size": 32, "seed": i, "recipe": "scratch"} for i in range(3)},
+    **{
+        f"t-s{i}": {"arch": "test_efficientnet", "init": "scratch", "img_size": 32, "seed": i, "recipe": "scratch"}
+        for i in range(3)
+    },
     "r": {"arch": "test_resnet", "init": "scratch", "img_size": 32, "seed": 0, "recipe": "scratch"},
 }
 VIT = {"vit": {"arch": "test_vit", "init": "scratch", "img_size": 160, "seed": 0, "recipe": "scratch"}}
-LEVIT = {"levit": {"arch": "levit_128s", "init": "scratch", "img_size": 32, "seed": 0, "recipe": "scratch"}}  # no nn.Linear head
+LEVIT = {
+    "levit": {"arch": "levit_128s", "init": "scratch", "img_size": 32, "seed": 0, "recipe": "scratch"}
+}  # no nn.Linear head
 
 
 def params(root: Path, **baselines) -> dict:
     return {
-        "suite": "t", "zoo": str(root / "zoo.yaml"), "threads": 1, "data": {},
-        "recipes": {"scratch": {"epochs": 1, "batch_size": 16, "lr": 0.01, "shift_pixels": 1},
-                    "heads": {"epochs": 2, "batch_size": 16, "lr": 0.01}},
-        "logits": {"batch_size": 16}, "cost": {"throughput_batch": 4, "throughput_iters": 1},
+        "suite": "t",
+        "zoo": str(root / "zoo.yaml"),
+        "threads": 1,
+        "data": {},
+        "recipes": {
+            "scratch": {"epochs": 1, "batch_size": 16, "lr": 0.01, "shift_pixels": 1},
+            "heads": {"epochs": 2, "batch_size": 16, "lr": 0.01},
+        },
+        "logits": {"batch_size": 16},
+        "cost": {"throughput_batch": 4, "throughput_iters": 1},
         "evaluate": {"fits": ["converged"], "n_bootstrap": 0, "deep_ensembles": [2, 3]},
         "baselines": {"splits": ["val", "test", "ood"], **baselines},
     }
@@ -67,8 +79,15 @@ def make_tree(root: Path, *, zoo: dict = ZOO, checkpoints=("t-s0", "t-s1", "t-s2
     start = 0
     for name, n in SIZES.items():
         labels = np.full(n, -1, np.int64) if name == "ood" else np.arange(n, dtype=np.int64) % CLASSES
-        save_split(data / f"{name}.npz", Split(images=rng.integers(0, 256, (n, 28, 28), dtype=np.uint8), labels=labels,
-                                               ids=np.arange(start, start + n, dtype=np.int64), name=name))
+        save_split(
+            data / f"{name}.npz",
+            Split(
+                images=rng.integers(0, 256, (n, 28, 28), dtype=np.uint8),
+                labels=labels,
+                ids=np.arange(start, start + n, dtype=np.int64),
+                name=name,
+            ),
+        )
         start += n
     base = factory.create(parse_entry("t-s0", ZOO["t-s0"]), CLASSES, load_weights=False)
     for name in checkpoints:

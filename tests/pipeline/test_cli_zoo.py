@@ -1,10 +1,10 @@
 """`flops` and `validate-zoo`: output, JSON, errors and exit codes; the shipped zoos validate."""
+
 from __future__ import annotations
 
 import json
 import os
 import subprocess
-import sys
 from argparse import Namespace
 from pathlib import Path
 
@@ -87,7 +87,9 @@ def test_flops_and_validate_zoo_count_the_head_the_pipeline_builds(tmp_path, mon
         model = timm.create_model("test_resnet", num_classes=out["num_classes"])
         assert out["gflops"] == pytest.approx(_by_hand_resnet_test_flops(model, 64), rel=1e-9)
     assert sorted(flops) == [3, 10, 257]  # params.yaml's suite (embedded: 10), --suite a (257), --num-classes
-    assert run_validate_zoo(Namespace(files=[str(zoo)], suites_dir=str(suites), params="none.yaml", no_flops=False)) == 0
+    assert (
+        run_validate_zoo(Namespace(files=[str(zoo)], suites_dir=str(suites), params="none.yaml", no_flops=False)) == 0
+    )
     *lines, total = capsys.readouterr().out.strip().splitlines()
     entry = load_zoo(zoo, recipes={"r": {}})["m"]
     assert total == "1 entries in 1 files valid; 0 error(s)"
@@ -101,8 +103,14 @@ def test_flops_and_validate_zoo_count_the_head_the_pipeline_builds(tmp_path, mon
 
 
 def test_flops_module_runs_without_network():
-    r = subprocess.run(["python", "-m", "benchmark.cli.zoo_commands", "flops", "resnet50", "--json"],
-                       capture_output=True, text=True, cwd=REPO, env=ENV, timeout=300)
+    r = subprocess.run(
+        ["python", "-m", "benchmark.cli.zoo_commands", "flops", "resnet50", "--json"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=ENV,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["gflops"] == pytest.approx(4.1, rel=0.02)
 
@@ -112,30 +120,46 @@ def test_flops_via_python_m_benchmark():
 
     if not any(getattr(add, "__name__", "") == "add_flops_command" for add in cli.COMMANDS):
         pytest.skip("`flops` not registered in benchmark.cli.main yet (the lead adds add_flops_command to COMMANDS)")
-    r = subprocess.run(["python", "-m", "benchmark", "flops", "resnet50", "--json"],
-                       capture_output=True, text=True, cwd=REPO, env=ENV, timeout=300)
+    r = subprocess.run(
+        ["python", "-m", "benchmark", "flops", "resnet50", "--json"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=ENV,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["gflops"] == pytest.approx(4.1, rel=0.02)
 
 
 def _validate(files, tmp_path, no_flops=False):
-    return run_validate_zoo(Namespace(files=[str(f) for f in files], suites_dir=str(tmp_path / "no-suites"),
-                                      params=str(tmp_path / "no-params.yaml"), no_flops=no_flops))
+    return run_validate_zoo(
+        Namespace(
+            files=[str(f) for f in files],
+            suites_dir=str(tmp_path / "no-suites"),
+            params=str(tmp_path / "no-params.yaml"),
+            no_flops=no_flops,
+        )
+    )
 
 
 def test_validate_zoo_reports_every_bad_entry(tmp_path, capsys):
     zoo = tmp_path / "zoo.yaml"
     zoo.write_text(
         "models:\n"
-        "  good: {arch: test_resnet, init: \"timm:r160_in1k\", img_size: 32, seed: 0, recipe: r}\n"
-        "  badtag: {arch: test_resnet, init: \"timm:in22k\", img_size: 32, seed: 0, recipe: r}\n"
+        '  good: {arch: test_resnet, init: "timm:r160_in1k", img_size: 32, seed: 0, recipe: r}\n'
+        '  badtag: {arch: test_resnet, init: "timm:in22k", img_size: 32, seed: 0, recipe: r}\n'
         "  badarch: {arch: resnet5000, init: scratch, img_size: 32, seed: 0, recipe: r}\n"
         "  badsize: {arch: test_vit, init: scratch, img_size: 40, seed: 0, recipe: r}\n"
-        "  nokey: {arch: test_resnet, init: scratch, img_size: 32, seed: 0}\n")
+        "  nokey: {arch: test_resnet, init: scratch, img_size: 32, seed: 0}\n"
+    )
     assert _validate([zoo], tmp_path) == 2
     out, err = capsys.readouterr()
     assert "good" in out and "ok" in out and "badtag" not in out
-    assert "zoo entry 'badtag': timm has no pretrained weights test_resnet.in22k; tags for test_resnet: ['r160_in1k']" in err
+    assert (
+        "zoo entry 'badtag': timm has no pretrained weights test_resnet.in22k; tags for test_resnet: ['r160_in1k']"
+        in err
+    )
     assert "zoo entry 'badarch': unknown timm architecture 'resnet5000'" in err
     assert "zoo entry 'badsize': test_vit cannot run at 40x40" in err
     assert "zoo entry 'nokey': missing keys ['recipe']" in err
@@ -144,8 +168,10 @@ def test_validate_zoo_reports_every_bad_entry(tmp_path, capsys):
 
 def test_validate_zoo_duplicates_and_missing_file(tmp_path, capsys):
     dup = tmp_path / "dup.yaml"
-    dup.write_text("models:\n  a: {arch: test_resnet, init: scratch, img_size: 32, seed: 0, recipe: r}\n"
-                   "  a: {arch: test_resnet, init: scratch, img_size: 32, seed: 1, recipe: r}\n")
+    dup.write_text(
+        "models:\n  a: {arch: test_resnet, init: scratch, img_size: 32, seed: 0, recipe: r}\n"
+        "  a: {arch: test_resnet, init: scratch, img_size: 32, seed: 1, recipe: r}\n"
+    )
     assert _validate([dup, tmp_path / "none.yaml"], tmp_path) == 2
     err = capsys.readouterr().err
     assert "duplicate key 'a'" in err and "none.yaml: zoo file not found" in err
@@ -164,7 +190,10 @@ def test_validate_zoo_checks_recipes_of_the_suite_using_it(tmp_path, capsys):
     (suites / "s.yaml").write_text(text.replace("  finetune:", "  other:"))
     args = Namespace(files=[str(zoo)], suites_dir=str(suites), params="none.yaml", no_flops=True)
     assert run_validate_zoo(args) == 2
-    assert f"unknown recipe 'finetune'; define it in {suites / 's.yaml'} 'recipes' (known: ['other'])" in capsys.readouterr().err
+    assert (
+        f"unknown recipe 'finetune'; define it in {suites / 's.yaml'} 'recipes' (known: ['other'])"
+        in capsys.readouterr().err
+    )
     (suites / "s.yaml").write_text(text)
     assert run_validate_zoo(args) == 0
 
@@ -184,11 +213,19 @@ def test_every_shipped_zoo_entry_has_computable_flops(monkeypatch, capsys):
 
 
 # GFLOPs the paper uses (torchvision metadata, REFERENCE.md) for its ImageNet models at 224
-PUBLISHED = {"convnext_base": 15.36, "convnext_large": 34.36, "convnext_small": 8.68, "convnext_tiny": 4.46,
-             "efficientnet_b0": 0.39, "resnet50": 4.09}
+PUBLISHED = {
+    "convnext_base": 15.36,
+    "convnext_large": 34.36,
+    "convnext_small": 8.68,
+    "convnext_tiny": 4.46,
+    "efficientnet_b0": 0.39,
+    "resnet50": 4.09,
+}
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n == "convnext_large" else n for n in sorted(PUBLISHED)])
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=pytest.mark.slow) if n == "convnext_large" else n for n in sorted(PUBLISHED)]
+)
 def test_paper_zoo_flops_within_2_percent_of_published(name):
     from benchmark.models.zoo import load_zoo
 
@@ -200,7 +237,11 @@ def test_paper_zoo_flops_within_2_percent_of_published(name):
 def test_flops_of_a_torchvision_builder(capsys):
     assert main(["flops", "torchvision:shufflenet_v2_x0_5", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert (out["arch"], out["img_size"], out["weights"]) == ("torchvision:shufflenet_v2_x0_5", 224, "ShuffleNet_V2_X0_5_Weights.IMAGENET1K_V1")
+    assert (out["arch"], out["img_size"], out["weights"]) == (
+        "torchvision:shufflenet_v2_x0_5",
+        224,
+        "ShuffleNet_V2_X0_5_Weights.IMAGENET1K_V1",
+    )
     assert out["gflops"] == pytest.approx(out["published_gflops"], rel=0.02)
     assert main(["flops", "torchvision:shufflenet_v9"]) == 2
     assert "error: unknown torchvision classification model 'shufflenet_v9'" in capsys.readouterr().err

@@ -6,7 +6,9 @@ from benchmark.cli.zoo_commands import arch_flops  # what `python -m benchmark f
 from benchmark.models.cost import count_flops, measure_throughput, static_cost, unweighted_cost
 
 
-@pytest.mark.parametrize("arch, published", [("resnet50", 4.1), ("efficientnet_b0", 0.39), ("vit_base_patch16_224", 17.6)])
+@pytest.mark.parametrize(
+    "arch, published", [("resnet50", 4.1), ("efficientnet_b0", 0.39), ("vit_base_patch16_224", 17.6)]
+)
 def test_flops_match_published_gmacs_within_2_percent(arch, published):
     assert arch_flops(arch, 224)["gflops"] == pytest.approx(published, rel=0.02)
 
@@ -94,7 +96,9 @@ def test_importing_fvcore_prints_no_torch_jit_warning():
         finally:
             sys.modules.update(gone)
             if "fvcore.nn" in gone:
-                sys.modules["fvcore"].nn = gone["fvcore.nn"]  # the package's attribute too: later imports see the old one
+                sys.modules["fvcore"].nn = gone[
+                    "fvcore.nn"
+                ]  # the package's attribute too: later imports see the old one
 
     assert any("torch.jit.script" in m for m in fresh_import(False))
     assert fresh_import(True) == []

@@ -3,6 +3,7 @@
 Run as a script under torchrun (``python -m torch.distributed.run ... test_distributed.py OUT``)
 this module is the worker of :func:`test_fine_tune_and_predict_two_processes_equal_one`.
 """
+
 from __future__ import annotations
 
 import os
@@ -18,8 +19,8 @@ from safetensors.torch import load_file
 from torch import nn
 
 from benchmark.models import distributed
-from benchmark.stages.model_params import DistConfig
 from benchmark.models.train import Recipe, fine_tune
+from benchmark.stages.model_params import DistConfig
 from benchmark.storage import store
 
 HERE = Path(__file__).resolve()
@@ -69,14 +70,40 @@ def _fine_tunes(out: Path) -> dict[str, dict]:
     """Training runs with uneven last batches: 37 = 4x8 + 5 (split 2/3), 33 = 2x16 + 1 (a rank with no row);
     "resumed" stops after epoch 0, then a zeroed model resumes from the checkpoint."""
     val = _data(12, 9)
-    runs = {"odd": (_data(37, 1), RECIPE), "one": (_data(33, 2), Recipe(epochs=1, batch_size=16, lr=0.01)),
-            "dataset": (_Items(*_data(37, 1)), RECIPE)}
-    records = {name: fine_tune(_model(), train, val if name != "dataset" else _Items(*val), recipe, seed=3,
-                               folder=out / name, fingerprint="fp", progress=False) for name, (train, recipe) in runs.items()}
-    fine_tune(_model(), _data(37, 1), val, RECIPE, seed=3, folder=out / "resumed", fingerprint="fp", progress=False, stop_after_epoch=0)
+    runs = {
+        "odd": (_data(37, 1), RECIPE),
+        "one": (_data(33, 2), Recipe(epochs=1, batch_size=16, lr=0.01)),
+        "dataset": (_Items(*_data(37, 1)), RECIPE),
+    }
+    records = {
+        name: fine_tune(
+            _model(),
+            train,
+            val if name != "dataset" else _Items(*val),
+            recipe,
+            seed=3,
+            folder=out / name,
+            fingerprint="fp",
+            progress=False,
+        )
+        for name, (train, recipe) in runs.items()
+    }
+    fine_tune(
+        _model(),
+        _data(37, 1),
+        val,
+        RECIPE,
+        seed=3,
+        folder=out / "resumed",
+        fingerprint="fp",
+        progress=False,
+        stop_after_epoch=0,
+    )
     zeroed = _model()
     nn.init.zeros_(zeroed[0].weight)
-    records["resumed"] = fine_tune(zeroed, _data(37, 1), val, RECIPE, seed=3, folder=out / "resumed", fingerprint="fp", progress=False)
+    records["resumed"] = fine_tune(
+        zeroed, _data(37, 1), val, RECIPE, seed=3, folder=out / "resumed", fingerprint="fp", progress=False
+    )
     return records
 
 
@@ -84,10 +111,12 @@ def _predictions() -> dict[str, torch.Tensor]:
     torch.manual_seed(1)
     conv, members = nn.Sequential(nn.Conv2d(3, 2, 3), nn.Flatten(), nn.Linear(2 * 36, 4)), _Members()
     x7, x1, xm = _data(7, 4)[0], _data(1, 5)[0], _data(5, 6, size=4)[0]
-    return {"tensor": distributed.predict_logits(conv, x7, batch_size=2),
-            "one_row": distributed.predict_logits(conv, x1, batch_size=2),
-            "dataset": distributed.predict_logits(conv, _Items(x7, torch.zeros(7, dtype=torch.long)), batch_size=3),
-            "members": distributed.predict_logits(members, xm, batch_size=2)}
+    return {
+        "tensor": distributed.predict_logits(conv, x7, batch_size=2),
+        "one_row": distributed.predict_logits(conv, x1, batch_size=2),
+        "dataset": distributed.predict_logits(conv, _Items(x7, torch.zeros(7, dtype=torch.long)), batch_size=3),
+        "members": distributed.predict_logits(members, xm, batch_size=2),
+    }
 
 
 def _worker(out: Path) -> None:
@@ -118,8 +147,19 @@ def _run(cmd, cwd, **env):
 
 @pytest.mark.slow  # torchrun: two ranks
 def test_fine_tune_and_predict_two_processes_equal_one(tmp_path):
-    proc = _run(["python", "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", str(HERE),
-                 str(tmp_path / "two")], tmp_path)
+    proc = _run(
+        [
+            "python",
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node",
+            "2",
+            str(HERE),
+            str(tmp_path / "two"),
+        ],
+        tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     two = torch.load(tmp_path / "two" / "two.pt", weights_only=True)
     one_records = _fine_tunes(tmp_path / "one")
@@ -130,7 +170,10 @@ def test_fine_tune_and_predict_two_processes_equal_one(tmp_path):
         for h1, h2 in zip(rec["history"], other["history"], strict=True):
             assert h2["val_accuracy"] == h1["val_accuracy"]
             assert h2["train_loss"] == pytest.approx(h1["train_loss"], rel=1e-5)
-        a, b = load_file(str(tmp_path / "one" / name / "model.safetensors")), load_file(str(tmp_path / "two" / name / "model.safetensors"))
+        a, b = (
+            load_file(str(tmp_path / "one" / name / "model.safetensors")),
+            load_file(str(tmp_path / "two" / name / "model.safetensors")),
+        )
         assert a.keys() == b.keys()
         for k in a:
             torch.testing.assert_close(b[k], a[k], rtol=1e-5, atol=1e-6, msg=f"{name}: weight {k}")
@@ -153,8 +196,11 @@ def tree(tmp_path_factory):
 
 
 def _logits_stage(root: Path, params_file: str, **env):
-    return _run(["python", str(ROOT / "pipelines" / "logits.py"), "--model", "t-s0", "--params", params_file,
-                 "--no-progress"], root, **env)
+    return _run(
+        ["python", str(ROOT / "pipelines" / "logits.py"), "--model", "t-s0", "--params", params_file, "--no-progress"],
+        root,
+        **env,
+    )
 
 
 @pytest.mark.slow  # torchrun: two ranks
@@ -189,25 +235,35 @@ def test_a_killed_rank_fails_the_run_and_writes_no_logits(tree):
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("error: stage logits@t-s0 failed with 2 processes: rank 1 stopped first (killed by SIGKILL)")
     assert "no logits were written" in last
-    assert "Traceback" not in proc.stderr, proc.stderr  # rank 0 either says its gathering failed or is stopped by torchrun first
+    assert "Traceback" not in proc.stderr, (
+        proc.stderr
+    )  # rank 0 either says its gathering failed or is stopped by torchrun first
     assert not [p.name for p in folder.iterdir() if "t-s0" in p.name]  # neither the folder nor a temporary one
 
 
 def test_bad_distributed_params_are_named(tree, capsys):
     from benchmark.stages.per_model import model_stage_main
 
-    for block, message in [({"nproc_per_node": 0}, "nproc_per_node must be an integer >= 1, got 0"),
-                           ({"backend": "mpi"}, "backend must be one of auto, gloo, nccl, got 'mpi'"),
-                           ({"nprocs": 2}, "unknown keys ['nprocs']"),
-                           ({"nnodes": 2, "node_rank": 2}, "node_rank must be an integer in [0, 1], got 2"),
-                           ({"nproc_per_node": 2, "backend": "nccl"}, "backend nccl needs CUDA")]:
+    for block, message in [
+        ({"nproc_per_node": 0}, "nproc_per_node must be an integer >= 1, got 0"),
+        ({"backend": "mpi"}, "backend must be one of auto, gloo, nccl, got 'mpi'"),
+        ({"nprocs": 2}, "unknown keys ['nprocs']"),
+        ({"nnodes": 2, "node_rank": 2}, "node_rank must be an integer in [0, 1], got 2"),
+        ({"nproc_per_node": 2, "backend": "nccl"}, "backend nccl needs CUDA"),
+    ]:
         bad = tree / "bad.yaml"
         bad.write_text(yaml.safe_dump(dict(params(tree), device="cpu", distributed=block)))
-        assert model_stage_main("logits", lambda *a, **k: None, ["--params", str(bad), "--model", "t-s0"], script="logits.py") == 2
+        assert (
+            model_stage_main(
+                "logits", lambda *a, **k: None, ["--params", str(bad), "--model", "t-s0"], script="logits.py"
+            )
+            == 2
+        )
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "Traceback" not in err  # one line naming the file and the field
-        assert message in err and err.startswith(f"error: {bad}: distributed: " if "needs CUDA" not in message
-                                                 else "error: params 'distributed': ")
+        assert message in err and err.startswith(
+            f"error: {bad}: distributed: " if "needs CUDA" not in message else "error: params 'distributed': "
+        )
     assert distributed.config(DistConfig(), "cpu") == DistConfig()  # no block: one process
 
 
@@ -217,16 +273,35 @@ def test_shards_and_torchrun_arguments(monkeypatch):
     assert [distributed.shard_bounds(1, 2, r) for r in range(2)] == [(0, 0), (0, 1)]
     assert distributed.shard_bounds(5) == (0, 5)  # no process group: everything
     one_node = DistConfig(nproc_per_node=4)
-    assert one_node.torchrun_args("s.py", ["--model", "m"]) == ["--nproc_per_node", "4", "--nnodes", "1", "--standalone",
-                                                                "s.py", "--model", "m"]
+    assert one_node.torchrun_args("s.py", ["--model", "m"]) == [
+        "--nproc_per_node",
+        "4",
+        "--nnodes",
+        "1",
+        "--standalone",
+        "s.py",
+        "--model",
+        "m",
+    ]
     two_nodes = DistConfig(nproc_per_node=2, nnodes=2, master_addr="10.0.0.1", master_port=1234)
     monkeypatch.delenv("NODE_RANK", raising=False)
     monkeypatch.delenv("SLURM_NODEID", raising=False)
     with pytest.raises(ValueError, match="node_rank is null and neither"):
         two_nodes.torchrun_args("s.py", [])
     monkeypatch.setenv("SLURM_NODEID", "1")
-    assert two_nodes.torchrun_args("s.py", []) == ["--nproc_per_node", "2", "--nnodes", "2", "--node_rank", "1",
-                                                   "--master_addr", "10.0.0.1", "--master_port", "1234", "s.py"]
+    assert two_nodes.torchrun_args("s.py", []) == [
+        "--nproc_per_node",
+        "2",
+        "--nnodes",
+        "2",
+        "--node_rank",
+        "1",
+        "--master_addr",
+        "10.0.0.1",
+        "--master_port",
+        "1234",
+        "s.py",
+    ]
     # master_addr null: $MASTER_ADDR, the first node of a `cluster submit` job's allocation
     from_env = DistConfig(nproc_per_node=2, nnodes=2, master_addr=None)
     monkeypatch.delenv("MASTER_ADDR", raising=False)
@@ -264,8 +339,13 @@ else:  # ... or after its code ended, while the interpreter waits for a non-daem
 def test_sigterm_unwinds_the_stage_and_ends_quietly_after_it(tmp_path, when):
     script = tmp_path / "worker.py"
     script.write_text(SIGTERM_SCRIPT)
-    proc = subprocess.run([sys.executable, str(script), when], capture_output=True, text=True, timeout=60,
-                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    proc = subprocess.run(
+        [sys.executable, str(script), when],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
     assert "Traceback" not in proc.stderr, proc.stderr
     if when == "during":
         assert proc.returncode == 128 + 15 and proc.stdout == "unwound\n"
@@ -304,8 +384,12 @@ def test_a_rank_failure_is_one_error_line_and_exit_1(tree, capsys, monkeypatch):
     def fails(stage, args):
         raise distributed.RankFailure("rank 0: gathering the logits failed (connection closed)")
 
-    assert model_stage_main("logits", fails, ["--params", "one.yaml", "--model", "t-s0", "--no-progress"],
-                            script="logits.py") == 1
+    assert (
+        model_stage_main(
+            "logits", fails, ["--params", "one.yaml", "--model", "t-s0", "--no-progress"], script="logits.py"
+        )
+        == 1
+    )
     err = capsys.readouterr().err
     assert err == "error: rank 0: gathering the logits failed (connection closed)\n"
 
@@ -322,8 +406,10 @@ def test_a_failed_collective_becomes_one_rank_failure(monkeypatch):
     with pytest.raises(distributed.RankFailure) as e:
         with distributed.guard("gathering results"):
             raise RuntimeError("[../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer\nmore")
-    assert str(e.value) == ("rank 0: gathering results failed (Connection closed by peer); if another rank stopped, its "
-                            "message is the cause")
+    assert str(e.value) == (
+        "rank 0: gathering results failed (Connection closed by peer); if another rank stopped, its "
+        "message is the cause"
+    )
     first = distributed.RankFailure("rank 1: summing the batch loss failed (x)")
     with pytest.raises(distributed.RankFailure) as e:
         with distributed.guard("gathering results"):

@@ -1,6 +1,7 @@
 """The whole pipeline through DVC on a tiny profile (the session's ``embedded_run``: tests/checkouts.py): every result,
 DVC's commands at the root. Growing the zoo and submitting the run: the tutorials that do it
 (tests/docs/test_tutorials.py)."""
+
 import json
 import os
 import subprocess
@@ -37,21 +38,35 @@ def test_repro_builds_every_result(project):
     assert set(singles["base"]) == set(TINY_ZOO["models"])
     duos = m[m.family == "duo"]
     # pairs: every ordered (base, sidekick) with GFLOPs(base) > GFLOPs(sidekick)
-    costs = {n: json.loads((project / "results" / "cost" / f"{n}.json").read_text())["gflops"] for n in TINY_ZOO["models"]}
+    costs = {
+        n: json.loads((project / "results" / "cost" / f"{n}.json").read_text())["gflops"] for n in TINY_ZOO["models"]
+    }
     expected = {(b, s) for b in costs for s in costs if costs[b] > costs[s]}
     assert set(zip(duos["base"], duos["sidekick"])) == expected
     assert set(duos["method"]) == {"weighted", "unweighted", "uq_only"}
-    assert {"accuracy", "macro_f1", "brier", "nll", "ece", "auroc", "aurc", "eaurc", "augrc", "sac98"} <= set(m["metric"])
-    assert {"test", "shift", "ood", "corrupt-all-5"} <= set(m["split"])  # params corruption_pool: one split per severity
+    assert {"accuracy", "macro_f1", "brier", "nll", "ece", "auroc", "aurc", "eaurc", "augrc", "sac98"} <= set(
+        m["metric"]
+    )
+    assert {"test", "shift", "ood", "corrupt-all-5"} <= set(
+        m["split"]
+    )  # params corruption_pool: one split per severity
     test = m[(m.split == "test") & (m.metric == "accuracy")]
-    assert test["ci_low"].notna().all() and (test["ci_low"] <= test["value"]).all() and (test["value"] <= test["ci_high"]).all()
+    assert (
+        test["ci_low"].notna().all()
+        and (test["ci_low"] <= test["value"]).all()
+        and (test["value"] <= test["ci_high"]).all()
+    )
     # training budgets, 1 epoch everywhere over 200 train images: a fine-tune 200 images; SVE M x its train_subset of
     # 100 from the pretrained backbone; the soups both fine-tunes; MC dropout and Laplace tiny-a's fine-tune
     first = m[(m.split == "test") & (m.metric == "accuracy")].groupby(["family", "method"])["train_images"].agg(set)
     assert all(first[("single", meth)] == {200} for fam, meth in first.index if fam == "single")
     assert (first[("sve", "m1")], first[("sve", "m2")]) == ({100}, {200})
     assert first[("soup", "uniform")] == first[("soup", "greedy")] == {400}
-    assert first[("mc_dropout", first.loc["mc_dropout"].index[0])] == first[("laplace", first.loc["laplace"].index[0])] == {200}
+    assert (
+        first[("mc_dropout", first.loc["mc_dropout"].index[0])]
+        == first[("laplace", first.loc["laplace"].index[0])]
+        == {200}
+    )
     assert (m["train_params"] > 0).all()
     summary = json.loads((project / "results" / "summary.json").read_text())
     assert "tiny-a" in summary["single"] and summary["duo"]
@@ -76,12 +91,24 @@ def test_dvc_commands_at_the_root_show_the_embedded_default_only(copy):
     assert max(map(len, lines)) <= 120, metrics
     assert {"aurc", "auroc", "ece", "nll", "gflops"} <= set(lines[0].split())
     paths = [ln.split()[0] for ln in lines[1:]]
-    assert paths and all(p.startswith("reports/headline/") for p in paths) and "reports/headline/tiny-a/alone.json" in paths
-    plots = subprocess.run(["python", "-m", "dvc", "plots", "show"], cwd=root, capture_output=True, text=True,
-                           env=dict(os.environ, HF_HUB_OFFLINE="1"), timeout=600)
+    assert (
+        paths
+        and all(p.startswith("reports/headline/") for p in paths)
+        and "reports/headline/tiny-a/alone.json" in paths
+    )
+    plots = subprocess.run(
+        ["python", "-m", "dvc", "plots", "show"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, HF_HUB_OFFLINE="1"),
+        timeout=600,
+    )
     assert plots.returncode == 0 and "failed" not in (plots.stdout + plots.stderr).lower(), plots.stderr
     status = dvc("status", cwd=root)
     assert "suites/" not in status and "up to date" in status, status
     run(["python", "-m", "benchmark", "suite-pipeline", "caltech256"], root)  # ask for the suite
     pending = set(json.loads(dvc("status", "--json", cwd=root) or "{}"))
-    assert "suites/caltech256/dvc.yaml:data" in pending and all(s.startswith("suites/caltech256/") for s in pending), pending
+    assert "suites/caltech256/dvc.yaml:data" in pending and all(s.startswith("suites/caltech256/") for s in pending), (
+        pending
+    )

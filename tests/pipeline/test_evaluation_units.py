@@ -1,4 +1,5 @@
 """Evaluation units against direct computations."""
+
 import math
 
 import numpy as np
@@ -42,14 +43,27 @@ def test_single_unit_matches_direct_temperature_scaled_metrics():
     z, y = m["test"]
     p = torch.softmax(z / t, 1).numpy()
     assert _rows(rows, split="test", metric="accuracy")[0]["value"] == pytest.approx(accuracy_score(y, p.argmax(1)))
-    assert _rows(rows, split="test", metric="nll")[0]["value"] == pytest.approx(log_loss(y, p, labels=range(4)), rel=1e-5)
+    assert _rows(rows, split="test", metric="nll")[0]["value"] == pytest.approx(
+        log_loss(y, p, labels=range(4)), rel=1e-5
+    )
     assert {r["metric"] for r in _rows(rows, split="ood")} == {"ood_auroc", "ood_aupr", "ood_fpr95"}
     assert all(math.isnan(r["ci_low"]) for r in rows)  # no bootstrap asked
 
 
 def test_duo_unit_reports_all_variants_and_published_temperatures():
-    rows, paired = duo_unit(EvalConfig(suite="t", fits=("converged",), n_bootstrap=50, bootstrap_splits=("test",)), "a", "b", _model(1), _model(2))
-    assert {(r["method"], r["confidence"]) for r in rows} == {("weighted", "max"), ("weighted", "published"), ("unweighted", "max"), ("uq_only", "published")}
+    rows, paired = duo_unit(
+        EvalConfig(suite="t", fits=("converged",), n_bootstrap=50, bootstrap_splits=("test",)),
+        "a",
+        "b",
+        _model(1),
+        _model(2),
+    )
+    assert {(r["method"], r["confidence"]) for r in rows} == {
+        ("weighted", "max"),
+        ("weighted", "published"),
+        ("unweighted", "max"),
+        ("uq_only", "published"),
+    }
     w = _rows(rows, method="weighted", confidence="max", split="test", metric="accuracy")[0]
     assert w["weight_base"] == pytest.approx(1 / (2 * w["temperature_base"]))
     assert {p["metric"] for p in paired} >= {"accuracy", "nll", "aurc"} and all(p["split"] == "test" for p in paired)
@@ -93,7 +107,9 @@ def test_member_confidences_rank_by_mutual_information():
         m[split] = (torch.randn(4, n, 3, generator=g) * 2, y)
     rows = multi_member_unit(CFG, {"family": "sve", "method": "m4", "base": "b", "members": "b"}, m)
     assert {r["confidence"] for r in rows} == {"max", "mutual_info", "entropy", "agreement"}
-    mi = torch.cat([member_uncertainty(m["test"][0])["mutual_information"], member_uncertainty(m["ood"][0])["mutual_information"]])
+    mi = torch.cat(
+        [member_uncertainty(m["test"][0])["mutual_information"], member_uncertainty(m["ood"][0])["mutual_information"]]
+    )
     is_id = np.r_[np.ones(50), np.zeros(30)]
     expected = roc_auc_score(is_id, -mi.numpy())
     got = _rows(rows, confidence="mutual_info", split="ood", metric="ood_auroc")[0]["value"]

@@ -13,6 +13,7 @@ A copy of the tiny Caltech-256 suite already run through DVC (the session fixtur
 The repro never runs ``data`` nor the ``train@``/``logits@`` stages of the models already there, and puts the new
 methods' rows in the results table and on the leaderboard.
 """
+
 from __future__ import annotations
 
 import json
@@ -71,7 +72,16 @@ def test_a_change_reruns_only_its_own_stages(repo):
     folder = repo / SUITE
     assert stale(repo) == set(), "the fixture run is up to date"
     before = {s for s in yaml.safe_load((folder / "dvc.lock").read_text())["stages"]}
-    assert {"data", "train@res", "train@eff", "logits@res", "logits@eff", "laplace@la-res", "evaluate", "report"} <= before
+    assert {
+        "data",
+        "train@res",
+        "train@eff",
+        "logits@res",
+        "logits@eff",
+        "laplace@la-res",
+        "evaluate",
+        "report",
+    } <= before
 
     # 1. a method's numerics edited: only its stage
     append(repo / "benchmark" / "methods" / "laplace.py", "\n# edited: a change to the method's code\n")
@@ -100,17 +110,31 @@ def test_a_change_reruns_only_its_own_stages(repo):
     assert stale(repo) == {"laplace@la-res", "evaluate", "train@res2", "logits@res2", "report"} | new
     stages = yaml.safe_load((folder / "dvc.yaml").read_text())["stages"]
     assert "../../results/logits" not in str(stages["fixed_temperature"])  # (paths are the suite folder's)
-    assert {"results/logits/${item.model}", "results/cost/${item.model}.json"} <= set(stages["fixed_temperature"]["do"]["deps"])
+    assert {"results/logits/${item.model}", "results/cost/${item.model}.json"} <= set(
+        stages["fixed_temperature"]["do"]["deps"]
+    )
     assert "results/checkpoints/${item.model}" in stages["flip_tta"]["do"]["deps"]
     assert "../../benchmark/methods/flip_tta.py" not in stages["fixed_temperature"]["do"]["deps"]
     changed = git(repo, "status", "--porcelain", "--untracked-files=all").splitlines()
     touched = sorted(line[3:] for line in changed)
-    assert touched == ["benchmark/methods/duo.py", "benchmark/methods/fixed_temperature.py", "benchmark/methods/flip_tta.py",
-                       "benchmark/methods/laplace.py", f"{SUITE}/dvc.yaml", f"{SUITE}/params.yaml",
-                       "tests/methods/test_fixed_temperature.py", "tests/methods/test_flip_tta.py", "zoo/caltech256.yaml"], touched
+    assert touched == [
+        "benchmark/methods/duo.py",
+        "benchmark/methods/fixed_temperature.py",
+        "benchmark/methods/flip_tta.py",
+        "benchmark/methods/laplace.py",
+        f"{SUITE}/dvc.yaml",
+        f"{SUITE}/params.yaml",
+        "tests/methods/test_fixed_temperature.py",
+        "tests/methods/test_flip_tta.py",
+        "zoo/caltech256.yaml",
+    ], touched
 
     out = run(["python", "-m", "dvc", "repro", DVC_YAML], repo)
-    ran = {line.split(":", 1)[1].rstrip(":").rstrip("'") for line in out.splitlines() if line.startswith(f"Running stage '{DVC_YAML}:")}
+    ran = {
+        line.split(":", 1)[1].rstrip(":").rstrip("'")
+        for line in out.splitlines()
+        if line.startswith(f"Running stage '{DVC_YAML}:")
+    }
     assert ran == {"laplace@la-res", "evaluate", "train@res2", "logits@res2", "report"} | new, out[-3000:]
     assert stale(repo) == set()
     last = json.loads((folder / "results" / "units" / "last_run.json").read_text())
@@ -120,5 +144,7 @@ def test_a_change_reruns_only_its_own_stages(repo):
     rows = pd.read_csv(folder / "results" / "metrics.csv", keep_default_na=False)
     assert {"fixed_temperature", "flip_tta", "laplace", "single", "duo"} <= set(rows["family"])
     assert set(rows.loc[rows.family == "single", "base"]) == {"res", "eff", "res2"}
-    page = "".join(p.read_text(errors="ignore") for p in (folder / "reports").rglob("*") if p.suffix in (".html", ".json", ".csv"))
+    page = "".join(
+        p.read_text(errors="ignore") for p in (folder / "reports").rglob("*") if p.suffix in (".html", ".json", ".csv")
+    )
     assert "fixed_temperature" in page and "flip_tta" in page

@@ -11,6 +11,7 @@ through DVC (the session fixture ``caltech``), copied and changed one layer at a
   page, the pipeline regenerated) makes only ``evaluate`` stale, and one ``dvc repro`` runs ``evaluate`` and
   ``report`` and puts its rows in the results table.
 """
+
 from __future__ import annotations
 
 import json
@@ -39,11 +40,17 @@ LAYERS = {  # layer -> (its files, relative to the repository, and the stages an
     "evaluation": (["benchmark/evaluation"], {"evaluate"}),
     "other suites' loaders": ([f"benchmark/data/paper/{m}.py" for m in OTHER_LOADERS], set()),
     "report config": (["benchmark/config/report_config.py"], {"evaluate", "report"}),
-    "other model families": (["benchmark/models/torchvision_zoo.py", "benchmark/models/hub.py"], set()),  # a scratch zoo
+    "other model families": (
+        ["benchmark/models/torchvision_zoo.py", "benchmark/models/hub.py"],
+        set(),
+    ),  # a scratch zoo
 }
 MODEL_CODE = {  # code that runs models: the stages that run it, never evaluate or report (they read logits)
     "benchmark/models/portable.py": {*(f"{s}@{m}" for s in ("train", "logits") for m in MODELS), "laplace@la-res"},
-    "benchmark/models/cost.py": {*(f"logits@{m}" for m in MODELS), "laplace@la-res"},  # the counter: costs are logits@'s
+    "benchmark/models/cost.py": {
+        *(f"logits@{m}" for m in MODELS),
+        "laplace@la-res",
+    },  # the counter: costs are logits@'s
 }
 
 
@@ -51,7 +58,11 @@ def files_of(repo: Path, paths) -> list[Path]:
     out = []
     for rel in paths:
         path = repo / rel
-        out += sorted(p for p in path.rglob("*") if p.is_file() and "__pycache__" not in p.parts) if path.is_dir() else [path]
+        out += (
+            sorted(p for p in path.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+            if path.is_dir()
+            else [path]
+        )
     return out
 
 
@@ -113,7 +124,11 @@ def test_a_zoo_entry_and_the_tutorials_combiner_add_their_own_stages_only(repo):
     touched = sorted(line[3:] for line in git(repo, "status", "--porcelain", "--untracked-files=all").splitlines())
     assert touched == [*written[:1], f"{SUITE}/dvc.yaml", *written[1:]], touched
     out = run(["python", "-m", "dvc", "repro", DVC_YAML], repo)
-    ran = {line.split(":", 1)[1].rstrip(":").rstrip("'") for line in out.splitlines() if line.startswith(f"Running stage '{DVC_YAML}:")}
+    ran = {
+        line.split(":", 1)[1].rstrip(":").rstrip("'")
+        for line in out.splitlines()
+        if line.startswith(f"Running stage '{DVC_YAML}:")
+    }
     assert ran == {"evaluate", "report"}, out[-3000:]
     assert stale(repo) == set()
     last = json.loads((folder / "results" / "units" / "last_run.json").read_text())

@@ -1,4 +1,5 @@
 """The paper suites' DVC pipeline folders: generated files, data source, epochs-0 recipes, one suite end to end."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -23,7 +24,8 @@ from benchmark.data.paper.suites import list_suites, load_suite
 from benchmark.dvcgen import suite_pipeline
 from benchmark.models import factory
 from benchmark.models.train import Recipe, fine_tune
-from benchmark.stages import entry, per_model as stages, stage_config, suite_source
+from benchmark.stages import entry, stage_config, suite_source
+from benchmark.stages import per_model as stages
 from benchmark.stages.params_config import load_params, parse_params
 from benchmark.storage import store
 
@@ -31,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "data" / "paper"))
 from paper_layouts import write_imagenet, write_imagenet_v2  # noqa: E402
 
-from benchmark.gpu.fixture import LITE0, PER_CLASS, TINY_ZOO, method_params, tiny_params, write_caltech256  # noqa: E402
+from benchmark.gpu.fixture import LITE0, PER_CLASS, TINY_ZOO, method_params, tiny_params  # noqa: E402
 
 
 def run(cmd, cwd):
@@ -65,6 +67,7 @@ def dvc_project(root: Path) -> None:
 
 # -- (1) generated pipeline folders -------------------------------------------------------------------
 
+
 def test_committed_suite_folders_equal_the_generator():
     names = list_suites(ROOT / "suites")
     assert names and all((ROOT / "suites" / n / "params.yaml").is_file() for n in names)
@@ -72,12 +75,18 @@ def test_committed_suite_folders_equal_the_generator():
         assert suite_pipeline.check(name, ROOT) == [], f"regenerate: python -m benchmark suite-pipeline {name}"
     assert cli_main(["suite-pipeline", "--all", "--check", "--root", str(ROOT)]) == 0
     # committed: params.yaml; never a suite's dvc.yaml (materialised on request) nor a sub-repository marker
-    tracked = subprocess.run(["git", "ls-files", "suites"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    tracked = subprocess.run(
+        ["git", "ls-files", "suites"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
     assert {f"suites/{n}/params.yaml" for n in names} <= set(tracked)
     assert not [f for f in tracked if f.endswith("/dvc.yaml") or "/.dvc/" in f], tracked
     # not git-ignored: DVC refuses a git-ignored dvc.yaml; dvc.lock stays committable (a shared suite run)
-    ignored = subprocess.run(["git", "check-ignore", "--no-index", "suites/caltech256/dvc.yaml", "suites/caltech256/dvc.lock"],
-                             cwd=ROOT, capture_output=True, text=True)
+    ignored = subprocess.run(
+        ["git", "check-ignore", "--no-index", "suites/caltech256/dvc.yaml", "suites/caltech256/dvc.lock"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert ignored.returncode == 1 and ignored.stdout == "", ignored.stdout
 
 
@@ -106,7 +115,10 @@ def test_check_detects_drift_and_write_keeps_params(tmp_path, capsys):
     assert cli_main(["suite-pipeline", "--all", "--check", "--root", str(root)]) == 2
     err = capsys.readouterr().err
     assert "suites/dtd/.dvc: a leftover DVC sub-repository" in err and "rm -r" in err
-    assert cli_main(["suite-pipeline", "dtd", "--root", str(root)]) == 2 and not (root / "suites" / "dtd" / "dvc.yaml").exists()
+    assert (
+        cli_main(["suite-pipeline", "dtd", "--root", str(root)]) == 2
+        and not (root / "suites" / "dtd" / "dvc.yaml").exists()
+    )
     (root / "suites" / "dtd" / ".dvc").rmdir()
     (folder / "dvc.yaml").write_text((folder / "dvc.yaml").read_text().replace("persist: true", "persist: false"))
     params = yaml.safe_load((folder / "params.yaml").read_text())
@@ -129,8 +141,9 @@ def test_dvc_parses_every_suite_folder(tmp_path):
     dvc_project(root)
     assert cli_main(["suite-pipeline", *names, "--root", str(root)]) == 0
     for name in names:  # from the root: the suite folders are plain folders of the root project
-        out = run(["python", "-m", "dvc", "stage", "list", "--fail", "--name-only", f"suites/{name}/dvc.yaml"],
-                  root).stdout.split()
+        out = run(
+            ["python", "-m", "dvc", "stage", "list", "--fail", "--name-only", f"suites/{name}/dvc.yaml"], root
+        ).stdout.split()
         out = [s.removeprefix(f"suites/{name}/dvc.yaml:") for s in out]
         zoo = load_suite(name, suites_dir=ROOT / "suites").zoo
         entries = yaml.safe_load((ROOT / zoo).read_text())["models"]
@@ -144,6 +157,7 @@ def test_dvc_parses_every_suite_folder(tmp_path):
 
 
 # -- (3) a missing data root: one clear error before anything trains ---------------------------------
+
 
 def _suite_folder(tmp_path: Path, suite: str, zoo: dict, params: dict) -> Path:
     root = tmp_path / "repo"
@@ -169,12 +183,19 @@ def test_missing_data_root_is_one_clear_error(tmp_path, monkeypatch, capsys):
     assert "256_ObjectCategories/001.ak47/001_0001.jpg" in msg  # the expected layout
     missing = tmp_path / "nowhere"
     p = dataclasses.replace(p, data_root=str(missing))
-    with pytest.raises(DatasetLayoutError, match=r"suite 'caltech256': caltech256: root folder .*nowhere.* not found") as e:
+    with pytest.raises(
+        DatasetLayoutError, match=r"suite 'caltech256': caltech256: root folder .*nowhere.* not found"
+    ) as e:
         suite_source.prepare_data(suite_source.for_params(p))
     assert "256_ObjectCategories" in str(e.value)
     # through the stage script's wrapper: one line "error: ...", exit status 2, nothing written
     (folder / "params.yaml").write_text(yaml.safe_dump(dict(params, data_root=str(missing))))
-    assert entry.stage_main("data", lambda source, a: suite_source.prepare_data(source), argv=[], load=suite_source.data_source) == 2
+    assert (
+        entry.stage_main(
+            "data", lambda source, a: suite_source.prepare_data(source), argv=[], load=suite_source.data_source
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert err.startswith("error: suite 'caltech256'") and str(missing) in err
     with pytest.raises(store.StoreError, match="run the data stage first"):
@@ -183,6 +204,7 @@ def test_missing_data_root_is_one_clear_error(tmp_path, monkeypatch, capsys):
 
 
 # -- (4) epochs 0: the pretrained weights are the checkpoint --------------------------------------------
+
 
 def test_recipe_epochs_0_keeps_the_initial_weights(tmp_path):
     assert Recipe.from_params("none", {"epochs": 0, "select_by": "macro_f1"}) == Recipe(epochs=0, select_by="macro_f1")
@@ -227,7 +249,9 @@ def test_imagenet_like_suite_without_training(tmp_path, monkeypatch):
     assert stages.logits(stage, stages.load_trained(stage), progress=False) == ["shift", "test", "val"]
     test = store.load_logits_file("results/logits/res/test.safetensors")
     assert tuple(test.logits.shape) == (len(want["test"]), 1000)
-    assert np.array_equal(test.ids.numpy(), want["test"].ids) and np.array_equal(test.labels.numpy(), want["test"].labels)
+    assert np.array_equal(test.ids.numpy(), want["test"].ids) and np.array_equal(
+        test.labels.numpy(), want["test"].labels
+    )
     # the same model on the same images, one by one with the transform the published code builds from the model
     model = factory.create(stage_config.entry(p, "res"), 1000).eval()
     tf = create_transform(**resolve_data_config({"input_size": (3, 32, 32)}, model=model))
@@ -242,7 +266,9 @@ def test_device_param(tmp_path):
     assert suite_source.device(parse_params(raw)) == torch.device("cpu")  # the default: unchanged CPU behaviour
     auto = parse_params(dict(raw, device="auto"))
     assert suite_source.device(auto) == torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    with pytest.raises(ValueError, match=r"params.yaml: device must be text \(one of \['auto', 'cpu', 'cuda'\]\), got 'gpu'"):
+    with pytest.raises(
+        ValueError, match=r"params.yaml: device must be text \(one of \['auto', 'cpu', 'cuda'\]\), got 'gpu'"
+    ):
         parse_params(dict(raw, device="gpu"))
     if not torch.cuda.is_available():
         with pytest.raises(stage_config.ConfigError, match="torch sees no CUDA device"):
@@ -253,11 +279,14 @@ def test_paper_recipe_must_select_like_the_suite(tmp_path, monkeypatch):
     params = tiny_params("iwildcam", tmp_path, finetune={"epochs": 1, "batch_size": 4, "lr": 0.01})
     folder = _suite_folder(tmp_path, "iwildcam", TINY_ZOO, params)
     monkeypatch.chdir(folder)
-    with pytest.raises(stage_config.ConfigError, match="recipe 'finetune' selects by 'accuracy' but suite 'iwildcam' by 'macro_f1'"):
+    with pytest.raises(
+        stage_config.ConfigError, match="recipe 'finetune' selects by 'accuracy' but suite 'iwildcam' by 'macro_f1'"
+    ):
         stages.train(stages.model_stage(load_params(), "res"), progress=False)
 
 
 # -- (2) one paper suite end to end through DVC, on CPU ---------------------------------------------------
+
 
 @pytest.mark.slow
 def test_caltech256_suite_through_dvc(caltech, caltech_copy):
@@ -270,8 +299,13 @@ def test_caltech256_suite_through_dvc(caltech, caltech_copy):
     root = caltech_copy
     folder = root / "suites" / "caltech256"
     params = yaml.safe_load((folder / "params.yaml").read_text())
-    params = tiny_params("caltech256", params["data_root"], finetune=FINETUNE, none={"epochs": 0},
-                         sve={"epochs": 1, "batch_size": 5, "lr": 0.01, "select_by": "accuracy"})
+    params = tiny_params(
+        "caltech256",
+        params["data_root"],
+        finetune=FINETUNE,
+        none={"epochs": 0},
+        sve={"epochs": 1, "batch_size": 5, "lr": 0.01, "select_by": "accuracy"},
+    )
     params["evaluate"]["workers"] = 1
     (folder / "params.yaml").write_text(yaml.safe_dump(params | method_params()))
     assert suite_pipeline.write("caltech256", root) == [folder / "dvc.yaml"]  # sve.members selects the SVE stages
@@ -283,9 +317,20 @@ def test_caltech256_suite_through_dvc(caltech, caltech_copy):
     ran = {line.removeprefix(prefix).rstrip(":").rstrip("'") for line in out.splitlines() if line.startswith(prefix)}
     for stage in ("data", "train@res", "logits@res", "train@eff"):  # DVC names stages by their dvc.yaml
         assert f"Running stage 'suites/caltech256/dvc.yaml:{stage}'" in first and stage not in ran, out
-    new = {"train@lite", "logits@lite", "sve-train", "sve", "mc_dropout@mcd-eff", "shallow@sh-eff", "evaluate", "report"}
+    new = {
+        "train@lite",
+        "logits@lite",
+        "sve-train",
+        "sve",
+        "mc_dropout@mcd-eff",
+        "shallow@sh-eff",
+        "evaluate",
+        "report",
+    }
     assert new <= ran, out
-    assert "Running stage 'suites/caltech256/dvc.yaml:laplace@la-res'" in first  # (its params changed here: it may rerun)
+    assert (
+        "Running stage 'suites/caltech256/dvc.yaml:laplace@la-res'" in first
+    )  # (its params changed here: it may rerun)
     m = pd.read_csv(folder / "results" / "metrics.csv")
     assert set(m["suite"]) == {"caltech256"}
     assert set(m["family"]) == {"single", "duo", "sve", "mc_dropout", "laplace", "shallow_ensemble"}
@@ -299,15 +344,22 @@ def test_caltech256_suite_through_dvc(caltech, caltech_copy):
     assert (folder / "results" / "method_checkpoints" / "sh-eff" / "train.json").exists()  # joint: trained, resumable
     # the published split (torch random_split, seed 42) of 36 images in category order, labels = category
     n = 3 * PER_CLASS
-    parts = torch.utils.data.random_split(range(n), [int(0.7 * n), int(0.15 * n), n - int(0.7 * n) - int(0.15 * n)],
-                                          generator=torch.Generator().manual_seed(42))
+    parts = torch.utils.data.random_split(
+        range(n),
+        [int(0.7 * n), int(0.15 * n), n - int(0.7 * n) - int(0.15 * n)],
+        generator=torch.Generator().manual_seed(42),
+    )
     test = store.load_logits_file(folder / "results" / "logits" / "eff" / "test.safetensors")
-    assert test.ids.tolist() == list(parts[2].indices) and test.labels.tolist() == [i // PER_CLASS for i in parts[2].indices]
+    assert test.ids.tolist() == list(parts[2].indices) and test.labels.tolist() == [
+        i // PER_CLASS for i in parts[2].indices
+    ]
     assert tuple(test.logits.shape) == (len(parts[2]), 257)
     assert (folder / "reports" / "index.html").stat().st_size > 1000
     status = run(["python", "-m", "dvc", "status", "--json", "suites/caltech256/dvc.yaml"], root).stdout
     assert json.loads(status or "{}") == {}
-    lock = yaml.safe_load((folder / "dvc.lock").read_text())["stages"]  # the suite's own lock, deps from the suite folder
+    lock = yaml.safe_load((folder / "dvc.lock").read_text())[
+        "stages"
+    ]  # the suite's own lock, deps from the suite folder
     assert "train@res" in lock and any(d["path"] == "../../pipelines/train.py" for d in lock["train@res"]["deps"])
     assert all((folder / d["path"]).exists() for s in lock.values() for d in s.get("deps", []))
     assert (root / ".dvc" / "cache").is_dir() and not (folder / ".dvc").exists()  # the root project's cache
@@ -320,6 +372,8 @@ def test_caltech256_suite_through_dvc(caltech, caltech_copy):
     for name in ("dvc.yaml", "params.yaml"):
         shutil.copy(ROOT / name, root / name)
     shutil.copy(ROOT / "suites" / "dtd.yaml", root / "suites")
-    shutil.copytree(ROOT / "suites" / "dtd", root / "suites" / "dtd", ignore=shutil.ignore_patterns("dvc.yaml", "results"))
+    shutil.copytree(
+        ROOT / "suites" / "dtd", root / "suites" / "dtd", ignore=shutil.ignore_patterns("dvc.yaml", "results")
+    )
     pending = json.loads(run(["python", "-m", "dvc", "status", "--json"], root).stdout or "{}")
     assert "data" in pending and not [s for s in pending if "suites/" in s], pending

@@ -1,10 +1,10 @@
 """The portable CPU route (benchmark/models/portable.py): training and logits without MKL, checked against
 independent definitions: a float64 product for the linear layer, an IEEE float32 emulation in NumPy for the fused
 AdamW update (bit for bit: no vendor library in it), PyTorch's own profiler for the operators that run."""
+
 from __future__ import annotations
 
 import numpy as np
-import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -48,7 +48,10 @@ def test_make_portable_swaps_plain_linear_layers_in_place_and_keeps_the_state_di
     portable.make_portable(model)
     assert type(model.classifier) is portable.Linear and type(model.extra) is nn.Bilinear
     assert all(a is b for a, b in zip(params, model.parameters()))  # the optimizer's tensors are the model's
-    assert all(torch.equal(state[k], v) for k, v in model.state_dict().items()) and state.keys() == model.state_dict().keys()
+    assert (
+        all(torch.equal(state[k], v) for k, v in model.state_dict().items())
+        and state.keys() == model.state_dict().keys()
+    )
     x = torch.randn(4, 1024)
     assert torch.allclose(model.classifier(x), F.linear(x, model.classifier.weight, model.classifier.bias), atol=1e-5)
 
@@ -86,8 +89,12 @@ def test_the_fused_adamw_update_is_ieee_float32_arithmetic_bit_for_bit():
 
 def test_adamw_is_fused_only_for_cpu_float_parameters():
     assert portable.adamw([nn.Parameter(torch.ones(3))], lr=0.1, weight_decay=0.0).defaults["fused"] is True
-    assert portable.adamw([{"params": [nn.Parameter(torch.ones(3))]}], lr=0.1, weight_decay=0.0).defaults["fused"] is True
-    assert portable.adamw([nn.Parameter(torch.ones(3, device="meta"))], lr=0.1, weight_decay=0.0).defaults["fused"] is None
+    assert (
+        portable.adamw([{"params": [nn.Parameter(torch.ones(3))]}], lr=0.1, weight_decay=0.0).defaults["fused"] is True
+    )
+    assert (
+        portable.adamw([nn.Parameter(torch.ones(3, device="meta"))], lr=0.1, weight_decay=0.0).defaults["fused"] is None
+    )
 
 
 def test_a_one_image_batch_runs_as_two_and_returns_that_images_logits():
@@ -112,8 +119,10 @@ def test_a_training_step_and_the_logits_pass_call_no_mkl_routed_operator():
         threads = 2  # the embedded default's params.yaml
         logits = type("Logits", (), {"batch_size": 256})
 
-    zoo = {n: parse_entry(n, {"arch": a, "init": "scratch", "img_size": 24, "seed": 0, "recipe": "r"}, check_arch=False)
-           for n, a in (("lite", "tf_efficientnet_lite0"), ("mnv3", "mobilenetv3_small_050"))}
+    zoo = {
+        n: parse_entry(n, {"arch": a, "init": "scratch", "img_size": 24, "seed": 0, "recipe": "r"}, check_arch=False)
+        for n, a in (("lite", "tf_efficientnet_lite0"), ("mnv3", "mobilenetv3_small_050"))
+    }
     before = torch.get_num_threads()
     assert fingerprint.mkl_ops_in(P, zoo) == {"lite": [], "mnv3": []}
     # one thread: ATen computes some convolutions with its MKL-backed slow_conv2d (the portable route needs two)
@@ -142,10 +151,14 @@ def test_a_resumed_fused_adamw_continues_a_channels_last_model_byte_for_byte(tmp
 
     def make():
         torch.manual_seed(0)
-        return nn.Sequential(nn.Conv2d(3, 4, 3), nn.Flatten(), nn.Linear(4 * 4 * 4, 2)).to(memory_format=torch.channels_last)
+        return nn.Sequential(nn.Conv2d(3, 4, 3), nn.Flatten(), nn.Linear(4 * 4 * 4, 2)).to(
+            memory_format=torch.channels_last
+        )
 
     def step(model, opt, seed):
-        x = torch.randn(3, 3, 6, 6, generator=torch.Generator().manual_seed(seed)).contiguous(memory_format=torch.channels_last)
+        x = torch.randn(3, 3, 6, 6, generator=torch.Generator().manual_seed(seed)).contiguous(
+            memory_format=torch.channels_last
+        )
         opt.zero_grad()
         model(x).square().sum().backward()
         opt.step()

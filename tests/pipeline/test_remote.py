@@ -1,11 +1,11 @@
 """Sharing DVC outputs through a remote (benchmark.storage.remote): a local-folder remote carries a logits file
 to a second clone without rerunning its stage; an unreachable or empty remote fails with one message
 naming the remote, its URL and the stage."""
+
 from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -77,7 +77,7 @@ def source(tmp_path_factory):
 def add_local_remote(project: Path, name: str, url: str) -> None:
     """What `dvc remote add --local NAME URL` writes (without starting DVC)."""
     with open(project / ".dvc" / "config.local", "a") as f:
-        f.write(f'[\'remote "{name}"\']\n    url = {url}\n')
+        f.write(f"['remote \"{name}\"']\n    url = {url}\n")
 
 
 def clone(source: Path, tmp_path: Path) -> Path:
@@ -106,8 +106,10 @@ def test_pushed_logits_reach_a_second_clone_without_rerunning_the_stage(source, 
 
     capsys.readouterr()
     assert cli_main(["remote", "status", "--json", "--root", str(dst)]) == 0
-    assert json.loads(capsys.readouterr().out) == {"logits@tiny": {outs["logits@tiny"]: "synced"},
-                                                   "logits@small": {outs["logits@small"]: "remote only"}}
+    assert json.loads(capsys.readouterr().out) == {
+        "logits@tiny": {outs["logits@tiny"]: "synced"},
+        "logits@small": {outs["logits@small"]: "remote only"},
+    }
 
 
 def test_pull_from_a_remote_without_the_outputs_names_the_remote_and_the_stage(source, tmp_path):
@@ -148,12 +150,19 @@ def test_cli_prints_one_error_line_for_an_unreachable_remote(source, tmp_path):
     dst = clone(source, tmp_path)
     url = _unreachable(tmp_path, "parent-is-a-file")
     add_local_remote(dst, "broken", url)
-    proc = subprocess.run(["python", "-m", "benchmark.cli.remote_commands", "remote", "push", "logits@tiny", "-r", "broken"],
-                          cwd=dst, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        ["python", "-m", "benchmark.cli.remote_commands", "remote", "push", "logits@tiny", "-r", "broken"],
+        cwd=dst,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 2 and proc.stdout == ""
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
-    assert lines[0].startswith(f"error: remote 'broken' ({url}) unreachable while pushing stage logits@tiny: NotADirectoryError")
+    assert lines[0].startswith(
+        f"error: remote 'broken' ({url}) unreachable while pushing stage logits@tiny: NotADirectoryError"
+    )
 
 
 def test_bad_remote_names_and_targets_are_named(source, tmp_path):
@@ -171,7 +180,9 @@ def test_bad_remote_names_and_targets_are_named(source, tmp_path):
 
 def test_stages_that_never_ran_are_reported_not_pushed(source, tmp_path):
     dst = clone(source, tmp_path)
-    (dst / "dvc.yaml").write_text(DVC_YAML + "  extra:\n    cmd: python make_logits.py extra\n    outs:\n      - results/logits/extra\n")
+    (dst / "dvc.yaml").write_text(
+        DVC_YAML + "  extra:\n    cmd: python make_logits.py extra\n    outs:\n      - results/logits/extra\n"
+    )
     with pytest.raises(remote.RemoteError, match=r"nothing to push for stage extra: .*run `dvc repro extra` first"):
         remote.push(["extra"], root=dst)
     assert remote.status(["extra"], root=dst) == {"extra": {"results/logits/extra": "not run"}}
@@ -181,8 +192,10 @@ def test_status_lists_outputs_dvc_does_not_cache_as_in_git_or_not_shared(source,
     """Issue 50 item 1: `remote status` lists every output; one with `cache: false` travels only through git:
     'in git' when git tracks it, else 'not shared' (a fresh clone lacks it and would run its stage again)."""
     dst = clone(source, tmp_path)
-    (dst / "dvc.yaml").write_text(DVC_YAML + "  summary:\n    cmd: echo {} > summary.json\n    outs:\n"
-                                  "      - summary.json:\n          cache: false\n")
+    (dst / "dvc.yaml").write_text(
+        DVC_YAML + "  summary:\n    cmd: echo {} > summary.json\n    outs:\n"
+        "      - summary.json:\n          cache: false\n"
+    )
     assert remote.status(["summary"], root=dst) == {"summary": {"summary.json": "not shared"}}
     (dst / "summary.json").write_text("{}\n")
     git("add", "summary.json", cwd=dst)

@@ -26,8 +26,8 @@ def test_logits_round_trip(tmp_path, suffix):
 
 
 def test_tampered_labels_are_detected(tmp_path):
-    from safetensors.numpy import load_file, save_file
     from safetensors import safe_open
+    from safetensors.numpy import load_file, save_file
 
     p = tmp_path / "a.safetensors"
     save_logits_file(p, torch.randn(4, 3), torch.tensor([0, 1, 2, 0]), torch.arange(4))
@@ -80,9 +80,11 @@ def test_logits_files_are_byte_reproducible_across_processes(tmp_path):
     import subprocess
     import sys
 
-    code = ("import torch; from benchmark.storage.store import save_logits_file; "
-            "save_logits_file(__import__('sys').argv[1], torch.arange(6.).reshape(3, 2), torch.tensor([0, 1, 0]), "
-            "torch.arange(3), meta={'model': 'm', 'split': 's', 'family': 'f', 'arch': 'a'})")
+    code = (
+        "import torch; from benchmark.storage.store import save_logits_file; "
+        "save_logits_file(__import__('sys').argv[1], torch.arange(6.).reshape(3, 2), torch.tensor([0, 1, 0]), "
+        "torch.arange(3), meta={'model': 'm', 'split': 's', 'family': 'f', 'arch': 'a'})"
+    )
     for name in ("a", "b", "c"):
         subprocess.run([sys.executable, "-c", code, str(tmp_path / f"{name}.safetensors")], check=True)
     blobs = {(tmp_path / f"{n}.safetensors").read_bytes() for n in "abc"}
@@ -96,7 +98,9 @@ def test_written_files_get_the_usual_mode_not_the_temp_files_0600(tmp_path):
 
     mask = os.umask(0o022)
     try:
-        save_logits_file(tmp_path / "a.safetensors", torch.zeros(2, 3), torch.tensor([0, 1]))  # safetensors recreates the file
+        save_logits_file(
+            tmp_path / "a.safetensors", torch.zeros(2, 3), torch.tensor([0, 1])
+        )  # safetensors recreates the file
         save_logits_file(tmp_path / "a.npz", torch.zeros(2, 3), torch.tensor([0, 1]))
     finally:
         os.umask(mask)

@@ -1,4 +1,5 @@
 """The streaming evaluate stage: memory-mapped logits, worker processes, per-unit cache."""
+
 import gc
 import io
 import math
@@ -34,8 +35,10 @@ def _tree(root: Path, models: int = 4) -> Path:
         ref = store.load_logits_file(root / "results" / "logits" / "m01" / f"{split}.safetensors")
         z = ref.logits[None] + torch.randn(3, *ref.logits.shape, generator=g)
         store.save_logits_file(root / "results" / "methods" / "mcd" / f"{split}.safetensors", z, ref.labels, ref.ids)
-    store.write_json(root / "results" / "methods" / "mcd" / "cost.json",
-                     {"family": "mc_dropout", "method": "t3", "base": "m01", "gflops": 6.0, "params": 2000, "throughput": 20.0})
+    store.write_json(
+        root / "results" / "methods" / "mcd" / "cost.json",
+        {"family": "mc_dropout", "method": "t3", "base": "m01", "gflops": 6.0, "params": 2000, "throughput": 20.0},
+    )
     return root
 
 
@@ -80,7 +83,9 @@ def test_a_grown_zoo_computes_only_the_new_units(tmp_path, monkeypatch):
     make_zoo(root, models=5, seed=1, progress=False, **SIZES)  # m00..m03 rewritten byte for byte, m04 new
     grown = _run(root, monkeypatch, 2)
     assert grown == {"units": first["units"] + 1 + 4, "computed": 1 + 4, "reused": first["units"], "pairs": 10}
-    assert len(list((root / "results" / "units").glob("*.csv"))) == 2 * grown["units"]  # workers write here, not elsewhere
+    assert (
+        len(list((root / "results" / "units").glob("*.csv"))) == 2 * grown["units"]
+    )  # workers write here, not elsewhere
 
 
 @pytest.mark.parametrize("workers", [1, 2])
@@ -91,8 +96,11 @@ def test_a_failing_unit_is_named_and_finished_units_stay_valid(tmp_path, monkeyp
     z = lf.logits.clone()
     z[7, 3] = float("nan")
     store.save_logits_file(path, z, lf.labels, lf.ids)
-    with pytest.raises(UnitError, match=r"evaluate: unit (single m00|duo m0\d\+m00) failed: InputError: logits\[\d\]: "
-                                        r"contains NaN \(first non-finite value in row 7\)"):
+    with pytest.raises(
+        UnitError,
+        match=r"evaluate: unit (single m00|duo m0\d\+m00) failed: InputError: logits\[\d\]: "
+        r"contains NaN \(first non-finite value in row 7\)",
+    ):
         _run(root, monkeypatch, workers)
     folder = root / "results" / "units"
     assert not [f for f in folder.iterdir() if f.name.startswith(".")]  # no half-written file
@@ -114,7 +122,10 @@ def test_workers_must_be_a_positive_integer(value):
 
 
 def test_a_unit_reads_only_its_members_logits(tree):
-    files = {n: {s: str(tree / "results" / "logits" / n / f"{s}.safetensors") for s in ("val", "test", "ood")} for n in ("m00", "m01")}
+    files = {
+        n: {s: str(tree / "results" / "logits" / n / f"{s}.safetensors") for s in ("val", "test", "ood")}
+        for n in ("m00", "m01")
+    }
     files["m02"] = {s: str(tree / "missing" / f"{s}.safetensors") for s in ("val", "test", "ood")}
     ctx = Context(cfg=EvalConfig(suite="t", fits=("converged",), n_bootstrap=0), files=files, folder=str(tree / "out"))
     runner = Runner(ctx)
@@ -122,12 +133,16 @@ def test_a_unit_reads_only_its_members_logits(tree):
     rows, paired = runner.run(Unit(("duo", "m01", "m00"), "k1"), mapped)
     assert set(mapped) == {"m01", "m00"} and rows["members"].eq("m01+m00").all() and paired.empty
     assert (tree / "out" / "k1.csv").exists() and (tree / "out" / "k1.paired.csv").exists()
-    with pytest.raises(UnitError, match=r"evaluate: unit single m02 failed: StoreError: .*missing/val.safetensors: file not found"):
+    with pytest.raises(
+        UnitError, match=r"evaluate: unit single m02 failed: StoreError: .*missing/val.safetensors: file not found"
+    ):
         runner.run(Unit(("single", "m02"), "k2"), {})
 
 
 def test_batches_share_their_first_member_and_cover_every_unit_once():
-    units = [Unit(("single", n), f"s{n}") for n in "abc"] + [Unit(("duo", b, s), f"d{b}{s}") for b, s in ("ab", "ac", "bc")]
+    units = [Unit(("single", n), f"s{n}") for n in "abc"] + [
+        Unit(("duo", b, s), f"d{b}{s}") for b, s in ("ab", "ac", "bc")
+    ]
     units += [Unit(("duo", "c", s), f"dc{i}") for i, s in enumerate("xyzw")]
     out = batches(units, workers=2)
     assert sorted(u.key for b in out for u in b) == sorted(u.key for u in units)
@@ -144,7 +159,12 @@ def _write(path, z, y, ids=None):
 @pytest.mark.parametrize("shape", [(50, 4), (3, 50, 4)])
 def test_mmap_logits_file_equals_load_logits_file(tmp_path, shape):
     g = torch.Generator().manual_seed(0)
-    p = _write(tmp_path / "a.safetensors", torch.randn(*shape, generator=g), torch.randint(0, 4, (50,), generator=g), torch.arange(50))
+    p = _write(
+        tmp_path / "a.safetensors",
+        torch.randn(*shape, generator=g),
+        torch.randint(0, 4, (50,), generator=g),
+        torch.arange(50),
+    )
     a, b = store.mmap_logits_file(p), store.load_logits_file(p)
     assert torch.equal(a.logits, b.logits) and torch.equal(a.labels, b.labels) and torch.equal(a.ids, b.ids)
     assert a.meta == b.meta and a.alignment_key == b.alignment_key and a.logits.dtype == torch.float32
@@ -196,13 +216,16 @@ def _corrupt(tmp_path, how: str) -> Path:
     return p
 
 
-@pytest.mark.parametrize("how, match", [
-    ("truncated", "shorter than a safetensors header"),
-    ("length", "header length 1000000000 exceeds the file size"),
-    ("json", "bad safetensors header"),
-    ("offsets", r"tensor '\w+': data offsets \[\d+, \d+\] do not fit shape"),
-    ("labels", "labels do not match the labels_hash in its metadata"),
-])
+@pytest.mark.parametrize(
+    "how, match",
+    [
+        ("truncated", "shorter than a safetensors header"),
+        ("length", "header length 1000000000 exceeds the file size"),
+        ("json", "bad safetensors header"),
+        ("offsets", r"tensor '\w+': data offsets \[\d+, \d+\] do not fit shape"),
+        ("labels", "labels do not match the labels_hash in its metadata"),
+    ],
+)
 def test_mmap_logits_file_names_a_corrupt_file(tmp_path, how, match):
     p = _corrupt(tmp_path, how)
     with pytest.raises(store.StoreError, match=match):
@@ -255,11 +278,12 @@ def _check(rows, want, key):
 
 
 def test_duo_and_single_rows_match_core_predictions_and_metrics():
+    from benchmark.config.evaluate import EvalConfig
     from benchmark.core.combine import duo_prediction, single_prediction
-    from benchmark.core.evaluate import evaluate as core_evaluate, paired_difference
+    from benchmark.core.evaluate import evaluate as core_evaluate
+    from benchmark.core.evaluate import paired_difference
     from benchmark.core.ood import ood_evaluate
     from benchmark.core.temperature import fit_duo, fit_temperature
-    from benchmark.config.evaluate import EvalConfig
     from benchmark.methods.duo import VARIANTS as DUO_VARIANTS
     from benchmark.methods.duo import duo_unit
     from benchmark.methods.rows import GROUP_METRICS
@@ -276,25 +300,41 @@ def test_duo_and_single_rows_match_core_predictions_and_metrics():
         duo = fit_duo(b["val"][0], s["val"][0], b["val"][1], mode=fit)
         tb, ts = (fit_temperature(m["val"][0], m["val"][1], mode=fit).temperature for m in (b, s))
         for method, conf in DUO_VARIANTS:
-            preds = {split: duo_prediction(b[split][0], s[split][0], variant=method, fit=duo, single_temperatures=(tb, ts),
-                                           confidence=conf) for split in ("test", "shift", "ood")}
+            preds = {
+                split: duo_prediction(
+                    b[split][0], s[split][0], variant=method, fit=duo, single_temperatures=(tb, ts), confidence=conf
+                )
+                for split in ("test", "shift", "ood")
+            }
             for split in ("test", "shift"):
                 res = core_evaluate(preds[split], b[split][1], n_bootstrap=cfg.n_boot(split), **boot)
                 want |= {(fit, method, conf, split, m): v for m, v in res.items()}
             res = ood_evaluate(preds["test"].confidence, preds["ood"].confidence, n_bootstrap=25, seed=0, level=0.95)
             want |= {(fit, method, conf, "ood", m): v for m, v in res.items()}
             if (method, conf) == ("weighted", "max"):
-                diff = paired_difference(preds["test"], single_prediction(b["test"][0], tb), b["test"][1], n_bootstrap=25, **boot)
+                diff = paired_difference(
+                    preds["test"], single_prediction(b["test"][0], tb), b["test"][1], n_bootstrap=25, **boot
+                )
                 want_paired |= {(fit, m): (d["diff"], d["ci_low"], d["ci_high"]) for m, d in diff.items()}
         base = {split: single_prediction(b[split][0], tb) for split in ("test", "shift", "ood")}
         for split in ("test", "shift"):
-            want_single |= {(fit, split, m): v for m, v in core_evaluate(base[split], b[split][1], n_bootstrap=cfg.n_boot(split), **boot).items()}
+            want_single |= {
+                (fit, split, m): v
+                for m, v in core_evaluate(base[split], b[split][1], n_bootstrap=cfg.n_boot(split), **boot).items()
+            }
         res = ood_evaluate(base["test"].confidence, base["ood"].confidence, n_bootstrap=25, seed=0, level=0.95)
         want_single |= {(fit, "ood", m): v for m, v in res.items()}
     group_metrics = set(GROUP_METRICS)
-    _check([r for r in rows if r["metric"] not in group_metrics], want,
-           lambda r: (r["fit"], r["method"], r["confidence"], r["split"], r["metric"]))
-    _check([r for r in singles if r["metric"] not in group_metrics], want_single, lambda r: (r["fit"], r["split"], r["metric"]))
+    _check(
+        [r for r in rows if r["metric"] not in group_metrics],
+        want,
+        lambda r: (r["fit"], r["method"], r["confidence"], r["split"], r["metric"]),
+    )
+    _check(
+        [r for r in singles if r["metric"] not in group_metrics],
+        want_single,
+        lambda r: (r["fit"], r["split"], r["metric"]),
+    )
     _check([dict(p, value=p["diff"]) for p in paired], want_paired, lambda p: (p["fit"], p["metric"]))
     assert {r["metric"] for r in rows if r["split"] == "test"} >= group_metrics
 

@@ -49,7 +49,17 @@ def test_training_learns_and_resume_after_kill_gives_identical_weights(tmp_path)
     assert not (tmp_path / "a" / "resume.safetensors").exists()
 
     # "kill" after the first epoch, then a new process resumes from the checkpoint
-    fine_tune(_model(), train, val, RECIPE, seed=3, folder=tmp_path / "b", fingerprint="fp", progress=False, stop_after_epoch=0)
+    fine_tune(
+        _model(),
+        train,
+        val,
+        RECIPE,
+        seed=3,
+        folder=tmp_path / "b",
+        fingerprint="fp",
+        progress=False,
+        stop_after_epoch=0,
+    )
     assert (tmp_path / "b" / "resume.safetensors").exists()
     fresh = _model()
     nn.init.zeros_(fresh[0].weight)  # a resumed run must not depend on the new model's init
@@ -61,7 +71,9 @@ def test_training_learns_and_resume_after_kill_gives_identical_weights(tmp_path)
 
 def test_stale_checkpoint_with_other_fingerprint_is_discarded(tmp_path):
     train, val = _data(64, 0), _data(32, 1)
-    fine_tune(_model(), train, val, RECIPE, seed=3, folder=tmp_path, fingerprint="old", progress=False, stop_after_epoch=0)
+    fine_tune(
+        _model(), train, val, RECIPE, seed=3, folder=tmp_path, fingerprint="old", progress=False, stop_after_epoch=0
+    )
     rec = fine_tune(_model(), train, val, RECIPE, seed=3, folder=tmp_path, fingerprint="new", progress=False)
     assert [h["epoch"] for h in rec["history"]] == [0, 1, 2]
 
@@ -79,4 +91,13 @@ def test_diverging_loss_raises(tmp_path):
     x, y = _data(32, 0)
     x[0, 0, 0, 0] = float("nan")
     with pytest.raises(FloatingPointError, match="lower the learning rate"):
-        fine_tune(_model(), (x, y), (x, y), Recipe(epochs=1, batch_size=32, lr=0.1), seed=0, folder=tmp_path, fingerprint="f", progress=False)
+        fine_tune(
+            _model(),
+            (x, y),
+            (x, y),
+            Recipe(epochs=1, batch_size=32, lr=0.1),
+            seed=0,
+            folder=tmp_path,
+            fingerprint="f",
+            progress=False,
+        )

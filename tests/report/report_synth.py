@@ -3,6 +3,7 @@
 Imported by the test modules (``from report_synth import ...``); a unique name
 so that it never clashes with other test folders' helpers.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -24,9 +25,12 @@ def _metrics(rng, quality: float) -> dict[str, float]:
     """Plausible metric values that improve with ``quality`` in [0, 1]."""
     acc = 0.70 + 0.15 * quality + rng.normal(0, 0.004)
     return {
-        "accuracy": acc, "auroc": 0.84 + 0.04 * quality + rng.normal(0, 0.004),
-        "aurc": 0.09 - 0.05 * quality + rng.normal(0, 0.002), "sac98": 0.25 + 0.35 * quality + rng.normal(0, 0.01),
-        "ece": 0.035 - 0.015 * quality + abs(rng.normal(0, 0.003)), "nll": 1.1 - 0.5 * quality + rng.normal(0, 0.01),
+        "accuracy": acc,
+        "auroc": 0.84 + 0.04 * quality + rng.normal(0, 0.004),
+        "aurc": 0.09 - 0.05 * quality + rng.normal(0, 0.002),
+        "sac98": 0.25 + 0.35 * quality + rng.normal(0, 0.01),
+        "ece": 0.035 - 0.015 * quality + abs(rng.normal(0, 0.003)),
+        "nll": 1.1 - 0.5 * quality + rng.normal(0, 0.01),
         "brier": 0.42 - 0.2 * quality + rng.normal(0, 0.005),
     }
 
@@ -41,20 +45,45 @@ def _rows(suite, split, family, method, base, sidekick, members, gflops, balance
         for m, v in metrics.items():
             v = v + (0.002 if fit == "paper-exact" else 0.0)
             half = 0.004 + abs(rng.normal(0, 0.002))
-            out.append({
-                "suite": suite, "split": split, "family": family, "method": method, "base": base,
-                "sidekick": sidekick, "members": members, "fit": fit, "confidence": conf, "metric": m,
-                "value": v, "ci_low": v - half, "ci_high": v + half,
-                "n": n, "gflops": gflops, "params": int(gflops * 5e6), "throughput": 400.0 / gflops,
-                "balance": balance, "inputs_hash": hashlib.sha256(members.encode()).hexdigest()[:16],
-                # a training budget: 4 epochs x 1,000 images and a full fine-tune per member
-                "train_images": 4000.0 * len(members.split("+")), "train_params": float(int(gflops * 5e6)),
-            })
+            out.append(
+                {
+                    "suite": suite,
+                    "split": split,
+                    "family": family,
+                    "method": method,
+                    "base": base,
+                    "sidekick": sidekick,
+                    "members": members,
+                    "fit": fit,
+                    "confidence": conf,
+                    "metric": m,
+                    "value": v,
+                    "ci_low": v - half,
+                    "ci_high": v + half,
+                    "n": n,
+                    "gflops": gflops,
+                    "params": int(gflops * 5e6),
+                    "throughput": 400.0 / gflops,
+                    "balance": balance,
+                    "inputs_hash": hashlib.sha256(members.encode()).hexdigest()[:16],
+                    # a training budget: 4 epochs x 1,000 images and a full fine-tune per member
+                    "train_images": 4000.0 * len(members.split("+")),
+                    "train_params": float(int(gflops * 5e6)),
+                }
+            )
     return out
 
 
-def synthetic_results(models=None, splits=("test",), suite="embedded", fits=("converged", "paper-exact"),
-                      duo_variants=DUO_VARIANTS, ensemble=True, n=500, seed=0) -> pd.DataFrame:
+def synthetic_results(
+    models=None,
+    splits=("test",),
+    suite="embedded",
+    fits=("converged", "paper-exact"),
+    duo_variants=DUO_VARIANTS,
+    ensemble=True,
+    n=500,
+    seed=0,
+) -> pd.DataFrame:
     """A tidy results table: singles (confidence max), every duo variant of every pair with a
     larger base, and one 3-seed deep ensemble (converged, max only)."""
     models = dict(models or MODELS)
@@ -64,7 +93,9 @@ def synthetic_results(models=None, splits=("test",), suite="embedded", fits=("co
     for split in splits:
         for m, g in models.items():
             q = np.log1p(g) / np.log1p(top)
-            rows += _rows(suite, split, "single", "ts", m, "", m, g, np.nan, fits, "max", _metrics(rng, 0.8 * q), n, rng)
+            rows += _rows(
+                suite, split, "single", "ts", m, "", m, g, np.nan, fits, "max", _metrics(rng, 0.8 * q), n, rng
+            )
         for b, gb in models.items():
             for s, gs in models.items():
                 if gb <= gs:
@@ -72,12 +103,28 @@ def synthetic_results(models=None, splits=("test",), suite="embedded", fits=("co
                 q = np.log1p(gb) / np.log1p(top)
                 for k, (meth, conf) in enumerate(duo_variants):
                     mets = _metrics(rng, min(1.0, 0.8 * q + 0.08 + 0.1 * gs / gb - 0.02 * k))
-                    rows += _rows(suite, split, "duo", meth, b, s, f"{b}+{s}", gb + gs, gs / gb, fits, conf, mets, n, rng)
+                    rows += _rows(
+                        suite, split, "duo", meth, b, s, f"{b}+{s}", gb + gs, gs / gb, fits, conf, mets, n, rng
+                    )
         if ensemble:
             base = max(models, key=models.get)
             members = "+".join([base, f"{base}_s1", f"{base}_s2"])
-            rows += _rows(suite, split, "deep_ensemble", "mean", base, "", members, 3 * models[base], np.nan,
-                          fits[:1], "max", _metrics(rng, 1.0), n, rng)
+            rows += _rows(
+                suite,
+                split,
+                "deep_ensemble",
+                "mean",
+                base,
+                "",
+                members,
+                3 * models[base],
+                np.nan,
+                fits[:1],
+                "max",
+                _metrics(rng, 1.0),
+                n,
+                rng,
+            )
     df = pd.DataFrame(rows)
     for c, (dtype, _) in COLUMNS.items():  # columns this helper does not model (e.g. temperatures)
         if c not in df.columns:
@@ -87,15 +134,37 @@ def synthetic_results(models=None, splits=("test",), suite="embedded", fits=("co
 
 def models_table(models=None) -> pd.DataFrame:
     models = dict(models or MODELS)
-    return pd.DataFrame([{"name": m, "arch": m.split("_")[0], "init": "pretrained", "img_size": 224, "seed": 0,
-                          "gflops": g, "params": int(g * 5e6), "throughput": 400.0 / g} for m, g in models.items()])
+    return pd.DataFrame(
+        [
+            {
+                "name": m,
+                "arch": m.split("_")[0],
+                "init": "pretrained",
+                "img_size": 224,
+                "seed": 0,
+                "gflops": g,
+                "params": int(g * 5e6),
+                "throughput": 400.0 / g,
+            }
+            for m, g in models.items()
+        ]
+    )
 
 
-def make_inputs(results: pd.DataFrame, *, config: ReportConfig | None = None, models=None, zoo=None,
-                lock=None, params=None) -> ReportInputs:
+def make_inputs(
+    results: pd.DataFrame, *, config: ReportConfig | None = None, models=None, zoo=None, lock=None, params=None
+) -> ReportInputs:
     res, notes = results_from_frame(results, source="synthetic results")
-    return ReportInputs(results=res, models=models, zoo=zoo or {}, params=params or {}, lock=lock,
-                        config=config or ReportConfig(), notices=notes, sources={"results": "synthetic"})
+    return ReportInputs(
+        results=res,
+        models=models,
+        zoo=zoo or {},
+        params=params or {},
+        lock=lock,
+        config=config or ReportConfig(),
+        notices=notes,
+        sources={"results": "synthetic"},
+    )
 
 
 def page_data(report_dir) -> dict[str, dict]:
@@ -107,7 +176,7 @@ def page_data(report_dir) -> dict[str, dict]:
     for f in sorted((Path(report_dir) / "data").glob("*.js")):
         text = f.read_text(encoding="utf-8")
         assert text.startswith("UQ.put(") and text.endswith(");\n"), f
-        key, _, body = text[len("UQ.put("):-3].partition(",")
+        key, _, body = text[len("UQ.put(") : -3].partition(",")
         out[json.loads(key)] = json.loads(body)
     return out
 
@@ -118,8 +187,14 @@ def page_rows(report_dir) -> list[dict]:
     for key, d in page_data(report_dir).items():
         s = d["strings"] if "strings" in d else d["s"]
         for r in d["rows"]:
-            rec = {"_key": key, "_base": s[r[0]], "_family": s[r[1]], "_fit": s[r[2]], "_confidence": s[r[3]],
-                   "_sidekick": s[r[8]]}
+            rec = {
+                "_key": key,
+                "_base": s[r[0]],
+                "_family": s[r[1]],
+                "_fit": s[r[2]],
+                "_confidence": s[r[3]],
+                "_sidekick": s[r[8]],
+            }
             for c, v in zip(d["columns"], r[CELLS:]):
                 if c["metric"]:
                     rec[c["key"]] = np.nan if v[0] is None else v[0]
@@ -133,7 +208,7 @@ def page_rows(report_dir) -> list[dict]:
 
 def big_results(n_models: int = 12) -> pd.DataFrame:
     """A results table the size of the embedded run's (about 3,000 rows over 6 splits)."""
-    models = {f"m{i:02d}": round(0.05 * 1.45 ** i, 3) for i in range(n_models)}
+    models = {f"m{i:02d}": round(0.05 * 1.45**i, 3) for i in range(n_models)}
     return synthetic_results(models=models, splits=("test", "shift", "ood", "val", "corrupt-noise-3", "corrupt-blur-3"))
 
 
@@ -160,7 +235,9 @@ def headline_json(report_dir) -> dict:
     from pathlib import Path
 
     html = (Path(report_dir) / "index.html").read_text(encoding="utf-8")
-    return json.loads(re.search(r'<script type="application/json" id="uq-headline">(.*?)</script>', html, re.S).group(1))
+    return json.loads(
+        re.search(r'<script type="application/json" id="uq-headline">(.*?)</script>', html, re.S).group(1)
+    )
 
 
 def wait_until(page, expression: str, arg=None, timeout: float = 15.0):
@@ -196,10 +273,14 @@ def first_render(page) -> dict:
         [...document.images].filter(i => i.complete && i.naturalWidth).map(i => i.currentSrc))""")
     files = sorted({Path(unquote(urlsplit(u).path)) for u in urls if u.startswith("file:")})
     shared = [f for f in files if f.parent.name == "assets"]
-    return {"ms": max(marks["uq-headline"], marks["uq-table"]), "chart_ms": marks["uq-chart"] if charts else None,
-            "marks": marks,
-            "files": files, "bytes": sum(f.stat().st_size for f in files if f not in shared),
-            "shared_bytes": sum(f.stat().st_size for f in shared)}
+    return {
+        "ms": max(marks["uq-headline"], marks["uq-table"]),
+        "chart_ms": marks["uq-chart"] if charts else None,
+        "marks": marks,
+        "files": files,
+        "bytes": sum(f.stat().st_size for f in files if f not in shared),
+        "shared_bytes": sum(f.stat().st_size for f in shared),
+    }
 
 
 def choose_column(page, form: str, key: str, on: bool = True) -> None:

@@ -1,5 +1,6 @@
 """The charting library the pages ship: stored gzipped (no repository file over 1 MB), served decompressed and
 pinned by its SHA-256; and no file git tracks is over 1 MB."""
+
 import gzip
 import hashlib
 import shutil
@@ -35,8 +36,11 @@ def test_a_tampered_copy_is_refused(tmp_path, monkeypatch):
 
 def test_no_tracked_file_is_over_1_mb():
     files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout.split(b"\0")
-    big = {f.decode(): (ROOT / f.decode()).stat().st_size for f in files if f and (ROOT / f.decode()).is_file()
-           and (ROOT / f.decode()).stat().st_size > 1_000_000}
+    big = {
+        f.decode(): (ROOT / f.decode()).stat().st_size
+        for f in files
+        if f and (ROOT / f.decode()).is_file() and (ROOT / f.decode()).stat().st_size > 1_000_000
+    }
     assert big == {}
 
 

@@ -1,5 +1,6 @@
 """The leaderboard in real headless Chromium, opened from the file system (tests/chromium.py: the browser and the
 tab each test reopens)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -57,7 +58,8 @@ def _visible_rows(pg):
 
 def _column(pg, col):
     return pg.eval_on_selector_all(
-        "table.results tbody tr", f"rows => rows.map(r => r.cells[{col}].getAttribute('data-sort'))")
+        "table.results tbody tr", f"rows => rows.map(r => r.cells[{col}].getAttribute('data-sort'))"
+    )
 
 
 def _sorted_as_page(values, ascending):
@@ -68,7 +70,10 @@ def _sorted_as_page(values, ascending):
 def test_loads_without_errors_and_with_expected_rows(page, results):
     default = _default(results)
     assert _visible_rows(page).count() == len(default)
-    assert page.locator("details.split .count").inner_text() == f"{len(default)} of {len(results.drop_duplicates(KEY))} rows"
+    assert (
+        page.locator("details.split .count").inner_text()
+        == f"{len(default)} of {len(results.drop_duplicates(KEY))} rows"
+    )
     page.select_option("form.filters select[name=fit]", "")
     page.select_option("form.filters select[name=confidence]", "")
     assert _visible_rows(page).count() == len(results.drop_duplicates(KEY))
@@ -90,8 +95,9 @@ def test_clicking_a_header_sorts_with_nan_last(page, results):
         header.locator("button").click()
         assert header.get_attribute("aria-sort") == ("ascending" if ascending else "descending")
         got = _column(page, ACC_COL)
-        assert [float(v) if v != "NaN" else "NaN" for v in got] == \
-            [float(v) if v != "NaN" else "NaN" for v in _sorted_as_page(as_text, ascending)]
+        assert [float(v) if v != "NaN" else "NaN" for v in got] == [
+            float(v) if v != "NaN" else "NaN" for v in _sorted_as_page(as_text, ascending)
+        ]
         assert got[-1] == "NaN" and got.count("NaN") == 1
     nan_cell = page.locator("table.results tbody tr:visible td.nan").first
     assert nan_cell.inner_text() == "NaN"
@@ -131,13 +137,20 @@ def test_filters_hide_rows(page, results):
 def test_script_model_name_is_text(page):
     scripts = page.eval_on_selector_all("script", "ss => ss.map(s => [s.type, s.getAttribute('src')])")
     # plotly.js from assets/, the headline and chart settings (JSON), the page's script, then its own data files
-    assert scripts[:4] == [["", "assets/plotly-basic.min.js"], ["application/json", None], ["application/json", None], ["", None]]
+    assert scripts[:4] == [
+        ["", "assets/plotly-basic.min.js"],
+        ["application/json", None],
+        ["application/json", None],
+        ["", None],
+    ]
     assert all(src and src.startswith("data/") for _, src in scripts[4:])
     cells = page.locator("table.results tbody td.t", has_text=EVIL)
     assert cells.count() > 0
     assert page.locator("article.model h3", has_text=EVIL).inner_text() == EVIL
     page.select_option("form.filters select[name=base]", EVIL)
-    assert {r for r in page.eval_on_selector_all("table.results tbody tr", "rs => rs.map(r => r.dataset.base)")} == {EVIL}
+    assert {r for r in page.eval_on_selector_all("table.results tbody tr", "rs => rs.map(r => r.dataset.base)")} == {
+        EVIL
+    }
     choose_column(page, "form.filters", "provenance")
     page.locator(f"td.prov a:text-is('{EVIL}')").first.click()
     assert page.evaluate("decodeURIComponent(location.hash)").startswith("#model-")

@@ -4,6 +4,7 @@ Every request the page makes is intercepted: only the report's own files (``file
 loaded. The expected points, frontiers and hover texts are computed here from the results table
 (pandas, :func:`benchmark.core.pareto.pareto_front`), independently of the page's JavaScript.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -34,8 +35,9 @@ POINTS = "n => document.querySelectorAll('.chart .scatterlayer .point').length =
 def report(tmp_path_factory):
     res = synthetic_results(models=MODELS, fits=("converged", "paper-exact"), splits=("test", "shift"))
     cfg = ReportConfig(plot_metrics=("accuracy", "aurc"), plot_splits=("test",))
-    page = build_report(make_inputs(res, config=cfg), tmp_path_factory.mktemp("charts") / "reports", progress=False,
-                        figures=False)
+    page = build_report(
+        make_inputs(res, config=cfg), tmp_path_factory.mktemp("charts") / "reports", progress=False, figures=False
+    )
     return page, default_view(wide_table(make_inputs(res).results), cfg.fit, cfg.confidence)
 
 
@@ -106,7 +108,9 @@ def test_chart_draws_every_point_of_the_default_view(page, report):
         got = sorted(zip(fams[fam]["x"], fams[fam]["y"]))
         assert np.allclose(got, sorted(zip(g["x"], g["y"])), rtol=RTOL)
     assert page.locator(".chart .scatterlayer .point").count() == len(want)
-    assert page.locator(".chart .xtitle").text_content().startswith("total GFLOPs per image (log scale)")  # 0.06 .. 27 GFLOPs
+    assert (
+        page.locator(".chart .xtitle").text_content().startswith("total GFLOPs per image (log scale)")
+    )  # 0.06 .. 27 GFLOPs
     assert "lower is better" in page.locator(".chart .ytitle").text_content()
 
 
@@ -138,11 +142,22 @@ def _hover(page, px: float, py: float) -> str:
 
 def _isolated(traces, want, family: str) -> tuple[dict, tuple[float, float]]:
     """The row of ``want`` (family ``family``) drawn farthest from every other marker, and its pixel position."""
-    marks = [(t["x"][i], t["y"][i], t["px"][i], t["py"][i]) for t in traces if t["kind"] == "family" for i in range(len(t["x"]))]
+    marks = [
+        (t["x"][i], t["y"][i], t["px"][i], t["py"][i])
+        for t in traces
+        if t["kind"] == "family"
+        for i in range(len(t["x"]))
+    ]
     best, where, gap = None, None, -1.0
     for r in want[want["family"] == family].to_dict("records"):
-        px, py = next((m[2], m[3]) for m in marks if np.isclose(m[0], r["x"], rtol=RTOL) and np.isclose(m[1], r["y"], rtol=RTOL))
-        d = min(np.hypot(m[2] - px, m[3] - py) for m in marks if not (np.isclose(m[0], r["x"], rtol=RTOL) and np.isclose(m[1], r["y"], rtol=RTOL)))
+        px, py = next(
+            (m[2], m[3]) for m in marks if np.isclose(m[0], r["x"], rtol=RTOL) and np.isclose(m[1], r["y"], rtol=RTOL)
+        )
+        d = min(
+            np.hypot(m[2] - px, m[3] - py)
+            for m in marks
+            if not (np.isclose(m[0], r["x"], rtol=RTOL) and np.isclose(m[1], r["y"], rtol=RTOL))
+        )
         if d > gap:
             best, where, gap = r, (px, py), d
     assert gap > 12, f"no {family} point stands alone ({gap:.1f} px)"
@@ -152,9 +167,12 @@ def _isolated(traces, want, family: str) -> tuple[dict, tuple[float, float]]:
 def test_hovering_a_duo_names_its_pair_cost_and_value(page, report):
     want = expected(report[1], "aurc")
     row, (px, py) = _isolated(chart(page), want, "duo")
-    marker = page.evaluate("""([px, py]) => [...document.querySelectorAll('.chart .scatterlayer .point')].map(p => {
+    marker = page.evaluate(
+        """([px, py]) => [...document.querySelectorAll('.chart .scatterlayer .point')].map(p => {
         const b = p.getBoundingClientRect(); return Math.hypot(b.x + b.width / 2 - px, b.y + b.height / 2 - py); })
-        .reduce((a, b) => Math.min(a, b))""", [px, py])
+        .reduce((a, b) => Math.min(a, b))""",
+        [px, py],
+    )
     assert marker < 2  # the axes' pixel is where the marker is drawn
     text = _hover(page, px, py)
     assert method_label(row["family"], row["method"]) in text
@@ -229,7 +247,11 @@ def test_hostile_names_stay_text(page, report):
     want = expected(report[1], "aurc")
     star = want[(want["family"] == "single") & (want["base"] == IMG)].iloc[0]
     t = next(t for t in chart(page) if t["name"] == "single")
-    i = next(i for i in range(len(t["x"])) if np.isclose(t["x"][i], star["x"], rtol=RTOL) and np.isclose(t["y"][i], star["y"], rtol=RTOL))
+    i = next(
+        i
+        for i in range(len(t["x"]))
+        if np.isclose(t["x"][i], star["x"], rtol=RTOL) and np.isclose(t["y"][i], star["y"], rtol=RTOL)
+    )
     assert f"base: {IMG}" in _hover(page, t["px"][i], t["py"][i])
     assert page.locator(".hoverlayer img").count() == 0
 
@@ -241,5 +263,3 @@ def test_the_page_forbids_network_loads(page):
     got = page.evaluate("""() => fetch('https://example.invalid/x.js').then(() => 'fetched', () => 'blocked')""")
     assert got == "blocked" and len(page.requests) == seen  # refused by the page itself, before any request
     page.problems.clear()  # the refusal is reported on the console
-
-

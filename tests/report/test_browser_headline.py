@@ -1,4 +1,5 @@
 """The headline and the page weight in real headless Chromium, on a results table of the embedded run's size."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -42,9 +43,13 @@ def page(tab, site):
 
 
 def _headline(pg) -> list[dict]:
-    return pg.eval_on_selector_all("#headline-table tbody tr", """rs => rs.map(r => ({
-        base: r.dataset.base, role: r.querySelector('th .role').textContent, method: r.querySelector('td.method').textContent,
-        primary: r.querySelector('td.primary').dataset.sort}))""")
+    return pg.eval_on_selector_all(
+        "#headline-table tbody tr",
+        """rs => rs.map(r => ({
+        base: r.dataset.base, role: r.querySelector('th .role').textContent,
+        method: r.querySelector('td.method').textContent,
+        primary: r.querySelector('td.primary').dataset.sort}))""",
+    )
 
 
 def test_headline_is_the_first_table_with_the_rows_of_each_base(page, site):
@@ -85,15 +90,22 @@ def test_headline_shows_each_rows_training_budget(page):
     heads = page.evaluate(heads)
     i = heads.index("Train img")
     assert heads[i - 1] == "GFLOPs" and heads[i + 1] == "Trained params"
-    rows = page.eval_on_selector_all("#headline-table tbody tr", f"""rs => rs.map(r => ({{
+    rows = page.eval_on_selector_all(
+        "#headline-table tbody tr",
+        f"""rs => rs.map(r => ({{
         models: r.querySelector('td.members').textContent, g: +r.querySelector('td.gflops').dataset.sort,
-        img: r.cells[{i}].textContent, imgSort: r.cells[{i}].dataset.sort, par: r.cells[{i + 1}].textContent}}))""")
+        img: r.cells[{i}].textContent, imgSort: r.cells[{i}].dataset.sort, par: r.cells[{i + 1}].textContent}}))""",
+    )
     assert rows
     for r in rows:
         members = len(r["models"].split(" + "))
-        assert r["img"] == fmt_count(4000 * members) and float(r["imgSort"]) == 4000 * members  # synthetic: 4,000 per member
+        assert (
+            r["img"] == fmt_count(4000 * members) and float(r["imgSort"]) == 4000 * members
+        )  # synthetic: 4,000 per member
         assert r["par"] == fmt_count(int(r["g"] * 5e6))  # synthetic: 5 M parameters per GFLOP
-    assert any(r["img"] == "4.0k" for r in rows) and any(r["img"] == "12k" for r in rows)  # a model alone, a 3-member ensemble
+    assert any(r["img"] == "4.0k" for r in rows) and any(
+        r["img"] == "12k" for r in rows
+    )  # a model alone, a 3-member ensemble
     assert page.problems == []
 
 
@@ -133,16 +145,22 @@ def test_notes_are_folded_away(page):
 @pytest.fixture(scope="module")
 def noisy_site(tmp_path_factory):
     cfg = ReportConfig(plot_metrics=("aurc",), plot_splits=("test",), formats=())
-    return build_report(make_inputs(noisy_results(), config=cfg, zoo=SEEDED_ZOO), tmp_path_factory.mktemp("noisy") / "r",
-                        progress=False)
+    return build_report(
+        make_inputs(noisy_results(), config=cfg, zoo=SEEDED_ZOO), tmp_path_factory.mktemp("noisy") / "r", progress=False
+    )
 
 
 def test_a_noise_dominated_split_says_so_and_shows_no_ranks(tab, noisy_site):
     pg = reopen(tab, noisy_site.as_uri())
     head = headline_json(noisy_site.parent)
-    flags = {sp["name"]: [m[4] for i, _ in sp["order"][head["default"]] for m in sp["entries"][i]["m"]]
-             for sp in head["suites"][0]["splits"]}  # the rows shown: those of the default metric, every metric
-    ranks = "() => [...document.querySelectorAll('#headline-table tbody th.row-name')].map(th => th.querySelector('.rank')?.textContent ?? '')"
+    flags = {
+        sp["name"]: [m[4] for i, _ in sp["order"][head["default"]] for m in sp["entries"][i]["m"]]
+        for sp in head["suites"][0]["splits"]
+    }  # the rows shown: those of the default metric, every metric
+    ranks = (
+        "() => [...document.querySelectorAll('#headline-table tbody th.row-name')]"
+        ".map(th => th.querySelector('.rank')?.textContent ?? '')"
+    )
     note = pg.locator(".noise-note")
     for m in head["metrics"]:  # every metric's column (the ranked one is always shown)
         if m["key"] != head["default"]:
@@ -154,16 +172,19 @@ def test_a_noise_dominated_split_says_so_and_shows_no_ranks(tab, noisy_site):
     assert pg.locator("#headline-table .mark.seed").count() == sum(1 for f in flags["test"] if f & 4) > 0
     assert pg.locator("#headline-table td.within-noise").count() == pg.locator("#headline-table .mark.seed").count()
     choose_column(pg, "form.headline-controls", "seed")
-    assert set(pg.eval_on_selector_all("#headline-table td.seed-source", "ts => ts.map(t => t.textContent.split(' ')[0])")) \
-        == {"", "own", "fallback"}
+    assert set(
+        pg.eval_on_selector_all("#headline-table td.seed-source", "ts => ts.map(t => t.textContent.split(' ')[0])")
+    ) == {"", "own", "fallback"}
     # shift split: the seeds disagree more than the methods differ
     pg.select_option("form.headline-controls select[name=split]", label="shift")
     assert note.is_visible()
     shift = next(sp for sp in head["suites"][0]["splits"] if sp["name"] == "shift")
     seed_sd, median, _ = shift["noise"][[m["key"] for m in head["metrics"]].index(head["default"])]
-    assert note.inner_text() == ("Not ranked: typical differences on this split are within the training-seed spread. "
-                                 f"AURC: median |Δ| {fmt_metric(median)} < 2 × {fmt_metric(seed_sd)}, the largest seed "
-                                 "spread of a model alone; rows by base.")
+    assert note.inner_text() == (
+        "Not ranked: typical differences on this split are within the training-seed spread. "
+        f"AURC: median |Δ| {fmt_metric(median)} < 2 × {fmt_metric(seed_sd)}, the largest seed "
+        "spread of a model alone; rows by base."
+    )
     got = pg.evaluate(ranks)
     assert got and set(got) == {""}
     assert pg.evaluate("document.getElementById('headline-table').classList.contains('unranked')")

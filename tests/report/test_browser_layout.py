@@ -9,6 +9,7 @@ tables without sideways scroll at 1366 and scrolling inside their own box, the r
 filters and the column chooser change the table; axe-core (vendored: :func:`benchmark.report.assets.axe_js`) finds
 no serious or critical violation; the greyed values keep a 4.5:1 contrast; keyboard focus is visible.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -30,7 +31,9 @@ LAPTOP, PHONE = {"width": 1366, "height": 768}, {"width": 390, "height": 844}
 SIZES = [pytest.param(LAPTOP, id="1366x768"), pytest.param(PHONE, id="390x844")]
 PAGES = ["report", "site"]
 OVERFLOW = "() => [document.documentElement.scrollWidth, document.body.scrollWidth, window.innerWidth]"
-RECT = "e => { const r = e.getBoundingClientRect(); return {left: r.left, right: r.right, top: r.top, bottom: r.bottom}; }"
+RECT = (
+    "e => { const r = e.getBoundingClientRect(); return {left: r.left, right: r.right, top: r.top, bottom: r.bottom}; }"
+)
 
 
 def embedded_bundle() -> Path:
@@ -54,14 +57,30 @@ def pages(tmp_path_factory) -> dict[str, str]:
     figures = {"plot_metrics": ["aurc", "ood_auroc"], "plot_splits": ["test"], "dpi": 40}  # fewer figures: quicker
     cfg = ReportConfig.from_params(params | {"report": params["report"] | figures})
     results, notes = results_from_frame(b.rows[list(COLUMNS)].copy(), source="the committed bundle")
-    inputs = ReportInputs(results=results, models=b.models, zoo=b.manifest["zoo"], params=params, lock=b.lock, config=cfg,
-                          notices=notes, sources={"results": "results/metrics.csv"}, paired=b.paired)
+    inputs = ReportInputs(
+        results=results,
+        models=b.models,
+        zoo=b.manifest["zoo"],
+        params=params,
+        lock=b.lock,
+        config=cfg,
+        notices=notes,
+        sources={"results": "results/metrics.csv"},
+        paired=b.paired,
+    )
     report = build_report(inputs, out / "reports", progress=False)
     site, problems = publish(ROOT / "leaderboard", out / "site", progress=False, repo=ROOT)
     assert problems == []
-    others = [site, site.parent / "embedded" / "entries.html", *sorted((site.parent / "bundles").glob("*/*/index.html"))]
-    return {"report": report.as_uri(), "site": (site.parent / "embedded" / "index.html").as_uri(),
-            "others": [p.as_uri() for p in others]}
+    others = [
+        site,
+        site.parent / "embedded" / "entries.html",
+        *sorted((site.parent / "bundles").glob("*/*/index.html")),
+    ]
+    return {
+        "report": report.as_uri(),
+        "site": (site.parent / "embedded" / "index.html").as_uri(),
+        "others": [p.as_uri() for p in others],
+    }
 
 
 def open_page(tab, url: str, size: dict):
@@ -91,7 +110,9 @@ def inside(r: dict, size: dict, *, vertically: bool = True) -> bool:
 def test_no_page_level_sideways_scroll_even_with_everything_open(tab, pages, which, size):
     pg = open_page(tab, pages[which], size)
     no_sideways_scroll(pg)
-    pg.evaluate("() => document.querySelectorAll('details').forEach(d => { d.open = true; })")  # notes, guide, tables...
+    pg.evaluate(
+        "() => document.querySelectorAll('details').forEach(d => { d.open = true; })"
+    )  # notes, guide, tables...
     wait_until(pg, "() => [...document.querySelectorAll('details.split')].every(d => d.dataset.ready)")
     pg.wait_for_timeout(200)  # plotly re-lays out a resized chart
     no_sideways_scroll(pg)
@@ -111,20 +132,26 @@ def test_the_first_screen_at_1366_gives_the_answer_the_chart_and_the_ranked_colu
     assert inside(first.evaluate(RECT), LAPTOP), "the summary sentence is not in the first screen"
     chart = pg.locator(".chart").first
     assert inside(chart.evaluate(RECT), LAPTOP), "the Pareto chart is not in the first screen"
-    assert (chart.get_attribute("data-metric"), chart.get_attribute("data-x"), chart.get_attribute("data-split")) \
-        == ("aurc", "gflops", "embedded/test")  # the ranked metric against FLOPs
+    assert (chart.get_attribute("data-metric"), chart.get_attribute("data-x"), chart.get_attribute("data-split")) == (
+        "aurc",
+        "gflops",
+        "embedded/test",
+    )  # the ranked metric against FLOPs
     assert int(chart.get_attribute("data-points")) > 20
     splits = pg.eval_on_selector_all("ul.summary li", "ls => ls.map(l => l.dataset.split)")
-    assert splits[:3] == ["test", "shift", "ood"] and all(inside(r, LAPTOP) for r in pg.eval_on_selector_all(
-        "ul.summary li", f"ls => ls.map({RECT})"))  # one sentence per split, every one in the first screen
+    assert splits[:3] == ["test", "shift", "ood"] and all(
+        inside(r, LAPTOP) for r in pg.eval_on_selector_all("ul.summary li", f"ls => ls.map({RECT})")
+    )  # one sentence per split, every one in the first screen
     # the embedded default: every split noise-dominated, said once above the sentences, not in each
     assert "on every split the typical differences are within it" in pg.locator(".glance-key").inner_text()
     texts = pg.eval_on_selector_all("ul.summary li", "ls => ls.map(l => l.textContent)")
     assert not any("Typical differences" in t for t in texts)
     header = pg.locator("#headline-table thead th.primary")
     assert header.inner_text().startswith("AURC")
-    assert inside(header.evaluate(RECT), LAPTOP), ("the ranked column's header is not in the first screen",
-                                                   header.evaluate(RECT))
+    assert inside(header.evaluate(RECT), LAPTOP), (
+        "the ranked column's header is not in the first screen",
+        header.evaluate(RECT),
+    )
     row = pg.locator("#headline-table tbody tr").first
     value = row.locator("td.primary")
     assert value.locator(".v").inner_text() and inside(value.evaluate(RECT), LAPTOP), value.evaluate(RECT)
@@ -147,7 +174,10 @@ def test_the_ranked_metric_and_its_first_value_are_in_the_window(tab, pages, whi
     assert inside(header.evaluate(RECT), size), header.evaluate(RECT)
     value = pg.locator("#headline-table tbody tr").first.locator("td.primary")
     assert inside(value.evaluate(RECT), size), value.evaluate(RECT)
-    wraps = "sel => { const w = document.querySelector(sel).closest('.table-wrap'); return [w.scrollWidth, w.clientWidth]; }"
+    wraps = (
+        "sel => { const w = document.querySelector(sel).closest('.table-wrap'); "
+        "return [w.scrollWidth, w.clientWidth]; }"
+    )
     if size is LAPTOP:  # the default columns fit: no sideways scroll in the headline nor in the full table
         for table in ("#headline-table", "details.split[open] table.results"):
             scroll, client = pg.evaluate(wraps, table)
@@ -174,7 +204,9 @@ def test_at_1280_the_default_columns_fit_without_sideways_scroll(tab, pages, whi
         assert scroll <= client, f"{table}: {scroll} px of content in a {client} px box"
         heads = pg.eval_on_selector_all(f"{table} thead th", "ths => ths.map(t => t.textContent)")
         assert heads[1].startswith("AURC") and "Models" in heads and "GFLOPs" in heads, heads
-    deltas = pg.eval_on_selector_all("#headline-table tbody tr:not(.kind-alone) td.primary .d", "ds => ds.map(d => d.textContent)")
+    deltas = pg.eval_on_selector_all(
+        "#headline-table tbody tr:not(.kind-alone) td.primary .d", "ds => ds.map(d => d.textContent)"
+    )
     assert len(deltas) > 10 and all(d.startswith("Δ") for d in deltas)  # the ranked metric with its delta
     no_sideways_scroll(pg)
 
@@ -183,7 +215,9 @@ def test_at_1280_the_default_columns_fit_without_sideways_scroll(tab, pages, whi
 @pytest.mark.parametrize("which", PAGES)
 def test_the_filters_and_the_column_chooser_change_the_table(tab, pages, which, size):
     pg = open_page(tab, pages[which], size)
-    rows = "() => [...document.querySelectorAll('details.split[open] table.results tbody tr')].map(r => r.dataset.family)"
+    rows = (
+        "() => [...document.querySelectorAll('details.split[open] table.results tbody tr')].map(r => r.dataset.family)"
+    )
     points = "() => +document.querySelector('.chart').dataset.points"
     before, drawn = pg.evaluate(rows), pg.evaluate(points)
     assert len(set(before)) > 3
@@ -232,6 +266,7 @@ def _luminance(rgb) -> float:
     def lin(c):
         c = c / 255
         return c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4
+
     r, g, b = (lin(c) for c in rgb[:3])
     return 0.2126 * r + 0.7152 * g + 0.0722 * b
 
@@ -258,8 +293,11 @@ def test_greyed_values_within_the_noise_keep_a_4_5_contrast(tab, pages):
     pg = open_page(tab, pages["site"], LAPTOP)
     for m in ("accuracy", "nll", "ece"):
         choose_column(pg, "form.headline-controls", m)
-    found = pg.eval_on_selector_all("#headline-table tr.within-noise td, #headline-table td.within-noise .d, "
-                                    "#headline-table .mark.not-finding, #headline-table .mark.seed", COLOURS)
+    found = pg.eval_on_selector_all(
+        "#headline-table tr.within-noise td, #headline-table td.within-noise .d, "
+        "#headline-table .mark.not-finding, #headline-table .mark.seed",
+        COLOURS,
+    )
     assert len(found) > 20  # the embedded default: most differences are within the seed noise
     for f in found:
         assert f["opacity"] == 1 and (len(f["fg"]) < 4 or f["fg"][3] == 1), f  # no see-through grey
@@ -273,7 +311,8 @@ def test_keyboard_focus_is_visible(tab, pages, which):
     for _ in range(40):
         pg.keyboard.press("Tab")
         f = pg.evaluate("""() => { const e = document.activeElement, s = getComputedStyle(e);
-            return {tag: e.tagName, style: s.outlineStyle, width: parseFloat(s.outlineWidth), color: s.outlineColor}; }""")
+            return {tag: e.tagName, style: s.outlineStyle, width: parseFloat(s.outlineWidth),
+                    color: s.outlineColor}; }""")
         if f["tag"] in ("BODY", "HTML") or f["tag"] == "DIV" and f["style"] == "none":
             continue  # plotly's own chart parts
         assert f["style"] != "none" and f["width"] >= 2, f

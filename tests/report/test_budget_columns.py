@@ -1,4 +1,5 @@
 """The training budget beside every row: the full tables' columns, the headline's entries, compact number format."""
+
 from __future__ import annotations
 
 import math
@@ -13,9 +14,26 @@ FAST = ReportConfig(plot_metrics=("accuracy",), plot_splits=("test",), formats=(
 MODELS = {"big": 4.0, "small": 0.4}
 
 
-@pytest.mark.parametrize("v, text", [(0, "0"), (7, "7"), (999, "999"), (1000, "1.0k"), (4000, "4.0k"), (12_500, "13k"),
-                                     (16_000, "16k"), (999_499, "999k"), (999_600, "1.0M"), (3_400_000, "3.4M"),
-                                     (5.76e8, "576M"), (2.5e9, "2.5G"), (math.nan, "—"), (-1, "—"), (None, "—")])
+@pytest.mark.parametrize(
+    "v, text",
+    [
+        (0, "0"),
+        (7, "7"),
+        (999, "999"),
+        (1000, "1.0k"),
+        (4000, "4.0k"),
+        (12_500, "13k"),
+        (16_000, "16k"),
+        (999_499, "999k"),
+        (999_600, "1.0M"),
+        (3_400_000, "3.4M"),
+        (5.76e8, "576M"),
+        (2.5e9, "2.5G"),
+        (math.nan, "—"),
+        (-1, "—"),
+        (None, "—"),
+    ],
+)
 def test_counts_are_compact(v, text):
     assert fmt_count(v) == text
 

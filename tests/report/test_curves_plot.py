@@ -1,4 +1,5 @@
 """Risk-coverage and reliability figures rebuilt from logits: their areas equal the evaluate stage's AURC/ECE."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -6,8 +7,8 @@ import pandas as pd
 import pytest
 import torch
 
-from benchmark.core.curves import aurc_from_curve, ece_from_bins
 from benchmark.config.evaluate import EvalConfig
+from benchmark.core.curves import aurc_from_curve, ece_from_bins
 from benchmark.methods.deep_ensemble import ensemble_unit
 from benchmark.methods.duo import duo_unit
 from benchmark.methods.rows import multi_member_unit
@@ -53,8 +54,10 @@ def setup(tmp_path_factory):
         zs = torch.stack([z + 0.4 * torch.randn(z.shape, generator=g) for _ in range(3)])
         store.save_logits_file(tmp / "methods" / "sve-m3" / f"{split}.safetensors", zs, y, ids=torch.arange(len(y)))
         sve[split] = (zs, y)
-    store.write_json(tmp / "methods" / "sve-m3" / "cost.json", {"family": "sve", "method": "m3", "base": "big", "gflops": 4.0,
-                                                                 "params": 4_000_000, "throughput": 1.0})
+    store.write_json(
+        tmp / "methods" / "sve-m3" / "cost.json",
+        {"family": "sve", "method": "m3", "base": "big", "gflops": 4.0, "params": 4_000_000, "throughput": 1.0},
+    )
     rows += multi_member_unit(cfg, {"family": "sve", "method": "m3", "base": "big", "members": "big"}, sve)
     df = pd.DataFrame(rows)
     df["gflops"] = [COST[b][0] + (COST[s][0] if s else 0) for b, s in zip(df["base"], df["sidekick"])]
@@ -73,8 +76,12 @@ def test_curves_match_the_evaluated_aurc_and_ece(setup):
     tmp, view, head, cfg = setup
     split = head["suites"][0]["splits"][0]
     curves = split_curves(split, view[view.split == "test"], "aurc", tmp / "logits", "test", "single")
-    assert {c["name"].split(":\n")[0] for c in curves} == {"base alone", "best duo, balance ≤ 0.5 (also best overall)",
-                                                          "deep_ensemble · m2 (big + small)", "deep_ensemble · m2_logit (big + small)"}
+    assert {c["name"].split(":\n")[0] for c in curves} == {
+        "base alone",
+        "best duo, balance ≤ 0.5 (also best overall)",
+        "deep_ensemble · m2 (big + small)",
+        "deep_ensemble · m2_logit (big + small)",
+    }
     for c in curves:  # no method outputs given: the SVE row has no curve
         label = c["name"].split(":\n", 1)[-1]
         e = next(e for e in split["entries"] if f"{e['label']} ({e['models']})" == label)
@@ -126,8 +133,9 @@ def test_figures_are_written_and_missing_logits_are_skipped(setup, tmp_path):
     tmp, view, head, cfg = setup
     figures = {}
     write_curve_figures(head, view, cfg, tmp_path, tmp / "logits", figures)
-    assert [f["files"] for f in figures["embedded/test"]] == [{"png": "plots/curves_embedded_test.png",
-                                                               "svg": "plots/curves_embedded_test.svg"}]
+    assert [f["files"] for f in figures["embedded/test"]] == [
+        {"png": "plots/curves_embedded_test.png", "svg": "plots/curves_embedded_test.svg"}
+    ]
     assert (tmp_path / "plots" / "curves_embedded_test.png").stat().st_size > 1000
     empty = {}
     write_curve_figures(head, view, cfg, tmp_path, tmp / "nowhere", empty)

@@ -1,5 +1,6 @@
 """Downloads: CSV cells that a spreadsheet would run as formulas are neutralised, numbers stay numbers,
 Parquet keeps typed values, gzip is byte-reproducible, the schema is derived from the column dictionaries."""
+
 from __future__ import annotations
 
 import csv
@@ -25,8 +26,23 @@ from benchmark.storage.downloads import (
 )
 from benchmark.storage.results_schema import COLUMNS
 
-FORMULAS = ["=1+1", "+cmd|' /C calc'!A0", "-2+3", "@SUM(A1:A2)", "\tTAB", "\r=x", "=HYPERLINK(\"http://x\",\"y\")", "-",
-            "+", "-inf", "- 1", "-1-1", "+.e3", "-1e-3x", "+1_000"]
+FORMULAS = [
+    "=1+1",
+    "+cmd|' /C calc'!A0",
+    "-2+3",
+    "@SUM(A1:A2)",
+    "\tTAB",
+    "\r=x",
+    '=HYPERLINK("http://x","y")',
+    "-",
+    "+",
+    "-inf",
+    "- 1",
+    "-1-1",
+    "+.e3",
+    "-1e-3x",
+    "+1_000",
+]
 NUMBERS = ["-0.5", "1e-3", "+3", "-12.5E+3", ".5", "-.5", "0", "42", "3.", "-1e5"]
 PLAIN = ["resnet50", "", "a=b", "x-1", " =1", "duo · weighted", "'=already"]
 
@@ -81,7 +97,7 @@ def test_neutralised_leaves_its_input_and_numeric_columns_alone():
 
 
 def _table(n: int = 50) -> pd.DataFrame:
-    res = synthetic_results(models={"=HYPERLINK(\"x\")": 2.0, "@b": 1.0, "-c": 0.5}, n=n)
+    res = synthetic_results(models={'=HYPERLINK("x")': 2.0, "@b": 1.0, "-c": 0.5}, n=n)
     return make_inputs(res).results
 
 
@@ -97,13 +113,23 @@ def test_parquet_keeps_typed_values_and_csv_is_neutralised_and_reproducible(tmp_
     back = pd.read_parquet(tmp_path / "a" / "rows.parquet")
     assert list(back.columns) == list(COLUMNS)
     pd.testing.assert_frame_equal(back, rows.reset_index(drop=True), check_dtype=False)
-    assert {c: str(back[c].dtype) for c in ("value", "n", "params")} == {"value": "float64", "n": "int64", "params": "int64"}
-    assert set(back["base"]) == {"=HYPERLINK(\"x\")", "@b", "-c"}  # typed values as they are
+    assert {c: str(back[c].dtype) for c in ("value", "n", "params")} == {
+        "value": "float64",
+        "n": "int64",
+        "params": "int64",
+    }
+    assert set(back["base"]) == {'=HYPERLINK("x")', "@b", "-c"}  # typed values as they are
     text = pd.read_csv(tmp_path / "a" / "rows.csv.gz", dtype=str, keep_default_na=False)
-    assert set(text["base"]) == {"'=HYPERLINK(\"x\")", "'@b", "'-c"}
+    assert set(text["base"]) == {'\'=HYPERLINK("x")', "'@b", "'-c"}
     assert np.allclose(text["value"].astype(float), rows["value"])  # numbers stay numbers
-    assert info["tables"][0] | {"fields": None} == {"name": "rows", "title": "results", "rows": len(rows),
-                                                    "parquet": "rows.parquet", "csv": "rows.csv.gz", "fields": None}
+    assert info["tables"][0] | {"fields": None} == {
+        "name": "rows",
+        "title": "results",
+        "rows": len(rows),
+        "parquet": "rows.parquet",
+        "csv": "rows.csv.gz",
+        "fields": None,
+    }
 
 
 def test_schema_is_derived_from_the_columns(tmp_path):
@@ -113,8 +139,10 @@ def test_schema_is_derived_from_the_columns(tmp_path):
     assert [f["name"] for f in fields] == list(COLUMNS)
     kinds = {"string": "string", "float64": "number", "int64": "integer"}
     assert all(f["type"] == kinds[COLUMNS[f["name"]][0]] and f["description"] == COLUMNS[f["name"]][1] for f in fields)
-    assert table_schema({"x": ("int64", "a count")}, title="t") == {"title": "t", "fields": [
-        {"name": "x", "type": "integer", "description": "a count"}]}
+    assert table_schema({"x": ("int64", "a count")}, title="t") == {
+        "title": "t",
+        "fields": [{"name": "x", "type": "integer", "description": "a count"}],
+    }
 
 
 def test_report_writes_the_downloads_and_only_the_figures_asked_for(tmp_path, monkeypatch):
@@ -132,7 +160,9 @@ def test_report_writes_the_downloads_and_only_the_figures_asked_for(tmp_path, mo
 
     build_report(make_inputs(rows, config=dataclasses.replace(cfg, formats=())), tmp_path / "data_only", progress=False)
     drawn = [p for p in (tmp_path / "data_only").rglob("*") if p.suffix in (".png", ".svg", ".pdf")]
-    assert drawn == [] and list((tmp_path / "data_only" / "plots" / "data" / "frontier").glob("*.csv"))  # dvc plots' data
+    assert drawn == [] and list(
+        (tmp_path / "data_only" / "plots" / "data" / "frontier").glob("*.csv")
+    )  # dvc plots' data
     assert '<details class="static-figs">' not in (tmp_path / "data_only" / "index.html").read_text(encoding="utf-8")
     monkeypatch.setattr(benchmark.report.plots, "write_plots", lambda *a, **k: pytest.fail("drew figures"))
     build_report(make_inputs(rows, config=cfg), tmp_path / "without", progress=False, figures=False)

@@ -1,4 +1,5 @@
 """The headline, the seed spread, the dvc-metrics files and the clipped plot axes, against direct pandas/numpy."""
+
 from __future__ import annotations
 
 import json
@@ -9,9 +10,9 @@ import pytest
 from report_synth import make_inputs, synthetic_results
 
 from benchmark.config.report_config import ReportConfig as Cfg
+from benchmark.core import noise
 from benchmark.report import ReportConfig, build_report
 from benchmark.report.extra_plots import headline_figure, severity_table
-from benchmark.core import noise
 from benchmark.report.headline import NOISE_FILE, compact, dvc_metrics, headline, headline_context
 from benchmark.report.headline_noise import spread_records
 from benchmark.report.inputs import results_from_frame
@@ -20,8 +21,14 @@ from benchmark.report.plots import balance_figure, gflops_figure, markers, palet
 from benchmark.report.tables import default_view, method_label, wide_table
 
 MODELS = {"vit": 4.6, "vit_s1": 4.6, "vit_s2": 4.6, "res": 4.1, "eff": 0.39, "mnv3": 0.06}
-ZOO = {"vit": {"arch": "vit", "seed": 0}, "vit_s1": {"arch": "vit", "seed": 1}, "vit_s2": {"arch": "vit", "seed": 2},
-       "res": {"arch": "res", "seed": 0}, "eff": {"arch": "eff", "seed": 0}, "mnv3": {"arch": "mnv3", "seed": 0}}
+ZOO = {
+    "vit": {"arch": "vit", "seed": 0},
+    "vit_s1": {"arch": "vit", "seed": 1},
+    "vit_s2": {"arch": "vit", "seed": 2},
+    "res": {"arch": "res", "seed": 0},
+    "eff": {"arch": "eff", "seed": 0},
+    "mnv3": {"arch": "mnv3", "seed": 0},
+}
 CFG = ReportConfig()
 
 
@@ -68,18 +75,28 @@ def test_headline_rows_are_alone_best_duos_and_the_rest(view):
 def test_differences_to_the_base_and_paired_intervals(view):
     rows = _test(view)
     alone = rows[(rows.family == "single") & (rows.base == "res")].iloc[0]
-    duo = rows[(rows.family == "duo") & (rows.base == "res") & (rows.method == "weighted") & (rows.sidekick == "eff")].iloc[0]
-    paired = {("embedded", "test", "res", "eff", "converged", "weighted", "aurc"): (-0.01, -0.015, -0.005),
-              ("embedded", "test", "res", "eff", "converged", "weighted", "accuracy"): (0.002, -0.001, 0.005)}
+    duo = rows[
+        (rows.family == "duo") & (rows.base == "res") & (rows.method == "weighted") & (rows.sidekick == "eff")
+    ].iloc[0]
+    paired = {
+        ("embedded", "test", "res", "eff", "converged", "weighted", "aurc"): (-0.01, -0.015, -0.005),
+        ("embedded", "test", "res", "eff", "converged", "weighted", "accuracy"): (0.002, -0.001, 0.005),
+    }
     cfg = Cfg(headline_balance=1.0)
-    head = headline(rows[(rows.base == "res") & ((rows.family == "single") | (rows.sidekick == "eff"))], cfg, paired=paired)
+    head = headline(
+        rows[(rows.base == "res") & ((rows.family == "single") | (rows.sidekick == "eff"))], cfg, paired=paired
+    )
     entries = {(e["label"], e["models"]): e for e in head["entries"]}
     w = entries[("duo · weighted", "res + eff")]["metrics"]
     assert (w["aurc"]["diff"], w["aurc"]["lo"], w["aurc"]["hi"], w["aurc"]["sig"]) == (-0.01, -0.015, -0.005, "better")
     assert w["accuracy"]["sig"] is None  # the interval contains 0
     u = entries[("duo · unweighted", "res + eff")]["metrics"]  # not in the paired table: plain difference, no interval
     row = rows[(rows.method == "unweighted") & (rows.base == "res") & (rows.sidekick == "eff")].iloc[0]
-    assert u["nll"]["diff"] == pytest.approx(row["nll"] - alone["nll"]) and np.isnan(u["nll"]["lo"]) and u["nll"]["sig"] is None
+    assert (
+        u["nll"]["diff"] == pytest.approx(row["nll"] - alone["nll"])
+        and np.isnan(u["nll"]["lo"])
+        and u["nll"]["sig"] is None
+    )
     assert w["nll"]["diff"] == pytest.approx(duo["nll"] - alone["nll"])
     a = entries[("single · ts", "res")]["metrics"]["aurc"]
     assert a["value"] == alone["aurc"] and np.isnan(a["diff"])
@@ -101,13 +118,17 @@ def test_seed_spread_and_noise_judgements_match_numpy(view):
     d = rows[(rows.method == "weighted") & (rows.sidekick == "eff") & rows.base.isin(vit)].set_index("base")
     assert duo["seeds"] == 3 and duo["metrics"]["aurc"]["mean"] == pytest.approx(d["aurc"].mean())
     diff = (d["aurc"] - single["aurc"]).to_numpy()
-    assert duo["diff"]["aurc"]["sd"] == pytest.approx(diff.std(ddof=1)) and duo["diff"]["aurc"]["mean"] == pytest.approx(diff.mean())
+    assert duo["diff"]["aurc"]["sd"] == pytest.approx(diff.std(ddof=1)) and duo["diff"]["aurc"][
+        "mean"
+    ] == pytest.approx(diff.mean())
 
     # every entry's difference judged against the seed sd of its kind (own) or the largest one of its method, else of
     # the metric (fallback)
     alone_of = rows[rows.family == "single"].set_index("base")
     own = {}
-    for (side, meth, _fam), g in rows[rows.base.isin(vit) & (rows.family != "single")].groupby(["sidekick", "method", "family"]):
+    for (side, meth, _fam), g in rows[rows.base.isin(vit) & (rows.family != "single")].groupby(
+        ["sidekick", "method", "family"]
+    ):
         if g.base.nunique() == 3 and g.members.nunique() == 3:
             dd = g.set_index("base")["accuracy"] - alone_of.loc[g.base, "accuracy"].to_numpy()
             own[(side, meth)] = float(np.std(dd.to_numpy(), ddof=1))
@@ -146,11 +167,15 @@ def test_compact_form_and_dvc_metric_files(view):
     files = dvc_metrics(head, CFG)
     order = head["suites"][0]["splits"][0]["order"]["aurc"]
     verdict = head["suites"][0]["splits"][0]["noise"]
-    assert files.pop(NOISE_FILE) == {m: int(verdict[m]["dominated"]) for m in ("accuracy", "aurc", "auroc", "ece", "nll")}
+    assert files.pop(NOISE_FILE) == {
+        m: int(verdict[m]["dominated"]) for m in ("accuracy", "aurc", "auroc", "ece", "nll")
+    }
     assert len(files) == len(order) and all(p.startswith("headline/") and p.endswith(".json") for p in files)
     assert {"headline/vit/alone.json", "headline/res/alone.json"} <= set(files)
     rec = files["headline/vit/alone.json"]
-    kept = {m for m in ("accuracy", "aurc", "auroc", "ece", "nll") if not verdict[m]["dominated"]}  # noise-dominated: left out
+    kept = {
+        m for m in ("accuracy", "aurc", "auroc", "ece", "nll") if not verdict[m]["dominated"]
+    }  # noise-dominated: left out
     assert set(rec) == {"gflops"} | kept and rec["gflops"] == 4.6 and len(kept) < 5
     # one line per file in `dvc metrics show`: path + six numbers fit in 120 columns
     assert max(len(p) for p in files) + 6 * 10 < 120
@@ -160,13 +185,17 @@ def test_report_writes_headline_files_and_json(tmp_path, view):
     res = synthetic_results(models=MODELS)
     cfg = ReportConfig(plot_metrics=("aurc",), plot_splits=("test",), formats=("png",), dpi=40)
     build_report(make_inputs(res, config=cfg, zoo=ZOO), tmp_path / "r", progress=False)
-    recs = {p.relative_to(tmp_path / "r").as_posix(): json.loads(p.read_text()) for p in (tmp_path / "r" / "headline").rglob("*.json")}
+    recs = {
+        p.relative_to(tmp_path / "r").as_posix(): json.loads(p.read_text())
+        for p in (tmp_path / "r" / "headline").rglob("*.json")
+    }
     assert set(recs.pop(NOISE_FILE).values()) <= {0, 1}
     assert "headline/vit/alone.json" in recs and all(isinstance(v, float) for r in recs.values() for v in r.values())
     assert (tmp_path / "r" / "plots" / "headline_embedded_test.png").stat().st_size > 1000
 
 
 # ---- axes that show where the methods are -----------------------------------------------------------
+
 
 def test_outliers_are_far_strays_only():
     vals = np.array([0.69, 0.010, 0.012, 0.015, 0.020, 0.030, 0.050, 0.080])
@@ -191,8 +220,10 @@ def test_plot_y_range_holds_every_non_outlier_with_visible_spread(view, metric):
     rows = _broken(view)
     pts = plot_points(rows, metric)
     labels = sorted(pts["label"].unique())
-    for fig in (gflops_figure(pts, metric, "t", palette(labels), markers(labels), "single"),
-                balance_figure(pts, metric, "t", palette(rows["base"]), markers(labels), "single")):
+    for fig in (
+        gflops_figure(pts, metric, "t", palette(labels), markers(labels), "single"),
+        balance_figure(pts, metric, "t", palette(rows["base"]), markers(labels), "single"),
+    ):
         ax = fig.axes[0]
         lo, hi = ax.get_ylim()
         if ax.get_xlabel().startswith("total"):
@@ -203,7 +234,9 @@ def test_plot_y_range_holds_every_non_outlier_with_visible_spread(view, metric):
         y = shown["value"].to_numpy()
         keep = ~outliers(y)
         assert ((y[keep] >= lo) & (y[keep] <= hi)).all()
-        assert (y[keep].max() - y[keep].min()) >= 0.4 * (hi - lo)  # the methods fill the axis (the rest: intervals, margins)
+        assert (y[keep].max() - y[keep].min()) >= 0.4 * (
+            hi - lo
+        )  # the methods fill the axis (the rest: intervals, margins)
         if metric == "aurc" and "broken" in set(shown["base"]):
             assert not keep[shown["base"].to_numpy() == "broken"].any() and 0.69 > hi
             assert any("outside the axis range" in t.get_text() and "0.69" in t.get_text() for t in ax.texts)
@@ -217,13 +250,20 @@ def test_headline_figure_and_severity_table(view):
     ax = fig.axes[0]
     vals = [split["entries"][i]["metrics"]["aurc"]["value"] for i, _ in split["order"]["aurc"]]
     lo, hi = ax.get_xlim()
-    assert lo <= min(vals) and max(vals) <= hi and [t.get_text() for t in ax.get_yticklabels()] == ["eff", "res", "vit", "vit_s1", "vit_s2"]
+    assert (
+        lo <= min(vals)
+        and max(vals) <= hi
+        and [t.get_text() for t in ax.get_yticklabels()] == ["eff", "res", "vit", "vit_s1", "vit_s2"]
+    )
     wanted = [(e["label"], e["models"]) for e in split["entries"] if e["base"] == "vit"]
     tab = severity_table(view, wanted, "accuracy")
     assert set(tab["severity"]) == {1, 3} and set(tab["ctype"]) == {"noise"}
     assert len(tab) == 2 * len(wanted)
     one = view[(view.split == "corrupt-noise-3") & (view.family == "single") & (view.base == "vit")]["accuracy"].iloc[0]
-    assert tab[(tab.label == method_label("single", "ts")) & (tab.models == "vit") & (tab.severity == 3)]["value"].iloc[0] == one
+    assert (
+        tab[(tab.label == method_label("single", "ts")) & (tab.models == "vit") & (tab.severity == 3)]["value"].iloc[0]
+        == one
+    )
 
 
 def test_two_builds_are_byte_identical(tmp_path):
@@ -235,6 +275,11 @@ def test_two_builds_are_byte_identical(tmp_path):
     digests = []
     for i in range(2):
         out = build_report(make_inputs(res, config=cfg, zoo=ZOO), tmp_path / str(i) / "reports", progress=False).parent
-        digests.append({p.relative_to(out).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-                        for p in sorted(out.rglob("*")) if p.is_file()})
+        digests.append(
+            {
+                p.relative_to(out).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+                for p in sorted(out.rglob("*"))
+                if p.is_file()
+            }
+        )
     assert digests[0] == digests[1] and any(k.startswith("plots/severity_") for k in digests[0])

@@ -5,6 +5,7 @@ Split ``test``: a seed group b0, b1, b2 (AURC alone 0.050, 0.051, 0.052) whose d
 no group whose duo with s improves by 0.006 (3 sd) and with t by 0.001 (0.5 sd). Split ``shift``: the same
 differences, but the group's bases alone spread 0.10, 0.20, 0.15 (sd 0.05): seeds disagree more than methods.
 """
+
 from __future__ import annotations
 
 import math
@@ -18,20 +19,44 @@ from benchmark.core import noise
 from benchmark.report.headline import compact, headline, headline_context
 from benchmark.report.headline_noise import noise_table, split_noise
 
-ZOO = {"b0": {"arch": "b", "seed": 0}, "b1": {"arch": "b", "seed": 1}, "b2": {"arch": "b", "seed": 2},
-       "x": {"arch": "x", "seed": 0}, "s": {"arch": "s", "seed": 0}, "t": {"arch": "t", "seed": 0}}
+ZOO = {
+    "b0": {"arch": "b", "seed": 0},
+    "b1": {"arch": "b", "seed": 1},
+    "b2": {"arch": "b", "seed": 2},
+    "x": {"arch": "x", "seed": 0},
+    "s": {"arch": "s", "seed": 0},
+    "t": {"arch": "t", "seed": 0},
+}
 CFG = ReportConfig(headline_metrics=("aurc",), headline_metric="aurc", plot_metrics=("aurc",))
-ALONE = {"test": {"b0": 0.050, "b1": 0.051, "b2": 0.052, "x": 0.060},
-         "shift": {"b0": 0.10, "b1": 0.20, "b2": 0.15, "x": 0.30}}
-DUOS = [("b0", "s", 0.1, -0.010), ("b1", "s", 0.1, -0.012), ("b2", "s", 0.1, -0.014),
-        ("x", "t", 0.1, -0.001), ("x", "s", 0.5, -0.006)]  # (base, sidekick, balance, AURC difference)
+ALONE = {
+    "test": {"b0": 0.050, "b1": 0.051, "b2": 0.052, "x": 0.060},
+    "shift": {"b0": 0.10, "b1": 0.20, "b2": 0.15, "x": 0.30},
+}
+DUOS = [
+    ("b0", "s", 0.1, -0.010),
+    ("b1", "s", 0.1, -0.012),
+    ("b2", "s", 0.1, -0.014),
+    ("x", "t", 0.1, -0.001),
+    ("x", "s", 0.5, -0.006),
+]  # (base, sidekick, balance, AURC difference)
 SD = float(np.std([-0.010, -0.012, -0.014], ddof=1))  # 0.002
 
 
 def _row(split, family, method, base, side, aurc, balance=math.nan):
-    return {"suite": "s", "split": split, "family": family, "method": method, "base": base, "sidekick": side,
-            "members": f"{base}+{side}" if side else base, "fit": "converged", "confidence": "max",
-            "gflops": 1.0, "balance": balance, "aurc": aurc}
+    return {
+        "suite": "s",
+        "split": split,
+        "family": family,
+        "method": method,
+        "base": base,
+        "sidekick": side,
+        "members": f"{base}+{side}" if side else base,
+        "fit": "converged",
+        "confidence": "max",
+        "gflops": 1.0,
+        "balance": balance,
+        "aurc": aurc,
+    }
 
 
 def view(split: str) -> pd.DataFrame:
@@ -47,8 +72,10 @@ def _entries(head) -> dict:
 def test_a_difference_of_3_sd_is_a_finding_and_one_of_half_an_sd_is_within_noise():
     v = view("test")
     assert SD == pytest.approx(0.002)
-    paired = {("s", "test", "x", side, "converged", "weighted", "aurc"): (d, d - 0.0004, d + 0.0004)
-              for _, side, _, d in DUOS[3:]}  # both intervals exclude 0
+    paired = {
+        ("s", "test", "x", side, "converged", "weighted", "aurc"): (d, d - 0.0004, d + 0.0004)
+        for _, side, _, d in DUOS[3:]
+    }  # both intervals exclude 0
     head = headline(v, CFG, paired=paired, noise_=split_noise(v, noise.seed_groups(ZOO), "single", ["aurc"]))
     e = _entries(head)
     three, half = e["x + s"], e["x + t"]
@@ -85,7 +112,10 @@ def test_fallback_on_values_when_no_difference_has_a_spread():
 
 def test_a_split_where_seeds_disagree_more_than_methods_is_noise_dominated_and_not_ranked():
     groups = noise.seed_groups(ZOO)
-    heads = {sp: headline(view(sp), CFG, noise_=split_noise(view(sp), groups, "single", ["aurc"])) for sp in ("test", "shift")}
+    heads = {
+        sp: headline(view(sp), CFG, noise_=split_noise(view(sp), groups, "single", ["aurc"]))
+        for sp in ("test", "shift")
+    }
     ranked = [0.010, 0.012, 0.014, 0.001, 0.006]  # |diff| of the non-reference entries
     test, shift = heads["test"]["noise"]["aurc"], heads["shift"]["noise"]["aurc"]
     assert test["median"] == pytest.approx(np.median(ranked)) == shift["median"] and test["entries"] == 5
@@ -95,10 +125,17 @@ def test_a_split_where_seeds_disagree_more_than_methods_is_noise_dominated_and_n
     vals = [heads["test"]["entries"][i]["metrics"]["aurc"]["value"] for i, _ in heads["test"]["order"]["aurc"]]
     assert vals == sorted(vals)
     got = [(heads["shift"]["entries"][i]["models"], role) for i, role in heads["shift"]["order"]["aurc"]]
-    assert got == [("b0", "base alone"), ("b0 + s", "best duo, balance ≤ 0.2 (also best overall)"),
-                   ("b1", "base alone"), ("b1 + s", "best duo, balance ≤ 0.2 (also best overall)"),
-                   ("b2", "base alone"), ("b2 + s", "best duo, balance ≤ 0.2 (also best overall)"),
-                   ("x", "base alone"), ("x + t", "best duo, balance ≤ 0.2"), ("x + s", "best duo overall")]
+    assert got == [
+        ("b0", "base alone"),
+        ("b0 + s", "best duo, balance ≤ 0.2 (also best overall)"),
+        ("b1", "base alone"),
+        ("b1 + s", "best duo, balance ≤ 0.2 (also best overall)"),
+        ("b2", "base alone"),
+        ("b2 + s", "best duo, balance ≤ 0.2 (also best overall)"),
+        ("x", "base alone"),
+        ("x + t", "best duo, balance ≤ 0.2"),
+        ("x + s", "best duo overall"),
+    ]
     vals = [heads["shift"]["entries"][i]["metrics"]["aurc"]["value"] for i, _ in heads["shift"]["order"]["aurc"]]
     assert vals != sorted(vals)
     ctx = headline_context({("s", "test"): view("test"), ("s", "shift"): view("shift")}, CFG, zoo=ZOO, paired=None)
@@ -129,7 +166,10 @@ def test_the_page_data_marks_the_noise_dominated_split_and_keeps_its_fixed_order
     # dvc metrics: the headline split's noise-dominated metrics are marked and left out of the rows' files
     import json
 
-    files = {p.relative_to(tmp_path / "r").as_posix(): json.loads(p.read_text()) for p in (tmp_path / "r" / "headline").rglob("*.json")}
+    files = {
+        p.relative_to(tmp_path / "r").as_posix(): json.loads(p.read_text())
+        for p in (tmp_path / "r" / "headline").rglob("*.json")
+    }
     marks = files.pop("headline/noise-dominated.json")
     keys = [m["key"] for m in head["metrics"]]
     assert marks == {m: splits["test"]["noise"][keys.index(m)][2] for m in ("accuracy", "aurc", "auroc", "ece", "nll")}

@@ -1,4 +1,5 @@
 """Leaderboard page without a browser: tables, bad input, escaping, reproduction, provenance, CLI."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -47,13 +48,16 @@ def _body_rows(tmp_path) -> int:
 
 # ---- configuration --------------------------------------------------------------------------
 
+
 def test_config_defaults_and_validation():
     assert ReportConfig.from_params({}) == ReportConfig()
     cfg = ReportConfig.from_params({"report": {"plot_splits": ["test", "corrupt-*-3"], "dpi": 80}})
     assert cfg.plot_splits == ("test", "corrupt-*-3") and cfg.dpi == 80
     with pytest.raises(ValueError, match="unknown keys \\['colour'\\]"):
         ReportConfig.from_params({"report": {"colour": "red"}})
-    with pytest.raises(ValueError, match=r"params.yaml: report: metrics\[0\] must be text \(one of \[.*\]\), got 'acc'"):
+    with pytest.raises(
+        ValueError, match=r"params.yaml: report: metrics\[0\] must be text \(one of \[.*\]\), got 'acc'"
+    ):
         ReportConfig.from_params({"report": {"metrics": ["acc"]}})
     with pytest.raises(ValueError, match="formats"):
         ReportConfig.from_params({"report": {"formats": ["gif"]}})
@@ -66,6 +70,7 @@ def test_config_defaults_and_validation():
 
 
 # ---- tables ------------------------------------------------------------------------------------
+
 
 def test_wide_table_holds_every_tidy_value():
     res, _ = results_from_frame(synthetic_results(models={"a": 1.0, "b": 3.0}))
@@ -88,13 +93,16 @@ def test_default_view_prefers_configured_variant_but_keeps_lone_variants():
     res, _ = results_from_frame(synthetic_results(models={"a": 1.0, "b": 3.0}))
     view = default_view(wide_table(res), "converged", "max")
     # weighted has both confidences: only 'max'; uq_only exists only as 'published': kept
-    expected = res[(res.fit == "converged") & ((res.confidence == "max") | (res.method == "uq_only"))].drop_duplicates(KEY)
+    expected = res[(res.fit == "converged") & ((res.confidence == "max") | (res.method == "uq_only"))].drop_duplicates(
+        KEY
+    )
     assert sorted(map(tuple, view[KEY].to_numpy())) == sorted(map(tuple, expected[KEY].to_numpy()))
     only_paper, _ = results_from_frame(synthetic_results(models={"a": 1.0, "b": 3.0}, fits=("paper-exact",)))
     assert set(default_view(wide_table(only_paper), "converged", "max")["fit"]) == {"paper-exact"}
 
 
 # ---- bad input ----------------------------------------------------------------------------------
+
 
 def test_empty_results_file_gives_a_page_that_says_so(tmp_path):
     f = tmp_path / "metrics.csv"
@@ -114,7 +122,9 @@ def test_header_only_results_file(tmp_path):
 
 
 def test_partial_columns_are_reported_not_fatal(tmp_path):
-    res = synthetic_results(models={"a": 1.0, "b": 3.0}).drop(columns=["ci_low", "ci_high", "throughput", "inputs_hash"])
+    res = synthetic_results(models={"a": 1.0, "b": 3.0}).drop(
+        columns=["ci_low", "ci_high", "throughput", "inputs_hash"]
+    )
     html = _render(tmp_path, res)
     assert "missing columns [&#39;ci_low&#39;, &#39;ci_high&#39;, &#39;throughput&#39;, &#39;inputs_hash&#39;]" in html
     assert _body_rows(tmp_path) > 0
@@ -182,7 +192,9 @@ def test_reproduction_matches_by_name_and_reports_not_run():
     assert single["ours"]["converged"]["value"] == ours
     assert single["ours"]["converged"]["diff"] == pytest.approx(ours - 0.80)
     # unnamed sidekick: the best (lowest AURC) of the two weighted duos of the base
-    duo_rows = res[(res.family == "duo") & (res.base == "resnet50.tv_in1k") & (res.metric == "aurc") & (res.fit == "converged")]
+    duo_rows = res[
+        (res.family == "duo") & (res.base == "resnet50.tv_in1k") & (res.metric == "aurc") & (res.fit == "converged")
+    ]
     assert len(duo_rows) == 2
     assert duo["ours"]["converged"]["value"] == duo_rows["value"].min()
     assert duo["ours"]["converged"]["detail"].startswith("best of 2")
@@ -190,9 +202,18 @@ def test_reproduction_matches_by_name_and_reports_not_run():
 
 
 def test_reproduction_by_ensemble_size():
-    res, _ = results_from_frame(synthetic_results(models={"ResNet50": 4.1, "s": 0.4}, suite="imagenet", duo_variants=()))
-    cell = {"suite": "imagenet", "split": "test", "family": "deep_ensemble", "base": "ResNet50", "metric": "accuracy",
-            "value": 0.8, "source": "p"}
+    res, _ = results_from_frame(
+        synthetic_results(models={"ResNet50": 4.1, "s": 0.4}, suite="imagenet", duo_variants=())
+    )
+    cell = {
+        "suite": "imagenet",
+        "split": "test",
+        "family": "deep_ensemble",
+        "base": "ResNet50",
+        "metric": "accuracy",
+        "value": 0.8,
+        "source": "p",
+    }
     pub = parse_published({**PUB, "cells": [{**cell, "n_members": 3}, {**cell, "n_members": 5}]})
     three, five = reproduction_rows(pub, wide_table(res), ("converged",))
     ens = res[(res.family == "deep_ensemble") & (res.metric == "accuracy")]["value"].item()
@@ -208,12 +229,15 @@ def test_reproduction_table_on_the_page(tmp_path):
     assert "Reproduction of published numbers" in html and "not run" in html  # caltech256
 
 
-@pytest.mark.parametrize("cell,msg", [
-    ({"metric": "acc"}, "unknown metric"),
-    ({"source": "nope"}, "source 'nope'"),
-    ({"value": "high"}, "finite number"),
-    ({"colour": 1}, "unknown keys \\['colour'\\]"),
-])
+@pytest.mark.parametrize(
+    "cell,msg",
+    [
+        ({"metric": "acc"}, "unknown metric"),
+        ({"source": "nope"}, "source 'nope'"),
+        ({"value": "high"}, "finite number"),
+        ({"colour": 1}, "unknown keys \\['colour'\\]"),
+    ],
+)
 def test_published_cells_are_validated(cell, msg):
     bad = {**PUB, "cells": [{**PUB["cells"][0], **cell}]}
     with pytest.raises(ValueError, match=msg):
@@ -243,11 +267,23 @@ def test_zoo_under_models_key_with_anchors_and_missing_files(tmp_path):
 
 # ---- provenance and CLI -----------------------------------------------------------------------------
 
+
 def test_provenance_shows_zoo_entry_and_lock_hash(tmp_path):
     res = synthetic_results(models={"a": 1.0, "b": 3.0})
-    lock = {"schema": "2.0", "stages": {"logits@a": {"outs": [{"path": "logits/a", "md5": "0123abcd.dir"}]},
-                                        "train@a": {"outs": [{"path": "ckpt/a", "md5": "ffff"}]}}}
-    html = _render(tmp_path, res, zoo={"a": {"arch": "resnet", "recipe": "lp"}}, lock=lock, models=models_table({"a": 1.0, "b": 3.0}))
+    lock = {
+        "schema": "2.0",
+        "stages": {
+            "logits@a": {"outs": [{"path": "logits/a", "md5": "0123abcd.dir"}]},
+            "train@a": {"outs": [{"path": "ckpt/a", "md5": "ffff"}]},
+        },
+    }
+    html = _render(
+        tmp_path,
+        res,
+        zoo={"a": {"arch": "resnet", "recipe": "lp"}},
+        lock=lock,
+        models=models_table({"a": 1.0, "b": 3.0}),
+    )
     assert "0123abcd.dir" in html and "ffff" not in html
     assert "recipe: lp" in html
     a_anchor = re.search(r'<article class="model" id="([^"]+)">\s*<h3>a</h3>', html).group(1)
@@ -260,8 +296,19 @@ def test_cli_writes_report_and_refuses_foreign_folder(tmp_path, capsys):
     synthetic_results(models={"a": 1.0, "b": 3.0}).to_csv(res_path, index=False)
     params = tmp_path / "params.yaml"
     params.write_text(yaml.safe_dump({"report": {"plot_metrics": ["accuracy"], "formats": ["png"], "dpi": 40}}))
-    args = ["--results", str(res_path), "--models", str(tmp_path / "none.csv"), "--zoo", str(tmp_path / "zoo.yaml"),
-            "--params", str(params), "--lock", str(tmp_path / "dvc.lock"), "--quiet"]
+    args = [
+        "--results",
+        str(res_path),
+        "--models",
+        str(tmp_path / "none.csv"),
+        "--zoo",
+        str(tmp_path / "zoo.yaml"),
+        "--params",
+        str(params),
+        "--lock",
+        str(tmp_path / "dvc.lock"),
+        "--quiet",
+    ]
     assert cli.main([*args, "--out", str(tmp_path / "reports")]) == 0
     umask = os.umask(0)
     os.umask(umask)

@@ -1,11 +1,12 @@
 """The optional ``overhead_percent`` column: schema, leaderboard column, plots against it."""
+
 from __future__ import annotations
 
 import matplotlib.image as mpimg
 import numpy as np
 import pandas as pd
 import pytest
-from report_synth import make_inputs, synthetic_results, page_data, page_rows
+from report_synth import make_inputs, page_data, page_rows, synthetic_results
 
 from benchmark.report import ReportConfig, build_report, results_from_frame
 from benchmark.report.build import default_rows
@@ -22,15 +23,26 @@ def with_sve(res: pd.DataFrame) -> pd.DataFrame:
     single = res[(res.family == "single") & (res.base == "big") & (res.fit == "converged")]
     parts = [res.assign(overhead_percent=np.nan)]
     for m, pct in SVE.items():
-        parts.append(single.assign(family="sve", method=f"m{m}", members=f"sve-m{m}", fit="none", gflops=m * MODELS["big"],
-                                   overhead_percent=pct, value=single["value"] + 0.001 * m))
+        parts.append(
+            single.assign(
+                family="sve",
+                method=f"m{m}",
+                members=f"sve-m{m}",
+                fit="none",
+                gflops=m * MODELS["big"],
+                overhead_percent=pct,
+                value=single["value"] + 0.001 * m,
+            )
+        )
     return pd.concat(parts, ignore_index=True)
 
 
 def test_optional_column_is_added_empty_and_required_ones_still_raise():
     res = synthetic_results(models=MODELS).drop(columns=list(OPTIONAL_COLUMNS))
     out = validate_results(res)
-    assert list(out.columns[-len(OPTIONAL_COLUMNS):]) == list(OPTIONAL_COLUMNS) and out["overhead_percent"].isna().all()
+    assert (
+        list(out.columns[-len(OPTIONAL_COLUMNS) :]) == list(OPTIONAL_COLUMNS) and out["overhead_percent"].isna().all()
+    )
     assert set(COLUMNS) <= set(out.columns)
     with pytest.raises(ValueError, match=r"missing columns \['gflops'\]"):
         validate_results(res.drop(columns=["gflops"]))
@@ -49,7 +61,9 @@ def test_leaderboard_shows_the_trainable_percent_of_methods_that_report_it(tmp_p
     data = page_data(tmp_path / "r")["embedded/test"]
     assert "Trainable %" in [c["label"] for c in data["columns"]]
     assert sorted(r["overhead_percent"] for r in rows if r["_family"] == "sve") == sorted(SVE.values())
-    assert not any("overhead_percent=" in s for s in data["s"])  # a column of its own, not in the tooltip of other columns
+    assert not any(
+        "overhead_percent=" in s for s in data["s"]
+    )  # a column of its own, not in the tooltip of other columns
 
 
 def test_overhead_plot_draws_only_the_rows_that_report_it(tmp_path):

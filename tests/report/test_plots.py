@@ -1,4 +1,5 @@
 """Pareto plots: files exist, decode, carry any family; frontier data is the true frontier."""
+
 from __future__ import annotations
 
 import io
@@ -74,17 +75,25 @@ def _dominated(cost, value, higher):
     """Brute force: i is dominated if some j is no worse in both and better in one."""
     v = value if higher else -value
     n = len(cost)
-    return np.array([any(cost[j] <= cost[i] and v[j] >= v[i] and (cost[j] < cost[i] or v[j] > v[i])
-                         for j in range(n)) for i in range(n)])
+    return np.array(
+        [
+            any(cost[j] <= cost[i] and v[j] >= v[i] and (cost[j] < cost[i] or v[j] > v[i]) for j in range(n))
+            for i in range(n)
+        ]
+    )
 
 
 @pytest.mark.parametrize("metric,higher", [("accuracy", True), ("aurc", False)])
 def test_frontier_csv_is_the_non_dominated_set(written, metric, higher):
     out, _, res = written
-    shown = (res.fit == "converged") & ((res.confidence == "max") | (res.method == "uq_only"))  # uq_only: 'published' only
+    shown = (res.fit == "converged") & (
+        (res.confidence == "max") | (res.method == "uq_only")
+    )  # uq_only: 'published' only
     rows = res[(res.split == "test") & shown & (res.metric == metric)]
     cost, value = rows["gflops"].to_numpy(float), rows["value"].to_numpy(float)
-    expected = set(rows["members"][~_dominated(cost, value, higher)] + "|" + rows["method"][~_dominated(cost, value, higher)])
+    expected = set(
+        rows["members"][~_dominated(cost, value, higher)] + "|" + rows["method"][~_dominated(cost, value, higher)]
+    )
     front = pd.read_csv(out / "plots" / "data" / "frontier" / f"embedded_test_{metric}.csv")
     assert list(front.columns) == ["gflops", "value", "label", "members"]
     assert front["gflops"].is_monotonic_increasing

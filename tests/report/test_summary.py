@@ -1,11 +1,11 @@
 """The sentence per split at the top of the page, its numbers against a direct pandas computation on the rows."""
+
 from __future__ import annotations
 
 import re
 
 import numpy as np
 import pandas as pd
-import pytest
 from report_synth import SEEDED_ZOO, make_inputs, noisy_results, synthetic_results
 
 from benchmark.core import noise
@@ -43,9 +43,11 @@ def test_the_sentence_quotes_the_cheap_duo_its_base_and_the_best_other_method():
     assert s["metric"] == "aurc" and (s["lead"], s["better"]) == ("AURC ↓", "lower is better")
     assert s["duo"]["models"] == f"{duo['base']} + {duo['sidekick']}"
     text = s["text"]
-    assert text.startswith(f"{duo['base']} + {duo['sidekick']} (+{duo['balance']:.0%} compute): "
-                           f"{fmt_metric(duo['aurc'])} vs {fmt_metric(base['aurc'])} for {duo['base']} alone "
-                           f"(Δ\u00a0{_signed(duo['aurc'] - base['aurc'])}, ")
+    assert text.startswith(
+        f"{duo['base']} + {duo['sidekick']} (+{duo['balance']:.0%} compute): "
+        f"{fmt_metric(duo['aurc'])} vs {fmt_metric(base['aurc'])} for {duo['base']} alone "
+        f"(Δ\u00a0{_signed(duo['aurc'] - base['aurc'])}, "
+    )
     ratio = rival["gflops"] / duo["gflops"]
     assert text.endswith(f"; deep ensemble · mean: {fmt_metric(rival['aurc'])} at {ratio:.1f}× the compute.")
     assert "seed noise not measured" in text  # no seed group in this zoo
@@ -56,9 +58,22 @@ def test_a_paired_interval_is_quoted_and_judged():
     view = _view(synthetic_results(models=MODELS))
     duos = view[(view["family"] == "duo") & (view["balance"] <= 0.2)]
     duo = duos.loc[duos["aurc"].idxmin()]
-    paired = pd.DataFrame([{"suite": duo["suite"], "split": "test", "base": duo["base"], "sidekick": duo["sidekick"],
-                            "fit": duo["fit"], "method": duo["method"], "metric": "aurc", "diff": -0.0123,
-                            "ci_low": -0.02, "ci_high": -0.004}])
+    paired = pd.DataFrame(
+        [
+            {
+                "suite": duo["suite"],
+                "split": "test",
+                "base": duo["base"],
+                "sidekick": duo["sidekick"],
+                "fit": duo["fit"],
+                "method": duo["method"],
+                "metric": "aurc",
+                "diff": -0.0123,
+                "ci_low": -0.02,
+                "ci_high": -0.004,
+            }
+        ]
+    )
     s = split_summary(view, CFG, paired=paired_lookup(paired))
     assert "(Δ\u00a0−0.01230 [−0.02000, −0.00400], seed noise not measured; its interval excludes 0)" in s["text"]
 
@@ -69,15 +84,21 @@ def test_seed_noise_verdicts_of_the_duo_and_of_the_split():
     judged = split_noise(view, groups, CFG.reference_family, list(CFG.headline_metrics))
     s = split_summary(view, CFG, noise_=judged)
     x = s["duo"]["metrics"]["aurc"]
-    row = view[(view["members"] == s["duo"]["models"].replace(" + ", "+")) & (view["family"] == "duo")
-               & (view["method"] == s["duo"]["label"].split(" · ")[1])].index[0]
+    row = view[
+        (view["members"] == s["duo"]["models"].replace(" + ", "+"))
+        & (view["family"] == "duo")
+        & (view["method"] == s["duo"]["label"].split(" · ")[1])
+    ].index[0]
     sd = judged.rows[(row, "aurc")][0]
     assert x["within_seed"] == (abs(x["diff"]) <= noise.FACTOR * sd)  # the judgement, from its definition
     verdict = "within the seed noise)" if x["within_seed"] else "outside the seed noise)"
     assert verdict in s["text"]
     assert s["dominated"] and s["text"] == s["core"] + " Typical differences on this split: within the seed noise."
-    test = split_summary(_view(noisy_results(), "test"), CFG, noise_=split_noise(
-        _view(noisy_results(), "test"), groups, CFG.reference_family, list(CFG.headline_metrics)))
+    test = split_summary(
+        _view(noisy_results(), "test"),
+        CFG,
+        noise_=split_noise(_view(noisy_results(), "test"), groups, CFG.reference_family, list(CFG.headline_metrics)),
+    )
     assert not test["dominated"] and "Typical differences" not in test["text"]
 
 
@@ -103,9 +124,11 @@ def test_no_cheap_duo_and_nothing_to_compare():
 def test_the_page_opens_with_the_sentences_escaped(tmp_path):
     evil = "<b>x</b>"
     res = synthetic_results(models={evil: 4.6, "res": 4.1, "mnv3": 0.06}, splits=("test", "shift"))
-    page = build_report(make_inputs(res, config=ReportConfig(formats=())), tmp_path / "r", progress=False, figures=False)
+    page = build_report(
+        make_inputs(res, config=ReportConfig(formats=())), tmp_path / "r", progress=False, figures=False
+    )
     html = page.read_text(encoding="utf-8")
-    glance = html[html.index('<section class="glance"'):html.index('<section id="headline"')]
+    glance = html[html.index('<section class="glance"') : html.index('<section id="headline"')]
     assert glance.count("<li data-split=") == 2 and "&lt;b&gt;x&lt;/b&gt;" in glance and "<b>x</b>" not in glance
     assert glance.index('<ul class="summary lead">') < glance.index('class="chart-panel"')
     head = headline_context({("embedded", "test"): _view(res)}, CFG, zoo={}, paired=None)
@@ -118,7 +141,7 @@ def _glance(res, tmp_path) -> str:
     cfg = ReportConfig(formats=())
     page = build_report(make_inputs(res, config=cfg, zoo=SEEDED_ZOO), tmp_path / "r", progress=False, figures=False)
     html = page.read_text(encoding="utf-8")
-    return html[html.index('<section class="glance"'):html.index('<section id="headline"')]
+    return html[html.index('<section class="glance"') : html.index('<section id="headline"')]
 
 
 def test_a_noise_verdict_every_split_shares_is_said_once(tmp_path):

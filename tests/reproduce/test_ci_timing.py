@@ -1,4 +1,5 @@
 """.ci/run timed step by step (benchmark/reproduce/ci_timing.py) from a hand-written trace, and its docs table."""
+
 import json
 
 import pytest
@@ -23,8 +24,18 @@ some output of a command
 
 def test_each_top_level_command_gets_its_seconds_and_kind():
     steps = ci_timing.parse_trace(TRACE, end=2100.5)
-    assert [s["kind"] for s in steps] == [None, "set-up", "lint and types", "tests", "fingerprint", "emulated CPU kinds",
-                                          "emulated CPU kinds", "main job and gate", "Slurm", None]
+    assert [s["kind"] for s in steps] == [
+        None,
+        "set-up",
+        "lint and types",
+        "tests",
+        "fingerprint",
+        "emulated CPU kinds",
+        "emulated CPU kinds",
+        "main job and gate",
+        "Slurm",
+        None,
+    ]
     assert [s["seconds"] for s in steps] == [0.5, 99.5, 10.0, 360.0, 120.0, 600.0, 90.0, 420.0, 300.0, 0.5]
     rec = ci_timing.record(steps, machine={"cpus": 2, "cpu": "AMD EPYC"}, commit="abc1234def", passed=True)
     assert rec["by_kind"]["emulated CPU kinds"] == 690.0 and rec["total_s"] == 2000.5

@@ -1,5 +1,6 @@
 """Kernel fingerprints (benchmark/reproduce/fingerprint.py): the committed records of two CPU kinds, the rules that
 judge a machine against them, and this machine's own operations against its kind's record."""
+
 from __future__ import annotations
 
 import json
@@ -33,7 +34,10 @@ def test_both_vendors_are_recorded_and_agree_on_every_operation_of_the_pipelines
 
 
 def test_two_kinds_of_one_vendor_agreeing_is_no_evidence_for_the_other_vendor():
-    zen4, zen5 = rec("AuthenticAMD-f25-m17", {"layer": "1", "op": "1"}), rec("AuthenticAMD-f26-m2", {"layer": "1", "op": "1"})
+    zen4, zen5 = (
+        rec("AuthenticAMD-f25-m17", {"layer": "1", "op": "1"}),
+        rec("AuthenticAMD-f26-m2", {"layer": "1", "op": "1"}),
+    )
     intel = rec(INTEL, {"op": "1"})
     assert fr.evidence([zen4, zen5]) == set()  # one vendor
     assert fr.evidence([zen4, zen5, intel]) == {"op"}  # "layer": only AMD kinds hold it
@@ -60,8 +64,14 @@ def test_another_kind_must_agree_where_two_kinds_already_agree_and_is_reported_e
     assert va["failing"] == ["held"] and vb["failing"] == ["held"]
 
 
-@pytest.mark.parametrize("text,problem", [("{", "not a readable JSON"), ('{"hashes": {}}', "machine.kind"),
-                                          ('{"machine": {"kind": "A"}, "hashes": {"x": 1}}', "hashes")])
+@pytest.mark.parametrize(
+    "text,problem",
+    [
+        ("{", "not a readable JSON"),
+        ('{"hashes": {}}', "machine.kind"),
+        ('{"machine": {"kind": "A"}, "hashes": {"x": 1}}', "hashes"),
+    ],
+)
 def test_a_malformed_record_is_refused_with_the_problem_named(tmp_path, text, problem):
     path = tmp_path / "bad.json"
     path.write_text(text)
@@ -87,8 +97,10 @@ def test_the_command_prints_each_record_and_fails_on_what_must_agree(tmp_path, m
     monkeypatch.setattr(fp, "mkl_ops_in", lambda *a: {"lite0": mkl, "mnv3": []})
     assert main(["reproduce", "fingerprint", "--records", str(tmp_path), "--write"]) == code
     out = capsys.readouterr().out
-    assert ("MKL-routed operators in a training step and a logits pass: "
-            + ("lite0: aten::addmm -> NOT PORTABLE" if mkl else "none")) in out
+    assert (
+        "MKL-routed operators in a training step and a logits pass: "
+        + ("lite0: aten::addmm -> NOT PORTABLE" if mkl else "none")
+    ) in out
     assert "vs A (A; another CPU kind, recorded with torch 2.14.1): 2 shared operations" in out
     assert "  differs: m (reported)" in out
     assert ("  differs: k (must agree)" in out) is (theirs == "2")
@@ -125,12 +137,18 @@ def test_the_amd_record_holds_the_pipelines_own_operations_layer_by_layer():
 
 
 def emu(model: str, stands_for: str, hashes: dict) -> dict:
-    return {"machine": {"kind": f"QEMU-{model}", "cpu": model, "emulated": True, "stands_for": stands_for},
-            "torch": "2.14.1", "hashes": hashes}
+    return {
+        "machine": {"kind": f"QEMU-{model}", "cpu": model, "emulated": True, "stands_for": stands_for},
+        "torch": "2.14.1",
+        "hashes": hashes,
+    }
 
 
 def test_an_emulated_record_counts_as_the_vendor_it_stands_for():
-    amd, qemu_intel = rec(AMD, {"layer": "1", "mkl": "a"}), emu("Icelake-Server", "GenuineIntel-f6-m134", {"layer": "1", "mkl": "i"})
+    amd, qemu_intel = (
+        rec(AMD, {"layer": "1", "mkl": "a"}),
+        emu("Icelake-Server", "GenuineIntel-f6-m134", {"layer": "1", "mkl": "i"}),
+    )
     assert fr.vendor(qemu_intel) == "GenuineIntel" and fr.emulated(qemu_intel) and not fr.emulated(amd)
     assert fr.evidence([amd, qemu_intel]) == {"layer"}  # two vendors agree: a third kind must agree there
     (v,) = fr.compare(rec("AuthenticAMD-f26-m2", {"layer": "2"}), [qemu_intel])
@@ -151,7 +169,9 @@ def test_an_emulation_must_equal_the_real_cpus_of_its_vendor_on_every_shared_ope
     assert v_real2["stand_in"] and v_real2["failing"] == []  # "moody": the real Intel records disagree themselves
     assert not v_amd["stand_in"] and v_amd["failing"] == []
     # the other way round: a real Intel CI machine is held to the committed emulation of its vendor
-    (v,) = fr.compare(rec("GenuineIntel-f6-m143", {"mkl": "i2"}), [emu("Icelake-Server", "GenuineIntel-f6-m134", {"mkl": "i"})])
+    (v,) = fr.compare(
+        rec("GenuineIntel-f6-m143", {"mkl": "i2"}), [emu("Icelake-Server", "GenuineIntel-f6-m134", {"mkl": "i"})]
+    )
     assert v["stand_in"] and v["failing"] == ["mkl"]
     # two emulations of one vendor are two kinds: judged by the evidence only
     (v,) = fr.compare(emu("Skylake-Client", "GenuineIntel-f6-m94", {"mkl": "s"}), [fresh])
@@ -166,9 +186,12 @@ def test_an_emulated_record_must_say_what_it_stands_for(tmp_path):
 
 
 def test_the_first_differing_layer_is_named_in_the_pipelines_order():
-    keys = ["threads=2,onednn=on/mm 7x33x5", "threads=2,onednn=on/pipeline mnv3 48px batch 64, 2 AdamW steps",
-            "threads=2,onednn=on/pipeline mnv3 48px [0a1b2c3d]: forward classifier",
-            "threads=2,onednn=on/pipeline mnv3 48px [0a1b2c3d]: gradient classifier.weight"]
+    keys = [
+        "threads=2,onednn=on/mm 7x33x5",
+        "threads=2,onednn=on/pipeline mnv3 48px batch 64, 2 AdamW steps",
+        "threads=2,onednn=on/pipeline mnv3 48px [0a1b2c3d]: forward classifier",
+        "threads=2,onednn=on/pipeline mnv3 48px [0a1b2c3d]: gradient classifier.weight",
+    ]
     assert fr.first_layer(keys) == "mnv3 48px [0a1b2c3d]: forward classifier"  # not the tool's random-weight model
     assert fr.first_layer(keys[:2]) is None
 
@@ -190,7 +213,10 @@ def test_the_committed_emulations_stand_for_both_vendors_and_intels_records_its_
         for x in real:
             shared = [k for k in r["hashes"] if k in x["hashes"]]
             assert len(shared) >= 40, (r["machine"]["kind"], x["machine"]["kind"])
-            assert [k for k in shared if r["hashes"][k] != x["hashes"][k]] == [], (r["machine"]["kind"], x["machine"]["kind"])
+            assert [k for k in shared if r["hashes"][k] != x["hashes"][k]] == [], (
+                r["machine"]["kind"],
+                x["machine"]["kind"],
+            )
 
 
 def test_every_pipeline_operation_agrees_across_every_recorded_kind_real_and_emulated():
@@ -209,8 +235,12 @@ def test_the_fingerprint_runs_the_stages_own_training_step_model_optimizer_and_l
     from benchmark.models.zoo import parse_entry
 
     calls = []
-    for mod, name in [(train, "training_model"), (train, "make_optimizer"), (train, "train_step"),
-                      (distributed, "predict_logits")]:
+    for mod, name in [
+        (train, "training_model"),
+        (train, "make_optimizer"),
+        (train, "train_step"),
+        (distributed, "predict_logits"),
+    ]:
         real = getattr(mod, name)
         monkeypatch.setattr(mod, name, lambda *a, _r=real, _n=name, **k: calls.append(_n) or _r(*a, **k))
 
@@ -219,8 +249,13 @@ def test_the_fingerprint_runs_the_stages_own_training_step_model_optimizer_and_l
         threads = 2
         logits = type("Logits", (), {"batch_size": 256})
 
-    zoo = {"m": parse_entry("m", {"arch": "mobilenetv3_small_050", "init": "scratch", "img_size": 16, "seed": 0,
-                                  "recipe": "r"}, check_arch=False)}
+    zoo = {
+        "m": parse_entry(
+            "m",
+            {"arch": "mobilenetv3_small_050", "init": "scratch", "img_size": 16, "seed": 0, "recipe": "r"},
+            check_arch=False,
+        )
+    }
     out = fp.pipeline(P, zoo, fp.tag(2))
     assert calls == ["training_model", "make_optimizer", "train_step", "train_step"] + ["predict_logits"] * 3
     assert any(": forward " in k for k in out) and any(": gradient " in k for k in out)
@@ -228,6 +263,14 @@ def test_the_fingerprint_runs_the_stages_own_training_step_model_optimizer_and_l
     x, y = torch.randn(8, 3, 16, 16), torch.arange(8) % 10
     model = train.training_model(zoo["m"], 10, P.recipes["r"])
     calls.clear()
-    train.fine_tune(model, (x, y), (x, y), Recipe(epochs=1, batch_size=4, lr=0.01), seed=0, folder=tmp_path,
-                    fingerprint="f", progress=False)
+    train.fine_tune(
+        model,
+        (x, y),
+        (x, y),
+        Recipe(epochs=1, batch_size=4, lr=0.01),
+        seed=0,
+        folder=tmp_path,
+        fingerprint="f",
+        progress=False,
+    )
     assert calls.count("train_step") == 2 and "make_optimizer" in calls

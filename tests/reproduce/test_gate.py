@@ -6,6 +6,7 @@ with a regression injected into the evaluation code must fail (a temperature 3% 
 with another sidekick's logits); the same code must pass. Noise path: retrained models (new draws of every model)
 pass, a gross regression fails. The real cross-CPU data: tests/reproduce/data/cross_cpu.csv.gz (see make_cross_cpu.py
 beside it)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -31,11 +32,18 @@ DATA = Path(__file__).resolve().parent / "data"
 C = 6
 SIZES = {"val": 300, "test": 400, "shift": 150}
 SEEDS = [f"a-s{i}" for i in range(5)]
-ZOO = {**{n: {"arch": "a", "init": "scratch", "img_size": 32, "recipe": "r", "seed": i, "role": "base"} for i, n in enumerate(SEEDS)},
-       "s": {"arch": "s", "init": "scratch", "img_size": 32, "recipe": "r", "seed": 0, "role": "sidekick"},
-       "s2": {"arch": "s2", "init": "scratch", "img_size": 32, "recipe": "r", "seed": 0, "role": "sidekick"}}
+ZOO = {
+    **{
+        n: {"arch": "a", "init": "scratch", "img_size": 32, "recipe": "r", "seed": i, "role": "base"}
+        for i, n in enumerate(SEEDS)
+    },
+    "s": {"arch": "s", "init": "scratch", "img_size": 32, "recipe": "r", "seed": 0, "role": "sidekick"},
+    "s2": {"arch": "s2", "init": "scratch", "img_size": 32, "recipe": "r", "seed": 0, "role": "sidekick"},
+}
 SKILL = {"a": 2.2, "s": 1.0, "s2": 0.8}
-CFG = EvalConfig(suite="embedded", fits=("converged",), n_bootstrap=100, bootstrap_splits=("test",), bootstrap_level=0.95)
+CFG = EvalConfig(
+    suite="embedded", fits=("converged",), n_bootstrap=100, bootstrap_splits=("test",), bootstrap_level=0.95
+)
 
 
 def _labels() -> dict:
@@ -75,7 +83,9 @@ def evaluate(logits: dict[str, dict], *, duo_side_logits: dict | None = None, rn
     rows += deep_ensemble.ensemble_unit(CFG, SEEDS[:2], [logits[n] for n in SEEDS[:2]])
     df = pd.DataFrame(rows)
     hashes = {n: store_hash(lg) for n, lg in logits.items()}
-    df["inputs_hash"] = df["members"].map(lambda m: hashlib.sha256("+".join(hashes[x] for x in m.split("+")).encode()).hexdigest()[:16])
+    df["inputs_hash"] = df["members"].map(
+        lambda m: hashlib.sha256("+".join(hashes[x] for x in m.split("+")).encode()).hexdigest()[:16]
+    )
     df["gflops"] = df["members"].map(lambda m: 0.1 * len(m.split("+")))
     df["params"] = df["members"].map(lambda m: 1000 * len(m.split("+")))
     df["throughput"] = np.random.default_rng(rng).uniform(100, 200, len(df))  # measured: differs run to run
@@ -112,6 +122,7 @@ def check(committed, fresh, **kw) -> pd.DataFrame:
 
 # -- exact path: same logits, real regressions of the evaluation code -------------------------------------------
 
+
 def test_identical_recomputation_passes(zoo_logits, committed):
     rep = check(committed, evaluate(zoo_logits, rng=1))  # another throughput measurement
     assert set(rep["status"]) == {"identical"} and (rep["path"] == "exact").all()
@@ -122,7 +133,10 @@ def test_rounding_level_recomputation_passes_and_a_billionth_more_fails(committe
     fresh = committed.assign(value=committed["value"] * (1 + 1e-12))
     assert set(check(committed, fresh)["status"]) <= {"identical", "recomputed"}
     i = committed.index[committed["value"].abs() > 0.1][0]
-    rep = check(committed, committed.assign(value=committed["value"].where(committed.index != i, committed["value"] * (1 + 3e-9))))
+    rep = check(
+        committed,
+        committed.assign(value=committed["value"].where(committed.index != i, committed["value"] * (1 + 3e-9))),
+    )
     bad = rep[~rep["ok"]]
     assert len(bad) == 1 and bad.iloc[0][gate.KEY].tolist() == committed.loc[i, gate.KEY].tolist()
     assert bad.iloc[0]["detail"] == "value"
@@ -130,7 +144,11 @@ def test_rounding_level_recomputation_passes_and_a_billionth_more_fails(committe
 
 def test_a_temperature_fit_three_percent_off_is_caught(zoo_logits, committed, monkeypatch):
     real = evrows.fit_temperature
-    monkeypatch.setattr(evrows, "fit_temperature", lambda *a, **k: dataclasses.replace(real(*a, **k), temperature=real(*a, **k).temperature * 1.03))
+    monkeypatch.setattr(
+        evrows,
+        "fit_temperature",
+        lambda *a, **k: dataclasses.replace(real(*a, **k), temperature=real(*a, **k).temperature * 1.03),
+    )
     rep = check(committed, evaluate(zoo_logits))
     uses_t = (rep["family"] == "single") | ((rep["family"] == "duo") & (rep["method"] == "unweighted"))
     assert (rep.loc[uses_t, "status"] == "differs").groupby([rep["family"], rep["base"], rep["sidekick"]]).any().all()
@@ -142,6 +160,7 @@ def test_a_temperature_fit_three_percent_off_is_caught(zoo_logits, committed, mo
 
 def test_a_metric_computed_one_sample_wrong_is_caught(zoo_logits, committed, monkeypatch):
     """Every metric of the test split computed with one label wrong: the first sample the prediction got right."""
+
     def one_label_off(y, prediction):
         if len(y) != SIZES["test"]:
             return y
@@ -175,6 +194,7 @@ def test_a_duo_computed_with_another_sidekicks_logits_is_caught(zoo_logits, comm
 
 # -- noise path: retrained models ---------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def retrained():
     return {n: model_logits(n, draw=1) for n in ZOO}
@@ -190,7 +210,11 @@ def test_retrained_models_pass_within_their_noise(committed, retrained):
 
 def test_a_gross_regression_fails_the_noise_path(committed, retrained, monkeypatch):
     real = evrows.fit_temperature
-    monkeypatch.setattr(evrows, "fit_temperature", lambda *a, **k: dataclasses.replace(real(*a, **k), temperature=real(*a, **k).temperature * 3))
+    monkeypatch.setattr(
+        evrows,
+        "fit_temperature",
+        lambda *a, **k: dataclasses.replace(real(*a, **k), temperature=real(*a, **k).temperature * 3),
+    )
     rep = check(committed, evaluate(retrained))
     bad = rep[rep["status"] == "beyond-noise"]
     assert not gate.summarize(rep)["reproduces"]
@@ -200,7 +224,11 @@ def test_a_gross_regression_fails_the_noise_path(committed, retrained, monkeypat
 def test_the_noise_path_cannot_see_a_small_regression(committed, retrained, monkeypatch):
     """What the exact path exists for: a 3% temperature error is far inside the noise of retrained models."""
     real = evrows.fit_temperature
-    monkeypatch.setattr(evrows, "fit_temperature", lambda *a, **k: dataclasses.replace(real(*a, **k), temperature=real(*a, **k).temperature * 1.03))
+    monkeypatch.setattr(
+        evrows,
+        "fit_temperature",
+        lambda *a, **k: dataclasses.replace(real(*a, **k), temperature=real(*a, **k).temperature * 1.03),
+    )
     assert gate.summarize(check(committed, evaluate(retrained)))["reproduces"]
 
 
@@ -208,7 +236,9 @@ def test_other_inputs_fail_when_both_runs_pinned_unless_allowed(committed, retra
     fresh = evaluate(retrained)
     rep = check(committed, fresh, inputs_must_match=True)
     assert set(rep["status"]) == {"inputs-differ"}
-    assert rep["detail"].str.startswith("logits differ although both runs pinned the numerics (noise path: within)").all()
+    assert (
+        rep["detail"].str.startswith("logits differ although both runs pinned the numerics (noise path: within)").all()
+    )
     assert gate.summarize(check(committed, fresh, inputs_must_match=False))["reproduces"]
 
 
@@ -234,18 +264,30 @@ def test_repeated_keys_are_refused(committed):
 
 def test_k_is_the_t_quantile_of_the_seed_count():
     # sqrt(2) x Student's t quantiles at 0.9995 from a printed table: 4 df 8.610, 9 df 4.781; normal 3.291
-    assert gate.k_factor([5, 10, 0, 1]) == pytest.approx([math.sqrt(2) * 8.610, math.sqrt(2) * 4.781,
-                                                          math.sqrt(2) * 3.291, math.sqrt(2) * 3.291], rel=1e-3)
+    assert gate.k_factor([5, 10, 0, 1]) == pytest.approx(
+        [math.sqrt(2) * 8.610, math.sqrt(2) * 4.781, math.sqrt(2) * 3.291, math.sqrt(2) * 3.291], rel=1e-3
+    )
 
 
 # -- summary.json ---------------------------------------------------------------------------------------------------
+
 
 def test_summary_values_follow_their_rows_path(committed, retrained):
     from benchmark.evaluation.stage import summary
 
     sources = gate.summary_sources(committed, lambda r: summary(r, "converged"))
     ref = summary(committed, "converged")
-    assert sources["single/a-s0/accuracy"][1:] == ("test", "single", "ts", "a-s0", "", "a-s0", "converged", "max", "accuracy")
+    assert sources["single/a-s0/accuracy"][1:] == (
+        "test",
+        "single",
+        "ts",
+        "a-s0",
+        "",
+        "a-s0",
+        "converged",
+        "max",
+        "accuracy",
+    )
     assert sources["duo/a-s0+s/nll"][3] == "weighted"
     same = gate.compare_summary(ref, ref, check(committed, committed), sources)
     assert set(same["status"]) == {"identical"}
@@ -253,13 +295,16 @@ def test_summary_values_follow_their_rows_path(committed, retrained):
     nudged["single"]["a-s0"]["accuracy"] += 1e-6  # the rounding of summary.json: within
     nudged["single"]["a-s1"]["accuracy"] += 1e-4  # a change: outside on the exact path
     rep = gate.compare_summary(ref, nudged, check(committed, committed), sources).set_index("key")
-    assert rep.loc["single/a-s0/accuracy", "status"] == "within" and rep.loc["single/a-s1/accuracy", "status"] == "outside"
+    assert (
+        rep.loc["single/a-s0/accuracy", "status"] == "within" and rep.loc["single/a-s1/accuracy", "status"] == "outside"
+    )
     fresh = evaluate(retrained)
     rep = gate.compare_summary(ref, summary(fresh, "converged"), check(committed, fresh), sources)
     assert (rep["path"] == "noise").all() and gate.summarize_summary(rep)["reproduces"]
 
 
 # -- real data: two CPU kinds, unpinned numerics (the old chaotic setup) ------------------------------------------
+
 
 def cross_cpu() -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     d = pd.read_csv(DATA / "cross_cpu.csv.gz", dtype=str, keep_default_na=False, na_values=[""])
@@ -297,20 +342,34 @@ def test_real_other_cpu_run_of_the_old_code_is_within_noise_on_the_test_and_ood_
 
 # -- detection thresholds ---------------------------------------------------------------------------------------------
 
+
 def test_detection_of_metrics_without_a_noise_estimate_is_a_row_of_nan_not_a_crash():
     """A headline metric none of whose rows carries a noise estimate (no seed spread, no bootstrap) has no threshold:
     its row says 0 models and NaN, with every column of the frame (a row of 6 values in a 7-column frame raised)."""
-    rows = pd.DataFrame({"split": "test", "family": "single", "fit": "converged", "confidence": "max",
-                         "metric": ["accuracy", "nll", "accuracy"], "base": ["a", "a", "b"], "value": [0.9, 0.3, 0.8]})
+    rows = pd.DataFrame(
+        {
+            "split": "test",
+            "family": "single",
+            "fit": "converged",
+            "confidence": "max",
+            "metric": ["accuracy", "nll", "accuracy"],
+            "base": ["a", "a", "b"],
+            "value": [0.9, 0.3, 0.8],
+        }
+    )
     no_noise = pd.DataFrame({"noise": [np.nan] * 3, "seeds": [0] * 3})
-    det = gate.detection(rows, no_noise, split="test", family="single", fit="converged", confidence="max",
-                         metrics=["accuracy", "nll"])
+    det = gate.detection(
+        rows, no_noise, split="test", family="single", fit="converged", confidence="max", metrics=["accuracy", "nll"]
+    )
     assert list(det.columns) == ["metric", "models", "min", "median", "max", "model_min", "k"]
     assert list(det["metric"]) == ["accuracy", "nll"] and list(det["models"]) == [0, 0]
     assert det[["min", "median", "max", "k"]].isna().all().all() and list(det["model_min"]) == ["", ""]
-    one = pd.DataFrame({"noise": [0.01, np.nan, np.nan], "seeds": [5, 0, 0]})  # accuracy of model a has a noise estimate
-    det = gate.detection(rows, one, split="test", family="single", fit="converged", confidence="max",
-                         metrics=["accuracy", "nll"]).set_index("metric")
+    one = pd.DataFrame(
+        {"noise": [0.01, np.nan, np.nan], "seeds": [5, 0, 0]}
+    )  # accuracy of model a has a noise estimate
+    det = gate.detection(
+        rows, one, split="test", family="single", fit="converged", confidence="max", metrics=["accuracy", "nll"]
+    ).set_index("metric")
     assert det.loc["accuracy", "models"] == 1 and det.loc["accuracy", "model_min"] == "a"
     assert det.loc["accuracy", "min"] == pytest.approx(float(gate.k_factor([5])[0]) * 0.01)
     assert det.loc["nll", "models"] == 0 and np.isnan(det.loc["nll", "k"])

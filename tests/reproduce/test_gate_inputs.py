@@ -1,5 +1,6 @@
 """What the gate reads: dvc.lock stage outputs (measured ones left out), whether each run pinned the numerics,
 and ``reproduce check`` end to end on the committed bundle."""
+
 import json
 import subprocess
 from pathlib import Path
@@ -15,23 +16,49 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def lock(**stages) -> str:
     return "schema: '2.0'\nstages:\n" + "".join(
-        f"  {name}:\n    cmd: x\n    outs:\n" + "".join(f"    - path: {p}\n      hash: md5\n      md5: {m}\n" for p, m in outs.items())
-        for name, outs in stages.items())
+        f"  {name}:\n    cmd: x\n    outs:\n"
+        + "".join(f"    - path: {p}\n      hash: md5\n      md5: {m}\n" for p, m in outs.items())
+        for name, outs in stages.items()
+    )
 
 
 def test_outputs_compared_by_md5_measured_ones_left_out():
-    a = lockfile.parse(lock(data={"results/data": "1.dir"}, **{"train@m": {"results/checkpoints/m": "2.dir"},
-                            "logits@m": {"results/logits/m": "3.dir", "results/cost/m.json": "4"},
-                            "cost@m": {"results/cost/m.json": "5"}, "evaluate": {"results/metrics.csv": "6", "results/paired.csv": "7"}}), "a")
-    b = lockfile.parse(lock(data={"results/data": "1.dir"}, **{"train@m": {"results/checkpoints/m": "X.dir"},
-                            "logits@m": {"results/logits/m": "3.dir", "results/cost/m.json": "Y"},
-                            "cost@m": {"results/cost/m.json": "5"}, "evaluate": {"results/metrics.csv": "Z"}}), "b")
-    rep = lockfile.compare_outputs(a, b, stages={"data", "train@m", "logits@m", "evaluate"}).set_index(["stage", "path"])
+    a = lockfile.parse(
+        lock(
+            data={"results/data": "1.dir"},
+            **{
+                "train@m": {"results/checkpoints/m": "2.dir"},
+                "logits@m": {"results/logits/m": "3.dir", "results/cost/m.json": "4"},
+                "cost@m": {"results/cost/m.json": "5"},
+                "evaluate": {"results/metrics.csv": "6", "results/paired.csv": "7"},
+            },
+        ),
+        "a",
+    )
+    b = lockfile.parse(
+        lock(
+            data={"results/data": "1.dir"},
+            **{
+                "train@m": {"results/checkpoints/m": "X.dir"},
+                "logits@m": {"results/logits/m": "3.dir", "results/cost/m.json": "Y"},
+                "cost@m": {"results/cost/m.json": "5"},
+                "evaluate": {"results/metrics.csv": "Z"},
+            },
+        ),
+        "b",
+    )
+    rep = lockfile.compare_outputs(a, b, stages={"data", "train@m", "logits@m", "evaluate"}).set_index(
+        ["stage", "path"]
+    )
     assert rep["status"].to_dict() == {
-        ("cost@m", "results/cost/m.json"): "stale", ("data", "results/data"): "identical",
-        ("evaluate", "results/metrics.csv"): "measured", ("evaluate", "results/paired.csv"): "missing",
-        ("logits@m", "results/cost/m.json"): "measured", ("logits@m", "results/logits/m"): "identical",
-        ("train@m", "results/checkpoints/m"): "different"}
+        ("cost@m", "results/cost/m.json"): "stale",
+        ("data", "results/data"): "identical",
+        ("evaluate", "results/metrics.csv"): "measured",
+        ("evaluate", "results/paired.csv"): "missing",
+        ("logits@m", "results/cost/m.json"): "measured",
+        ("logits@m", "results/logits/m"): "identical",
+        ("train@m", "results/checkpoints/m"): "different",
+    }
     s = lockfile.summarize(rep.reset_index())
     assert (s["identical"], s["compared"], s["failing_stages"]) == (2, 3, ["evaluate", "train@m"])
 
@@ -39,8 +66,14 @@ def test_outputs_compared_by_md5_measured_ones_left_out():
 def test_every_measured_output_has_a_reason_and_plain_outputs_none():
     assert lockfile.measured("results/methods/sve-m8") and lockfile.measured("reports")
     assert "last_run.json" in lockfile.measured("results/units")
-    for path in ("results/data", "results/logits/lite0-s0", "results/checkpoints/lite1", "results/paired.csv",
-                 "results/summary.json", "results/units/x.csv"):
+    for path in (
+        "results/data",
+        "results/logits/lite0-s0",
+        "results/checkpoints/lite1",
+        "results/paired.csv",
+        "results/summary.json",
+        "results/units/x.csv",
+    ):
         assert lockfile.measured(path) is None, path
 
 
@@ -79,7 +112,10 @@ def test_numerics_of_the_fresh_run_from_its_records(tmp_path):
 
 
 def test_numerics_of_the_committed_run_from_its_manifest_else_unknown(tmp_path):
-    assert provenance.committed_numerics({"numerics": {"pinned": True}}, tmp_path) == (True, "bundle manifest 'numerics'")
+    assert provenance.committed_numerics({"numerics": {"pinned": True}}, tmp_path) == (
+        True,
+        "bundle manifest 'numerics'",
+    )
     assert provenance.committed_numerics({"device": {"numerics": {"pinned": False}}}, tmp_path)[0] is False
     subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
     assert provenance.committed_numerics({}, tmp_path) == (False, "nothing recorded: treated as not pinned")
@@ -99,9 +135,30 @@ def test_check_end_to_end_on_the_committed_bundle(tmp_path, monkeypatch, capsys)
     rows.to_csv(tmp_path / "results" / "metrics.csv", index=False)
     (tmp_path / "results" / "summary.json").write_text(lockfile.committed_text("results/summary.json", ROOT))
     (tmp_path / "dvc.lock").write_text(lockfile.committed_text("dvc.lock", ROOT))
-    code = main(["reproduce", "check", "--results", str(tmp_path / "results"), "--summary", str(tmp_path / "results" / "summary.json"),
-                 "--lock", str(tmp_path / "dvc.lock"), "--bundle", str(bundle.path), "--report", str(tmp_path / "r.csv"), "--show", "3",
-                 "--record", str(tmp_path / "cross_cpu.json"), "--ran-on", "GenuineIntel-f6-m167", "--note", "a test"])
+    code = main(
+        [
+            "reproduce",
+            "check",
+            "--results",
+            str(tmp_path / "results"),
+            "--summary",
+            str(tmp_path / "results" / "summary.json"),
+            "--lock",
+            str(tmp_path / "dvc.lock"),
+            "--bundle",
+            str(bundle.path),
+            "--report",
+            str(tmp_path / "r.csv"),
+            "--show",
+            "3",
+            "--record",
+            str(tmp_path / "cross_cpu.json"),
+            "--ran-on",
+            "GenuineIntel-f6-m167",
+            "--note",
+            "a test",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 1
     n = len(rows)

@@ -5,6 +5,7 @@ EPYC). Data in tests/reproduce/data/intel-run/ (make_intel_run.py beside it says
 The Intel machine trained other checkpoints (its kernels parted from the AMD's: results/fingerprints/), so every
 row takes the noise path; its greedy soup chose other ingredients. The gate must pass it, and still fail on a real
 regression: a shift beyond the detection threshold it states for each headline metric (gate.detection)."""
+
 from __future__ import annotations
 
 import json
@@ -30,7 +31,9 @@ def run():
     committed, _ = read_results(DATA / "committed-rows.csv.gz")
     intel, _ = read_results(DATA / "intel-metrics.csv.gz")
     manifest = json.loads((DATA / "committed-manifest.json").read_text())
-    nz = noise.row_noise(committed, noise.seed_groups(manifest["zoo"]), level=manifest["params"]["evaluate"]["bootstrap_level"])
+    nz = noise.row_noise(
+        committed, noise.seed_groups(manifest["zoo"]), level=manifest["params"]["evaluate"]["bootstrap_level"]
+    )
     return committed, intel, nz
 
 
@@ -50,8 +53,12 @@ def test_the_intel_run_passes_the_gate_with_its_greedy_soup_matched_by_what_it_i
     assert (soup["path"] == "noise").all() and soup["ok"].all()
     assert (rep.loc[rep["choice"] != "", "family"] == "soup").all()
     # the summary values follow their rows: all within tolerance (one identical: a value the retraining did not move)
-    summ = gate.compare_summary(_summary("committed-summary.json"), _summary("intel-summary.json"), rep,
-                                gate.summary_sources(committed, lambda r: summary(r, "converged")))
+    summ = gate.compare_summary(
+        _summary("committed-summary.json"),
+        _summary("intel-summary.json"),
+        rep,
+        gate.summary_sources(committed, lambda r: summary(r, "converged")),
+    )
     t = gate.summarize_summary(summ)
     assert t["reproduces"] and t["values"] == 420 and t["within"] + t["identical"] == 420
 
@@ -84,9 +91,14 @@ def test_the_stated_detection_thresholds_are_the_gates_own(run):
     assert list(det.index) == HEADLINE_METRICS and (det["models"] == 9).all()
     assert (det["min"] > 0).all() and (det["min"] <= det["median"]).all() and (det["median"] <= det["max"]).all()
     # independent of gate.k_factor: 5 seeds, two-sided 1e-3, sqrt(2) t_4 -> 12.18 (scipy-free: t_4 quantile 8.610)
-    acc = committed[(committed["split"] == "test") & (committed["family"] == "single") & (committed["fit"] == "converged")
-                    & (committed["confidence"] == "max") & (committed["metric"] == "accuracy")]
-    by_hand = 2 ** 0.5 * 8.610302 * nz.loc[acc.index, "noise"].astype(float)
+    acc = committed[
+        (committed["split"] == "test")
+        & (committed["family"] == "single")
+        & (committed["fit"] == "converged")
+        & (committed["confidence"] == "max")
+        & (committed["metric"] == "accuracy")
+    ]
+    by_hand = 2**0.5 * 8.610302 * nz.loc[acc.index, "noise"].astype(float)
     assert det.loc["accuracy", "min"] == pytest.approx(by_hand.min(), rel=1e-5)
 
 
@@ -94,8 +106,14 @@ def test_the_stated_detection_thresholds_are_the_gates_own(run):
 def test_a_shift_just_beyond_the_stated_threshold_fails_and_just_within_passes(run, metric):
     committed, _, nz = run
     det = gate.detection(committed, nz, metrics=[metric], **HEADLINE).iloc[0]
-    row = ((committed["split"] == "test") & (committed["family"] == "single") & (committed["fit"] == "converged")
-           & (committed["confidence"] == "max") & (committed["metric"] == metric) & (committed["base"] == det["model_min"]))
+    row = (
+        (committed["split"] == "test")
+        & (committed["family"] == "single")
+        & (committed["fit"] == "converged")
+        & (committed["confidence"] == "max")
+        & (committed["metric"] == metric)
+        & (committed["base"] == det["model_min"])
+    )
     assert row.sum() == 1
     for factor, ok in ((0.99, True), (1.01, False)):
         fresh = committed.assign(inputs_hash="retrained")  # other logits: every row on the noise path

@@ -1,5 +1,6 @@
 """CPU numerics pinning (benchmark.config.numerics): what it sets, when it applies, and that it takes in a
 fresh process (the stages' case) and is refused when torch chose its kernels first."""
+
 import json
 import os
 import subprocess
@@ -40,20 +41,25 @@ def test_an_unknown_mode_is_one_clear_error():
         numerics.pin({numerics.ENV: "fast"})
 
 
-@pytest.mark.parametrize("machine,flags,ok", [
-    ("x86_64", {"avx2", "fma", "sse4_2"}, True),
-    ("AMD64", {"avx2", "fma"}, True),
-    ("x86_64", {"avx", "sse4_2"}, False),  # no AVX2: the caps cannot hold, the CPU's own kernels run
-    ("aarch64", {"asimd"}, False),
-])
+@pytest.mark.parametrize(
+    "machine,flags,ok",
+    [
+        ("x86_64", {"avx2", "fma", "sse4_2"}, True),
+        ("AMD64", {"avx2", "fma"}, True),
+        ("x86_64", {"avx", "sse4_2"}, False),  # no AVX2: the caps cannot hold, the CPU's own kernels run
+        ("aarch64", {"asimd"}, False),
+    ],
+)
 def test_pinnable_needs_x86_64_with_avx2_and_fma(machine, flags, ok):
     assert numerics.pinnable(machine, flags) is ok
 
 
 @pytest.mark.skipif(not AVX2_HOST, reason="needs an x86-64 CPU with AVX2")
 def test_a_fresh_process_that_imports_benchmark_runs_avx2_kernels():
-    out = _run("import benchmark, json, torch; from benchmark.config import numerics; "
-               "torch.ones(4).exp(); print(json.dumps(numerics.state()))")
+    out = _run(
+        "import benchmark, json, torch; from benchmark.config import numerics; "
+        "torch.ones(4).exp(); print(json.dumps(numerics.state()))"
+    )
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout) == {"numerics": "pinned", "pinned": True, "cpu_capability": "AVX2"}
 
@@ -62,8 +68,11 @@ def test_a_fresh_process_that_imports_benchmark_runs_avx2_kernels():
 def test_native_mode_keeps_the_cpus_own_kernels():
     code = "import torch; torch.ones(2).exp(); print(torch.backends.cpu.get_cpu_capability())"
     native = _run(code).stdout.strip()
-    out = _run("import benchmark, json; from benchmark.config import numerics; import torch; torch.ones(2).exp(); "
-               "print(json.dumps(numerics.state()))", UQ_NUMERICS="native")
+    out = _run(
+        "import benchmark, json; from benchmark.config import numerics; import torch; torch.ones(2).exp(); "
+        "print(json.dumps(numerics.state()))",
+        UQ_NUMERICS="native",
+    )
     assert json.loads(out.stdout) == {"numerics": "native", "pinned": False, "cpu_capability": native}
 
 
@@ -72,9 +81,11 @@ def test_a_stage_refuses_to_run_when_torch_chose_its_kernels_first(tmp_path):
     native = _run("import torch; torch.ones(2).exp(); print(torch.backends.cpu.get_cpu_capability())").stdout.strip()
     if native == "AVX2":
         pytest.skip("this CPU's own kernels are AVX2: a late pin changes nothing")
-    code = ("import torch; torch.ones(2).exp()\n"
-            "from benchmark.stages.entry import stage_main\n"
-            "raise SystemExit(stage_main('x', lambda p, a: None, argv=['--params', 'missing.yaml']))\n")
+    code = (
+        "import torch; torch.ones(2).exp()\n"
+        "from benchmark.stages.entry import stage_main\n"
+        "raise SystemExit(stage_main('x', lambda p, a: None, argv=['--params', 'missing.yaml']))\n"
+    )
     out = _run(code)
     assert out.returncode == 2
     assert "CPU numerics not pinned: torch chose" in out.stderr and "Traceback" not in out.stderr
@@ -107,6 +118,7 @@ def test_pinned_training_is_byte_identical_on_a_simulated_avx2_cpu():
     the kernels: without pinning, this machine's own kernels and the simulated CPU's give different bytes (on an
     AVX-512 host). What an ISA cap cannot simulate is another vendor's MKL paths: those are the kernel
     fingerprints' part (tests/reproduce/test_fingerprint.py, results/fingerprints/)."""
+
     def digest(**env):
         out = _run(TRAIN_STEPS, **env)
         assert out.returncode == 0, out.stderr
@@ -114,6 +126,9 @@ def test_pinned_training_is_byte_identical_on_a_simulated_avx2_cpu():
 
     pinned = digest()
     assert digest(**OTHER_CPU) == pinned
-    if _run("import torch; torch.ones(2).exp(); print(torch.backends.cpu.get_cpu_capability())").stdout.strip() != "AVX2":
+    if (
+        _run("import torch; torch.ones(2).exp(); print(torch.backends.cpu.get_cpu_capability())").stdout.strip()
+        != "AVX2"
+    ):
         native, native_other = digest(UQ_NUMERICS="native"), digest(UQ_NUMERICS="native", **OTHER_CPU)
         assert native != native_other, "the simulated CPU runs the same kernels: the check would prove nothing"

@@ -1,5 +1,6 @@
 """Every package module a stage runs is a dependency of its DVC stage, file by file (no stale dvc.lock after a code
 change), and a stage depends on no method it does not run (adding or editing a method re-runs only its stages)."""
+
 import subprocess
 from pathlib import Path
 
@@ -61,7 +62,9 @@ def test_stage_depends_on_every_module_it_runs_file_by_file(name, probe):
     assert modules, f"{script} imports no package module?"
     missing = sorted(modules - deps)
     assert not missing, f"dvc.yaml stage {name!r} does not depend on {missing} (it runs them); regenerate dvc.yaml"
-    code_folders = [d for d in deps if d.startswith("benchmark/") and (ROOT / d).is_dir() and any((ROOT / d).rglob("*.py"))]
+    code_folders = [
+        d for d in deps if d.startswith("benchmark/") and (ROOT / d).is_dir() and any((ROOT / d).rglob("*.py"))
+    ]
     assert not code_folders, "a folder of code: code deps are files (package data folders only)"
 
 
@@ -72,10 +75,20 @@ def test_data_train_and_logits_run_no_method():
 
 
 def test_a_method_stage_depends_on_its_own_method_only():
-    own = {"laplace": "laplace", "mc_dropout": "mc_dropout", "soup": "soups", "shallow": "shallow",
-           "lora_ensemble": "lora_ensemble"}
-    shared = {"benchmark/methods/__init__.py", "benchmark/methods/registry.py", "benchmark/methods/baselines.py",
-              "benchmark/methods/last_layer.py", "benchmark/methods/budget.py"}  # budget: every output's training budget
+    own = {
+        "laplace": "laplace",
+        "mc_dropout": "mc_dropout",
+        "soup": "soups",
+        "shallow": "shallow",
+        "lora_ensemble": "lora_ensemble",
+    }
+    shared = {
+        "benchmark/methods/__init__.py",
+        "benchmark/methods/registry.py",
+        "benchmark/methods/baselines.py",
+        "benchmark/methods/last_layer.py",
+        "benchmark/methods/budget.py",
+    }  # budget: every output's training budget
     for stage, kind in own.items():
         deps = set(_body(STAGES[stage])["deps"]) & METHOD_FILES
         assert deps == shared | {f"benchmark/methods/{kind}.py"}, (stage, sorted(deps))
@@ -91,9 +104,11 @@ def test_deps_follow_the_code_and_an_added_method_changes_no_other_stage(tmp_pat
     (tmp_path / "benchmark" / "methods" / "zz_probe.py").write_text("from benchmark.methods.registry import Output\n")
     assert {s: script_deps(s, tmp_path) for s in before} == before
     assert script_deps("pipelines/method.py", tmp_path, ["benchmark.methods.zz_probe"]) == sorted(
-        set(script_deps("pipelines/method.py", tmp_path)) | {"benchmark/methods/zz_probe.py"})
-    (tmp_path / "pipelines" / "data.py").write_text((ROOT / "pipelines" / "data.py").read_text()
-                                                    + "\nfrom benchmark.methods import zz_probe  # noqa\n")
+        set(script_deps("pipelines/method.py", tmp_path)) | {"benchmark/methods/zz_probe.py"}
+    )
+    (tmp_path / "pipelines" / "data.py").write_text(
+        (ROOT / "pipelines" / "data.py").read_text() + "\nfrom benchmark.methods import zz_probe  # noqa\n"
+    )
     assert "benchmark/methods/zz_probe.py" in script_deps("pipelines/data.py", tmp_path)
 
 
@@ -106,7 +121,9 @@ def test_a_stage_depends_on_the_package_data_beside_the_modules_it_imports():
     assert not any(d.endswith("__pycache__") for d in report)
     for script in ("pipelines/data.py", "pipelines/train.py", "pipelines/logits.py", "pipelines/evaluate.py"):
         deps = script_deps(script, root)
-        assert not any(d.startswith("benchmark/report/templates") or d.startswith("benchmark/report/static") for d in deps)
+        assert not any(
+            d.startswith("benchmark/report/templates") or d.startswith("benchmark/report/static") for d in deps
+        )
         assert all(d.endswith(".py") for d in deps), script  # no data beside the modules these stages import
 
 
@@ -149,20 +166,35 @@ def test_the_modules_a_stage_imports_at_run_time_are_its_deps_and_nothing_it_doe
     stage's builder, the torchrun launcher, the evaluate stage's methods) is a dependency of that stage alone; a
     ``train@``/``logits@`` stage depends on no metric, evaluation, report, bundle, launcher or other suite's loader."""
     from benchmark.dvcgen import suite_pipeline
-    from benchmark.stages.model_params import DistConfig
-    from benchmark.stages.model_params import DataRef
+    from benchmark.stages.model_params import DataRef, DistConfig
 
     loaders = {f"benchmark/data/paper/{m}.py" for m in ("imagenet", "caltech", "iwildcam", "cifar", "oxford")}
-    never = {"benchmark/core/metrics.py", "benchmark/core/groups.py", "benchmark/config/evaluate.py",
-             "benchmark/config/report_config.py", "benchmark/models/launch.py", "benchmark/stages/params_config.py"}
+    never = {
+        "benchmark/core/metrics.py",
+        "benchmark/core/groups.py",
+        "benchmark/config/evaluate.py",
+        "benchmark/config/report_config.py",
+        "benchmark/models/launch.py",
+        "benchmark/stages/params_config.py",
+    }
     caltech = yaml.safe_load(suite_pipeline.render("caltech256", ROOT)["dvc.yaml"])["stages"]
-    for stages, up, own, other in [(STAGES, "", "embedded_source", "paper_source"), (caltech, "../../", "paper_source", "embedded_source")]:
+    for stages, up, own, other in [
+        (STAGES, "", "embedded_source", "paper_source"),
+        (caltech, "../../", "paper_source", "embedded_source"),
+    ]:
         for name in ("train", "logits"):
             deps = {d.removeprefix(up) for d in _deps(stages, name)}
-            bad = {d for d in deps if d in never or d.startswith(("benchmark/evaluation/", "benchmark/report/", "benchmark/bundle/"))}
+            bad = {
+                d
+                for d in deps
+                if d in never or d.startswith(("benchmark/evaluation/", "benchmark/report/", "benchmark/bundle/"))
+            }
             assert not bad, (name, sorted(bad))
             assert f"benchmark/stages/{own}.py" in deps and f"benchmark/stages/{other}.py" not in deps, name
-            assert deps & loaders == ({"benchmark/data/paper/caltech.py"} if up else set()), (name, sorted(deps & loaders))
+            assert deps & loaders == ({"benchmark/data/paper/caltech.py"} if up else set()), (
+                name,
+                sorted(deps & loaders),
+            )
             assert "benchmark/data/embedded.py" not in deps, name  # the builder: the data stage's
         data = {d.removeprefix(up) for d in _deps(stages, "data")}
         assert ("benchmark/data/embedded.py" in data) != bool(up) and not data & never
@@ -175,12 +207,34 @@ def test_the_modules_a_stage_imports_at_run_time_are_its_deps_and_nothing_it_doe
 # a change here is a change of what a stage re-runs for. Before issue 55's item 3 (a4c4558's dvc.lock): data 36,
 # train 40 (38 code), logits 41, sve-train 52, sve@<M> 51, each method stage 46-47, evaluate 60, report 50.
 DEPENDENCIES = {
-    "data": (29, 29), "train": (35, 33), "logits": (38, 36), "sve-train": (49, 45), "sve": (48, 45),
-    "laplace": (44, 42), "lora_ensemble": (43, 42), "mc_dropout": (44, 42), "shallow": (44, 42), "soup": (44, 42),
-    "evaluate": (57, 53), "report": (50, 44),
+    "data": (29, 29),
+    "train": (35, 33),
+    "logits": (38, 36),
+    "sve-train": (49, 45),
+    "sve": (48, 45),
+    "laplace": (44, 42),
+    "lora_ensemble": (43, 42),
+    "mc_dropout": (44, 42),
+    "shallow": (44, 42),
+    "soup": (44, 42),
+    "evaluate": (57, 53),
+    "report": (50, 44),
 }
-MODEL_CODE = {f"benchmark/models/{m}.py" for m in ("distributed", "infer", "portable", "factory", "train", "cost", "hub",
-                                                    "torchvision_zoo", "preprocess", "launch")}  # builds, trains or runs models
+MODEL_CODE = {
+    f"benchmark/models/{m}.py"
+    for m in (
+        "distributed",
+        "infer",
+        "portable",
+        "factory",
+        "train",
+        "cost",
+        "hub",
+        "torchvision_zoo",
+        "preprocess",
+        "launch",
+    )
+}  # builds, trains or runs models
 
 
 def test_each_stage_kind_depends_on_the_files_stated_here():
@@ -209,10 +263,18 @@ def test_a_zoo_of_another_family_makes_its_module_a_dependency_of_the_model_stag
     from benchmark.models.zoo import ZooEntry
     from benchmark.stages.model_params import DataRef, DistConfig
 
-    entries = [ZooEntry(name="a", arch="resnet18", init="timm:tv_in1k", img_size=32, seed=0, recipe="r"),
-               ZooEntry(name="b", arch="resnet18", init="torchvision:ResNet18_Weights.IMAGENET1K_V1", img_size=32,
-                        seed=0, recipe="r"),
-               ZooEntry(name="c", arch="resnet18", init="scratch", img_size=32, seed=0, recipe="r")]
+    entries = [
+        ZooEntry(name="a", arch="resnet18", init="timm:tv_in1k", img_size=32, seed=0, recipe="r"),
+        ZooEntry(
+            name="b",
+            arch="resnet18",
+            init="torchvision:ResNet18_Weights.IMAGENET1K_V1",
+            img_size=32,
+            seed=0,
+            recipe="r",
+        ),
+        ZooEntry(name="c", arch="resnet18", init="scratch", img_size=32, seed=0, recipe="r"),
+    ]
     runs = suite_pipeline.run_time_modules({}, DataRef(), DistConfig(), entries)
     families = {"benchmark.models.hub", "benchmark.models.torchvision_zoo"}
     assert {s for s, mods in runs.items() if families <= set(mods)} == set(suite_pipeline.BUILD_MODELS)

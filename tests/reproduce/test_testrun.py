@@ -1,5 +1,6 @@
 """benchmark/reproduce/testrun.py: the README's test command timed and recorded; counts read from a JUnit report
 (hand-written cases), a real pytest run of a tiny generated suite, and a failing run that records nothing."""
+
 import json
 import sys
 
@@ -21,9 +22,14 @@ def test_junit_counts_sum_the_suites_and_derive_passed(tmp_path):
     assert testrun.junit_counts(p)["passed"] == 3
 
 
-@pytest.mark.parametrize("text, problem", [("<testsuites", "not a JUnit XML report"),
-                                           ("<report/>", r"no <testsuite> element \(root <report>\)"),
-                                           ('<testsuite tests="many"/>', "<testsuite tests='many'> is not a count")])
+@pytest.mark.parametrize(
+    "text, problem",
+    [
+        ("<testsuites", "not a JUnit XML report"),
+        ("<report/>", r"no <testsuite> element \(root <report>\)"),
+        ('<testsuite tests="many"/>', "<testsuite tests='many'> is not a count"),
+    ],
+)
 def test_a_malformed_report_is_refused_with_the_problem_named(tmp_path, text, problem):
     p = tmp_path / "r.xml"
     p.write_text(text)
@@ -33,8 +39,10 @@ def test_a_malformed_report_is_refused_with_the_problem_named(tmp_path, text, pr
 
 @pytest.mark.slow  # three pytest processes
 def test_a_real_run_is_timed_counted_and_a_failing_one_writes_nothing(tmp_path, monkeypatch):
-    (tmp_path / "test_ok.py").write_text("import pytest\n\ndef test_a():\n    assert 1\n\ndef test_b():\n    assert 2\n\n"
-                                         "@pytest.mark.skip(reason='x')\ndef test_c():\n    pass\n")
+    (tmp_path / "test_ok.py").write_text(
+        "import pytest\n\ndef test_a():\n    assert 1\n\ndef test_b():\n    assert 2\n\n"
+        "@pytest.mark.skip(reason='x')\ndef test_c():\n    pass\n"
+    )
     (tmp_path / "test_bad.py").write_text("def test_bad():\n    assert 0\n")
     rec = testrun.measure(["test_ok.py", "-q"], setup_s=12.34, root=tmp_path, python=sys.executable)
     assert (rec["passed"], rec["skipped"], rec["pytest_cache"], rec["setup_s"]) == (2, 1, "empty", 12.3)

@@ -1,9 +1,9 @@
 """Per-stage timing records: the runtime hook writes them, the table groups them."""
+
 import json
 import os
 import subprocess
 import sys
-
 from unittest import mock
 
 import numpy as np
@@ -18,7 +18,10 @@ def test_stage_names_from_command_lines():
     assert timing.stage_name(["pipelines/train.py", "--model", "lite1"]) == "train@lite1"
     assert timing.stage_name(["/x/pipelines/sve.py", "--members", "1", "2", "8"]) == "sve"  # one stage, every size
     assert timing.stage_name(["pipelines/sve.py", "--train"]) == "sve-train"  # its DVC stage name
-    assert timing.stage_name(["pipelines/method.py", "--params", "p.yaml", "--kind", "soups", "--key", "soup-a"]) == "soups@soup-a"
+    assert (
+        timing.stage_name(["pipelines/method.py", "--params", "p.yaml", "--kind", "soups", "--key", "soup-a"])
+        == "soups@soup-a"
+    )
     assert timing.stage_name(["pipelines/evaluate.py"]) == "evaluate"
 
 
@@ -38,8 +41,10 @@ def test_a_process_importing_the_package_appends_its_record(tmp_path):
     env.pop("UQ_TIMINGS_PID", None)
     env.pop("DVC_STAGE", None)
     for model in ("a", "b"):
-        code = (f"import sys; sys.argv = ['pipelines/train.py', '--model', {model!r}]; import benchmark; x = "
-                "bytearray(50 << 20)")
+        code = (
+            f"import sys; sys.argv = ['pipelines/train.py', '--model', {model!r}]; import benchmark; x = "
+            "bytearray(50 << 20)"
+        )
         subprocess.run([sys.executable, "-c", code], env=env, check=True)
     recs = timing.read_records(log)
     assert list(recs["stage"]) == ["train@a", "train@b"]
@@ -53,12 +58,14 @@ def test_the_record_has_the_start_up_and_the_cpu_of_a_child_still_running(tmp_pa
     log = tmp_path / "t.jsonl"
     env = dict(os.environ, UQ_TIMINGS=str(log))
     env.pop("UQ_TIMINGS_PID", None)
-    code = ("import subprocess, sys, time; sys.argv = ['pipelines/evaluate.py']; import benchmark\n"
-            "from benchmark.config import runtime; runtime.mark_work()\n"
-            "child = subprocess.Popen([sys.executable, '-c', 'import sys, time\\nt = time.process_time()\\n"
-            "while time.process_time() - t < 0.6: pass\\nprint(1, flush=True)\\nsys.stdin.read()'],"
-            " stdin=subprocess.PIPE, stdout=subprocess.PIPE)\n"
-            "child.stdout.readline()  # it burnt its CPU and waits for our exit (its stdin closes then)\n")
+    code = (
+        "import subprocess, sys, time; sys.argv = ['pipelines/evaluate.py']; import benchmark\n"
+        "from benchmark.config import runtime; runtime.mark_work()\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import sys, time\\nt = time.process_time()\\n"
+        "while time.process_time() - t < 0.6: pass\\nprint(1, flush=True)\\nsys.stdin.read()'],"
+        " stdin=subprocess.PIPE, stdout=subprocess.PIPE)\n"
+        "child.stdout.readline()  # it burnt its CPU and waits for our exit (its stdin closes then)\n"
+    )
     subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=120)
     (rec,) = timing.read_records(log).to_dict(orient="records")
     assert rec["stage"] == "evaluate" and 0 < rec["startup_wall_s"] < rec["wall_s"] and rec["startup_cpu_s"] > 0
@@ -73,26 +80,60 @@ def test_malloc_tuning_takes_on_glibc():
     code = "from benchmark.config import runtime; print(runtime.tune_malloc())"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "True"
-    off = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env=dict(os.environ, UQ_MALLOC="default")).stdout.strip()
+    off = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=dict(os.environ, UQ_MALLOC="default"),
+    ).stdout.strip()
     assert off == "False"
 
 
 def test_by_kind_sums_and_the_readme_table(tmp_path):
-    stages = pd.DataFrame([
-        {"stage": "train@a", "wall_s": 10.0, "user_s": 15.0, "sys_s": 1.0, "max_rss_mb": 900.0, "minor_faults": 1000,
-         "startup_wall_s": 2.0, "startup_cpu_s": 1.5, "dvc_before_s": 1.0, "imports": ["torch", "timm"]},
-        {"stage": "train@b", "wall_s": 20.0, "user_s": 30.0, "sys_s": 2.0, "max_rss_mb": 1200.0, "minor_faults": 3000,
-         "startup_wall_s": 2.5, "startup_cpu_s": 1.5, "dvc_before_s": 2.0, "imports": ["torch", "safetensors"]},
-        {"stage": "data", "wall_s": 5.0, "user_s": 4.0, "sys_s": 0.5, "max_rss_mb": 500.0, "minor_faults": 10},
-    ])
+    stages = pd.DataFrame(
+        [
+            {
+                "stage": "train@a",
+                "wall_s": 10.0,
+                "user_s": 15.0,
+                "sys_s": 1.0,
+                "max_rss_mb": 900.0,
+                "minor_faults": 1000,
+                "startup_wall_s": 2.0,
+                "startup_cpu_s": 1.5,
+                "dvc_before_s": 1.0,
+                "imports": ["torch", "timm"],
+            },
+            {
+                "stage": "train@b",
+                "wall_s": 20.0,
+                "user_s": 30.0,
+                "sys_s": 2.0,
+                "max_rss_mb": 1200.0,
+                "minor_faults": 3000,
+                "startup_wall_s": 2.5,
+                "startup_cpu_s": 1.5,
+                "dvc_before_s": 2.0,
+                "imports": ["torch", "safetensors"],
+            },
+            {"stage": "data", "wall_s": 5.0, "user_s": 4.0, "sys_s": 0.5, "max_rss_mb": 500.0, "minor_faults": 10},
+        ]
+    )
     k = timing.by_kind(stages).set_index("kind")
     assert k.loc["train", "stages"] == 2 and k.loc["train", "wall_s"] == 30.0 and k.loc["train", "max_rss_mb"] == 1200.0
     assert list(k.index) == ["train", "data"]  # largest wall time first
     assert k.loc["train", "startup_wall_s"] == 4.5 and k.loc["train", "dvc_before_s"] == 3.0
     assert np.isnan(k.loc["data", "startup_wall_s"])  # a record without it (written before the field existed)
-    rec = {"command": "dvc repro -f", "repro_wall_s": 40.0, "install_s": 100.0, "dvc_overhead_s": 5.0, "date": "2026-11-30",
-           "machine": {"cpus": 2, "cpu": "x", "torch": "2", "cpu_capability": "AVX512"}, "stages": stages.to_dict(orient="records")}
+    rec = {
+        "command": "dvc repro -f",
+        "repro_wall_s": 40.0,
+        "install_s": 100.0,
+        "dvc_overhead_s": 5.0,
+        "date": "2026-11-30",
+        "machine": {"cpus": 2, "cpu": "x", "torch": "2", "cpu_capability": "AVX512"},
+        "stages": stages.to_dict(orient="records"),
+    }
     table = readme.timings_table(rec)
     assert "| train | 2 | 30.0 | 45.0 | 3.0 | 4.5 | 3.0 | 1200 | 4,000 | safetensors, timm, torch |" in table
     assert "| data | 1 | 5.0 | 4.0 | 0.5 |  |  | 500 | 10 |  |" in table
@@ -100,9 +141,18 @@ def test_by_kind_sums_and_the_readme_table(tmp_path):
     assert f"the target of {facts.TARGET_S} s is met" in table  # 140 s
     slow = readme.timings_table({**rec, "repro_wall_s": facts.TARGET_S - 99.0})  # 100 + 501 s: one second over
     assert f"the target of {facts.TARGET_S} s is **not met**" in slow
-    par = readme.timings_table({**rec, "parallel": {"command": "python -m benchmark run --jobs 2", "repro_wall_s": 33.0,
-                                                   "floor_ratio": 1.1, "compute_floor_s": 30.0,
-                                                   "outputs": {"identical": 21}}})
+    par = readme.timings_table(
+        {
+            **rec,
+            "parallel": {
+                "command": "python -m benchmark run --jobs 2",
+                "repro_wall_s": 33.0,
+                "floor_ratio": 1.1,
+                "compute_floor_s": 30.0,
+                "outputs": {"identical": 21},
+            },
+        }
+    )
     assert "(`python -m benchmark run --jobs 2`): **33 s** wall, 1.10x its compute floor of 30 s; 21 stage" in par
     zen4 = {**rec, "machine": {**rec["machine"], "cpu_kind": "AuthenticAMD-f25-m17"}, "repro_wall_s": 381.0}
     assert "the target of 480 s is **not met**" in readme.timings_table(zen4)  # issue 56: 8 minutes on a Zen 4-class
@@ -114,12 +164,31 @@ def test_by_kind_sums_and_the_readme_table(tmp_path):
 def test_the_compute_floor_and_dvc_gaps_of_a_serial_run():
     """floor = (CPU - start-up) / cores; the ratio is the run's wall over it; DVC's seconds: the gaps between stages
     (by start, records appended in end order) and after the last one."""
-    stages = pd.DataFrame([
-        {"stage": "b", "wall_s": 4.0, "user_s": 6.0, "sys_s": 1.0, "start": 107.0, "end": 111.0, "startup_cpu_s": 1.0,
-         "startup_wall_s": 1.5, "live_children_cpu_s": 2.0},  # a fork server's 2 s: in b's CPU, not in the run's count
-        {"stage": "a", "wall_s": 5.0, "user_s": 8.0, "sys_s": 1.0, "start": 101.0, "end": 106.0, "startup_cpu_s": 2.0,
-         "startup_wall_s": 2.5},
-    ])
+    stages = pd.DataFrame(
+        [
+            {
+                "stage": "b",
+                "wall_s": 4.0,
+                "user_s": 6.0,
+                "sys_s": 1.0,
+                "start": 107.0,
+                "end": 111.0,
+                "startup_cpu_s": 1.0,
+                "startup_wall_s": 1.5,
+                "live_children_cpu_s": 2.0,
+            },  # a fork server's 2 s: in b's CPU, not in the run's count
+            {
+                "stage": "a",
+                "wall_s": 5.0,
+                "user_s": 8.0,
+                "sys_s": 1.0,
+                "start": 101.0,
+                "end": 106.0,
+                "startup_cpu_s": 2.0,
+                "startup_wall_s": 2.5,
+            },
+        ]
+    )
     gaps, last = timing.dvc_gaps(stages, 100.0, 113.0)
     assert gaps == [1.0, 1.0] and last == 2.0  # b: 107 - 106; a: 101 - 100
     with mock.patch.object(timing, "cores", return_value=2):
@@ -136,10 +205,10 @@ def test_a_worker_of_a_timed_process_is_counted_by_its_parent(monkeypatch):
     with open(f"/proc/{parent}/stat") as f:
         grandparent = int(f.read().rsplit(")", 1)[1].split()[1])
     assert runtime._is_ancestor(parent) and runtime._is_ancestor(grandparent)
-    assert not runtime._is_ancestor(os.getpid()) and not runtime._is_ancestor(2 ** 22 + 7)  # no such process above
+    assert not runtime._is_ancestor(os.getpid()) and not runtime._is_ancestor(2**22 + 7)  # no such process above
     monkeypatch.setenv("UQ_TIMINGS_PID", str(parent))
     assert runtime._top_pid() == -1 and os.environ["UQ_TIMINGS_PID"] == str(parent)
-    monkeypatch.setenv("UQ_TIMINGS_PID", str(2 ** 22 + 7))
+    monkeypatch.setenv("UQ_TIMINGS_PID", str(2**22 + 7))
     assert runtime._top_pid() == os.getpid() and os.environ["UQ_TIMINGS_PID"] == str(os.getpid())
     assert runtime._top_pid() == os.getpid()  # itself: still the top
 
@@ -147,18 +216,33 @@ def test_a_worker_of_a_timed_process_is_counted_by_its_parent(monkeypatch):
 def test_import_times_are_parsed_from_importtime_and_tabled():
     from benchmark.reproduce import import_times
 
-    text = ("import time: self [us] | cumulative | imported package\n"
-            "import time:       100 |        100 |   _io\n"
-            "import time:      2000 |     500000 |     numpy\n"
-            "import time:      9000 |    1500000 |   torch\n"
-            "import time:       300 |     200000 |   pandas\n"
-            "import time:       300 |      50000 |     numpy\n")  # numpy again (not first): ignored
+    text = (
+        "import time: self [us] | cumulative | imported package\n"
+        "import time:       100 |        100 |   _io\n"
+        "import time:      2000 |     500000 |     numpy\n"
+        "import time:      9000 |    1500000 |   torch\n"
+        "import time:       300 |     200000 |   pandas\n"
+        "import time:       300 |      50000 |     numpy\n"
+    )  # numpy again (not first): ignored
     got = import_times.parse(text)
     assert got == {"import_s": 1.7, "packages": {"numpy": 0.5, "torch": 1.5, "pandas": 0.2}}  # top level: 3 spaces
-    rec = {lab: {"date": "2026-12-06", "machine": {"cpus": 2, "cpu_kind": "AuthenticAMD-f25-m17"}, "load": 1.0,
-                 "repeats": 3, "stages": {"train": {"script": "pipelines/train.py", "cpu_s": cpu, "import_s": 1.7,
-                                                    "packages": {"torch": 1.5, "numpy": 0.5}}}}
-           for lab, cpu in (("before", 2.5), ("after", 2.0))}
+    rec = {
+        lab: {
+            "date": "2026-12-06",
+            "machine": {"cpus": 2, "cpu_kind": "AuthenticAMD-f25-m17"},
+            "load": 1.0,
+            "repeats": 3,
+            "stages": {
+                "train": {
+                    "script": "pipelines/train.py",
+                    "cpu_s": cpu,
+                    "import_s": 1.7,
+                    "packages": {"torch": 1.5, "numpy": 0.5},
+                }
+            },
+        }
+        for lab, cpu in (("before", 2.5), ("after", 2.0))
+    }
     table = import_times.table(rec)
     assert "| `train` | 2.50 | 2.00 | 1.70 | torch 1.50, numpy 0.50 |" in table
     assert "before: 2026-12-06, 2 CPUs (AuthenticAMD-f25-m17), load average 1.0, fastest of 3" in table

@@ -1,4 +1,5 @@
 """Every unreadable input is one line naming the file and the problem, exit code 2, no traceback (issue 13.4)."""
+
 import json
 import shutil
 import warnings
@@ -29,18 +30,28 @@ BAD_YAML = {  # bytes -> what the one-line message must say
     "comments-only": (b"# nothing here\n", "is empty"),
     "not-a-mapping": (b"- a\n- b\n", "must be a mapping .* got list"),
     "scalar": (b"just text\n", "must be a mapping .* got str"),
-    "syntax": (b"models:\n  a: [1, 2\n  b: 3\n", r"line 3, column 4: not valid YAML \(while parsing a flow sequence: expected ',' or ']'"),
-    "python-tag": (b"models: !!python/object/apply:os.system ['echo pwned']\n",
-                   r"line 1, column 9: tag !!python/object/apply:os.system is not allowed"),
+    "syntax": (
+        b"models:\n  a: [1, 2\n  b: 3\n",
+        r"line 3, column 4: not valid YAML \(while parsing a flow sequence: expected ',' or ']'",
+    ),
+    "python-tag": (
+        b"models: !!python/object/apply:os.system ['echo pwned']\n",
+        r"line 1, column 9: tag !!python/object/apply:os.system is not allowed",
+    ),
     "python-name": (b"a: !!python/name:os.system\n", "tag !!python/name:os.system is not allowed"),
     "duplicate": (b"a: 1\na: 2\n", "duplicate key 'a' at line 2"),
 }
 
 
 def _params(zoo="zoo.yaml", **recipe) -> dict:
-    return {"zoo": str(zoo), "data": {"suite": "embedded"}, "logits": {"batch_size": 8},
-            "cost": {"throughput_batch": 2, "throughput_iters": 1}, "evaluate": {},
-            "recipes": {"r": {"epochs": 1, "batch_size": 16, "lr": 0.01, **recipe}}}
+    return {
+        "zoo": str(zoo),
+        "data": {"suite": "embedded"},
+        "logits": {"batch_size": 8},
+        "cost": {"throughput_batch": 2, "throughput_iters": 1},
+        "evaluate": {},
+        "recipes": {"r": {"epochs": 1, "batch_size": 16, "lr": 0.01, **recipe}},
+    }
 
 
 def _one_line(err: str, *needles: str) -> None:
@@ -98,17 +109,20 @@ def test_bad_suite_file(tmp_path, capsys, case):
     assert not (tmp_path / "suites" / "broken").exists()
 
 
-@pytest.mark.parametrize("recipe, message", [
-    ({"batch_size": 16.5}, "recipe 'r': batch_size must be an integer, got 16.5 (float)"),
-    ({"batch_size": True}, "recipe 'r': batch_size must be an integer, got True (bool)"),
-    ({"epochs": 2.0}, "recipe 'r': epochs must be an integer >= 0, got 2.0 (float)"),
-    ({"lr": "1e-3"}, "recipe 'r': lr must be a number, got the string '1e-3': YAML 1.1 reads"),
-    ({"lr": "fast"}, "recipe 'r': lr must be a finite number, got 'fast' (str)"),
-    ({"weight_decay": "1e-6"}, "recipe 'r': weight_decay must be a number, got the string '1e-6'"),
-    ({"warmup_epochs": -1}, "recipe 'r': warmup_epochs must be >= 0, got -1"),
-    ({"label_smoothing": 1.5}, "recipe 'r': label_smoothing must be <= 1, got 1.5"),
-    ({"shift_pixels": 0.5}, "recipe 'r': shift_pixels must be an integer >= 0, got 0.5 (float)"),
-])
+@pytest.mark.parametrize(
+    "recipe, message",
+    [
+        ({"batch_size": 16.5}, "recipe 'r': batch_size must be an integer, got 16.5 (float)"),
+        ({"batch_size": True}, "recipe 'r': batch_size must be an integer, got True (bool)"),
+        ({"epochs": 2.0}, "recipe 'r': epochs must be an integer >= 0, got 2.0 (float)"),
+        ({"lr": "1e-3"}, "recipe 'r': lr must be a number, got the string '1e-3': YAML 1.1 reads"),
+        ({"lr": "fast"}, "recipe 'r': lr must be a finite number, got 'fast' (str)"),
+        ({"weight_decay": "1e-6"}, "recipe 'r': weight_decay must be a number, got the string '1e-6'"),
+        ({"warmup_epochs": -1}, "recipe 'r': warmup_epochs must be >= 0, got -1"),
+        ({"label_smoothing": 1.5}, "recipe 'r': label_smoothing must be <= 1, got 1.5"),
+        ({"shift_pixels": 0.5}, "recipe 'r': shift_pixels must be an integer >= 0, got 0.5 (float)"),
+    ],
+)
 def test_recipe_fields_are_type_checked_before_anything_runs(tmp_path, capsys, recipe, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")):
         Recipe.from_params("r", {"epochs": 1, "batch_size": 16, "lr": 0.01, **recipe})
@@ -145,11 +159,14 @@ def _model():
     return nn.Sequential(nn.Flatten(), nn.Linear(12, 2))
 
 
-@pytest.mark.parametrize("content, message", [
-    (b"this is not a safetensors file at all", "not a valid safetensors checkpoint"),
-    (b"", "not a valid safetensors checkpoint"),
-    (b"\x10\x00\x00\x00\x00\x00\x00\x00[1, 2, 3, 4, 5, 6]", "not a valid safetensors checkpoint"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b"this is not a safetensors file at all", "not a valid safetensors checkpoint"),
+        (b"", "not a valid safetensors checkpoint"),
+        (b"\x10\x00\x00\x00\x00\x00\x00\x00[1, 2, 3, 4, 5, 6]", "not a valid safetensors checkpoint"),
+    ],
+)
 def test_checkpoint_that_is_not_safetensors(tmp_path, capsys, content, message):
     path = tmp_path / "model.safetensors"
     path.write_bytes(content)
@@ -179,14 +196,30 @@ def test_unreadable_resume_checkpoint_is_an_error_not_silently_skipped(tmp_path)
     x, y = torch.randn(8, 3, 2, 2), torch.arange(8) % 2
     (tmp_path / "resume.safetensors").write_bytes(b"garbage")
     with pytest.raises(StoreError, match=r"resume\.safetensors: not a valid safetensors resume checkpoint"):
-        fine_tune(_model(), (x, y), (x, y), Recipe(epochs=1, batch_size=4, lr=0.01), seed=0, folder=tmp_path,
-                  fingerprint="fp", progress=False)
+        fine_tune(
+            _model(),
+            (x, y),
+            (x, y),
+            Recipe(epochs=1, batch_size=4, lr=0.01),
+            seed=0,
+            folder=tmp_path,
+            fingerprint="fp",
+            progress=False,
+        )
     from safetensors.torch import save_file
 
     save_file({"w": torch.zeros(1)}, str(tmp_path / "resume.safetensors"), metadata={"resume": "[1]"})
     with pytest.raises(StoreError, match="resume checkpoint without a valid 'resume' state"):
-        fine_tune(_model(), (x, y), (x, y), Recipe(epochs=1, batch_size=4, lr=0.01), seed=0, folder=tmp_path,
-                  fingerprint="fp", progress=False)
+        fine_tune(
+            _model(),
+            (x, y),
+            (x, y),
+            Recipe(epochs=1, batch_size=4, lr=0.01),
+            seed=0,
+            folder=tmp_path,
+            fingerprint="fp",
+            progress=False,
+        )
 
 
 def _npz(path, **arrays):
@@ -197,7 +230,9 @@ def _npz(path, **arrays):
 def _safetensors_with_meta(path, meta: str):
     from safetensors.numpy import save_file
 
-    save_file({"logits": np.zeros((3, 2), np.float32), "labels": np.array([0, 1, 0])}, str(path), metadata={"benchmark": meta})
+    save_file(
+        {"logits": np.zeros((3, 2), np.float32), "labels": np.array([0, 1, 0])}, str(path), metadata={"benchmark": meta}
+    )
 
 
 def _member_not_npy(path):
@@ -211,15 +246,32 @@ def _member_not_npy(path):
 LOGITS = np.array([[1.0, 0.0], [0.0, 1.0], [2.0, 0.5]])
 BAD_LOGITS = {
     "member-not-npy": (lambda p: _member_not_npy(p), ".npz", "member 'logits' is not a numpy array (.npy) but bytes"),
-    "string-ids": (lambda p: _npz(p, logits=LOGITS, labels=np.array([0, 1, 0]), ids=np.array(["a", "b", "c"])), ".npz",
-                   "'ids' must be integers, got <U1"),
-    "float-ids": (lambda p: _npz(p, logits=LOGITS, labels=np.array([0, 1, 0]), ids=np.array([1.0, 2.5, 3.0])), ".npz",
-                  "'ids' must be integers, got float64 (non-integer ids are refused, not truncated)"),
-    "meta-list": (lambda p: _safetensors_with_meta(p, "[1, 2]"), ".safetensors", "its 'benchmark' metadata is list JSON, not a JSON object"),
-    "meta-number": (lambda p: _safetensors_with_meta(p, "3"), ".safetensors", "metadata is int JSON, not a JSON object"),
+    "string-ids": (
+        lambda p: _npz(p, logits=LOGITS, labels=np.array([0, 1, 0]), ids=np.array(["a", "b", "c"])),
+        ".npz",
+        "'ids' must be integers, got <U1",
+    ),
+    "float-ids": (
+        lambda p: _npz(p, logits=LOGITS, labels=np.array([0, 1, 0]), ids=np.array([1.0, 2.5, 3.0])),
+        ".npz",
+        "'ids' must be integers, got float64 (non-integer ids are refused, not truncated)",
+    ),
+    "meta-list": (
+        lambda p: _safetensors_with_meta(p, "[1, 2]"),
+        ".safetensors",
+        "its 'benchmark' metadata is list JSON, not a JSON object",
+    ),
+    "meta-number": (
+        lambda p: _safetensors_with_meta(p, "3"),
+        ".safetensors",
+        "metadata is int JSON, not a JSON object",
+    ),
     "meta-not-json": (lambda p: _safetensors_with_meta(p, "{nope"), ".safetensors", "bad 'benchmark' metadata"),
-    "beyond-float32": (lambda p: _npz(p, logits=LOGITS * 1e300, labels=np.array([0, 1, 0])), ".npz",
-                       "'logits' (float64) hold values up to 2e+300, beyond the float32 range"),
+    "beyond-float32": (
+        lambda p: _npz(p, logits=LOGITS * 1e300, labels=np.array([0, 1, 0])),
+        ".npz",
+        "'logits' (float64) hold values up to 2e+300, beyond the float32 range",
+    ),
 }
 
 
@@ -246,8 +298,14 @@ def test_float64_logits_within_float32_range_still_load(tmp_path, capsys):
     assert cli_main(["metrics", str(path)]) == 0
 
 
-@pytest.mark.parametrize("argv", [["metrics", "x.npz", "--seed", "-1"], ["metrics", "x.npz", "--seed", "1.5"],
-                                  ["metrics", "x.npz", "--bootstrap", "-3"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["metrics", "x.npz", "--seed", "-1"],
+        ["metrics", "x.npz", "--seed", "1.5"],
+        ["metrics", "x.npz", "--bootstrap", "-3"],
+    ],
+)
 def test_negative_or_non_integer_seed_is_a_usage_error(argv, capsys):
     assert cli_main(argv) == 2
     err = capsys.readouterr().err
@@ -277,8 +335,11 @@ def test_suite_description_with_newline_keeps_the_generated_dvc_yaml_valid(tmp_p
     assert "\n" in load_suite(tmp_path / "suites" / "plain2.yaml").description
     plain, hostile_out = render("plain", tmp_path)["dvc.yaml"], render("plain2", tmp_path)["dvc.yaml"]
     parsed = yaml.safe_load(hostile_out)
-    assert parsed == yaml.safe_load(plain.replace("suites/plain", "suites/plain2").replace("plain.yaml", "plain2.yaml")
-                                    .replace("plain paper", "plain2 paper"))
+    assert parsed == yaml.safe_load(
+        plain.replace("suites/plain", "suites/plain2")
+        .replace("plain.yaml", "plain2.yaml")
+        .replace("plain paper", "plain2 paper")
+    )
     assert set(parsed["stages"]) == set(yaml.safe_load(plain)["stages"]) and "evil" not in parsed["stages"]
     line = next(s for s in hostile_out.splitlines() if "plain2 paper suite" in s)
     assert line == "# The plain2 paper suite (two lines: {x: [1} stages: {evil: {cmd: rm -rf /}} # bell)."
@@ -290,7 +351,11 @@ def test_split_file_member_that_is_not_npy(tmp_path):
 
     path = tmp_path / "val.npz"
     with zipfile.ZipFile(path, "w") as z:
-        for key, arr in (("images", np.zeros((2, 28, 28), np.uint8)), ("labels", np.array([0, 1])), ("ids", np.array([3, 4]))):
+        for key, arr in (
+            ("images", np.zeros((2, 28, 28), np.uint8)),
+            ("labels", np.array([0, 1])),
+            ("ids", np.array([3, 4])),
+        ):
             buf = __import__("io").BytesIO()
             np.save(buf, arr)
             z.writestr(f"{key}.npy", buf.getvalue())

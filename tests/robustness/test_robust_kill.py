@@ -6,6 +6,7 @@ The stages run as their scripts (``pipelines/*.py``) in child processes forked f
 imported the package once; ``UQBENCH_TEST_KILL_AT=k`` makes a child SIGKILL itself at its k-th write
 boundary (:func:`benchmark.storage.atomic.write_boundary`): nothing of it runs after that, as after a real kill.
 """
+
 from __future__ import annotations
 
 import json
@@ -37,8 +38,11 @@ SCRIPTS = {  # stage -> (script, arguments, what it writes)
     "train": ("train.py", ["--model", "r"], ["results/checkpoints/r"]),
     "logits": ("logits.py", ["--model", "r"], ["results/logits/r"]),
     "mc_dropout": ("method.py", ["--kind", "mc_dropout", "--key", "mcd-t"], ["results/methods/mcd-t"]),
-    "evaluate": ("evaluate.py", [], ["results/metrics.csv", "results/paired.csv", "results/models.csv",
-                                     "results/summary.json", "results/units"]),
+    "evaluate": (
+        "evaluate.py",
+        [],
+        ["results/metrics.csv", "results/paired.csv", "results/models.csv", "results/summary.json", "results/units"],
+    ),
 }
 RUN_LOGS = {"results/units/last_run.json"}  # how many units this run computed: differs after a resume by design
 MEASURED = {"results/methods/mcd-t/cost.json": "throughput"}  # a timing, measured on every run
@@ -71,11 +75,25 @@ def _context():
         _CTX = multiprocessing.get_context("forkserver")
         # what the four stage scripts import (so each of the ~130 children imports nothing more): the stages, their
         # entry and the suites' data modules, fvcore (the methods' cost), and the writers' own lazy imports
-        _CTX.set_forkserver_preload(["benchmark.stages.entry", "benchmark.stages.per_model", "benchmark.stages.logits_stage",
-                                     "benchmark.stages.method_stage", "benchmark.stages.embedded_source",
-                                     "benchmark.methods.mc_dropout", "benchmark.evaluation.stage", "benchmark.data.embedded",
-                                     "timm", "fvcore.nn", "pandas", "pandas.io.formats.csvs", "pyarrow.pandas_compat",
-                                     "safetensors.numpy", "sklearn.metrics"])
+        _CTX.set_forkserver_preload(
+            [
+                "benchmark.stages.entry",
+                "benchmark.stages.per_model",
+                "benchmark.stages.logits_stage",
+                "benchmark.stages.method_stage",
+                "benchmark.stages.embedded_source",
+                "benchmark.methods.mc_dropout",
+                "benchmark.evaluation.stage",
+                "benchmark.data.embedded",
+                "timm",
+                "fvcore.nn",
+                "pandas",
+                "pandas.io.formats.csvs",
+                "pyarrow.pandas_compat",
+                "safetensors.numpy",
+                "sklearn.metrics",
+            ]
+        )
     return _CTX
 
 
@@ -148,10 +166,13 @@ def test_a_kill_at_every_write_boundary_resumes_to_identical_outputs(base, scrat
             assert run_stage(work, stage, kill_at=k) == -9, f"{stage}: no kill at boundary {label}"
             assert run_stage(work, stage) == 0, f"{stage}: the rerun after a kill at {label} failed"
             got = snapshot(work, stage)
-            assert sorted(got) == sorted(expected), f"{stage}, killed at {label}: other files {sorted(set(got) ^ set(expected))}"
+            assert sorted(got) == sorted(expected), (
+                f"{stage}, killed at {label}: other files {sorted(set(got) ^ set(expected))}"
+            )
             changed = [f for f in expected if got[f] != expected[f]]
             assert not changed, f"{stage}, killed at {label}: {changed} differ from an uninterrupted run" + "".join(
-                f"\n{got[f][:2000]!r}\n{expected[f][:2000]!r}" for f in changed)
+                f"\n{got[f][:2000]!r}\n{expected[f][:2000]!r}" for f in changed
+            )
             shutil.rmtree(work)
         if stage == "logits":  # the other model's logits and both costs are inputs of the later stages
             with chdir(ref):
@@ -205,8 +226,13 @@ def test_leftovers_of_killed_writes_are_never_read_as_results(evaluated):
 def test_clean_leftovers_removes_only_those_of_its_target(tmp_path):
     target = tmp_path / "a.csv"
     mine = [tmp_path / ".a.csv.abcd_123.csv", tmp_path / ".a.csv.old-77"]
-    others = [tmp_path / ".a.csvx.abcd1234.csv", tmp_path / ".b.csv.abcd1234.csv", tmp_path / ".a.csv.old-x",
-              tmp_path / "a.csv.abcd1234.csv", tmp_path / ".a.csv.short.csv"]
+    others = [
+        tmp_path / ".a.csvx.abcd1234.csv",
+        tmp_path / ".b.csv.abcd1234.csv",
+        tmp_path / ".a.csv.old-x",
+        tmp_path / "a.csv.abcd1234.csv",
+        tmp_path / ".a.csv.short.csv",
+    ]
     for f in mine + others:
         f.write_text("x")
     with store.atomic_path(target) as tmp:

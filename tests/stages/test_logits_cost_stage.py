@@ -1,4 +1,5 @@
 """The logits stage with --cost: the cost record of the cost stage, written by the same process (no cost stage)."""
+
 from __future__ import annotations
 
 import json
@@ -22,8 +23,14 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _stage(root: Path, *args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, HF_HUB_OFFLINE="1", TQDM_DISABLE="1")
-    return subprocess.run(["python", str(ROOT / "pipelines" / "logits.py"), "--params", "params.yaml", *args],
-                          cwd=root, env=env, capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        ["python", str(ROOT / "pipelines" / "logits.py"), "--params", "params.yaml", *args],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -38,14 +45,20 @@ def tree(tmp_path_factory):
 def test_logits_with_cost_writes_what_the_cost_stage_writes(tree, name, monkeypatch):
     proc = _stage(tree, "--model", name, "--cost")
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert sorted(p.name for p in (tree / "results" / "logits" / name).iterdir()) == \
-        ["ood.safetensors", "shift.safetensors", "test.safetensors", "val.safetensors"]
+    assert sorted(p.name for p in (tree / "results" / "logits" / name).iterdir()) == [
+        "ood.safetensors",
+        "shift.safetensors",
+        "test.safetensors",
+        "val.safetensors",
+    ]
     folded = json.loads((tree / "results" / "cost" / f"{name}.json").read_text())
     monkeypatch.chdir(tree)
     p = load_params(tree / "params.yaml")
     alone = logits_stage.cost(per_model.model_stage(p, name))  # the cost stage's function, in this process
     assert set(folded) == set(alone)
-    assert {k: v for k, v in folded.items() if k != "throughput"} == {k: v for k, v in alone.items() if k != "throughput"}
+    assert {k: v for k, v in folded.items() if k != "throughput"} == {
+        k: v for k, v in alone.items() if k != "throughput"
+    }
     assert folded["throughput"] > 0
     # independent check of the counts: fvcore on the trained model (weights do not change FLOPs or sizes)
     model = per_model.load_trained(per_model.model_stage(p, name))
@@ -75,4 +88,6 @@ def test_root_dvc_yaml_has_no_cost_stage_and_logits_owns_the_cost_files():
     assert "results/cost/${key}.json" in do["outs"]  # DVC-cached: a clone that pulls recomputes nothing (issue 50)
     assert "cost" in do["params"] and {"zoo/embedded.yaml": ["models.${key}"]} in do["params"]
     assert "results/cost" in stages_["evaluate"]["deps"]
-    assert per_model.stage_config.paths("x")["cost"] == per_model.stage_config.RESULTS / "cost" / "x.json"  # where evaluate reads them
+    assert (
+        per_model.stage_config.paths("x")["cost"] == per_model.stage_config.RESULTS / "cost" / "x.json"
+    )  # where evaluate reads them

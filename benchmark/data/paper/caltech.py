@@ -7,6 +7,7 @@ published call ``random_split(dataset, [int(0.7 N), int(0.15 N), rest],
 generator=torch.Generator().manual_seed(42))`` (30,607 images: 21,424 / 4,591 /
 4,592). Samples keep random_split's order; ids are positions in the dataset.
 """
+
 from __future__ import annotations
 
 import os
@@ -33,13 +34,22 @@ def _check_files(base: Path, ds: Caltech256, root) -> list[str]:
     for c, (category, n) in enumerate(zip(ds.categories, counts)):
         folder = base / category
         if not folder.is_dir() or not category.startswith(f"{c + 1:03d}."):
-            raise layout_error("caltech256", root, f"entry {category!r} at position {c + 1} of {base} is not a folder named "
-                               f"'{c + 1:03d}.<name>'", CALTECH256_SKETCH)
+            raise layout_error(
+                "caltech256",
+                root,
+                f"entry {category!r} at position {c + 1} of {base} is not a folder named '{c + 1:03d}.<name>'",
+                CALTECH256_SKETCH,
+            )
         names = [f"{c + 1:03d}_{k:04d}.jpg" for k in range(1, n + 1)]
         missing = sorted(set(names) - set(os.listdir(folder)))
         if missing:
-            raise layout_error("caltech256", root, f"{folder} has {n} .jpg files but not {missing[0]!r} "
-                               "(files must be numbered NNN_0001.jpg .. without gaps)", CALTECH256_SKETCH)
+            raise layout_error(
+                "caltech256",
+                root,
+                f"{folder} has {n} .jpg files but not {missing[0]!r} "
+                "(files must be numbered NNN_0001.jpg .. without gaps)",
+                CALTECH256_SKETCH,
+            )
         paths.extend(str(folder / name) for name in names)
     return paths
 
@@ -62,7 +72,10 @@ def load_caltech256(root, *, fractions=(0.7, 0.15), seed: int = 42) -> dict:
     n_train, n_val = int(train_frac * n), int(val_frac * n)
     parts = seeded_split(n, [n_train, n_val, n - n_train - n_val], seed)
     ids = np.arange(n, dtype=np.int64)
-    return {name: make_split(name, "caltech256", source, pos, labels, ids) for name, pos in zip(("train", "val", "test"), parts)}
+    return {
+        name: make_split(name, "caltech256", source, pos, labels, ids)
+        for name, pos in zip(("train", "val", "test"), parts)
+    }
 
 
 LOADERS = {  # the loaders of this module, by the name a suite file gives (benchmark.data.paper.suites.LOADERS)

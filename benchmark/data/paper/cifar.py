@@ -22,6 +22,7 @@ Splits and ids:
   ``corrupt-<corruption>-<severity>`` keeps the id of its clean test image, so clean
   and corrupted predictions pair up. The files are memory-mapped.
 """
+
 from __future__ import annotations
 
 import io
@@ -31,17 +32,40 @@ from pathlib import Path
 import numpy as np
 
 from benchmark.data.embedded import corrupt_split_name
-from benchmark.data.paper.common import ArrayImages, Loader, layout_error, make_split, require_dir, require_file, seeded_split
+from benchmark.data.paper.common import (
+    ArrayImages,
+    Loader,
+    layout_error,
+    make_split,
+    require_dir,
+    require_file,
+    seeded_split,
+)
 from benchmark.data.safe_pickle import ALLOWED_GLOBALS, UnsafePickleError
 
 CIFAR100_TEST_ID_OFFSET = 100_000
 CIFAR10_TRAIN_ID_OFFSET = 200_000
 CIFAR10_TEST_ID_OFFSET = 300_000
 CIFAR_C_CORRUPTIONS = (
-    "gaussian_noise", "shot_noise", "impulse_noise", "speckle_noise",
-    "defocus_blur", "glass_blur", "motion_blur", "zoom_blur", "gaussian_blur",
-    "snow", "frost", "fog", "spatter", "brightness", "contrast", "saturate",
-    "elastic_transform", "pixelate", "jpeg_compression",
+    "gaussian_noise",
+    "shot_noise",
+    "impulse_noise",
+    "speckle_noise",
+    "defocus_blur",
+    "glass_blur",
+    "motion_blur",
+    "zoom_blur",
+    "gaussian_blur",
+    "snow",
+    "frost",
+    "fog",
+    "spatter",
+    "brightness",
+    "contrast",
+    "saturate",
+    "elastic_transform",
+    "pixelate",
+    "jpeg_compression",
 )  # the 15 benchmark corruptions + 4 extra (speckle_noise, gaussian_blur, spatter, saturate) = 19
 SEVERITIES = (1, 2, 3, 4, 5)
 
@@ -73,8 +97,10 @@ class _CifarUnpickler(pickle.Unpickler):
         try:
             return ALLOWED_GLOBALS[(module, name)]
         except KeyError:
-            raise UnsafePickleError(f"{self._source}: refusing to unpickle global {module}.{name}; "
-                                    "a CIFAR batch only holds numpy arrays, lists and strings") from None
+            raise UnsafePickleError(
+                f"{self._source}: refusing to unpickle global {module}.{name}; "
+                "a CIFAR batch only holds numpy arrays, lists and strings"
+            ) from None
 
     def persistent_load(self, pid):
         raise UnsafePickleError(f"{self._source}: refusing persistent id {pid!r}")
@@ -89,7 +115,9 @@ def read_batch(path: Path, label_key: str, dataset: str, root, sketch: str) -> t
         raise
     except Exception as e:  # truncated, not a pickle
         raise layout_error(dataset, root, f"{path} is not a CIFAR pickle ({type(e).__name__}: {e})", sketch) from None
-    batch = {k.decode("latin1") if isinstance(k, bytes) else k: v for k, v in raw.items()} if isinstance(raw, dict) else {}
+    batch = (
+        {k.decode("latin1") if isinstance(k, bytes) else k: v for k, v in raw.items()} if isinstance(raw, dict) else {}
+    )
     data, labels = batch.get("data"), batch.get(label_key)
     if not (isinstance(data, np.ndarray) and data.dtype == np.uint8 and data.ndim == 2 and data.shape[1] == 3072):
         raise layout_error(dataset, root, f"{path}: expected a dict with 'data' uint8 (N, 3072)", sketch)
@@ -121,8 +149,14 @@ def load_cifar100(root, *, val_fraction: float = 0.1, seed: int = 42) -> dict:
     return {
         "train": make_split("train", "cifar100", train_src, train_pos, y_train, ids),
         "val": make_split("val", "cifar100", train_src, val_pos, y_train, ids),
-        "test": make_split("test", "cifar100", test_src, np.arange(len(y_test)), y_test,
-                           CIFAR100_TEST_ID_OFFSET + np.arange(len(y_test))),
+        "test": make_split(
+            "test",
+            "cifar100",
+            test_src,
+            np.arange(len(y_test)),
+            y_test,
+            CIFAR100_TEST_ID_OFFSET + np.arange(len(y_test)),
+        ),
     }
 
 
@@ -132,8 +166,10 @@ def load_cifar10(root) -> dict:
     require_dir(root, "cifar10", root, CIFAR10_SKETCH)
     folder = require_dir(root / "cifar-10-batches-py", "cifar10", root, CIFAR10_SKETCH)
     out = {}
-    for name, files, offset in (("train", [f"data_batch_{i}" for i in range(1, 6)], CIFAR10_TRAIN_ID_OFFSET),
-                                ("test", ["test_batch"], CIFAR10_TEST_ID_OFFSET)):
+    for name, files, offset in (
+        ("train", [f"data_batch_{i}" for i in range(1, 6)], CIFAR10_TRAIN_ID_OFFSET),
+        ("test", ["test_batch"], CIFAR10_TEST_ID_OFFSET),
+    ):
         x, y = _read(folder, files, "labels", "cifar10", root, CIFAR10_SKETCH)
         out[name] = make_split(name, "cifar10", ArrayImages(x), np.arange(len(y)), y, offset + np.arange(len(y)))
     return out
@@ -144,20 +180,28 @@ def load_cifar100_c(root, *, corruptions=CIFAR_C_CORRUPTIONS, severities=SEVERIT
     unknown = sorted(set(corruptions) - set(CIFAR_C_CORRUPTIONS))
     bad_sev = [s for s in severities if isinstance(s, bool) or s not in SEVERITIES]
     if unknown or bad_sev or not corruptions or not severities:
-        raise ValueError(f"cifar100_c: corruptions must be among {list(CIFAR_C_CORRUPTIONS)} and severities in 1..5; "
-                         f"got unknown {unknown}, severities {list(severities)}")
+        raise ValueError(
+            f"cifar100_c: corruptions must be among {list(CIFAR_C_CORRUPTIONS)} and severities in 1..5; "
+            f"got unknown {unknown}, severities {list(severities)}"
+        )
     root = Path(root)
     require_dir(root, "cifar100_c", root, CIFAR100_C_SKETCH)
     folder = require_dir(root / "CIFAR-100-C", "cifar100_c", root, CIFAR100_C_SKETCH)
     labels = np.load(require_file(folder / "labels.npy", "cifar100_c", root, CIFAR100_C_SKETCH), allow_pickle=False)
     if labels.ndim != 1 or labels.dtype.kind not in "iu" or len(labels) % 5:
-        raise layout_error("cifar100_c", root, f"labels.npy must be 1-D integers, 5 x (test size), got {labels.dtype} {labels.shape}",
-                           CIFAR100_C_SKETCH)
+        raise layout_error(
+            "cifar100_c",
+            root,
+            f"labels.npy must be 1-D integers, 5 x (test size), got {labels.dtype} {labels.shape}",
+            CIFAR100_C_SKETCH,
+        )
     n = len(labels) // 5
     labels = labels.astype(np.int64)
     blocks = labels.reshape(5, n)
     if not (blocks == blocks[0]).all():
-        raise layout_error("cifar100_c", root, "labels.npy must repeat the test labels once per severity", CIFAR100_C_SKETCH)
+        raise layout_error(
+            "cifar100_c", root, "labels.npy must repeat the test labels once per severity", CIFAR100_C_SKETCH
+        )
     ids = CIFAR100_TEST_ID_OFFSET + np.arange(5 * n) % n
     out = {}
     for c in corruptions:
@@ -167,7 +211,9 @@ def load_cifar100_c(root, *, corruptions=CIFAR_C_CORRUPTIONS, severities=SEVERIT
         except (ValueError, OSError) as e:  # not a .npy file, wrong dtype or shape
             raise layout_error("cifar100_c", root, f"{path}: {e}", CIFAR100_C_SKETCH) from None
         if len(source) != 5 * n:
-            raise layout_error("cifar100_c", root, f"{path} has {len(source)} images, labels.npy {5 * n}", CIFAR100_C_SKETCH)
+            raise layout_error(
+                "cifar100_c", root, f"{path} has {len(source)} images, labels.npy {5 * n}", CIFAR100_C_SKETCH
+            )
         for s in severities:
             name = corrupt_split_name(c, s)
             out[name] = make_split(name, "cifar100_c", source, (s - 1) * n + np.arange(n), labels, ids)

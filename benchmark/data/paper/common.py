@@ -8,12 +8,13 @@ image at a time as an RGB ``PIL.Image``. Sample order inside a split is fixed
 by the loader (documented per dataset) and never depends on the file system's
 listing order; ids are unique inside a dataset and stable across loads.
 """
+
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import torch
@@ -137,8 +138,10 @@ class SampleSplit:
             arrays["groups"] = self.groups
         for key, arr in arrays.items():
             if not (isinstance(arr, np.ndarray) and arr.dtype == np.int64 and arr.shape == (n,)):
-                raise ValueError(f"{where}: {key} must be an int64 array of shape ({n},), got "
-                                 f"{getattr(arr, 'dtype', type(arr).__name__)} {getattr(arr, 'shape', '')}")
+                raise ValueError(
+                    f"{where}: {key} must be an int64 array of shape ({n},), got "
+                    f"{getattr(arr, 'dtype', type(arr).__name__)} {getattr(arr, 'shape', '')}"
+                )
         if n and (self.index.min() < 0 or self.index.max() >= len(self.source)):
             raise ValueError(f"{where}: index outside the {len(self.source)} images of its source")
         if n and self.labels.min() < OOD_LABEL:
@@ -153,13 +156,19 @@ class SampleSplit:
         """The ``i``-th sample's image, RGB."""
         return self.source.image(int(self.index[i]))
 
-    def subset(self, positions, name: str | None = None) -> "SampleSplit":
+    def subset(self, positions, name: str | None = None) -> SampleSplit:
         """The samples at ``positions`` (in that order)."""
         pos = np.asarray(positions, dtype=np.int64)
-        return replace(self, name=name or self.name, index=self.index[pos], labels=self.labels[pos], ids=self.ids[pos],
-                       groups=None if self.groups is None else self.groups[pos])
+        return replace(
+            self,
+            name=name or self.name,
+            index=self.index[pos],
+            labels=self.labels[pos],
+            ids=self.ids[pos],
+            groups=None if self.groups is None else self.groups[pos],
+        )
 
-    def renamed(self, name: str, *, ood: bool = False) -> "SampleSplit":
+    def renamed(self, name: str, *, ood: bool = False) -> SampleSplit:
         """The same samples under another split name; ``ood=True`` sets every label to -1."""
         labels = np.full_like(self.labels, OOD_LABEL) if ood else self.labels
         return replace(self, name=name, labels=labels)
@@ -179,6 +188,12 @@ def seeded_split(n: int, lengths, seed: int) -> list[np.ndarray]:
 def make_split(name, dataset, source, positions, labels, ids, groups=None) -> SampleSplit:
     """A split of the samples at ``positions`` of full-dataset arrays ``labels``/``ids``/``groups``."""
     pos = np.asarray(positions, dtype=np.int64)
-    return SampleSplit(name=name, dataset=dataset, source=source, index=pos,
-                       labels=np.asarray(labels, dtype=np.int64)[pos], ids=np.asarray(ids, dtype=np.int64)[pos],
-                       groups=None if groups is None else np.asarray(groups, dtype=np.int64)[pos])
+    return SampleSplit(
+        name=name,
+        dataset=dataset,
+        source=source,
+        index=pos,
+        labels=np.asarray(labels, dtype=np.int64)[pos],
+        ids=np.asarray(ids, dtype=np.int64)[pos],
+        groups=None if groups is None else np.asarray(groups, dtype=np.int64)[pos],
+    )

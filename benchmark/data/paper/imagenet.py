@@ -12,6 +12,7 @@ ImageNet-V2 (matched frequency): 10,000 images in folders ``0`` .. ``999`` named
 class index. Samples are ordered by (class, path); ids are
 ``IMAGENET_V2_ID_OFFSET + position``, disjoint from the ImageNet ids.
 """
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -19,6 +19,7 @@ row order of ``metadata.csv`` (as ``WILDSDataset.get_subset``); the id of a
 sample is its row index (the WILDS dataset index) and its group is its
 camera trap (``location_remapped``).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -53,16 +54,22 @@ def load_iwildcam(root, *, check_files: bool = True) -> dict:
     try:
         df = pd.read_csv(csv)
     except Exception as e:  # empty, binary, malformed
-        raise layout_error("iwildcam", root, f"cannot read {csv} as CSV ({type(e).__name__}: {e})", IWILDCAM_SKETCH) from None
+        raise layout_error(
+            "iwildcam", root, f"cannot read {csv} as CSV ({type(e).__name__}: {e})", IWILDCAM_SKETCH
+        ) from None
     missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
     if missing:
-        raise layout_error("iwildcam", root, f"{csv} lacks columns {missing} (has {list(df.columns)[:10]})", IWILDCAM_SKETCH)
+        raise layout_error(
+            "iwildcam", root, f"{csv} lacks columns {missing} (has {list(df.columns)[:10]})", IWILDCAM_SKETCH
+        )
     unknown = sorted(set(df["split"].astype(str)) - set(WILDS_SPLITS))
     if unknown:
         raise layout_error("iwildcam", root, f"{csv} has unknown split values {unknown[:5]}", IWILDCAM_SKETCH)
     for col in ("y", "location_remapped"):
         if not pd.api.types.is_integer_dtype(df[col]) or (df[col] < 0).any():
-            raise layout_error("iwildcam", root, f"{csv}: column {col!r} must hold non-negative integers", IWILDCAM_SKETCH)
+            raise layout_error(
+                "iwildcam", root, f"{csv}: column {col!r} must hold non-negative integers", IWILDCAM_SKETCH
+            )
     paths = [str(images / f) for f in df["filename"].astype(str)]
     if check_files:
         absent = next((p for p in paths if not Path(p).is_file()), None)
@@ -73,8 +80,10 @@ def load_iwildcam(root, *, check_files: bool = True) -> dict:
     groups = df["location_remapped"].to_numpy(dtype=np.int64)
     ids = np.arange(len(df), dtype=np.int64)
     split = df["split"].astype(str).to_numpy()
-    return {name: make_split(name, "iwildcam", source, np.flatnonzero(split == name), labels, ids, groups)
-            for name in WILDS_SPLITS}
+    return {
+        name: make_split(name, "iwildcam", source, np.flatnonzero(split == name), labels, ids, groups)
+        for name in WILDS_SPLITS
+    }
 
 
 LOADERS = {  # the loaders of this module, by the name a suite file gives (benchmark.data.paper.suites.LOADERS)

@@ -24,13 +24,22 @@ there produces exactly the layout below).
 Inside each split samples keep the order of the official list (random_split's
 order for the Pets hold-out).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
 
 import numpy as np
 
-from benchmark.data.paper.common import FileImages, Loader, layout_error, make_split, require_dir, require_file, seeded_split
+from benchmark.data.paper.common import (
+    FileImages,
+    Loader,
+    layout_error,
+    make_split,
+    require_dir,
+    require_file,
+    seeded_split,
+)
 
 FLOWERS102_SKETCH = """
 <root>/flowers-102/jpg/image_00001.jpg .. image_08189.jpg
@@ -65,9 +74,13 @@ def load_flowers102(root) -> dict:
         try:
             mats[name] = loadmat(path, squeeze_me=True)
         except Exception as e:  # not a MATLAB file
-            raise layout_error("flowers102", root, f"cannot read {path} ({type(e).__name__}: {e})", FLOWERS102_SKETCH) from None
+            raise layout_error(
+                "flowers102", root, f"cannot read {path} ({type(e).__name__}: {e})", FLOWERS102_SKETCH
+            ) from None
     setid = mats["setid.mat"]
-    missing = [k for k in ("trnid", "valid", "tstid") if k not in setid] + (["labels"] if "labels" not in mats["imagelabels.mat"] else [])
+    missing = [k for k in ("trnid", "valid", "tstid") if k not in setid] + (
+        ["labels"] if "labels" not in mats["imagelabels.mat"] else []
+    )
     if missing:
         raise layout_error("flowers102", root, f"the .mat files lack {missing}", FLOWERS102_SKETCH)
     all_labels = np.atleast_1d(mats["imagelabels.mat"]["labels"]).astype(np.int64) - 1  # image k -> all_labels[k - 1]
@@ -75,13 +88,19 @@ def load_flowers102(root) -> dict:
     for split, key in (("train", "trnid"), ("val", "valid"), ("test", "tstid")):
         image_ids = np.atleast_1d(setid[key]).astype(np.int64)
         if image_ids.min() < 1 or image_ids.max() > len(all_labels):
-            raise layout_error("flowers102", root, f"setid.mat {key!r} names images outside 1..{len(all_labels)}", FLOWERS102_SKETCH)
+            raise layout_error(
+                "flowers102", root, f"setid.mat {key!r} names images outside 1..{len(all_labels)}", FLOWERS102_SKETCH
+            )
         paths = [images / f"image_{i:05d}.jpg" for i in image_ids]
         absent = next((p for p in paths if not p.is_file()), None)
         if absent is not None:
-            raise layout_error("flowers102", root, f"image {str(absent)!r} listed in setid.mat not found", FLOWERS102_SKETCH)
+            raise layout_error(
+                "flowers102", root, f"image {str(absent)!r} listed in setid.mat not found", FLOWERS102_SKETCH
+            )
         n = len(image_ids)
-        out[split] = make_split(split, "flowers102", FileImages(paths), np.arange(n), all_labels[image_ids - 1], image_ids)
+        out[split] = make_split(
+            split, "flowers102", FileImages(paths), np.arange(n), all_labels[image_ids - 1], image_ids
+        )
     return out
 
 
@@ -113,8 +132,10 @@ def load_dtd(root, *, partition: int = 1) -> dict:
     require_dir(root, "dtd", root, DTD_SKETCH)
     data = require_dir(root / "dtd" / "dtd", "dtd", root, DTD_SKETCH)
     images = require_dir(data / "images", "dtd", root, DTD_SKETCH)
-    keys = {split: _dtd_list(require_file(data / "labels" / f"{split}{partition}.txt", "dtd", root, DTD_SKETCH), root)
-            for split in ("train", "val", "test")}
+    keys = {
+        split: _dtd_list(require_file(data / "labels" / f"{split}{partition}.txt", "dtd", root, DTD_SKETCH), root)
+        for split in ("train", "val", "test")
+    }
     classes = {split: sorted({k.split("/")[0] for k in ks}) for split, ks in keys.items()}
     if len({tuple(c) for c in classes.values()}) != 1:
         raise layout_error("dtd", root, f"train/val/test{partition}.txt must cover the same classes", DTD_SKETCH)
@@ -125,7 +146,9 @@ def load_dtd(root, *, partition: int = 1) -> dict:
         paths = [images / k for k in ks]
         absent = next((p for p in paths if not p.is_file()), None)
         if absent is not None:
-            raise layout_error("dtd", root, f"image {str(absent)!r} listed in {split}{partition}.txt not found", DTD_SKETCH)
+            raise layout_error(
+                "dtd", root, f"image {str(absent)!r} listed in {split}{partition}.txt not found", DTD_SKETCH
+            )
         labels = np.array([class_to_idx[k.split("/")[0]] for k in ks], dtype=np.int64)
         ids = np.array([order[k] for k in ks], dtype=np.int64)
         out[split] = make_split(split, "dtd", FileImages(str(p) for p in paths), np.arange(len(ks)), labels, ids)
@@ -139,8 +162,12 @@ def _pets_list(path: Path, root) -> list[tuple[str, int]]:
             continue
         parts = line.split()
         if len(parts) != 4 or not parts[1].isdigit() or not 1 <= int(parts[1]) <= 37:
-            raise layout_error("pets", root, f"{path} line {n}: expected '<image> <class id 1..37> <species> <breed id>', got {line!r}",
-                               PETS_SKETCH)
+            raise layout_error(
+                "pets",
+                root,
+                f"{path} line {n}: expected '<image> <class id 1..37> <species> <breed id>', got {line!r}",
+                PETS_SKETCH,
+            )
         rows.append((parts[0], int(parts[1]) - 1))
     return rows
 
@@ -153,15 +180,19 @@ def load_pets(root, *, val_fraction: float = 0.1, seed: int = 42) -> dict:
     require_dir(root, "pets", root, PETS_SKETCH)
     base = require_dir(root / "oxford-iiit-pet", "pets", root, PETS_SKETCH)
     images = require_dir(base / "images", "pets", root, PETS_SKETCH)
-    lists = {split: _pets_list(require_file(base / "annotations" / f"{split}.txt", "pets", root, PETS_SKETCH), root)
-             for split in ("trainval", "test")}
+    lists = {
+        split: _pets_list(require_file(base / "annotations" / f"{split}.txt", "pets", root, PETS_SKETCH), root)
+        for split in ("trainval", "test")
+    }
     order = {name: i for i, name in enumerate(sorted({name for rows in lists.values() for name, _ in rows}))}
     out = {}
     for split, rows in lists.items():
         paths = [images / f"{name}.jpg" for name, _ in rows]
         absent = next((p for p in paths if not p.is_file()), None)
         if absent is not None:
-            raise layout_error("pets", root, f"image {str(absent)!r} listed in annotations/{split}.txt not found", PETS_SKETCH)
+            raise layout_error(
+                "pets", root, f"image {str(absent)!r} listed in annotations/{split}.txt not found", PETS_SKETCH
+            )
         labels = np.array([label for _, label in rows], dtype=np.int64)
         ids = np.array([order[name] for name, _ in rows], dtype=np.int64)
         out[split] = make_split(split, "pets", FileImages(paths), np.arange(len(rows)), labels, ids)

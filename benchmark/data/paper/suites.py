@@ -23,6 +23,7 @@ classes, shifted distribution), ``ood`` (another label space: labels become -1),
 as a recipe trains. The data root is the ``data_root`` argument (params.yaml
 ``data_root``), else the environment variable ``UQBENCH_DATA``.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -32,7 +33,6 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-
 
 from benchmark.config.typed import check, parse_config
 from benchmark.data.paper.common import DatasetLayoutError, Loader, SampleSplit, layout_error
@@ -72,13 +72,13 @@ def loader(name: str) -> Loader:
     return importlib.import_module(loader_module(name)).LOADERS[name]
 
 
-def loader_modules(spec: "SuiteSpec") -> list[str]:
+def loader_modules(spec: SuiteSpec) -> list[str]:
     """The dotted modules of the loaders suite ``spec`` uses (what its stages import besides their own imports),
     sorted."""
     return sorted({loader_module(d.loader) for d in spec.datasets.values()})
 
 
-_LOADED: dict[tuple[str, str], "SuiteSpec"] = {}
+_LOADED: dict[tuple[str, str], SuiteSpec] = {}
 
 
 class SuiteError(ValueError):
@@ -160,10 +160,12 @@ class SuiteSpec:
         base = data_root if data_root is not None else os.environ.get(DATA_ROOT_ENV)
         if not base:
             raise layout_error(
-                f"suite {self.name!r} dataset {key!r}", "<data root>" if ds.root in (".", "") else f"<data root>/{ds.root}",
+                f"suite {self.name!r} dataset {key!r}",
+                "<data root>" if ds.root in (".", "") else f"<data root>/{ds.root}",
                 "no data root is set: pass data_root (params.yaml 'data_root') or export "
                 f"{DATA_ROOT_ENV}=/path/to/datasets",
-                loader(ds.loader).sketch)
+                loader(ds.loader).sketch,
+            )
         return Path(os.path.expanduser(str(base))) / root
 
     def load_splits(self, data_root=None, *, only=None) -> dict[str, SampleSplit]:
@@ -183,11 +185,15 @@ class SuiteSpec:
             if key.endswith("*"):
                 names = [n for n in have if n.startswith(key[:-1])]
                 if not names:
-                    raise SuiteError(f"suite {self.name!r}: dataset {ds_key!r} has no split matching {key!r} (has {sorted(have)})")
+                    raise SuiteError(
+                        f"suite {self.name!r}: dataset {ds_key!r} has no split matching {key!r} (has {sorted(have)})"
+                    )
                 pairs = [(n, n) for n in names if only is None or n in wanted or key in wanted]
             else:
                 if loader_split not in have:
-                    raise SuiteError(f"suite {self.name!r}: dataset {ds_key!r} has no split {loader_split!r} (has {sorted(have)})")
+                    raise SuiteError(
+                        f"suite {self.name!r}: dataset {ds_key!r} has no split {loader_split!r} (has {sorted(have)})"
+                    )
                 pairs = [(key, loader_split)]
             for name, src in pairs:
                 out[name] = self._checked(have[src].renamed(name, ood=name == "ood"))
@@ -212,8 +218,10 @@ class SuiteSpec:
 
     def _checked(self, s: SampleSplit) -> SampleSplit:
         if s.name != "ood" and len(s) and s.labels.max() >= self.num_classes:
-            raise SuiteError(f"suite {self.name!r}: split {s.name!r} ({s.dataset}) has label {s.labels.max()} "
-                             f">= num_classes {self.num_classes}")
+            raise SuiteError(
+                f"suite {self.name!r}: split {s.name!r} ({s.dataset}) has label {s.labels.max()} "
+                f">= num_classes {self.num_classes}"
+            )
         return s
 
 
@@ -259,12 +267,16 @@ def _check_splits(where: str, raw: dict, datasets: dict) -> dict[str, tuple[str,
     out = {}
     for name, target in raw.items():
         if not isinstance(name, str) or not SPLIT_RE.match(name):
-            raise SuiteError(f"{where}: split name {name!r} must be train, val, test, shift, ood or corrupt-<type>-<severity> (or "
-                             "corrupt-*)")
+            raise SuiteError(
+                f"{where}: split name {name!r} must be train, val, test, shift, ood or corrupt-<type>-<severity> (or "
+                "corrupt-*)"
+            )
         ds_key, _, loader_split = str(target).partition("/")
         if ds_key not in datasets or not loader_split:
-            raise SuiteError(f"{where}: split {name!r} -> {target!r} must be '<dataset>/<split>' with a dataset of "
-                             f"{sorted(datasets)}")
+            raise SuiteError(
+                f"{where}: split {name!r} -> {target!r} must be '<dataset>/<split>' with a dataset of "
+                f"{sorted(datasets)}"
+            )
         if name.endswith("*") != (loader_split == "*"):
             raise SuiteError(f"{where}: split {name!r}: a '*' name maps to '<dataset>/*' and only then")
         out[name] = (ds_key, loader_split)
@@ -279,8 +291,10 @@ def load_suite(name_or_path, *, suites_dir=SUITES_DIR) -> SuiteSpec:
     path = Path(text) if text.endswith((".yaml", ".yml")) or os.sep in text else Path(suites_dir) / f"{text}.yaml"
     if not path.is_file():
         known = sorted(p.stem for p in Path(suites_dir).glob("*.yaml")) if Path(suites_dir).is_dir() else []
-        raise SuiteError(f"suite {text!r}: {path} not found; known suites: {known} (the default 'embedded' suite is built "
-                         "from params.yaml 'data', not from a suite file)")
+        raise SuiteError(
+            f"suite {text!r}: {path} not found; known suites: {known} (the default 'embedded' suite is built "
+            "from params.yaml 'data', not from a suite file)"
+        )
     try:  # parsed once per process: cached on the path and a hash of the file's bytes
         key = (str(path), hashlib.sha256(path.read_bytes()).hexdigest())
     except OSError:
@@ -296,8 +310,17 @@ def load_suite(name_or_path, *, suites_dir=SUITES_DIR) -> SuiteSpec:
     datasets = _check_datasets(where, f.datasets)
     splits = _check_splits(where, f.splits, datasets)
     recipes = _check_recipes(where, f.recipes, f.select_by)
-    spec = SuiteSpec(name=path.stem, path=path, description=f.description, num_classes=f.num_classes,
-                     select_by=f.select_by, zoo=Path(f.zoo), datasets=datasets, splits=splits, recipes=recipes)
+    spec = SuiteSpec(
+        name=path.stem,
+        path=path,
+        description=f.description,
+        num_classes=f.num_classes,
+        select_by=f.select_by,
+        zoo=Path(f.zoo),
+        datasets=datasets,
+        splits=splits,
+        recipes=recipes,
+    )
     required = ["val", "test"] + (["train"] if spec.trains() else [])
     if [s for s in required if s not in splits]:
         raise SuiteError(f"{where}: splits must include {required} (train because a recipe trains)")

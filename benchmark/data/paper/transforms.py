@@ -10,6 +10,7 @@ A ``torchvision:`` zoo entry (or a model built from one) gets its weights' own
 transform, ``weights.transforms()`` (:mod:`benchmark.models.torchvision_zoo`), as the
 published code uses for torchvision models.
 """
+
 from __future__ import annotations
 
 import torch
@@ -36,8 +37,9 @@ def train_transform(model_or_arch, img_size: int | None = None):
     """The published fine-tuning augmentation: RandAugment, horizontal flip, then :func:`eval_transform`."""
     from torchvision import transforms
 
-    return transforms.Compose([transforms.RandAugment(), transforms.RandomHorizontalFlip(p=0.5),
-                               eval_transform(model_or_arch, img_size)])
+    return transforms.Compose(
+        [transforms.RandAugment(), transforms.RandomHorizontalFlip(p=0.5), eval_transform(model_or_arch, img_size)]
+    )
 
 
 class SplitDataset(torch.utils.data.Dataset):

@@ -5,6 +5,7 @@ a test can check that a loader pairs each image with the right label. CIFAR
 arrays encode (sample, label, column) in their channels to pin the
 (N, 3072) -> (N, 32, 32, 3) conversion.
 """
+
 from __future__ import annotations
 
 import io
@@ -64,10 +65,20 @@ def write_iwildcam(root: Path, splits=None) -> Path:
         split = splits[k]
         j = seen[split] = seen.get(split, -1) + 1  # j-th row of its split
         loc = {"train": j % 3, "id_val": j % 3, "id_test": j % 3, "val": 3, "test": 4 + j % 2}[split]
-        rows.append({"split": split, "location_remapped": loc, "location": 100 + loc, "sequence_remapped": i,
-                     "sequence": f"seq{i:04d}", "y": i % 4, "category_id": 10 + i % 4,
-                     "datetime": f"2013-06-{1 + i % 28:02d} 12:{i % 60:02d}:00.000", "filename": f"{i:08x}.jpg",
-                     "image_id": f"img{i:05d}"})
+        rows.append(
+            {
+                "split": split,
+                "location_remapped": loc,
+                "location": 100 + loc,
+                "sequence_remapped": i,
+                "sequence": f"seq{i:04d}",
+                "y": i % 4,
+                "category_id": 10 + i % 4,
+                "datetime": f"2013-06-{1 + i % 28:02d} 12:{i % 60:02d}:00.000",
+                "filename": f"{i:08x}.jpg",
+                "image_id": f"img{i:05d}",
+            }
+        )
     base = root / "iwildcam_v2.0"
     base.mkdir(parents=True, exist_ok=True)
     pd.DataFrame(rows).to_csv(base / "metadata.csv", index=False)
@@ -112,11 +123,23 @@ def write_cifar100(root: Path, n_train=40, n_test=12) -> Path:
     """``root/cifar-100-python/{train,test,meta}`` in the official dict format (bytes keys)."""
     for name, n, off in (("train", n_train, 0), ("test", n_test, 100)):
         fine = (np.arange(n) * 7 + off) % 100
-        _pickle(root / "cifar-100-python" / name, {
-            b"filenames": [f"img_{k}.png".encode() for k in range(n)], b"batch_label": f"{name} batch".encode(),
-            b"fine_labels": fine.tolist(), b"coarse_labels": (fine // 5).tolist(), b"data": _cifar_rows(n, fine, off)})
-    _pickle(root / "cifar-100-python" / "meta", {b"fine_label_names": [f"c{k}".encode() for k in range(100)],
-                                                 b"coarse_label_names": [f"s{k}".encode() for k in range(20)]})
+        _pickle(
+            root / "cifar-100-python" / name,
+            {
+                b"filenames": [f"img_{k}.png".encode() for k in range(n)],
+                b"batch_label": f"{name} batch".encode(),
+                b"fine_labels": fine.tolist(),
+                b"coarse_labels": (fine // 5).tolist(),
+                b"data": _cifar_rows(n, fine, off),
+            },
+        )
+    _pickle(
+        root / "cifar-100-python" / "meta",
+        {
+            b"fine_label_names": [f"c{k}".encode() for k in range(100)],
+            b"coarse_label_names": [f"s{k}".encode() for k in range(20)],
+        },
+    )
     return root
 
 
@@ -125,11 +148,19 @@ def write_cifar10(root: Path, per_batch=4, n_test=6) -> Path:
     for i, name in enumerate([f"data_batch_{b}" for b in range(1, 6)] + ["test_batch"]):
         n = n_test if name == "test_batch" else per_batch
         labels = (np.arange(n) + i) % 10
-        _pickle(root / "cifar-10-batches-py" / name, {
-            b"batch_label": name.encode(), b"labels": labels.tolist(), b"data": _cifar_rows(n, labels, 50 * i),
-            b"filenames": [f"{name}_{k}.png".encode() for k in range(n)]})
-    _pickle(root / "cifar-10-batches-py" / "batches.meta", {b"label_names": [f"c{k}".encode() for k in range(10)],
-                                                           b"num_cases_per_batch": per_batch, b"num_vis": 3072})
+        _pickle(
+            root / "cifar-10-batches-py" / name,
+            {
+                b"batch_label": name.encode(),
+                b"labels": labels.tolist(),
+                b"data": _cifar_rows(n, labels, 50 * i),
+                b"filenames": [f"{name}_{k}.png".encode() for k in range(n)],
+            },
+        )
+    _pickle(
+        root / "cifar-10-batches-py" / "batches.meta",
+        {b"label_names": [f"c{k}".encode() for k in range(10)], b"num_cases_per_batch": per_batch, b"num_vis": 3072},
+    )
     return root
 
 
@@ -180,8 +211,8 @@ def write_dtd(root: Path, per_class=6, partitions=(1, 2)) -> Path:
             rot = names[p:] + names[:p]
             third = len(rot) // 3
             lines["train"] += rot[:third]
-            lines["val"] += rot[third:2 * third]
-            lines["test"] += rot[2 * third:]
+            lines["val"] += rot[third : 2 * third]
+            lines["test"] += rot[2 * third :]
         (data / "labels").mkdir(parents=True, exist_ok=True)
         for split, ls in lines.items():
             (data / "labels" / f"{split}{p}.txt").write_text("\n".join(ls) + "\n")

@@ -1,4 +1,5 @@
 """CIFAR-100, CIFAR-10 and CIFAR-100-C loaders on fixtures in the official pickle / .npy formats."""
+
 from __future__ import annotations
 
 import pickle
@@ -8,10 +9,14 @@ import pytest
 import torch
 from paper_layouts import write_cifar10, write_cifar100, write_cifar100_c
 
-from benchmark.data.paper.common import DatasetLayoutError
 from benchmark.data.paper.cifar import (
-    CIFAR10_TEST_ID_OFFSET, CIFAR100_TEST_ID_OFFSET, load_cifar10, load_cifar100, load_cifar100_c,
+    CIFAR10_TEST_ID_OFFSET,
+    CIFAR100_TEST_ID_OFFSET,
+    load_cifar10,
+    load_cifar100,
+    load_cifar100_c,
 )
+from benchmark.data.paper.common import DatasetLayoutError
 from benchmark.data.safe_pickle import UnsafePickleError
 
 
@@ -91,7 +96,9 @@ def test_cifar100_c_inconsistent_labels_and_unknown_corruption(tmp_path):
     with pytest.raises(ValueError, match="corruptions must be among"):
         load_cifar100_c(tmp_path, corruptions=("rain",))
     fresh = write_cifar100_c(tmp_path / "fresh", np.arange(6), corruptions=("frost",))
-    with pytest.raises(DatasetLayoutError, match=r"(?s)file '.*gaussian_noise.npy' not found.*CIFAR-100-C/<corruption>.npy"):
+    with pytest.raises(
+        DatasetLayoutError, match=r"(?s)file '.*gaussian_noise.npy' not found.*CIFAR-100-C/<corruption>.npy"
+    ):
         load_cifar100_c(fresh, corruptions=("gaussian_noise",))
 
 

@@ -1,4 +1,5 @@
 """ImageNet, ImageNet-V2 and Caltech-256 loaders on tiny fixtures in the official layouts."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -6,8 +7,8 @@ import pytest
 import torch
 from paper_layouts import WNIDS, label_of, write_caltech256, write_imagenet, write_imagenet_v2
 
-from benchmark.data.paper.common import DatasetLayoutError, seeded_split
 from benchmark.data.paper.caltech import load_caltech256
+from benchmark.data.paper.common import DatasetLayoutError, seeded_split
 from benchmark.data.paper.imagenet import IMAGENET_V2_ID_OFFSET, load_imagenet, load_imagenet_v2
 
 
@@ -80,15 +81,20 @@ def test_caltech256_numbering_gap_is_a_layout_error(tmp_path):
     root = write_caltech256(tmp_path, counts=(3, 3, 3))
     folder = root / "caltech256" / "256_ObjectCategories" / "002.american-flag"
     (folder / "002_0002.jpg").rename(folder / "002_0009.jpg")
-    with pytest.raises(DatasetLayoutError, match=r"caltech256: .*002\.american-flag has 3 \.jpg files but not '002_0002\.jpg'"):
+    with pytest.raises(
+        DatasetLayoutError, match=r"caltech256: .*002\.american-flag has 3 \.jpg files but not '002_0002\.jpg'"
+    ):
         load_caltech256(root)
 
 
-@pytest.mark.parametrize("loader, dataset, sketch_line", [
-    (load_imagenet, "imagenet", "val/<wnid>/*.JPEG"),
-    (load_imagenet_v2, "imagenet_v2", "folders 0..999"),
-    (load_caltech256, "caltech256", "256_ObjectCategories/001.ak47/001_0001.jpg"),
-])
+@pytest.mark.parametrize(
+    "loader, dataset, sketch_line",
+    [
+        (load_imagenet, "imagenet", "val/<wnid>/*.JPEG"),
+        (load_imagenet_v2, "imagenet_v2", "folders 0..999"),
+        (load_caltech256, "caltech256", "256_ObjectCategories/001.ak47/001_0001.jpg"),
+    ],
+)
 def test_missing_root_says_where_and_what(tmp_path, loader, dataset, sketch_line):
     missing = tmp_path / "nowhere"
     with pytest.raises(DatasetLayoutError) as e:

@@ -1,4 +1,5 @@
 """iWildCam-WILDS loader: same splits, labels and groups as the wilds package's own class."""
+
 from __future__ import annotations
 
 import numpy as np

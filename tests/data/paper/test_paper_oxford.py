@@ -1,4 +1,5 @@
 """Flowers102, DTD and Oxford-IIIT Pets loaders against torchvision's classes on official-layout fixtures."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -29,7 +30,9 @@ def test_flowers102_matches_torchvision(tmp_path, monkeypatch):
 def test_flowers102_missing_mat_file(tmp_path):
     root, _ = write_flowers102(tmp_path)
     (root / "flowers-102" / "setid.mat").unlink()
-    with pytest.raises(DatasetLayoutError, match=r"(?s)flowers102: file '.*setid.mat' not found.*'trnid', 'valid', 'tstid'"):
+    with pytest.raises(
+        DatasetLayoutError, match=r"(?s)flowers102: file '.*setid.mat' not found.*'trnid', 'valid', 'tstid'"
+    ):
         load_flowers102(root)
 
 
@@ -49,12 +52,16 @@ def test_dtd_matches_torchvision(tmp_path, partition):
     assert sorted(all_ids.tolist()) == list(range(18))  # a partition covers every image once
     other = load_dtd(root, partition=3 - partition)
     by_id = {i: lab for s in other.values() for i, lab in zip(s.ids, s.labels)}
-    assert all(by_id[i] == lab for s in splits.values() for i, lab in zip(s.ids, s.labels))  # ids independent of partition
+    assert all(
+        by_id[i] == lab for s in splits.values() for i, lab in zip(s.ids, s.labels)
+    )  # ids independent of partition
 
 
 def test_dtd_missing_partition_file(tmp_path):
     root = write_dtd(tmp_path, partitions=(1,))
-    with pytest.raises(DatasetLayoutError, match=r"(?s)dtd: file '.*labels/train2.txt' not found.*<root>/dtd/dtd/images"):
+    with pytest.raises(
+        DatasetLayoutError, match=r"(?s)dtd: file '.*labels/train2.txt' not found.*<root>/dtd/dtd/images"
+    ):
         load_dtd(root, partition=2)
 
 
@@ -73,14 +80,23 @@ def test_dtd_does_not_need_torchvision_dtd(tmp_path, monkeypatch):
     assert got == want
 
 
-@pytest.mark.parametrize("content, message", [
-    ("banded/banded_0001.jpg\nnot-a-class-path.jpg\n", r"train1.txt line 2: expected '<class>/<file>.jpg', got 'not-a-class-path.jpg'"),
-    ("a/b/c.jpg\n", r"train1.txt line 1: expected '<class>/<file>.jpg'"),
-    ("\n\n", r"train1.txt lists no images"),
-    (b"\xff\xfe\x00garbage", r"cannot read .*train1.txt \(UnicodeDecodeError"),
-    ("dotted/dotted_0001.jpg\n", r"train/val/test1.txt must cover the same classes"),
-    ("blotchy/blotchy_0001.jpg\nbanded/banded_9999.jpg\nzigzagged/zigzagged_0001.jpg\n", r"image '.*banded_9999.jpg' listed in train1.txt not found"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (
+            "banded/banded_0001.jpg\nnot-a-class-path.jpg\n",
+            r"train1.txt line 2: expected '<class>/<file>.jpg', got 'not-a-class-path.jpg'",
+        ),
+        ("a/b/c.jpg\n", r"train1.txt line 1: expected '<class>/<file>.jpg'"),
+        ("\n\n", r"train1.txt lists no images"),
+        (b"\xff\xfe\x00garbage", r"cannot read .*train1.txt \(UnicodeDecodeError"),
+        ("dotted/dotted_0001.jpg\n", r"train/val/test1.txt must cover the same classes"),
+        (
+            "blotchy/blotchy_0001.jpg\nbanded/banded_9999.jpg\nzigzagged/zigzagged_0001.jpg\n",
+            r"image '.*banded_9999.jpg' listed in train1.txt not found",
+        ),
+    ],
+)
 def test_dtd_bad_list_file_is_a_layout_error(tmp_path, content, message):
     root = write_dtd(tmp_path, per_class=6, partitions=(1,))
     path = root / "dtd" / "dtd" / "labels" / "train1.txt"

@@ -1,4 +1,5 @@
 """A model's own timm eval transform and the Dataset adapter."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -7,10 +8,10 @@ import torch
 import torchvision.transforms.functional as TF
 from PIL import Image
 
-from benchmark.data.paper.transforms import SplitDataset, eval_transform, train_transform
-from benchmark.models.preprocess import data_config
 from benchmark.data.paper.common import ArrayImages, SampleSplit
+from benchmark.data.paper.transforms import SplitDataset, eval_transform, train_transform
 from benchmark.models.factory import timm_kwargs
+from benchmark.models.preprocess import data_config
 from benchmark.models.zoo import parse_entry
 
 ENTRY = {"img_size": 224, "seed": 0, "recipe": "none"}
@@ -68,8 +69,14 @@ def test_unknown_names_are_refused():
 
 def test_split_dataset_and_train_transform():
     arr = np.stack([np.full((32, 32, 3), 10 * k, np.uint8) for k in range(5)])
-    split = SampleSplit(name="test", dataset="toy", source=ArrayImages(arr), index=np.array([4, 0, 2]),
-                        labels=np.array([1, 0, 1]), ids=np.array([40, 0, 20]))
+    split = SampleSplit(
+        name="test",
+        dataset="toy",
+        source=ArrayImages(arr),
+        index=np.array([4, 0, 2]),
+        labels=np.array([1, 0, 1]),
+        ids=np.array([40, 0, 20]),
+    )
     ds = SplitDataset(split, eval_transform("resnet18", 64))
     x, y, i = next(iter(torch.utils.data.DataLoader(ds, batch_size=3)))
     assert x.shape == (3, 3, 64, 64) and y.tolist() == [1, 0, 1] and i.tolist() == [40, 0, 20]
@@ -83,7 +90,14 @@ def test_split_dataset_and_train_transform():
 
 def test_sample_split_validates():
     src = ArrayImages(np.zeros((3, 4, 4, 3), np.uint8))
-    good = {"name": "s", "dataset": "toy", "source": src, "index": np.array([0, 1]), "labels": np.array([0, 1]), "ids": np.array([5, 6])}
+    good = {
+        "name": "s",
+        "dataset": "toy",
+        "source": src,
+        "index": np.array([0, 1]),
+        "labels": np.array([0, 1]),
+        "ids": np.array([5, 6]),
+    }
     with pytest.raises(ValueError, match="toy split 's': ids are not unique"):
         SampleSplit(**{**good, "ids": np.array([5, 5])})
     with pytest.raises(ValueError, match="index outside the 3 images"):

@@ -8,12 +8,11 @@ and intervals side by side, and the bundle's zoo entries (seed groups) in zoo.js
 
     python tests/reproduce/data/make_cross_cpu.py BUNDLE AMD_METRICS_CSV_GZ
 """
+
 import gzip
 import json
 import sys
 from pathlib import Path
-
-import pandas as pd
 
 from benchmark.bundle.schema import KEY, load_bundle
 from benchmark.report.inputs import read_results

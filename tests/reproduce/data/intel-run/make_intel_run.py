@@ -10,6 +10,7 @@ commit 0ba6191 on an Intel Xeon (family 6, model 167) and the bundle that commit
 
 Rerun from the repository root: python tests/reproduce/data/intel-run/make_intel_run.py
 """
+
 import json
 import shutil
 import subprocess

@@ -1,5 +1,6 @@
 """The house rules a reader relies on, read from the sources (AST): every public function of the package says what it
-does (a docstring), and no function runs over :data:`MAX_LINES` lines (split it where it does two things)."""
+does (a docstring), and no function runs over :data:`MAX_LINES` lines of code (its lines less its docstring, as
+``ruff format`` lays them out; split it where it does two things)."""
 
 from __future__ import annotations
 
@@ -40,6 +41,13 @@ def _functions(path: Path):
     return out
 
 
+def length(node) -> int:
+    """Lines of a function less its docstring's: what the reader reads as code (a long docstring is no reason to split)."""
+    first = node.body[0]
+    doc = isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str)
+    return node.end_lineno - node.lineno + 1 - ((first.end_lineno - first.lineno + 1) if doc else 0)
+
+
 FUNCTIONS = {
     f"{p.relative_to(ROOT).as_posix()}::{name}": (node, public)
     for p in sorted(PACKAGE.rglob("*.py"))
@@ -62,13 +70,16 @@ def test_every_public_function_has_a_docstring():
 
 
 def test_no_function_is_longer_than_the_limit():
-    long = {
-        name: node.end_lineno - node.lineno + 1
-        for name, (node, _) in FUNCTIONS.items()
-        if node.end_lineno - node.lineno + 1 > MAX_LINES
-    }
+    long = {name: length(node) for name, (node, _) in FUNCTIONS.items() if length(node) > MAX_LINES}
     over = [f"{name}: {n} lines" for name, n in long.items() if name not in LONG]
     assert not over, f"functions over {MAX_LINES} lines (split them):\n" + "\n".join(over)
     assert set(LONG) <= set(long), (
         f"no longer over {MAX_LINES} lines, strike from LONG: {sorted(set(LONG) - set(long))}"
     )
+
+
+def test_length_leaves_out_the_docstring_only():
+    """Hand-worked: five lines, two of them the docstring."""
+    with_doc = ast.parse('def f(a):\n    """What f does,\n    on two lines."""\n    b = a + 1\n    return b\n').body[0]
+    without = ast.parse("def f(a):\n    b = a + 1\n    return b\n").body[0]
+    assert (length(with_doc), length(without)) == (3, 3)

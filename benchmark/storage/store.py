@@ -29,11 +29,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from benchmark.storage.atomic import (
+from benchmark.storage.atomic import (  # the write helpers, re-exported: store is where I/O is looked for
     PathLike,
     atomic_path,
     write_text,
 )
+from benchmark.storage.atomic import atomic_dir as atomic_dir
+from benchmark.storage.atomic import clean_leftovers as clean_leftovers
+from benchmark.storage.atomic import is_leftover as is_leftover
+from benchmark.storage.atomic import listing as listing
+from benchmark.storage.atomic import write_boundary as write_boundary
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -65,13 +65,14 @@ def torchvision_flops(arch: str, img_size: int, num_classes: int = 1000, weights
 
     from benchmark.models import torchvision_zoo
     from benchmark.models.cost import unweighted_cost
+    from benchmark.models.zoo import resolve_torchvision, torchvision_builders
 
     if weights is None:
-        if arch not in torchvision_zoo.builders():
+        if arch not in torchvision_builders():
             raise ValueError(f"unknown torchvision classification model {arch!r}")
         enum = torchvision.models.get_model_weights(arch)
         weights = f"{enum.__name__}.{enum.DEFAULT.name}"
-    w = torchvision_zoo.resolve(f"torchvision model {arch!r}", arch, weights)
+    w = resolve_torchvision(f"torchvision model {arch!r}", arch, weights)
 
     def build():
         model = torchvision_zoo.build(arch, arch, w, pretrained=False)

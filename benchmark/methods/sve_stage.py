@@ -462,7 +462,8 @@ def _output_sizes(cfg: SveConfig, members) -> list[int]:
     if stray:
         raise ValueError(
             f"sve stage: --members {' '.join(map(str, stray))} is not in params.yaml {SECTION}.members "
-            f"{list(cfg.members)}"
+            f"{list(cfg.members)}: dvc.yaml is older than params.yaml; regenerate it (python -m benchmark "
+            f"suite-pipeline embedded, or suite-pipeline <suite> for a paper suite)"
         )
     left_out = sorted(set(cfg.members) - set(sizes))
     if left_out:

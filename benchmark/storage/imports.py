@@ -2,7 +2,9 @@
 
 Read from the code, never hand-kept: every ``import``/``from ... import`` of the package (module level and inside
 functions: a superset of what a run imports) is followed through the package's sources, including the package
-``__init__`` files that importing a submodule runs. What a DVC stage depends on
+``__init__`` files that importing a submodule runs, except those that run nothing (a package ``__init__.py`` that
+holds only its docstring: :func:`inert`; one that gains a statement is listed again, and the tests that keep
+``dvc.yaml`` in sync with the generator catch it). What a DVC stage depends on
 (:mod:`benchmark.dvcgen.stage_deps`) and what the evaluate stage's unit cache is keyed on
 (:func:`benchmark.evaluation.stage.code_hash`).
 """
@@ -37,8 +39,22 @@ def imported_names(root: Path, file: Path) -> set[str]:
 
 
 @cache
-def _imported_names(root: Path, file: Path, mtime_ns: int, size: int) -> frozenset[str]:
+def _parsed(file: Path, mtime_ns: int, size: int) -> tuple[ast.Module, bool]:
+    """``file``'s syntax tree and whether it holds at most a docstring (:func:`inert`), once per version of it."""
     tree = ast.parse(file.read_text(encoding="utf-8"), filename=str(file))
+    body = tree.body
+    doc_only = len(body) == 0 or (
+        len(body) == 1
+        and isinstance(body[0], ast.Expr)
+        and isinstance(body[0].value, ast.Constant)
+        and isinstance(body[0].value.value, str)
+    )
+    return tree, doc_only
+
+
+@cache
+def _imported_names(root: Path, file: Path, mtime_ns: int, size: int) -> frozenset[str]:
+    tree = _parsed(file, mtime_ns, size)[0]
     try:
         here = list(
             file.resolve().relative_to(Path(root).resolve()).parts[:-1]
@@ -87,10 +103,22 @@ def _closure(root: Path, start: tuple[Path, ...], stamp: tuple) -> frozenset[Pat
     return frozenset(seen)
 
 
+def inert(path: Path) -> bool:
+    """Whether ``path`` is a package marker that runs nothing: an ``__init__.py`` whose only statement is its
+    docstring (or that is empty). Its bytes cannot change what a stage computes, so it is no dependency. Read from
+    the same parse as :func:`imported_names` (once per version of the file)."""
+    path = Path(path)
+    if path.name != "__init__.py":
+        return False
+    st = path.stat()
+    return _parsed(path, st.st_mtime_ns, st.st_size)[1]
+
+
 def closure(root: str | Path, *starts: str) -> list[str]:
     """The package files (paths relative to ``root``, sorted) that the scripts or modules ``starts`` import,
     transitively; ``starts`` are paths relative to ``root`` (``pipelines/train.py``) or dotted module names
-    (``benchmark.methods.duo``: its package ``__init__`` files and itself included). A script itself is not listed."""
+    (``benchmark.methods.duo``: its package ``__init__`` files and itself included; :func:`inert` ones left out). A
+    script itself is not listed."""
     root = Path(root).resolve()
     files, scripts = [], set()
     for s in starts:
@@ -104,7 +132,7 @@ def closure(root: str | Path, *starts: str) -> list[str]:
     sources = sorted((root / PACKAGE).rglob("*.py")) + sorted(scripts)
     stamp = tuple((p, p.stat().st_mtime_ns, p.stat().st_size) for p in sources)  # a changed source: computed again
     reached = _closure(root, tuple(files), stamp) - scripts
-    return sorted(p.relative_to(root).as_posix() for p in reached)
+    return sorted(p.relative_to(root).as_posix() for p in reached if not inert(p))
 
 
 def code_hash(root: str | Path, files: Iterable[str]) -> str:

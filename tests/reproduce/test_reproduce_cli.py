@@ -47,7 +47,8 @@ def test_timings_runs_dvc_repro_and_records_each_stage_process(tmp_path, monkeyp
     assert rec["dvc_overhead_s"] == pytest.approx(rec["repro_wall_s"] - rec["stages_wall_s"], abs=0.11)
     out = capsys.readouterr().out
     assert (
-        f"dvc repro: {rec['repro_wall_s']} s wall ({rec['stages_wall_s']} s in 1 stage processes); wrote t.json" in out
+        f"dvc repro: {rec['repro_wall_s']} s wall ({rec['stages_wall_s']} s in 1 stage processes; "
+        f"{rec['floor_ratio']}x the compute floor of {rec['compute_floor_s']} s); wrote t.json" in out
     )
 
 

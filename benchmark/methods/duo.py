@@ -21,6 +21,31 @@ from benchmark.methods.rows import VAL, ModelMemo, Variant, eval_splits, inverse
 VARIANTS = (("weighted", "max"), ("weighted", "published"), ("unweighted", "max"), ("uq_only", "published"))
 
 
+def _variants(base: str, side: str, fit: str, duo, singles: tuple) -> list[Variant]:
+    """The :data:`VARIANTS` of the (base, side) duo under temperature fit ``fit``: the duo's own temperatures
+    (``duo``), the members' own (``singles``) for the unweighted one."""
+    variants = []
+    for method, conf in VARIANTS:
+        tb, ts = (duo.t_base, duo.t_side) if method != "unweighted" else singles
+        ident = dict(
+            family="duo",
+            method=method,
+            base=base,
+            sidekick=side,
+            members=f"{base}+{side}",
+            fit=fit,
+            confidence=conf,
+            temperature_base=tb,
+            temperature_side=ts,
+            weight_base=1.0 / (2 * tb),
+            weight_side=1.0 / (2 * ts),
+        )
+        variants.append(
+            Variant(ident, int(method == "unweighted"), conf, "base" if duo_predicts_base(method) else "top")
+        )
+    return variants
+
+
 def duo_unit(
     cfg: EvalConfig,
     base: str,
@@ -51,25 +76,7 @@ def duo_unit(
     for fit in cfg.fits:
         duo = fit_duo(zb, zs, yv, mode=fit)
         singles = (memo.temperature(base, logits_b, fit), memo.temperature(side, logits_s, fit))
-        variants = []
-        for method, conf in VARIANTS:
-            tb, ts = (duo.t_base, duo.t_side) if method != "unweighted" else singles
-            ident = dict(
-                family="duo",
-                method=method,
-                base=base,
-                sidekick=side,
-                members=f"{base}+{side}",
-                fit=fit,
-                confidence=conf,
-                temperature_base=tb,
-                temperature_side=ts,
-                weight_base=1.0 / (2 * tb),
-                weight_side=1.0 / (2 * ts),
-            )
-            variants.append(
-                Variant(ident, int(method == "unweighted"), conf, "base" if duo_predicts_base(method) else "top")
-            )
+        variants = _variants(base, side, fit, duo, singles)
         weights = [duo_weights("weighted", fit=duo), duo_weights("unweighted", single_temperatures=singles)]
         unit_rows, kept = mixture_rows(
             cfg, [logits_b, logits_s], weights, variants, keep=(weighted,) if boot else (), release=release

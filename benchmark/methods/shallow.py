@@ -124,6 +124,45 @@ def shallow_training(cfg: ShallowConfig, info: dict) -> Training:
     return Training(recipe=cfg.recipe, builds_on=(cfg.model,) if cfg.backbone == "frozen" else ())
 
 
+def _train_shallow(ctx, cfg: ShallowConfig, key: str, entry, recipe, model, heads, wrapper, tr, va) -> dict:
+    """Train :func:`shallow`'s ensemble (``wrapper``; the ``heads`` alone, on the features of the fine-tuned
+    ``model``, when the backbone is frozen), resumable in its method folder; the ``train.json`` record."""
+    name, m = cfg.model, cfg.members
+    folder = ctx.method_folder(key)
+    run = {"members": m, "seed": cfg.seed, "backbone": cfg.backbone}
+    if cfg.backbone == "joint":
+        fp = ctx.fingerprint(entry.as_dict(), asdict(recipe), run, store.array_hash(tr.ids), store.array_hash(va.ids))
+        record = bl.train_once(
+            wrapper.to(ctx.device()),
+            tr.fit_data,
+            va.fit_data,
+            recipe,
+            seed=cfg.seed,
+            folder=folder,
+            fingerprint=fp,
+            params=[p for p in wrapper.parameters() if p.requires_grad],
+            progress=ctx.progress,
+            num_workers=ctx.source.num_workers,
+        )
+    else:  # the heads train on the checkpoint's features: its weights are part of the fingerprint
+        weights = store.file_hash(ctx.checkpoint(name) / "model.safetensors")
+        fp = ctx.fingerprint(
+            entry.as_dict(), asdict(recipe), run, weights, store.array_hash(tr.ids), store.array_hash(va.ids)
+        )
+        f_tr, f_va = (bl.features(ctx, model, s)[:, :, None, None] for s in (tr, va))
+        record = bl.train_once(
+            heads,
+            (f_tr, tr.labels),
+            (f_va, va.labels),
+            recipe,
+            seed=cfg.seed,
+            folder=folder,
+            fingerprint=fp,
+            progress=ctx.progress,
+        )
+    return record
+
+
 @register_method(
     kind="shallow",
     family="shallow_ensemble",
@@ -160,38 +199,7 @@ def shallow(ctx, cfg: ShallowConfig, key: str) -> list[Output]:
     ctx.set_threads()
     cost = shallow_cost(model, m, entry.img_size, cfg.backbone)  # before training moves the model to its device
     tr, va = ctx.inputs(bl.TRAIN, entry, train=joint), ctx.inputs(bl.VAL, entry)
-    folder = ctx.method_folder(key)
-    run = {"members": m, "seed": cfg.seed, "backbone": cfg.backbone}
-    if joint:
-        fp = ctx.fingerprint(entry.as_dict(), asdict(recipe), run, store.array_hash(tr.ids), store.array_hash(va.ids))
-        record = bl.train_once(
-            wrapper.to(ctx.device()),
-            tr.fit_data,
-            va.fit_data,
-            recipe,
-            seed=cfg.seed,
-            folder=folder,
-            fingerprint=fp,
-            params=[p for p in wrapper.parameters() if p.requires_grad],
-            progress=ctx.progress,
-            num_workers=ctx.source.num_workers,
-        )
-    else:  # the heads train on the checkpoint's features: its weights are part of the fingerprint
-        weights = store.file_hash(ctx.checkpoint(name) / "model.safetensors")
-        fp = ctx.fingerprint(
-            entry.as_dict(), asdict(recipe), run, weights, store.array_hash(tr.ids), store.array_hash(va.ids)
-        )
-        f_tr, f_va = (bl.features(ctx, model, s)[:, :, None, None] for s in (tr, va))
-        record = bl.train_once(
-            heads,
-            (f_tr, tr.labels),
-            (f_va, va.labels),
-            recipe,
-            seed=cfg.seed,
-            folder=folder,
-            fingerprint=fp,
-            progress=ctx.progress,
-        )
+    record = _train_shallow(ctx, cfg, key, entry, recipe, model, heads, wrapper, tr, va)
     info = {
         "family": "shallow_ensemble",
         "method": f"m{m}" + ("" if joint else "-frozen"),

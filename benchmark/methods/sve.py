@@ -155,6 +155,49 @@ def _check_settings(
         )
 
 
+def _head_input(backbone: nn.Module, head: nn.Module, num_classes: int | None) -> tuple[int, str | None]:
+    """(feature dimension D, name of the linear classifier or None) of ``backbone`` whose classifier is ``head``;
+    ``ValueError`` for a classifier that is not ``nn.Linear`` without ``num_classes``."""
+    if isinstance(head, nn.Linear):
+        return head.in_features, next(n for n, m in backbone.named_modules() if m is head)
+    if num_classes is not None:
+        return backbone.num_features, None
+    raise ValueError(f"the backbone's classifier is {type(head).__name__}, not nn.Linear: pass num_classes")
+
+
+def _member_draws(seed: int, members: int, member_streams: bool):
+    """``draw(fn, *shape)``: a ``(members, *shape)`` draw of ``fn`` (``torch.randn``, ``torch.rand``), each member's
+    rows from its own generator (:func:`member_generator`) or, without ``member_streams``, all from one."""
+    gen = torch.Generator().manual_seed(seed)  # member_streams=False: one stream for all members (draws depend on M)
+    gens = [member_generator(seed, m) for m in range(members)]  # member m's draws do not depend on M
+
+    def draw(fn, *shape):
+        return (
+            torch.stack([fn(*shape, generator=g) for g in gens])
+            if member_streams
+            else fn(members, *shape, generator=gen)
+        )
+
+    return draw
+
+
+def _adapt_layer(backbone: nn.Module, name: str, draw, *, sigma_init: float, split_qkv: bool, mode: str) -> None:
+    """Replace layer ``name`` of ``backbone`` by its SVE layer, the members' noise ``eps`` drawn with ``draw``
+    (a fused ``qkv`` split in three blocks with ``split_qkv``)."""
+    old = backbone.get_submodule(name)
+    chunks = 3 if split_qkv and isinstance(old, nn.Linear) and QKV_NAME.search(name) else 1
+    out = old.weight.shape[0]
+    rank = min(out // chunks, old.weight[0].numel())
+    eps = draw(torch.randn, chunks * rank) * sigma_init
+    new = (
+        SVEConv1x1(old, eps, mode=mode)
+        if isinstance(old, nn.Conv2d)
+        else SVELinear(old.weight, old.bias, eps, chunks=chunks, mode=mode)
+    )
+    parent, _, child = name.rpartition(".")
+    setattr(backbone.get_submodule(parent) if parent else backbone, child, new)
+
+
 class SingularValueEnsemble(nn.Module):
     """``M`` SVE members around a timm backbone; ``forward(x)`` returns logits (M, B, C).
 
@@ -199,12 +242,7 @@ class SingularValueEnsemble(nn.Module):
             allow_random_init=allow_random_init,
         )
         head = backbone.get_classifier()
-        if isinstance(head, nn.Linear):
-            dim, self.classifier_name = head.in_features, next(n for n, m in backbone.named_modules() if m is head)
-        elif num_classes is not None:
-            dim, self.classifier_name = backbone.num_features, None
-        else:
-            raise ValueError(f"the backbone's classifier is {type(head).__name__}, not nn.Linear: pass num_classes")
+        dim, self.classifier_name = _head_input(backbone, head, num_classes)
         self.num_classes = num_classes or head.out_features
         head_copied = reuse_head and isinstance(head, nn.Linear) and head.out_features == self.num_classes
         check_diversity(self.members, sigma_init, head_copied)
@@ -213,31 +251,9 @@ class SingularValueEnsemble(nn.Module):
         backbone.requires_grad_(False)
         self.backbone_params = sum(p.numel() for p in backbone.parameters())
 
-        gen = torch.Generator().manual_seed(
-            seed
-        )  # member_streams=False: one stream for all members (draws depend on M)
-        gens = [member_generator(seed, m) for m in range(self.members)]  # member m's draws do not depend on M
-
-        def draw(fn, *shape):
-            return (
-                torch.stack([fn(*shape, generator=g) for g in gens])
-                if member_streams
-                else fn(self.members, *shape, generator=gen)
-            )
-
+        draw = _member_draws(seed, self.members, member_streams)
         for name in self.layer_names:
-            old = backbone.get_submodule(name)
-            chunks = 3 if split_qkv and isinstance(old, nn.Linear) and QKV_NAME.search(name) else 1
-            out = old.weight.shape[0]
-            rank = min(out // chunks, old.weight[0].numel())
-            eps = draw(torch.randn, chunks * rank) * sigma_init
-            new = (
-                SVEConv1x1(old, eps, mode=mode)
-                if isinstance(old, nn.Conv2d)
-                else SVELinear(old.weight, old.bias, eps, chunks=chunks, mode=mode)
-            )
-            parent, _, child = name.rpartition(".")
-            setattr(backbone.get_submodule(parent) if parent else backbone, child, new)
+            _adapt_layer(backbone, name, draw, sigma_init=sigma_init, split_qkv=split_qkv, mode=mode)
         self.backbone = backbone
         self.channels_last = any(isinstance(m, SVEConv1x1) for m in self.sve_layers())  # their output layout
 

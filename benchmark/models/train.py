@@ -4,7 +4,7 @@ Determinism: every epoch draws its shuffling, augmentation and dropout from a
 generator seeded by ``(seed, epoch)``, so a run resumed from the checkpoint of
 epoch ``e`` continues exactly as an uninterrupted run would.
 
-Checkpoint folder layout (all writes atomic):
+Checkpoint folder layout (all writes atomic; the files' I/O is :mod:`benchmark.models.checkpoint`):
 
 * ``resume.safetensors``: weights and AdamW moments, with the finished epoch,
   fingerprint and history in its metadata: one file, written atomically, so a
@@ -30,21 +30,22 @@ random transforms also differ from one process (they follow the global RNG).
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from safetensors.torch import load_file, save_file
 from torch import nn
 from tqdm.auto import tqdm
 
 from benchmark.config import numerics
 from benchmark.core.members import member_cross_entropy
-from benchmark.models import distributed, portable
+from benchmark.models import checkpoint, distributed, portable
+from benchmark.models.checkpoint import load_weights as load_weights  # re-exported: where the callers import it
+from benchmark.models.checkpoint import read_checkpoint as read_checkpoint
+from benchmark.models.checkpoint import save_weights
 from benchmark.models.recipe import Recipe
 from benchmark.storage import store
 
@@ -86,92 +87,6 @@ def _shift(x: torch.Tensor, pixels: int, gen: torch.Generator, start: int = 0, s
     out = padded.gather(2, rows)
     cols = (dx[:, None] + torch.arange(w)[None, :])[:, None, None, :].expand(b, x.shape[1], h, w)
     return out.gather(3, cols)
-
-
-RESUME, RESUME_KEY = "resume.safetensors", "resume"  # the file, and its metadata entry holding the state JSON
-
-
-def _save_resume(folder: Path, model: nn.Module, opt: torch.optim.Optimizer, state: dict) -> None:
-    tensors = {f"model.{k}": v.detach().contiguous() for k, v in model.state_dict().items()}
-    for i, p in enumerate(opt.param_groups[0]["params"]):
-        for k, v in opt.state.get(p, {}).items():
-            tensors[f"opt.{i}.{k}"] = torch.as_tensor(v).detach().contiguous()
-    with store.atomic_path(folder / RESUME) as tmp:
-        save_file(tensors, str(tmp), metadata={RESUME_KEY: json.dumps(state, sort_keys=True)})
-
-
-def _read_resume(folder: Path, fingerprint: str) -> tuple[dict, dict] | None:
-    """(tensors, state) of the folder's resume checkpoint when its fingerprint is ``fingerprint``.
-
-    A checkpoint that cannot be read, or whose state does not describe its
-    tensors, is an error naming the file (never silently used or skipped).
-    """
-    path = folder / RESUME
-    (folder / "resume.json").unlink(missing_ok=True)  # the older two-file format: its pair cannot be trusted
-    if not path.exists():
-        return None
-    tensors, meta = read_checkpoint(path, what="resume checkpoint")
-    try:
-        state = json.loads(meta[RESUME_KEY])
-        if not isinstance(state, dict) or not isinstance(state["epoch"], int) or not isinstance(state["record"], dict):
-            raise ValueError("not an object with an integer 'epoch' and a 'record'")
-    except (KeyError, TypeError, ValueError) as e:
-        raise store.StoreError(
-            f"{path}: resume checkpoint without a valid {RESUME_KEY!r} state in its metadata ({e}); "
-            "delete it to train from the start"
-        ) from None
-    return (tensors, state) if state.get("fingerprint") == fingerprint else None
-
-
-def read_checkpoint(path, what: str = "checkpoint") -> tuple[dict, dict]:
-    """(tensors, metadata) of a ``.safetensors`` checkpoint; :class:`~benchmark.storage.store.StoreError`
-    naming the file when it is missing or not valid safetensors."""
-    from safetensors import SafetensorError, safe_open
-
-    path = Path(path)
-    if not path.exists():
-        raise store.StoreError(f"{path}: {what} not found")
-    try:
-        with safe_open(str(path), framework="pt") as f:
-            meta = dict(f.metadata() or {})
-        return load_file(str(path)), meta
-    except (SafetensorError, OSError, ValueError) as e:
-        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise store.StoreError(f"{path}: not a valid safetensors {what} ({msg})") from None
-
-
-def _apply_resume(tensors: dict, model: nn.Module, opt: torch.optim.Optimizer) -> None:
-    model.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("model.")}, strict=True)
-    for i, p in enumerate(opt.param_groups[0]["params"]):
-        # a moment takes its parameter's layout (channels-last weights): the fused AdamW kernel walks both
-        # as flat memory
-        st = {
-            k.split(".", 2)[2]: v if k.endswith(".step") else torch.empty_like(p).copy_(v)
-            for k, v in tensors.items()
-            if k.startswith(f"opt.{i}.")
-        }
-        if st:
-            opt.state[p] = st
-
-
-def save_weights(path, model: nn.Module) -> None:
-    """Write ``model``'s state dict as a safetensors checkpoint at ``path``, atomically."""
-    with store.atomic_path(path) as tmp:
-        save_file({k: v.detach().contiguous() for k, v in model.state_dict().items()}, str(tmp))
-
-
-def load_weights(path, model: nn.Module) -> nn.Module:
-    """Load the checkpoint at ``path`` into ``model`` (every tensor, strictly); :class:`StoreError` when it is missing
-    or does not fit."""
-    path = Path(path)
-    if not path.exists():
-        raise store.StoreError(f"{path}: checkpoint not found; run the train stage first (dvc repro)")
-    tensors, _ = read_checkpoint(path)
-    try:
-        model.load_state_dict(tensors, strict=True)
-    except RuntimeError as e:
-        raise store.StoreError(f"{path}: checkpoint does not fit the model ({str(e).splitlines()[0]})") from None
-    return model
 
 
 def split_labels(data) -> torch.Tensor:
@@ -260,6 +175,153 @@ def train_step(
     return value.item()
 
 
+def _untrained(model: nn.Module, recipe: Recipe, *, seed: int, folder: Path, fingerprint: str, main: bool) -> dict:
+    """``epochs == 0``: the model's weights saved as they are, with their ``train.json`` record."""
+    record = {
+        "recipe": asdict(recipe),
+        "fingerprint": fingerprint,
+        "seed": seed,
+        "history": [],
+        "best_epoch": None,
+        "best_score": None,
+        "trained": False,
+        "note": "epochs 0: the initial weights as they are, no training",
+    }
+    if main:
+        save_weights(folder / "model.safetensors", model)
+        store.write_json(folder / "train.json", record)
+    distributed.barrier("rank 0 writes the checkpoint")
+    return record
+
+
+def _start_or_resume(
+    model: nn.Module,
+    opt: torch.optim.Optimizer,
+    recipe: Recipe,
+    *,
+    seed: int,
+    folder: Path,
+    fingerprint: str,
+    main: bool,
+) -> tuple[dict, int]:
+    """(record, first epoch to run) of :func:`fine_tune`: a fresh record from epoch 0, or the state of the folder's
+    resume checkpoint of this ``fingerprint`` (rank 0 reads it, every rank loads it into ``model`` and ``opt``)."""
+    record = {
+        "recipe": asdict(recipe),
+        "fingerprint": fingerprint,
+        "seed": seed,
+        "history": [],
+        "best_epoch": -1,
+        "best_score": -1.0,
+        "numerics": numerics.state(),
+    }  # CPU kernels (benchmark.config.numerics): what byte-identity rests on
+    start_epoch = 0
+    found = distributed.broadcast_object(checkpoint.read_resume(folder, fingerprint) if main else None)
+    if found is not None:
+        checkpoint.apply_resume(found[0], model, opt)
+        record, start_epoch = found[1]["record"], found[1]["epoch"] + 1
+    return record, start_epoch
+
+
+@dataclass(frozen=True)
+class _Run:
+    """What every epoch of one :func:`fine_tune` run uses: the model as trained (``net``: the DDP wrapper when
+    several processes train), its optimizer, the batches' device and memory format, the number ``n`` of training
+    rows and the learning-rate schedule (steps per epoch, total steps, warm-up steps)."""
+
+    net: nn.Module
+    opt: torch.optim.Optimizer
+    device: torch.device
+    fmt: torch.memory_format
+    n: int
+    steps_per_epoch: int
+    total: int
+    warmup: int
+
+
+def _prepare(model: nn.Module, train, params, recipe: Recipe) -> tuple[nn.Module, _Run]:
+    """(model, run) of :func:`fine_tune`: the model (DDP's when several processes train) and what its epochs use, with
+    the optimizer of ``params`` (default: all the model's parameters)."""
+    from benchmark.models.infer import input_format, model_device
+
+    device = model_device(model)
+    fmt = input_format(model)  # channels-last batches for a channels-last model (benchmark.models.infer.channels_last)
+    net = model
+    if distributed.world_size() > 1:
+        model, net = distributed.wrap(model, device)
+    n = len(split_labels(train))
+    params = list(model.parameters()) if params is None else list(params)
+    opt = make_optimizer(params, recipe)  # fused on the CPU: vendor-independent bytes
+    steps_per_epoch = math.ceil(n / recipe.batch_size)
+    total, warmup = recipe.epochs * steps_per_epoch, round(recipe.warmup_epochs * steps_per_epoch)
+    return model, _Run(net, opt, device, fmt, n, steps_per_epoch, total, warmup)
+
+
+def _train_epoch(
+    run: _Run, train, recipe: Recipe, epoch: int, *, seed: int, loss_fn: Callable, progress: bool, num_workers: int
+) -> list[float]:
+    """The training losses of epoch ``epoch`` of :func:`fine_tune`: shuffling, augmentation and dropout drawn from
+    the epoch's seed ``(seed, epoch)``."""
+    gen = torch.Generator().manual_seed(seed * 100_003 + epoch)
+    torch.manual_seed(seed * 100_003 + epoch)
+    run.net.train()
+    order = torch.randperm(run.n, generator=gen)
+    losses: list[float] = []
+    bar = tqdm(
+        _train_batches(train, order, recipe.batch_size, num_workers),
+        total=run.steps_per_epoch,
+        desc=f"epoch {epoch + 1}/{recipe.epochs}",
+        disable=not progress,
+        leave=False,
+    )
+    for i, (xb, yb, start, rows, size) in enumerate(bar):
+        step = epoch * run.steps_per_epoch + i
+        for g in run.opt.param_groups:
+            g["lr"] = recipe.lr * lr_factor(step, run.total, run.warmup, recipe.warmup_start_factor)
+        xb = _shift(xb, recipe.shift_pixels, gen, start, size).to(run.device, non_blocking=True, memory_format=run.fmt)
+        losses.append(
+            train_step(
+                run.net,
+                run.opt,
+                xb,
+                yb.to(run.device),
+                recipe,
+                loss_fn=loss_fn,
+                rows=rows,
+                size=size,
+                where=f"epoch {epoch}, step {i}",
+            )
+        )
+        bar.set_postfix(loss=f"{losses[-1]:.3f}")
+    return losses
+
+
+def _select_epoch(
+    model: nn.Module,
+    val,
+    recipe: Recipe,
+    record: dict,
+    *,
+    epoch: int,
+    losses: list[float],
+    folder: Path,
+    main: bool,
+    num_workers: int,
+) -> None:
+    """Score epoch ``epoch`` on ``val`` into ``record``'s history; rank 0 saves the weights when it is the best so
+    far."""
+    val_inputs = val[0] if isinstance(val, tuple) else val
+    z = distributed.predict_logits(model, val_inputs, batch_size=4 * recipe.batch_size, num_workers=num_workers)
+    score = selection_score(z, split_labels(val), recipe.select_by)
+    record["history"].append(
+        {"epoch": epoch, "train_loss": sum(losses) / len(losses), f"val_{recipe.select_by}": score}
+    )
+    if score > record["best_score"]:
+        record["best_score"], record["best_epoch"] = score, epoch
+        if main:
+            save_weights(folder / "model.safetensors", model)
+
+
 def fine_tune(
     model: nn.Module,
     train,
@@ -286,100 +348,31 @@ def fine_tune(
     (tests). A recipe with ``epochs == 0`` saves the model's weights as they are
     (``train`` and ``val`` are not read and may be None). Returns the ``train.json`` record.
     """
-    from benchmark.models.infer import input_format, model_device
-
-    folder, main, world = Path(folder), distributed.is_main(), distributed.world_size()
+    folder, main = Path(folder), distributed.is_main()
     if main:
         folder.mkdir(parents=True, exist_ok=True)
     if recipe.epochs == 0:
-        record = {
-            "recipe": asdict(recipe),
-            "fingerprint": fingerprint,
-            "seed": seed,
-            "history": [],
-            "best_epoch": None,
-            "best_score": None,
-            "trained": False,
-            "note": "epochs 0: the initial weights as they are, no training",
-        }
-        if main:
-            save_weights(folder / "model.safetensors", model)
-            store.write_json(folder / "train.json", record)
-        distributed.barrier("rank 0 writes the checkpoint")
-        return record
-    device = model_device(model)
-    fmt = input_format(model)  # channels-last batches for a channels-last model (benchmark.models.infer.channels_last)
-    net = model
-    if world > 1:
-        model, net = distributed.wrap(model, device)
-    n = len(split_labels(train))
-    params = list(model.parameters()) if params is None else list(params)
-    opt = make_optimizer(params, recipe)  # fused on the CPU: vendor-independent bytes
-    steps_per_epoch = math.ceil(n / recipe.batch_size)
-    total, warmup = recipe.epochs * steps_per_epoch, round(recipe.warmup_epochs * steps_per_epoch)
-    record = {
-        "recipe": asdict(recipe),
-        "fingerprint": fingerprint,
-        "seed": seed,
-        "history": [],
-        "best_epoch": -1,
-        "best_score": -1.0,
-        "numerics": numerics.state(),
-    }  # CPU kernels (benchmark.config.numerics): what byte-identity rests on
-    start_epoch = 0
-    found = distributed.broadcast_object(_read_resume(folder, fingerprint) if main else None)
-    if found is not None:
-        _apply_resume(found[0], model, opt)
-        record, start_epoch = found[1]["record"], found[1]["epoch"] + 1
+        return _untrained(model, recipe, seed=seed, folder=folder, fingerprint=fingerprint, main=main)
+    model, run = _prepare(model, train, params, recipe)
+    record, start_epoch = _start_or_resume(
+        model, run.opt, recipe, seed=seed, folder=folder, fingerprint=fingerprint, main=main
+    )
     for epoch in range(start_epoch, recipe.epochs):
-        gen = torch.Generator().manual_seed(seed * 100_003 + epoch)
-        torch.manual_seed(seed * 100_003 + epoch)
-        net.train()
-        order = torch.randperm(n, generator=gen)
-        losses = []
-        bar = tqdm(
-            _train_batches(train, order, recipe.batch_size, num_workers),
-            total=steps_per_epoch,
-            desc=f"epoch {epoch + 1}/{recipe.epochs}",
-            disable=not (progress and main),
-            leave=False,
+        losses = _train_epoch(
+            run, train, recipe, epoch, seed=seed, loss_fn=loss_fn, progress=progress and main, num_workers=num_workers
         )
-        for i, (xb, yb, start, rows, size) in enumerate(bar):
-            step = epoch * steps_per_epoch + i
-            for g in opt.param_groups:
-                g["lr"] = recipe.lr * lr_factor(step, total, warmup, recipe.warmup_start_factor)
-            xb = _shift(xb, recipe.shift_pixels, gen, start, size).to(device, non_blocking=True, memory_format=fmt)
-            losses.append(
-                train_step(
-                    net,
-                    opt,
-                    xb,
-                    yb.to(device),
-                    recipe,
-                    loss_fn=loss_fn,
-                    rows=rows,
-                    size=size,
-                    where=f"epoch {epoch}, step {i}",
-                )
-            )
-            bar.set_postfix(loss=f"{losses[-1]:.3f}")
-        val_inputs = val[0] if isinstance(val, tuple) else val
-        z = distributed.predict_logits(model, val_inputs, batch_size=4 * recipe.batch_size, num_workers=num_workers)
-        score = selection_score(z, split_labels(val), recipe.select_by)
-        record["history"].append(
-            {"epoch": epoch, "train_loss": sum(losses) / len(losses), f"val_{recipe.select_by}": score}
+        _select_epoch(
+            model, val, recipe, record, epoch=epoch, losses=losses, folder=folder, main=main, num_workers=num_workers
         )
-        if score > record["best_score"]:
-            record["best_score"], record["best_epoch"] = score, epoch
-            if main:
-                save_weights(folder / "model.safetensors", model)
         if main:
-            _save_resume(folder, model, opt, {"fingerprint": fingerprint, "epoch": epoch, "record": record})
+            checkpoint.save_resume(
+                folder, model, run.opt, {"fingerprint": fingerprint, "epoch": epoch, "record": record}
+            )
         distributed.barrier("rank 0 writes the checkpoint")
         if stop_after_epoch is not None and epoch >= stop_after_epoch:
             return record
     if main:
         store.write_json(folder / "train.json", record)
-        (folder / RESUME).unlink(missing_ok=True)
+        (folder / checkpoint.RESUME).unlink(missing_ok=True)
     distributed.barrier("rank 0 writes train.json")
     return record

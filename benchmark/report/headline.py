@@ -335,69 +335,66 @@ def compact(head: dict) -> dict:
     ``noise`` = ``[sd, median, dominated]`` or null per metric; per spread record ``m`` = ``[mean, sd, min, max]``
     and ``d`` (the difference to the base alone) = ``[mean, sd]``, or null."""
     keys = [m["key"] for m in head["metrics"]]
-    suites = []
-    for su in head["suites"]:
-        splits = []
-        for sp in su["splits"]:
-            entries = []
-            for e in sp["entries"]:
-                ms = []
-                for k in keys:
-                    v = e["metrics"][k]
-                    flags = (
-                        {"better": 1, "worse": 2}.get(v["sig"], 0)
-                        + (4 if v["within_seed"] else 0)
-                        + SOURCE_FLAGS.get(v["seed_source"], 0)
-                    )
-                    ms.append(
-                        [
-                            rounded(v["value"]),
-                            rounded(v["diff"], 4),
-                            rounded(v["lo"], 3),
-                            rounded(v["hi"], 3),
-                            flags,
-                            rounded(v["sd_seed"], 3),
-                            v["seeds"],
-                        ]
-                    )
-                entries.append(
-                    {
-                        "k": e["kind"],
-                        "b": e["base"],
-                        "l": e["label"],
-                        "o": e["models"],
-                        "g": rounded(e["gflops"], 4),
-                        "ti": rounded(e.get("train_images"), 7),
-                        "tp": rounded(e.get("train_params"), 7),
-                        "v": e["variant"],
-                        "m": ms,
-                        **{short: e[k] for short, k in (("src", "source"), ("cf", "conflict")) if e.get(k)},
-                    }
-                )
-            spread = [
-                {
-                    "w": r["what"],
-                    "n": r["seeds"],
-                    "m": [
-                        [rounded(s["mean"]), rounded(s["sd"], 3), rounded(s["min"]), rounded(s["max"])]
-                        if (s := r["metrics"].get(k))
-                        else None
-                        for k in keys
-                    ],
-                    "d": [
-                        [rounded(s["mean"], 3), rounded(s["sd"], 3)] if (s := r["diff"].get(k)) else None for k in keys
-                    ],
-                }
-                for r in sp["spread"]
-            ]
-            verdict = [
-                [rounded(v["sd"], 3), rounded(v["median"], 3), int(v["dominated"])]
-                if (v := sp["noise"].get(k))
+    suites = [
+        {"name": su["name"], "splits": [_compact_split(sp, keys) for sp in su["splits"]]} for su in head["suites"]
+    ]
+    return {k: v for k, v in head.items() if k != "suites"} | {"suites": suites}
+
+
+def _compact_split(sp: dict, keys: list[str]) -> dict:
+    """One split of :func:`compact`: its entries, order, spread records and seed-noise verdicts over ``keys``."""
+    entries = [_compact_entry(e, keys) for e in sp["entries"]]
+    spread = [
+        {
+            "w": r["what"],
+            "n": r["seeds"],
+            "m": [
+                [rounded(s["mean"]), rounded(s["sd"], 3), rounded(s["min"]), rounded(s["max"])]
+                if (s := r["metrics"].get(k))
                 else None
                 for k in keys
+            ],
+            "d": [[rounded(s["mean"], 3), rounded(s["sd"], 3)] if (s := r["diff"].get(k)) else None for k in keys],
+        }
+        for r in sp["spread"]
+    ]
+    verdict = [
+        [rounded(v["sd"], 3), rounded(v["median"], 3), int(v["dominated"])] if (v := sp["noise"].get(k)) else None
+        for k in keys
+    ]
+    return {"name": sp["name"], "entries": entries, "order": sp["order"], "spread": spread, "noise": verdict}
+
+
+def _compact_entry(e: dict, keys: list[str]) -> dict:
+    """One entry of :func:`compact`: its ids, costs, budget, sources and ``m`` (one list per metric of ``keys``)."""
+    ms = []
+    for k in keys:
+        v = e["metrics"][k]
+        flags = (
+            {"better": 1, "worse": 2}.get(v["sig"], 0)
+            + (4 if v["within_seed"] else 0)
+            + SOURCE_FLAGS.get(v["seed_source"], 0)
+        )
+        ms.append(
+            [
+                rounded(v["value"]),
+                rounded(v["diff"], 4),
+                rounded(v["lo"], 3),
+                rounded(v["hi"], 3),
+                flags,
+                rounded(v["sd_seed"], 3),
+                v["seeds"],
             ]
-            splits.append(
-                {"name": sp["name"], "entries": entries, "order": sp["order"], "spread": spread, "noise": verdict}
-            )
-        suites.append({"name": su["name"], "splits": splits})
-    return {k: v for k, v in head.items() if k != "suites"} | {"suites": suites}
+        )
+    return {
+        "k": e["kind"],
+        "b": e["base"],
+        "l": e["label"],
+        "o": e["models"],
+        "g": rounded(e["gflops"], 4),
+        "ti": rounded(e.get("train_images"), 7),
+        "tp": rounded(e.get("train_params"), 7),
+        "v": e["variant"],
+        "m": ms,
+        **{short: e[k] for short, k in (("src", "source"), ("cf", "conflict")) if e.get(k)},
+    }

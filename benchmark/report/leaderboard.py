@@ -61,12 +61,9 @@ def metric_column(metric: str) -> dict:
 SHOWN = ("models", "gflops", "balance")  # the full tables' columns shown by default besides the method and metrics
 
 
-def table_columns(metrics, *, source: bool = False, ranked: str | None = None, shown=None) -> list[dict]:
-    """Column specs of a results table: the method (the row's name), the ``ranked`` metric next to it, ids, costs,
-    the other metrics, sample count, and (``source``) where the row comes from. ``show``: whether the column is on
-    by default (the page's column chooser turns the others on): the method, the ranked metric and the keys of
-    ``shown`` (default: :data:`SHOWN` and every metric)."""
-    cols = [
+def _id_columns() -> list[dict]:
+    """The columns of a results table that are not metrics: the method, its models and variant, costs, budget."""
+    return [
         {"key": "method", "label": "Method", "num": False, "title": "method family · method"},
         {"key": "models", "label": "Models", "num": False, "title": "base model + sidekick, or all members"},
         {
@@ -111,7 +108,14 @@ def table_columns(metrics, *, source: bool = False, ranked: str | None = None, s
             "and heads)",
         },
     ]
-    ids = [c | {"metric": False} for c in cols]
+
+
+def table_columns(metrics, *, source: bool = False, ranked: str | None = None, shown=None) -> list[dict]:
+    """Column specs of a results table: the method (the row's name), the ``ranked`` metric next to it, ids, costs,
+    the other metrics, sample count, and (``source``) where the row comes from. ``show``: whether the column is on
+    by default (the page's column chooser turns the others on): the method, the ranked metric and the keys of
+    ``shown`` (default: :data:`SHOWN` and every metric)."""
+    ids = [c | {"metric": False} for c in _id_columns()]
     cols = (
         ids[:1]
         + [metric_column(m) for m in metrics if m == ranked]

@@ -219,6 +219,46 @@ def overhead_figure(
     )
 
 
+def _balance_base(ax, g: pd.DataFrame, alone: pd.DataFrame, hib: bool, c, marks) -> None:
+    """One base's points of :func:`balance_figure` in colour ``c``: its duos ``g`` (frontier line, error bars, the
+    points off the frontier faded) and the base alone (``alone``: a star at balance 0 and a dotted line)."""
+    x = np.concatenate([g["balance"].to_numpy(dtype=float), np.zeros(len(alone))])
+    y = np.concatenate([g["value"].to_numpy(dtype=float), alone["value"].to_numpy(dtype=float)])
+    on = _frontier(ax, x, y, hib, color=c, lw=1.3)
+    for label, h in g.groupby("label", sort=True):
+        keep = on[: len(g)][g.index.get_indexer(h.index)]
+        ax.errorbar(h["balance"], h["value"], yerr=_yerr(h), fmt="none", ecolor=c, alpha=0.4, lw=1, zorder=2)
+        for front, alpha in ((True, 1.0), (False, 0.35)):
+            sel = h[keep == front]
+            ax.scatter(
+                sel["balance"],
+                sel["value"],
+                color=c,
+                marker=marks[label],
+                s=30,
+                alpha=alpha,
+                edgecolor="white",
+                linewidth=0.5,
+                zorder=3,
+            )
+    for r in alone.itertuples():
+        ax.axhline(r.value, color=c, ls=":", lw=0.8, zorder=1)
+        ax.scatter([0.0], [r.value], color=c, marker="*", s=130, edgecolor="black", linewidth=0.6, zorder=4)
+
+
+def _side_legend(ax, handles, title: str, loc: str, y: float):
+    """A small frameless legend of ``handles`` right of the axes, anchored at height ``y``."""
+    return ax.legend(
+        handles=handles,
+        title=title,
+        loc=loc,
+        bbox_to_anchor=(1.01, y),
+        fontsize=7,
+        title_fontsize=7,
+        frameon=False,
+    )
+
+
 def balance_figure(
     points: pd.DataFrame, metric: str, title: str, colors, marks, reference_family: str
 ) -> Figure | None:
@@ -231,55 +271,15 @@ def balance_figure(
     fig = Figure(figsize=(6.6, 4.4), layout="constrained")
     ax = fig.add_subplot()
     for base, g in duo.groupby("base", sort=True):
-        c = colors[base]
-        alone = ref[ref["base"] == base]
-        x = np.concatenate([g["balance"].to_numpy(dtype=float), np.zeros(len(alone))])
-        y = np.concatenate([g["value"].to_numpy(dtype=float), alone["value"].to_numpy(dtype=float)])
-        on = _frontier(ax, x, y, hib, color=c, lw=1.3)
-        for label, h in g.groupby("label", sort=True):
-            keep = on[: len(g)][g.index.get_indexer(h.index)]
-            ax.errorbar(h["balance"], h["value"], yerr=_yerr(h), fmt="none", ecolor=c, alpha=0.4, lw=1, zorder=2)
-            for front, alpha in ((True, 1.0), (False, 0.35)):
-                sel = h[keep == front]
-                ax.scatter(
-                    sel["balance"],
-                    sel["value"],
-                    color=c,
-                    marker=marks[label],
-                    s=30,
-                    alpha=alpha,
-                    edgecolor="white",
-                    linewidth=0.5,
-                    zorder=3,
-                )
-        for r in alone.itertuples():
-            ax.axhline(r.value, color=c, ls=":", lw=0.8, zorder=1)
-            ax.scatter([0.0], [r.value], color=c, marker="*", s=130, edgecolor="black", linewidth=0.6, zorder=4)
+        _balance_base(ax, g, ref[ref["base"] == base], hib, colors[base], marks)
     bases = [Line2D([], [], color=colors[b], lw=1.3, label=plain_text(b)) for b in sorted(duo["base"].unique())]
     kinds = [
         Line2D([], [], color="0.4", marker=marks[m], ls="none", label=plain_text(m))
         for m in sorted(duo["label"].unique())
     ]
     kinds.append(Line2D([], [], color="0.4", marker="*", ms=10, ls="none", label="base alone (balance 0)"))
-    leg = ax.legend(
-        handles=bases,
-        title="base (frontier line)",
-        loc="upper left",
-        bbox_to_anchor=(1.01, 1.0),
-        fontsize=7,
-        title_fontsize=7,
-        frameon=False,
-    )
-    ax.add_artist(leg)
-    ax.legend(
-        handles=kinds,
-        title="method",
-        loc="lower left",
-        bbox_to_anchor=(1.01, 0.0),
-        fontsize=7,
-        title_fontsize=7,
-        frameon=False,
-    )
+    ax.add_artist(_side_legend(ax, bases, "base (frontier line)", "upper left", 1.0))
+    _side_legend(ax, kinds, "method", "lower left", 0.0)
     shown = pd.concat([duo, ref[ref["base"].isin(duo["base"])]])
     clip_axis(
         ax,

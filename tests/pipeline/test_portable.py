@@ -147,7 +147,7 @@ def test_the_mkl_operator_list_sees_what_the_usual_route_calls():  # the negativ
 def test_a_resumed_fused_adamw_continues_a_channels_last_model_byte_for_byte(tmp_path):
     """The resume checkpoint stores the moments contiguous; restored, each takes its parameter's (channels-last)
     layout, which the fused kernel needs (it walks parameter and moments as flat memory)."""
-    from benchmark.models import train
+    from benchmark.models import checkpoint
 
     def make():
         torch.manual_seed(0)
@@ -168,11 +168,11 @@ def test_a_resumed_fused_adamw_continues_a_channels_last_model_byte_for_byte(tmp
     for s in range(2):
         step(a, opt_a, s)
     assert not a[0].weight.is_contiguous()  # the case: a channels-last weight
-    train._save_resume(tmp_path, a, opt_a, {"fingerprint": "f", "epoch": 0, "record": {}})
+    checkpoint.save_resume(tmp_path, a, opt_a, {"fingerprint": "f", "epoch": 0, "record": {}})
     b = make()
     opt_b = portable.adamw(b.parameters(), lr=0.05, weight_decay=0.01)
-    tensors, _ = train._read_resume(tmp_path, "f")
-    train._apply_resume(tensors, b, opt_b)
+    tensors, _ = checkpoint.read_resume(tmp_path, "f")
+    checkpoint.apply_resume(tensors, b, opt_b)
     step(a, opt_a, 7)
     step(b, opt_b, 7)
     for (name, pa), pb in zip(a.named_parameters(), b.parameters()):

@@ -3,7 +3,7 @@ import pytest
 import torch
 from PIL import Image
 
-from benchmark.data.model_input import to_model_input
+from benchmark.stages.embedded_source import to_model_input
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 

@@ -39,7 +39,8 @@ def _functions(path: Path):
 
 
 def length(node) -> int:
-    """Lines of a function less its docstring's: what the reader reads as code (a long docstring is no reason to split)."""
+    """Lines of a function less its docstring's: what the reader reads as code (a long docstring is no reason to
+    split)."""
     first = node.body[0]
     doc = isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str)
     return node.end_lineno - node.lineno + 1 - ((first.end_lineno - first.lineno + 1) if doc else 0)

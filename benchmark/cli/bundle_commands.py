@@ -135,7 +135,8 @@ def add_verify_command(subparsers) -> None:
 
 
 def _verify_logits(args, bundle) -> tuple[Path | None, str, str | None]:
-    """``verify``'s logits folder (pulled when asked), a line on where it came from, and the remote pulled from."""
+    """``verify``'s logits folder (pulled when asked), a line on where it came from, and the remote pulled from; first
+    checks that ``--record-to`` lies outside the bundles folder."""
     import os
 
     from benchmark.bundle.verify import pull_logits

@@ -392,7 +392,7 @@ def run_fingerprint(args) -> int:
 
 
 def _fingerprint_here(args, params, zoo) -> tuple[dict, bool]:
-    """This machine's fingerprint, after printing the MKL-routed operators; whether any is (not portable)."""
+    """This machine's fingerprint, after printing the MKL-routed operators; whether there are any (not portable)."""
     from benchmark.reproduce import fingerprint as fp
 
     mkl = {m: ops for m, ops in fp.mkl_ops_in(params, zoo).items() if ops}

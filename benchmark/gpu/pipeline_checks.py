@@ -224,7 +224,7 @@ def check_embedded(ctx: Ctx) -> None:
 
 def _embedded_on_device(ctx: Ctx, root: Path, dev: str) -> bool:
     """Check ``a``'s train and logits stages of :data:`MODELS` in ``root`` on the device (through ``dvc repro`` where
-    DVC is installed): its row; whether they ran."""
+    DVC is installed), adding its row; whether they ran."""
     stages = [s for m in MODELS for s in (f"train@{m}", f"logits@{m}")]
     if missing("dvc"):
         how = "stage scripts (dvc not installed)"

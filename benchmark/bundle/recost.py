@@ -127,11 +127,47 @@ def _method_config(family: str, name: str, params: dict):
     return method, (parse_config(method.config, raw, where) if method.config is not None else raw)
 
 
+def _method_record(
+    u: dict, entries: dict, num_classes: int, members: int, params: dict, recipes, train_size
+) -> dict | str:
+    """The recomputed cost record of method unit ``u``, or why it cannot be recomputed."""
+    from benchmark.methods import budget, registry
+
+    info, name = u["info"], u["members"][0]
+    fn = registry.output_cost(info["family"])
+    if fn is None:
+        return f"no cost function is registered for method family {info['family']!r}"
+    if info["base"] not in entries:
+        return f"its base {info['base']!r} has no zoo entry in the manifest"
+    try:
+        method, method_cfg = _method_config(info["family"], name, params)
+    except ValueError as e:
+        return f"its params entry: {e}"
+    try:
+        static = fn(info, entries[info["base"]], num_classes, members, method_cfg)
+    except (ValueError, KeyError, TypeError) as e:
+        return f"its cost record does not describe its logits: {e}"
+    # the claimed costs and budget never fill a gap
+    record = {k: v for k, v in info.items() if k not in COST_FIELDS and k not in budget.FIELDS} | static
+    try:
+        if train_size is None:  # no budget recorded: none to recompute (the rows must claim none)
+            trained = {k: NAN for k in budget.OWN} | {
+                "builds_on": list(registry.training_of(method, method_cfg, record).builds_on)
+            }
+        else:
+            trained = budget.own_budget(method, method_cfg, record, recipes, train_size)
+    except (ValueError, KeyError, TypeError) as e:
+        return f"its training budget: {e}"
+    unknown = [n for n in trained["builds_on"] if n not in entries]
+    if unknown:
+        return f"it builds on {unknown}, which have no zoo entry in the manifest"
+    return {**record, **trained, "throughput": NAN}
+
+
 def recompute(bundle: Bundle, num_classes: int, method_members: dict[str, int]) -> Costs:
     """The costs every row of ``bundle`` must carry (``method_members``: method output -> member count of its
     logits)."""
     from benchmark.evaluation.stage import unit_list  # the evaluate stage's own unit list (costs included)
-    from benchmark.methods import budget, registry
 
     entries = _entries(bundle)
     params = bundle.manifest["params"]
@@ -145,41 +181,12 @@ def recompute(bundle: Bundle, num_classes: int, method_members: dict[str, int]) 
     for u in units:
         if u["kind"] != "method":
             continue
-        info, name = u["info"], u["members"][0]
-        fn = registry.output_cost(info["family"])
-        if fn is None:
-            res.missing[u["inputs_hash"]] = f"no cost function is registered for method family {info['family']!r}"
-            continue
-        if info["base"] not in entries:
-            res.missing[u["inputs_hash"]] = f"its base {info['base']!r} has no zoo entry in the manifest"
-            continue
-        try:
-            method, method_cfg = _method_config(info["family"], name, params)
-        except ValueError as e:
-            res.missing[u["inputs_hash"]] = f"its params entry: {e}"
-            continue
-        try:
-            static = fn(info, entries[info["base"]], num_classes, method_members.get(name, 1), method_cfg)
-        except (ValueError, KeyError, TypeError) as e:
-            res.missing[u["inputs_hash"]] = f"its cost record does not describe its logits: {e}"
-            continue
-        # the claimed costs and budget never fill a gap
-        record = {k: v for k, v in info.items() if k not in COST_FIELDS and k not in budget.FIELDS} | static
-        try:
-            if train_size is None:  # no budget recorded: none to recompute (the rows must claim none)
-                trained = {k: NAN for k in budget.OWN} | {
-                    "builds_on": list(registry.training_of(method, method_cfg, record).builds_on)
-                }
-            else:
-                trained = budget.own_budget(method, method_cfg, record, recipes, train_size)
-        except (ValueError, KeyError, TypeError) as e:
-            res.missing[u["inputs_hash"]] = f"its training budget: {e}"
-            continue
-        unknown = [n for n in trained["builds_on"] if n not in entries]
-        if unknown:
-            res.missing[u["inputs_hash"]] = f"it builds on {unknown}, which have no zoo entry in the manifest"
-            continue
-        methods[name] = {**record, **trained, "throughput": NAN}
+        name = u["members"][0]
+        got = _method_record(u, entries, num_classes, method_members.get(name, 1), params, recipes, train_size)
+        if isinstance(got, str):
+            res.missing[u["inputs_hash"]] = got
+        else:
+            methods[name] = got
     by_ident = {tuple(ident): cost for ident, _, cost in unit_list(entries, res.models, cfg, methods)}
     for u in units:
         if u["inputs_hash"] in res.missing:

@@ -134,19 +134,15 @@ def add_verify_command(subparsers) -> None:
     p.set_defaults(handler=run_verify)
 
 
-def run_verify(args) -> int:
-    """``verify``: check a bundle, recompute its rows from the logits (pulled when asked), print the report and record a
-    verification when asked; the exit status."""
+def _verify_logits(args, bundle) -> tuple[Path | None, str, str | None]:
+    """``verify``'s logits folder (pulled when asked), a line on where it came from, and the remote pulled from; first
+    checks that ``--record-to`` lies outside the bundles folder."""
     import os
 
-    from benchmark.bundle.schema import load_bundle
-    from benchmark.bundle.verify import VERIFIED, pull_logits, record, verify_bundle
+    from benchmark.bundle.verify import pull_logits
     from benchmark.storage.remote import RemoteError
-    from benchmark.storage.store import StoreError, write_table
+    from benchmark.storage.store import StoreError
 
-    if args.workers is not None and args.workers < 1:
-        raise StoreError(f"--workers: must be >= 1, got {args.workers}")
-    bundle = load_bundle(args.bundle)
     if args.record_to:
         here, inside = Path(os.path.abspath(args.record_to)), Path(os.path.abspath(bundle.path)).parent.parent
         if here == inside or inside in here.parents:
@@ -166,8 +162,16 @@ def run_verify(args) -> int:
         print(f"{bundle.path}: nothing pulled: {NO_REMOTE}", file=sys.stderr)
     if logits is not None and not logits.is_dir():
         raise StoreError(f"--logits {logits}: not a folder")
+    return logits, source, remote
+
+
+def _verify_report(args, bundle, logits: Path | None):
+    """``verify``'s recompute of ``bundle`` from ``logits``; a failure as a StoreError naming it."""
+    from benchmark.bundle.verify import verify_bundle
+    from benchmark.storage.store import StoreError
+
     try:
-        rep = verify_bundle(bundle, logits, workers=args.workers, progress=not args.quiet)
+        return verify_bundle(bundle, logits, workers=args.workers, progress=not args.quiet)
     except (
         ValueError,
         RuntimeError,
@@ -179,6 +183,20 @@ def run_verify(args) -> int:
             if isinstance(e, StoreError)
             else f"{bundle.path}: the recompute failed: {type(e).__name__}: {msg[:500]}"
         ) from None
+
+
+def run_verify(args) -> int:
+    """``verify``: check a bundle, recompute its rows from the logits (pulled when asked), print the report and record a
+    verification when asked; the exit status."""
+    from benchmark.bundle.schema import load_bundle
+    from benchmark.bundle.verify import VERIFIED, record
+    from benchmark.storage.store import StoreError, write_table
+
+    if args.workers is not None and args.workers < 1:
+        raise StoreError(f"--workers: must be >= 1, got {args.workers}")
+    bundle = load_bundle(args.bundle)
+    logits, source, remote = _verify_logits(args, bundle)
+    rep = _verify_report(args, bundle, logits)
     for line in [] if args.quiet else rep.lines:
         print(line)
     for p in rep.problems:

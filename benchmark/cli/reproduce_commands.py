@@ -344,10 +344,8 @@ def run_fingerprint(args) -> int:
     MKL-routed operators a training step or a logits pass calls; 1 when one must agree and does not."""
     from benchmark.models.zoo import load_zoo
     from benchmark.reproduce import emulate
-    from benchmark.reproduce import fingerprint as fp
     from benchmark.reproduce import fingerprint_records as fr
     from benchmark.stages.params_config import load_params
-    from benchmark.storage.store import write_json
 
     try:
         params = load_params(args.params)
@@ -379,20 +377,7 @@ def run_fingerprint(args) -> int:
             f"{m['host']['cpu']} ({m['host']['kind']}), {mine['seconds']:.0f} s"
         )
     else:
-        mkl = {m: ops for m, ops in fp.mkl_ops_in(params, zoo).items() if ops}
-        print(
-            "MKL-routed operators in a training step and a logits pass: "
-            + ("; ".join(f"{m}: {', '.join(o)}" for m, o in mkl.items()) + " -> NOT PORTABLE" if mkl else "none")
-        )
-        failing = bool(mkl)
-        mine = fp.measure(
-            params,
-            zoo,
-            all_modes=args.all_modes,
-            with_ops=not args.no_ops,
-            with_pipeline=not args.no_pipeline,
-            names=args.models,
-        )
+        mine, failing = _fingerprint_here(args, params, zoo)
     print(
         f"this {'emulated CPU' if args.emulate else 'machine'}: {mine['machine']['cpu']} ({mine['machine']['kind']}), "
         f"torch {mine['torch']}, {mine['cpu_capability']} kernels, {'pinned' if mine['pinned'] else 'NOT pinned'}: "
@@ -402,14 +387,41 @@ def run_fingerprint(args) -> int:
     if not records:
         print(f"no records in {args.records}: nothing to compare with")
     if args.write:
-        import datetime
-
-        from benchmark.bundle.pack import git_state
-
-        path = Path(args.records) / fr.record_name(mine)
-        write_json(path, {**mine, **git_state(Path(".")), "date": datetime.date.today().isoformat()})
-        print(f"wrote {path}")
+        _write_fingerprint(args.records, mine)
     return 1 if failing else 0
+
+
+def _fingerprint_here(args, params, zoo) -> tuple[dict, bool]:
+    """This machine's fingerprint, after printing the MKL-routed operators; whether there are any (not portable)."""
+    from benchmark.reproduce import fingerprint as fp
+
+    mkl = {m: ops for m, ops in fp.mkl_ops_in(params, zoo).items() if ops}
+    print(
+        "MKL-routed operators in a training step and a logits pass: "
+        + ("; ".join(f"{m}: {', '.join(o)}" for m, o in mkl.items()) + " -> NOT PORTABLE" if mkl else "none")
+    )
+    mine = fp.measure(
+        params,
+        zoo,
+        all_modes=args.all_modes,
+        with_ops=not args.no_ops,
+        with_pipeline=not args.no_pipeline,
+        names=args.models,
+    )
+    return mine, bool(mkl)
+
+
+def _write_fingerprint(records: str, mine: dict) -> None:
+    """Write fingerprint ``mine`` as a record in folder ``records``, with the git state and today's date."""
+    import datetime
+
+    from benchmark.bundle.pack import git_state
+    from benchmark.reproduce import fingerprint_records as fr
+    from benchmark.storage.store import write_json
+
+    path = Path(records) / fr.record_name(mine)
+    write_json(path, {**mine, **git_state(Path(".")), "date": datetime.date.today().isoformat()})
+    print(f"wrote {path}")
 
 
 def _print_verdicts(verdicts: list[dict], mine: dict, show: int) -> bool:

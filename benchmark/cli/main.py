@@ -18,7 +18,8 @@ from benchmark.cli.cluster_commands import add_cluster_command, add_run_command
 from benchmark.cli.logits_commands import add_duo_command, add_metrics_command
 from benchmark.cli.remote_commands import add_remote_command
 from benchmark.cli.reproduce_commands import add_reproduce_command
-from benchmark.cli.zoo_commands import add_flops_command, add_validate_zoo_command
+from benchmark.cli.zoo_commands import add_validate_zoo_command
+from benchmark.cli.zoo_flops import add_flops_command
 from benchmark.dvcgen.command import add_suite_pipeline_command
 
 INTERRUPTED = 130  # 128 + SIGINT

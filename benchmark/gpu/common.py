@@ -1,5 +1,5 @@
-"""What the checks of the GPU path share (:mod:`benchmark.gpu.check`, :mod:`benchmark.gpu.pipeline_checks`):
-the repository, the targets, a row of the table and the run's context."""
+"""What the checks of the GPU path share (:mod:`benchmark.gpu.check` and the modules of its checks): the repository,
+the targets, a row of the table and the run's context."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """A tiny Caltech-256 suite: its on-disk fixture (the official layout, colour-coded images) and a CPU-sized profile of
 its params, the methods' entries declared by the methods themselves (:func:`method_params`). What the GPU check runs
-through DVC (check ``e``, :mod:`benchmark.gpu.pipeline_checks`) and what the pipeline tests run on the CPU
+through DVC (check ``e``, :mod:`benchmark.gpu.caltech_check`) and what the pipeline tests run on the CPU
 (``tests/pipeline``, ``tests/bundle``), from one definition."""
 
 from __future__ import annotations

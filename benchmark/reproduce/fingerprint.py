@@ -26,7 +26,7 @@ The records of CPU kinds (``results/fingerprints/``) and the rules that judge a 
 :mod:`benchmark.reproduce.fingerprint_records`; an emulated CPU kind's fingerprint (QEMU user mode) is made by
 :mod:`benchmark.reproduce.emulate`. :func:`mkl_ops_in` lists the MKL-routed operations that the
 pipeline's training step and logits pass call (there must be none). The CLI is ``python -m benchmark reproduce
-fingerprint`` (:mod:`benchmark.cli.reproduce_commands`).
+fingerprint`` (:mod:`benchmark.cli.reproduce_cpu`).
 """
 
 from __future__ import annotations

@@ -12,7 +12,8 @@ import pytest
 import torch
 from torch import nn
 
-from benchmark.cli.zoo_commands import entry_flops, main, run_flops, run_validate_zoo
+from benchmark.cli.zoo_commands import main, run_validate_zoo
+from benchmark.cli.zoo_flops import entry_flops, run_flops
 
 REPO = Path(__file__).resolve().parents[2]
 ENV = dict(os.environ, HF_HUB_OFFLINE="1")  # (no interpreter option or PYTHONWARNINGS: the warm python may serve it)

@@ -2,7 +2,7 @@ import pytest
 import torch
 from torch import nn
 
-from benchmark.cli.zoo_commands import arch_flops  # what `python -m benchmark flops` counts
+from benchmark.cli.zoo_flops import arch_flops  # what `python -m benchmark flops` counts
 from benchmark.models.cost import count_flops, measure_throughput, static_cost, unweighted_cost
 
 

@@ -1,0 +1,249 @@
+"""``python -m benchmark reproduce`` actions that compare CPU kinds: ``fingerprint`` (this CPU's kernel bytes, or an
+emulated one's, against the committed records of other kinds) and ``stage`` (whole stages rerun in a scratch copy,
+here or on an emulated CPU, against the committed dvc.lock)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+
+def _add_fingerprint(sub) -> None:
+    """``reproduce fingerprint``."""
+    f = sub.add_parser(
+        "fingerprint",
+        help="this CPU's kernel fingerprint against the committed records of CPU kinds",
+        description="Hash the float32 operations the pipeline's stages run (the kernel-fingerprint tool's "
+        "operations, and each layer, gradient and logits of a training step and a logits pass "
+        "of every zoo architecture, through the functions train@ and logits@ call) under the "
+        "pinned numerics, on this CPU or on an emulated one (--emulate), and compare them with "
+        "the records in --records: a record of the same CPU kind must agree on every operation; "
+        "an emulated record and a real record of one vendor must agree on every operation; a "
+        "record of another kind on every operation that records of two vendors agree on; other "
+        "differences are reported, and the first differing layer is named. On this CPU, also "
+        "lists any MKL-routed operator that a training step or a logits pass calls (there must "
+        "be none). Exit 1 on a failure, 2 when it cannot run. Rules: "
+        "benchmark/reproduce/fingerprint_records.py; emulation: benchmark/reproduce/emulate.py.",
+    )
+    f.add_argument(
+        "--records", default="results/fingerprints", help="folder of records (default: results/fingerprints)"
+    )
+    f.add_argument("--params", default="params.yaml", help="params file (threads, recipes, zoo; default: params.yaml)")
+    f.add_argument(
+        "--emulate",
+        metavar="MODEL",
+        help="measure under QEMU's emulated CPU MODEL (e.g. Icelake-Server, "
+        "Skylake-Client, EPYC-Milan; `qemu-x86_64 -cpu help` lists them), in a child process; its record is "
+        "QEMU-<MODEL>.json, marked emulated. Slow: the pipeline's operations take ~10 minutes",
+    )
+    f.add_argument(
+        "--all-modes",
+        action="store_true",
+        help="the tool's operations in all four modes (1 and 2 threads, "
+        "oneDNN on and off), not only the pipeline's: for a record",
+    )
+    f.add_argument(
+        "--no-pipeline",
+        action="store_true",
+        help="only the tool's operations, not the pipeline's per-layer ones (with --emulate: about a minute)",
+    )
+    f.add_argument("--no-ops", action="store_true", help="only the pipeline's per-layer operations, not the tool's")
+    f.add_argument(
+        "--models",
+        nargs="+",
+        metavar="NAME",
+        help="the pipeline's operations of these zoo entries' "
+        "architectures only (default: every architecture of the zoo)",
+    )
+    f.add_argument("--timeout", type=float, metavar="SECONDS", help="with --emulate: give up after this long (exit 2)")
+    f.add_argument(
+        "--write",
+        action="store_true",
+        help="write this machine's (or the emulated CPU's) record into --records as <kind>.json",
+    )
+    f.add_argument("--show", type=int, default=8, help="differing operations to print per record (default 8)")
+    f.set_defaults(handler=run_fingerprint)
+
+
+def _add_stage(sub) -> None:
+    """``reproduce stage``."""
+    st = sub.add_parser(
+        "stage",
+        help="rerun whole stages in a scratch copy (here or on an emulated CPU) and compare "
+        "their outputs with the committed dvc.lock",
+        description="Copy this checkout into a scratch folder (upstream outputs such as results/data "
+        "hard-linked), run the STAGEs there with `dvc repro --single-item --force` (with "
+        "--emulate, each stage command under qemu-x86_64 -cpu MODEL: 10-20 minutes a "
+        "training epoch) and compare the outputs their dvc.lock records with this "
+        "checkout's dvc.lock, byte for byte (measured outputs, e.g. throughput, are not "
+        "compared). Exit 1 when an output differs, 2 when it cannot run. Rules: "
+        "benchmark/reproduce/rerun.py.",
+    )
+    st.add_argument("stages", nargs="+", metavar="STAGE", help="e.g. train@mnv3s050 logits@mnv3s050")
+    st.add_argument(
+        "--emulate",
+        metavar="MODEL",
+        help="run the stage commands under QEMU's emulated CPU MODEL (e.g. Icelake-Server)",
+    )
+    st.add_argument("--timeout", type=float, metavar="SECONDS", help="give up after this long (exit 2)")
+    st.add_argument(
+        "--record",
+        metavar="FILE",
+        help="add the result to the cross-CPU record FILE "
+        "(results/cross_cpu.json), with the CPU kind (emulated or not) and the commit",
+    )
+    st.add_argument("--note", help="with --record: a note for the record")
+    st.set_defaults(handler=run_stage)
+
+
+def run_fingerprint(args) -> int:
+    """``reproduce fingerprint``: this CPU's kernel fingerprint against the committed records of CPU kinds, and the
+    MKL-routed operators a training step or a logits pass calls; 1 when one must agree and does not."""
+    from benchmark.models.zoo import load_zoo
+    from benchmark.reproduce import emulate
+    from benchmark.reproduce import fingerprint_records as fr
+    from benchmark.stages.params_config import load_params
+
+    try:
+        params = load_params(args.params)
+        zoo = load_zoo(params.zoo, recipes=params.recipes, check_arch=False)
+        records = fr.read_records(args.records)
+        if args.no_ops and args.no_pipeline:
+            raise ValueError("--no-ops and --no-pipeline: nothing left to measure")
+        unknown = sorted(set(args.models or ()) - set(zoo))
+        if unknown:
+            raise ValueError(f"--models: {', '.join(unknown)} not in the zoo {params.zoo} ({', '.join(zoo)})")
+        if args.emulate:
+            mine = emulate.fingerprint(
+                args.emulate,
+                params=args.params,
+                all_modes=args.all_modes,
+                with_ops=not args.no_ops,
+                with_pipeline=not args.no_pipeline,
+                names=args.models,
+                timeout=args.timeout,
+            )
+    except (ValueError, FileNotFoundError, emulate.EmulationError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    failing = False
+    if args.emulate:
+        m = mine["machine"]
+        print(
+            f"emulated: {m['cpu']} ({m['kind']}: CPUID says {m['stands_for']}) under QEMU {m['qemu']} on "
+            f"{m['host']['cpu']} ({m['host']['kind']}), {mine['seconds']:.0f} s"
+        )
+    else:
+        mine, failing = _fingerprint_here(args, params, zoo)
+    print(
+        f"this {'emulated CPU' if args.emulate else 'machine'}: {mine['machine']['cpu']} ({mine['machine']['kind']}), "
+        f"torch {mine['torch']}, {mine['cpu_capability']} kernels, {'pinned' if mine['pinned'] else 'NOT pinned'}: "
+        f"{len(mine['hashes'])} operations"
+    )
+    failing |= not mine["pinned"] or _print_verdicts(fr.compare(mine, records), mine, args.show)
+    if not records:
+        print(f"no records in {args.records}: nothing to compare with")
+    if args.write:
+        _write_fingerprint(args.records, mine)
+    return 1 if failing else 0
+
+
+def _fingerprint_here(args, params, zoo) -> tuple[dict, bool]:
+    """This machine's fingerprint, after printing the MKL-routed operators; whether there are any (not portable)."""
+    from benchmark.reproduce import fingerprint as fp
+
+    mkl = {m: ops for m, ops in fp.mkl_ops_in(params, zoo).items() if ops}
+    print(
+        "MKL-routed operators in a training step and a logits pass: "
+        + ("; ".join(f"{m}: {', '.join(o)}" for m, o in mkl.items()) + " -> NOT PORTABLE" if mkl else "none")
+    )
+    mine = fp.measure(
+        params,
+        zoo,
+        all_modes=args.all_modes,
+        with_ops=not args.no_ops,
+        with_pipeline=not args.no_pipeline,
+        names=args.models,
+    )
+    return mine, bool(mkl)
+
+
+def _write_fingerprint(records: str, mine: dict) -> None:
+    """Write fingerprint ``mine`` as a record in folder ``records``, with the git state and today's date."""
+    import datetime
+
+    from benchmark.bundle.pack import git_state
+    from benchmark.reproduce import fingerprint_records as fr
+    from benchmark.storage.store import write_json
+
+    path = Path(records) / fr.record_name(mine)
+    write_json(path, {**mine, **git_state(Path(".")), "date": datetime.date.today().isoformat()})
+    print(f"wrote {path}")
+
+
+def _print_verdicts(verdicts: list[dict], mine: dict, show: int) -> bool:
+    """Print one line per record and its differing operations; whether any must-agree operation differs."""
+    from benchmark.reproduce import fingerprint as fp
+    from benchmark.reproduce import fingerprint_records as fr
+
+    failing = False
+    for v in verdicts:
+        rel = (
+            "this CPU kind"
+            if v["same_kind"]
+            else "the same vendor, real and emulated: must agree"
+            if v["stand_in"]
+            else "another CPU kind"
+        )
+        torch_note = "" if v["torch"] == mine["torch"] else f", recorded with torch {v['torch']}"
+        print(
+            f"vs {v['kind']} ({v['cpu']}; {rel}{torch_note}): {v['shared']} shared operations, {v['equal']} equal, "
+            f"{len(v['differ'])} differ" + (f", {len(v['failing'])} of them FAIL (must agree)" if v["failing"] else "")
+        )
+        first = fr.first_layer(v["failing"] or v["differ"])
+        if first:
+            print(f"  first differing layer: {first}")
+        for k in v["differ"][:show]:
+            why = (
+                "must agree"
+                if k in v["failing"]
+                else "MKL-routed, not run by the pipeline"
+                if k.endswith(fp.MKL_ROUTED)
+                else "reported"
+            )
+            print(f"  differs: {k} ({why})")
+        failing |= bool(v["failing"])
+    return failing
+
+
+def run_stage(args) -> int:
+    """``reproduce stage``: rerun whole stages in a scratch copy (here or under an emulated CPU) and compare their
+    outputs with the committed dvc.lock; 1 when one differs, 2 when it cannot run."""
+    from benchmark.dvcutil.scratch import ScratchError
+    from benchmark.reproduce import emulate, rerun
+
+    try:
+        result = rerun.run(args.stages, emulate_model=args.emulate, timeout=args.timeout)
+    except (ScratchError, emulate.EmulationError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    m, c = result["machine"], result["counts"]
+    on = f"{m['cpu']} ({m['kind']}" + (
+        f": CPUID says {m['stands_for']}, on {m['host']['kind']})" if m.get("emulated") else ")"
+    )
+    for o in result["outputs"]:
+        print(f"  {o['stage']} {o['path']}: {o['status']}" + (f" ({o['measured']})" if o["measured"] else ""))
+    print(
+        f"{', '.join(result['stages'])} on {on} in {result['seconds']:.0f} s: {c['identical']} of {c['compared']} "
+        f"compared outputs byte-identical to the committed dvc.lock"
+        + (f"; differ: {', '.join(c['failing_stages'])}" if c["failing_stages"] else "")
+    )
+    if args.record:
+        from benchmark.reproduce import cross_cpu
+
+        cross_cpu.add(args.record, cross_cpu.stage_entry(result, note=args.note or ""))
+        print(f"recorded in {args.record}")
+    return 1 if c["failing_stages"] or not c["compared"] else 0
+
+
+ADDERS = (_add_fingerprint, _add_stage)

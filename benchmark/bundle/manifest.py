@@ -1,6 +1,6 @@
 """The manifest of a result bundle: every field with its type and range (:func:`check_manifest`).
 
-The manifest is parsed by :func:`benchmark.bundle.intake.strict_json` (plain values only); here
+The manifest is parsed by :func:`benchmark.bundle.strict.strict_json` (plain values only); here
 each field is checked: no key that is not in :data:`MANIFEST_KEYS`, names matching
 :data:`NAME` (they become file and folder names), free text of bounded length without
 control characters, counts of zoo entries, units, logits files and stages capped, and
@@ -251,7 +251,7 @@ def _unit(u, logit_folders: set, where: str) -> None:
 
 
 def check_manifest(m, where: str, *, now: dt.datetime | None = None) -> dict:
-    """The parsed manifest ``m`` (from :func:`~benchmark.bundle.intake.strict_json`), every field checked."""
+    """The parsed manifest ``m`` (from :func:`~benchmark.bundle.strict.strict_json`), every field checked."""
     _type(m, dict, where)
     _keys(m, set(MANIFEST_KEYS) - OPTIONAL_KEYS, OPTIONAL_KEYS, where)
     for key, (typ, _) in MANIFEST_KEYS.items():

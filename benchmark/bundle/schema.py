@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from benchmark.bundle import intake
+from benchmark.bundle import intake, strict
 from benchmark.bundle.intake import MANIFEST, MAX_FILE_BYTES, BundleError, q, show  # noqa: F401 (re-exported)
 from benchmark.bundle.manifest import BUNDLE_ID, FORMAT, MANIFEST_KEYS, NAME, SHORT_HASH, check_manifest, check_suite  # noqa: F401
 from benchmark.core.metric_info import METRICS
@@ -256,11 +256,11 @@ class _Tables:
         where = self.folder.where(name)
         data = self.raw[name]
         if name.endswith(".gz"):
-            data = intake.gunzip(data, where)
+            data = strict.gunzip(data, where)
         self.total += len(data)
         if self.total > intake.MAX_TOTAL_UNPACKED:
             raise BundleError(f"{where}: the bundle's tables inflate to more than {intake.MAX_TOTAL_UNPACKED} bytes")
-        return intake.read_csv(data, where, columns, required=required), where
+        return strict.read_csv(data, where, columns, required=required), where
 
     def table(self, stem: str, columns, required=()) -> tuple[pd.DataFrame | None, str]:
         roles = part_roles(self.m, stem)
@@ -317,7 +317,7 @@ def load_bundle(bundle, *, check_arch: bool = True) -> Bundle:
                 f"{where}: missing manifest (is {show(bundle)} a bundle made by `python -m benchmark submit`?)"
             )
         raw = {MANIFEST: folder.read(MANIFEST)}
-        m = check_manifest(intake.strict_json(raw[MANIFEST], where), where)
+        m = check_manifest(strict.strict_json(raw[MANIFEST], where), where)
         identity(bundle, m)
         names = {f["path"]: f for f in m["files"].values()}
         folder.check_entries({MANIFEST, *names})
@@ -334,7 +334,7 @@ def load_bundle(bundle, *, check_arch: bool = True) -> Bundle:
             paired = _paired(df, m["suite"], w)
         if "lock" in m["files"]:
             w = folder.where("dvc.lock")
-            lock = _lock(intake.strict_yaml(raw["dvc.lock"], w), w)
+            lock = _lock(strict.strict_yaml(raw["dvc.lock"], w), w)
     _check_zoo(m, where, check_arch)
     _check_coverage(m, rows, where)
     return Bundle(bundle, m, rows, models, lock, paired, files=raw)

@@ -29,69 +29,31 @@ import hashlib
 import json
 import os
 import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from benchmark.bundle import intake, recost
+from benchmark.bundle import intake, recost, strict
 from benchmark.bundle.manifest import evaluate_params
-from benchmark.bundle.schema import (
-    COSTS,
-    KEY,
-    MANIFEST,
-    RECOMPUTED,
-    REPORTED,
-    Bundle,
-    BundleError,
-    row_label,
-    rows_digest,
-    sha256_file,
+from benchmark.bundle.schema import MANIFEST, Bundle, BundleError, rows_digest, sha256_file
+from benchmark.bundle.verify_checks import (  # noqa: F401 (PAIRED_KEY re-exported)
+    PAIRED_KEY,
+    SELF_REPORTED,
+    TOLERANCE,
+    VERIFIED,
+    Report,
+    check_files,
+    check_unit,
+    recomputed_costs,
 )
 
 if TYPE_CHECKING:
     from benchmark.evaluation.runner import Unit
 
-TOLERANCE = 1e-6
-VERIFIED, SELF_REPORTED = "verified", "self-reported"
 RECORD_FORMAT = "uq-verification/1"
 MAX_BOOTSTRAP = 20_000  # verify refuses to spend more than this per split and unit (the params come from the bundle)
 MAX_RECORD_BYTES = 65_536
-
-
-@dataclass
-class Report:
-    status: str = SELF_REPORTED
-    rows: int = 0
-    recomputed: int = 0  # rows whose values were recomputed
-    costs: int = 0  # rows whose costs were recomputed
-    models_checked: bool | None = None  # models.csv checked (None: the bundle has none)
-    problems: list[str] = field(default_factory=list)  # mismatches: each names the row or file
-    lines: list[str] = field(default_factory=list)  # per-unit report
-    table: pd.DataFrame | None = None  # per-row: key columns + check, detail
-    reported: tuple[str, ...] = tuple(REPORTED)  # columns shown as reported by the contributor, never verified
-
-    @property
-    def ok(self) -> bool:
-        """Whether the verification found no problem."""
-        return not self.problems
-
-    def why_not_verified(self, no_logits: str = "no logits: give --logits or --remote") -> str:
-        """One line: what keeps the bundle from being verified ('' when it is); ``no_logits`` says why rows were not
-        recomputed (the caller knows where it looked for logits)."""
-        if self.status == VERIFIED:
-            return ""
-        if self.problems:
-            return f"{len(self.problems)} mismatch(es)"
-        parts = []
-        if self.recomputed < self.rows:
-            parts.append(f"{self.rows - self.recomputed} of {self.rows} rows not recomputed ({no_logits})")
-        if self.costs < self.rows:
-            parts.append(f"the costs of {self.rows - self.costs} rows not recomputed")
-        if self.models_checked is False:
-            parts.append("models.csv not checked")
-        return "; ".join(parts) or "not recomputed"
 
 
 def _eval_config(bundle: Bundle, results: Path, files: dict):
@@ -113,124 +75,6 @@ def _eval_config(bundle: Bundle, results: Path, files: dict):
     return cfg
 
 
-def _check_files(bundle: Bundle, results: Path, rep: Report) -> set[str]:
-    """Folders whose every listed logits file is present with its manifest sha256."""
-    missing, bad = set(), set()
-    for rel, info in sorted(bundle.manifest["logits"].items()):
-        folder = rel.rsplit("/", 1)[0]
-        p = results / rel
-        if not p.is_file():
-            missing.add(folder)
-        elif sha256_file(p) != info["sha256"]:
-            bad.add(folder)
-            rep.problems.append(
-                f"{p}: sha256 differs from the manifest's ({info['sha256'][:16]}...): "
-                f"the logits file was edited or the manifest hash does not match it"
-            )
-    folders = {rel.rsplit("/", 1)[0] for rel in bundle.manifest["logits"]}
-    return folders - missing - bad
-
-
-def _compare(
-    unit: dict, mine: pd.DataFrame, theirs: pd.DataFrame | None, costs: dict | None, tol: float, rep: Report
-) -> list[dict]:
-    """Per-row checks of one unit (values when ``theirs``, costs when ``costs``); mismatches go to ``rep.problems``."""
-    fresh = {tuple(str(r[k]) for k in KEY): r for r in theirs.to_dict("records")} if theirs is not None else {}
-    out = []
-    for r in mine.to_dict("records"):
-        diffs, missing = [], []
-        if theirs is not None:
-            f = fresh.pop(tuple(str(r[k]) for k in KEY), None)
-            if f is None:
-                diffs.append("the evaluation produces no such row")
-            else:
-                diffs += [
-                    f"{c}: bundle {r[c]!r}, recomputed {f[c]!r}"
-                    for c in RECOMPUTED
-                    if not recost.close(r[c], f[c], tol)
-                ]
-        else:
-            missing.append("values (no logits)")
-        if costs is not None:
-            diffs += [
-                f"{c}: bundle {r[c]!r}, recomputed {costs[c]!r}" for c in COSTS if not recost.close(r[c], costs[c], tol)
-            ]
-        else:
-            missing.append("costs")
-        check = "mismatch" if diffs else "not recomputed" if missing else "ok"
-        detail = "; ".join(diffs) if diffs else ("not recomputed: " + ", ".join(missing) if missing else "")
-        if diffs:
-            rep.problems.append(f"row ({row_label(r)}): {detail}")
-        out.append({**{k: r[k] for k in KEY}, "check": check, "detail": detail})
-    for key in fresh:
-        label = ", ".join(f"{k}={v}" for k, v in zip(KEY, key, strict=True) if v)
-        rep.problems.append(
-            f"row ({label}): recomputed but missing from the bundle (unit {unit['kind']} {'+'.join(unit['members'])})"
-        )
-    return out
-
-
-PAIRED_KEY = ["split", "base", "sidekick", "fit", "method", "metric"]
-PAIRED_VALUES = ["diff", "ci_low", "ci_high", "p_value"]
-
-
-def _compare_paired(unit: dict, bundled: pd.DataFrame, fresh: pd.DataFrame, tol: float, rep: Report) -> None:
-    """The bundle's paired differences of a duo against the recomputed ones (same keys, values to ``tol``)."""
-    base, side = unit["members"]
-    mine = bundled[(bundled["base"] == base) & (bundled["sidekick"] == side)]
-    new = {tuple(str(r[k]) for k in PAIRED_KEY): r for r in fresh.to_dict("records")}
-    for r in mine.to_dict("records"):
-        key = tuple(str(r[k]) for k in PAIRED_KEY)
-        f = new.pop(key, None)
-        label = "paired (" + ", ".join(f"{k}={v}" for k, v in zip(PAIRED_KEY, key, strict=True)) + ")"
-        if f is None:
-            rep.problems.append(f"{label}: the evaluation produces no such paired difference")
-            continue
-        diffs = [
-            f"{c}: bundle {r[c]!r}, recomputed {f[c]!r}"
-            for c in PAIRED_VALUES
-            if c in r and not recost.close(r[c], f[c], tol)
-        ]
-        if diffs:
-            rep.problems.append(f"{label}: {'; '.join(diffs)}")
-    for key in new:
-        rep.problems.append(
-            "paired ("
-            + ", ".join(f"{k}={v}" for k, v in zip(PAIRED_KEY, key, strict=True))
-            + f"): recomputed but missing from the bundle (duo {base}+{side})"
-        )
-
-
-def _shapes(bundle: Bundle, results: Path, ok_folders: set[str]) -> tuple[int | None, dict[str, int]]:
-    """The class count C of the logits and each method output's member count M, from the verified logits files."""
-    from benchmark.storage import store
-
-    num_classes, members = None, {}
-    for rel in sorted(bundle.manifest["logits"]):
-        folder = rel.rsplit("/", 1)[0]
-        if folder not in ok_folders:
-            continue
-        z = store.mmap_logits_file(results / rel).logits
-        if num_classes is None:
-            num_classes = int(z.shape[-1])
-        if folder.startswith("methods/"):
-            members.setdefault(folder.split("/")[1], int(z.shape[0]) if z.ndim == 3 else 1)
-    return num_classes, members
-
-
-def _costs(bundle: Bundle, results: Path | None, ok_folders: set[str], rep: Report) -> recost.Costs | None:
-    if results is None or not ok_folders:
-        return None
-    num_classes, members = _shapes(bundle, results, ok_folders)
-    if num_classes is None:
-        return None
-    try:
-        return recost.recompute(bundle, num_classes, members)
-    except (ValueError, RuntimeError, TypeError) as e:  # an architecture that cannot be built or counted here
-        rep.lines.append(f"costs not recomputed: {type(e).__name__}: {' '.join(str(e).split())[:300]}")
-        return None
-
-
 def verify_bundle(
     bundle: Bundle, results=None, *, tolerance: float = TOLERANCE, workers: int | None = None, progress: bool = True
 ) -> Report:
@@ -244,12 +88,12 @@ def verify_bundle(
     rep = Report(rows=len(bundle.rows))
     ok_folders, todo = _units_to_recompute(bundle, results, rep)
     fresh = _recompute(bundle, results, todo, workers, progress) if todo else {}
-    costs = _costs(bundle, results, ok_folders, rep)
+    costs = recomputed_costs(bundle, results, ok_folders, rep)
     done = {u["inputs_hash"]: unit.key for u, unit in todo}
     checks: list[dict] = []
     for u in bundle.manifest["units"]:
         theirs, paired = fresh[done[u["inputs_hash"]]] if u["inputs_hash"] in done else (None, None)
-        checks += _check_unit(bundle, u, theirs, paired, costs, tolerance, rep)
+        checks += check_unit(bundle, u, theirs, paired, costs, tolerance, rep)
     if bundle.models is not None:
         rep.models_checked = costs is not None
         if costs is not None:
@@ -270,7 +114,7 @@ def _units_to_recompute(bundle: Bundle, results, rep: Report) -> tuple[set[str],
     if results is None:
         return set(), []
     results = Path(results)
-    ok_folders = _check_files(bundle, results, rep)
+    ok_folders = check_files(bundle, results, rep)
     todo = []
     for i, u in enumerate(bundle.manifest["units"]):
         if not set(u["folders"]) <= ok_folders:
@@ -304,28 +148,6 @@ def _recompute(bundle: Bundle, results, todo: list[tuple[dict, Unit]], workers: 
         return run_units(
             [unit for _, unit in todo], Context(cfg=cfg, files=files, folder=tmp), workers=workers, progress=progress
         )
-
-
-def _check_unit(bundle: Bundle, u: dict, theirs, paired, costs, tolerance: float, rep: Report) -> list[dict]:
-    """One unit's rows against their recomputed values (``theirs``, None when not recomputed) and costs; its line
-    of the report; the checks made."""
-    mine = bundle.rows[bundle.rows["inputs_hash"] == u["inputs_hash"]]
-    expected = costs.units.get(u["inputs_hash"]) if costs is not None else None
-    before = len(rep.problems)
-    checks = _compare(u, mine, theirs, expected, tolerance, rep)
-    if theirs is not None and u["kind"] == "duo" and bundle.paired is not None:
-        _compare_paired(u, bundle.paired, paired, tolerance, rep)
-    bad = len(rep.problems) - before
-    rep.recomputed += len(mine) if theirs is not None else 0
-    rep.costs += len(mine) if expected is not None else 0
-    what = "rows recomputed" if theirs is not None else "rows not recomputed (logits not available or not matching)"
-    why = costs.missing.get(u["inputs_hash"]) if costs is not None else None
-    cost_note = "" if expected is not None else f"; costs not recomputed{f' ({why})' if why else ''}"
-    rep.lines.append(
-        f"{u['kind']} {'+'.join(u['members'])}: {len(mine)} {what}{cost_note}, "
-        + (f"{bad} mismatch(es)" if bad else "no mismatch")
-    )
-    return checks
 
 
 def _record_path(folder, bundle: Bundle) -> Path:
@@ -386,7 +208,7 @@ def recorded(folder, bundle: Bundle) -> dict | None:
     path = _record_path(folder, bundle)
     try:
         with intake.Folder(path.parent) as f:
-            data = intake.strict_json(f.read(path.name, cap=MAX_RECORD_BYTES), intake.show(path))
+            data = strict.strict_json(f.read(path.name, cap=MAX_RECORD_BYTES), intake.show(path))
     except BundleError:
         return None
     n = len(bundle.rows)

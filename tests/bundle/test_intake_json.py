@@ -10,7 +10,7 @@ import pytest
 import yaml
 from helpers import put_file
 
-from benchmark.bundle import intake
+from benchmark.bundle import intake, strict
 from benchmark.bundle.schema import BundleError
 
 
@@ -69,18 +69,18 @@ def test_strict_json(bundle, load, monkeypatch, case):
     real = json.loads
 
     def guarded(s, **kw):  # the parser never sees input nested deeper than the limit
-        assert intake.json_depth(s) <= intake.MAX_DEPTH
+        assert strict.json_depth(s) <= intake.MAX_DEPTH
         return real(s, **kw)
 
-    monkeypatch.setattr(intake.json, "loads", guarded)
+    monkeypatch.setattr(strict.json, "loads", guarded)
     with pytest.raises(BundleError, match=re.escape(rule)) as e:
         load(bundle)
     assert "manifest.json" in str(e.value) and "\n" not in str(e.value)
 
 
 def test_depth_scan_skips_strings():
-    assert intake.json_depth('{"a": "[[[[{{{{\\"]]]]", "b": [[1]]}') == 3
-    assert intake.json_depth(_deep(10**6)) == intake.MAX_DEPTH + 1  # stops as soon as it is over
+    assert strict.json_depth('{"a": "[[[[{{{{\\"]]]]", "b": [[1]]}') == 3
+    assert strict.json_depth(_deep(10**6)) == intake.MAX_DEPTH + 1  # stops as soon as it is over
 
 
 LOCK = {

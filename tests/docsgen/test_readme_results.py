@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from benchmark.core import noise
-from benchmark.docsgen import readme
+from benchmark.docsgen import readme, results_tables
 from benchmark.dvcutil.lockfile import committed_text
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -72,7 +72,7 @@ def test_update_rewrites_a_stale_block_in_any_file_and_refuses_unknown_or_missin
 
 def test_every_base_beats_every_sidekick_and_stays_under_98_percent(committed):
     zoo = committed.manifest["zoo"]
-    acc = readme._view(committed.rows)
+    acc = results_tables._view(committed.rows)
     acc = acc[(acc["family"] == "single") & (acc["metric"] == "accuracy")].set_index("base")["value"].astype(float)
     bases = [n for n, e in zoo.items() if e.get("role") == "base"]
     sides = [n for n, e in zoo.items() if e.get("role") == "sidekick"]
@@ -152,7 +152,7 @@ def test_duo_table_marks_a_finding_only_outside_the_seed_noise():
     paired = pd.DataFrame(
         [_paired(b, k, "aurc", d, 0.0003) for (b, k), d in DIFF.items()]
     )  # every interval but b*+t's excludes 0
-    table = readme.duos_table(_duo_rows(), paired, zoo=ZOO)
+    table = results_tables.duos_table(_duo_rows(), paired, zoo=ZOO)
     line = {ln.split(" | ")[0][2:]: ln for ln in table.splitlines() if ln.startswith("| ")}
     assert "0.03 → 0.027 (−0.003 [−0.0033, −0.0027]) ✱" in line["x + s"]  # 3 sd of the fallback: a finding
     assert "0.03 → 0.0295 (−0.0005 [−0.0008, −0.0002]) ≈" in line["x + t"]  # 0.5 sd: within noise, interval or not
@@ -164,10 +164,10 @@ def test_duo_table_marks_a_finding_only_outside_the_seed_noise():
     verdict = pd.DataFrame(
         [dict(split="test", metric="aurc", dominated=True), dict(split="shift", metric="nll", dominated=True)]
     )
-    head = readme.duos_table(_duo_rows(), paired, zoo=ZOO, verdict=verdict).splitlines()[0]
+    head = results_tables.duos_table(_duo_rows(), paired, zoo=ZOO, verdict=verdict).splitlines()[0]
     assert "AURC (noise-dominated): base → duo" in head and "NLL: base → duo" in head
     # without a seed group nothing is measured: no difference is a finding
-    assert "✱" not in readme.duos_table(_duo_rows(), paired, zoo={}).split("\n\n")[0]
+    assert "✱" not in results_tables.duos_table(_duo_rows(), paired, zoo={}).split("\n\n")[0]
 
 
 def test_duo_table_by_hand():
@@ -180,7 +180,7 @@ def test_duo_table_by_hand():
         ]
     )
     paired = pd.DataFrame([_paired("b", "s", "aurc", -0.005, 0.002), _paired("b", "s", "nll", -0.05, 0.06)])
-    table = readme.duos_table(rows, paired)
+    table = results_tables.duos_table(rows, paired)
     line = next(ln for ln in table.splitlines() if ln.startswith("| b + s"))
     assert "0.02 → 0.015 (−0.005 [−0.007, −0.003])" in line  # interval excludes 0, but no seed noise measured: no ✱
     assert "0.300 → 0.250 (−0.05 [−0.110, +0.01])" in line and line.count("✱") == 0
@@ -203,12 +203,12 @@ def test_seed_groups_and_spread_per_split_with_the_noise_verdict():
             dict(split="test", metric="accuracy", sd=0.07, n=2, median=0.5, entries=3, dominated=False),
         ]
     )
-    lines = readme.seeds_table(pd.concat([rows, shift]), zoo, verdict, splits=["test", "shift"]).splitlines()
+    lines = results_tables.seeds_table(pd.concat([rows, shift]), zoo, verdict, splits=["test", "shift"]).splitlines()
     assert lines[2] == "| test | a-s0 / a-s1 | Accuracy | 0.850 | 0.0707 | 0.800 | 0.900 | 0.500 | ranked |"
     assert (
         lines[3] == "| shift | a-s0 / a-s1 | Accuracy | 0.550 | 0.0707 | 0.500 | 0.600 | 0.01 | **noise-dominated** |"
     )
-    assert readme.seeds_table(rows, zoo).splitlines()[2].endswith("| — | — |")  # no verdict given
+    assert results_tables.seeds_table(rows, zoo).splitlines()[2].endswith("| — | — |")  # no verdict given
 
 
 def test_the_seed_block_covers_the_plotted_splits_and_the_headline_split():
@@ -216,4 +216,4 @@ def test_the_seed_block_covers_the_plotted_splits_and_the_headline_split():
 
     rows = pd.DataFrame({"split": ["test", "shift", "ood", "val", "corrupt-all-3", "corrupt-all-1"]})
     cfg = ReportConfig(plot_splits=("shift", "corrupt-*-3"), headline_split="val")
-    assert readme.shown_splits(rows, cfg) == ["shift", "val", "corrupt-all-3"]
+    assert results_tables.shown_splits(rows, cfg) == ["shift", "val", "corrupt-all-3"]

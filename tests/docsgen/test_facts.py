@@ -143,6 +143,14 @@ def test_main_job_line_states_the_machine_s_target_and_the_compute_floor_ratio()
     )
     other = facts.main_job_line(dict(rec, machine=dict(MACHINE, cpu_kind="GenuineIntel-f6-m167")))
     assert "within the 10-minute target (" in other
+    item = facts.main_job_item(rec)  # the README's short item: the same targets, the machine named
+    assert item == (
+        "- Main job, fresh clone to leaderboard: **7.8 min** (target 8 min; `dvc repro` 1.18x its compute floor, "
+        "target 1.2x; 2 CPUs, AMD EPYC 9B45 (a Zen 4-class, AuthenticAMD-f25-m17))."
+    )
+    assert "(**over** the 5-minute target; `dvc repro` 1.43x its compute floor, **over** the target of 1.2x" in (
+        facts.main_job_item(dict(rec, machine=dict(MACHINE, cpu_kind="AuthenticAMD-f26-m2"), floor_ratio=1.43))
+    )
     par = facts.main_job_line(
         dict(rec, parallel={"command": "python -m benchmark run --jobs 2", "repro_wall_s": 350.0, "floor_ratio": 1.1})
     )

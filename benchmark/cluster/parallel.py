@@ -24,35 +24,15 @@ import time
 from pathlib import Path
 
 from benchmark.cluster.pipeline import load, locate
-from benchmark.cluster.runs import Run, safe_name
-from benchmark.cluster.submit import lock_keys
+from benchmark.cluster.runs import Run
+from benchmark.cluster.submit import run_manifest
 
 ENDED_WELL = ("done", "skipped")
 
 
 def _manifest(pipe, todo: list[str], *, force: bool, jobs: int) -> dict:
     """``run.json`` of a local run (as :func:`benchmark.cluster.submit.submit` writes it, without Slurm's options)."""
-    return {
-        "root": str(pipe.root),
-        "pipeline": pipe.dvcfile,
-        "force": force,
-        "created": time.time(),
-        "python": sys.executable,
-        "order": list(pipe.order),
-        "lock_before": lock_keys(pipe),
-        "executor": "local",
-        "jobs": jobs,
-        "stages": [
-            {
-                "name": s,
-                "file": safe_name(i, s),
-                "nodes": 1,
-                "options": [],
-                "upstream": [u for u in pipe.upstream[s] if u in todo],
-            }
-            for i, s in enumerate(todo)
-        ],
-    }
+    return run_manifest(pipe, todo, force, {s: (1, []) for s in todo}) | {"executor": "local", "jobs": jobs}
 
 
 def _start(run: Run, name: str, jobs: int) -> subprocess.Popen:

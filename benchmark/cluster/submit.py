@@ -68,8 +68,10 @@ def _output(path: Path) -> str:
     return "--output=" + str(path).replace("%", "%%")  # sbatch expands %j and friends in the file name
 
 
-def _manifest(pipe: Pipeline, todo: list[str], specs: dict[str, config.JobSpec], force: bool) -> dict:
-    """The manifest of a run of stages ``todo`` of ``pipe``: its pipeline, the lock's order, each stage's job."""
+def run_manifest(pipe: Pipeline, todo: list[str], force: bool, jobs: dict[str, tuple[int, list[str]]]) -> dict:
+    """The manifest (``run.json``) of a run of stages ``todo`` of ``pipe``: its pipeline, the lock's order and each
+    stage's job (``jobs``: stage -> its nodes and its scheduler options), as a cluster run and a local parallel run
+    (:mod:`benchmark.cluster.parallel`) write it."""
     return {
         "root": str(pipe.root),
         "pipeline": pipe.dvcfile,
@@ -83,12 +85,17 @@ def _manifest(pipe: Pipeline, todo: list[str], specs: dict[str, config.JobSpec],
                 "name": s,
                 "file": safe_name(i, s),
                 "upstream": [u for u in pipe.upstream[s] if u in todo],
-                "nodes": specs[s].nodes,
-                "options": specs[s].sbatch_options(),
+                "nodes": jobs[s][0],
+                "options": jobs[s][1],
             }
             for i, s in enumerate(todo)
         ],
     }
+
+
+def _manifest(pipe: Pipeline, todo: list[str], specs: dict[str, config.JobSpec], force: bool) -> dict:
+    """The manifest of a Slurm run of stages ``todo`` of ``pipe`` (:func:`run_manifest`, each stage's sbatch job)."""
+    return run_manifest(pipe, todo, force, {s: (specs[s].nodes, specs[s].sbatch_options()) for s in todo})
 
 
 def _submit_held(pipe: Pipeline, run: Run, final: config.JobSpec) -> list[str]:

@@ -10,7 +10,9 @@ trap 'rm -rf "$work"' EXIT
 git clone -q "$root" "$work/clone"
 commit=$(git -C "$work/clone" rev-parse HEAD)
 rc=0
-(cd "$work/clone" && PS4='+ $(date +%s.%N) ' bash -x .ci/run 2> >(tee "$work/trace" >&2)) || rc=$?
+# PS4 through BASH_ENV: bash does not take PS4 from the environment when it runs as root (CI's containers do)
+printf '%s\n' "PS4='+ \$(date +%s.%N) '" > "$work/ps4"
+(cd "$work/clone" && BASH_ENV="$work/ps4" bash -x .ci/run 2> >(tee "$work/trace" >&2)) || rc=$?
 end=$(date +%s.%N)
 failed=()
 [ "$rc" = 0 ] || failed=(--failed)

@@ -1,11 +1,15 @@
 """.ci/run timed step by step (benchmark/reproduce/ci_timing.py) from a hand-written trace, and its docs table."""
 
 import json
+import time
+from pathlib import Path
 
 import pytest
 
 from benchmark.docsgen import facts
 from benchmark.reproduce import ci_timing
+
+ROOT = Path(__file__).resolve().parents[2]
 
 TRACE = """+ 100.0 cd /x
 + 100.5 bash scripts/setup.sh test
@@ -61,3 +65,19 @@ def test_the_docs_table_sums_by_kind_and_judges_the_target(tmp_path):
     rec["total_s"] = 46 * 60.0
     (tmp_path / "results" / "ci_run.json").write_text(json.dumps(rec))
     assert "**over** the 45-minute target" in facts.ci_table(tmp_path)
+
+
+def test_the_trace_of_measure_ci_has_time_stamps_as_root_too(tmp_path):
+    """scripts/measure-ci.sh sets PS4 through BASH_ENV (bash ignores PS4 from the environment when run as root, as
+    in CI's containers): the same construct gives time-stamped lines that parse_trace reads."""
+    import subprocess
+
+    script = (ROOT / "scripts" / "measure-ci.sh").read_text()
+    assert 'BASH_ENV="$work/ps4" bash -x .ci/run' in script
+    (tmp_path / "ps4").write_text("PS4='+ $(date +%s.%N) '\n")
+    (tmp_path / "run").write_text("echo one\nsleep 0.2\necho two\n")
+    env = {"PATH": "/usr/bin:/bin", "BASH_ENV": str(tmp_path / "ps4"), "PS4": "ignored as root "}
+    trace = subprocess.run(["bash", "-x", str(tmp_path / "run")], env=env, capture_output=True, text=True).stderr
+    steps = ci_timing.parse_trace(trace, end=time.time())
+    assert [s["command"] for s in steps] == ["echo one", "sleep 0.2", "echo two"]
+    assert steps[1]["seconds"] >= 0.2

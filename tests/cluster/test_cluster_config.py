@@ -178,3 +178,15 @@ def test_the_local_checks_scratch_copy_holds_the_pipeline_and_its_lock(tmp_path)
     for name in ("dvc.yaml", "params.yaml", "dvc.lock", "benchmark/cluster/check.py"):
         assert (dest / name).read_bytes() == (root / name).read_bytes(), name
     assert not (dest / "results" / "checkpoints").exists() and not (dest / ".dvc" / "cache").exists()
+
+
+def test_the_check_s_jobs_wait_passively_when_they_share_the_cores():
+    """Two jobs on this machine's cores: OpenMP threads sleep when they wait (OMP_WAIT_POLICY=PASSIVE), unless the
+    caller set a policy; one job at a time, or the caller's own environment, is left as it is."""
+    from benchmark.cluster.check import job_env
+
+    assert job_env(2, None, {}) == {"OMP_WAIT_POLICY": "PASSIVE"}
+    assert job_env(2, {"X": "1"}, {}) == {"OMP_WAIT_POLICY": "PASSIVE", "X": "1"}
+    assert job_env(1, None, {}) == {}
+    assert job_env(2, None, {"OMP_WAIT_POLICY": "ACTIVE"}) == {}
+    assert job_env(2, {"OMP_WAIT_POLICY": "ACTIVE"}, {}) == {"OMP_WAIT_POLICY": "ACTIVE"}

@@ -9,7 +9,11 @@ import sys
 
 def _add_timings(sub) -> None:
     """``reproduce timings``."""
-    t = sub.add_parser("timings", help="run dvc repro with per-stage timing records; write results/timings.json")
+    t = sub.add_parser(
+        "timings",
+        help="run the main job (dvc repro, or --jobs N stages at a time) with per-stage timing records; write "
+        "results/timings.json",
+    )
     t.add_argument("--force", action="store_true", help="dvc repro -f (rerun every stage)")
     t.add_argument(
         "--install-seconds", type=float, help="install time to record beside the repro (clone-to-leaderboard)"
@@ -21,6 +25,14 @@ def _add_timings(sub) -> None:
         default=1,
         help="stages at a time: more than 1 runs `python -m benchmark run "
         "--jobs N` (the same DAG, the same outputs) instead of dvc repro",
+    )
+    t.add_argument(
+        "--compare-jobs",
+        type=int,
+        metavar="N",
+        help="then run the DAG again N stages at a time (1: dvc repro) in a clean copy of this checkout under "
+        ".dvc/tmp, check that its stage outputs are the first run's, and record its figures beside them (under "
+        "'serial' or 'parallel')",
     )
     t.set_defaults(handler=run_timings)
 
@@ -71,13 +83,27 @@ ADDERS = (_add_timings, _add_imports, _add_dvc_share)
 
 
 def run_timings(args) -> int:
-    """``reproduce timings``: ``dvc repro`` with per-stage timing records, written to ``--out``; 1 when the run
-    fails."""
-    from benchmark.reproduce.timing import run_repro
+    """``reproduce timings``: ``dvc repro`` (or ``--jobs`` stages at a time) with per-stage timing records, written to
+    ``--out``, and with ``--compare-jobs`` the other runner's in a clean copy beside them; 1 when a run fails or the
+    two runs' outputs differ."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from benchmark.reproduce import timing
+    from benchmark.storage.store import write_json
 
     try:
-        rec = run_repro(args.out, force=args.force, install_s=args.install_seconds, jobs=args.jobs)
-    except RuntimeError as e:
+        rec = timing.run_repro(args.out, force=args.force, install_s=args.install_seconds, jobs=args.jobs)
+        if args.compare_jobs:
+            Path(".dvc/tmp").mkdir(parents=True, exist_ok=True)
+            work = Path(tempfile.mkdtemp(prefix="compare-", dir=".dvc/tmp"))
+            try:
+                timing.compare_run(rec, Path.cwd(), work / "copy", jobs=args.compare_jobs)
+            finally:
+                shutil.rmtree(work, ignore_errors=True)
+            write_json(args.out, rec)
+    except (RuntimeError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     print(
@@ -85,6 +111,12 @@ def run_timings(args) -> int:
         f"processes; "
         f"{rec['floor_ratio']}x the compute floor of {rec['compute_floor_s']} s); wrote {args.out}"
     )
+    other = rec.get("serial" if args.compare_jobs == 1 else "parallel") if args.compare_jobs else None
+    if other:
+        print(
+            f"{other['command']} in a clean copy: {other['repro_wall_s']} s wall ({other['floor_ratio']}x its compute "
+            f"floor); {other['outputs']['identical']} stage outputs identical to the first run's"
+        )
     return 0
 
 

@@ -84,11 +84,12 @@ def priorities(stages: list[dict], seconds: dict[str, float]) -> dict[str, float
 
 
 def execute(
-    run: Run, jobs: int, *, poll: float = 0.2, log=print, seconds: dict[str, float] | None = None
+    run: Run, jobs: int, *, poll: float = 0.05, log=print, seconds: dict[str, float] | None = None
 ) -> dict[str, str]:
     """Run the stages of ``run`` here, at most ``jobs`` at once, each when its upstream stages ended well, the longest
     chain first (:func:`priorities`, from ``seconds``: stage -> its expected wall seconds); stage -> how it ended
-    (``done``, ``skipped``, ``failed``, ``stale``, ``cancelled``)."""
+    (``done``, ``skipped``, ``failed``, ``stale``, ``cancelled``). A stage's end is seen within ``poll`` seconds, and
+    the stage that waits for it starts then."""
     from tqdm import tqdm
 
     rank = priorities(run.stages, seconds or {})
@@ -97,6 +98,7 @@ def execute(
     upstream = {s["name"]: s["upstream"] for s in run.stages}
     running: dict[str, subprocess.Popen] = {}
     ended: dict[str, str] = {}
+    shown = ""
     with tqdm(total=len(waiting), desc=f"run {run.folder.name}", unit="stage", file=sys.stderr) as bar:
         try:
             while waiting or running:
@@ -123,7 +125,9 @@ def execute(
                     if ended[name] not in ENDED_WELL:
                         log(f"stage {name} {ended[name]}: log {run.log(name)}")
                     bar.update()
-                bar.set_postfix_str(f"running {', '.join(running) or '-'}")
+                now = f"running {', '.join(running) or '-'}"
+                if now != shown:  # redrawn when it changes, not at every poll
+                    bar.set_postfix_str(shown := now)
                 if running or waiting:
                     time.sleep(poll)
         except KeyboardInterrupt:

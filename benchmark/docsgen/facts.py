@@ -69,8 +69,14 @@ def main_job_item(rec: dict | None) -> str:
     ratio = ""
     if rec.get("floor_ratio"):
         ok = "target" if rec["floor_ratio"] <= FLOOR_RATIO_TARGET else "**over** the target of"
-        ratio = f"; `dvc repro` {rec['floor_ratio']:.2f}x its compute floor, {ok} {FLOOR_RATIO_TARGET:g}x"
+        ratio = f"; `{_command(rec)}` {rec['floor_ratio']:.2f}x its compute floor, {ok} {FLOOR_RATIO_TARGET:g}x"
     return f"- Main job, {start}: **{total / 60:.1f} min** ({verdict}{ratio}; {where})."
+
+
+def _command(rec: dict) -> str:
+    """The command a timing record ran, as the README writes it (``python -m benchmark run`` for two stages at a time,
+    its default; ``dvc repro``), without ``-f``."""
+    return rec.get("command", "dvc repro").replace(" -f", "").replace(" --force", "").replace(" --jobs 2", "")
 
 
 def cross_cpu_item(runs: list[dict]) -> str:
@@ -138,7 +144,7 @@ def main_job_line(rec: dict | None) -> str:
     load = rec.get("load") or {}
     if load.get("mean") is not None and load["mean"] == load["mean"]:
         where += f", load average {load['mean']:.1f}"
-    command = rec.get("command", "dvc repro").replace(" -f", "")
+    command = _command(rec)
     ratio = ""
     if rec.get("floor_ratio"):
         ok = "within" if rec["floor_ratio"] <= FLOOR_RATIO_TARGET else "**over**"
@@ -146,13 +152,14 @@ def main_job_line(rec: dict | None) -> str:
             f"; `{command}` took **{rec['floor_ratio']:.2f}x** its compute floor ((CPU - start-up) / cores = "
             f"{rec['compute_floor_s']:.0f} s), {ok} the {FLOOR_RATIO_TARGET:g}x target"
         )
-    par = rec.get("parallel") or {}
-    if par.get("repro_wall_s"):
-        par_total = par["repro_wall_s"] + (rec.get("install_s") or 0)
-        ratio += (
-            f"; two stages at a time (`{par['command']}`, the same outputs) {par['repro_wall_s']:.0f} s = "
-            f"{par_total / 60:.1f} min, {par['floor_ratio']:.2f}x"
-        )
+    for key, how in (("serial", "one stage at a time"), ("parallel", "two stages at a time")):
+        other = rec.get(key) or {}
+        if other.get("repro_wall_s"):
+            total_other = other["repro_wall_s"] + (rec.get("install_s") or 0)
+            ratio += (
+                f"; {how} (`{_command(other)}`, the same outputs) {other['repro_wall_s']:.0f} s = "
+                f"{total_other / 60:.1f} min, {other['floor_ratio']:.2f}x"
+            )
     return (
         f"- Main job from a fresh clone: {install}`{command}` {rec['repro_wall_s']:.0f} s = **{total / 60:.1f} min**, "
         f"{verdict} the {limit / 60:g}-minute target{' of ' + who + ' machine' if who else ''} ({where}; "

@@ -99,14 +99,15 @@ def timings_table(record: dict) -> str:
         )
         + ".\n"
     )
-    par = record.get("parallel") or {}
-    if par.get("repro_wall_s"):
-        tail += (
-            f"\nThe same DAG two stages at a time in another clean copy (`{par['command']}`): "
-            f"**{par['repro_wall_s']:.0f} s** wall, {par['floor_ratio']:.2f}x its compute floor of "
-            f"{par['compute_floor_s']:.0f} s; {par['outputs'].get('identical', 0)} stage outputs compared, all "
-            f"byte-identical to the serial run's.\n"
-        )
+    for key, how in (("serial", "one stage at a time"), ("parallel", "two stages at a time")):
+        other = record.get(key) or {}
+        if other.get("repro_wall_s"):
+            tail += (
+                f"\nThe same DAG {how} in another clean copy (`{other['command']}`): "
+                f"**{other['repro_wall_s']:.0f} s** wall, {other['floor_ratio']:.2f}x its compute floor of "
+                f"{other['compute_floor_s']:.0f} s; {other['outputs'].get('identical', 0)} stage outputs compared, all "
+                f"byte-identical to the first run's.\n"
+            )
     return "\n".join(lines) + "\n" + tail
 
 

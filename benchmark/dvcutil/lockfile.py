@@ -12,6 +12,7 @@ compared.
 from __future__ import annotations
 
 import fnmatch
+import re
 import subprocess
 from io import StringIO
 from pathlib import Path
@@ -174,17 +175,71 @@ def record(path, entries: dict, kept, run_order) -> None:
     """Write the lock entries of stages that ran (``{stage: entry}``, DVC's own serialization of them,
     :func:`dvc.stage.serialize.to_lockfile`) into the ``dvc.lock`` at ``path`` as DVC's ``dump`` writes them (an
     entry replaced where it is, a new one appended, ``schema: '2.0'`` heading a new file), in the order of
-    :func:`reorder`, in one atomic write. Read by DVC's fast reader and written by its dumper: the same text as DVC's
-    round trip through the pure-Python parser, which is most of what DVC's bookkeeping costs per stage (a cluster or
-    local parallel run's job, :mod:`benchmark.cluster.job`)."""
+    :func:`reorder`, in one atomic write: the same text as DVC's round trip of the whole lock through its pure-Python
+    parser and dumper, which is most of what DVC's bookkeeping costs per stage (a cluster or local parallel run's job,
+    :mod:`benchmark.cluster.job`). Only the new entries go through DVC's dumper; the others keep their text
+    (:func:`_entry_texts`), the whole file is dumped again where the lock is not laid out as DVC writes it."""
+    path = Path(path)
+    write_text(path, updated(path.read_text(encoding="utf-8") if path.is_file() else "", entries, kept, run_order))
+
+
+def updated(text: str, entries: dict, kept, run_order) -> str:
+    """The text of :func:`record`: the lock ``text`` (empty: none yet) with ``entries`` put in. Spliced where the lock
+    is laid out as DVC's dumper lays it out (:func:`_entry_texts`) and no new entry holds an anchor (which DVC's
+    dumper numbers across the whole file), else dumped whole (:func:`whole`); both give the same text."""
+    texts = _entry_texts(text)
+    if texts is not None:
+        new = {name: _entry_text(name, entry) for name, entry in entries.items()}
+        if not any(re.search(r"[&*]id\d", t) for t in new.values()):
+            texts |= new
+            return _HEAD + "".join(texts[n] for n in _serial_order(kept, run_order)(list(texts)))
+    return whole(text, entries, kept, run_order)
+
+
+def whole(text: str, entries: dict, kept, run_order) -> str:
+    """:func:`updated` as DVC does it: the whole lock parsed, ``entries`` put in, the whole of it dumped again."""
     from dvc.utils.serialize import dumps_yaml, parse_yaml
 
-    path = Path(path)
-    data = (parse_yaml(path.read_text(encoding="utf-8"), str(path)) if path.is_file() else None) or {"schema": "2.0"}
+    data = (parse_yaml(text, "dvc.lock") if text else None) or {"schema": "2.0"}
     stages = data.get("stages") if isinstance(data.get("stages"), dict) else {}
     stages.update(entries)
     data["stages"] = {n: stages[n] for n in _serial_order(kept, run_order)(list(stages))}
-    write_text(path, dumps_yaml(data))
+    return dumps_yaml(data)
+
+
+_HEAD = "schema: '2.0'\nstages:\n"  # how DVC's dumper begins a lock (its schema, then the stages' mapping)
+
+
+def _entry_text(name: str, entry) -> str:
+    """One stage's lock entry as DVC's dumper writes it inside the ``stages`` mapping (indented by two spaces)."""
+    from dvc.utils.serialize import dumps_yaml
+
+    return dumps_yaml({"stages": {name: entry}}).split("\n", 1)[1]
+
+
+def _entry_texts(text: str) -> dict[str, str] | None:
+    """stage -> the text of its entry, in the lock's order, for a lock laid out as DVC's dumper lays it out (the schema,
+    then ``stages:`` last, each entry a line ``  <name>:`` at two spaces and the lines under it indented further);
+    None for anything else (an empty file, comments, another layout), which :func:`record` then dumps whole. The
+    names are read with libyaml and must match the entries' lines one to one."""
+    if not text.startswith(_HEAD) or not text.endswith("\n"):
+        return None
+    try:
+        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except yaml.YAMLError:
+        return None
+    if not isinstance(data, dict) or list(data) != ["schema", "stages"] or not isinstance(data["stages"], dict):
+        return None
+    lines = text[len(_HEAD) :].splitlines(keepends=True)
+    starts = [i for i, line in enumerate(lines) if line.startswith("  ") and line[2:3] not in (" ", "\n", "#", "")]
+    names = list(data["stages"])
+    if len(starts) != len(names) or (lines and starts[:1] != [0]):
+        return None
+    ends = starts[1:] + [len(lines)]
+    texts = {n: "".join(lines[a:b]) for n, a, b in zip(names, starts, ends)}
+    if any(not t.startswith(f"  {n}:") and not t.startswith(("  '", '  "')) for n, t in texts.items()):
+        return None
+    return texts
 
 
 def compare_outputs(committed: dict, fresh: dict, stages: set[str] | None = None) -> pd.DataFrame:

@@ -266,6 +266,38 @@ def run_repro(
     return record
 
 
+COMPARED = ("command", "jobs", "repro_wall_s", "cpu_s", "startup_cpu_s", "compute_floor_s", "floor_ratio", "load")
+
+
+def compare_run(record: dict, first, second, *, jobs: int, python: str | None = None) -> dict:
+    """The same DAG run again ``jobs`` stages at a time (1: ``dvc repro``) in ``second``, a clean copy of the checkout
+    ``first`` (its files, no output, no DVC cache) after :func:`run_repro` ran there: its figures (:data:`COMPARED`) and
+    how its stage outputs compare with the first run's lock, added to ``record`` under ``serial`` (jobs 1) or
+    ``parallel``; ValueError when an output that embeds no measured time differs or the locks' orders differ."""
+    from benchmark.cluster.check import copy_checkout
+
+    first, second = Path(first), Path(second)
+    copy_checkout(first, "dvc.yaml", second)
+    before = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = str(second)  # the copy's package, whichever environment runs it
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            other = run_repro(Path(tmp) / "other.json", cwd=second, python=python, jobs=jobs)
+    finally:
+        if before is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = before
+    locks = lockfile.read(first / "dvc.lock"), lockfile.read(second / "dvc.lock")
+    outputs = lockfile.summarize(lockfile.compare_outputs(*locks))
+    if outputs["failing_stages"] or not outputs["identical"]:
+        raise ValueError(f"`{other['command']}` gave other stage outputs than `{record['command']}`: {outputs}")
+    if list(locks[0]) != list(locks[1]):
+        raise ValueError("the two runs left dvc.lock's entries in another order")
+    record["serial" if jobs == 1 else "parallel"] = {k: other[k] for k in COMPARED} | {"outputs": outputs}
+    return record
+
+
 def read_records_empty() -> pd.DataFrame:
     """An empty table of stage records (the columns of :func:`read_records`)."""
     return pd.DataFrame(columns=COLUMNS)

@@ -137,13 +137,22 @@ def measure(root=".", *, jobs=(2,), repeats: int = 2, workdir=None, dvcfile: str
 
 
 def table(record: dict) -> str:
-    """The runners' wall and CPU seconds with every stage replaced by a copy of its outputs, per stage too."""
+    """The runners' wall and CPU seconds with every stage replaced by a copy of its outputs, per stage too; with the
+    wall seconds of the same replay without libyaml beside them where the record has them (``without_libyaml``: runs
+    with ``ruamel.yaml.clib`` uninstalled, DVC then parsing YAML in pure Python)."""
     n = record["stages"]
-    lines = ["| runner | wall s | CPU s | wall s per stage | CPU s per stage |", "|---|---|---|---|---|"]
+    base = {(r["runner"], r["jobs"]): r["wall_s"] for r in record.get("without_libyaml") or []}
+    extra = " wall s without libyaml |" if base else ""
+    lines = [
+        "| runner | wall s | CPU s | wall s per stage | CPU s per stage |" + extra,
+        "|---|---|---|---|---|" + ("---|" if base else ""),
+    ]
     for r in record["runs"]:
         name = f"`python -m benchmark run --jobs {r['jobs']}`" if r["runner"] == "benchmark run" else f"`{r['runner']}`"
         wall, cpu = r["wall_s"], r["cpu_s"]
-        lines.append(f"| {name} | {wall:.1f} | {cpu:.1f} | {wall / n:.2f} | {cpu / n:.2f} |")
+        old = base.get((r["runner"], r["jobs"]))
+        more = (f" {old:.1f} |" if old is not None else " |") if base else ""
+        lines.append(f"| {name} | {wall:.1f} | {cpu:.1f} | {wall / n:.2f} | {cpu / n:.2f} |" + more)
     m, load = record.get("machine") or {}, record.get("load") or {}
     return (
         "\n".join(lines) + f"\n\n{n} stages, each replaced by a copy of its outputs; `dvc.lock` of "

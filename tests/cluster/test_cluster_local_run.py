@@ -92,3 +92,22 @@ def test_bad_jobs_and_a_path_that_is_no_pipeline_are_one_line(toy_repo, monkeypa
     assert capsys.readouterr().err.strip() == "error: --jobs must be at least 1, got 0"
     assert cli_main(["run", "nowhere/dvc.yaml"]) == 2
     assert "not a pipeline file" in capsys.readouterr().err
+
+
+def test_the_main_job_measure_compares_the_other_runner_in_a_clean_copy(toy_repo, toy_serial):
+    """``reproduce timings --jobs 2 --compare-jobs 1`` (scripts/measure-main-job.sh): the README's runner, then
+    ``dvc repro`` in a clean copy of the checkout, whose outputs must be the first run's; a copy that gives other
+    outputs fails."""
+    from benchmark.reproduce import timing
+
+    rec = timing.run_repro(toy_repo / "first.json", cwd=toy_repo, jobs=2)
+    assert rec["command"] == "python -m benchmark run --jobs 2"
+    timing.compare_run(rec, toy_repo, toy_repo.parent / "second", jobs=1)
+    serial = rec["serial"]
+    assert serial["command"] == "dvc repro" and serial["jobs"] == 1 and serial["repro_wall_s"] > 0
+    assert serial["outputs"]["identical"] == 5 and not serial["outputs"]["failing_stages"]
+    assert _lock_status_cache(toy_repo.parent / "second")[0] == _lock_status_cache(toy_serial)[0]
+
+    (toy_repo / "fail-c").write_text("")  # the copy's stage c fails: no comparison, a clear error
+    with pytest.raises(RuntimeError, match="failed with exit code"):
+        timing.compare_run(rec, toy_repo, toy_repo.parent / "third", jobs=1)

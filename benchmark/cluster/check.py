@@ -30,7 +30,7 @@ from benchmark.cluster.pipeline import PipelineError, locate
 from benchmark.cluster.runs import Run
 from benchmark.cluster.submit import submit, wait
 from benchmark.dvcutil import lockfile
-from benchmark.dvcutil.scratch import make_copy
+from benchmark.dvcutil.scratch import copy_checkout
 from benchmark.storage.atomic import write_text
 
 
@@ -78,18 +78,6 @@ def environment(values: dict):
     finally:
         for k, v in old.items():
             os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
-
-
-def copy_checkout(root: Path, dvcfile: str, dest: Path) -> None:
-    """``root``'s files (:func:`benchmark.dvcutil.scratch.make_copy`) and the pipeline's own files, its ``dvc.lock``
-    included: no output and no DVC cache come along, so every stage runs, and the lock's entries keep the order the
-    serial run kept them in (``dvc repro`` leaves an existing entry where it is)."""
-    make_copy(root, dest, [], [])
-    folder = Path(dvcfile).parent
-    for name in ("dvc.yaml", "params.yaml", "dvc.lock"):  # a suite's materialised pipeline, whatever git thinks of it
-        if (root / folder / name).is_file():
-            (dest / folder).mkdir(parents=True, exist_ok=True)
-            shutil.copy2(root / folder / name, dest / folder / name)
 
 
 def set_cpus(params_file: Path, cpus: int) -> None:

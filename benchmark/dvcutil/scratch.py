@@ -130,3 +130,15 @@ def make_copy(root: Path, dest: Path, targets: list[Target], links: list[str]) -
     for rel in links:
         _link_tree(root / rel, dest / rel)
     subprocess.run(["git", "init", "-q"], cwd=dest, check=True)
+
+
+def copy_checkout(root: Path, dvcfile: str, dest: Path) -> None:
+    """``root``'s files (:func:`make_copy`) and the pipeline's own files, its ``dvc.lock``
+    included: no output and no DVC cache come along, so every stage runs, and the lock's entries keep the order the
+    serial run kept them in (``dvc repro`` leaves an existing entry where it is)."""
+    make_copy(root, dest, [], [])
+    folder = Path(dvcfile).parent
+    for name in ("dvc.yaml", "params.yaml", "dvc.lock"):  # a suite's materialised pipeline, whatever git thinks of it
+        if (root / folder / name).is_file():
+            (dest / folder).mkdir(parents=True, exist_ok=True)
+            shutil.copy2(root / folder / name, dest / folder / name)

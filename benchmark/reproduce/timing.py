@@ -274,7 +274,7 @@ def compare_run(record: dict, first, second, *, jobs: int, python: str | None = 
     ``first`` (its files, no output, no DVC cache) after :func:`run_repro` ran there: its figures (:data:`COMPARED`) and
     how its stage outputs compare with the first run's lock, added to ``record`` under ``serial`` (jobs 1) or
     ``parallel``; ValueError when an output that embeds no measured time differs or the locks' orders differ."""
-    from benchmark.cluster.check import copy_checkout
+    from benchmark.dvcutil.scratch import copy_checkout
 
     first, second = Path(first), Path(second)
     copy_checkout(first, "dvc.yaml", second)

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmark.cluster.check import copy_checkout, local_check
+from benchmark.cluster.check import local_check
+from benchmark.dvcutil.scratch import copy_checkout
 from benchmark.reproduce import timing
 
 ROOT = Path(__file__).resolve().parents[2]

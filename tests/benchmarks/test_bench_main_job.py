@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmark.cluster.check import copy_checkout
+from benchmark.dvcutil.scratch import copy_checkout
 from benchmark.reproduce import timing
 
 ROOT = Path(__file__).resolve().parents[2]

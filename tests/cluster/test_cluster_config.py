@@ -170,7 +170,7 @@ def test_submit_bad_input_is_one_line_and_exit_2(toy_repo, monkeypatch, capsys):
 def test_the_local_checks_scratch_copy_holds_the_pipeline_and_its_lock(tmp_path):
     """`cluster local-check` (in .ci/run) starts from this copy: the checkout's files without outputs, and the
     pipeline's dvc.yaml, params.yaml and dvc.lock byte for byte (so every stage runs, in the serial lock's order)."""
-    from benchmark.cluster.check import copy_checkout
+    from benchmark.dvcutil.scratch import copy_checkout
 
     root = Path(__file__).resolve().parents[2]
     dest = tmp_path / "copy"

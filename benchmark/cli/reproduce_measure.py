@@ -93,6 +93,14 @@ def run_timings(args) -> int:
     from benchmark.reproduce import timing
     from benchmark.storage.store import write_json
 
+    bad = [
+        f"{flag} must be at least 1, got {n}"
+        for flag, n in (("--jobs", args.jobs), ("--compare-jobs", args.compare_jobs))
+        if n is not None and n < 1
+    ]
+    if bad:
+        print(f"error: {'; '.join(bad)}", file=sys.stderr)
+        return 2
     try:
         rec = timing.run_repro(args.out, force=args.force, install_s=args.install_seconds, jobs=args.jobs)
         if args.compare_jobs:

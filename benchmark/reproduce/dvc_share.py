@@ -158,5 +158,12 @@ def table(record: dict) -> str:
         "\n".join(lines) + f"\n\n{n} stages, each replaced by a copy of its outputs; `dvc.lock` of "
         f"{record['lock_bytes'] / 1000:.0f} kB; the same lock after every runner; fastest of {record['repeats']}; "
         f"measured {record.get('date', '?')} on {m.get('cpus', '?')} CPUs ({m.get('cpu', '?')}, "
-        f"{m.get('cpu_kind', '?')}), load average {load.get('mean', float('nan')):.1f}.\n"
+        f"{m.get('cpu_kind', '?')}), load average {load.get('mean', float('nan')):.1f}"
+        + (
+            "; without libyaml: the same replay in the same checkout with `ruamel.yaml.clib` uninstalled, its runs "
+            "added to the record as `without_libyaml`"
+            if base
+            else ""
+        )
+        + ".\n"
     )

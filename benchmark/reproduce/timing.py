@@ -218,8 +218,8 @@ def run_repro(
     """Run ``dvc repro`` (``-f`` when ``force``; with ``jobs`` > 1 the local parallel run of the same DAG,
     ``python -m benchmark run --jobs``: :mod:`benchmark.cluster.parallel`) with timing records on; write ``out`` (JSON)
     and return it. ``python``: the interpreter of the environment to run (its folder first on ``PATH``, for the stages'
-    ``python``; default this one). The entries of stages no longer in ``dvc.yaml`` are dropped from ``dvc.lock`` first
-    (:func:`lockfile.prune`)."""
+    ``python``; default this one); ``cwd``'s own ``benchmark`` package first on ``PYTHONPATH``. The entries of stages no
+    longer in ``dvc.yaml`` are dropped from ``dvc.lock`` first (:func:`lockfile.prune`)."""
     import resource
 
     stages = lockfile.current_stages(cwd)
@@ -234,6 +234,8 @@ def run_repro(
         python = str(python or sys.executable)
         env = dict(os.environ, UQ_TIMINGS=str(log))
         env["PATH"] = os.path.dirname(python) + os.pathsep + env.get("PATH", "")
+        # the package of the checkout that runs, whichever environment runs it (a copy's own code, not the install's)
+        env["PYTHONPATH"] = os.pathsep.join([str(Path(cwd).resolve()), *filter(None, [env.get("PYTHONPATH")])])
         env.pop("UQ_TIMINGS_PID", None)
         if jobs > 1:
             cmd = [python, "-m", "benchmark", "run", "--jobs", str(jobs), *(["--force"] if force else []), *dvc_args]
@@ -278,16 +280,8 @@ def compare_run(record: dict, first, second, *, jobs: int, python: str | None = 
 
     first, second = Path(first), Path(second)
     copy_checkout(first, "dvc.yaml", second)
-    before = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = str(second)  # the copy's package, whichever environment runs it
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
-            other = run_repro(Path(tmp) / "other.json", cwd=second, python=python, jobs=jobs)
-    finally:
-        if before is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = before
+    with tempfile.TemporaryDirectory() as tmp:
+        other = run_repro(Path(tmp) / "other.json", cwd=second, python=python, jobs=jobs)
     locks = lockfile.read(first / "dvc.lock"), lockfile.read(second / "dvc.lock")
     outputs = lockfile.summarize(lockfile.compare_outputs(*locks))
     if outputs["failing_stages"] or not outputs["identical"]:

@@ -45,7 +45,7 @@ def _install(copy: Path) -> tuple[str, float]:
     return str(copy / ".venv" / "bin" / "python"), time.time() - t0
 
 
-def test_bench_main_job_from_a_clean_state(benchmark, monkeypatch):
+def test_bench_main_job_from_a_clean_state(benchmark):
     if benchmark.disabled:
         pytest.skip("measured with --benchmark-enable only: an install and the embedded default from scratch twice")
     from benchmark.storage.store import write_json
@@ -57,7 +57,6 @@ def test_bench_main_job_from_a_clean_state(benchmark, monkeypatch):
         first = work / "first"
         copy_checkout(ROOT, "dvc.yaml", first)
         python, install_s = _install(first)
-        monkeypatch.setenv("PYTHONPATH", str(first))  # this copy's package, whichever environment runs it
 
         def once():
             return timing.run_repro(work / "first.json", install_s=install_s, cwd=first, python=python, jobs=jobs)

@@ -26,3 +26,4 @@ def test_the_replay_without_libyaml_is_a_column_where_measured():
     assert table.splitlines()[0].endswith("| wall s without libyaml |")
     assert "| `python -m benchmark run --jobs 2` | 6.0 | 9.0 | 1.50 | 2.25 | 12.5 |" in table
     assert "| `dvc repro` | 8.0 | 7.9 | 2.00 | 1.98 | |" in table  # not measured without it: empty
+    assert "`ruamel.yaml.clib` uninstalled" in table and "uninstalled" not in dvc_share.table(RECORD)

@@ -149,3 +149,12 @@ def test_readme_check_write_and_errors(monkeypatch, capsys):
     monkeypatch.setattr(readme, "stale", lambda files: (_ for _ in ()).throw(FileNotFoundError("no README.md")))
     assert main(["reproduce", "readme", "--check"]) == 2
     assert capsys.readouterr().err.strip() == "error: no README.md"
+
+
+def test_timings_refuse_fewer_than_one_stage_at_a_time(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["reproduce", "timings", "--jobs", "0", "--compare-jobs", "-1", "--out", "t.json"]) == 2
+    assert capsys.readouterr().err == (
+        "error: --jobs must be at least 1, got 0; --compare-jobs must be at least 1, got -1\n"
+    )
+    assert not (tmp_path / "t.json").exists()

@@ -157,14 +157,7 @@ def _fingerprint_here(args, params, zoo) -> tuple[dict, bool]:
         "MKL-routed operators in a training step and a logits pass: "
         + ("; ".join(f"{m}: {', '.join(o)}" for m, o in mkl.items()) + " -> NOT PORTABLE" if mkl else "none")
     )
-    mine = fp.measure(
-        params,
-        zoo,
-        all_modes=args.all_modes,
-        with_ops=not args.no_ops,
-        with_pipeline=not args.no_pipeline,
-        names=args.models,
-    )
+    mine = fp.measure_as_asked(params, zoo, args)
     return mine, bool(mkl)
 
 

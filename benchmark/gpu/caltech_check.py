@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from benchmark.gpu.common import Ctx, Row
+from benchmark.gpu.common import CALTECH_LABEL, Ctx, Row, skipped_caltech
 from benchmark.gpu.pipeline_checks import copy_repo, dvc_init, last_error, missing, run
 
 CALTECH_NEEDS = ("dvc", "timm", "PIL", "matplotlib", "jinja2", "fvcore", "pytest")
@@ -82,21 +82,11 @@ def check_caltech(ctx: Ctx) -> None:
     """The suite through DVC, with its report; without the report's packages up to ``evaluate``, the report skipped."""
     lost, report_lost = caltech_missing()
     if lost:
-        ctx.add(
-            Row(
-                "e Caltech-256 fixture suite through DVC",
-                "-",
-                "runs",
-                "skipped",
-                f"missing Python packages: {', '.join(lost + report_lost)} (carry them)",
-            )
-        )
+        ctx.add(skipped_caltech(f"missing Python packages: {', '.join(lost + report_lost)} (carry them)"))
         return
     root, lite = prepare_caltech(ctx)
     folder = root / "suites" / "caltech256"
-    label = f"e Caltech-256 fixture suite through DVC (device {ctx.device.type})" + (
-        ", up to evaluate" if report_lost else ""
-    )
+    label = f"{CALTECH_LABEL} (device {ctx.device.type})" + (", up to evaluate" if report_lost else "")
     target = "suites/caltech256/dvc.yaml" + (":evaluate" if report_lost else "")  # a stage and what it needs
     code, out, t = run([sys.executable, "-m", "dvc", "repro", target], root, ctx.left())  # from the root
     if code:

@@ -38,7 +38,7 @@ import traceback
 from dataclasses import asdict
 from pathlib import Path
 
-from benchmark.gpu.common import Ctx, Row
+from benchmark.gpu.common import Ctx, Row, skipped_caltech
 
 CHECKS = ("a", "b", "c", "d", "e")
 
@@ -76,13 +76,9 @@ def run_checks(ctx: Ctx, only) -> None:
             continue
         if name == "e" and not ctx.gpu and not ctx.cpu_full:
             ctx.add(
-                Row(
-                    "e Caltech-256 fixture suite through DVC",
-                    "-",
-                    "runs",
-                    "skipped",
+                skipped_caltech(
                     "GPU check skipped without CUDA; its CPU run: tests/pipeline/test_paper_suite_pipeline.py (or "
-                    "--cpu-full)",
+                    "--cpu-full)"
                 )
             )
             continue

@@ -11,6 +11,8 @@ ROOT = Path(__file__).resolve().parents[2]  # the repository (this file: benchma
 STATUSES = ("pass", "fail", "info", "skipped")
 SOFTMAX_TOL, AGREE_MIN, SPEED_MIN = 1e-3, 0.995, 0.9
 
+CALTECH_LABEL = "e Caltech-256 fixture suite through DVC"  # check e's row, run or skipped (:func:`skipped_caltech`)
+
 
 @dataclass
 class Row:
@@ -50,3 +52,8 @@ class Ctx:
         for r in rows:
             self.rows.append(r)
             print(f"  {r.status:<7} {r.check}: {r.value}" + (f"  ({r.note})" if r.note else ""), flush=True)
+
+
+def skipped_caltech(why: str) -> Row:
+    """Check e's row when it does not run, saying ``why``."""
+    return Row(CALTECH_LABEL, "-", "runs", "skipped", why)

@@ -215,15 +215,7 @@ def _child(argv=None) -> int:
         print(f"{_PROGRESS}{done[0]} {parts} {what}", file=sys.stderr, flush=True)
         done[0] += 1
 
-    record = fp.measure(
-        params,
-        zoo,
-        all_modes=args.all_modes,
-        with_ops=not args.no_ops,
-        with_pipeline=not args.no_pipeline,
-        names=args.models,
-        progress=progress,
-    )
+    record = fp.measure_as_asked(params, zoo, args, progress)
     write_json(args.out, record)
     return 0
 

@@ -365,3 +365,17 @@ def measure(
         "env": {k: os.environ.get(k) for k in numerics.PINNED},
         "hashes": hashes,
     }
+
+
+def measure_as_asked(params, zoo, args, progress=None) -> dict:
+    """:func:`measure` as the fingerprint commands' flags ask it (``--all-modes``, ``--no-ops``, ``--no-pipeline``,
+    ``--models``): ``reproduce fingerprint`` here and its emulated run (:mod:`benchmark.reproduce.emulate`)."""
+    return measure(
+        params,
+        zoo,
+        all_modes=args.all_modes,
+        with_ops=not args.no_ops,
+        with_pipeline=not args.no_pipeline,
+        names=args.models,
+        progress=progress,
+    )

@@ -136,7 +136,7 @@ def pytest_unconfigure(config):
 
 
 KINDS = (  # (kind, pattern on the command line), first match wins
-    ("warm python server and the stages it forks", r"warm_python\.py"),
+    ("warm python server and the stages it forks", r"warm_server\.py"),
     ("pytest (controller and xdist workers: in-process test code)", r"-m pytest|exec\(eval\(sys\.stdin\.readline"),
     ("Chromium", r"chrom"),
     ("Playwright driver (node)", r"\bnode\b"),

@@ -15,9 +15,7 @@ os.environ["DVC_NO_ANALYTICS"] = "1"  # no analytics daemon process after each d
 # time of the stage-running tests). It changes no result: only how idle threads wait. Set before torch is imported
 # here and before the warm python server starts, so that stages see it as their server did.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-sys.path.insert(
-    0, os.path.dirname(__file__)
-)  # (tests/: precompiled and file_order here, warm_python in pytest_configure)
+sys.path.insert(0, os.path.dirname(__file__))  # (tests/: precompiled, file_order, chromium and shared_runs here)
 if not os.environ.get("PYTEST_XDIST_WORKER"):  # once per run, before anything imports the project's code
     from precompiled import precompile
 
@@ -40,41 +38,23 @@ torch.set_num_threads(min(2, os.cpu_count() or 1))
 
 
 def pytest_configure(config):
-    """Start the run's warm ``python`` (tests/warm_python.py) for the DVC stages the tests run, in the process pytest
-    was started as (pytest-xdist's controller, or the one process): the xdist workers it starts inherit the shim on
+    """Start the run's warm ``python`` (benchmark/warm) for the DVC stages the tests run, in the process pytest was
+    started as (pytest-xdist's controller, or the one process): the xdist workers it starts inherit the shim on
     ``PATH`` and the socket, so the libraries are loaded once per run, and an environment that both workers' tests
     use gets one server of its own. ``UQBENCH_WARM=0`` runs every stage in a fresh interpreter instead."""
     top = not os.environ.get("PYTEST_XDIST_WORKER")
     if top and os.environ.get("UQBENCH_WARM", "1") != "0" and not hasattr(config, "_warm_python"):
-        import subprocess
-        import tempfile
+        from benchmark import warm
 
-        import warm_python
-
-        folder = tempfile.mkdtemp(prefix="uqwarm-")
-        os.environ["PATH"] = (
-            warm_python.write_shim(os.path.join(folder, "bin"), sys.executable) + os.pathsep + os.environ["PATH"]
-        )
-        os.environ[warm_python.ENV] = sock = os.path.join(folder, "sock")
-        with open(os.path.join(folder, "server.log"), "w") as log:  # its own output: the preloads' warnings
-            server = subprocess.Popen(
-                [sys.executable, warm_python.__file__, sock, str(os.getpid())],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        config._warm_python = (folder, server)
+        server = warm.start(parent=os.getpid())
+        os.environ.update(server.environ(os.environ))
+        config._warm_python = server
 
 
 def pytest_unconfigure(config):
-    warm = getattr(config, "_warm_python", None)
-    if warm:
-        import shutil
-
-        folder, server = warm
-        server.kill()
-        server.wait()
-        shutil.rmtree(folder, ignore_errors=True)
+    server = getattr(config, "_warm_python", None)
+    if server:
+        server.stop()
 
 
 def pytest_xdist_auto_num_workers(config):

@@ -16,6 +16,7 @@ PACKAGE = ROOT / "benchmark"
 RANK = {
     "core": 0,
     "config": 1,
+    "warm": 1,
     "storage": 1,
     "dvcutil": 2,
     "models": 3,

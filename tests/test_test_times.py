@@ -95,7 +95,7 @@ def test_process_kinds_and_their_sums():
         {
             "pid": 12,
             "ppid": 11,
-            "cmd": "/v/bin/python /r/tests/warm_python.py /tmp/s 11",
+            "cmd": "/v/bin/python /r/benchmark/warm/warm_server.py /tmp/s 11",
             "cpu_s": 3.0,
         },  # its forks too
         {"pid": 13, "ppid": 11, "cmd": "/v/bin/python pipelines/train.py --model m", "cpu_s": 4.0},

@@ -1,4 +1,5 @@
-"""The tests' warm ``python`` (tests/warm_python.py) behaves as a fresh interpreter, and refuses when it could not.
+"""The warm ``python`` (benchmark/warm: the tests' and ``benchmark run``'s) behaves as a fresh interpreter, and refuses
+when it could not.
 
 Each case runs the same command through the shim (served by a fork of the warm server) and through the real
 interpreter, and compares what the script saw and did; the server's log says which way each request went.
@@ -15,8 +16,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(__file__))
-import warm_python  # noqa: E402
+from benchmark.warm import warm_client, warm_server
 
 # the test harness's own checks: a server of their own, each warm run compared with a fresh interpreter
 pytestmark = pytest.mark.slow
@@ -53,12 +53,12 @@ raise SystemExit(int(late) if late.isdigit() else 0)
 def server(tmp_path_factory):
     folder = tmp_path_factory.mktemp("warm")
     log = folder / "log.jsonl"
-    bin_dir = warm_python.write_shim(str(folder / "bin"), sys.executable)
+    bin_dir = warm_client.write_shim(str(folder / "bin"), sys.executable)
     sock = str(folder / "sock")
-    env = dict(os.environ, **{warm_python.ENV: sock, warm_python.LOG: str(log)})
+    env = dict(os.environ, **{warm_client.ENV: sock, warm_client.LOG: str(log)})
     env["PATH"] = bin_dir + os.pathsep + env["PATH"]
     proc = subprocess.Popen(
-        [sys.executable, warm_python.__file__, sock],
+        [sys.executable, warm_server.__file__, sock],
         env=env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
@@ -267,7 +267,7 @@ def test_timed_runs_and_torchrun_ranks(server, work):
         warm, cold, went = both(server, ["script.py"], work, env={"UQ_TIMINGS": str(work / "t.jsonl")})
         assert warm.stdout == cold.stdout and [(d["warm"], "sent" in d) for d in went] == [(False, False)]
         assert went[0]["why"].startswith("UQ_TIMINGS set")
-    ranks = {k: "1" for k in warm_python.TORCHRUN}
+    ranks = {k: "1" for k in warm_server.TORCHRUN}
     warm, cold, went = both(server, ["-u", "script.py"], work, env=ranks)
     assert warm.stdout == cold.stdout and [d["warm"] for d in went] == [True]
 
@@ -307,8 +307,8 @@ def traced_iter(self):
 Environ.__getitem__, Environ.__contains__, Environ.__iter__ = traced_getitem, traced_contains, traced_iter
 import importlib
 sys.path.insert(0, sys.argv[1])
-import warm_python
-for name in warm_python.PRELOAD:
+import warm_server
+for name in warm_server.PRELOAD:
     importlib.import_module(name)
 print(json.dumps({k: sorted(v) for k, v in reads.items()}))
 """
@@ -320,7 +320,7 @@ def test_no_library_reads_a_harmless_variable_when_imported(tmp_path):
     environment (a copy, or a scan for its prefix) must be a known one whose prefix no harmless variable has."""
     (tmp_path / "reads.py").write_text(ENV_READS)
     out = subprocess.run(
-        [sys.executable, str(tmp_path / "reads.py"), os.path.dirname(warm_python.__file__)],
+        [sys.executable, str(tmp_path / "reads.py"), os.path.dirname(warm_server.__file__)],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -329,14 +329,14 @@ def test_no_library_reads_a_harmless_variable_when_imported(tmp_path):
     ).stdout
     reads = json.loads(out.splitlines()[-1])
     whole = {where.split(" (all)")[0] for where in reads if where.endswith(" (all)")}
-    assert whole <= set(warm_python.WHOLE_ENV_READERS), whole  # (unknown reader of the whole environment)
+    assert whole <= set(warm_server.WHOLE_ENV_READERS), whole  # (unknown reader of the whole environment)
     by_name = {k for where, keys in reads.items() if where.split(" (all)")[0] not in whole for k in keys}
-    read = sorted(k for k in by_name if warm_python.harmless(k))
+    read = sorted(k for k in by_name if warm_server.harmless(k))
     assert read == [], f"read when the server's libraries are imported, so not harmless: {read}"
     assert "HF_HUB_OFFLINE" in by_name and "DVC_SHOW_TRACEBACK" in by_name  # the tracer sees reads on import
-    prefixes = warm_python.WHOLE_ENV_READERS.values()
-    assert not [k for k in warm_python.HARMLESS | warm_python.TORCHRUN if k.startswith(tuple(prefixes))]
-    assert not [p for p in warm_python.HARMLESS_PREFIXES for q in prefixes if p.startswith(q) or q.startswith(p)]
+    prefixes = warm_server.WHOLE_ENV_READERS.values()
+    assert not [k for k in warm_server.HARMLESS | warm_server.TORCHRUN if k.startswith(tuple(prefixes))]
+    assert not [p for p in warm_server.HARMLESS_PREFIXES for q in prefixes if p.startswith(q) or q.startswith(p)]
 
 
 def test_a_signal_death_and_an_uncaught_error_are_the_shims(server, work):
@@ -385,12 +385,12 @@ def test_when_the_shim_is_killed_its_stage_dies_with_it(server, work):
 
 
 def test_without_a_server_the_shim_is_the_real_interpreter(server, work):
-    env = {k: v for k, v in server["env"].items() if k != warm_python.ENV}
+    env = {k: v for k, v in server["env"].items() if k != warm_client.ENV}
     out = subprocess.run(
         [server["shim"], "-c", "import sys; print(sys.executable)"], env=env, capture_output=True, text=True, check=True
     )
     assert out.stdout.strip() == sys.executable
-    gone = dict(server["env"], **{warm_python.ENV: str(Path(work) / "no-such-socket")})
+    gone = dict(server["env"], **{warm_client.ENV: str(Path(work) / "no-such-socket")})
     out = subprocess.run(
         [server["shim"], "script.py", "3"], cwd=work, env={**gone, "PYTHONPATH": "lib"}, capture_output=True, text=True
     )
@@ -460,7 +460,7 @@ def test_the_server_ends_when_the_process_that_started_it_is_gone(tmp_path):
     sock = tmp_path / "sock"
     env = dict(os.environ, UQBENCH_WARM_PRELOAD="json")
     starter = subprocess.run(
-        ["sh", "-c", f"'{sys.executable}' '{warm_python.__file__}' '{sock}' $$ >/dev/null 2>&1 & echo $!"],
+        ["sh", "-c", f"'{sys.executable}' '{warm_server.__file__}' '{sock}' $$ >/dev/null 2>&1 & echo $!"],
         env=env,
         capture_output=True,
         text=True,

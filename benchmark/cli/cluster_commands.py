@@ -202,6 +202,12 @@ def add_run_command(subparsers) -> None:
         help="stages at a time (default 2: on 2 cores the single-threaded parts of two stages overlap)",
     )
     p.add_argument("-f", "--force", action="store_true", help="run every stage, as dvc repro -f (no run cache)")
+    p.add_argument(
+        "--cold",
+        action="store_true",
+        help="start every job and stage in a fresh interpreter (default: forks of one warm python that imported "
+        "torch, timm, pandas and DVC once; the same outputs: benchmark/warm)",
+    )
     p.set_defaults(handler=run_run)
 
 
@@ -210,7 +216,7 @@ def run_run(args: argparse.Namespace) -> int:
     from benchmark.cluster.parallel import run_local
 
     try:
-        return run_local(args.pipeline, jobs=args.jobs, force=args.force)
+        return run_local(args.pipeline, jobs=args.jobs, force=args.force, cold=args.cold)
     except _errors() as e:
         return _fail(e)
     except KeyboardInterrupt:

@@ -10,6 +10,13 @@ after it first (from the committed timing record, :func:`priorities`). Each stag
 (params ``threads``), so its bytes do not depend on N (as on a cluster: ``results/cluster.json``), and the run ends in
 the ``dvc.lock`` and cache a serial ``dvc repro`` leaves (``python -m benchmark reproduce check`` compares them).
 
+Warm starts: the jobs and the stages' ``python`` are served by a warm ``python`` (:mod:`benchmark.warm`, started for
+the run with the jobs' environment): one process imports torch, timm, pandas and DVC once, and each job and stage is a
+fork of it that runs as a fresh interpreter would (the stages' bytes are the same: ``reproduce timings
+--compare-jobs 1`` checks them against ``dvc repro``'s). ``--cold`` (or ``UQBENCH_WARM=0``) starts every process
+fresh; where a warm ``python`` already serves this process's environment (``UQBENCH_WARM_PYTHON``: the tests'), its
+jobs use that one.
+
 A stage that fails: no stage downstream of it starts, the running ones finish, exit 1 (the run's report names it and
 its log). Ctrl-C: the running stages get SIGTERM (their outputs are removed, as a cancelled Slurm job's), exit 130.
 """
@@ -23,6 +30,7 @@ import sys
 import time
 from pathlib import Path
 
+from benchmark import warm
 from benchmark.cluster.pipeline import load, locate
 from benchmark.cluster.runs import Run
 from benchmark.cluster.submit import run_manifest
@@ -35,16 +43,33 @@ def _manifest(pipe, todo: list[str], *, force: bool, jobs: int) -> dict:
     return run_manifest(pipe, todo, force, {s: (1, []) for s in todo}) | {"executor": "local", "jobs": jobs}
 
 
-def _start(run: Run, name: str, jobs: int) -> subprocess.Popen:
-    """The job of stage ``name``, its output in the stage's log. With several stages at once their OpenMP threads share
-    the cores: a thread that finishes a parallel region sleeps instead of spinning (``OMP_WAIT_POLICY=PASSIVE``,
-    unless set), so it does not take the core another stage's thread needs; how threads wait changes no result."""
+def job_environment(jobs: int) -> dict[str, str]:
+    """The environment of the jobs (and of their stages). With several stages at once their OpenMP threads share the
+    cores: a thread that finishes a parallel region sleeps instead of spinning (``OMP_WAIT_POLICY=PASSIVE``, unless
+    set), so it does not take the core another stage's thread needs; how threads wait changes no result."""
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     if jobs > 1:
         env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    return env
+
+
+def start_warm(jobs: int, *, cold: bool = False) -> warm.Server | None:
+    """The run's warm ``python`` (module docstring), started with the jobs' environment; None with ``cold``, with
+    ``UQBENCH_WARM=0``, or where one already serves this environment."""
+    if cold or os.environ.get("UQBENCH_WARM", "1") == "0" or os.environ.get(warm.ENV):
+        return None
+    return warm.start(job_environment(jobs), timed=True)
+
+
+def _start(run: Run, name: str, jobs: int, server: warm.Server | None = None) -> subprocess.Popen:
+    """The job of stage ``name`` (through ``server``'s ``python`` when there is one), its output in the stage's log."""
+    env = job_environment(jobs)
+    python = sys.executable
+    if server is not None:
+        env, python = server.environ(env), server.python
     with open(run.log(name), "ab") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "benchmark.cluster.job", "stage", str(run.folder), name],
+            [python, "-m", "benchmark.cluster.job", "stage", str(run.folder), name],
             cwd=run.root,
             stdin=subprocess.DEVNULL,
             stdout=out,
@@ -84,12 +109,18 @@ def priorities(stages: list[dict], seconds: dict[str, float]) -> dict[str, float
 
 
 def execute(
-    run: Run, jobs: int, *, poll: float = 0.05, log=print, seconds: dict[str, float] | None = None
+    run: Run,
+    jobs: int,
+    *,
+    poll: float = 0.05,
+    log=print,
+    seconds: dict[str, float] | None = None,
+    server: warm.Server | None = None,
 ) -> dict[str, str]:
     """Run the stages of ``run`` here, at most ``jobs`` at once, each when its upstream stages ended well, the longest
     chain first (:func:`priorities`, from ``seconds``: stage -> its expected wall seconds); stage -> how it ended
     (``done``, ``skipped``, ``failed``, ``stale``, ``cancelled``). A stage's end is seen within ``poll`` seconds, and
-    the stage that waits for it starts then."""
+    the stage that waits for it starts then. ``server``: the warm ``python`` the jobs start through."""
     from tqdm import tqdm
 
     rank = priorities(run.stages, seconds or {})
@@ -111,7 +142,7 @@ def execute(
                         waiting.remove(name)
                         bar.update()
                     elif len(running) < jobs and all(ended.get(u) in ENDED_WELL for u in upstream[name]):
-                        running[name] = _start(run, name, jobs)
+                        running[name] = _start(run, name, jobs, server)
                         waiting.remove(name)
                 for name, proc in list(running.items()):
                     if proc.poll() is None:
@@ -139,20 +170,26 @@ def execute(
     return ended
 
 
-def run_local(path="dvc.yaml", *, jobs: int = 2, force: bool = False, log=print) -> int:
+def run_local(path="dvc.yaml", *, jobs: int = 2, force: bool = False, log=print, cold: bool = False) -> int:
     """Run the stages of the pipeline at ``path`` that are not up to date (every stage with ``force``) here, ``jobs``
-    at a time; then report as a cluster run's final job does (:func:`benchmark.cluster.job.collect`). 0 when every
-    stage is up to date at the end (``dvc status`` clean), 1 otherwise."""
+    at a time, started warm unless ``cold`` (module docstring); then report as a cluster run's final job does
+    (:func:`benchmark.cluster.job.collect`). 0 when every stage is up to date at the end (``dvc status`` clean), 1
+    otherwise."""
     from benchmark.cluster.job import collect
 
     if jobs < 1:
         raise ValueError(f"--jobs must be at least 1, got {jobs}")
     locate(path)  # a path that is no pipeline is named first
-    pipe, todo = load(path, force=force)
-    if not todo:
-        log(f"nothing to do: every stage of {pipe.dvcfile} is up to date")
-        return 0
-    run = Run.create(pipe.root, _manifest(pipe, todo, force=force, jobs=jobs))
-    log(f"running {len(todo)} stage(s) of {pipe.dvcfile}, {jobs} at a time: run {run.folder.name} ({run.folder})")
-    execute(run, jobs, log=log, seconds=durations(pipe.folder))
+    server = start_warm(jobs, cold=cold)  # (it imports the libraries while DVC finds what to run)
+    try:
+        pipe, todo = load(path, force=force)
+        if not todo:
+            log(f"nothing to do: every stage of {pipe.dvcfile} is up to date")
+            return 0
+        run = Run.create(pipe.root, _manifest(pipe, todo, force=force, jobs=jobs) | {"warm": server is not None})
+        log(f"running {len(todo)} stage(s) of {pipe.dvcfile}, {jobs} at a time: run {run.folder.name} ({run.folder})")
+        execute(run, jobs, log=log, seconds=durations(pipe.folder), server=server)
+    finally:
+        if server is not None:
+            server.stop()
     return collect(run)

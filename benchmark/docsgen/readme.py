@@ -52,6 +52,16 @@ def _s(x) -> str:
     return "" if x is None or x != x else f"{x:.1f}"
 
 
+def _imports(kind) -> str:
+    """The imports cell of a stage kind: the heavy packages its processes imported; a warm fork's are not known (its
+    server imported them before it started: benchmark/warm)."""
+    seen = ", ".join(kind.imports)
+    if not kind.warm:
+        return seen
+    warm = "warm forks (imported by their server)" if kind.warm == kind.stages else f"{kind.warm} warm fork(s)"
+    return f"{seen}; {warm}" if seen else warm
+
+
 def timings_table(record: dict) -> str:
     """Per stage kind: count, wall and CPU seconds, start-up (interpreter, imports, params) and DVC's seconds before
     its stages, peak RSS, page faults; then DVC's total, the run and its compute floor."""
@@ -63,7 +73,7 @@ def timings_table(record: dict) -> str:
     for r in kinds.itertuples(index=False):
         lines.append(
             f"| {r.kind} | {r.stages} | {r.wall_s:.1f} | {r.user_s:.1f} | {r.sys_s:.1f} | {_s(r.startup_wall_s)} | "
-            f"{_s(r.dvc_before_s)} | {r.max_rss_mb:.0f} | {int(r.minor_faults):,} | {', '.join(r.imports)} |"
+            f"{_s(r.dvc_before_s)} | {r.max_rss_mb:.0f} | {int(r.minor_faults):,} | {_imports(r)} |"
         )
     if record.get("dvc_overhead_s") is not None:
         lines.append(

@@ -62,16 +62,30 @@ COLUMNS = [
     "startup_cpu_s",
     "imports",
     "live_children_cpu_s",
+    "warm",
 ]
 # start, end: epoch seconds; startup_*: before the stage's own work (runtime.mark_work); imports: the heavy packages it
-# imported (runtime.HEAVY); live_children_cpu_s: its children still running at its end (in its CPU, no parent waits)
+# imported (runtime.HEAVY); live_children_cpu_s: its children still running at its end (in its CPU, no parent waits);
+# warm: a fork of the warm python's server (benchmark.warm), its record from the fork on (imports: None, not known)
 
 
-def read_records(path, *, stages_only: bool = False) -> pd.DataFrame:
+def served_warm(path) -> set[tuple[tuple[str, ...], str]]:
+    """(argv, folder) of the command lines a warm ``python``'s server forked, from its decisions (``UQBENCH_WARM_LOG``,
+    :mod:`benchmark.warm`); empty without the file."""
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return set()
+    decisions = [json.loads(line) for line in lines if line.strip()]
+    return {(tuple(d["argv"]), d["cwd"]) for d in decisions if d.get("warm")}
+
+
+def read_records(path, *, stages_only: bool = False, warm: set | None = None) -> pd.DataFrame:
     """The records a run left in ``path`` (one JSON object a line), with a ``stage`` column (:data:`COLUMNS`; a
     record written before a field existed has NaN there): the DVC stage that started the process (``DVC_STAGE``,
     recorded by :mod:`benchmark.config.runtime`), else :func:`stage_name` of its command line; ``stages_only``: those of
-    stage scripts (``pipelines/``), not of another process that imported the package (``python -m benchmark run``)."""
+    stage scripts (``pipelines/``), not of another process that imported the package (``python -m benchmark run``);
+    ``warm``: the command lines a warm server forked (:func:`served_warm`), their records marked so."""
     rows = []
     for i, line in enumerate(Path(path).read_text().splitlines(), 1):
         if not line.strip():
@@ -83,6 +97,9 @@ def read_records(path, *, stages_only: bool = False) -> pd.DataFrame:
         r["stage"] = r.get("dvc_stage") or stage_name(r.get("argv", []))  # DVC's own name for the stages it runs
         if stages_only and not any(_SCRIPT.search(str(a).replace(os.sep, "/")) for a in r.get("argv", [])):
             continue
+        r["warm"] = (tuple(r.get("argv", [])), r.get("cwd")) in (warm or set())
+        if r["warm"]:
+            r["imports"] = None  # (what the server had imported, not what the stage needed)
         rows.append(r)
     return pd.DataFrame(rows, columns=COLUMNS + ["argv", "cwd"])[COLUMNS] if rows else read_records_empty()
 
@@ -91,7 +108,7 @@ def by_kind(stages: pd.DataFrame) -> pd.DataFrame:
     """Stages grouped by kind (``train@lite1`` -> ``train``): count and sums (peak RSS: max; start-up and DVC's seconds
     before the stage: NaN where the records lack them), largest wall time first."""
     df = stages.assign(kind=stages["stage"].str.split("@").str[0])
-    for col in ("startup_wall_s", "startup_cpu_s", "dvc_before_s", "imports"):
+    for col in ("startup_wall_s", "startup_cpu_s", "dvc_before_s", "imports", "warm"):
         if col not in df:
             df[col] = float("nan")
     g = df.groupby("kind").agg(
@@ -105,6 +122,7 @@ def by_kind(stages: pd.DataFrame) -> pd.DataFrame:
         startup_cpu_s=("startup_cpu_s", lambda x: x.sum(min_count=1)),
         dvc_before_s=("dvc_before_s", lambda x: x.sum(min_count=1)),
         imports=("imports", lambda x: sorted({m for v in x if isinstance(v, list) for m in v})),
+        warm=("warm", lambda x: sum(v is True or v == 1 for v in x)),
     )
     return g.sort_values("wall_s", ascending=False).reset_index()
 
@@ -230,9 +248,9 @@ def run_repro(
                 f"dvc.lock: dropped {len(gone)} entries of stages no longer in dvc.yaml ({', '.join(gone)})", flush=True
             )
     with tempfile.TemporaryDirectory() as tmp:
-        log = Path(tmp) / "timings.jsonl"
+        log, decisions = Path(tmp) / "timings.jsonl", Path(tmp) / "warm.jsonl"
         python = str(python or sys.executable)
-        env = dict(os.environ, UQ_TIMINGS=str(log))
+        env = dict(os.environ, UQ_TIMINGS=str(log), UQBENCH_WARM_LOG=str(decisions))  # (the run's warm server's)
         env["PATH"] = os.path.dirname(python) + os.pathsep + env.get("PATH", "")
         # the package of the checkout that runs, whichever environment runs it (a copy's own code, not the install's)
         env["PYTHONPATH"] = os.pathsep.join([str(Path(cwd).resolve()), *filter(None, [env.get("PYTHONPATH")])])
@@ -249,7 +267,8 @@ def run_repro(
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         if proc.returncode != 0:
             raise RuntimeError(f"`{' '.join(cmd[2:])}` failed with exit code {proc.returncode}; no timings written")
-        stages = read_records(log, stages_only=True) if log.exists() else read_records_empty()
+        served = served_warm(decisions)
+        stages = read_records(log, stages_only=True, warm=served) if log.exists() else read_records_empty()
     total_cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     if jobs == 1:
         gaps, last = dvc_gaps(stages, t0, t1)

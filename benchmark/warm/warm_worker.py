@@ -1,4 +1,4 @@
-"""The forked side of the tests' warm ``python`` (tests/warm_python.py): a monitor per request, and the worker that
+"""The forked side of the warm ``python`` (:mod:`benchmark.warm`): a monitor per request, and the worker that
 becomes ``python ARGV`` in the client's folder, environment and standard streams (a fresh interpreter's ``__main__``,
 ``sys.path``, streams, exit status and interpreter exit)."""
 

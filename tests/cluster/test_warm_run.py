@@ -1,0 +1,139 @@
+"""``python -m benchmark run`` starts its jobs and stages warm (benchmark/warm, benchmark/cluster/parallel.py): forks of
+one server that imported the libraries once, each timed from its fork and marked so in the timing record, with the
+bytes of a cold ``dvc repro``; the server ends with the run; ``--cold``, ``UQBENCH_WARM=0`` and a server that already
+serves the environment (the tests') start none."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from toy import run
+
+from benchmark import warm
+from benchmark.cli.main import main as cli_main
+from benchmark.cluster import parallel
+from benchmark.reproduce import timing
+
+pytestmark = pytest.mark.slow  # a DVC process per stage and a server that imports torch
+
+PIPELINE = """\
+stages:
+  w:
+    foreach: [x, y]
+    do:
+      cmd: python pipelines/work.py ${item}
+      deps: [pipelines/work.py]
+      outs:
+        - w-${item}.bin
+  z:
+    cmd: python pipelines/work.py z w-x.bin w-y.bin
+    deps: [pipelines/work.py, w-x.bin, w-y.bin]
+    outs: [z.bin]
+"""
+# a stage as the pipeline's are: imports benchmark first (pinned numerics, its timing record), then torch, computes
+WORK = """\
+import sys
+
+import benchmark
+import torch
+from benchmark.config import numerics, runtime
+
+numerics.check_pinned()
+runtime.mark_work()
+name, *inputs = sys.argv[1:]
+torch.manual_seed(len(name) + ord(name[0]))
+x = torch.randn(4, 3, 16, 16)
+for path in inputs:
+    x = x + torch.frombuffer(bytearray(open(path, "rb").read()), dtype=torch.float32)[: x.numel()].view_as(x)
+y = torch.nn.Conv2d(3, 3, 3, padding=1)(x).detach()
+open("z.bin" if name == "z" else f"w-{name}.bin", "wb").write(y.numpy().tobytes())
+"""
+PRELOAD = "numpy,torch,dvc.repo,dvc.stage.run,dvc.scm,scmrepo.git,filelock,yaml,tqdm"
+
+
+def _pipeline(root: Path) -> Path:
+    (root / "pipelines").mkdir(parents=True)
+    (root / "dvc.yaml").write_text(PIPELINE)
+    (root / "pipelines" / "work.py").write_text(WORK)
+    run(["git", "init", "-q"], root)
+    run([sys.executable, "-m", "dvc", "init", "-q"], root)
+    return root
+
+
+@pytest.fixture
+def own_server(monkeypatch):
+    """No server serves this environment (not the tests'): a run starts its own, importing a few libraries only."""
+    monkeypatch.delenv(warm.ENV, raising=False)
+    monkeypatch.setenv("UQBENCH_WARM_PRELOAD", PRELOAD)
+
+
+def test_a_timed_warm_run_records_forks_and_gives_a_cold_serial_runs_bytes(tmp_path, own_server):
+    root = _pipeline(tmp_path / "py")
+    rec = timing.run_repro(root / "rec.json", cwd=root, jobs=2)
+    assert rec["command"] == "python -m benchmark run --jobs 2"
+    stages = {s["stage"]: s for s in rec["stages"]}
+    assert set(stages) == {"w@x", "w@y", "z"}
+    assert all(s["warm"] and s["imports"] is None for s in stages.values()), stages  # forks, said so
+    assert all(s["startup_cpu_s"] is not None and s["user_s"] > 0 for s in stages.values())  # timed from the fork
+    timing.compare_run(rec, root, tmp_path / "cold", jobs=1)  # dvc repro in a clean copy: fresh interpreters
+    assert rec["serial"]["outputs"]["identical"] == 3 and not rec["serial"]["outputs"]["failing_stages"]
+
+
+def test_the_run_starts_its_server_serves_its_jobs_and_stops_it(tmp_path, own_server, monkeypatch):
+    root = _pipeline(tmp_path / "py")
+    started, real_start = [], warm.start
+
+    def start(*args, **kw):
+        server = real_start(*args, **kw)
+        started.append(server)
+        return server
+
+    monkeypatch.setattr(parallel.warm, "start", start)
+    monkeypatch.chdir(root)
+    assert cli_main(["run"]) == 0
+    assert len(started) == 1
+    server = started[0]
+    assert server.process.poll() is not None and not os.path.exists(server.folder)  # ended with the run
+    logs = sorted((root / ".dvc" / "tmp" / "cluster").glob("*/logs/*"))
+    assert logs and all("done" in p.read_text() for p in logs)
+    outputs = {p: (root / p).read_bytes() for p in ("w-x.bin", "w-y.bin", "z.bin")}
+
+    for p in outputs:
+        (root / p).unlink()
+    assert cli_main(["run", "--force", "--cold"]) == 0  # cold: no server, the same bytes
+    assert len(started) == 1 and {p: (root / p).read_bytes() for p in outputs} == outputs
+
+    monkeypatch.setenv("UQBENCH_WARM", "0")
+    assert cli_main(["run", "--force"]) == 0 and len(started) == 1
+    monkeypatch.delenv("UQBENCH_WARM")
+    monkeypatch.setenv(warm.ENV, str(tmp_path / "someone-elses-socket"))  # (its jobs go through that one's shim)
+    assert cli_main(["run", "--force"]) == 0 and len(started) == 1
+
+
+def test_a_timed_record_marks_only_what_its_server_forked(tmp_path):
+    """timing.read_records with the server's decisions: a record is warm when its command line and folder were
+    forked; the others keep what they imported."""
+    records = tmp_path / "t.jsonl"
+    lines = [
+        {"argv": ["pipelines/work.py", "x"], "cwd": "/r", "dvc_stage": "w@x", "wall_s": 1, "imports": ["torch"]},
+        {"argv": ["pipelines/work.py", "y"], "cwd": "/r", "dvc_stage": "w@y", "wall_s": 1, "imports": ["torch"]},
+        {"argv": ["pipelines/work.py", "x"], "cwd": "/other", "dvc_stage": "w@x", "wall_s": 1, "imports": ["torch"]},
+    ]
+    records.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    decisions = tmp_path / "warm.jsonl"
+    decisions.write_text(
+        json.dumps({"argv": ["pipelines/work.py", "x"], "cwd": "/r", "warm": True})
+        + "\n"
+        + json.dumps({"argv": ["pipelines/work.py", "y"], "cwd": "/r", "warm": False, "why": "environment differs"})
+        + "\n"
+    )
+    df = timing.read_records(records, warm=timing.served_warm(decisions))
+    assert df["warm"].tolist() == [True, False, False]
+    assert df["imports"].tolist() == [None, ["torch"], ["torch"]]
+    kinds = timing.by_kind(df)
+    assert kinds.loc[0, "warm"] == 1 and kinds.loc[0, "imports"] == ["torch"]
+    assert timing.served_warm(tmp_path / "missing.jsonl") == set()

@@ -62,9 +62,10 @@ def start_warm(jobs: int, *, cold: bool = False) -> warm.Server | None:
 
 
 def _start(run: Run, name: str, jobs: int, server: warm.Server | None = None) -> subprocess.Popen:
-    """The job of stage ``name`` (through ``server``'s ``python`` when there is one), its output in the stage's log."""
+    """The job of stage ``name`` (through ``server``'s ``python``, or the warm ``python`` that already serves this
+    environment, when there is one), its output in the stage's log."""
     env = job_environment(jobs)
-    python = sys.executable
+    python = (warm.serving_python(env) if os.environ.get("UQBENCH_WARM", "1") != "0" else None) or sys.executable
     if server is not None:
         env, python = server.environ(env), server.python
     with open(run.log(name), "ab") as out:

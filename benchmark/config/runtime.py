@@ -101,11 +101,16 @@ def _live_children_cpu() -> tuple[float, float]:
     (Linux /proc; (0, 0) elsewhere): a fork server and the workers it waited for, which ``RUSAGE_CHILDREN`` misses."""
     tick, user, system = os.sysconf("SC_CLK_TCK"), 0.0, 0.0
     try:
-        kids = {
-            int(p) for t in os.listdir("/proc/self/task") for p in open(f"/proc/self/task/{t}/children").read().split()
-        }
-    except (OSError, ValueError):
+        threads = os.listdir("/proc/self/task")
+    except OSError:
         return 0.0, 0.0
+    kids: set[int] = set()
+    for t in threads:  # a thread that ends meanwhile (a pool's, at exit) takes its entry along: the others still count
+        try:
+            with open(f"/proc/self/task/{t}/children") as f:
+                kids.update(int(p) for p in f.read().split())
+        except (OSError, ValueError):
+            continue
     for pid in kids:
         try:
             with open(f"/proc/{pid}/stat") as f:

@@ -69,15 +69,32 @@ COLUMNS = [
 # warm: a fork of the warm python's server (benchmark.warm), its record from the fork on (imports: None, not known)
 
 
-def served_warm(path) -> set[tuple[tuple[str, ...], str]]:
-    """(argv, folder) of the command lines a warm ``python``'s server forked, from its decisions (``UQBENCH_WARM_LOG``,
-    :mod:`benchmark.warm`); empty without the file."""
+def warm_decisions(path) -> list[dict]:
+    """What a run's warm ``python`` servers decided for each command line handed to them (``UQBENCH_WARM_LOG``,
+    :mod:`benchmark.warm`: argv, folder, ``warm``, ``why`` not, ``sent`` to a server of another environment); empty
+    without the file."""
     try:
         lines = Path(path).read_text(encoding="utf-8").splitlines()
     except OSError:
-        return set()
-    decisions = [json.loads(line) for line in lines if line.strip()]
+        return []
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+def served_warm(decisions: list[dict]) -> set[tuple[tuple[str, ...], str]]:
+    """(argv, folder) of the command lines a warm server forked (:func:`warm_decisions`)."""
     return {(tuple(d["argv"]), d["cwd"]) for d in decisions if d.get("warm")}
+
+
+def warm_summary(decisions: list[dict]) -> dict:
+    """How many command lines a run's warm servers forked, ran cold (each with its reason) and sent to a server of
+    another environment (that server then started: a refusal's reason names the variable that differed)."""
+    cold = [d for d in decisions if not d.get("warm") and not d.get("sent")]
+    return {
+        "forked": sum(1 for d in decisions if d.get("warm")),
+        "cold": len(cold),
+        "sent_elsewhere": sum(1 for d in decisions if d.get("sent")),
+        "why_cold": sorted({str(d.get("why")) for d in cold}),
+    }
 
 
 def read_records(path, *, stages_only: bool = False, warm: set | None = None) -> pd.DataFrame:
@@ -267,8 +284,10 @@ def run_repro(
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         if proc.returncode != 0:
             raise RuntimeError(f"`{' '.join(cmd[2:])}` failed with exit code {proc.returncode}; no timings written")
-        served = served_warm(decisions)
-        stages = read_records(log, stages_only=True, warm=served) if log.exists() else read_records_empty()
+        decided = warm_decisions(decisions)
+        stages = (
+            read_records(log, stages_only=True, warm=served_warm(decided)) if log.exists() else read_records_empty()
+        )
     total_cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     if jobs == 1:
         gaps, last = dvc_gaps(stages, t0, t1)
@@ -278,6 +297,7 @@ def run_repro(
         "install_s": None if install_s is None else round(install_s, 1),
         **summarize(stages, t1 - t0, jobs=jobs, cpu_total=total_cpu),
         **({"dvc_after_last_s": last} if jobs == 1 else {}),
+        **({"warm": warm_summary(decided)} if decided else {}),
         "load": load.summary(),
         "date": time.strftime("%Y-%m-%d", time.gmtime()),
         "machine": machine(),

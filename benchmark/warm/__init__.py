@@ -88,6 +88,19 @@ class Server:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
+def serving_python(env) -> str | None:
+    """The ``python`` shim of the warm server that already serves environment ``env`` (its socket in ``ENV``, its shim
+    first on ``PATH``: the tests'), or None."""
+    if not env.get(ENV):
+        return None
+    found = shutil.which("python", path=env.get("PATH"))
+    try:
+        with open(found or "", encoding="utf-8") as f:
+            return found if "warm_client" in f.read(400) else None
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
 def start(env=None, *, parent: int | None = None, timed: bool = False, real: str = sys.executable) -> Server:
     """Start a warm server of ``real`` (this interpreter) with environment ``env`` (default: this process's; the shims
     and socket added) in a new temporary folder (a short path: a Unix socket's is at most 107 bytes); it ends when

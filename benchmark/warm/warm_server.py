@@ -81,8 +81,12 @@ HARMLESS = {
     "NO_MKDOCS_2_WARNING",
     "PYTHON",
     "PATH",
+    "PS1",
+    "PS2",
 }
-# (PYTHON: read by scripts/gpu-check.sh, the interpreter reads only PYTHON<NAME> variables; PATH: the stage's own
+# (PS1, PS2: an activated virtual environment exports its prompt, and bash drops it in the non-interactive shell that
+# runs a DVC stage's command; only interactive shells read it. PYTHON: read by scripts/gpu-check.sh, the interpreter
+# reads only PYTHON<NAME> variables; PATH: the stage's own
 # applies to what it starts, and no preloaded library looks a program up when imported)
 # what torchrun sets for each rank: read by torch.distributed when a process group is set up or an error is recorded
 TORCHRUN = {

@@ -71,10 +71,12 @@ def own_server(monkeypatch):
     monkeypatch.setenv("UQBENCH_WARM_PRELOAD", PRELOAD)
 
 
-def test_a_timed_warm_run_records_forks_and_gives_a_cold_serial_runs_bytes(tmp_path, own_server):
+def test_a_timed_warm_run_records_forks_and_gives_a_cold_serial_runs_bytes(tmp_path, own_server, monkeypatch):
     root = _pipeline(tmp_path / "py")
+    monkeypatch.setenv("PS1", "(.venv) ")  # an activated environment's prompt, which a stage's shell drops
     rec = timing.run_repro(root / "rec.json", cwd=root, jobs=2)
     assert rec["command"] == "python -m benchmark run --jobs 2"
+    assert rec["warm"] == {"forked": 6, "cold": 0, "sent_elsewhere": 0, "why_cold": []}  # 3 jobs, 3 stages: one server
     stages = {s["stage"]: s for s in rec["stages"]}
     assert set(stages) == {"w@x", "w@y", "z"}
     assert all(s["warm"] and s["imports"] is None for s in stages.values()), stages  # forks, said so
@@ -99,19 +101,25 @@ def test_the_run_starts_its_server_serves_its_jobs_and_stops_it(tmp_path, own_se
     server = started[0]
     assert server.process.poll() is not None and not os.path.exists(server.folder)  # ended with the run
     logs = sorted((root / ".dvc" / "tmp" / "cluster").glob("*/logs/*"))
-    assert logs and all("done" in p.read_text() for p in logs)
-    outputs = {p: (root / p).read_bytes() for p in ("w-x.bin", "w-y.bin", "z.bin")}
+    assert len(logs) == 3 and all("done, recorded in dvc.lock" in p.read_text() for p in logs)
 
-    for p in outputs:
-        (root / p).unlink()
-    assert cli_main(["run", "--force", "--cold"]) == 0  # cold: no server, the same bytes
-    assert len(started) == 1 and {p: (root / p).read_bytes() for p in outputs} == outputs
 
+def test_cold_runs_and_a_server_already_serving_start_none(monkeypatch):
+    monkeypatch.setattr(parallel.warm, "start", lambda *a, **kw: pytest.fail("started a server"))
+    monkeypatch.delenv(warm.ENV, raising=False)
+    assert parallel.start_warm(2, cold=True) is None  # --cold
     monkeypatch.setenv("UQBENCH_WARM", "0")
-    assert cli_main(["run", "--force"]) == 0 and len(started) == 1
+    assert parallel.start_warm(2) is None
     monkeypatch.delenv("UQBENCH_WARM")
-    monkeypatch.setenv(warm.ENV, str(tmp_path / "someone-elses-socket"))  # (its jobs go through that one's shim)
-    assert cli_main(["run", "--force"]) == 0 and len(started) == 1
+    monkeypatch.setenv(warm.ENV, "/tmp/the-tests-socket")  # one serves this environment already: its jobs use it
+    assert parallel.start_warm(2) is None
+    env = parallel.job_environment(2)
+    assert env["OMP_WAIT_POLICY"] == "PASSIVE" and env["PYTHONUNBUFFERED"] == "1"
+
+
+def test_the_run_command_offers_cold(capsys):
+    assert cli_main(["run", "--help"]) == 0
+    assert "--cold" in capsys.readouterr().out
 
 
 def test_a_timed_record_marks_only_what_its_server_forked(tmp_path):
@@ -131,9 +139,25 @@ def test_a_timed_record_marks_only_what_its_server_forked(tmp_path):
         + json.dumps({"argv": ["pipelines/work.py", "y"], "cwd": "/r", "warm": False, "why": "environment differs"})
         + "\n"
     )
-    df = timing.read_records(records, warm=timing.served_warm(decisions))
+    df = timing.read_records(records, warm=timing.served_warm(timing.warm_decisions(decisions)))
     assert df["warm"].tolist() == [True, False, False]
     assert df["imports"].tolist() == [None, ["torch"], ["torch"]]
     kinds = timing.by_kind(df)
     assert kinds.loc[0, "warm"] == 1 and kinds.loc[0, "imports"] == ["torch"]
-    assert timing.served_warm(tmp_path / "missing.jsonl") == set()
+    assert timing.warm_decisions(tmp_path / "missing.jsonl") == []
+    summary = timing.warm_summary(timing.warm_decisions(decisions))
+    assert summary == {"forked": 1, "cold": 1, "sent_elsewhere": 0, "why_cold": ["environment differs"]}
+
+
+def test_jobs_go_through_the_shim_of_a_server_that_already_serves(tmp_path):
+    """Under the tests' server (its socket set, its shim first on PATH) a run's jobs start through that shim; a
+    ``python`` first on PATH that is no warm shim, or no socket, leaves the real interpreter."""
+    shims = warm.warm_client.write_shim(str(tmp_path / "bin"), sys.executable)
+    env = {warm.ENV: str(tmp_path / "sock"), "PATH": shims + os.pathsep + os.environ["PATH"]}
+    assert warm.serving_python(env) == os.path.join(shims, "python")
+    assert warm.serving_python({**env, warm.ENV: ""}) is None
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "python").write_text("#!/bin/sh\nexec true\n")
+    (other / "python").chmod(0o755)
+    assert warm.serving_python({**env, "PATH": str(other) + os.pathsep + shims}) is None

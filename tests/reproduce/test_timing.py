@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from unittest import mock
 
 import numpy as np
@@ -246,3 +247,27 @@ def test_import_times_are_parsed_from_importtime_and_tabled():
     table = import_times.table(rec)
     assert "| `train` | 2.50 | 2.00 | 1.70 | torch 1.50, numpy 0.50 |" in table
     assert "before: 2026-12-06, 2 CPUs (AuthenticAMD-f25-m17), load average 1.0, fastest of 3" in table
+
+
+def test_live_children_are_counted_when_a_thread_ends_while_they_are_read(monkeypatch):
+    """A child still running at the record's time counts (its CPU and what it reaped), also when another thread of the
+    process ended between listing the threads and reading its children (a pool's, at exit): that thread's entry is
+    gone, the others still count (it had made the whole count zero: the evaluate stage's workers went missing)."""
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import time; t = time.process_time()\nwhile time.process_time() - t < 0.3: pass\ntime.sleep(30)",
+        ]
+    )
+    try:
+        deadline = time.time() + 30
+        while sum(runtime._live_children_cpu()) < 0.25 and time.time() < deadline:
+            time.sleep(0.05)
+        alone = sum(runtime._live_children_cpu())
+        real = os.listdir
+        monkeypatch.setattr(os, "listdir", lambda p: [*real(p), "999999999"] if p == "/proc/self/task" else real(p))
+        assert sum(runtime._live_children_cpu()) >= alone >= 0.25
+    finally:
+        child.kill()
+        child.wait()

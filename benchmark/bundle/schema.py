@@ -32,7 +32,13 @@ from benchmark.bundle import intake, strict
 from benchmark.bundle.intake import MANIFEST, MAX_FILE_BYTES, BundleError, q, show  # noqa: F401 (re-exported)
 from benchmark.bundle.manifest import BUNDLE_ID, FORMAT, MANIFEST_KEYS, NAME, SHORT_HASH, check_manifest, check_suite  # noqa: F401
 from benchmark.core.metric_info import METRICS
-from benchmark.storage.results_schema import COLUMNS, OPTIONAL_COLUMNS, validate_results
+from benchmark.storage.results_schema import (
+    COLUMNS,
+    OPTIONAL_COLUMNS,
+    PAIRED_COLUMNS,
+    PAIRED_REQUIRED,
+    validate_results,
+)
 
 GZIP_ABOVE = 900_000  # rows.csv is gzipped above this size
 KEY = ["suite", "split", "family", "method", "base", "sidekick", "members", "fit", "confidence", "metric"]
@@ -48,19 +54,6 @@ COSTS = [
 ]  # recomputed by verify too (the last two: the training budget)
 REPORTED = ["throughput"]  # a measurement of the contributor's machine: shown as reported, never verified
 MODEL_COLUMNS = ["name", "arch", "init", "img_size", "seed", "role", "gflops", "params", "throughput"]
-PAIRED_COLUMNS = [
-    "suite",
-    "split",
-    "base",
-    "sidekick",
-    "fit",
-    "method",
-    "metric",
-    "diff",
-    "ci_low",
-    "ci_high",
-    "p_value",
-]
 # metric -> (low, high) plausible range; the rest are fractions in [0, 1]
 RANGES = {"nll": (0.0, math.inf), "brier": (0.0, 2.0), "aurc_trapezoid": (0.0, 2.0)}
 MEMBERS_MAX = 64 * 65
@@ -330,7 +323,7 @@ def load_bundle(bundle, *, check_arch: bool = True) -> Bundle:
         if "models" in m["files"]:
             models = _models(*tables.frame("models", MODEL_COLUMNS, MODEL_COLUMNS))
         if part_roles(m, "paired"):
-            df, w = tables.table("paired", PAIRED_COLUMNS, PAIRED_COLUMNS[:10])
+            df, w = tables.table("paired", list(PAIRED_COLUMNS), PAIRED_REQUIRED)
             paired = _paired(df, m["suite"], w)
         if "lock" in m["files"]:
             w = folder.where("dvc.lock")

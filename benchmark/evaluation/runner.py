@@ -36,20 +36,7 @@ from benchmark.config.evaluate import EvalConfig
 from benchmark.methods import registry
 from benchmark.methods.rows import ModelMemo, output_rows
 from benchmark.storage import store
-
-PAIRED_COLUMNS = [
-    "suite",
-    "split",
-    "base",
-    "sidekick",
-    "fit",
-    "method",
-    "metric",
-    "diff",
-    "ci_low",
-    "ci_high",
-    "p_value",
-]
+from benchmark.storage.results_schema import PAIRED_COLUMNS
 
 
 class UnitError(ValueError):
@@ -182,7 +169,7 @@ class Runner:
                 if name not in mapped:
                     mapped[name] = self._logits(name)
             rows, paired = self._rows(unit, mapped)
-            rows_df, paired_df = pd.DataFrame(rows), pd.DataFrame(paired, columns=PAIRED_COLUMNS)
+            rows_df, paired_df = pd.DataFrame(rows), pd.DataFrame(paired, columns=list(PAIRED_COLUMNS))
             write_unit(Path(self.ctx.folder), unit.key, rows_df, paired_df)
         except Exception as e:
             raise UnitError(f"evaluate: unit {unit} failed: {type(e).__name__}: {e}") from e

@@ -14,7 +14,14 @@ import pandas as pd
 import yaml
 
 from benchmark.config.report_config import ReportConfig
-from benchmark.storage.results_schema import COLUMNS, OPTIONAL_COLUMNS, empty_results, validate_results
+from benchmark.storage.results_schema import (
+    COLUMNS,
+    OPTIONAL_COLUMNS,
+    PAIRED_KEYS,
+    PAIRED_REQUIRED,
+    empty_results,
+    validate_results,
+)
 from benchmark.storage.store import StoreError
 
 # Without these a results row means nothing; the other columns can be left empty.
@@ -112,9 +119,6 @@ def read_models(path) -> tuple[pd.DataFrame | None, list[str]]:
     return df, []
 
 
-PAIRED_COLUMNS = ("suite", "split", "base", "sidekick", "fit", "method", "metric", "diff", "ci_low", "ci_high")
-
-
 def read_paired(path) -> tuple[pd.DataFrame | None, list[str]]:
     """Read ``results/paired.csv``; a missing file = None + notice (the headline then shows no intervals)."""
     path = Path(path)
@@ -123,15 +127,15 @@ def read_paired(path) -> tuple[pd.DataFrame | None, list[str]]:
             f"{path}: paired differences not found; the headline shows differences to the base without intervals."
         ]
     try:
-        df = pd.read_csv(path, keep_default_na=False, na_values=[""], dtype={c: str for c in PAIRED_COLUMNS[:7]})
+        df = pd.read_csv(path, keep_default_na=False, na_values=[""], dtype={c: str for c in PAIRED_KEYS})
     except pd.errors.EmptyDataError:
         return None, []
     except (pd.errors.ParserError, UnicodeDecodeError) as e:
         raise StoreError(f"{path}: cannot parse paired differences CSV ({e})") from e
-    missing = [c for c in PAIRED_COLUMNS if c not in df.columns]
+    missing = [c for c in PAIRED_REQUIRED if c not in df.columns]
     if missing:
         raise StoreError(f"{path}: missing columns {missing}")
-    for c in PAIRED_COLUMNS[7:]:
+    for c in PAIRED_REQUIRED[len(PAIRED_KEYS) :]:
         df[c] = pd.to_numeric(df[c], errors="coerce")
     return df, []
 

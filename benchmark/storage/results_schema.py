@@ -60,6 +60,24 @@ COLUMNS: dict[str, tuple[str, str]] = {
 # Columns a producer may leave out (and bundles made before they existed lack): validate_results adds them, empty
 # (NaN or '').
 OPTIONAL_COLUMNS = ("overhead_percent", "extra_params_percent", "train_images", "train_params")
+# results/paired.csv (the evaluate stage writes it, bundles carry it, the report reads it): one row per (suite, split,
+# base, sidekick, fit, method, metric), the method's difference to the base with its interval; the identity columns
+# (strings) first, then numbers. A reader requires the first ten (p_value: optional when read).
+PAIRED_COLUMNS = (
+    "suite",
+    "split",
+    "base",
+    "sidekick",
+    "fit",
+    "method",
+    "metric",
+    "diff",
+    "ci_low",
+    "ci_high",
+    "p_value",
+)
+PAIRED_KEYS = PAIRED_COLUMNS[:7]
+PAIRED_REQUIRED = PAIRED_COLUMNS[:10]
 
 
 def empty_results() -> pd.DataFrame:

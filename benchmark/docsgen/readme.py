@@ -62,6 +62,15 @@ def _imports(kind) -> str:
     return f"{seen}; {warm}" if seen else warm
 
 
+def _warm_note(warm: dict | None) -> str:
+    """What the run's warm python served (:func:`benchmark.reproduce.timing.warm_summary`), as a clause; empty
+    without one."""
+    if not warm:
+        return ""
+    cold = f", {warm['cold']} started fresh ({'; '.join(warm['why_cold'])})" if warm.get("cold") else ""
+    return f"; its jobs and stages were {warm['forked']} forks of one warm python (benchmark/warm){cold}"
+
+
 def timings_table(record: dict) -> str:
     """Per stage kind: count, wall and CPU seconds, start-up (interpreter, imports, params) and DVC's seconds before
     its stages, peak RSS, page faults; then DVC's total, the run and its compute floor."""
@@ -99,6 +108,7 @@ def timings_table(record: dict) -> str:
             else ""
         )
         + floor
+        + _warm_note(record.get("warm"))
         + f"; measured {record.get('date', '?')} on {m.get('cpus', '?')} CPUs ({m.get('cpu', '?')}"
         f"{', ' + m['cpu_kind'] if m.get('cpu_kind') else ''}, torch {m.get('torch', '?')}, kernels "
         f"{m.get('cpu_capability', '?')}{' pinned' if m.get('pinned') else ''})"

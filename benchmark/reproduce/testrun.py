@@ -2,10 +2,9 @@
 
 ``bash scripts/measure-tests.sh`` (in a fresh clone, on a quiet machine) times the install (``bash scripts/setup.sh
 test``) and then runs :func:`measure`: ``python -m pytest`` as the README runs it, with a JUnit XML report in a
-temporary folder for the counts. A run with a failed or erroring test, or none at all, is not recorded (nothing is
-written over the committed record). The README's "what holds" line is rendered from the record
-(:func:`benchmark.docsgen.facts.test_command_line`); the target is :data:`TARGET_S` on 2 cores, the install excluded.
-"""
+temporary folder for the counts and the seconds per test file. A run with a failed or erroring test, or none at all, is
+not recorded (nothing is written over the committed record). The README's "what holds" line is rendered from the record
+(:func:`benchmark.docsgen.facts.test_command_line`); the target is :data:`TARGET_S` on 2 cores, the install excluded."""
 
 from __future__ import annotations
 
@@ -45,6 +44,20 @@ def junit_counts(path) -> dict[str, int]:
     return out
 
 
+def junit_file_seconds(path) -> dict[str, float]:
+    """Seconds per test file in a JUnit XML report (each test's set-up, call and tear-down, pytest's ``time``), the
+    longest first: where a run's time went, to compare two runs file by file. A test's file is its ``classname`` up to
+    its ``test_`` module (``tests.cluster.test_run.TestX`` -> ``tests/cluster/test_run.py``)."""
+    root = ET.parse(path).getroot()
+    out: dict[str, float] = {}
+    for case in root.iter("testcase"):
+        parts = case.get("classname", "").split(".")
+        module = next((i for i, part in enumerate(parts) if part.startswith("test_")), len(parts) - 1)
+        name = "/".join(parts[: module + 1]) + ".py"
+        out[name] = out.get(name, 0.0) + float(case.get("time") or 0.0)
+    return {k: round(v, 1) for k, v in sorted(out.items(), key=lambda kv: -kv[1])}
+
+
 def measure(pytest_args=(), *, setup_s: float | None = None, root=".", python: str = sys.executable) -> dict:
     """Run ``python -m pytest *pytest_args`` in ``root`` and return its record: pytest's wall seconds (the process,
     start to exit), the counts, whether ``.pytest_cache`` existed before (``empty``: the paper-scale bundles are made
@@ -62,6 +75,7 @@ def measure(pytest_args=(), *, setup_s: float | None = None, root=".", python: s
         if not report.is_file():
             raise RuntimeError(f"pytest exited with code {rc} and wrote no report; nothing recorded")
         counts = junit_counts(report)
+        files = junit_file_seconds(report)
     if rc != 0 or counts["failures"] or counts["errors"] or not counts["passed"]:
         raise RuntimeError(
             f"pytest exited with code {rc} ({counts['passed']} passed, {counts['failures']} failed, "
@@ -77,6 +91,7 @@ def measure(pytest_args=(), *, setup_s: float | None = None, root=".", python: s
         "git": git_state(root),
         "date": time.strftime("%Y-%m-%d", time.gmtime()),
         "machine": machine(),
+        "files_s": files,  # seconds per test file, the longest first (junit_file_seconds)
     }
 
 

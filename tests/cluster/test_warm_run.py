@@ -5,13 +5,16 @@ serves the environment (the tests') start none."""
 
 from __future__ import annotations
 
+import glob
 import json
 import os
+import signal
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from toy import run
+from toy import run, until
 
 from benchmark import warm
 from benchmark.cli.main import main as cli_main
@@ -36,7 +39,9 @@ stages:
 """
 # a stage as the pipeline's are: imports benchmark first (pinned numerics, its timing record), then torch, computes
 WORK = """\
+import os
 import sys
+import time
 
 import benchmark
 import torch
@@ -45,6 +50,10 @@ from benchmark.config import numerics, runtime
 numerics.check_pinned()
 runtime.mark_work()
 name, *inputs = sys.argv[1:]
+if os.path.exists(f"hold-{name}"):  # the tests' handle: wait (after saying so) until the file is gone
+    open(f"started-{name}", "w").close()
+    while os.path.exists(f"hold-{name}"):
+        time.sleep(0.1)
 torch.manual_seed(len(name) + ord(name[0]))
 x = torch.randn(4, 3, 16, 16)
 for path in inputs:
@@ -102,6 +111,35 @@ def test_the_run_starts_its_server_serves_its_jobs_and_stops_it(tmp_path, own_se
     assert server.process.poll() is not None and not os.path.exists(server.folder)  # ended with the run
     logs = sorted((root / ".dvc" / "tmp" / "cluster").glob("*/logs/*"))
     assert len(logs) == 3 and all("done, recorded in dvc.lock" in p.read_text() for p in logs)
+
+
+def test_ctrl_c_stops_the_stages_and_the_server(tmp_path, own_server):
+    """SIGINT to the run (a Ctrl-C in its terminal reaches its process group): the running stage stops, its outputs are
+    removed, exit 130, and the run's server and its forks are gone."""
+    root = _pipeline(tmp_path / "py")
+    (root / "hold-x").touch()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "benchmark", "run"], cwd=root, start_new_session=True, stderr=subprocess.PIPE, text=True
+    )
+    until(lambda: (root / "started-x").exists(), 120, "stage w@x to start")
+    folder = next(Path(p).parent for p in glob.glob("/tmp/uqwarm-*/sock") if _serves(p, proc.pid))
+    os.killpg(proc.pid, signal.SIGINT)
+    assert proc.wait(60) == 130, proc.stderr.read()[-2000:]
+    assert "interrupted" in proc.stderr.read()
+    assert not (root / "w-x.bin").exists()
+    until(lambda: not folder.exists(), 30, "the server's folder to go")
+
+
+def _serves(sock: str, runner: int) -> bool:
+    """Whether the warm server listening on ``sock`` was started by process ``runner``."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if len(cmd) > 3 and cmd[1].endswith(b"warm_server.py") and cmd[2].decode() == sock:
+            return cmd[3].decode() == str(runner)
+    return False
 
 
 def test_cold_runs_and_a_server_already_serving_start_none(monkeypatch):

@@ -22,6 +22,21 @@ def test_junit_counts_sum_the_suites_and_derive_passed(tmp_path):
     assert testrun.junit_counts(p)["passed"] == 3
 
 
+def test_seconds_per_file_sum_each_files_tests_longest_first(tmp_path):
+    p = tmp_path / "r.xml"
+    p.write_text(
+        '<testsuites><testsuite name="pytest" tests="4">'
+        '<testcase classname="tests.cluster.test_run" name="test_a" time="1.25"/>'
+        '<testcase classname="tests.cluster.test_run.TestX" name="test_b" time="2.5"/>'
+        '<testcase classname="tests.test_cli" name="test_c[x]" time="4.0"/>'
+        '<testcase classname="tests.test_cli" name="test_d" time=""/>'
+        "</testsuite></testsuites>"
+    )
+    files = testrun.junit_file_seconds(p)
+    assert files == {"tests/test_cli.py": 4.0, "tests/cluster/test_run.py": 3.8}
+    assert list(files) == ["tests/test_cli.py", "tests/cluster/test_run.py"]
+
+
 @pytest.mark.parametrize(
     "text, problem",
     [
@@ -49,6 +64,7 @@ def test_a_real_run_is_timed_counted_and_a_failing_one_writes_nothing(tmp_path, 
     assert 0 < rec["wall_s"] < 120 and rec["command"] == "python -m pytest test_ok.py -q"
     assert rec["target_s"] == 360 and rec["machine"]["cpus"] >= 1
     assert rec["git"] == {"commit": None, "dirty": None}  # the temporary folder is no git repository
+    assert list(rec["files_s"]) == ["test_ok.py"] and rec["files_s"]["test_ok.py"] >= 0
     assert (tmp_path / ".pytest_cache").is_dir()  # the run made it: the next one is "present"
 
     out = tmp_path / "record.json"

@@ -157,7 +157,8 @@ def test_by_kind_sums_and_the_readme_table(tmp_path):
     assert "(`python -m benchmark run --jobs 2`): **33 s** wall, 1.10x its compute floor of 30 s; 21 stage" in par
     forks = [{**s, "warm": True, "imports": None} for s in rec["stages"]]  # a warm run: the forks' imports unknown
     warm = readme.timings_table({**rec, "stages": forks, "warm": {"forked": 5, "cold": 1, "why_cold": ["x differs"]}})
-    assert "| train | 2 | 30.0 | 45.0 | 3.0 | 4.5 | 3.0 | 1200 | 4,000 | warm forks (imported by their server) |" in warm
+    row = "| train | 2 | 30.0 | 45.0 | 3.0 | 4.5 | 3.0 | 1200 | 4,000 | warm forks (imported by their server) |"
+    assert row in warm
     assert "its jobs and stages were 5 forks of one warm python (benchmark/warm), 1 started fresh (x differs)" in warm
     half = [{**rec["stages"][0], "warm": True, "imports": None}, *rec["stages"][1:]]
     assert "| safetensors, torch; 1 warm fork(s) |" in readme.timings_table({**rec, "stages": half})

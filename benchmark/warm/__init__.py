@@ -20,21 +20,22 @@ What a stage sees is what a fresh interpreter gives it:
   killing the pipeline) the stage is killed too;
 * its atexit handlers, coverage data (``python -m coverage run``) and non-daemon threads end as at interpreter exit.
 
-The shim runs the real interpreter instead (``exec``: the process is then exactly ``python ...``) whenever no
-server could be the same as a fresh one: an interpreter option other than ``-u`` and ``-m`` (``-c``, ``-X``...), no
-server, a ``PYTHONPATH`` folder that shadows a library the server has imported, or ``UQ_TIMINGS`` (the process
-records its wall time from its start, imports included) unless the server is a timed one (``benchmark run``'s: the
-record then starts at the fork, and the run's timing record marks it ``warm``). An environment that differs from the
-server's in anything but the variables in ``HARMLESS`` runs cold the first time (not harmless: the numerics pins
+The shim runs the real interpreter instead (``exec``: the process is then exactly ``python ...``) whenever no server
+could be the same as a fresh one: an interpreter option other than ``-u`` and ``-m`` (``-c``, ``-X``...), no server, a
+``PYTHONPATH`` folder that shadows a library the server has imported, or ``UQ_TIMINGS`` (the process records its wall
+time from its start, imports included) unless the server is a timed one (``benchmark run``'s: the record then starts at
+the fork, and the run's timing record marks it ``warm``). An environment that differs from the server's in anything but
+the variables in ``HARMLESS`` runs cold the first time (not harmless: the numerics pins
 ``ATEN_CPU_CAPABILITY``/``MKL_CBWR``, ``UQ_NUMERICS``, thread counts, ``OMP_WAIT_POLICY``, ``HF_HUB_OFFLINE`` and
 ``TQDM_*``, read when their libraries are imported); from the second request with the same such variables on, the
-server starts a server of that environment (a fresh interpreter started with it, which imports the libraries under
-it) and sends the request there (``ENV_SERVERS`` at most): the simulated CPU's stages, the ranks torchrun starts
+server starts a server of that environment (a fresh interpreter started with it, which imports the libraries under it)
+and sends the request there (``ENV_SERVERS`` at most): the simulated CPU's stages, the ranks torchrun starts
 (``OMP_NUM_THREADS=1``). ``UQBENCH_WARM=0`` in a command's environment runs it (and what it starts) cold.
-``UQBENCH_WARM_LOG=FILE`` in the server's environment records every decision (tests/test_warm_python.py checks the
-decisions, the equivalence, and that no library reads a ``HARMLESS`` variable when it is imported). Also served as a
-fresh interpreter does: ``-u`` (raw, written-through standard streams), the cores a process may use (``taskset``: a
-request on other cores goes to a server started on them), a death by any signal, SIGKILL included.
+``UQBENCH_WARM_LOG=FILE`` in the server's environment records every decision (tests/test_warm_python.py and
+test_warm_harmless.py check the decisions, the equivalence, and that no library reads a ``HARMLESS`` variable when it
+is imported). Also served as a fresh interpreter does: ``-u`` (raw, written-through standard streams), the cores a
+process may use (``taskset``: a request on other cores goes to a server started on them), a death by any signal,
+SIGKILL included.
 
 Modules: :mod:`~benchmark.warm.warm_client` (the shim's side), :mod:`~benchmark.warm.warm_server` (the server,
 started as a script: it imports nothing of this package), :mod:`~benchmark.warm.warm_worker` (a request's monitor and

@@ -66,8 +66,8 @@ def add_cluster_command(subparsers) -> None:
         description="Start a one-node Slurm cluster on this machine (Debian's slurm-wlm, installed if "
         "missing; needs root), run PIPELINE from scratch through `cluster submit` in a scratch "
         "copy of this checkout with --jobs stage jobs at once, and compare the copy's dvc.lock "
-        "with this checkout's (from a serial dvc repro on this machine): every stage output "
-        "byte for byte, except those that embed a measured time. Exit 1 when they differ, "
+        "with this checkout's (from the run that made it here: dvc repro or python -m benchmark run): every "
+        "stage output byte for byte, except those that embed a measured time. Exit 1 when they differ, "
         "the run did not complete or fewer than 2 jobs ran at once. Rules: "
         "benchmark/cluster/check.py.",
     )

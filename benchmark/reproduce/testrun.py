@@ -91,7 +91,7 @@ def measure(pytest_args=(), *, setup_s: float | None = None, root=".", python: s
         "git": git_state(root),
         "date": time.strftime("%Y-%m-%d", time.gmtime()),
         "machine": machine(),
-        "files_s": files,  # seconds per test file, the longest first (junit_file_seconds)
+        "files_s": [[f, s] for f, s in files.items()],  # [test file, seconds], the longest first (a list keeps it)
     }
 
 

@@ -64,7 +64,7 @@ def test_a_real_run_is_timed_counted_and_a_failing_one_writes_nothing(tmp_path, 
     assert 0 < rec["wall_s"] < 120 and rec["command"] == "python -m pytest test_ok.py -q"
     assert rec["target_s"] == 360 and rec["machine"]["cpus"] >= 1
     assert rec["git"] == {"commit": None, "dirty": None}  # the temporary folder is no git repository
-    assert list(rec["files_s"]) == ["test_ok.py"] and rec["files_s"]["test_ok.py"] >= 0
+    assert [f for f, _ in rec["files_s"]] == ["test_ok.py"] and rec["files_s"][0][1] >= 0
     assert (tmp_path / ".pytest_cache").is_dir()  # the run made it: the next one is "present"
 
     out = tmp_path / "record.json"

@@ -105,15 +105,15 @@ def _summary(args, bundle, params, rows: pd.DataFrame) -> dict:
     """Every value of the fresh ``summary.json`` against its HEAD version, by the tolerance of the row it came from."""
     from benchmark.dvcutil import lockfile
     from benchmark.evaluation.stage import summary
-    from benchmark.reproduce import gate
+    from benchmark.reproduce import gate_summary
 
     head = _head_path(args.summary, "results/summary.json")
-    committed = gate.read_summary(lockfile.committed_text(head), f"HEAD:{head}")
-    sources = gate.summary_sources(bundle.rows, lambda r: summary(r, params.evaluate.main_fit))
-    summ = gate.compare_summary(
-        committed, gate.read_summary(Path(args.summary).read_text(), args.summary), rows, sources
+    committed = gate_summary.read_summary(lockfile.committed_text(head), f"HEAD:{head}")
+    sources = gate_summary.summary_sources(bundle.rows, lambda r: summary(r, params.evaluate.main_fit))
+    summ = gate_summary.compare_summary(
+        committed, gate_summary.read_summary(Path(args.summary).read_text(), args.summary), rows, sources
     )
-    t = gate.summarize_summary(summ)
+    t = gate_summary.summarize_summary(summ)
     print(
         f"{args.summary} vs HEAD:{head}: {t['values']} values: {t['identical']} identical, {t['within']} within the "
         f"row's tolerance, {t['outside']} outside, {t['missing']} missing, {t['extra']} extra -> "

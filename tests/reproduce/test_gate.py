@@ -25,7 +25,7 @@ from benchmark.config.evaluate import EvalConfig
 from benchmark.core import noise
 from benchmark.methods import deep_ensemble, duo, single
 from benchmark.methods import rows as evrows
-from benchmark.reproduce import gate
+from benchmark.reproduce import gate, gate_summary
 from benchmark.storage.results_schema import validate_results
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -275,7 +275,7 @@ def test_k_is_the_t_quantile_of_the_seed_count():
 def test_summary_values_follow_their_rows_path(committed, retrained):
     from benchmark.evaluation.stage import summary
 
-    sources = gate.summary_sources(committed, lambda r: summary(r, "converged"))
+    sources = gate_summary.summary_sources(committed, lambda r: summary(r, "converged"))
     ref = summary(committed, "converged")
     assert sources["single/a-s0/accuracy"][1:] == (
         "test",
@@ -289,18 +289,18 @@ def test_summary_values_follow_their_rows_path(committed, retrained):
         "accuracy",
     )
     assert sources["duo/a-s0+s/nll"][3] == "weighted"
-    same = gate.compare_summary(ref, ref, check(committed, committed), sources)
+    same = gate_summary.compare_summary(ref, ref, check(committed, committed), sources)
     assert set(same["status"]) == {"identical"}
     nudged = json.loads(json.dumps(ref))
     nudged["single"]["a-s0"]["accuracy"] += 1e-6  # the rounding of summary.json: within
     nudged["single"]["a-s1"]["accuracy"] += 1e-4  # a change: outside on the exact path
-    rep = gate.compare_summary(ref, nudged, check(committed, committed), sources).set_index("key")
+    rep = gate_summary.compare_summary(ref, nudged, check(committed, committed), sources).set_index("key")
     assert (
         rep.loc["single/a-s0/accuracy", "status"] == "within" and rep.loc["single/a-s1/accuracy", "status"] == "outside"
     )
     fresh = evaluate(retrained)
-    rep = gate.compare_summary(ref, summary(fresh, "converged"), check(committed, fresh), sources)
-    assert (rep["path"] == "noise").all() and gate.summarize_summary(rep)["reproduces"]
+    rep = gate_summary.compare_summary(ref, summary(fresh, "converged"), check(committed, fresh), sources)
+    assert (rep["path"] == "noise").all() and gate_summary.summarize_summary(rep)["reproduces"]
 
 
 # -- real data: two CPU kinds, unpinned numerics (the old chaotic setup) ------------------------------------------

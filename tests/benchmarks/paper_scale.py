@@ -287,7 +287,7 @@ def _values(rng, metric: pd.Series, q: np.ndarray) -> np.ndarray:
 
 def results_folder(suite: str, folder: Path, scale: float, seed: int = 0) -> int:
     """Write ``folder/results`` (logits, metrics.csv, paired.csv, models.csv) of ``suite``; returns the rows."""
-    from benchmark.bundle.pack import to_csv_bytes
+    from benchmark.bundle.csv_files import to_csv_bytes
     from benchmark.models.zoo import load_zoo
     from benchmark.stages.stage_config import fingerprint
     from benchmark.storage.results_schema import COLUMNS

@@ -195,9 +195,9 @@ def test_unknown_metric_message(bundle, capsys):
 def test_large_rows_are_gzipped(monkeypatch, caltech, tmp_path):
     import os
 
-    from benchmark.bundle import pack
+    from benchmark.bundle import csv_files, pack
 
-    monkeypatch.setattr(pack, "GZIP_ABOVE", 1000)
+    monkeypatch.setattr(csv_files, "GZIP_ABOVE", 1000)
     os.chdir(caltech)
     out = tmp_path / "caltech256" / "gz"
     try:
@@ -280,10 +280,10 @@ def test_submit_reads_the_embedded_layout(caltech, tmp_path, monkeypatch, capsys
 
 
 def test_rows_over_the_file_limit_are_split_in_parts(monkeypatch, caltech, results, tmp_path, tmp_path_factory, capsys):
-    from benchmark.bundle import pack
+    from benchmark.bundle import csv_files, pack
 
-    monkeypatch.setattr(pack, "GZIP_ABOVE", 1000)
-    monkeypatch.setattr(pack, "PART_BYTES", 1200)  # the rows gzip to more than this
+    monkeypatch.setattr(csv_files, "GZIP_ABOVE", 1000)
+    monkeypatch.setattr(csv_files, "PART_BYTES", 1200)  # the rows gzip to more than this
     monkeypatch.chdir(caltech)
     out = tmp_path / "caltech256" / "parts"
     pack.submit("caltech256", out)

@@ -99,13 +99,13 @@ def test_submit_splits_parts_that_would_inflate_past_the_cap(caltech, tmp_path, 
     """What submit writes, the intake reads: a part never inflates past the cap, whatever it compresses to."""
     import pandas as pd
 
-    from benchmark.bundle import pack
+    from benchmark.bundle import csv_files
 
     rows = pd.read_csv(caltech / "suites" / "caltech256" / "results" / "metrics.csv", dtype=str, keep_default_na=False)
     size = len(rows.to_csv(index=False).encode())
-    monkeypatch.setattr(pack, "GZIP_ABOVE", 1000)
-    monkeypatch.setattr(pack, "MAX_UNPACKED_BYTES", size // 3)
-    parts = pack._csv_parts("rows", rows)
+    monkeypatch.setattr(csv_files, "GZIP_ABOVE", 1000)
+    monkeypatch.setattr(csv_files, "MAX_UNPACKED_BYTES", size // 3)
+    parts = csv_files.csv_parts("rows", rows)
     assert len(parts) >= 3 and all(len(gzip.decompress(p)) <= size // 3 for _, _, p in parts)
     assert pd.concat(
         [

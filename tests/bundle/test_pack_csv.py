@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchmark.bundle import pack
+from benchmark.bundle import csv_files
 
 
 def _pandas(df: pd.DataFrame) -> bytes:
@@ -34,7 +34,7 @@ def _rows(n: int = 50, seed: int = 0) -> pd.DataFrame:
 def test_the_fast_path_writes_pandas_bytes():
     df = _rows()
     assert df["value"].isna().any() and (df["value"] == np.inf).any()  # the edge values are in
-    assert pack.to_csv_bytes(df) == _pandas(df)
+    assert csv_files.to_csv_bytes(df) == _pandas(df)
 
 
 @pytest.mark.parametrize(
@@ -55,7 +55,7 @@ def test_the_fast_path_writes_pandas_bytes():
 )
 def test_the_fallbacks_write_pandas_bytes(edit):
     df = edit(_rows())
-    assert pack.to_csv_bytes(df) == _pandas(df)
+    assert csv_files.to_csv_bytes(df) == _pandas(df)
 
 
 @pytest.mark.parametrize("quoted", [False, True])
@@ -64,5 +64,5 @@ def test_parts_cut_from_the_whole_text_equal_parts_written_one_by_one(step, quot
     df = _rows(n=50, seed=1)
     if quoted:  # a quoted cell may hold a line break: written part by part instead
         df.loc[3, "metric"] = "two\nlines"
-    parts = pack._row_texts(df, pack.to_csv_bytes(df), step)
+    parts = csv_files.row_texts(df, csv_files.to_csv_bytes(df), step)
     assert parts == [_pandas(df.iloc[i : i + step]) for i in range(0, len(df), step)]

@@ -93,7 +93,7 @@ def test_a_committed_bundles_rows_loaded_and_packed_again_are_its_bytes():
     import gzip
     from pathlib import Path
 
-    from benchmark.bundle.pack import to_csv_bytes
+    from benchmark.bundle.csv_files import to_csv_bytes
     from benchmark.bundle.schema import load_bundle
 
     bundles = sorted(p.parent for p in (Path(__file__).resolve().parents[2] / "leaderboard").glob("*/*/manifest.json"))
@@ -111,7 +111,7 @@ def test_checked_rows_write_whole_numbers_as_they_were_written():
     import io
     from pathlib import Path
 
-    from benchmark.bundle.pack import to_csv_bytes
+    from benchmark.bundle.csv_files import to_csv_bytes
     from benchmark.bundle.schema import check_rows
 
     folder = sorted(p.parent for p in (Path(__file__).resolve().parents[2] / "leaderboard").glob("*/*/manifest.json"))[

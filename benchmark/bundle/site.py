@@ -21,13 +21,7 @@ is a suite whose page cannot be built: the rest of the site is written, and
 page of a suite is configured by the repository (``params.yaml`` for the embedded default,
 ``suites/<name>/params.yaml`` for a paper suite), never by a bundle.
 
-Merge rule (:func:`merge`, also on the index page): rows are keyed by
-(suite, split, family, method, base, sidekick, members, fit, confidence, metric).
-For a key given by several bundles the row shown comes from a verified bundle
-before a self-reported one, then from the newest bundle (manifest ``created``, a
-checked UTC time that cannot be in the future), then from the bundle id first in
-sort order. Two bundles of the same status whose values for a key differ by more
-than 1e-6 are a *conflict*: the chosen row is shown and both are listed in ``conflicts``.
+Merge rule: :mod:`benchmark.bundle.site_merge` (also written on the index page).
 
 Same bundles, byte-identical site: no build time is written, everything is sorted, gzip
 carries no timestamp.
@@ -46,8 +40,9 @@ import pandas as pd
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from tqdm.auto import tqdm
 
+from benchmark.bundle import site_merge
 from benchmark.bundle.intake import MANIFEST, show
-from benchmark.bundle.schema import KEY, REPORTED, BundleError, load_bundle
+from benchmark.bundle.schema import REPORTED, BundleError, load_bundle
 from benchmark.bundle.site_data import suite_downloads
 from benchmark.bundle.verify import SELF_REPORTED, TOLERANCE, VERIFIED, recorded
 from benchmark.report.assets import write_assets
@@ -100,60 +95,8 @@ def find_bundles(root) -> tuple[list[Path], list[str]]:
     return sorted(found), problems
 
 
-def merge(bundles: list) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Merged rows of one suite's bundles (see the module doc) and the conflicts table."""
-    frames = [b.rows.assign(bundle=b.name, status=b.status, created=b.manifest["created"]) for b in bundles]
-    allrows = pd.concat(frames, ignore_index=True)
-    allrows["_rank"] = (allrows["status"] != VERIFIED).astype(int)
-    order = allrows.sort_values(["_rank", "created", "bundle"], ascending=[True, False, True], kind="mergesort")
-    chosen = order.drop_duplicates(KEY, keep="first")
-    others = order[order.duplicated(KEY, keep="first")][KEY + ["bundle", "value", "status"]]
-    pairs = others.merge(chosen[KEY + ["bundle", "value", "status"]], on=KEY, suffixes=("_other", "_shown"))
-    a, b = pairs["value_shown"].astype(float), pairs["value_other"].astype(float)
-    differ = ~(a.isna() & b.isna()) & ~((a - b).abs() <= TOLERANCE)
-    pairs = pairs[(pairs["status_other"] == pairs["status_shown"]) & differ]
-    conflicts = pd.DataFrame(
-        {
-            **{k: pairs[k] for k in KEY},
-            "shown_bundle": pairs["bundle_shown"],
-            "shown_value": pairs["value_shown"],
-            "other_bundle": pairs["bundle_other"],
-            "other_value": pairs["value_other"],
-            "status": pairs["status_other"],
-        }
-    )
-    conflicts = conflicts.sort_values(KEY + ["other_bundle"], kind="mergesort").reset_index(drop=True)
-    merged = chosen.drop(columns=["_rank"]).sort_values(KEY, kind="mergesort").reset_index(drop=True)
-    return merged, conflicts
-
-
 def _render(template: str, path: Path, **ctx) -> None:
     write_text(path, _ENV.get_template(template).render(**ctx))
-
-
-def _merged_lock(bundles) -> dict:
-    stages: dict = {}
-    for b in bundles:  # bundles in priority order: the first one's stage wins
-        for name, s in ((b.lock or {}).get("stages") or {}).items():
-            stages.setdefault(name, s)
-    return {"schema": "2.0", "stages": stages} if stages else None
-
-
-def _models(bundles) -> pd.DataFrame | None:
-    frames = [b.models for b in bundles if b.models is not None and "name" in b.models.columns]
-    if not frames:
-        return None
-    return pd.concat(frames, ignore_index=True).drop_duplicates("name", keep="first").reset_index(drop=True)
-
-
-def _paired(bundles) -> pd.DataFrame | None:
-    """Paired differences of the bundles, the first bundle (in merge priority) winning for a key."""
-    from benchmark.bundle.verify import PAIRED_KEY
-
-    frames = [b.paired for b in bundles if b.paired is not None]
-    if not frames:
-        return None
-    return pd.concat(frames, ignore_index=True).drop_duplicates(PAIRED_KEY, keep="first").reset_index(drop=True)
 
 
 def repo_params(suite: str, repo=".") -> tuple[dict, Path, list[str]]:
@@ -225,14 +168,14 @@ def _suite_report(
     cfg = ReportConfig.from_params(params, source=str(path))
     inputs = ReportInputs(
         results=results,
-        models=_models(bundles),
+        models=site_merge.merged_models(bundles),
         zoo=zoo,
         params=params,
-        lock=_merged_lock(bundles),
+        lock=site_merge.merged_lock(bundles),
         config=cfg,
         notices=notices,
         sources={"results": f"the bundles of suite {suite}"},
-        paired=_paired(bundles),
+        paired=site_merge.merged_paired(bundles),
         downloads=downloads,
         origin=rows_origin,
     )
@@ -295,7 +238,7 @@ def _left_out(what, e: Exception) -> str:
 
 def _suite(suite: str, bs: list, tmp: Path, repo) -> dict:
     """Write one suite's pages and data under ``tmp``; returns its entry for the index page."""
-    merged, conflicts = merge(bs)
+    merged, conflicts = site_merge.merge(bs)
     entries = []
     for b in bs:
         rel = _bundle_page(b, tmp)

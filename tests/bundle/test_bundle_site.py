@@ -13,7 +13,7 @@ from chromium import CHROMIUM, reopen
 from helpers import manifest, read_rows, write_manifest, write_rows
 
 from benchmark.bundle.schema import load_bundle
-from benchmark.bundle.site import merge
+from benchmark.bundle.site_merge import merge
 from benchmark.bundle.verify import SELF_REPORTED, VERIFIED, Report, record, recorded_status
 from benchmark.cli.main import main
 

@@ -11,7 +11,7 @@ import pytest
 from helpers import manifest, read_rows, write_manifest, write_rows
 
 from benchmark.bundle.schema import BundleError
-from benchmark.bundle.site import merge
+from benchmark.bundle.site_merge import merge
 from benchmark.bundle.verify import SELF_REPORTED, VERIFIED, recorded_status
 from benchmark.cli.main import main
 

@@ -48,10 +48,13 @@ def test_from_scratch_a_failure_and_a_resubmit_give_the_serial_dvc_lock_and_cach
 ):
     monkeypatch.chdir(toy_repo)
     (toy_repo / "hold-b-x").touch()  # b@x ends after b@Y: its dvc.lock entry is written last, then put in run order
+    (toy_repo / "hold-b-y").touch()  # and b@Y waits until both run (a loaded machine's Slurm may start one late)
     (toy_repo / "fail-c").touch()
     run = _submit(toy_repo, capsys)
     assert [s["name"] for s in run.stages] == ["a", "b@x", BY, "c", "d"]
-    until(lambda: _state(run, BY) == "done" and (toy_repo / "started-b-x").exists(), 120, "b@Y done while b@x runs")
+    until(lambda: all((toy_repo / f"started-b-{i}").exists() for i in "xy"), 120, "b@x and b@Y running at once")
+    (toy_repo / "hold-b-y").unlink()
+    until(lambda: _state(run, BY) == "done", 120, "b@Y done while b@x runs")
     (toy_repo / "hold-b-x").unlink()
     rows = _wait(run)
     assert {s: r["state"] for s, r in rows.items()} == {

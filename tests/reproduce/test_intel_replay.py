@@ -19,7 +19,7 @@ from benchmark.core import noise
 from benchmark.evaluation.stage import summary
 from benchmark.methods.registry import chosen_rows
 from benchmark.report.inputs import read_results
-from benchmark.reproduce import gate
+from benchmark.reproduce import gate, gate_summary
 
 DATA = Path(__file__).resolve().parent / "data" / "intel-run"
 HEADLINE = dict(split="test", family="single", fit="converged", confidence="max")
@@ -53,13 +53,13 @@ def test_the_intel_run_passes_the_gate_with_its_greedy_soup_matched_by_what_it_i
     assert (soup["path"] == "noise").all() and soup["ok"].all()
     assert (rep.loc[rep["choice"] != "", "family"] == "soup").all()
     # the summary values follow their rows: all within tolerance (one identical: a value the retraining did not move)
-    summ = gate.compare_summary(
+    summ = gate_summary.compare_summary(
         _summary("committed-summary.json"),
         _summary("intel-summary.json"),
         rep,
-        gate.summary_sources(committed, lambda r: summary(r, "converged")),
+        gate_summary.summary_sources(committed, lambda r: summary(r, "converged")),
     )
-    t = gate.summarize_summary(summ)
+    t = gate_summary.summarize_summary(summ)
     assert t["reproduces"] and t["values"] == 420 and t["within"] + t["identical"] == 420
 
 

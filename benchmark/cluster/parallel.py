@@ -65,9 +65,10 @@ def _start(run: Run, name: str, jobs: int, server: warm.Server | None = None) ->
     """The job of stage ``name`` (through ``server``'s ``python``, or the warm ``python`` that already serves this
     environment, when there is one), its output in the stage's log."""
     env = job_environment(jobs)
-    python = (warm.serving_python(env) if os.environ.get("UQBENCH_WARM", "1") != "0" else None) or sys.executable
     if server is not None:
         env, python = server.environ(env), server.python
+    else:
+        python = (warm.serving_python(env) if env.get("UQBENCH_WARM", "1") != "0" else None) or sys.executable
     with open(run.log(name), "ab") as out:
         return subprocess.Popen(
             [python, "-m", "benchmark.cluster.job", "stage", str(run.folder), name],

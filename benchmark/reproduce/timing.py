@@ -267,8 +267,7 @@ def run_repro(
     with tempfile.TemporaryDirectory() as tmp:
         log, decisions = Path(tmp) / "timings.jsonl", Path(tmp) / "warm.jsonl"
         python = str(python or sys.executable)
-        # the run's warm server logs its decisions there (benchmark.warm.LOG; not imported: reproduce's six packages)
-        env = dict(os.environ, UQ_TIMINGS=str(log), UQBENCH_WARM_LOG=str(decisions))
+        env = dict(os.environ, UQ_TIMINGS=str(log), UQBENCH_WARM_LOG=str(decisions))  # benchmark.warm.LOG
         env["PATH"] = os.path.dirname(python) + os.pathsep + env.get("PATH", "")
         # the package of the checkout that runs, whichever environment runs it (a copy's own code, not the install's)
         env["PYTHONPATH"] = os.pathsep.join([str(Path(cwd).resolve()), *filter(None, [env.get("PYTHONPATH")])])

@@ -41,11 +41,17 @@ def pytest_configure(config):
     """Start the run's warm ``python`` (benchmark/warm) for the DVC stages the tests run, in the process pytest was
     started as (pytest-xdist's controller, or the one process): the xdist workers it starts inherit the shim on
     ``PATH`` and the socket, so the libraries are loaded once per run, and an environment that both workers' tests
-    use gets one server of its own. ``UQBENCH_WARM=0`` runs every stage in a fresh interpreter instead."""
-    top = not os.environ.get("PYTEST_XDIST_WORKER")
-    if top and os.environ.get("UQBENCH_WARM", "1") != "0" and not hasattr(config, "_warm_python"):
-        from benchmark import warm
+    use gets one server of its own. ``UQBENCH_WARM=0`` runs every stage in a fresh interpreter instead; a run under a
+    server that already serves its environment (a test or a tutorial that runs ``python -m pytest``) uses that one."""
+    from benchmark import warm
 
+    top = not os.environ.get("PYTEST_XDIST_WORKER")
+    if (
+        top
+        and os.environ.get("UQBENCH_WARM", "1") != "0"
+        and not hasattr(config, "_warm_python")
+        and warm.serving_python(os.environ) is None
+    ):
         server = warm.start(parent=os.getpid())
         os.environ.update(server.environ(os.environ))
         config._warm_python = server
@@ -58,11 +64,18 @@ def pytest_unconfigure(config):
 
 
 def pytest_xdist_auto_num_workers(config):
-    """Workers for ``-n auto`` (pyproject's addopts): one per core, at most 4 (each holds torch and the test modules);
-    none, i.e. one process, with ``--benchmark-enable`` (pytest-benchmark does not measure under xdist) or ``--pdb``."""
+    """Workers for ``-n auto`` (pyproject's addopts): one per core, at most 4 (each holds torch and the test modules),
+    and no more than the test files the command line names (``--dist loadfile`` runs a file in one worker: a run of
+    one file, ``pytest tests/x/test_y.py``, is one process, not a controller and idle workers that import torch for
+    nothing); none, i.e. one process, with ``--benchmark-enable`` (pytest-benchmark does not measure under xdist)."""
+    from file_order import named_files
+
     if config.getoption("benchmark_enable", False):
         return 0
-    return min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+    cores = min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+    files = named_files(config.args, config.invocation_params.dir)
+    workers = cores if files is None else min(cores, files)
+    return 0 if workers <= 1 else workers
 
 
 @pytest.fixture(autouse=True)

@@ -25,3 +25,18 @@ def schedule(items) -> list:
         return (2 if f in caltech else 0) + (0 if f in slow else 1)
 
     return sorted(items, key=rank)  # stable: a file's tests stay together and in their order
+
+
+def named_files(args, cwd) -> int | None:
+    """How many test files the command line's arguments ``args`` (relative to ``cwd``) name, when each is a file or
+    a test in one (``tests/x/test_y.py``, ``tests/x/test_y.py::test_z``); None when any names a folder or nothing (the
+    whole suite: ``testpaths``)."""
+    from pathlib import Path
+
+    files = set()
+    for arg in args:
+        path = Path(cwd, arg.split("::", 1)[0])
+        if path.suffix != ".py" or not path.is_file():
+            return None
+        files.add(path.resolve())
+    return len(files) or None

@@ -88,6 +88,22 @@ def test_schedule_hands_out_slow_files_first_and_the_shared_run_readers_last_kee
     ]
 
 
+def test_a_run_of_named_files_starts_no_more_workers_than_files(tmp_path):
+    """``-n auto`` (tests/conftest.py) counts the files a command line names: one file is one process (0 workers),
+    a test in a file counts as its file, and a folder (or nothing: the whole suite) leaves the count to the cores."""
+    from file_order import named_files
+
+    (tmp_path / "t").mkdir()
+    for name in ("test_a.py", "test_b.py"):
+        (tmp_path / "t" / name).write_text("")
+    assert named_files(["t/test_a.py"], tmp_path) == 1
+    assert named_files(["t/test_a.py::test_x", "t/test_a.py", str(tmp_path / "t" / "test_b.py")], tmp_path) == 2
+    assert named_files(["t"], tmp_path) is None  # a folder: its files are not counted here
+    assert named_files(["t/test_a.py", "t"], tmp_path) is None
+    assert named_files([], tmp_path) is None  # the whole suite
+    assert named_files(["t/test_missing.py"], tmp_path) is None  # pytest's own error, not ours
+
+
 def test_process_kinds_and_their_sums():
     procs = [
         {"pid": 10, "ppid": 1, "cmd": "/v/bin/python -m pytest -p test_times", "cpu_s": 2.0},

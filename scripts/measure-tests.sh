@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Measure the README's test command on this checkout (run it in a fresh clone, on a quiet machine): the install
 # (`bash scripts/setup.sh test`), then the whole suite, timed. Writes results/test_command.json (rendered into the
-# README by `python -m benchmark reproduce readme --write`); a run with a failing test writes nothing.
-# Usage: bash scripts/measure-tests.sh [pytest arguments]
+# README by `python -m benchmark reproduce readme --write`); a run with a failing test writes nothing. With --beside
+# DIR (a fresh clone of another commit, set up with `bash scripts/setup.sh test`), the same command then runs there
+# and is recorded as the baseline: only walls of the same hour compare.
+# Usage: bash scripts/measure-tests.sh [--beside DIR] [pytest arguments]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then sed -n '2,5p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
+if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
+beside=()
+if [ "${1:-}" = "--beside" ]; then beside=(--beside "$(cd "$2" && pwd)"); shift 2; fi
 start=$(date +%s.%N)
 bash scripts/setup.sh test
 setup_s=$(echo "$(date +%s.%N) - $start" | bc)
-exec .venv/bin/python -m benchmark reproduce test-time --setup-seconds "$setup_s" -- "$@"
+exec .venv/bin/python -m benchmark reproduce test-time --setup-seconds "$setup_s" "${beside[@]}" -- "$@"

@@ -97,6 +97,12 @@ def _add_test_time(sub) -> None:
     )
     e.add_argument("--out", default="results/test_command.json", help="the record (default: results/test_command.json)")
     e.add_argument(
+        "--beside",
+        metavar="DIR",
+        help="then run the same command in DIR (a clone of another commit, with its .venv) and record it as the "
+        "baseline: two walls of the same hour compare, walls of different hours do not",
+    )
+    e.add_argument(
         "pytest_args",
         nargs="*",
         metavar="PYTEST_ARG",
@@ -174,12 +180,16 @@ def run_test_time(args) -> int:
 
     try:
         rec = testrun.measure(args.pytest_args, setup_s=args.setup_seconds)
+        if args.beside:
+            rec = testrun.beside(rec, args.beside, args.pytest_args)
     except (RuntimeError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     print(
         f"pytest: {rec['passed']} passed, {rec['skipped']} skipped in {rec['wall_s']} s wall (.pytest_cache "
-        f"{rec['pytest_cache']} before it); wrote {testrun.write(rec, args.out)}"
+        f"{rec['pytest_cache']} before it)"
+        + (f"; {args.beside}: {rec['baseline']['wall_s']} s" if args.beside else "")
+        + f"; wrote {testrun.write(rec, args.out)}"
     )
     return 0
 

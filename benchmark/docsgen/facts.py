@@ -225,7 +225,19 @@ def test_command_line(rec: dict | None) -> str:
         f"- Tests: the README's test command ran {rec['passed']:,} tests ({rec.get('skipped', 0)} skipped) in "
         f"**{rec['wall_s']:.0f} s** with {cache}{setup}, {verdict} the {target / 60:g}-minute target "
         f"({_cpu(rec.get('machine'))}; {rec.get('date', '?')}"
-        f"{'; a checkout with uncommitted changes' if (rec.get('git') or {}).get('dirty') else ''})."
+        f"{'; a checkout with uncommitted changes' if (rec.get('git') or {}).get('dirty') else ''}){_beside(rec)}."
+    )
+
+
+def _beside(rec: dict) -> str:
+    """The baseline run beside the record (``reproduce test-time --beside``), if any: its commit, tests and wall."""
+    base = rec.get("baseline")
+    if not base or not isinstance(base.get("wall_s"), (int, float)):
+        return ""
+    commit = ((base.get("git") or {}).get("commit") or "?")[:7]
+    return (
+        f"; the same command at `{commit}` ({base['passed']:,} tests), run right after it on the same machine: "
+        f"{base['wall_s']:.0f} s"
     )
 
 

@@ -91,6 +91,11 @@ def test_test_command_line_judges_the_six_minutes_and_says_what_was_cached(tmp_p
     assert "install" not in over and "uncommitted" not in over
     dirty = facts.test_command_line(dict(rec, git={"commit": "abc", "dirty": True}))
     assert dirty.endswith("(2 CPUs, AMD EPYC 9B45; 2026-12-05; a checkout with uncommitted changes).")
+    base = {"wall_s": 301.6, "passed": 1700, "git": {"commit": "a4c4558fb226", "dirty": False}}
+    beside = facts.test_command_line(dict(rec, baseline=base))
+    assert beside == within[:-1] + (
+        "; the same command at `a4c4558` (1,700 tests), run right after it on the same machine: 302 s."
+    )
     subset = facts.test_command_line(dict(rec, command="python -m pytest tests/core"))
     assert "only `python -m pytest tests/core` measured (1,813 tests in 330 s), not the README's test command" in subset
     assert "within" not in subset

@@ -74,3 +74,24 @@ def test_a_real_run_is_timed_counted_and_a_failing_one_writes_nothing(tmp_path, 
     assert json.loads(out.read_text()) == {"kept": True}  # the committed record is not replaced by a failing run
     assert main(["reproduce", "test-time", "--out", str(out), "--", "test_ok.py", "-q"]) == 0
     assert json.loads(out.read_text())["pytest_cache"] == "present"
+
+
+def test_a_run_beside_another_checkout_records_it_as_the_baseline(tmp_path, monkeypatch, capsys):
+    """``--beside DIR``: the same command in DIR with DIR's own interpreter, right after, kept under ``baseline``;
+    a DIR without a set-up environment is one line naming it, and nothing is written."""
+    here, other = tmp_path / "here", tmp_path / "other"
+    here.mkdir(), other.mkdir()
+    (here / "test_ok.py").write_text("def test_a():\n    assert 1\n")
+    (other / "test_ok.py").write_text("def test_a():\n    pass\n\n\ndef test_b():\n    pass\n")  # another commit's
+    out = tmp_path / "record.json"
+    monkeypatch.chdir(here)
+    assert main(["reproduce", "test-time", "--out", str(out), "--beside", str(other), "--", "test_ok.py", "-q"]) == 1
+    assert f"{other}: no .venv/bin/python" in capsys.readouterr().err and not out.exists()
+    (other / ".venv" / "bin").mkdir(parents=True)
+    (other / ".venv" / "bin" / "python").symlink_to(sys.executable)
+    assert main(["reproduce", "test-time", "--out", str(out), "--beside", str(other), "--", "test_ok.py", "-q"]) == 0
+    rec = json.loads(out.read_text())
+    assert rec["passed"] == 1 and rec["baseline"]["passed"] == 2  # each checkout's own tests
+    assert rec["baseline"]["pytest_cache"] == "empty" and 0 < rec["baseline"]["wall_s"] < 120
+    assert [f for f, _ in rec["baseline"]["files_s"]] == ["test_ok.py"]
+    assert "right after" in rec["baseline"]["note"]

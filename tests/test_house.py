@@ -5,6 +5,7 @@ does (a docstring), and no function runs over :data:`MAX_LINES` lines of code (i
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,29 +47,33 @@ def length(node) -> int:
     return node.end_lineno - node.lineno + 1 - ((first.end_lineno - first.lineno + 1) if doc else 0)
 
 
-FUNCTIONS = {
-    f"{p.relative_to(ROOT).as_posix()}::{name}": (node, public)
-    for p in sorted(PACKAGE.rglob("*.py"))
-    for name, node, public in _functions(p)
-}
+@functools.cache
+def functions() -> dict:
+    """``path::qualified name`` -> (node, public) for every function of the package: parsed when a test of this file
+    first asks (not at collection, where every pytest-xdist worker would parse the whole package)."""
+    return {
+        f"{p.relative_to(ROOT).as_posix()}::{name}": (node, public)
+        for p in sorted(PACKAGE.rglob("*.py"))
+        for name, node, public in _functions(p)
+    }
 
 
 def test_the_rules_read_the_package():
     """A check that finds nothing because it reads nothing passes: the reader sees the package's functions."""
-    assert len(FUNCTIONS) > 1000
-    assert FUNCTIONS["benchmark/reproduce/gate.py::compare"][1]
-    assert not FUNCTIONS["benchmark/reproduce/gate.py::_matched"][1]  # private
-    assert not FUNCTIONS["benchmark/reproduce/gate.py::_matched.side"][1]  # nested
-    assert FUNCTIONS["benchmark/storage/store.py::LogitsFile.alignment_key"][1]  # a method of a public class
+    assert len(functions()) > 1000
+    assert functions()["benchmark/reproduce/gate.py::compare"][1]
+    assert not functions()["benchmark/reproduce/gate.py::_matched"][1]  # private
+    assert not functions()["benchmark/reproduce/gate.py::_matched.side"][1]  # nested
+    assert functions()["benchmark/storage/store.py::LogitsFile.alignment_key"][1]  # a method of a public class
 
 
 def test_every_public_function_has_a_docstring():
-    missing = [name for name, (node, public) in FUNCTIONS.items() if public and ast.get_docstring(node) is None]
+    missing = [name for name, (node, public) in functions().items() if public and ast.get_docstring(node) is None]
     assert not missing, f"{len(missing)} public functions without a docstring:\n" + "\n".join(missing)
 
 
 def test_no_function_is_longer_than_the_limit():
-    long = {name: length(node) for name, (node, _) in FUNCTIONS.items() if length(node) > MAX_LINES}
+    long = {name: length(node) for name, (node, _) in functions().items() if length(node) > MAX_LINES}
     over = [f"{name}: {n} lines" for name, n in long.items() if name not in LONG]
     assert not over, f"functions over {MAX_LINES} lines (split them):\n" + "\n".join(over)
     assert set(LONG) <= set(long), (

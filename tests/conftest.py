@@ -1,4 +1,5 @@
 import os
+import signal
 import sys
 
 # Tests never touch the network: no model hub, no dataset download.
@@ -15,6 +16,12 @@ os.environ["DVC_NO_ANALYTICS"] = "1"  # no analytics daemon process after each d
 # time of the stage-running tests). It changes no result: only how idle threads wait. Set before torch is imported
 # here and before the warm python server starts, so that stages see it as their server did.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# The tests of Ctrl-C (a SIGINT to a run, a publish, a stage) need what a terminal gives a program: SIGINT handled. A
+# run started in the background by a shell without job control (`(python -m pytest &)`, `nohup`-like wrappers) inherits
+# SIGINT ignored, and an ignored signal stays ignored in every process it starts: those tests then saw exit 0 or 1, not
+# 130. Python's own handler here; the processes the tests start get the default action (handlers reset at exec).
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 sys.path.insert(0, os.path.dirname(__file__))  # (tests/: precompiled, file_order, chromium and shared_runs here)
 if not os.environ.get("PYTEST_XDIST_WORKER"):  # once per run, before anything imports the project's code
     from precompiled import precompile

@@ -179,6 +179,8 @@ def run_test_time(args) -> int:
     from benchmark.reproduce import testrun
 
     try:
+        if args.beside:
+            testrun.beside_python(args.beside)  # before the run: a wrong folder is refused at once
         rec = testrun.measure(args.pytest_args, setup_s=args.setup_seconds)
         if args.beside:
             rec = testrun.beside(rec, args.beside, args.pytest_args)

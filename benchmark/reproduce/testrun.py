@@ -95,15 +95,20 @@ def measure(pytest_args=(), *, setup_s: float | None = None, root=".", python: s
     }
 
 
+def beside_python(other) -> str:
+    """The interpreter of checkout ``other`` (its ``.venv``); ``ValueError`` naming the folder when it has none, so that
+    a mistyped folder is refused before the first run, not after it."""
+    python = Path(other) / ".venv" / "bin" / "python"
+    if not python.is_file():
+        raise ValueError(f"{other}: no .venv/bin/python (a clone set up with `bash scripts/setup.sh test`)")
+    return str(python)
+
+
 def beside(record: dict, other, pytest_args=()) -> dict:
     """``record`` with ``baseline``: :func:`measure` of the checkout ``other`` (another commit's clone, with its own
     ``.venv``), run right after it on the same machine, so that the two walls compare (the machine's speed drifts by
     tens of percent within hours). ``ValueError`` when ``other`` has no ``.venv/bin/python``."""
-    other = Path(other)
-    python = other / ".venv" / "bin" / "python"
-    if not python.is_file():
-        raise ValueError(f"{other}: no .venv/bin/python (a clone set up with `bash scripts/setup.sh test`)")
-    base = measure(pytest_args, root=other, python=str(python))
+    base = measure(pytest_args, root=other, python=beside_python(other))
     keep = ("wall_s", "passed", "skipped", "pytest_cache", "git", "files_s")
     return {**record, "baseline": {**{k: base[k] for k in keep}, "note": "measured right after, on the same machine"}}
 

@@ -78,7 +78,7 @@ def test_a_real_run_is_timed_counted_and_a_failing_one_writes_nothing(tmp_path, 
 
 def test_a_run_beside_another_checkout_records_it_as_the_baseline(tmp_path, monkeypatch, capsys):
     """``--beside DIR``: the same command in DIR with DIR's own interpreter, right after, kept under ``baseline``;
-    a DIR without a set-up environment is one line naming it, and nothing is written."""
+    a DIR without a set-up environment is one line naming it, before anything runs, and nothing is written."""
     here, other = tmp_path / "here", tmp_path / "other"
     here.mkdir(), other.mkdir()
     (here / "test_ok.py").write_text("def test_a():\n    assert 1\n")
@@ -87,6 +87,7 @@ def test_a_run_beside_another_checkout_records_it_as_the_baseline(tmp_path, monk
     monkeypatch.chdir(here)
     assert main(["reproduce", "test-time", "--out", str(out), "--beside", str(other), "--", "test_ok.py", "-q"]) == 1
     assert f"{other}: no .venv/bin/python" in capsys.readouterr().err and not out.exists()
+    assert not (here / ".pytest_cache").exists()  # refused before running anything
     (other / ".venv" / "bin").mkdir(parents=True)
     (other / ".venv" / "bin" / "python").symlink_to(sys.executable)
     assert main(["reproduce", "test-time", "--out", str(out), "--beside", str(other), "--", "test_ok.py", "-q"]) == 0

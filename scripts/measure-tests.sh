@@ -6,10 +6,10 @@
 # and is recorded as the baseline: only walls of the same hour compare.
 # Usage: bash scripts/measure-tests.sh [--beside DIR] [pytest arguments]
 set -euo pipefail
-cd "$(dirname "$0")/.."
 if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
-beside=()
+beside=()  # DIR as the caller means it: resolved before the cd below
 if [ "${1:-}" = "--beside" ]; then beside=(--beside "$(cd "$2" && pwd)"); shift 2; fi
+cd "$(dirname "$0")/.."
 start=$(date +%s.%N)
 bash scripts/setup.sh test
 setup_s=$(echo "$(date +%s.%N) - $start" | bc)

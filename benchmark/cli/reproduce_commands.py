@@ -179,11 +179,7 @@ def run_test_time(args) -> int:
     from benchmark.reproduce import testrun
 
     try:
-        if args.beside:
-            testrun.beside_python(args.beside)  # before the run: a wrong folder is refused at once
-        rec = testrun.measure(args.pytest_args, setup_s=args.setup_seconds)
-        if args.beside:
-            rec = testrun.beside(rec, args.beside, args.pytest_args)
+        rec = testrun.measure_beside(args.pytest_args, setup_s=args.setup_seconds, other=args.beside)
     except (RuntimeError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

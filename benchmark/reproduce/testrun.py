@@ -95,20 +95,18 @@ def measure(pytest_args=(), *, setup_s: float | None = None, root=".", python: s
     }
 
 
-def beside_python(other) -> str:
-    """The interpreter of checkout ``other`` (its ``.venv``); ``ValueError`` naming the folder when it has none, so that
-    a mistyped folder is refused before the first run, not after it."""
+def measure_beside(pytest_args=(), *, setup_s: float | None = None, other=None) -> dict:
+    """:func:`measure` here; with ``other`` (another commit's clone, set up with its own ``.venv``), then the same
+    command there, right after on the same machine, kept under ``baseline``: two walls of the same hour compare (the
+    machine's speed drifts by tens of percent within hours). ``ValueError`` naming ``other`` when it has no
+    ``.venv/bin/python``, before anything runs."""
+    if other is None:
+        return measure(pytest_args, setup_s=setup_s)
     python = Path(other) / ".venv" / "bin" / "python"
     if not python.is_file():
         raise ValueError(f"{other}: no .venv/bin/python (a clone set up with `bash scripts/setup.sh test`)")
-    return str(python)
-
-
-def beside(record: dict, other, pytest_args=()) -> dict:
-    """``record`` with ``baseline``: :func:`measure` of the checkout ``other`` (another commit's clone, with its own
-    ``.venv``), run right after it on the same machine, so that the two walls compare (the machine's speed drifts by
-    tens of percent within hours). ``ValueError`` when ``other`` has no ``.venv/bin/python``."""
-    base = measure(pytest_args, root=other, python=beside_python(other))
+    record = measure(pytest_args, setup_s=setup_s)
+    base = measure(pytest_args, root=other, python=str(python))
     keep = ("wall_s", "passed", "skipped", "pytest_cache", "git", "files_s")
     return {**record, "baseline": {**{k: base[k] for k in keep}, "note": "measured right after, on the same machine"}}
 

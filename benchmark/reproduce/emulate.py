@@ -133,6 +133,35 @@ def fingerprint(
     return record
 
 
+def recheck(model: str, params, zoo: dict, keys, *, all_modes: bool, params_path: str = "params.yaml", **kw) -> dict:
+    """A second emulated measurement (:func:`fingerprint`, in a fresh child) of only the parts that hold ``keys``: the
+    tool's operations (in all four modes with ``all_modes``, as the first run) when one of ``keys`` is one of them,
+    and the pipeline's operations of the zoo entries (typed, ``zoo``) whose architecture one of ``keys`` names. A
+    difference that is the kernels' comes back byte for byte; one that does not was the emulator's (QEMU 7.2's TCG
+    gave one wrong MKL ``exp`` in CI, on an operation its own record and a real Intel's agree on)."""
+    from benchmark.reproduce import fingerprint as fp
+    from benchmark.reproduce import fingerprint_records as fr
+
+    ops = {k.split("/", 1)[1] for k in keys}
+    tool = any(not fr.pipeline_op(k) for k in keys)
+    names = [
+        n
+        for n, e, r in fp._distinct(params, zoo)
+        if any(o.startswith(fp.pipeline_key(e, r, "").split("/", 1)[1] + ": ") for o in ops)
+    ]
+    if not (tool or names):
+        raise ValueError(f"none of {sorted(keys)} is an operation of the fingerprint of {params_path}")
+    return fingerprint(
+        model,
+        params=params_path,
+        all_modes=all_modes and tool,
+        with_ops=tool,
+        with_pipeline=bool(names),
+        names=names or None,
+        **kw,
+    )
+
+
 def _run_child(cmd: list[str], model: str, out: Path, timeout: float | None, progress: bool, env: dict | None) -> None:
     """Run the fingerprint's child process ``cmd`` (its progress fed to a bar) until it has written ``out``; an
     :class:`EmulationError` naming how it failed (a timeout, its exit status and last lines)."""

@@ -98,6 +98,15 @@ def compare(mine: dict, records: list[dict]) -> list[dict]:
     return out
 
 
+def settle(first: dict, again: dict) -> tuple[dict, list[str]]:
+    """Record ``first`` with the hashes of every operation that ``again`` (a second run of some of its parts) measured
+    taken from ``again``, and the keys whose bytes changed between the two runs, in ``first``'s order. A kernel gives
+    the same bytes every run, so a key that changed was a transient fault of what ran it (an emulator), not a route;
+    one that did not change stands as measured."""
+    changed = [k for k in first["hashes"] if k in again["hashes"] and again["hashes"][k] != first["hashes"][k]]
+    return {**first, "hashes": {**first["hashes"], **again["hashes"]}}, changed
+
+
 # the key of one of the pipeline's own operations (benchmark.reproduce.fingerprint.pipeline):
 # "<mode>/pipeline <arch> <px>px [<settings hash>]: <what>"
 _PIPELINE = re.compile(r"/pipeline (\S+ \d+px \[[0-9a-f]{8}\]: .+)$")

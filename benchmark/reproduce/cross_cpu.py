@@ -238,12 +238,14 @@ _GROUPS = (
     ("matrix product (MKL)", r"/(mm |linear |pointwise via matmul)"),
     ("AdamW of torch.optim (MKL sqrt)", r"/adamw "),
     ("exp (MKL)", r"/elementwise exp$"),
+    ("the pipeline's layers: a training step and a logits pass", r"/pipeline "),
     ("other ATen operations", r"."),
 )
 
 
 def fingerprint_table(records: list[dict]) -> str:
-    """Per operation group and mode: how many of the tool's operations the two vendors' records share and agree on."""
+    """Per operation group and mode: how many operations the two vendors' real records share and agree on (the tool's,
+    and the pipeline's per-layer ones where both records hold them); a group neither holds in a mode is left out."""
     if len(records) < 2:
         return "Fewer than two CPU kinds recorded in `results/fingerprints/`.\n"
     real = [r for r in records if not fingerprint_records.emulated(r)]
@@ -256,10 +258,12 @@ def fingerprint_table(records: list[dict]) -> str:
     lines = [f"| operations | {' | '.join(modes)} |", "|---|" + "---|" * len(modes)]
     for name, _ in _GROUPS:
         cells = []
+        if not any(_group(k) == name for k in shared):
+            continue
         for m in modes:
             keys = [k for k in shared if k.startswith(m + "/") and _group(k) == name]
             same = sum(a["hashes"][k] == b["hashes"][k] for k in keys)
-            cells.append(f"{same} of {len(keys)}" + (" **part**" if same < len(keys) else ""))
+            cells.append(f"{same:,} of {len(keys):,}" + (" **part**" if same < len(keys) else "") if keys else "–")
         lines.append(f"| {name} | {' | '.join(cells)} |")
 
     diff = [k for k in shared if a["hashes"][k] != b["hashes"][k]]

@@ -321,8 +321,13 @@ def test_the_fingerprint_lines_count_what_two_kinds_share_and_agree_on():
         in summary
     )
     table = cross_cpu.fingerprint_table([a, b])
-    assert (
-        "| convolution | 0 of 0 | 1 of 1 |" in table and "| matrix product (MKL) | 0 of 0 | 0 of 1 **part** |" in table
-    )
+    assert "| convolution | – | 1 of 1 |" in table and "| matrix product (MKL) | – | 0 of 1 **part** |" in table
     assert "| other ATen operations | 0 of 1 **part** | 1 of 1 |" in table
     assert "2 of 4 operations equal. In the pipeline's mode (threads=2,onednn=on) these differ: `mm 7x33x5`." in table
+    assert "pipeline" not in table.split("\n\n")[0]  # no row for a group neither record holds
+    layer = f"{mode}/pipeline net 48px [0123abcd]: forward conv_stem"
+    a["hashes"][layer] = b["hashes"][layer] = "7"
+    b["hashes"][f"{mode}/pipeline net 48px [0123abcd]: forward head"] = "8"  # one record's only: not shared
+    table = cross_cpu.fingerprint_table([a, b])
+    assert "| the pipeline's layers: a training step and a logits pass | – | 1 of 1 |" in table
+    assert "| other ATen operations | 0 of 1 **part** | 1 of 1 |" in table and "3 of 5 operations equal" in table

@@ -70,6 +70,28 @@ def _numerics(args, bundle) -> bool:
     return pinned
 
 
+def _vendors(args) -> bool:
+    """Print the two runs' CPU kinds; True when their vendors differ and other inputs are allowed (rows with the same
+    logits are then judged by their noise: :mod:`benchmark.reproduce.gate`, "Another CPU vendor")."""
+    from benchmark.reproduce import provenance
+
+    (fresh, fresh_src), (ref, ref_src) = provenance.cpu_kinds(args.results)
+    if args.ran_on:
+        fresh, fresh_src = args.ran_on, "--ran-on"
+    other = "?" not in (fresh, ref) and provenance.vendor(fresh) != provenance.vendor(ref)
+    print(
+        f"CPU kinds: fresh run {fresh} ({fresh_src}), committed run {ref} ({ref_src}) -> "
+        + (
+            "one vendor: the same logits must give the same rows"
+            if not other
+            else "two vendors: the evaluation's MKL kernels part, rows with the same logits are judged by their noise"
+            if args.allow_other_inputs
+            else "two vendors: the evaluation's MKL kernels part (--allow-other-inputs judges such rows by their noise)"
+        )
+    )
+    return other and bool(args.allow_other_inputs)
+
+
 def _rows(args, fresh: pd.DataFrame, bundle, params, pinned: bool) -> tuple[pd.DataFrame, dict]:
     """Every row of the fresh ``metrics.csv`` against the committed bundle's: the gate's report and its counts."""
     from benchmark.core import noise
@@ -80,7 +102,12 @@ def _rows(args, fresh: pd.DataFrame, bundle, params, pinned: bool) -> tuple[pd.D
     nz = noise.row_noise(bundle.rows, groups, level=_level(bundle.manifest, params))
     print(f"noise: {noise.describe(nz, groups)}")
     rows = gate.compare(
-        bundle.rows, fresh, nz, inputs_must_match=pinned and not args.allow_other_inputs, chosen=chosen_rows()
+        bundle.rows,
+        fresh,
+        nz,
+        inputs_must_match=pinned and not args.allow_other_inputs,
+        chosen=chosen_rows(),
+        evaluation_parts=_vendors(args),
     )
     changed = rows.loc[rows["choice"] != "", ["family", "method", "split", "choice"]].drop_duplicates()
     for r in changed.itertuples(index=False):
@@ -93,7 +120,10 @@ def _rows(args, fresh: pd.DataFrame, bundle, params, pinned: bool) -> tuple[pd.D
     s = gate.summarize(rows)
     print(
         f"rows vs {bundle.path}: {s['rows']} rows; same logits: {s['identical']} identical, {s['recomputed']} within "
-        f"1e-9, {s['differs']} differ; other logits: {s['within-noise']} within k x noise, {s['beyond-noise']} beyond"
+        f"1e-9, {s['differs']} differ"
+        + (f", {s['same-logits-noise']} judged by noise (another CPU vendor)" if s["same-logits-noise"] else "")
+        + f"; {'other logits and those' if s['same-logits-noise'] else 'other logits'}: {s['within-noise']} within "
+        f"k x noise, {s['beyond-noise']} beyond"
         + (f", {s['inputs-differ']} not allowed (pinned)" if s["inputs-differ"] else "")
         + f"; {s['missing']} missing, {s['extra']} extra -> {'reproduces' if s['reproduces'] else 'DOES NOT REPRODUCE'}"
     )
@@ -179,18 +209,19 @@ def run(args) -> int:
 
 def _record(args, bundle, pinned: bool, rows: dict, summary: dict, outputs: dict, choices: int, ok: bool) -> None:
     """Add this check to the cross-CPU record (:mod:`benchmark.reproduce.cross_cpu`): the CPU kind that made the fresh
-    run (this machine's, or ``--ran-on``), the checkout's commit, the bundle and the gate's counts."""
+    run (``--ran-on``, else its results/timings.json's, else this machine's), the checkout's commit, the bundle and
+    the gate's counts."""
     from benchmark.bundle.pack import git_state
     from benchmark.config.numerics import cpu
-    from benchmark.reproduce import cross_cpu, fingerprint_records
+    from benchmark.reproduce import cross_cpu, fingerprint_records, provenance
 
     me = cpu()
-    kind = args.ran_on or me["kind"]
+    kind = args.ran_on or provenance.cpu_kinds(args.results)[0][0]
     cpu = me["cpu"]
-    if args.ran_on and args.ran_on != me["kind"]:
+    if kind != me["kind"]:
         records = fingerprint_records.read_records(Path(args.record).parent / "fingerprints")
         known = {r["machine"]["kind"]: r["machine"].get("cpu", "") for r in records}
-        cpu = known.get(args.ran_on, args.ran_on)
+        cpu = known.get(kind, kind)
     run = cross_cpu.entry(
         kind=kind,
         cpu=cpu,

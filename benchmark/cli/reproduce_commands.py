@@ -75,8 +75,9 @@ def _add_check(sub) -> None:
     c.add_argument(
         "--ran-on",
         metavar="KIND",
-        help="with --record: the CPU kind that made the fresh run, when it was "
-        "another machine (a kind of results/fingerprints/, e.g. GenuineIntel-f6-m167; default: this machine's)",
+        help="the CPU kind that made the fresh run (a kind of results/fingerprints/, e.g. GenuineIntel-f6-m167): "
+        "what --record records and whose vendor the gate compares; default: the run's results/timings.json, else this "
+        "machine's",
     )
     c.add_argument("--note", help="with --record: a note for the record (e.g. what the run is a replay of)")
     c.set_defaults(handler=run_check)

@@ -27,6 +27,7 @@ ROW_COUNTS = (
     "inputs-differ",
     "missing",
     "extra",
+    "same-logits-noise",
 )
 
 
@@ -57,7 +58,7 @@ def entry(
         "bundle": bundle,
         "bundle_commit": bundle_commit,
         "pinned": bool(pinned),
-        "rows": {k: int(rows[k]) for k in ROW_COUNTS},
+        "rows": {k: int(rows.get(k, 0)) for k in ROW_COUNTS},
         "summary": {k: int(v) for k, v in summary.items() if k != "reproduces"},
         "stage_outputs": {"identical": int(outputs["identical"]), "compared": int(outputs["compared"])},
         "choices": int(choices),
@@ -138,8 +139,14 @@ def _verdict(r: dict) -> str:
     same = f"{o['identical']} of {o['compared']} stage outputs byte-identical"
     if r["byte_identical"]:
         return f"{same}, every row the same"
+    vendor = n.get("same-logits-noise", 0)
     rows = (
         f"{n['within-noise']:,} of {n['rows']:,} rows on the noise path, within it"
+        + (
+            f" ({vendor:,} of them with the same logits: the evaluation's MKL kernels of another vendor)"
+            if vendor
+            else ""
+        )
         if r["reproduces"]
         else f"{n['beyond-noise'] + n['missing'] + n['extra'] + n['differs'] + n['inputs-differ']:,} rows failing"
     )

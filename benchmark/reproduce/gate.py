@@ -48,6 +48,14 @@ What the noise path can see is small only where the seed noise is: :func:`detect
 metric, the smallest shift it detects (``k`` times the committed row's noise; the reproducibility page shows them
 for the committed bundle). Byte-identical logits across CPU kinds keep a run on the exact path, which sees any shift.
 
+**Another CPU vendor.** The training and logits stages give the same bytes on an Intel and an AMD CPU (the portable
+kernels); the evaluation does not: its temperature fits and bootstrap call MKL's float64 BLAS (``dot``, ``mv``,
+``mm``), vector math (``log``, ``exp``) and LAPACK (``eigh``), whose code paths differ by vendor, so the same logits
+give values that part at 1e-9 to 1e-5 relative (a real Intel Xeon against the AMD EPYCs' bundle). With
+``evaluation_parts`` (the caller's: ``--allow-other-inputs`` and runs of two vendors) a row with the same logits that
+is not within the exact tolerance is judged on the noise path, like a row with other logits (column ``same_logits``
+tells them apart).
+
 **Chosen rows.** A row whose zoo models the method chose from the data (the greedy soup's ingredients, declared by
 the method: :func:`benchmark.methods.registry.chosen_rows`) is matched by what it is, not by the models it chose
 (:func:`identity`): another CPU kind's greedy soup may keep other ingredients and is then compared on the noise
@@ -130,7 +138,13 @@ def identity(rows: pd.DataFrame, chosen=()) -> pd.DataFrame:
 
 
 def compare(
-    committed: pd.DataFrame, fresh: pd.DataFrame, noise: pd.DataFrame, *, inputs_must_match: bool = False, chosen=()
+    committed: pd.DataFrame,
+    fresh: pd.DataFrame,
+    noise: pd.DataFrame,
+    *,
+    inputs_must_match: bool = False,
+    chosen=(),
+    evaluation_parts: bool = False,
 ) -> pd.DataFrame:
     """One row per identity of either table (see the module docstring for the rules).
 
@@ -138,19 +152,21 @@ def compare(
     both runs pinned the numerics and other inputs are not allowed. ``chosen``: the ``(family, method)`` pairs whose
     base and members are a data-driven choice (:func:`identity`; :func:`benchmark.methods.registry.chosen_rows`): such
     rows are matched by what they are, and a different choice is a value (column ``choice``), failing on the exact path
-    only (the same logits must make the same choice). Columns: :data:`KEY` (the committed row's, else the fresh
-    one's), ``path`` (exact | noise | ''), ``status`` (identical | recomputed | differs | within-noise | beyond-noise |
-    inputs-differ | missing | extra), ``committed``, ``fresh``, ``diff`` (values), ``noise``, ``k``, ``ratio``
-    (``|diff| / noise``), ``seed_source``, ``choice`` ('' or ``committed -> fresh`` members where the choice
+    only (the same logits must make the same choice). ``evaluation_parts``: the runs' CPU vendors differ and other
+    inputs are allowed (module docstring). Columns: :data:`KEY` (the committed row's, else the fresh one's),
+    ``same_logits``, ``path`` (exact | noise | ''), ``status`` (identical | recomputed | differs | within-noise |
+    beyond-noise | inputs-differ | missing | extra), ``committed``, ``fresh``, ``diff`` (values), ``noise``, ``k``,
+    ``ratio`` (``|diff| / noise``), ``seed_source``, ``choice`` ('' or ``committed -> fresh`` members where the choice
     differs), ``detail`` (the columns that differ), ``ok``.
     """
     _check("committed", committed)
     _check("fresh", fresh)
     cols = [c for c in EXACT_COLUMNS if c in committed.columns and c in fresh.columns]
     m = _matched(committed, fresh, noise, cols, chosen)
-    j = _judged(m, cols, inputs_must_match)
-    exact = j["same_inputs"].to_numpy()
+    j = _judged(m, cols, inputs_must_match, evaluation_parts)
+    exact = j["exact_path"].to_numpy()
     out = m[KEY].copy()
+    out["same_logits"] = j["same_inputs"].to_numpy()
     out["path"] = np.where(~j["both"].to_numpy(), "", np.where(exact, "exact", "noise"))
     out["status"] = j["status"].to_numpy()
     out["committed"], out["fresh"], out["diff"] = j["ref"].to_numpy(), j["new"].to_numpy(), j["diff"].to_numpy()
@@ -189,11 +205,11 @@ def _matched(
     return m
 
 
-def _judged(m: pd.DataFrame, cols: list[str], inputs_must_match: bool) -> pd.DataFrame:
+def _judged(m: pd.DataFrame, cols: list[str], inputs_must_match: bool, evaluation_parts: bool = False) -> pd.DataFrame:
     """Per matched row (:func:`_matched`) what the rules of the module docstring look at, as columns: ``both``,
     ``same_inputs``, ``choice``, ``agree:<column>`` (within the exact tolerance), ``ref``/``new``/``diff`` (values),
     ``noise``, ``k``, ``ratio``, ``within`` (the value within k x noise), ``noise_ok`` (and the structural columns
-    exact) and the verdict, ``status``."""
+    exact), ``exact_path`` and the verdict, ``status``."""
     j = pd.DataFrame(index=m.index)
     both = (m["_merge"] == "both").to_numpy()
     other = pd.Series(both, index=m.index) & (m["members_ref"] != m["members_new"])
@@ -224,14 +240,15 @@ def _judged(m: pd.DataFrame, cols: list[str], inputs_must_match: bool) -> pd.Dat
     structural = [j[f"agree:{c}"].to_numpy() for c in cols if c in STRUCTURAL_COLUMNS] or [np.ones(len(m), bool)]
     j["noise_ok"] = j["within"].to_numpy() & np.logical_and.reduce(structural)
     same = j["same_inputs"].to_numpy()
+    j["exact_path"] = same & (exact_ok | (not evaluation_parts))
     j["status"] = np.select(
         [
             ~both & (m["_merge"] == "left_only").to_numpy(),
             ~both,
             same & bitwise & no_choice,
             same & exact_ok,
-            same,
-            np.full(len(m), bool(inputs_must_match)),
+            j["exact_path"].to_numpy(),
+            ~same & bool(inputs_must_match),
             j["noise_ok"].to_numpy(),
         ],
         ["missing", "extra", "identical", "recomputed", "differs", "inputs-differ", "within-noise"],
@@ -248,8 +265,14 @@ def _details(j: pd.DataFrame, cols: list[str]) -> list[str]:
     for r in j.to_dict("records"):
         if not r["both"]:
             out.append("")
-        elif r["same_inputs"]:
+        elif r["exact_path"]:
             out.append(",".join([c for c in cols if not r[f"agree:{c}"]] + (["choice"] if r["choice"] else [])))
+        elif r["same_inputs"]:
+            out.append(
+                f"same logits, another CPU vendor's evaluation (noise path: {'within' if r['noise_ok'] else 'beyond'})"
+                + ": "
+                + ",".join([c for c in cols if not r[f"agree:{c}"]] + (["choice"] if r["choice"] else []))
+            )
         else:
             parts = [c for c in cols if c in STRUCTURAL_COLUMNS and not r[f"agree:{c}"]]
             if not r["within"]:
@@ -298,7 +321,8 @@ def detection(
 
 
 def summarize(report: pd.DataFrame) -> dict:
-    """Counts per status and whether every row passes."""
+    """Counts per status, of rows with the same logits judged on the noise path (``same-logits-noise``: another CPU
+    vendor's evaluation) and whether every row passes."""
     c = report["status"].value_counts()
     counts = {
         s: int(c.get(s, 0))
@@ -313,7 +337,14 @@ def summarize(report: pd.DataFrame) -> dict:
             "extra",
         )
     }
-    return {"rows": int(len(report)), **counts, "reproduces": bool(report["ok"].all())}
+    same = report["same_logits"] if "same_logits" in report.columns else pd.Series(False, index=report.index)
+    vendor = (report["path"] == "noise") & same.astype(bool)
+    return {
+        "rows": int(len(report)),
+        **counts,
+        "same-logits-noise": int(vendor.sum()),
+        "reproduces": bool(report["ok"].all()),
+    }
 
 
 def latest_bundle(folder) -> Path:

@@ -73,3 +73,37 @@ def committed_numerics(manifest: dict, root=".") -> tuple[bool, str]:
     if pinned is not None:
         return pinned, "HEAD:results/timings.json"
     return False, "nothing recorded: treated as not pinned"
+
+
+def _timings_kind(text: str | None) -> str | None:
+    try:
+        machine = json.loads(text or "").get("machine") or {}
+    except (json.JSONDecodeError, AttributeError):
+        return None
+    kind = machine.get("cpu_kind") if isinstance(machine, dict) else None
+    return kind if isinstance(kind, str) and kind else None
+
+
+def cpu_kinds(results, root=".") -> tuple[tuple[str, str], tuple[str, str]]:
+    """``((kind, where read), (kind, where read))`` of the fresh run and of the committed one: their CPU kinds
+    (:func:`benchmark.config.numerics.cpu`, e.g. ``GenuineIntel-f6-m167``). The fresh run's is its
+    ``results/timings.json``'s when that is not the committed file, else this process's CPU; the committed run's is
+    ``HEAD:results/timings.json``'s (the bundle manifest does not record one), ``?`` when nothing says."""
+    t = Path(results) / "timings.json"
+    try:
+        committed = committed_text("results/timings.json", root)
+    except FileNotFoundError:
+        committed = None
+    text = t.read_text(encoding="utf-8") if t.is_file() else None
+    fresh = _timings_kind(text) if text is not None and text != committed else None
+    ref = _timings_kind(committed)
+    return (
+        (fresh, str(t)) if fresh else (numerics.cpu()["kind"], "this process"),
+        (ref, "HEAD:results/timings.json") if ref else ("?", "nothing recorded"),
+    )
+
+
+def vendor(kind: str) -> str:
+    """The vendor part of a CPU kind (``GenuineIntel-f6-m167`` -> ``GenuineIntel``; an emulated ``QEMU-...`` kind is
+    not one: see :mod:`benchmark.reproduce.fingerprint_records`)."""
+    return kind.split("-", 1)[0]

@@ -242,6 +242,32 @@ def test_other_inputs_fail_when_both_runs_pinned_unless_allowed(committed, retra
     assert gate.summarize(check(committed, fresh, inputs_must_match=False))["reproduces"]
 
 
+def test_another_vendors_evaluation_of_the_same_logits_is_judged_by_its_noise_only_when_allowed(committed):
+    """A real Intel Xeon's evaluate stage, from the same logits as the AMD EPYC's, gave temperatures and values that
+    part at 1e-9..1e-5 relative (MKL's float64 BLAS and VML in the fits and the bootstrap): with ``evaluation_parts``
+    such rows go to the noise path, where a small part passes and a gross one still fails; without it they fail."""
+    nz = noise_of(committed)
+    ok = nz["noise"].notna() & (nz["noise"] > 0) & (committed["value"].abs() > 0.1)
+    small, gross = committed.index[ok][:2]
+    fresh = committed.copy()
+    fresh.loc[small, "value"] *= 1 + 1e-6
+    fresh.loc[gross, "value"] += 100 * nz.loc[gross, "noise"]
+    strict = check(committed, fresh)
+    assert strict.loc[strict["status"] != "identical", "status"].tolist() == ["differs", "differs"]
+    rep = check(committed, fresh, evaluation_parts=True)
+    parted = rep[rep["status"] != "identical"].sort_values("ratio")
+    assert parted["committed"].tolist() == committed.loc[[small, gross], "value"].tolist()
+    assert parted["status"].tolist() == ["within-noise", "beyond-noise"]
+    assert (parted["path"] == "noise").all() and parted["same_logits"].all()
+    assert parted["detail"].iloc[0] == "same logits, another CPU vendor's evaluation (noise path: within): value"
+    assert parted["detail"].iloc[1].startswith("same logits, another CPU vendor's evaluation (noise path: beyond)")
+    others = rep.drop(index=parted.index)
+    assert (others["path"] == "exact").all() and len(others) == len(committed) - 2
+    s = gate.summarize(rep)
+    assert s["same-logits-noise"] == 2 and s["within-noise"] == 1 and s["beyond-noise"] == 1 and not s["reproduces"]
+    assert gate.summarize(strict)["same-logits-noise"] == 0
+
+
 def test_structural_columns_must_agree_on_the_noise_path(committed, retrained):
     fresh = evaluate(retrained)
     fresh.loc[fresh.index[0], "n"] = fresh.loc[fresh.index[0], "n"] - 1

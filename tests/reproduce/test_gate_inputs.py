@@ -121,11 +121,67 @@ def test_numerics_of_the_committed_run_from_its_manifest_else_unknown(tmp_path):
     assert provenance.committed_numerics({}, tmp_path) == (False, "nothing recorded: treated as not pinned")
 
 
+def test_cpu_kinds_of_the_fresh_run_from_its_timings_and_of_the_committed_run_from_head(tmp_path):
+    res = tmp_path / "results"
+    res.mkdir()
+    assert provenance.cpu_kinds(res, tmp_path)[1] == ("?", "nothing recorded")  # not a git checkout
+    assert provenance.cpu_kinds(res, tmp_path)[0] == (provenance.numerics.cpu()["kind"], "this process")
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    amd = json.dumps({"machine": {"cpu_kind": "AuthenticAMD-f25-m17", "pinned": True}})
+    (res / "timings.json").write_text(amd)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(tmp_path)]
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "x"], check=True)
+    fresh, ref = provenance.cpu_kinds(res, tmp_path)
+    assert ref == ("AuthenticAMD-f25-m17", "HEAD:results/timings.json") and fresh[1] == "this process"  # committed file
+    (res / "timings.json").write_text(amd.replace("AuthenticAMD-f25-m17", "GenuineIntel-f6-m167"))
+    assert provenance.cpu_kinds(res, tmp_path)[0] == ("GenuineIntel-f6-m167", str(res / "timings.json"))
+    assert provenance.vendor("GenuineIntel-f6-m167") == "GenuineIntel" != provenance.vendor("AuthenticAMD-f25-m17")
+
+
+@pytest.mark.parametrize("allow", [False, True])
+def test_check_of_another_vendors_run_judges_rows_with_the_same_logits_by_noise_when_allowed(
+    tmp_path, monkeypatch, capsys, allow
+):
+    """The committed rows as an Intel run's (its timings.json says so; the committed run is an AMD EPYC's), one value
+    nudged by 1e-7: with --allow-other-inputs that row is judged by its noise and passes; without, it fails."""
+    from benchmark.reproduce.gate import committed_bundle
+
+    monkeypatch.chdir(ROOT)
+    bundle = committed_bundle(ROOT)
+    rows = bundle.rows.copy()
+    i = rows.index[(rows["split"] == "test") & (rows["family"] == "single") & (rows["metric"] == "nll")][0]
+    rows.loc[i, "value"] += 1e-7
+    res = tmp_path / "results"
+    res.mkdir()
+    rows.to_csv(res / "metrics.csv", index=False)
+    (res / "summary.json").write_text(lockfile.committed_text("results/summary.json", ROOT))
+    (res / "timings.json").write_text(json.dumps({"machine": {"cpu_kind": "GenuineIntel-f6-m167", "pinned": True}}))
+    (tmp_path / "dvc.lock").write_text(lockfile.committed_text("dvc.lock", ROOT))
+    args = ["reproduce", "check", "--results", str(res), "--summary", str(res / "summary.json")]
+    args += ["--lock", str(tmp_path / "dvc.lock"), "--bundle", str(bundle.path), "--record", str(tmp_path / "x.json")]
+    code = main(args + ["--allow-other-inputs"] * allow)
+    out = capsys.readouterr().out
+    assert f"CPU kinds: fresh run GenuineIntel-f6-m167 ({res / 'timings.json'}), committed run " in out
+    assert "-> two vendors: the evaluation's MKL kernels part" in out
+    n = len(rows)
+    (run,) = json.loads((tmp_path / "x.json").read_text())
+    assert run["kind"] == "GenuineIntel-f6-m167"  # the run's own record, not this machine's
+    if allow:
+        assert code == 0 and f"same logits: {n - 1} identical, 0 within 1e-9, 0 differ, 1 judged by noise" in out
+        assert run["rows"]["same-logits-noise"] == 1 and run["reproduces"] is True
+    else:
+        assert code == 1 and f"same logits: {n - 1} identical, 0 within 1e-9, 1 differ; other logits:" in out
+        assert "(--allow-other-inputs judges such rows by their noise)" in out and run["reproduces"] is False
+
+
 def test_check_end_to_end_on_the_committed_bundle(tmp_path, monkeypatch, capsys):
     """The committed rows as a 'fresh' run, one value nudged by 1e-7: that row alone fails on the exact path;
     the summary and the stage outputs are the committed ones."""
+    from benchmark.config.numerics import cpu
     from benchmark.reproduce.gate import committed_bundle
 
+    other = "GenuineIntel-f6-m167" if cpu()["kind"] != "GenuineIntel-f6-m167" else "GenuineIntel-f6-m143"
     monkeypatch.chdir(ROOT)
     bundle = committed_bundle(ROOT)
     rows = bundle.rows.copy()
@@ -154,7 +210,7 @@ def test_check_end_to_end_on_the_committed_bundle(tmp_path, monkeypatch, capsys)
             "--record",
             str(tmp_path / "cross_cpu.json"),
             "--ran-on",
-            "GenuineIntel-f6-m167",
+            other,
             "--note",
             "a test",
         ]
@@ -171,7 +227,7 @@ def test_check_end_to_end_on_the_committed_bundle(tmp_path, monkeypatch, capsys)
     bad = rep[rep["ok"].astype(str) == "False"]
     assert len(bad) == 1 and bad.iloc[0]["metric"] == "nll" and bad.iloc[0]["detail"] == "value"
     (run,) = json.loads((tmp_path / "cross_cpu.json").read_text())  # --record: the check as the README line reads it
-    assert run["kind"] == "GenuineIntel-f6-m167" and run["cpu"] == "GenuineIntel-f6-m167"  # no record of its name here
+    assert run["kind"] == other and run["cpu"] == other  # another machine's kind, and no record of its name here
     assert run["rows"]["identical"] == n - 1 and run["rows"]["differs"] == 1 and run["reproduces"] is False
     assert run["bundle"] == str(bundle.path) and run["note"] == "a test" and run["byte_identical"] is False
     assert "recorded in " in out

@@ -234,6 +234,7 @@ def _record(args, bundle, pinned: bool, rows: dict, summary: dict, outputs: dict
         outputs=outputs,
         choices=choices,
         reproduces=ok,
+        timing=provenance.fresh_timings(args.results),
         note=args.note or "",
     )
     cross_cpu.add(args.record, run)

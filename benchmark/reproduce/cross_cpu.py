@@ -29,6 +29,7 @@ ROW_COUNTS = (
     "extra",
     "same-logits-noise",
 )
+TIMING = ("command", "repro_wall_s", "install_s", "floor_ratio", "compute_floor_s")
 
 
 def entry(
@@ -45,10 +46,13 @@ def entry(
     choices: int,
     reproduces: bool,
     note: str = "",
+    timing: dict | None = None,
 ) -> dict:
     """One checked run: who ran it (``kind``, ``cpu``), the code (``commit``), what it was judged against (``bundle``
     and the commit that made it), the gate's counts and verdict; ``byte_identical`` when every compared stage output
-    and every row was the same bytes (rows: the same logits, values within 1e-9)."""
+    and every row was the same bytes (rows: the same logits, values within 1e-9); ``timing``: the run's own timing
+    record (``results/timings.json``), of which the command, its wall seconds, the install's and the compute floor's
+    ratio are kept."""
     same_rows = rows["identical"] + rows["recomputed"] == rows["rows"]
     return {
         "kind": kind,
@@ -65,6 +69,7 @@ def entry(
         "reproduces": bool(reproduces),
         "byte_identical": bool(same_rows and outputs["identical"] == outputs["compared"]),
         "note": note,
+        **({"timing": {k: timing.get(k) for k in TIMING}} if timing else {}),
     }
 
 
@@ -128,6 +133,17 @@ def add(path, run: dict) -> list[dict]:
     runs.sort(key=lambda r: (r.get("date", ""), r["kind"]))
     write_text(path, json.dumps(runs, indent=1, sort_keys=True) + "\n")
     return runs
+
+
+def _main_job(t: dict | None) -> str:
+    """A checked run's own timing (:func:`entry`'s ``timing``): install plus command in minutes and the ratio to its
+    compute floor; ``–`` when it has none."""
+    if not t or not t.get("repro_wall_s"):
+        return "–"
+    install = f"install {t['install_s']:.0f} s + " if t.get("install_s") is not None else ""
+    ratio = f", {t['floor_ratio']:.2f}x its compute floor" if t.get("floor_ratio") else ""
+    total = t["repro_wall_s"] + (t.get("install_s") or 0)
+    return f"{total / 60:.1f} min ({install}`{t.get('command') or '?'}` {t['repro_wall_s']:.0f} s{ratio})"
 
 
 def _short(commit: str) -> str:
@@ -225,8 +241,8 @@ def runs_table(runs: list[dict]) -> str:
         )
     lines = [
         "| CPU kind | CPU | code | checked against | stage outputs identical | rows identical / within noise / "
-        "failing | gate |",
-        "|---|---|---|---|---|---|---|",
+        "failing | gate | main job |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in gate_runs(runs):
         n, o = r["rows"], r["stage_outputs"]
@@ -235,7 +251,8 @@ def runs_table(runs: list[dict]) -> str:
             f"| `{r['kind']}` | {r['cpu']} | `{_short(r['commit'])}` ({r['date']}) | `{r['bundle']}` (made at "
             f"`{_short(r['bundle_commit'])}`) | {o['identical']} of {o['compared']} | "
             f"{n['identical'] + n['recomputed']:,} / {n['within-noise']:,} / {failing:,} | "
-            f"{'passes' if r['reproduces'] else 'FAILS'}{(': ' + r['note']) if r.get('note') else ''} |"
+            f"{'passes' if r['reproduces'] else 'FAILS'}{(': ' + r['note']) if r.get('note') else ''} | "
+            f"{_main_job(r.get('timing'))} |"
         )
     return "\n".join(lines) + "\n"
 

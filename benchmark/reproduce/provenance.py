@@ -89,18 +89,36 @@ def cpu_kinds(results, root=".") -> tuple[tuple[str, str], tuple[str, str]]:
     (:func:`benchmark.config.numerics.cpu`, e.g. ``GenuineIntel-f6-m167``). The fresh run's is its
     ``results/timings.json``'s when that is not the committed file, else this process's CPU; the committed run's is
     ``HEAD:results/timings.json``'s (the bundle manifest does not record one), ``?`` when nothing says."""
-    t = Path(results) / "timings.json"
     try:
         committed = committed_text("results/timings.json", root)
     except FileNotFoundError:
         committed = None
-    text = t.read_text(encoding="utf-8") if t.is_file() else None
-    fresh = _timings_kind(text) if text is not None and text != committed else None
+    own = fresh_timings(results, root)
+    fresh = _timings_kind(json.dumps(own)) if own else None
     ref = _timings_kind(committed)
     return (
-        (fresh, str(t)) if fresh else (numerics.cpu()["kind"], "this process"),
+        (fresh, str(Path(results) / "timings.json")) if fresh else (numerics.cpu()["kind"], "this process"),
         (ref, "HEAD:results/timings.json") if ref else ("?", "nothing recorded"),
     )
+
+
+def fresh_timings(results, root=".") -> dict | None:
+    """The fresh run's own timing record (its ``results/timings.json``, written by ``reproduce timings``), None when
+    it has none or it is the committed file (a checkout's, not this run's)."""
+    t = Path(results) / "timings.json"
+    if not t.is_file():
+        return None
+    text = t.read_text(encoding="utf-8")
+    try:
+        if text == committed_text(os.path.relpath(t, root).replace(os.sep, "/"), root):
+            return None
+    except FileNotFoundError:
+        pass
+    try:
+        rec = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    return rec if isinstance(rec, dict) else None
 
 
 def vendor(kind: str) -> str:

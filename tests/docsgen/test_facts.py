@@ -269,7 +269,7 @@ def test_the_cross_cpu_line_names_each_kind_its_commit_and_what_held(tmp_path):
         "rows on the noise path, within it (15 greedy-soup rows chose other ingredients)"
     ) in line
     table = cross_cpu.runs_table(runs)
-    assert "| `I` | I CPU | `1111111`" in table and "| 1 of 21 | 0 / 100 / 0 | passes |" in table
+    assert "| `I` | I CPU | `1111111`" in table and "| 1 of 21 | 0 / 100 / 0 | passes | – |" in table
     assert "| 3 of 21 | 90 / 7 / 3 | FAILS |" in cross_cpu.runs_table(
         [
             _run("X", "3", identical=3, compared=21, rows=100, within=7, ok=False)

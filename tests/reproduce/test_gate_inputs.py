@@ -156,7 +156,11 @@ def test_check_of_another_vendors_run_judges_rows_with_the_same_logits_by_noise_
     res.mkdir()
     rows.to_csv(res / "metrics.csv", index=False)
     (res / "summary.json").write_text(lockfile.committed_text("results/summary.json", ROOT))
-    (res / "timings.json").write_text(json.dumps({"machine": {"cpu_kind": "GenuineIntel-f6-m167", "pinned": True}}))
+    timing = {"command": "python -m benchmark run --jobs 2", "repro_wall_s": 427.7, "install_s": 108.9}
+    timing |= {"floor_ratio": 1.116, "compute_floor_s": 383.2, "cpu_s": 768.8}
+    (res / "timings.json").write_text(
+        json.dumps({**timing, "machine": {"cpu_kind": "GenuineIntel-f6-m167", "pinned": True}})
+    )
     (tmp_path / "dvc.lock").write_text(lockfile.committed_text("dvc.lock", ROOT))
     args = ["reproduce", "check", "--results", str(res), "--summary", str(res / "summary.json")]
     args += ["--lock", str(tmp_path / "dvc.lock"), "--bundle", str(bundle.path), "--record", str(tmp_path / "x.json")]
@@ -167,6 +171,12 @@ def test_check_of_another_vendors_run_judges_rows_with_the_same_logits_by_noise_
     n = len(rows)
     (run,) = json.loads((tmp_path / "x.json").read_text())
     assert run["kind"] == "GenuineIntel-f6-m167"  # the run's own record, not this machine's
+    assert run["timing"] == {k: v for k, v in timing.items() if k != "cpu_s"}  # its own timing, kept with the check
+    from benchmark.reproduce import cross_cpu
+
+    assert "| 8.9 min (install 109 s + `python -m benchmark run --jobs 2` 428 s, 1.12x its compute floor) |" in (
+        cross_cpu.runs_table([run])
+    )
     if allow:
         assert code == 0 and f"same logits: {n - 1} identical, 0 within 1e-9, 0 differ, 1 judged by noise" in out
         assert run["rows"]["same-logits-noise"] == 1 and run["reproduces"] is True

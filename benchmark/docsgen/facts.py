@@ -167,6 +167,29 @@ def main_job_line(rec: dict | None) -> str:
     )
 
 
+def other_cpus_line(rec: dict | None, runs: list[dict]) -> str:
+    """The main job as the from-scratch checks on other CPU kinds than ``rec``'s (the README's timing record) timed it
+    (``results/cross_cpu.json``, the newest timed check of each kind): minutes and the ratio to the compute floor;
+    ``''`` when there is none."""
+    mine = ((rec or {}).get("machine") or {}).get("cpu_kind")
+    timed = {r["kind"]: r for r in cross_cpu.gate_runs(runs) if (r.get("timing") or {}).get("repro_wall_s")}
+    parts = []
+    for kind, r in timed.items():
+        if kind == mine:
+            continue
+        t = r["timing"]
+        total = t["repro_wall_s"] + (t.get("install_s") or 0)
+        install = f"install {t['install_s']:.0f} s + " if t.get("install_s") is not None else ""
+        ratio = f", {t['floor_ratio']:.2f}x its compute floor" if t.get("floor_ratio") else ""
+        parts.append(
+            f"{cpu_name(r.get('cpu') or kind)} (`{kind}`, at `{r['commit'][:7]}`): **{total / 60:.1f} min** "
+            f"({install}`{_command(t)}` {t['repro_wall_s']:.0f} s{ratio})"
+        )
+    if not parts:
+        return ""
+    return "- The same main job on other CPU kinds (their from-scratch checks): " + "; ".join(parts) + "."
+
+
 def pinning_line(rec: dict | None) -> str:
     """The pinned CPU kernels and what they cost against native ones (``results/numerics.json``)."""
     if rec is None:
@@ -265,13 +288,14 @@ def holds_details(root=".") -> str:
     """What holds in full (the reproducibility page): the main job, the pinned kernels and their cost, each CPU kind's
     check and the kernel fingerprints, the site at the papers' scale, the tests."""
     res = Path(root) / "results"
-    cross = cross_cpu.holds_line(
-        cross_cpu.load(res / "cross_cpu.json"), fingerprint_records.read_records(res / "fingerprints")
-    )
+    runs = cross_cpu.load(res / "cross_cpu.json")
+    cross = cross_cpu.holds_line(runs, fingerprint_records.read_records(res / "fingerprints"))
+    timings = _load(res / "timings.json")
     return (
         "\n".join(
             [
-                main_job_line(_load(res / "timings.json")),
+                main_job_line(timings),
+                *filter(None, [other_cpus_line(timings, runs)]),
                 pinning_line(_load(res / "numerics.json")),
                 cross,
                 site_line(_load(res / "site_scale.json")),

@@ -331,3 +331,20 @@ def test_the_fingerprint_lines_count_what_two_kinds_share_and_agree_on():
     table = cross_cpu.fingerprint_table([a, b])
     assert "| the pipeline's layers: a training step and a logits pass | – | 1 of 1 |" in table
     assert "| other ATen operations | 0 of 1 **part** | 1 of 1 |" in table and "3 of 5 operations equal" in table
+
+
+def test_other_cpu_kinds_timings_come_from_their_checks_and_skip_the_readmes_own_machine():
+    timed = _run("GenuineIntel-f6-m167", "d461a5f0", identical=20, compared=21, rows=10, within=10) | {
+        "cpu": "Intel(R) Xeon(R) Processor",
+        "timing": {"command": "python -m benchmark run --jobs 2", "repro_wall_s": 427.7, "install_s": 108.9}
+        | {"floor_ratio": 1.116, "compute_floor_s": 383.2},
+    }
+    untimed = _run("AuthenticAMD-f26-m2", "0f7cbf4", identical=1, compared=21, rows=10, within=10)
+    rec = {"machine": {"cpu_kind": "AuthenticAMD-f25-m17"}}
+    line = facts.other_cpus_line(rec, [untimed, timed])
+    assert line == (
+        "- The same main job on other CPU kinds (their from-scratch checks): Intel Xeon (`GenuineIntel-f6-m167`, at "
+        "`d461a5f`): **8.9 min** (install 109 s + `python -m benchmark run` 428 s, 1.12x its compute floor)."
+    )  # 108.9 + 427.7 = 536.6 s = 8.94 min; the AMD Zen 5's check has no timing: left out
+    assert facts.other_cpus_line({"machine": {"cpu_kind": "GenuineIntel-f6-m167"}}, [timed]) == ""  # the README's own
+    assert facts.other_cpus_line(None, []) == ""

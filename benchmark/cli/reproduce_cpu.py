@@ -198,6 +198,11 @@ def _fingerprint_here(args, params, zoo) -> tuple[dict, bool]:
         "MKL-routed operators in a training step and a logits pass: "
         + ("; ".join(f"{m}: {', '.join(o)}" for m, o in mkl.items()) + " -> NOT PORTABLE" if mkl else "none")
     )
+    ev = fp.mkl_ops_in_evaluation()
+    print(
+        "MKL-routed operators in the evaluation (temperature fits, predictions, metrics and bootstrap; reported: "
+        "another vendor's evaluation of the same logits is judged by its noise): " + (", ".join(ev) or "none")
+    )
     mine = fp.measure_as_asked(params, zoo, args)
     return mine, bool(mkl)
 

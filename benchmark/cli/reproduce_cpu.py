@@ -55,13 +55,7 @@ def _add_fingerprint(sub) -> None:
         help="the pipeline's operations of these zoo entries' "
         "architectures only (default: every architecture of the zoo)",
     )
-    f.add_argument("--timeout", type=float, metavar="SECONDS", help="with --emulate: give up after this long (exit 2)")
-    f.add_argument(
-        "--no-recheck",
-        action="store_true",
-        help="with --emulate: judge the first run as it is (by default, parts whose must-agree operations parted are "
-        "measured again in a fresh process and judged on that: a kernel gives the same bytes twice, TCG once did not)",
-    )
+    _add_emulation_flags(f)
     f.add_argument(
         "--write",
         action="store_true",
@@ -69,6 +63,23 @@ def _add_fingerprint(sub) -> None:
     )
     f.add_argument("--show", type=int, default=8, help="differing operations to print per record (default 8)")
     f.set_defaults(handler=run_fingerprint)
+
+
+def _add_emulation_flags(f) -> None:
+    """``reproduce fingerprint``'s flags that only ``--emulate`` reads."""
+    f.add_argument("--timeout", type=float, metavar="SECONDS", help="with --emulate: give up after this long (exit 2)")
+    f.add_argument(
+        "--unless-native",
+        action="store_true",
+        help="with --emulate: leave out the pipeline's operations when the emulated CPU's vendor is this machine's "
+        "(`reproduce fingerprint` without --emulate measures them natively; TCG is slow on some hosts)",
+    )
+    f.add_argument(
+        "--no-recheck",
+        action="store_true",
+        help="with --emulate: judge the first run as it is (by default, parts whose must-agree operations parted are "
+        "measured again in a fresh process and judged on that: a kernel gives the same bytes twice, TCG once did not)",
+    )
 
 
 def _add_stage(sub) -> None:
@@ -120,12 +131,16 @@ def run_fingerprint(args) -> int:
         if unknown:
             raise ValueError(f"--models: {', '.join(unknown)} not in the zoo {params.zoo} ({', '.join(zoo)})")
         if args.emulate:
+            with_pipeline = not args.no_pipeline and not (args.unless_native and _native_vendor(args.emulate))
+            if args.no_ops and not with_pipeline:
+                print("nothing to measure under the emulator: its pipeline's operations are measured natively here")
+                return 0
             mine = emulate.fingerprint(
                 args.emulate,
                 params=args.params,
                 all_modes=args.all_modes,
                 with_ops=not args.no_ops,
-                with_pipeline=not args.no_pipeline,
+                with_pipeline=with_pipeline,
                 names=args.models,
                 timeout=args.timeout,
             )
@@ -159,6 +174,22 @@ def run_fingerprint(args) -> int:
     if args.write:
         _write_fingerprint(args.records, mine)
     return 1 if failing else 0
+
+
+def _native_vendor(model: str) -> bool:
+    """Whether the emulated ``model``'s vendor is this machine's (printed when it is: the pipeline's operations of that
+    vendor are then measured natively, by ``reproduce fingerprint`` without ``--emulate``)."""
+    from benchmark.config.numerics import cpu
+    from benchmark.reproduce import emulate
+
+    host = cpu()["kind"].split("-", 1)[0]
+    same = emulate.vendor_of(model) == host
+    if same:
+        print(
+            f"this machine is a {host}, the vendor of {model}: the pipeline's operations are measured natively "
+            "(`reproduce fingerprint`), not under the emulator (--unless-native)"
+        )
+    return same
 
 
 def _recheck(args, params, zoo, mine: dict, records: list[dict], verdicts: list[dict]) -> tuple[dict, list[dict]]:

@@ -72,6 +72,18 @@ def cpu_models(path: str) -> list[str]:
     return sorted({m.group(1) for m in re.finditer(r"^x86\s+(\S+)", out, re.M)})
 
 
+def vendor_of(model: str, path: str | None = None) -> str | None:
+    """The vendor (``GenuineIntel``, ``AuthenticAMD``) of the emulated CPU ``model``, from the description
+    ``qemu-x86_64 -cpu help`` gives it or its first version (``Icelake-Server-v1  Intel Xeon Processor (Icelake)``);
+    None when the description names neither."""
+    out = subprocess.run([path or qemu(), "-cpu", "help"], capture_output=True, text=True, check=False).stdout
+    for name in (model, f"{model}-v1"):
+        m = re.search(rf"^x86\s+{re.escape(name)}\s+(.+)$", out, re.M)
+        if m and ("AMD" in m.group(1) or "Intel" in m.group(1)):
+            return "AuthenticAMD" if "AMD" in m.group(1) else "GenuineIntel"
+    return None
+
+
 def child_command(
     model: str, *, params: str, out: str, all_modes: bool, with_ops: bool, with_pipeline: bool, names=None
 ) -> list[str]:

@@ -172,7 +172,7 @@ def test_ci_runs_the_matrix_of_cpu_kinds_and_setup_installs_the_emulator():
     steps = [line.strip() for line in ci.splitlines() if line.startswith("python -m benchmark reproduce fingerprint")]
     assert steps == [
         "python -m benchmark reproduce fingerprint",
-        "python -m benchmark reproduce fingerprint --emulate Icelake-Server --all-modes",
+        "python -m benchmark reproduce fingerprint --emulate Icelake-Server --all-modes --unless-native",
         "python -m benchmark reproduce fingerprint --emulate Skylake-Client --no-pipeline",
         "python -m benchmark reproduce fingerprint --emulate EPYC-Milan --no-pipeline",
     ]
@@ -348,3 +348,36 @@ def test_no_recheck_judges_the_first_emulated_run_as_it_is(monkeypatch, capsys):
     calls = _emulated_runs(monkeypatch, ["0" * 16])
     assert main(["reproduce", "fingerprint", "--emulate", "Skylake-Client", "--no-pipeline", "--no-recheck"]) == 1
     assert len(calls) == 1 and "FAIL (must agree)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("host", ["GenuineIntel-f6-m167", "AuthenticAMD-f25-m17"])
+def test_unless_native_leaves_the_pipeline_to_the_native_run_on_a_host_of_the_emulated_vendor(
+    monkeypatch, capsys, host
+):
+    """CI's emulated Intel: on an Intel host the pipeline's operations are the host's own (the native step measured
+    them), so --unless-native leaves them out of the emulated run; on an AMD host it changes nothing."""
+    from benchmark.cli.main import main
+    from benchmark.config import numerics
+
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setattr(numerics, "cpu", lambda: {"kind": host, "cpu": "x", "isa": [], "cores": 2})
+    monkeypatch.setattr(emulate, "vendor_of", lambda model, path=None: {"Icelake-Server": "GenuineIntel"}.get(model))
+    good = json.loads((ROOT / "results/fingerprints/QEMU-Skylake-Client.json").read_text())["hashes"]
+    calls = _emulated_runs(monkeypatch, [good["threads=2,onednn=on/elementwise exp"]] * 2)
+    assert main(["reproduce", "fingerprint", "--emulate", "Icelake-Server", "--unless-native"]) == 0
+    out = capsys.readouterr().out
+    native = host.startswith("GenuineIntel")
+    assert calls[0]["with_pipeline"] is not native and calls[0]["with_ops"]
+    assert ("the pipeline's operations are measured natively" in out) is native
+    code = main(["reproduce", "fingerprint", "--emulate", "Icelake-Server", "--unless-native", "--no-ops"])
+    assert (code, len(calls)) == ((0, 1) if native else (0, 2))  # nothing left to emulate on the Intel host
+    if native:
+        assert "nothing to measure under the emulator" in capsys.readouterr().out
+
+
+@needs_qemu
+def test_the_vendor_of_an_emulated_model_comes_from_qemus_own_description():
+    assert (
+        emulate.vendor_of("Icelake-Server") == "GenuineIntel" and emulate.vendor_of("Skylake-Client") == "GenuineIntel"
+    )
+    assert emulate.vendor_of("EPYC-Milan") == "AuthenticAMD" and emulate.vendor_of("qemu64") is None

@@ -220,6 +220,36 @@ def _recheck(args, params, zoo, mine: dict, records: list[dict], verdicts: list[
     return settled, verdicts
 
 
+def mkl_ops_in_evaluation(n: int = 600) -> list[str]:
+    """The MKL-routed ATen operators (:data:`benchmark.reproduce.fingerprint.MKL_OPS`) that the evaluation calls on
+    one thread, as the evaluate stage's workers run it, on seeded logits: both temperature fits of a model and of a
+    duo, a duo's and an ensemble's predictions, and their metrics with a bootstrap (:mod:`benchmark.core`). Reported,
+    not failed: another vendor's evaluation of the same logits is judged by its noise (:mod:`benchmark.reproduce.gate`,
+    "Another CPU vendor"). Here, not in the fingerprint module: ``reproduce`` imports no more than six packages."""
+    import torch
+    import torch.nn.functional as F
+    from torch.profiler import ProfilerActivity, profile
+
+    from benchmark.core import combine, evaluate, temperature
+    from benchmark.reproduce.fingerprint import MKL_OPS, NUM_CLASSES, gen
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        y = torch.arange(n) % NUM_CLASSES
+        zb, zs = (gen(600 + i, n, NUM_CLASSES) * 2 + F.one_hot(y, NUM_CLASSES) * (2 - i / 2) for i in (0, 1))
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            for mode in temperature.FIT_MODES:
+                temperature.fit_temperature(zb, y, mode)
+                fit = temperature.fit_duo(zb, zs, y, mode)
+            duo = combine.duo_prediction(zb, zs, variant="weighted", fit=fit)
+            for pred in (duo, combine.ensemble_prediction([zb, zs])):
+                evaluate.evaluate(pred, y, n_bootstrap=20)
+        return sorted({e.name for e in prof.events()} & MKL_OPS)
+    finally:
+        torch.set_num_threads(threads)
+
+
 def _fingerprint_here(args, params, zoo) -> tuple[dict, bool]:
     """This machine's fingerprint, after printing the MKL-routed operators; whether there are any (not portable)."""
     from benchmark.reproduce import fingerprint as fp
@@ -229,7 +259,7 @@ def _fingerprint_here(args, params, zoo) -> tuple[dict, bool]:
         "MKL-routed operators in a training step and a logits pass: "
         + ("; ".join(f"{m}: {', '.join(o)}" for m, o in mkl.items()) + " -> NOT PORTABLE" if mkl else "none")
     )
-    ev = fp.mkl_ops_in_evaluation()
+    ev = mkl_ops_in_evaluation()
     print(
         "MKL-routed operators in the evaluation (temperature fits, predictions, metrics and bootstrap; reported: "
         "another vendor's evaluation of the same logits is judged by its noise): " + (", ".join(ev) or "none")

@@ -314,32 +314,6 @@ def _mkl_ops_of(params, entry, recipe) -> list[str]:
     return sorted({e.name for e in prof.events()} & MKL_OPS)
 
 
-def mkl_ops_in_evaluation(n: int = 600) -> list[str]:
-    """The MKL-routed ATen operators (:data:`MKL_OPS`) that the evaluation calls on one thread, as the evaluate stage's
-    workers run it, on seeded logits: both temperature fits of a model and of a duo, a duo's and an ensemble's
-    predictions, and their metrics with a bootstrap (:mod:`benchmark.core`). Reported, not failed: another vendor's
-    evaluation of the same logits is judged by its noise (:mod:`benchmark.reproduce.gate`, "Another CPU vendor")."""
-    from torch.profiler import ProfilerActivity, profile
-
-    from benchmark.core import combine, evaluate, temperature
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        y = torch.arange(n) % NUM_CLASSES
-        zb, zs = (gen(600 + i, n, NUM_CLASSES) * 2 + F.one_hot(y, NUM_CLASSES) * (2 - i / 2) for i in (0, 1))
-        with profile(activities=[ProfilerActivity.CPU]) as prof:
-            for mode in temperature.FIT_MODES:
-                temperature.fit_temperature(zb, y, mode)
-                fit = temperature.fit_duo(zb, zs, y, mode)
-            duo = combine.duo_prediction(zb, zs, variant="weighted", fit=fit)
-            for pred in (duo, combine.ensemble_prediction([zb, zs])):
-                evaluate.evaluate(pred, y, n_bootstrap=20)
-        return sorted({e.name for e in prof.events()} & MKL_OPS)
-    finally:
-        torch.set_num_threads(threads)
-
-
 def machine() -> dict:
     """This CPU (:func:`benchmark.config.numerics.cpu`): its kind names a record."""
     return numerics.cpu()

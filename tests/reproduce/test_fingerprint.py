@@ -8,6 +8,7 @@ import json
 import pytest
 import torch
 
+from benchmark.cli import reproduce_cpu
 from benchmark.cli.main import main
 from benchmark.reproduce import fingerprint as fp
 from benchmark.reproduce import fingerprint_records as fr
@@ -98,7 +99,7 @@ def test_the_command_prints_each_record_and_fails_on_what_must_agree(tmp_path, m
     mine = dict(rec("C", {"k": theirs, "m": "C"}, torch.__version__), cpu_capability="AVX2", pinned=True)
     monkeypatch.setattr(fp, "measure", lambda *a, **k: mine)
     monkeypatch.setattr(fp, "mkl_ops_in", lambda *a: {"lite0": mkl, "mnv3": []})
-    monkeypatch.setattr(fp, "mkl_ops_in_evaluation", lambda: ["aten::dot", "aten::log"])
+    monkeypatch.setattr(reproduce_cpu, "mkl_ops_in_evaluation", lambda: ["aten::dot", "aten::log"])
     assert main(["reproduce", "fingerprint", "--records", str(tmp_path), "--write"]) == code
     out = capsys.readouterr().out
     assert "MKL-routed operators in the evaluation (" in out and "its noise): aten::dot, aten::log\n" in out
@@ -116,7 +117,7 @@ def test_the_evaluation_calls_mkl_and_the_fingerprint_says_which():
     """What a real Intel Xeon's evaluate stage parted on (same logits, values 1e-9..1e-5 off the AMD EPYCs'): the fits'
     and the bootstrap's float64 BLAS, MKL's log and LAPACK's eigh. Listed, so a change that makes the evaluation
     portable (or adds a route) shows in every fingerprint run."""
-    ops = fp.mkl_ops_in_evaluation(n=300)
+    ops = reproduce_cpu.mkl_ops_in_evaluation(n=300)
     assert set(ops) <= fp.MKL_OPS and ops == sorted(ops)
     assert "aten::log" in ops and "aten::_linalg_eigh" in ops and {"aten::dot", "aten::mv", "aten::mm"} & set(ops)
 

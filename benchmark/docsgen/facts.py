@@ -177,13 +177,8 @@ def other_cpus_line(rec: dict | None, runs: list[dict]) -> str:
     for kind, r in timed.items():
         if kind == mine:
             continue
-        t = r["timing"]
-        total = t["repro_wall_s"] + (t.get("install_s") or 0)
-        install = f"install {t['install_s']:.0f} s + " if t.get("install_s") is not None else ""
-        ratio = f", {t['floor_ratio']:.2f}x its compute floor" if t.get("floor_ratio") else ""
         parts.append(
-            f"{cpu_name(r.get('cpu') or kind)} (`{kind}`, at `{r['commit'][:7]}`): **{total / 60:.1f} min** "
-            f"({install}`{_command(t)}` {t['repro_wall_s']:.0f} s{ratio})"
+            f"{cpu_name(r.get('cpu') or kind)} (`{kind}`, at `{r['commit'][:7]}`): {cross_cpu.main_job(r['timing'])}"
         )
     if not parts:
         return ""

@@ -135,7 +135,7 @@ def add(path, run: dict) -> list[dict]:
     return runs
 
 
-def _main_job(t: dict | None) -> str:
+def main_job(t: dict | None) -> str:
     """A checked run's own timing (:func:`entry`'s ``timing``): install plus command in minutes and the ratio to its
     compute floor; ``–`` when it has none."""
     if not t or not t.get("repro_wall_s"):
@@ -252,7 +252,7 @@ def runs_table(runs: list[dict]) -> str:
             f"`{_short(r['bundle_commit'])}`) | {o['identical']} of {o['compared']} | "
             f"{n['identical'] + n['recomputed']:,} / {n['within-noise']:,} / {failing:,} | "
             f"{'passes' if r['reproduces'] else 'FAILS'}{(': ' + r['note']) if r.get('note') else ''} | "
-            f"{_main_job(r.get('timing'))} |"
+            f"{main_job(r.get('timing'))} |"
         )
     return "\n".join(lines) + "\n"
 

@@ -75,11 +75,9 @@ def committed_numerics(manifest: dict, root=".") -> tuple[bool, str]:
     return False, "nothing recorded: treated as not pinned"
 
 
-def _timings_kind(text: str | None) -> str | None:
-    try:
-        machine = json.loads(text or "").get("machine") or {}
-    except (json.JSONDecodeError, AttributeError):
-        return None
+def _timings_kind(rec) -> str | None:
+    """The ``machine.cpu_kind`` of a timing record (a dict), None when it has none."""
+    machine = rec.get("machine") if isinstance(rec, dict) else None
     kind = machine.get("cpu_kind") if isinstance(machine, dict) else None
     return kind if isinstance(kind, str) and kind else None
 
@@ -93,9 +91,11 @@ def cpu_kinds(results, root=".") -> tuple[tuple[str, str], tuple[str, str]]:
         committed = committed_text("results/timings.json", root)
     except FileNotFoundError:
         committed = None
-    own = fresh_timings(results, root)
-    fresh = _timings_kind(json.dumps(own)) if own else None
-    ref = _timings_kind(committed)
+    fresh = _timings_kind(fresh_timings(results, root))
+    try:
+        ref = _timings_kind(json.loads(committed or ""))
+    except json.JSONDecodeError:
+        ref = None
     return (
         (fresh, str(Path(results) / "timings.json")) if fresh else (numerics.cpu()["kind"], "this process"),
         (ref, "HEAD:results/timings.json") if ref else ("?", "nothing recorded"),

@@ -80,8 +80,8 @@ def test_sigint_to_a_publish_in_its_long_step_keeps_the_previous_site(tmp_path):
     child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
     try:
         end = time.monotonic() + 300
-        # atomic_dir's folder with a first file in it: writing now, past its set-up (a Ctrl-C between mkdtemp and
-        # atomic_dir's try can leave the folder: storage/atomic.py, a stage dependency, still to be mended)
+        # atomic_dir's folder with a first file in it: publish is writing the site (a Ctrl-C in atomic_dir's own
+        # set-up is tests/pipeline/test_store.py's test_a_ctrl_c_in_the_set_up_leaves_no_temporary)
         while not any(p.name.startswith(".site.") and _has_files(p) for p in out.parent.iterdir()):
             assert child.poll() is None, f"publish ended before it was interrupted: {child.communicate()}"
             assert time.monotonic() < end, "publish never started writing"

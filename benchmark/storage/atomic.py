@@ -108,16 +108,18 @@ def atomic_path(path: PathLike, suffix: str | None = None) -> Iterator[Path]:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     clean_leftovers(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix or path.suffix or ".tmp", dir=path.parent)
-    os.close(fd)
+    tmp = None  # made inside the try: a Ctrl-C right after mkstemp still removes the file
     try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix or path.suffix or ".tmp", dir=path.parent)
+        os.close(fd)
         yield Path(tmp)
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600 (and writers may recreate the file): the usual modes
         write_boundary(f"written {tmp}")
         os.replace(tmp, path)
     except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+        if tmp is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
         raise
     write_boundary(f"replaced {path}")
 
@@ -143,9 +145,10 @@ def atomic_dir(path: PathLike) -> Iterator[Path]:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     clean_leftovers(path)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
-    os.chmod(tmp, 0o777 & ~_umask())
+    tmp = None  # made inside the try: a Ctrl-C right after mkdtemp (or in the chmod) still removes the folder
     try:
+        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+        os.chmod(tmp, 0o777 & ~_umask())
         yield tmp
         write_boundary(f"written {tmp}")
         old = None
@@ -158,5 +161,6 @@ def atomic_dir(path: PathLike) -> Iterator[Path]:
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -106,3 +106,26 @@ def test_written_files_get_the_usual_mode_not_the_temp_files_0600(tmp_path):
         os.umask(mask)
     for name in ("a.safetensors", "a.npz"):
         assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o644, name
+
+
+@pytest.mark.parametrize("kind", ["file", "folder"])
+def test_a_ctrl_c_in_the_set_up_leaves_no_temporary(tmp_path, monkeypatch, kind):
+    """A KeyboardInterrupt right after the temporary is made (in the mode fix-up or the fd close) removes it."""
+    import os
+
+    from benchmark.storage import atomic
+
+    target = tmp_path / ("x.json" if kind == "file" else "site")
+    real = os.chmod if kind == "folder" else os.close
+
+    def interrupted(*args):
+        real(*args)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(atomic.os, "chmod" if kind == "folder" else "close", interrupted)
+    manager = atomic.atomic_dir(target) if kind == "folder" else atomic.atomic_path(target)
+    with pytest.raises(KeyboardInterrupt):
+        with manager:
+            pytest.fail("the body must not run")
+    monkeypatch.undo()
+    assert list(tmp_path.iterdir()) == []

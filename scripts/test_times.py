@@ -35,6 +35,7 @@ def _write(record: dict) -> None:
     path = os.environ.get("UQBENCH_TEST_TIMES")
     if path:
         record["worker"] = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        record["at"] = round(time.time(), 3)  # when the phase or set-up ended (wall clock): lines up with /proc/stat
         with open(path, "a", encoding="utf-8") as f:  # one short line per write: appends from workers do not mix
             f.write(json.dumps(record) + "\n")
 

@@ -92,11 +92,17 @@ def entry_flops(entry, num_classes: int = 1000) -> dict:
     return arch_flops(entry.arch, entry.img_size, num_classes)
 
 
+# one fvcore count per model structure and process: (torchvision?, arch, img_size, weights) -> (classes, count)
+_COUNTED: dict[tuple, tuple[int, dict]] = {}
+
+
 def entry_heads(entry, classes) -> list[tuple[int, dict]]:
-    """:func:`entry_flops` of ``entry`` with each head of ``classes`` (ascending), the first counted with fvcore and
-    the others from it: a head's parameters counted on the model built on the meta device, and, when the classifier
-    is one ``nn.Linear`` (timm's and torchvision's), its GFLOPs as the first count's plus the multiply-adds of the
-    extra outputs (``in_features`` each per image, as fvcore counts a linear layer); any other head is counted again."""
+    """:func:`entry_flops` of ``entry`` with each head of ``classes`` (ascending), one counted with fvcore and the
+    others from it: a head's parameters counted on the model built on the meta device, and, when the classifier is
+    one ``nn.Linear`` (timm's and torchvision's), its GFLOPs as the count's plus the multiply-adds of the extra outputs
+    (``in_features`` each per image, as fvcore counts a linear layer); any other head is counted again. The count is
+    kept per model structure for the process: the same architecture at the same size in another zoo file (another
+    suite, another number of classes) is not traced again."""
     import torch
     from torch import nn
 
@@ -104,24 +110,22 @@ def entry_heads(entry, classes) -> list[tuple[int, dict]]:
     from benchmark.models.cost import count_params
 
     classes = sorted(classes)
-    first = entry_flops(entry, classes[0])
-    out = [(classes[0], first)]
-    for nc in classes[1:]:
+    tv = entry.init_kind == "torchvision"
+    key = (tv, entry.arch, entry.img_size, entry.init_source if tv else None)
+    if key not in _COUNTED:
+        _COUNTED[key] = (classes[0], entry_flops(entry, classes[0]))
+    counted_nc, counted = _COUNTED[key]
+    out = []
+    for nc in classes:
+        if nc == counted_nc:
+            out.append((nc, counted))
+            continue
         with torch.device("meta"):
             model = factory.create(entry, nc, load_weights=False)
         head = model.get_classifier() if hasattr(model, "get_classifier") else None
         if isinstance(head, nn.Linear):
-            out.append(
-                (
-                    nc,
-                    {
-                        **first,
-                        "num_classes": nc,
-                        "params": count_params(model),
-                        "gflops": first["gflops"] + (nc - classes[0]) * head.in_features / 1e9,
-                    },
-                )
-            )
+            gflops = counted["gflops"] + (nc - counted_nc) * head.in_features / 1e9
+            out.append((nc, {**counted, "num_classes": nc, "params": count_params(model), "gflops": gflops}))
         else:
             out.append((nc, entry_flops(entry, nc)))
     return out

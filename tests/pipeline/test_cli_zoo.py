@@ -103,6 +103,38 @@ def test_flops_and_validate_zoo_count_the_head_the_pipeline_builds(tmp_path, mon
         assert float(words[words.index("M") - 1]) == pytest.approx(want["params"] / 1e6, abs=0.006)
 
 
+def test_the_same_structure_in_two_zoo_files_is_traced_once(tmp_path, monkeypatch):
+    """An architecture at one size in two zoo files (suites of 5 and 257 classes, as resnet50 in caltech256's and
+    iwildcam's zoos): one fvcore count per process, the other file's head derived from it, as counted by hand."""
+    import timm
+
+    from benchmark.cli import zoo_flops
+    from benchmark.cli.zoo_commands import validate_file
+    from benchmark.models.cost import structure_cost
+    from benchmark.models.zoo import load_zoo
+
+    traced = []
+    monkeypatch.setattr(zoo_flops, "_COUNTED", {})
+    real = zoo_flops.entry_flops
+    monkeypatch.setattr(zoo_flops, "entry_flops", lambda entry, nc: traced.append(nc) or real(entry, nc))
+    files = []
+    for name, nc in (("a", 257), ("b", 5)):
+        zoo = tmp_path / f"{name}.yaml"
+        zoo.write_text(f"models:\n  {name}: {{arch: test_resnet, init: scratch, img_size: 64, seed: 0, recipe: r}}\n")
+        lines, errors = validate_file(zoo, {"r": {}}, classes={nc: [name]})
+        assert errors == [] and len(lines) == 1
+        files.append((zoo, name, nc, lines[0]))
+    assert traced == [257]  # the second file's 5-class head came from the 257-class count
+    for zoo, name, nc, line in files:
+        want = structure_cost(load_zoo(zoo, recipes={"r": {}})[name], nc)
+        words = line.split()
+        assert words[words.index("classes") - 1] == str(nc)
+        assert float(words[words.index("GFLOPs") - 1]) == pytest.approx(want["gflops"], rel=1e-3)
+        model = timm.create_model("test_resnet", num_classes=nc)
+        assert float(words[words.index("GFLOPs") - 1]) == pytest.approx(_by_hand_resnet_test_flops(model, 64), rel=1e-3)
+        assert float(words[words.index("M") - 1]) == pytest.approx(want["params"] / 1e6, abs=0.006)
+
+
 def test_flops_module_runs_without_network():
     r = subprocess.run(
         ["python", "-m", "benchmark.cli.zoo_commands", "flops", "resnet50", "--json"],

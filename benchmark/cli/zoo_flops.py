@@ -92,8 +92,9 @@ def entry_flops(entry, num_classes: int = 1000) -> dict:
     return arch_flops(entry.arch, entry.img_size, num_classes)
 
 
-# one fvcore count per model structure and process: (torchvision?, arch, img_size, weights) -> (classes, count)
-_COUNTED: dict[tuple, tuple[int, dict]] = {}
+# one fvcore count per model structure and process: (torchvision?, arch, img_size, weights) -> count (its classes in
+# its "num_classes")
+_COUNTED: dict[tuple, dict] = {}
 
 
 def entry_heads(entry, classes) -> list[tuple[int, dict]]:
@@ -113,8 +114,9 @@ def entry_heads(entry, classes) -> list[tuple[int, dict]]:
     tv = entry.init_kind == "torchvision"
     key = (tv, entry.arch, entry.img_size, entry.init_source if tv else None)
     if key not in _COUNTED:
-        _COUNTED[key] = (classes[0], entry_flops(entry, classes[0]))
-    counted_nc, counted = _COUNTED[key]
+        _COUNTED[key] = entry_flops(entry, classes[0])
+    counted = _COUNTED[key]
+    counted_nc = counted["num_classes"]
     out = []
     for nc in classes:
         if nc == counted_nc:

@@ -2,7 +2,7 @@
 
 * :func:`fresh_clone`: a git repository holding the files of this checkout that git tracks or would track (what
   ``git clone`` of it gives), committed once;
-* :func:`embedded_run`: such a clone where the embedded default's ``dvc repro`` ran on a tiny profile
+* :func:`embedded_run`: such a clone where the embedded default's main job ran on a tiny profile
   (:func:`tiny_params`, :data:`TINY_ZOO`: every method kind, seconds per stage), then committed with its
   ``dvc.lock`` as a user's checkout after the main job. One per test run (tests/conftest.py's ``embedded_run``,
   shared by the pytest-xdist workers); tests that change it or run DVC in it work on a private copy.
@@ -117,13 +117,15 @@ def fresh_clone(dst: Path, *, commit: str = "a fresh clone") -> Path:
 
 def embedded_run(tmp: Path) -> Path:
     """A fresh clone (``tmp/repo``) whose embedded default ran on the tiny profile, committed (dvc.lock,
-    results/summary.json) as a user's checkout after ``dvc repro``; returns its root."""
+    results/summary.json) as a user's checkout after the README's main job (``python -m benchmark run``: two stages
+    at a time, in forks of one warm python; tests/cluster/test_cluster_local_run.py and test_warm_run.py check that it
+    leaves the dvc.lock and cache of a serial ``dvc repro``); returns its root."""
     root = tmp / "repo"
     fresh_clone(root)
     (root / "params.yaml").write_text(yaml.safe_dump(tiny_params(yaml.safe_load((ROOT / "params.yaml").read_text()))))
     (root / "zoo" / "embedded.yaml").write_text(yaml.safe_dump(TINY_ZOO))
     run(["python", "-m", "benchmark", "suite-pipeline", "embedded"], root)  # its SVE sizes: as a user regenerates
-    run(["python", "-m", "dvc", "repro"], root)
+    run(["python", "-m", "benchmark", "run"], root)
     run(["git", "add", "-A"], root)
     run(["git", "commit", "-q", "-m", "the embedded default's run (tiny profile)"], root)
     return root

@@ -152,7 +152,7 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session")
 def embedded_run(tmp_path_factory):
-    """Root of a fresh clone where the embedded default's ``dvc repro`` ran on a tiny profile, committed
+    """Root of a fresh clone where the embedded default's main job ran on a tiny profile, committed
     (tests/checkouts.py): one run per test run, shared by the pytest-xdist workers (``once_per_run``); read by
     tests/pipeline/test_dvc_e2e.py and the docs pages that start after the main job (tests/docs/test_tutorials.py).
     A test that changes it or runs DVC in it works on a ``private_copy``."""

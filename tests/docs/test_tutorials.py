@@ -2,7 +2,7 @@
 
 A page's blocks run in order, each from the root of the reader's checkout, with the network off: a fresh clone of
 this checkout (:func:`checkouts.fresh_clone`: what git tracks, committed), or, for a page marked
-``<!-- start: after dvc repro -->``, a copy of a clone where the embedded default's ``dvc repro`` ran and was
+``<!-- start: after the main job -->``, a copy of a clone where the embedded default's main job ran and was
 committed (the session's ``embedded_run``, on a tiny profile: tests/checkouts.py). Each page is walked once per test
 run (shared by the pytest-xdist workers); the tests below read what its walk printed and built.
 
@@ -39,7 +39,7 @@ PAGES = TUTORIALS + HOW_TOS
 BLOCK = re.compile(
     r"(?:^<!-- (?P<mark>skip|file): (?P<arg>[^>]+?) -->\n)?^```(?P<lang>[\w-]*)\n(?P<code>.*?)^```[ \t]*$", re.M | re.S
 )
-AFTER_RUN = "<!-- start: after dvc repro -->"  # the page starts where the embedded default's `dvc repro` ran
+AFTER_RUN = "<!-- start: after the main job -->"  # the page starts where the embedded default's pipeline ran
 SHELL_TOOLS = {
     ".",
     "source",

@@ -49,19 +49,28 @@ def _better(metric: str):
     return key
 
 
-def _best(rows: pd.DataFrame, metric: str):
-    """Index of the best row for ``metric`` (None when no finite value)."""
-    if rows.empty or metric not in rows.columns:
-        return None
-    vals = rows[metric].to_numpy(dtype=float)
-    finite = np.isfinite(vals)
-    if not finite.any():
-        return None
-    hib = METRICS[metric].higher_is_better if metric in METRICS else False
-    key = np.where(finite, -vals if hib else vals, np.inf)
-    # best value, then members, then method (text order); the first row of a tie
-    text = [np.array([str(v) for v in rows[c]], dtype=str) for c in ("method", "members")]
-    return rows.index[np.lexsort((*text, key))[0]]
+class _Columns:
+    """What :func:`headline` reads of a split's rows, taken from the frame once: each row as a dict (by index
+    label), each metric as floats and the tie-breaking text columns, by position."""
+
+    def __init__(self, view: pd.DataFrame, metrics):
+        self.labels = view.index
+        self.rows = dict(zip(view.index, view.to_dict("records")))
+        self.values = {m: view[m].to_numpy(dtype=float) for m in metrics if m in view.columns}
+        self.text = [np.array([str(v) for v in view[c]], dtype=str) for c in ("method", "members")]
+
+    def best(self, at: np.ndarray, metric: str):
+        """Index label of the best of the rows at positions ``at`` for ``metric`` (None when no finite value): best
+        value, then members, then method (text order); the first row of a tie."""
+        if not len(at) or metric not in self.values:
+            return None
+        vals = self.values[metric][at]
+        finite = np.isfinite(vals)
+        if not finite.any():
+            return None
+        hib = METRICS[metric].higher_is_better if metric in METRICS else False
+        key = np.where(finite, -vals if hib else vals, np.inf)
+        return self.labels[at[np.lexsort((*(t[at] for t in self.text), key))[0]]]
 
 
 def paired_lookup(paired: pd.DataFrame | None) -> dict:
@@ -155,9 +164,11 @@ def headline(
         config.headline_metrics if metrics is None else metrics
     )  # a metric the split lacks is NaN (sorted last)
     ref = (view["family"] == config.reference_family).to_numpy()
-    has_balance = np.isfinite(view["balance"].to_numpy(dtype=float)) & ~ref
+    balance = view["balance"].to_numpy(dtype=float)
+    has_balance = np.isfinite(balance) & ~ref
     by_base = {b: idx for b, idx in view.groupby("base", sort=True).indices.items()}  # positions of each base's rows
     bases = sorted(b for b, idx in by_base.items() if b != "" and (~ref[idx]).any())
+    cols = _Columns(view, metrics)
     entries: list[dict] = []
     index: dict[tuple, int] = {}
     order: dict[str, list] = {m: [] for m in metrics}
@@ -166,24 +177,24 @@ def headline(
     def add(i, kind, alone) -> int:
         if (i, kind) not in index:
             index[(i, kind)] = len(entries)
-            entries.append(_entry(i, view.loc[i].to_dict(), kind, metrics, alone, paired, noise_))
+            entries.append(_entry(i, cols.rows[i], kind, metrics, alone, paired, noise_))
         return index[(i, kind)]
 
     for b in bases:
         idx = by_base[b]
-        alone_rows = view.iloc[idx[ref[idx]]]
-        alone = alone_rows.iloc[0].to_dict() if len(alone_rows) else None
+        alone_at = idx[ref[idx]]
+        alone = cols.rows[cols.labels[alone_at[0]]] if len(alone_at) else None
         fixed = []
         if alone is not None:
-            fixed.append((add(alone_rows.index[0], "alone", None), "base alone"))
-        for i in view.index[idx[~ref[idx] & ~has_balance[idx]]]:
-            fixed.append((add(i, "other", alone), view.at[i, "family"].replace("_", " ")))
-        duos = view.iloc[idx[has_balance[idx]]]
-        cheap_duos = duos[duos["balance"].to_numpy(dtype=float) <= cap + 1e-12]
+            fixed.append((add(cols.labels[alone_at[0]], "alone", None), "base alone"))
+        for i in cols.labels[idx[~ref[idx] & ~has_balance[idx]]]:
+            fixed.append((add(i, "other", alone), cols.rows[i]["family"].replace("_", " ")))
+        duos = idx[has_balance[idx]]
+        cheap_duos = duos[balance[duos] <= cap + 1e-12]
         for m in metrics:
             order[m] += fixed
-            cheap = _best(cheap_duos, m)
-            best = _best(duos, m)
+            cheap = cols.best(cheap_duos, m)
+            best = cols.best(duos, m)
             if cheap is not None:
                 order[m].append(
                     (

@@ -299,11 +299,15 @@ def page_context(
     head = headline_context(views, cfg, zoo=inputs.zoo, paired=inputs.paired)
     head["anchors"] = {n: anchor("model", n) for n in sorted(used)}
     lookup = paired_lookup(inputs.paired)
-    judged = {(su["name"], sp["name"]): sp["judged"] for su in head["suites"] for sp in su["splits"]}
+    heads = {(su["name"], sp["name"]): sp for su in head["suites"] for sp in su["splits"]}
     for suite in suites:  # the answer first: each split's sentence beside the suite's chart
         for sp in suite["splits"]:
             key = (suite["name"], sp["name"])
-            sp["summary"] = split_summary(views[key], cfg, paired=lookup, noise_=judged[key]) if key in views else None
+            sp["summary"] = (
+                split_summary(views[key], cfg, paired=lookup, noise_=heads[key]["judged"], head=heads[key])
+                if key in views
+                else None
+            )
     if origin is not None:
         head["sources"] = origin.sources
         head["conflicts"] = int((wide["conflict"] != "").sum()) if len(wide) else 0

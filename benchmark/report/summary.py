@@ -57,16 +57,18 @@ def _verdict(x: dict, hib: bool) -> str:
     return "outside the seed noise" + (", but its interval includes 0" if has_ci and not x["sig"] else "")
 
 
-def split_summary(view, config, *, paired: dict | None = None, noise_=None) -> dict | None:
+def split_summary(view, config, *, paired: dict | None = None, noise_=None, head: dict | None = None) -> dict | None:
     """The sentence of one split (``view``: its rows, one variant per method) and the values it quotes:
     ``{"metric", "lead" (its label and arrow: "AURC ↓"), "better" ("lower is better"), "text", "core" (the text
     without the noise-dominated split's :data:`NOISY`, which a page says once when every split is), "duo", "base",
     "rival" (each an entry of :func:`headline` or None), "dominated"}``; None when the split has no metric to rank or
-    no base with another method."""
+    no base with another method. ``head``: :func:`headline` of ``view`` for metrics that may hold the ranked one (its
+    entries, order and noise verdicts are those of that metric alone), else it is computed here."""
     m = ranked_metric(view, config)
     if m is None:
         return None
-    head = headline(view, config, paired=paired, noise_=noise_, metrics=[m])
+    if head is None or m not in head["order"]:
+        head = headline(view, config, paired=paired, noise_=noise_, metrics=[m])
     entries, order = head["entries"], head["order"][m]
     key = _better(m)
     cheap = [entries[i] for i, role in order if role.startswith(CHEAP_ROLE)]

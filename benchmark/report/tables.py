@@ -139,12 +139,12 @@ def missing_notices(results: pd.DataFrame, config, models: pd.DataFrame | None) 
         return []
     notes = []
     for (suite, split), g in results.groupby(["suite", "split"], sort=True):
-        present = set(g["metric"])
+        present = set(g["metric"].unique())
         absent = [m for m in config.metrics if m not in present]
         if absent and present & set(config.metrics):  # a split with none of them (e.g. OOD) is another kind
             notes.append(f"{suite} / {split}: metrics not computed: {', '.join(absent)}.")
     for suite, g in results.groupby("suite", sort=True):
-        splits = set(g["split"])
+        splits = set(g["split"].unique())
         for pat in config.plot_splits:
             if not any(fnmatch.fnmatchcase(s, pat) for s in splits):
                 notes.append(f"{suite}: no results for split {pat!r} (report.plot_splits), so no plots for it.")

@@ -157,3 +157,28 @@ def test_a_noise_verdict_every_split_shares_is_said_once(tmp_path):
     items = dict(re.findall(r'<li data-split="(\w[\w-]*)">(.*?)</li>', glance, re.S))
     assert set(items) == {"shift", "ood"} and not any(NOISY in t for t in items.values())
     assert "on every split\n      the typical differences are within it." in glance
+
+
+def test_the_pages_headline_passed_in_gives_the_sentence_computed_alone():
+    """The page passes each split's headline (every headline metric) to split_summary instead of a headline of the
+    ranked metric alone: the same sentence, the same rows quoted; a headline without the ranked metric is not used."""
+    from benchmark.report.headline import headline
+
+    for split in ("test", "shift"):
+        view = _view(noisy_results(), split)
+        judged = split_noise(view, noise.seed_groups(SEEDED_ZOO), CFG.reference_family, list(CFG.headline_metrics))
+        alone = split_summary(view, CFG, noise_=judged)
+        full = headline(view, CFG, noise_=judged)
+        assert len(full["order"]) > 1 and alone["metric"] in full["order"]
+        given = split_summary(view, CFG, noise_=judged, head=full)
+        assert {k: given[k] for k in ("metric", "text", "core", "dominated")} == {
+            k: alone[k] for k in ("metric", "text", "core", "dominated")
+        }
+        for who in ("duo", "base", "rival"):
+            assert (given[who] is None) == (alone[who] is None)
+            if alone[who] is not None:
+                assert given[who]["models"] == alone[who]["models"] and given[who]["label"] == alone[who]["label"]
+                m = alone["metric"]
+                assert given[who]["metrics"][m] == alone[who]["metrics"][m]
+        other = headline(view, CFG, noise_=judged, metrics=["nll"])
+        assert split_summary(view, CFG, noise_=judged, head=other) == alone  # not the ranked metric: computed

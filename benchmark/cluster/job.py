@@ -154,22 +154,34 @@ def _prepare(run: Run, name: str) -> int | tuple[object, dict, bool]:
             print(f"== {name}: up to date (its inputs are unchanged), nothing to run", flush=True)
             run.report(name, "skipped", ended=time.time(), message="up to date")
             return 0
+        missing = [str(d) for d in stage.deps if not d.exists]
+        if missing:
+            why = f"dependency {', '.join(missing)} does not exist"
+            run.report(name, "failed", ended=time.time(), message=f"a dependency is missing ({why})")
+            print(f"error: {name}: {why}", file=sys.stderr, flush=True)
+            return 1
+        stage.remove_outs(ignore_remove=False, force=False)
+        # as dvc repro (dvc.stage.run.run_stage): the run cache is asked before the inputs are hashed again, so that
+        # DVC takes dvc.lock's outputs only when every input is as dvc.lock records it, else the run cache's entry
+        # for the inputs now. Asked after save_deps, DVC's check compares the inputs with themselves and hands back
+        # dvc.lock's outputs of the old inputs.
+        restored = False
+        if not force:
+            try:
+                repo.stage_cache.restore(stage)
+                restored = True
+            except (RunCacheNotFoundError, DependencyDoesNotExistError):  # the latter: said below
+                pass
         try:
             stage.save_deps()
-        except DependencyDoesNotExistError as e:
+        except DependencyDoesNotExistError as e:  # gone since the check above
+            _clear_outputs(stage)
             run.report(name, "failed", ended=time.time(), message=f"a dependency is missing ({e})")
             print(f"error: {name}: {e}", file=sys.stderr, flush=True)
             return 1
-        before = inputs(stage)
-        stage.remove_outs(ignore_remove=False, force=False)
-        if force:
-            return stage, before, False
-        try:
-            repo.stage_cache.restore(stage)
-        except RunCacheNotFoundError:
-            return stage, before, False
-        print(f"== {name}: restored from DVC's run cache", flush=True)
-        return stage, before, True
+        if restored:
+            print(f"== {name}: restored from DVC's run cache", flush=True)
+        return stage, inputs(stage), restored
 
 
 def _not_recorded(run: Run, name: str, rc: int, signum: int | None) -> int:

@@ -111,3 +111,57 @@ def test_the_main_job_measure_compares_the_other_runner_in_a_clean_copy(toy_repo
     (toy_repo / "fail-c").write_text("")  # the copy's stage c fails: no comparison, a clear error
     with pytest.raises(RuntimeError, match="failed with exit code"):
         timing.compare_run(rec, toy_repo, toy_repo.parent / "third", jobs=1)
+
+
+def test_a_stage_whose_inputs_changed_runs_again_and_never_takes_its_old_outputs(toy_repo, monkeypatch):
+    """A second run after an edit upstream: every stage below it runs on the new inputs (or takes DVC's run cache's
+    outputs of exactly those inputs), never dvc.lock's outputs of the old ones. Before the fix, b@x, b@<Y>, c and d
+    kept their old outputs ("restored from DVC's run cache") and dvc.lock recorded them with the new inputs, so that
+    `dvc status` called the stale files up to date."""
+    monkeypatch.chdir(toy_repo)
+    assert cli_main(["run"]) == 0
+    assert (toy_repo / "d.txt").read_text().splitlines()[
+        0
+    ] == f"seed {yaml.safe_load(Path('params.yaml').read_text())['data']['seed']}"
+    params = yaml.safe_load((toy_repo / "params.yaml").read_text())
+    params["data"]["seed"] += 1
+    (toy_repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    assert cli_main(["run"]) == 0
+    second = Run.latest(toy_repo, "dvc.yaml")
+    assert [s["name"] for s in second.stages] == ["a", "b@x", BY, "c", "d"]
+    new = f"seed {params['data']['seed']}"
+    for out in ("a.txt", "b-x.txt", "b-y.txt", "c.txt", "d.txt"):
+        assert (toy_repo / out).read_text().splitlines()[0] == new, out
+    assert not [s for s in ("b@x", BY, "c", "d") if second.state(s)["message"]]  # each ran: nothing restored
+    status = subprocess.run(["python", "-m", "dvc", "status"], cwd=toy_repo, capture_output=True, text=True).stdout
+    assert "up to date" in status
+
+    (toy_repo / "a.txt").unlink()  # outputs gone, inputs as dvc.lock records them: DVC's cache gives them back
+    (toy_repo / "d.txt").unlink()
+    assert cli_main(["run"]) == 0
+    third = Run.latest(toy_repo, "dvc.yaml")
+    messages = {s["name"]: third.state(s["name"])["message"] for s in third.stages}
+    assert messages == {
+        "a": "restored from the run cache",
+        "b@x": "up to date",
+        BY: "up to date",
+        "c": "up to date",
+        "d": "restored from the run cache",
+    }
+    assert (toy_repo / "a.txt").read_text().splitlines()[0] == new == (toy_repo / "d.txt").read_text().splitlines()[0]
+
+
+def test_a_missing_input_fails_its_stage_in_one_line_and_keeps_its_outputs(toy_repo, monkeypatch, capsys):
+    monkeypatch.chdir(toy_repo)
+    pipeline = yaml.safe_load((toy_repo / "dvc.yaml").read_text())
+    pipeline["stages"]["e"] = {"cmd": "cat input.txt > e.txt", "deps": ["input.txt"], "outs": ["e.txt"]}
+    (toy_repo / "dvc.yaml").write_text(yaml.safe_dump(pipeline, sort_keys=False))
+    (toy_repo / "input.txt").write_text("one\n")
+    assert cli_main(["run"]) == 0
+    (toy_repo / "input.txt").unlink()
+    capsys.readouterr()
+    assert cli_main(["run"]) == 1
+    run = Run.latest(toy_repo, "dvc.yaml")
+    assert run.state("e")["status"] == "failed"
+    assert run.state("e")["message"] == "a dependency is missing (dependency input.txt does not exist)"
+    assert (toy_repo / "e.txt").read_text() == "one\n"  # nothing removed for a stage that could not start

@@ -4,8 +4,9 @@
 jobs of independent stages run at the same time in one workspace while DVC's records stay exact:
 
 1. under the run's lock (and DVC's repository lock): skip when DVC calls the stage unchanged (an upstream job's
-   outputs came out as before), note its inputs (dependencies' hashes, params, command), remove its outputs
-   and restore them from DVC's run cache where it holds them;
+   outputs came out as before), remove its outputs and restore them from DVC's cache as ``dvc repro`` does (before
+   the inputs are hashed again: dvc.lock's outputs only for the inputs dvc.lock records, else the run cache's
+   entry for the inputs now), then note its inputs (dependencies' hashes, params, command);
 2. without a lock: run the stage's command as DVC does (:func:`dvc.stage.run.cmd_run`: its shell, folder and
    environment), on every node of the job through ``srun`` when the stage asks for several;
 3. under the locks again: hash the inputs once more and, only when they are the ones noted in step 1, record

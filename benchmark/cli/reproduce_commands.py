@@ -104,6 +104,14 @@ def _add_test_time(sub) -> None:
         "baseline: two walls of the same hour compare, walls of different hours do not",
     )
     e.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="with --beside: each side N times, in the order DIR, here, here, DIR, ... (a drift of the machine's "
+        "speed falls on both alike), each from an empty .pytest_cache; each side's mean is recorded (default 1: "
+        "here, then DIR)",
+    )
+    e.add_argument(
         "pytest_args",
         nargs="*",
         metavar="PYTEST_ARG",
@@ -180,7 +188,9 @@ def run_test_time(args) -> int:
     from benchmark.reproduce import testrun
 
     try:
-        rec = testrun.measure_beside(args.pytest_args, setup_s=args.setup_seconds, other=args.beside)
+        rec = testrun.measure_beside(
+            args.pytest_args, setup_s=args.setup_seconds, other=args.beside, rounds=args.rounds
+        )
     except (RuntimeError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

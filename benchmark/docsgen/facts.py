@@ -253,6 +253,12 @@ def _beside(rec: dict) -> str:
     if not base or not isinstance(base.get("wall_s"), (int, float)):
         return ""
     commit = ((base.get("git") or {}).get("commit") or "?")[:7]
+    walls = base.get("walls_s") or []
+    if len(walls) > 1:  # reproduce test-time --rounds: alternating runs, each side's mean
+        return (
+            f"; the same command at `{commit}` ({base['passed']:,} tests), {len(walls)} runs a side alternating with "
+            f"these on the same machine (means): {base['wall_s']:.0f} s against {rec['wall_s']:.0f} s"
+        )
     return (
         f"; the same command at `{commit}` ({base['passed']:,} tests), run right after it on the same machine: "
         f"{base['wall_s']:.0f} s"

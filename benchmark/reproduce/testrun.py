@@ -8,6 +8,7 @@ not recorded (nothing is written over the committed record). The README's "what 
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -95,20 +96,66 @@ def measure(pytest_args=(), *, setup_s: float | None = None, root=".", python: s
     }
 
 
-def measure_beside(pytest_args=(), *, setup_s: float | None = None, other=None) -> dict:
+def measure_beside(pytest_args=(), *, setup_s: float | None = None, other=None, rounds: int = 1) -> dict:
     """:func:`measure` here; with ``other`` (another commit's clone, set up with its own ``.venv``), then the same
     command there, right after on the same machine, kept under ``baseline``: two walls of the same hour compare (the
-    machine's speed drifts by tens of percent within hours). ``ValueError`` naming ``other`` when it has no
-    ``.venv/bin/python``, before anything runs."""
+    machine's speed drifts by tens of percent within hours). ``rounds`` > 1: each side that many times, in the order
+    other, here, here, other, ... (a drift during the runs falls on both sides alike), each from an empty
+    ``.pytest_cache``; ``wall_s`` is each side's mean, ``walls_s`` its runs, ``files_s`` its files' means.
+    ``ValueError`` naming ``other`` when it has no ``.venv/bin/python``, or for ``rounds`` < 1, before anything
+    runs."""
+    if rounds < 1:
+        raise ValueError(f"rounds must be at least 1, got {rounds}")
     if other is None:
         return measure(pytest_args, setup_s=setup_s)
     python = Path(other) / ".venv" / "bin" / "python"
     if not python.is_file():
         raise ValueError(f"{other}: no .venv/bin/python (a clone set up with `bash scripts/setup.sh test`)")
-    record = measure(pytest_args, setup_s=setup_s)
-    base = measure(pytest_args, root=other, python=str(python))
     keep = ("wall_s", "passed", "skipped", "pytest_cache", "git", "files_s")
-    return {**record, "baseline": {**{k: base[k] for k in keep}, "note": "measured right after, on the same machine"}}
+    if rounds == 1:
+        record = measure(pytest_args, setup_s=setup_s)
+        base = measure(pytest_args, root=other, python=str(python))
+        return {
+            **record,
+            "baseline": {**{k: base[k] for k in keep}, "note": "measured right after, on the same machine"},
+        }
+    runs: dict[str, list[dict]] = {"here": [], "other": []}
+    for side in abba(rounds):
+        root = "." if side == "here" else other
+        shutil.rmtree(Path(root) / ".pytest_cache", ignore_errors=True)
+        runs[side].append(
+            measure(pytest_args, setup_s=setup_s, root=root, python=sys.executable if side == "here" else str(python))
+        )
+    order = ", ".join("here" if s == "here" else str(other) for s in abba(rounds))
+    base = _mean_runs(runs["other"])
+    note = f"{rounds} runs a side, in the order {order}; the mean of each side"
+    return {
+        **_mean_runs(runs["here"]),
+        "order": order,
+        "baseline": {**{k: base[k] for k in keep + ("walls_s",)}, "note": note},
+    }
+
+
+def abba(rounds: int) -> list[str]:
+    """The order of :func:`measure_beside`'s runs: ``other``, ``here``, ``here``, ``other``, ... (``rounds`` each)."""
+    return [s for i in range(rounds) for s in (("other", "here") if i % 2 == 0 else ("here", "other"))]
+
+
+def _mean_runs(records: list[dict]) -> dict:
+    """The first of ``records`` with ``wall_s`` the mean of their walls, ``walls_s`` the walls and ``files_s`` each
+    file's mean seconds (the longest first)."""
+    walls = [r["wall_s"] for r in records]
+    files: dict[str, list[float]] = {}
+    for r in records:
+        for f, s in r["files_s"]:
+            files.setdefault(f, []).append(s)
+    mean = {f: round(sum(v) / len(records), 1) for f, v in files.items()}
+    return {
+        **records[0],
+        "wall_s": round(sum(walls) / len(walls), 1),
+        "walls_s": walls,
+        "files_s": [[f, s] for f, s in sorted(mean.items(), key=lambda kv: -kv[1])],
+    }
 
 
 def write(record: dict, out) -> Path:

@@ -100,7 +100,7 @@ def measure_beside(pytest_args=(), *, setup_s: float | None = None, other=None, 
     """:func:`measure` here; with ``other`` (another commit's clone, set up with its own ``.venv``), then the same
     command there, right after on the same machine, kept under ``baseline``: two walls of the same hour compare (the
     machine's speed drifts by tens of percent within hours). ``rounds`` > 1: each side that many times, in the order
-    other, here, here, other, ... (a drift during the runs falls on both sides alike), each from an empty
+    here, other, other, here, ... (a drift during the runs falls on both sides alike), each repeat from an empty
     ``.pytest_cache``; ``wall_s`` is each side's mean, ``walls_s`` its runs, ``files_s`` its files' means.
     ``ValueError`` naming ``other`` when it has no ``.venv/bin/python``, or for ``rounds`` < 1, before anything
     runs."""
@@ -111,34 +111,28 @@ def measure_beside(pytest_args=(), *, setup_s: float | None = None, other=None, 
     python = Path(other) / ".venv" / "bin" / "python"
     if not python.is_file():
         raise ValueError(f"{other}: no .venv/bin/python (a clone set up with `bash scripts/setup.sh test`)")
-    keep = ("wall_s", "passed", "skipped", "pytest_cache", "git", "files_s")
-    if rounds == 1:
-        record = measure(pytest_args, setup_s=setup_s)
-        base = measure(pytest_args, root=other, python=str(python))
-        return {
-            **record,
-            "baseline": {**{k: base[k] for k in keep}, "note": "measured right after, on the same machine"},
-        }
     runs: dict[str, list[dict]] = {"here": [], "other": []}
     for side in abba(rounds):
         root = "." if side == "here" else other
-        shutil.rmtree(Path(root) / ".pytest_cache", ignore_errors=True)
+        if runs[side]:  # a repeat: the paper-scale bundles made again, as in its first run
+            shutil.rmtree(Path(root) / ".pytest_cache", ignore_errors=True)
         runs[side].append(
             measure(pytest_args, setup_s=setup_s, root=root, python=sys.executable if side == "here" else str(python))
         )
     order = ", ".join("here" if s == "here" else str(other) for s in abba(rounds))
     base = _mean_runs(runs["other"])
-    note = f"{rounds} runs a side, in the order {order}; the mean of each side"
-    return {
-        **_mean_runs(runs["here"]),
-        "order": order,
-        "baseline": {**{k: base[k] for k in keep + ("walls_s",)}, "note": note},
-    }
+    keep = ("wall_s", "walls_s", "passed", "skipped", "pytest_cache", "git", "files_s")
+    note = (
+        "measured right after, on the same machine"
+        if rounds == 1
+        else f"{rounds} runs a side, in the order {order}; the mean of each side"
+    )
+    return {**_mean_runs(runs["here"]), "order": order, "baseline": {**{k: base[k] for k in keep}, "note": note}}
 
 
 def abba(rounds: int) -> list[str]:
-    """The order of :func:`measure_beside`'s runs: ``other``, ``here``, ``here``, ``other``, ... (``rounds`` each)."""
-    return [s for i in range(rounds) for s in (("other", "here") if i % 2 == 0 else ("here", "other"))]
+    """The order of :func:`measure_beside`'s runs: ``here``, ``other``, ``other``, ``here``, ... (``rounds`` each)."""
+    return [s for i in range(rounds) for s in (("here", "other") if i % 2 == 0 else ("other", "here"))]
 
 
 def _mean_runs(records: list[dict]) -> dict:

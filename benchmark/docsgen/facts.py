@@ -26,17 +26,46 @@ from benchmark.reproduce import cross_cpu, fingerprint_records
 
 MB = 1_000_000
 TARGET_S = 600  # the main job, clone to leaderboard, on 2 cores: the README's promise on any machine
-MACHINE_TARGETS = (("AuthenticAMD-f26-", 300, "a Zen 5"), ("AuthenticAMD-f25-", 480, "a Zen 4-class"))
-"""CPU kind prefix (vendor, family) -> the main job's target there, in seconds, and what to call the machine (issue 56:
-5 minutes on a Zen 5, 8 on a Zen 4-class machine); other machines: :data:`TARGET_S`."""
+FAMILY_TARGETS = {("AuthenticAMD", 26): 300, ("AuthenticAMD", 25): 480}
+"""(vendor, CPU family) -> the main job's target there, in seconds (issue 56: 5 minutes on a Zen 5, family 26; 8 on
+family 25, Zen 3 and Zen 4); other machines: :data:`TARGET_S`."""
+ZEN = {
+    23: ((0x00, 0x2F, "Zen"), (0x30, 0xFF, "Zen 2")),
+    25: ((0x00, 0x0F, "Zen 3"), (0x10, 0x1F, "Zen 4"), (0x20, 0x5F, "Zen 3"), (0x60, 0xAF, "Zen 4")),
+    26: ((0x00, 0xFF, "Zen 5"),),
+}
+"""AMD's model ranges per family and their microarchitecture (AMD's and Linux's CPU tables: family 25 model 1 is
+Milan, a Zen 3; model 17 (0x11) Genoa, a Zen 4)."""
 FLOOR_RATIO_TARGET = 1.2  # `dvc repro`'s wall time / its stages' compute floor ((CPU - start-up) / cores)
+KIND = re.compile(r"^(?P<vendor>\w+)-f(?P<family>\d+)-m(?P<model>\d+)$")
+
+
+def microarchitecture(kind: str | None) -> str:
+    """The microarchitecture of a CPU kind (``AuthenticAMD-f25-m1`` -> ``Zen 3``, ``-f25-m17`` -> ``Zen 4``); ``''``
+    when the kind is not an AMD family and model this table knows."""
+    m = KIND.match(kind or "")
+    if not m or m["vendor"] != "AuthenticAMD":
+        return ""
+    model = int(m["model"])
+    return next((name for lo, hi, name in ZEN.get(int(m["family"]), ()) if lo <= model <= hi), "")
 
 
 def target(machine: dict | None) -> tuple[int, str]:
-    """(seconds, the machine as the target names it) of the main job's target on ``machine`` (a record's, with its
-    ``cpu_kind``)."""
-    kind = (machine or {}).get("cpu_kind") or ""
-    return next(((s, who) for prefix, s, who in MACHINE_TARGETS if kind.startswith(prefix)), (TARGET_S, ""))
+    """(seconds, the machines the target is for) of the main job's target on ``machine`` (a record's, with its
+    ``cpu_kind``): ``(480, 'a family-25 AMD')`` on a Zen 3 or Zen 4, ``(300, 'a family-26 AMD')`` on a Zen 5,
+    :data:`TARGET_S` and ``''`` elsewhere."""
+    m = KIND.match((machine or {}).get("cpu_kind") or "")
+    key = (m["vendor"], int(m["family"])) if m else None
+    if key not in FAMILY_TARGETS:
+        return TARGET_S, ""
+    return FAMILY_TARGETS[key], f"a family-{key[1]} AMD"
+
+
+def _where(m: dict) -> str:
+    """The machine of a record: ``2 CPUs, AMD EPYC (Zen 3, AuthenticAMD-f25-m1)``."""
+    kind = m.get("cpu_kind")
+    arch = microarchitecture(kind)
+    return _cpu(m) + (f" ({arch + ', ' if arch else ''}{kind})" if kind else "")
 
 
 def _load(path: Path) -> dict | None:
@@ -54,23 +83,48 @@ def cpu_name(cpu: str) -> str:
     return re.sub(r"\s+(Processor|CPU)$", "", re.sub(r"\((R|TM)\)", "", cpu)).strip() or cpu
 
 
-def main_job_item(rec: dict | None) -> str:
+def main_job_item(rec: dict | None, runs: list[dict] | None = None) -> str:
     """The README's main-job item: clone to leaderboard in minutes, against the target of the machine that measured it
-    (:func:`target`: 5 minutes on a Zen 5, 8 on a Zen 4-class machine, else :data:`TARGET_S`), and `dvc repro`'s
-    wall time over its compute floor against :data:`FLOOR_RATIO_TARGET` where the record has it."""
+    (:func:`target`: 5 minutes on a Zen 5, 8 on a Zen 3 or Zen 4 (AMD's family 25), else :data:`TARGET_S`), and the
+    command's wall time over its compute floor against :data:`FLOOR_RATIO_TARGET` where the record has it; then the
+    newest timed from-scratch check of each other CPU kind in ``runs`` (``results/cross_cpu.json``)."""
     if rec is None:
         return "- Main job: not measured on this commit (`bash scripts/measure-main-job.sh`)."
     total = rec["repro_wall_s"] + (rec.get("install_s") or 0)
     limit, who = target(rec.get("machine"))
     verdict = f"target {limit / 60:g} min" if total <= limit else f"**over** the {limit / 60:g}-minute target"
+    if who:
+        verdict += f" of {who}"
     start = "fresh clone to leaderboard" if rec.get("install_s") is not None else "`dvc repro` from scratch"
-    m = rec.get("machine") or {}
-    where = _cpu(m) + (f" ({who}, {m['cpu_kind']})" if who and m.get("cpu_kind") else "")
     ratio = ""
     if rec.get("floor_ratio"):
         ok = "target" if rec["floor_ratio"] <= FLOOR_RATIO_TARGET else "**over** the target of"
         ratio = f"; `{_command(rec)}` {rec['floor_ratio']:.2f}x its compute floor, {ok} {FLOOR_RATIO_TARGET:g}x"
-    return f"- Main job, {start}: **{total / 60:.1f} min** ({verdict}{ratio}; {where})."
+    others = [
+        f"{r['total_s'] / 60:.1f} min on {r['name']} (`{r['commit'][:7]}`)" for r in _other_kinds(rec, runs or [])
+    ]
+    elsewhere = f"; elsewhere {', '.join(others)}" if others else ""
+    return (
+        f"- Main job, {start}: **{total / 60:.1f} min** ({verdict}{ratio}; {_where(rec.get('machine') or {})})"
+        f"{elsewhere}."
+    )
+
+
+def _other_kinds(rec: dict | None, runs: list[dict]) -> list[dict]:
+    """The newest timed from-scratch check of each real CPU kind other than ``rec``'s: its entry with the minutes
+    (``total_s``), the microarchitecture where known (``arch``) and a short name (``a Zen 4``, ``an Intel Xeon``)."""
+    mine = ((rec or {}).get("machine") or {}).get("cpu_kind")
+    timed = {r["kind"]: r for r in cross_cpu.gate_runs(runs) if (r.get("timing") or {}).get("repro_wall_s")}
+    out = []
+    for kind, r in timed.items():
+        if kind == mine or r.get("emulated"):
+            continue
+        arch = microarchitecture(kind)
+        name = arch or cpu_name(r.get("cpu") or kind)
+        t = r["timing"]
+        total = t["repro_wall_s"] + (t.get("install_s") or 0)
+        out.append({**r, "total_s": total, "arch": arch, "name": ("an " if name[0] in "AEIOU" else "a ") + name})
+    return out
 
 
 def _command(rec: dict) -> str:
@@ -139,8 +193,7 @@ def main_job_line(rec: dict | None) -> str:
     limit, who = target(rec.get("machine"))
     verdict = "within" if total <= limit else "**over**"
     install = f"install {rec['install_s']:.0f} s + " if rec.get("install_s") is not None else ""
-    m = rec.get("machine") or {}
-    where = _cpu(m) + (f", {m['cpu_kind']}" if m.get("cpu_kind") else "")
+    where = _where(rec.get("machine") or {})
     load = rec.get("load") or {}
     if load.get("mean") is not None and load["mean"] == load["mean"]:
         where += f", load average {load['mean']:.1f}"
@@ -162,7 +215,7 @@ def main_job_line(rec: dict | None) -> str:
             )
     return (
         f"- Main job from a fresh clone: {install}`{command}` {rec['repro_wall_s']:.0f} s = **{total / 60:.1f} min**, "
-        f"{verdict} the {limit / 60:g}-minute target{' of ' + who + ' machine' if who else ''} ({where}; "
+        f"{verdict} the {limit / 60:g}-minute target{' of ' + who if who else ''} ({where}; "
         f"{rec.get('date', '?')}){ratio}."
     )
 
@@ -171,15 +224,11 @@ def other_cpus_line(rec: dict | None, runs: list[dict]) -> str:
     """The main job as the from-scratch checks on other CPU kinds than ``rec``'s (the README's timing record) timed it
     (``results/cross_cpu.json``, the newest timed check of each kind): minutes and the ratio to the compute floor;
     ``''`` when there is none."""
-    mine = ((rec or {}).get("machine") or {}).get("cpu_kind")
-    timed = {r["kind"]: r for r in cross_cpu.gate_runs(runs) if (r.get("timing") or {}).get("repro_wall_s")}
-    parts = []
-    for kind, r in timed.items():
-        if kind == mine:
-            continue
-        parts.append(
-            f"{cpu_name(r.get('cpu') or kind)} (`{kind}`, at `{r['commit'][:7]}`): {cross_cpu.main_job(r['timing'])}"
-        )
+    parts = [
+        f"{cpu_name(r.get('cpu') or r['kind'])} ({r['arch'] + ', ' if r['arch'] else ''}`{r['kind']}`, at "
+        f"`{r['commit'][:7]}`): {cross_cpu.main_job(r['timing'])}"
+        for r in _other_kinds(rec, runs)
+    ]
     if not parts:
         return ""
     return "- The same main job on other CPU kinds (their from-scratch checks): " + "; ".join(parts) + "."
@@ -274,7 +323,7 @@ def holds_block(root=".") -> str:
     return (
         "\n".join(
             [
-                main_job_item(_load(res / "timings.json")),
+                main_job_item(_load(res / "timings.json"), runs),
                 cross_cpu_item(runs),
                 cpu_kinds.emulated_item(runs, records),
                 site_item(_load(res / "site_scale.json")),

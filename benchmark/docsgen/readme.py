@@ -110,7 +110,8 @@ def timings_table(record: dict) -> str:
         + floor
         + _warm_note(record.get("warm"))
         + f"; measured {record.get('date', '?')} on {m.get('cpus', '?')} CPUs ({m.get('cpu', '?')}"
-        f"{', ' + m['cpu_kind'] if m.get('cpu_kind') else ''}, torch {m.get('torch', '?')}, kernels "
+        f"{', ' + _arch(m['cpu_kind']) + m['cpu_kind'] if m.get('cpu_kind') else ''}, torch {m.get('torch', '?')}, "
+        "kernels "
         f"{m.get('cpu_capability', '?')}{' pinned' if m.get('pinned') else ''})"
         + (
             f", load average {load['mean']:.1f} (max {load['max']:.1f})"
@@ -129,6 +130,12 @@ def timings_table(record: dict) -> str:
                 f"byte-identical to the first run's.\n"
             )
     return "\n".join(lines) + "\n" + tail
+
+
+def _arch(kind: str) -> str:
+    """``Zen 3, `` for a kind whose microarchitecture :func:`benchmark.docsgen.facts.microarchitecture` knows."""
+    arch = facts.microarchitecture(kind)
+    return f"{arch}, " if arch else ""
 
 
 def pinning_table(record: dict) -> str:

@@ -124,7 +124,7 @@ def test_main_job_line_adds_install_and_judges_the_target():
 
 
 def test_main_job_line_states_the_machine_s_target_and_the_compute_floor_ratio():
-    """Issue 56: 8 minutes on a Zen 4-class machine (family 25), 5 on a Zen 5 (26); `dvc repro` at most 1.2x its
+    """Issue 56: 8 minutes on AMD's family 25 (Zen 3 and Zen 4), 5 on a Zen 5 (26); `dvc repro` at most 1.2x its
     stages' compute floor ((CPU - start-up) / cores)."""
     zen4 = dict(MACHINE, cpu_kind="AuthenticAMD-f25-m17")
     rec = {
@@ -137,12 +137,14 @@ def test_main_job_line_states_the_machine_s_target_and_the_compute_floor_ratio()
         "load": {"mean": 3.5, "max": 6.0},
     }
     line = facts.main_job_line(rec)
-    assert "= **7.8 min**, within the 8-minute target of a Zen 4-class machine" in line
-    assert "(2 CPUs, AMD EPYC 9B45, AuthenticAMD-f25-m17, load average 3.5; 2026-12-06)" in line
+    assert "= **7.8 min**, within the 8-minute target of a family-25 AMD" in line
+    assert "(2 CPUs, AMD EPYC 9B45 (Zen 4, AuthenticAMD-f25-m17), load average 3.5; 2026-12-06)" in line
+    zen3 = facts.main_job_line(dict(rec, machine=dict(MACHINE, cpu_kind="AuthenticAMD-f25-m1"), install_s=90.0))
+    assert "= **8.2 min**, **over** the 8-minute target of a family-25 AMD (2 CPUs, AMD EPYC 9B45 (Zen 3, " in zen3
     assert "took **1.18x** its compute floor ((CPU - start-up) / cores = 339 s), within the 1.2x target" in line
     zen5 = facts.main_job_line(dict(rec, machine=dict(MACHINE, cpu_kind="AuthenticAMD-f26-m2"), floor_ratio=1.43))
     assert (
-        "**over** the 5-minute target of a Zen 5 machine" in zen5
+        "**over** the 5-minute target of a family-26 AMD (2 CPUs, AMD EPYC 9B45 (Zen 5, " in zen5
         and "**1.43x**" in zen5
         and "**over** the 1.2x" in zen5
     )
@@ -150,10 +152,10 @@ def test_main_job_line_states_the_machine_s_target_and_the_compute_floor_ratio()
     assert "within the 10-minute target (" in other
     item = facts.main_job_item(rec)  # the README's short item: the same targets, the machine named
     assert item == (
-        "- Main job, fresh clone to leaderboard: **7.8 min** (target 8 min; `dvc repro` 1.18x its compute floor, "
-        "target 1.2x; 2 CPUs, AMD EPYC 9B45 (a Zen 4-class, AuthenticAMD-f25-m17))."
+        "- Main job, fresh clone to leaderboard: **7.8 min** (target 8 min of a family-25 AMD; `dvc repro` 1.18x its "
+        "compute floor, target 1.2x; 2 CPUs, AMD EPYC 9B45 (Zen 4, AuthenticAMD-f25-m17))."
     )
-    assert "(**over** the 5-minute target; `dvc repro` 1.43x its compute floor, **over** the target of 1.2x" in (
+    assert "(**over** the 5-minute target of a family-26 AMD; `dvc repro` 1.43x its compute floor, **over** the " in (
         facts.main_job_item(dict(rec, machine=dict(MACHINE, cpu_kind="AuthenticAMD-f26-m2"), floor_ratio=1.43))
     )
     par = facts.main_job_line(
@@ -346,5 +348,43 @@ def test_other_cpu_kinds_timings_come_from_their_checks_and_skip_the_readmes_own
         "- The same main job on other CPU kinds (their from-scratch checks): Intel Xeon (`GenuineIntel-f6-m167`, at "
         "`d461a5f`): 8.9 min (install 109 s + `python -m benchmark run --jobs 2` 428 s, 1.12x its compute floor)."
     )  # 108.9 + 427.7 = 536.6 s = 8.94 min; the AMD Zen 5's check has no timing: left out
+    zen4 = _run("AuthenticAMD-f25-m17", "8a0ca30", identical=21, compared=21, rows=10, within=0) | {
+        "cpu": "AMD EPYC",
+        "timing": {"command": "python -m benchmark run --jobs 2", "repro_wall_s": 314.1, "install_s": 84.4},
+    }
+    zen3 = {"repro_wall_s": 507.4, "install_s": 119.0, "machine": dict(MACHINE, cpu_kind="AuthenticAMD-f25-m1")}
+    assert "): AMD EPYC (Zen 4, `AuthenticAMD-f25-m17`, at `8a0ca30`): 6.6 min (install 84 s" in facts.other_cpus_line(
+        zen3, [zen4, timed]
+    )
+    item = facts.main_job_item(zen3, [untimed, zen4, timed])  # the README's item names the other kinds' newest
+    assert item == (
+        "- Main job, fresh clone to leaderboard: **10.4 min** (**over** the 8-minute target of a family-25 AMD; 2 "
+        "CPUs, AMD EPYC 9B45 (Zen 3, AuthenticAMD-f25-m1)); elsewhere 6.6 min on a Zen 4 (`8a0ca30`), 8.9 min on an "
+        "Intel Xeon (`d461a5f`)."
+    )  # (119.0 + 507.4) / 60 = 10.44; (84.4 + 314.1) / 60 = 6.64
     assert facts.other_cpus_line({"machine": {"cpu_kind": "GenuineIntel-f6-m167"}}, [timed]) == ""  # the README's own
     assert facts.other_cpus_line(None, []) == ""
+
+
+def test_the_microarchitecture_of_an_amd_kind_comes_from_its_family_and_model():
+    """AMD's family 25 holds both Zen 3 (Milan: model 1; Vermeer 0x21; Cezanne 0x50) and Zen 4 (Genoa: model 17 =
+    0x11; Raphael 0x61; Phoenix 0x74); family 26 is Zen 5, 23 Zen (Naples 1) and Zen 2 (Rome 0x31)."""
+    cases = {
+        "AuthenticAMD-f25-m1": "Zen 3",
+        "AuthenticAMD-f25-m33": "Zen 3",
+        "AuthenticAMD-f25-m80": "Zen 3",
+        "AuthenticAMD-f25-m17": "Zen 4",
+        "AuthenticAMD-f25-m97": "Zen 4",
+        "AuthenticAMD-f25-m116": "Zen 4",
+        "AuthenticAMD-f26-m2": "Zen 5",
+        "AuthenticAMD-f23-m1": "Zen",
+        "AuthenticAMD-f23-m49": "Zen 2",
+        "GenuineIntel-f6-m167": "",
+        "QEMU-EPYC-Milan": "",
+        "": "",
+    }
+    assert {k: facts.microarchitecture(k) for k in cases} == cases
+    assert facts.target({"cpu_kind": "AuthenticAMD-f25-m1"}) == (480, "a family-25 AMD")
+    assert facts.target({"cpu_kind": "AuthenticAMD-f26-m2"}) == (300, "a family-26 AMD")
+    assert facts.target({"cpu_kind": "AuthenticAMD-f23-m49"}) == (facts.TARGET_S, "")
+    assert facts.target({"cpu_kind": "GenuineIntel-f6-m167"}) == (facts.TARGET_S, "") == facts.target(None)

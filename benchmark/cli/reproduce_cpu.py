@@ -228,17 +228,16 @@ def mkl_ops_in_evaluation(n: int = 600) -> list[str]:
     "Another CPU vendor"). Here, not in the fingerprint module: ``reproduce`` imports no more than six packages."""
     import torch
     import torch.nn.functional as F
-    from torch.profiler import ProfilerActivity, profile
 
     from benchmark.core import combine, evaluate, temperature
-    from benchmark.reproduce.fingerprint import MKL_OPS, NUM_CLASSES, gen
+    from benchmark.reproduce.fingerprint import MKL_OPS, NUM_CLASSES, cpu_profile, gen
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
         y = torch.arange(n) % NUM_CLASSES
         zb, zs = (gen(600 + i, n, NUM_CLASSES) * 2 + F.one_hot(y, NUM_CLASSES) * (2 - i / 2) for i in (0, 1))
-        with profile(activities=[ProfilerActivity.CPU]) as prof:
+        with cpu_profile() as prof:
             for mode in temperature.FIT_MODES:
                 temperature.fit_temperature(zb, y, mode)
                 fit = temperature.fit_duo(zb, zs, y, mode)

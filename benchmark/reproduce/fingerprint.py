@@ -296,17 +296,27 @@ def mkl_ops_in(params, zoo: dict) -> dict[str, list[str]]:
         torch.set_num_threads(threads)
 
 
+def cpu_profile():
+    """torch's profiler of the CPU operators (``with cpu_profile() as prof: ...; prof.events()``), without its
+    library's log lines on standard error: kineto writes ``profiler_start`` and ``profiler_stop`` marks and, in a CUDA
+    build on a machine without a GPU, ``ERROR: ... gpuGetDeviceCount failed``, which tell a reader nothing and look like
+    a failure. ``KINETO_LOG_LEVEL`` 6 (above its highest level) unless already set; kineto reads it when a profiler
+    first starts in the process."""
+    from torch.profiler import ProfilerActivity, profile
+
+    os.environ.setdefault("KINETO_LOG_LEVEL", "6")
+    return profile(activities=[ProfilerActivity.CPU])
+
+
 def _mkl_ops_of(params, entry, recipe) -> list[str]:
     """The MKL-routed operators of one training step and the logits pass of ``entry`` (:func:`mkl_ops_in`), through
     the functions the stages call."""
-    from torch.profiler import ProfilerActivity, profile
-
     from benchmark.models import distributed, train
 
     model = train.training_model(entry, NUM_CLASSES, recipe, load_weights=False)
     opt = train.make_optimizer(model.parameters(), recipe)
     x = gen(0, 64, 3, entry.img_size, entry.img_size).contiguous(memory_format=torch.channels_last)
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
+    with cpu_profile() as prof:
         model.train()
         train.train_step(model, opt, x, torch.arange(64) % NUM_CLASSES, recipe)
         for n in (64, 5, 1):

@@ -132,10 +132,8 @@ def test_a_training_step_and_the_logits_pass_call_no_mkl_routed_operator():
 
 
 def test_the_mkl_operator_list_sees_what_the_usual_route_calls():  # the negative control of the test above
-    from torch.profiler import ProfilerActivity, profile
-
     p = nn.Parameter(torch.rand(8))
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
+    with fingerprint.cpu_profile() as prof:
         F.linear(torch.randn(4, 8), torch.randn(3, 8))
         opt = torch.optim.AdamW([p], lr=0.1)
         p.grad = torch.ones(8)

@@ -4,6 +4,9 @@ judge a machine against them, and this machine's own operations against its kind
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+from pathlib import Path
 
 import pytest
 import torch
@@ -13,6 +16,7 @@ from benchmark.cli.main import main
 from benchmark.reproduce import fingerprint as fp
 from benchmark.reproduce import fingerprint_records as fr
 
+ROOT = Path(__file__).resolve().parents[2]
 RECORDS = fr.read_records(fr.RECORDS)
 BY_KIND = {r["machine"]["kind"]: r for r in RECORDS}
 INTEL, AMD = "GenuineIntel-f6-m167", "AuthenticAMD-f25-m17"
@@ -120,6 +124,22 @@ def test_the_evaluation_calls_mkl_and_the_fingerprint_says_which():
     ops = reproduce_cpu.mkl_ops_in_evaluation(n=300)
     assert set(ops) <= fp.MKL_OPS and ops == sorted(ops)
     assert "aten::log" in ops and "aten::_linalg_eigh" in ops and {"aten::dot", "aten::mv", "aten::mm"} & set(ops)
+
+
+def test_the_profiler_leaves_no_log_lines_of_its_own_on_standard_error(tmp_path):
+    """kineto (torch's profiler library) writes from C++ to the process's standard error: ``profiler_start`` and
+    ``profiler_stop`` marks, and in a CUDA build without a GPU ``ERROR: ... gpuGetDeviceCount failed``. The
+    fingerprint's profiler (:func:`benchmark.reproduce.fingerprint.cpu_profile`) keeps them out of what the reader
+    sees; a fresh process, since kineto reads its level when a profiler first starts in it."""
+    script = tmp_path / "profiled.py"
+    script.write_text(
+        "from benchmark.cli.reproduce_cpu import mkl_ops_in_evaluation\nprint(mkl_ops_in_evaluation(n=60))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "KINETO_LOG_LEVEL"}
+    out = subprocess.run(["python", str(script)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "aten::log" in out.stdout  # it did profile
+    assert "profiler_start" not in out.stderr and "gpuGetDeviceCount" not in out.stderr, out.stderr[-3000:]
 
 
 def test_record_names_are_safe_file_names():

@@ -150,14 +150,23 @@ def cross_cpu_item(runs: list[dict]) -> str:
             "results/cross_cpu.json`)."
         )
     n, same, ok = len(latest), sum(r["byte_identical"] for r in latest), sum(r["reproduces"] for r in latest)
-    names = ", ".join(dict.fromkeys(cpu_name(r.get("cpu") or r["kind"]) for r in latest))
+    names = ", ".join(dict.fromkeys(_kind_name(r) for r in latest))
     if same == n:
         verdict = "the same bytes on each"
     elif ok == n:
-        verdict = "every row within its noise, " + (f"the same bytes on {same}" if same else "not byte-identical")
+        alike = ", ".join(dict.fromkeys(_kind_name(r) for r in latest if r["byte_identical"]))
+        verdict = "every row within its noise, " + (
+            f"the same bytes on {same} ({alike})" if same else "not byte-identical"
+        )
     else:
         verdict = f"**{n - ok} failing the gate**"
     return f"- Across real CPU kinds: {n} checked from scratch ({names}): {verdict}."
+
+
+def _kind_name(run: dict) -> str:
+    """A checked run's CPU in a word: its microarchitecture where known (``Zen 3``: :func:`microarchitecture`), else its
+    model name (``Intel Xeon``), else its kind."""
+    return microarchitecture(run["kind"]) or cpu_name(run.get("cpu") or run["kind"])
 
 
 def site_item(rec: dict | None) -> str:

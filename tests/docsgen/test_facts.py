@@ -41,7 +41,7 @@ def test_the_readme_list_is_five_short_lines_and_the_page_has_them_in_full(tmp_p
     short = facts.holds_block(tmp_path).splitlines()
     assert short == [
         "- Main job, fresh clone to leaderboard: **6.9 min** (target 10 min; 2 CPUs, AMD EPYC 9B45).",
-        "- Across real CPU kinds: 2 checked from scratch (AuthenticAMD-f26-m2, Intel Xeon): every row within "
+        "- Across real CPU kinds: 2 checked from scratch (Zen 5, Intel Xeon): every row within "
         "its noise, not byte-identical.",
         "- Emulated CPU kinds: none recorded (`reproduce fingerprint --emulate MODEL --write`).",
         facts.site_item(None),
@@ -61,7 +61,20 @@ def test_the_cross_cpu_item_says_same_bytes_within_noise_or_failing():
     noisy = _run("B", "1", identical=1, compared=21, rows=10, within=10)
     bad = _run("C", "1", identical=1, compared=21, rows=10, within=7, ok=False)
     assert facts.cross_cpu_item([same, same | {"kind": "A2"}]).endswith("(A): the same bytes on each.")
-    assert facts.cross_cpu_item([same, noisy]).endswith("every row within its noise, the same bytes on 1.")
+    assert facts.cross_cpu_item([same, noisy]).endswith("every row within its noise, the same bytes on 1 (A).")
+    zen = [
+        _run(kind, "1", identical=i, compared=21, rows=10, within=10 - 10 * (i == 21)) | {"cpu": cpu}
+        for kind, cpu, i in (
+            ("AuthenticAMD-f26-m2", "AMD EPYC", 1),
+            ("GenuineIntel-f6-m167", "Intel(R) Xeon(R) Processor", 20),
+            ("AuthenticAMD-f25-m17", "AMD EPYC", 21),
+            ("AuthenticAMD-f25-m1", "AMD EPYC", 21),
+        )
+    ]
+    assert facts.cross_cpu_item(zen) == (
+        "- Across real CPU kinds: 4 checked from scratch (Zen 5, Intel Xeon, Zen 4, Zen 3): every row within its "
+        "noise, the same bytes on 2 (Zen 4, Zen 3)."
+    )
     assert facts.cross_cpu_item([noisy, same, bad]).endswith("**1 failing the gate**.")
     assert facts.cross_cpu_item([noisy, noisy]).startswith("- Across real CPU kinds: 1 checked")  # the newest of a kind
     emulated = {"scope": "stages", "kind": "QEMU-X", "emulated": True, "byte_identical": True}  # not a gate run

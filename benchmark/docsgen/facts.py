@@ -62,8 +62,9 @@ def target(machine: dict | None) -> tuple[int, str]:
 
 
 def _where(m: dict) -> str:
-    """The machine of a record: ``2 CPUs, AMD EPYC (Zen 3, AuthenticAMD-f25-m1)``."""
-    kind = m.get("cpu_kind")
+    """The machine of a record (its ``cpu_kind``, or ``kind`` as CI's record names it): ``2 CPUs, AMD EPYC (Zen 3,
+    AuthenticAMD-f25-m1)``."""
+    kind = m.get("cpu_kind") or m.get("kind")
     arch = microarchitecture(kind)
     return _cpu(m) + (f" ({arch + ', ' if arch else ''}{kind})" if kind else "")
 
@@ -188,7 +189,7 @@ def tests_item(rec: dict | None) -> str:
     verdict = (
         f"target {target / 60:g} min" if rec["wall_s"] <= target else f"**over** the {target / 60:g}-minute target"
     )
-    return f"- Tests: {rec['passed']:,} in **{rec['wall_s']:.0f} s** ({verdict}; {_cpu(rec.get('machine'))})."
+    return f"- Tests: {rec['passed']:,} in **{rec['wall_s']:.0f} s** ({verdict}; {_where(rec.get('machine') or {})})."
 
 
 def main_job_line(rec: dict | None) -> str:
@@ -250,7 +251,7 @@ def pinning_line(rec: dict | None) -> str:
     return (
         f"- Every stage pins the CPU kernels to AVX2 and trains and infers without MKL (portable kernels: fused AdamW, "
         f"BLAS-free linear layers); it costs **{rec['ratio']['wall_s']:.2f}x** the wall time of native kernels on "
-        f"`{rec['stage']}` ({_cpu(rec.get('machine'))})."
+        f"`{rec['stage']}` ({_where(rec.get('machine') or {})})."
     )
 
 
@@ -300,7 +301,7 @@ def test_command_line(rec: dict | None) -> str:
     return (
         f"- Tests: the README's test command ran {rec['passed']:,} tests ({rec.get('skipped', 0)} skipped) in "
         f"**{rec['wall_s']:.0f} s** with {cache}{setup}, {verdict} the {target / 60:g}-minute target "
-        f"({_cpu(rec.get('machine'))}; {rec.get('date', '?')}"
+        f"({_where(rec.get('machine') or {})}; {rec.get('date', '?')}"
         f"{'; a checkout with uncommitted changes' if (rec.get('git') or {}).get('dirty') else ''}){_beside(rec)}."
     )
 
@@ -380,7 +381,7 @@ def ci_table(root=".") -> str:
     lines += [
         f"| **all of `.ci/run`** | **{total / 60:.1f}** |",
         "",
-        f"{'Passed' if rec['passed'] else 'FAILED'}, {verdict}; {_cpu(rec.get('machine'))}, commit "
+        f"{'Passed' if rec['passed'] else 'FAILED'}, {verdict}; {_where(rec.get('machine') or {})}, commit "
         f"`{(rec.get('commit') or '?')[:7]}`, {rec.get('date', '?')} (`bash scripts/measure-ci.sh`).",
     ]
     return "\n".join(lines) + "\n"
@@ -409,7 +410,7 @@ def site_table(root=".") -> str:
         f"over {lim['file_bytes'] / MB:.0f} MB, the embedded part at most {lim['embedded_bytes'] / MB:.0f} MB, each "
         "page's "
         f"first render under {lim['render_ms']} ms; the 10x row is a straight line through the two measured sizes "
-        f"(not a target). Measured {rec.get('date', '?')} on {_cpu(rec.get('machine'))}.\n"
+        f"(not a target). Measured {rec.get('date', '?')} on {_where(rec.get('machine') or {})}.\n"
     )
     if rec.get("first_render_ms"):
         text += (
@@ -445,6 +446,6 @@ def cluster_table(root=".") -> str:
     return (
         "\n".join(lines) + f"\n\n{rec['stages']} stage jobs and the final one; *stage processes*: the stages' own "
         f"wall seconds, summed; *per job*: a job's time outside its stage's process (the interpreter, DVC's two "
-        f"hashings, the lock), on average. Measured {rec.get('date', '?')} on {_cpu(rec.get('machine'))}, one run "
+        f"hashings, the lock), on average. Measured {rec.get('date', '?')} on {_where(rec.get('machine') or {})}, one run "
         f"each{'; ' + rec['note'] if rec.get('note') else ''}.\n"
     )

@@ -65,6 +65,9 @@ def test_the_docs_table_sums_by_kind_and_judges_the_target(tmp_path):
     rec["total_s"] = 46 * 60.0
     (tmp_path / "results" / "ci_run.json").write_text(json.dumps(rec))
     assert "**over** the 45-minute target" in facts.ci_table(tmp_path)
+    rec["machine"]["kind"] = "AuthenticAMD-f25-m1"  # CI's record names the CPU kind "kind"
+    (tmp_path / "results" / "ci_run.json").write_text(json.dumps(rec))
+    assert "; 2 CPUs, AMD EPYC (Zen 3, AuthenticAMD-f25-m1), commit `abc1234`" in facts.ci_table(tmp_path)
 
 
 def test_the_trace_of_measure_ci_has_time_stamps_as_root_too(tmp_path):

@@ -446,6 +446,6 @@ def cluster_table(root=".") -> str:
     return (
         "\n".join(lines) + f"\n\n{rec['stages']} stage jobs and the final one; *stage processes*: the stages' own "
         f"wall seconds, summed; *per job*: a job's time outside its stage's process (the interpreter, DVC's two "
-        f"hashings, the lock), on average. Measured {rec.get('date', '?')} on {_where(rec.get('machine') or {})}, one run "
-        f"each{'; ' + rec['note'] if rec.get('note') else ''}.\n"
+        f"hashings, the lock), on average. Measured {rec.get('date', '?')} on {_where(rec.get('machine') or {})}, one "
+        f"run each{'; ' + rec['note'] if rec.get('note') else ''}.\n"
     )

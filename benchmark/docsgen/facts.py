@@ -18,77 +18,25 @@ A record that is missing gives a line saying which command writes it.
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 from benchmark.docsgen import cpu_kinds
+from benchmark.docsgen.machines import cpu_name, microarchitecture, target, where
 from benchmark.reproduce import cross_cpu, fingerprint_records
 
 MB = 1_000_000
-TARGET_S = 600  # the main job, clone to leaderboard, on 2 cores: the README's promise on any machine
-FAMILY_TARGETS = {("AuthenticAMD", 26): 300, ("AuthenticAMD", 25): 480}
-"""(vendor, CPU family) -> the main job's target there, in seconds (issue 56: 5 minutes on a Zen 5, family 26; 8 on
-family 25, Zen 3 and Zen 4); other machines: :data:`TARGET_S`."""
-ZEN = {
-    23: ((0x00, 0x2F, "Zen"), (0x30, 0xFF, "Zen 2")),
-    25: ((0x00, 0x0F, "Zen 3"), (0x10, 0x1F, "Zen 4"), (0x20, 0x5F, "Zen 3"), (0x60, 0xAF, "Zen 4")),
-    26: ((0x00, 0xFF, "Zen 5"),),
-}
-"""AMD's model ranges per family and their microarchitecture (AMD's and Linux's CPU tables: family 25 model 1 is
-Milan, a Zen 3; model 17 (0x11) Genoa, a Zen 4)."""
 FLOOR_RATIO_TARGET = 1.2  # `dvc repro`'s wall time / its stages' compute floor ((CPU - start-up) / cores)
-KIND = re.compile(r"^(?P<vendor>\w+)-f(?P<family>\d+)-m(?P<model>\d+)$")
-
-
-def microarchitecture(kind: str | None) -> str:
-    """The microarchitecture of a CPU kind (``AuthenticAMD-f25-m1`` -> ``Zen 3``, ``-f25-m17`` -> ``Zen 4``); ``''``
-    when the kind is not an AMD family and model this table knows."""
-    m = KIND.match(kind or "")
-    if not m or m["vendor"] != "AuthenticAMD":
-        return ""
-    model = int(m["model"])
-    return next((name for lo, hi, name in ZEN.get(int(m["family"]), ()) if lo <= model <= hi), "")
-
-
-def target(machine: dict | None) -> tuple[int, str]:
-    """(seconds, the machines the target is for) of the main job's target on ``machine`` (a record's, with its
-    ``cpu_kind``): ``(480, 'a family-25 AMD')`` on a Zen 3 or Zen 4, ``(300, 'a family-26 AMD')`` on a Zen 5,
-    :data:`TARGET_S` and ``''`` elsewhere."""
-    m = KIND.match((machine or {}).get("cpu_kind") or "")
-    key = (m["vendor"], int(m["family"])) if m else None
-    if key not in FAMILY_TARGETS:
-        return TARGET_S, ""
-    return FAMILY_TARGETS[key], f"a family-{key[1]} AMD"
-
-
-def _where(m: dict) -> str:
-    """The machine of a record (its ``cpu_kind``, or ``kind`` as CI's record names it): ``2 CPUs, AMD EPYC (Zen 3,
-    AuthenticAMD-f25-m1)``."""
-    kind = m.get("cpu_kind") or m.get("kind")
-    arch = microarchitecture(kind)
-    return _cpu(m) + (f" ({arch + ', ' if arch else ''}{kind})" if kind else "")
 
 
 def _load(path: Path) -> dict | None:
     return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
 
 
-def _cpu(m: dict | None) -> str:
-    m = m or {}
-    return f"{m.get('cpus', '?')} CPUs, {m.get('cpu', '?')}"
-
-
-def cpu_name(cpu: str) -> str:
-    """A CPU's model name without trademark signs and a trailing "Processor": ``Intel(R) Xeon(R) Processor`` ->
-    ``Intel Xeon``."""
-    return re.sub(r"\s+(Processor|CPU)$", "", re.sub(r"\((R|TM)\)", "", cpu)).strip() or cpu
-
-
 def main_job_item(rec: dict | None, runs: list[dict] | None = None) -> str:
     """The README's main-job item: clone to leaderboard in minutes, against the target of the machine that measured it
-    (:func:`target`: 5 minutes on a Zen 5, 8 on a Zen 3 or Zen 4 (AMD's family 25), else :data:`TARGET_S`), and the
-    command's wall time over its compute floor against :data:`FLOOR_RATIO_TARGET` where the record has it; then the
-    newest timed from-scratch check of each other CPU kind in ``runs`` (``results/cross_cpu.json``)."""
+    (:func:`benchmark.docsgen.machines.target`: 5 minutes on a Zen 5, 8 on a Zen 3 or Zen 4 (AMD's family 25), else
+    10), and the command's wall time over its compute floor against :data:`FLOOR_RATIO_TARGET` where the record has
+    it; then the newest timed from-scratch check of each other CPU kind in ``runs`` (``results/cross_cpu.json``)."""
     if rec is None:
         return "- Main job: not measured on this commit (`bash scripts/measure-main-job.sh`)."
     total = rec["repro_wall_s"] + (rec.get("install_s") or 0)
@@ -106,7 +54,7 @@ def main_job_item(rec: dict | None, runs: list[dict] | None = None) -> str:
     ]
     elsewhere = f"; elsewhere {', '.join(others)}" if others else ""
     return (
-        f"- Main job, {start}: **{total / 60:.1f} min** ({verdict}{ratio}; {_where(rec.get('machine') or {})})"
+        f"- Main job, {start}: **{total / 60:.1f} min** ({verdict}{ratio}; {where(rec.get('machine') or {})})"
         f"{elsewhere}."
     )
 
@@ -189,7 +137,7 @@ def tests_item(rec: dict | None) -> str:
     verdict = (
         f"target {target / 60:g} min" if rec["wall_s"] <= target else f"**over** the {target / 60:g}-minute target"
     )
-    return f"- Tests: {rec['passed']:,} in **{rec['wall_s']:.0f} s** ({verdict}; {_where(rec.get('machine') or {})})."
+    return f"- Tests: {rec['passed']:,} in **{rec['wall_s']:.0f} s** ({verdict}; {where(rec.get('machine') or {})})."
 
 
 def main_job_line(rec: dict | None) -> str:
@@ -203,10 +151,10 @@ def main_job_line(rec: dict | None) -> str:
     limit, who = target(rec.get("machine"))
     verdict = "within" if total <= limit else "**over**"
     install = f"install {rec['install_s']:.0f} s + " if rec.get("install_s") is not None else ""
-    where = _where(rec.get("machine") or {})
+    machine = where(rec.get("machine") or {})
     load = rec.get("load") or {}
     if load.get("mean") is not None and load["mean"] == load["mean"]:
-        where += f", load average {load['mean']:.1f}"
+        machine += f", load average {load['mean']:.1f}"
     command = _command(rec)
     ratio = ""
     if rec.get("floor_ratio"):
@@ -225,7 +173,7 @@ def main_job_line(rec: dict | None) -> str:
             )
     return (
         f"- Main job from a fresh clone: {install}`{command}` {rec['repro_wall_s']:.0f} s = **{total / 60:.1f} min**, "
-        f"{verdict} the {limit / 60:g}-minute target{' of ' + who if who else ''} ({where}; "
+        f"{verdict} the {limit / 60:g}-minute target{' of ' + who if who else ''} ({machine}; "
         f"{rec.get('date', '?')}){ratio}."
     )
 
@@ -251,7 +199,7 @@ def pinning_line(rec: dict | None) -> str:
     return (
         f"- Every stage pins the CPU kernels to AVX2 and trains and infers without MKL (portable kernels: fused AdamW, "
         f"BLAS-free linear layers); it costs **{rec['ratio']['wall_s']:.2f}x** the wall time of native kernels on "
-        f"`{rec['stage']}` ({_where(rec.get('machine') or {})})."
+        f"`{rec['stage']}` ({where(rec.get('machine') or {})})."
     )
 
 
@@ -301,7 +249,7 @@ def test_command_line(rec: dict | None) -> str:
     return (
         f"- Tests: the README's test command ran {rec['passed']:,} tests ({rec.get('skipped', 0)} skipped) in "
         f"**{rec['wall_s']:.0f} s** with {cache}{setup}, {verdict} the {target / 60:g}-minute target "
-        f"({_where(rec.get('machine') or {})}; {rec.get('date', '?')}"
+        f"({where(rec.get('machine') or {})}; {rec.get('date', '?')}"
         f"{'; a checkout with uncommitted changes' if (rec.get('git') or {}).get('dirty') else ''}){_beside(rec)}."
     )
 
@@ -381,7 +329,7 @@ def ci_table(root=".") -> str:
     lines += [
         f"| **all of `.ci/run`** | **{total / 60:.1f}** |",
         "",
-        f"{'Passed' if rec['passed'] else 'FAILED'}, {verdict}; {_where(rec.get('machine') or {})}, commit "
+        f"{'Passed' if rec['passed'] else 'FAILED'}, {verdict}; {where(rec.get('machine') or {})}, commit "
         f"`{(rec.get('commit') or '?')[:7]}`, {rec.get('date', '?')} (`bash scripts/measure-ci.sh`).",
     ]
     return "\n".join(lines) + "\n"
@@ -410,7 +358,7 @@ def site_table(root=".") -> str:
         f"over {lim['file_bytes'] / MB:.0f} MB, the embedded part at most {lim['embedded_bytes'] / MB:.0f} MB, each "
         "page's "
         f"first render under {lim['render_ms']} ms; the 10x row is a straight line through the two measured sizes "
-        f"(not a target). Measured {rec.get('date', '?')} on {_where(rec.get('machine') or {})}.\n"
+        f"(not a target). Measured {rec.get('date', '?')} on {where(rec.get('machine') or {})}.\n"
     )
     if rec.get("first_render_ms"):
         text += (
@@ -446,6 +394,6 @@ def cluster_table(root=".") -> str:
     return (
         "\n".join(lines) + f"\n\n{rec['stages']} stage jobs and the final one; *stage processes*: the stages' own "
         f"wall seconds, summed; *per job*: a job's time outside its stage's process (the interpreter, DVC's two "
-        f"hashings, the lock), on average. Measured {rec.get('date', '?')} on {_where(rec.get('machine') or {})}, one "
+        f"hashings, the lock), on average. Measured {rec.get('date', '?')} on {where(rec.get('machine') or {})}, one "
         f"run each{'; ' + rec['note'] if rec.get('note') else ''}.\n"
     )

@@ -29,7 +29,7 @@ import yaml
 from benchmark.config.report_config import ReportConfig
 from benchmark.core import noise
 from benchmark.core.metric_info import METRICS
-from benchmark.docsgen import cpu_kinds, facts
+from benchmark.docsgen import cpu_kinds, facts, machines
 from benchmark.docsgen.budgets import budgets_table
 from benchmark.docsgen.results_tables import SPLIT, duos_table, models_table, seeds_table, shown_splits, verdicts
 from benchmark.report.tables import fmt_short as fmt
@@ -97,7 +97,7 @@ def timings_table(record: dict) -> str:
         else ""
     )
     load = record.get("load") or {}
-    limit = facts.target(m)[0]
+    limit = machines.target(m)[0]
     tail = (
         f"\n`{record['command']}`: **{record['repro_wall_s']:.0f} s** wall"
         + (
@@ -133,8 +133,8 @@ def timings_table(record: dict) -> str:
 
 
 def _arch(kind: str) -> str:
-    """``Zen 3, `` for a kind whose microarchitecture :func:`benchmark.docsgen.facts.microarchitecture` knows."""
-    arch = facts.microarchitecture(kind)
+    """``Zen 3, `` for a kind whose microarchitecture :func:`benchmark.docsgen.machines.microarchitecture` knows."""
+    arch = machines.microarchitecture(kind)
     return f"{arch}, " if arch else ""
 
 

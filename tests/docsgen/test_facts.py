@@ -2,7 +2,7 @@
 
 import json
 
-from benchmark.docsgen import facts
+from benchmark.docsgen import facts, machines
 
 MACHINE = {"cpus": 2, "cpu": "AMD EPYC 9B45"}
 
@@ -80,8 +80,8 @@ def test_the_cross_cpu_item_says_same_bytes_within_noise_or_failing():
     emulated = {"scope": "stages", "kind": "QEMU-X", "emulated": True, "byte_identical": True}  # not a gate run
     assert facts.cross_cpu_item([noisy, emulated]) == facts.cross_cpu_item([noisy])
     assert (
-        facts.cpu_name("Intel(R) Xeon(R) Processor") == "Intel Xeon"
-        and facts.cpu_name("AMD EPYC 9B45") == "AMD EPYC 9B45"
+        machines.cpu_name("Intel(R) Xeon(R) Processor") == "Intel Xeon"
+        and machines.cpu_name("AMD EPYC 9B45") == "AMD EPYC 9B45"
     )
 
 
@@ -377,27 +377,3 @@ def test_other_cpu_kinds_timings_come_from_their_checks_and_skip_the_readmes_own
     )  # (119.0 + 507.4) / 60 = 10.44; (84.4 + 314.1) / 60 = 6.64
     assert facts.other_cpus_line({"machine": {"cpu_kind": "GenuineIntel-f6-m167"}}, [timed]) == ""  # the README's own
     assert facts.other_cpus_line(None, []) == ""
-
-
-def test_the_microarchitecture_of_an_amd_kind_comes_from_its_family_and_model():
-    """AMD's family 25 holds both Zen 3 (Milan: model 1; Vermeer 0x21; Cezanne 0x50) and Zen 4 (Genoa: model 17 =
-    0x11; Raphael 0x61; Phoenix 0x74); family 26 is Zen 5, 23 Zen (Naples 1) and Zen 2 (Rome 0x31)."""
-    cases = {
-        "AuthenticAMD-f25-m1": "Zen 3",
-        "AuthenticAMD-f25-m33": "Zen 3",
-        "AuthenticAMD-f25-m80": "Zen 3",
-        "AuthenticAMD-f25-m17": "Zen 4",
-        "AuthenticAMD-f25-m97": "Zen 4",
-        "AuthenticAMD-f25-m116": "Zen 4",
-        "AuthenticAMD-f26-m2": "Zen 5",
-        "AuthenticAMD-f23-m1": "Zen",
-        "AuthenticAMD-f23-m49": "Zen 2",
-        "GenuineIntel-f6-m167": "",
-        "QEMU-EPYC-Milan": "",
-        "": "",
-    }
-    assert {k: facts.microarchitecture(k) for k in cases} == cases
-    assert facts.target({"cpu_kind": "AuthenticAMD-f25-m1"}) == (480, "a family-25 AMD")
-    assert facts.target({"cpu_kind": "AuthenticAMD-f26-m2"}) == (300, "a family-26 AMD")
-    assert facts.target({"cpu_kind": "AuthenticAMD-f23-m49"}) == (facts.TARGET_S, "")
-    assert facts.target({"cpu_kind": "GenuineIntel-f6-m167"}) == (facts.TARGET_S, "") == facts.target(None)

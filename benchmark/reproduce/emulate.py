@@ -85,11 +85,20 @@ def vendor_of(model: str, path: str | None = None) -> str | None:
 
 
 def child_command(
-    model: str, *, params: str, out: str, all_modes: bool, with_ops: bool, with_pipeline: bool, names=None
+    model: str,
+    *,
+    params: str,
+    out: str,
+    all_modes: bool,
+    with_ops: bool,
+    with_pipeline: bool,
+    names=None,
+    budget: float | None = None,
 ) -> list[str]:
     """The argument list that runs the child side under the emulated ``model`` (never a shell string)."""
     cmd = [qemu(), "-cpu", model, sys.executable, "-m", "benchmark.reproduce.emulate", "--params", params, "--out", out]
     cmd += ["--all-modes"] * all_modes + ["--no-ops"] * (not with_ops) + ["--no-pipeline"] * (not with_pipeline)
+    cmd += ["--budget", f"{budget:g}"] if budget is not None else []
     return cmd + (["--models", *names] if names else [])
 
 
@@ -101,14 +110,17 @@ def fingerprint(
     with_ops: bool = True,
     with_pipeline: bool = True,
     names=None,
+    budget: float | None = None,
     timeout: float | None = None,
     progress: bool = True,
     env: dict | None = None,
 ) -> dict:
     """The fingerprint record of the emulated CPU ``model`` (``qemu-x86_64 -cpu help`` lists them), measured by a child
     process under the emulator with :func:`benchmark.reproduce.fingerprint.measure`'s options; marked as emulated
-    (module docstring). ``progress``: a progress bar fed by the child. ``env``: the child's environment (default:
-    this process's; the emulated CPU's own pins are set by the child's ``import benchmark``)."""
+    (module docstring). ``budget``: seconds for the pipeline's operations (:func:`measure_within`; the record's
+    ``not_measured`` names the architectures left out). ``progress``: a progress bar fed by the child. ``env``: the
+    child's environment (default: this process's; the emulated CPU's own pins are set by the child's ``import
+    benchmark``)."""
     from benchmark.config import numerics
 
     path = qemu()
@@ -126,6 +138,7 @@ def fingerprint(
             with_ops=with_ops,
             with_pipeline=with_pipeline,
             names=names,
+            budget=budget,
         )
         _run_child(cmd, model, out, timeout, progress, env)
         record = json.loads(out.read_text(encoding="utf-8"))
@@ -240,6 +253,7 @@ def _child(argv=None) -> int:
     p.add_argument("--no-ops", action="store_true", help="without the tool's operations")
     p.add_argument("--no-pipeline", action="store_true", help="without the pipeline's per-layer operations")
     p.add_argument("--models", nargs="+", metavar="NAME", help="only these zoo entries' architectures")
+    p.add_argument("--budget", type=float, metavar="SECONDS", help="seconds for the pipeline's operations")
     args = p.parse_args(argv)
     from benchmark.models.zoo import load_zoo
     from benchmark.reproduce import fingerprint as fp
@@ -256,9 +270,31 @@ def _child(argv=None) -> int:
         print(f"{_PROGRESS}{done[0]} {parts} {what}", file=sys.stderr, flush=True)
         done[0] += 1
 
-    record = fp.measure_as_asked(params, zoo, args, progress)
+    record = measure_within(params, zoo, args, progress)
     write_json(args.out, record)
     return 0
+
+
+def measure_within(params, zoo: dict, args, progress=None, clock=time.monotonic) -> dict:
+    """The record :func:`benchmark.reproduce.fingerprint.measure_as_asked` gives, but with ``args.budget`` seconds (if
+    set) for the pipeline's operations: the zoo's architectures smallest input first (then by name: the cheapest
+    first, under an emulator that runs them at very different speeds on different hosts), and no architecture
+    started once the budget is spent (the one running finishes); those left out are listed in the record's
+    ``not_measured`` (empty when none was). At least one architecture is measured."""
+    from benchmark.reproduce import fingerprint as fp
+
+    if args.budget is None or args.no_pipeline:
+        return fp.measure_as_asked(params, zoo, args, progress)
+    record = fp.measure_as_asked(params, zoo, argparse.Namespace(**{**vars(args), "no_pipeline": True}), progress)
+    parts = sorted(fp._distinct(params, zoo, args.models), key=lambda p: (p[1].img_size, p[1].arch))
+    start, measured, skipped = clock(), 0, []
+    for name, _entry, _recipe in parts:
+        if measured and clock() - start >= args.budget:
+            skipped.append(name)
+            continue
+        record["hashes"].update(fp.measure(params, zoo, with_ops=False, names=[name], progress=progress)["hashes"])
+        measured += 1
+    return {**record, "not_measured": skipped}
 
 
 if __name__ == "__main__":

@@ -68,8 +68,7 @@ def _other_kinds(rec: dict | None, runs: list[dict]) -> list[dict]:
     for kind, r in timed.items():
         if kind == mine or r.get("emulated"):
             continue
-        arch = microarchitecture(kind)
-        name = arch or cpu_name(r.get("cpu") or kind)
+        arch, name = microarchitecture(kind), _kind_name(r)
         t = r["timing"]
         total = t["repro_wall_s"] + (t.get("install_s") or 0)
         out.append({**r, "total_s": total, "arch": arch, "name": ("an " if name[0] in "AEIOU" else "a ") + name})

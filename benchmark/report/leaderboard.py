@@ -17,7 +17,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from benchmark.core.metric_info import METRICS
 from benchmark.report.headline import compact, headline_context, paired_lookup
-from benchmark.report.pagedata import data_script, table_data, to_json
+from benchmark.report.pagedata import data_script, defer_headline_splits, table_data, to_json
 from benchmark.report.provenance import anchor, file_slug, model_provenance
 from benchmark.report.summary import split_summary
 from benchmark.report.tables import (
@@ -285,7 +285,8 @@ def headline_views(view: pd.DataFrame, config) -> dict:
 def page_context(
     inputs, wide: pd.DataFrame, metrics, plots: dict, repro_rows: list[dict], notices, extra_figures: dict | None = None
 ) -> tuple[dict, dict]:
-    """The template's context and the split data files ``{relative path: content}``."""
+    """The template's context and the data files ``{relative path: content}``: the split tables and the headline's
+    splits after each suite's first (:func:`benchmark.report.pagedata.defer_headline_splits`)."""
     cfg = inputs.config
     used = models_used(wide)
     origin = inputs.origin
@@ -311,11 +312,13 @@ def page_context(
     if origin is not None:
         head["sources"] = origin.sources
         head["conflicts"] = int((wide["conflict"] != "").sum()) if len(wide) else 0
+    page_head, head_files = defer_headline_splits(compact(head))
+    files = files | head_files
     return {
         "title": cfg.title,
         "notices": list(notices),
         "headline": head,
-        "headline_json": to_json(compact(head)),
+        "headline_json": to_json(page_head),
         "figures": extra_figures or {},
         "suites": suites,
         "guide": metric_guide(metrics),

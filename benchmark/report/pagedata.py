@@ -5,7 +5,8 @@ the page several megabytes. Instead ``data/<suite>_<split>.js`` holds the rows
 as JSON (strings dictionary-encoded, numbers rounded) wrapped in one call
 ``UQ.put(key, {...})``: a ``<script>`` the page adds when the split is opened,
 which works from the file system too (``fetch`` of ``file://`` does not). The
-page renders and pages the rows itself.
+page renders and pages the rows itself. The headline likewise: the page holds each suite's first split inline (the
+one shown first) and ``data/headline/<suite>_<split>.js`` every other split's, loaded when a reader chooses it.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from benchmark.report.provenance import file_slug
 from benchmark.report.tables import EXTRA_COLUMNS, member_names, method_label
 
 # number format of the cost columns (Python format spec or "si", divisor), read by the page's script; "si": a count in
@@ -165,3 +167,23 @@ def _clean(o):
 def data_script(key: str, obj) -> str:
     """The content of a data file: one ``UQ.put`` call."""
     return f"UQ.put({json.dumps(key)},{to_json(obj)});\n"
+
+
+def defer_headline_splits(head: dict) -> tuple[dict, dict[str, str]]:
+    """The page's headline data (:func:`benchmark.report.headline.compact`) with each suite's first split inline and
+    ``{relative path: content}``: a data file for every other split, whose place in ``head`` keeps ``{name, file}``.
+
+    The page loads such a file when a reader chooses its split (``UQ.put("headline:<suite>/<split>", data)``): a page
+    of many splits (CIFAR-100-C: 21, ~50 kB each at the papers' scale) loads one split's headline before its first
+    render, not all of them."""
+    files: dict[str, str] = {}
+    suites = []
+    for su in head["suites"]:
+        splits = su["splits"][:1]
+        for sp in su["splits"][1:]:
+            path = f"data/headline/{file_slug(su['name'])}_{file_slug(sp['name'])}.js"
+            data = {k: v for k, v in sp.items() if k != "name"}
+            files[path] = data_script(f"headline:{su['name']}/{sp['name']}", data)
+            splits.append({"name": sp["name"], "file": path})
+        suites.append(su | {"splits": splits})
+    return head | {"suites": suites}, files

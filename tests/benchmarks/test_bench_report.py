@@ -5,7 +5,9 @@ are rendered (the page's ``performance.mark``s), opened from the file system; th
 Pareto chart (drawn once plotly.js has loaded, after the headline) within 2 s.
 The paper-scale site's pages: tests/benchmarks/test_bench_site_scale.py.
 Target: under 1 s. Run for real with
-``pytest --benchmark-enable tests/benchmarks/test_bench_report.py``.
+``pytest --benchmark-enable tests/benchmarks/test_bench_report.py``: only then are the milliseconds checked. In the
+test command (benchmarks disabled, the other xdist worker busy) every run checks what holds on any machine: the chart
+is drawn, and a first render loads under 1 MB.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ def test_bench_first_render(benchmark, tmp_path, browser):
     url = build_report(
         make_inputs(big_results(), config=cfg), tmp_path / "reports", progress=False, figures=False
     ).as_uri()
-    times, charts = [], []
+    times, charts, weight = [], [], []
 
     def render():  # a new tab each time: a visitor's first visit (tests/chromium.py)
         page = browser.new_page(viewport=VIEWPORT)
@@ -42,11 +44,15 @@ def test_bench_first_render(benchmark, tmp_path, browser):
         r = first_render(page)
         times.append(r["ms"])
         charts.append(r["chart_ms"])
+        weight.append(r["bytes"])
         page.close()
 
     for _ in range(3):  # with benchmarks disabled (the test command) the fixture renders once: one cold sample
         render()  # under the other xdist worker's load is no median to check a limit on
     benchmark.pedantic(render, rounds=5, iterations=1, warmup_rounds=1)
-    assert len(times) >= 4
+    assert len(times) >= 4 and None not in charts  # the chart was drawn every time
+    assert max(weight) < 1_000_000, f"first render loads {weight} bytes"  # on any machine: the page's weight
+    if benchmark.disabled:  # the test command: milliseconds on a loaded runner are no measurement
+        return
     assert statistics.median(times) < 1000, f"first render {times} ms"
     assert statistics.median(charts) < 2000, f"chart drawn after {charts} ms"

@@ -11,6 +11,10 @@ always: a fourfold growth tells a line from a curve better than a twofold one, a
 make and publish). The 10x estimate (a straight line through the two) is printed and kept in the benchmark's
 ``extra_info``.
 
+The milliseconds are checked only when measured (``--benchmark-enable``); the test command (benchmarks disabled,
+the other xdist worker busy) checks what holds on any machine: every page renders without an error and draws its
+chart, and each page's first render loads under 1 MB.
+
 The bundles are made once and kept in pytest's cache (``.pytest_cache/d/paper-scale/``; the key covers the
 generator, the suites, the zoos and the bundle code). Run for real (numbers for the README: a quiet machine)::
 
@@ -157,6 +161,7 @@ def test_bench_first_render_paper_scale(benchmark, bundles, out_dir, browser):
     assert {p.parent.name for p in pages} == set(suite_names()) | {"embedded"}
     times: dict[str, list[float]] = {}
     charts: dict[str, list[float]] = {}
+    weight: dict[str, int] = {}
 
     def render(page_path: Path):
         page = browser.new_page(viewport=VIEWPORT)  # a new tab: a first visit (tests/chromium.py)
@@ -166,25 +171,32 @@ def test_bench_first_render_paper_scale(benchmark, bundles, out_dir, browser):
         r = first_render(page)
         times.setdefault(page_path.parent.name, []).append(r["ms"])
         charts.setdefault(page_path.parent.name, []).append(r["chart_ms"])
+        weight[page_path.parent.name] = r["bytes"]
         page.close()
         assert errors == []
 
     # Every page is rendered ROUNDS times, round-robin, before the benchmark fixture measures the biggest: with
     # benchmarks disabled (the test command) the fixture runs its function once, and one cold sample taken while
-    # the other xdist worker is busy is no median (CI at ced254f: cifar100 1,036 ms from a single render, 320 ms
-    # quiet). Round-robin spreads a burst of the other worker over one sample of several pages, not every
-    # sample of one page.
+    # the other xdist worker is busy is no median. Round-robin spreads a burst of the other worker over one sample
+    # of several pages, not every sample of one page.
     for _ in range(ROUNDS):
         for page_path in pages:
             render(page_path)
     biggest = site / "cifar100" / "index.html"  # CIFAR-100-C: the most splits and rows
     benchmark.pedantic(lambda: render(biggest), rounds=3, iterations=1, warmup_rounds=1)
     assert all(len(v) >= ROUNDS for v in times.values()), {k: len(v) for k, v in times.items()}
+    assert all(c is not None for v in charts.values() for c in v), charts  # every suite page draws its chart
+    # What a first render costs, on any machine: at the papers' scale, as at the embedded default's, a page loads
+    # under 1 MB before its headline and first table (the other splits' data waits until opened).
+    heavy = {k: v for k, v in weight.items() if v >= MB}
+    assert not heavy, f"first render loads 1 MB or more: {heavy}"
     medians = {k: round(statistics.median(v)) for k, v in times.items()}
     chart = {k: round(statistics.median(v)) for k, v in charts.items()}
-    benchmark.extra_info.update(first_render_ms=medians, chart_ms=chart)
+    benchmark.extra_info.update(first_render_ms=medians, chart_ms=chart, first_render_bytes=weight)
+    print(f"\nfirst render (median ms): {medians}\nchart drawn (median ms): {chart}\nfirst render bytes: {weight}")
+    if benchmark.disabled:  # the test command: milliseconds on a loaded runner are no measurement (CI at 773810f,
+        return  # a Zen 3 beside the other xdist worker: imagenet's chart 2,153 ms; 628 ms on a quiet Zen 4)
     _record(benchmark, first_render_ms=medians, chart_ms=chart)
-    print(f"\nfirst render (median ms): {medians}\nchart drawn (median ms): {chart}")
     slow = {k: v for k, v in medians.items() if v >= LIMITS["render_ms"]}
     assert not slow, f"first render over {LIMITS['render_ms']} ms: {slow}"
     slow = {k: v for k, v in chart.items() if v >= LIMITS["chart_ms"]}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -16,6 +17,9 @@ from benchmark.bundle.schema import load_bundle
 from benchmark.bundle.site_merge import merge
 from benchmark.bundle.verify import SELF_REPORTED, VERIFIED, Report, record, recorded_status
 from benchmark.cli.main import main
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "report"))
+from report_synth import headline_json  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -160,11 +164,6 @@ def test_a_bundle_page_says_when_and_on_what_cpu_this_project_verified_it(bundle
     assert "Self-reported: this project holds no verification" in other.split('<p class="verification"')[1]
 
 
-def _headline(page: Path) -> dict:
-    text = page.read_text(encoding="utf-8")
-    return json.loads(text.split('<script type="application/json" id="uq-headline">')[1].split("</script>")[0])
-
-
 def test_the_suite_page_names_the_source_of_every_row_and_its_conflicts(bundle, tmp_path):
     """Issue 50 item 3: two self-reported bundles of one suite disagree on the single models' test accuracy; the newer
     one's rows are shown, and the headline says so beside them: the bundle, contributor and status of every row (the
@@ -178,7 +177,7 @@ def test_the_suite_page_names_the_source_of_every_row_and_its_conflicts(bundle, 
     write_manifest(bundle.parent / "b2", manifest(bundle.parent / "b2"))  # the edited contributor, re-hashed
     assert main(["publish", "--bundles", str(bundle.parent.parent), "--out", str(tmp_path / "site"), "--quiet"]) == 0
     page = tmp_path / "site" / "caltech256" / "index.html"
-    head = _headline(page)
+    head = headline_json(page.parent)
     assert {k: (v["status"], v["contributor"]) for k, v in head["sources"].items()} == {
         "b1": (SELF_REPORTED, "tests <b>&"),
         "b2": (SELF_REPORTED, "Alice (lab X)"),

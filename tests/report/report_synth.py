@@ -228,16 +228,25 @@ def noisy_results() -> pd.DataFrame:
     return res
 
 
-def headline_json(report_dir) -> dict:
-    """The headline data of a built report's page (``<script id="uq-headline">``)."""
+def headline_json(report_dir, *, inline: bool = False) -> dict:
+    """The headline data of a built report's page (``<script id="uq-headline">``), with every split's data: those
+    after a suite's first read from their data files (``{name, file}`` in the page; kept so with ``inline=True``)."""
     import json
     import re
     from pathlib import Path
 
     html = (Path(report_dir) / "index.html").read_text(encoding="utf-8")
-    return json.loads(
+    head = json.loads(
         re.search(r'<script type="application/json" id="uq-headline">(.*?)</script>', html, re.S).group(1)
     )
+    for su in [] if inline else head["suites"]:
+        for sp in su["splits"]:
+            if "file" in sp:
+                text = (Path(report_dir) / sp["file"]).read_text(encoding="utf-8")
+                key, data = re.fullmatch(r'UQ\.put\(("[^"]*"),(.*)\);\n', text, re.S).groups()
+                assert json.loads(key) == f"headline:{su['name']}/{sp['name']}"
+                sp.update(json.loads(data))
+    return head
 
 
 def wait_until(page, expression: str, arg=None, timeout: float = 15.0):

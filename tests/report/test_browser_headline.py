@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -50,6 +51,12 @@ def _headline(pg) -> list[dict]:
         method: r.querySelector('td.method').textContent,
         primary: r.querySelector('td.primary').dataset.sort}))""",
     )
+
+
+def _choose_split(pg, label: str) -> None:
+    """Choose the headline's split ``label`` and wait until it is drawn: a split after the first loads its data file."""
+    pg.select_option("form.headline-controls select[name=split]", label=label)
+    wait_until(pg, "() => !document.querySelector('.headline-empty').textContent.startsWith('Loading')")
 
 
 def test_headline_is_the_first_table_with_the_rows_of_each_base(page, site):
@@ -117,7 +124,7 @@ def test_switching_the_primary_metric_reorders_the_headline(page):
     acc = [float(r["primary"]) for r in after]
     assert acc == sorted(acc, reverse=True)  # higher is better
     assert [(r["base"], r["method"]) for r in after] != [(r["base"], r["method"]) for r in before]
-    page.select_option("form.headline-controls select[name=split]", label="shift")
+    _choose_split(page, "shift")
     assert _headline(page) and page.locator(".headline-figs:not([hidden])").count() == 0  # no plots for shift
     assert page.problems == []
 
@@ -129,6 +136,10 @@ def test_page_weight_under_1_mb_and_the_rest_on_demand(page, site):
     data = list((site[0].parent / "data").glob("*.js"))
     assert len(data) == 6 and sum(f.stat().st_size for f in data) > r["bytes"] / 2  # the other splits wait until opened
     assert site[0].stat().st_size < 300_000
+    assert not [f for f in r["files"] if f.parent.name == "headline"]  # the headline's other splits wait too
+    splits = headline_json(site[0].parent, inline=True)["suites"][0]["splits"]
+    assert "entries" in splits[0] and all(set(sp) == {"name", "file"} for sp in splits[1:]) and len(splits) > 2
+    assert len(list((site[0].parent / "data" / "headline").glob("*.js"))) == len(splits) - 1
     last = page.locator("details.split").last
     last.locator("summary").click()
     wait_until(page, "() => document.querySelectorAll('details.split[data-ready]').length == 2")
@@ -136,6 +147,44 @@ def test_page_weight_under_1_mb_and_the_rest_on_demand(page, site):
     last.locator(".pager button").click()
     assert last.locator("table.results tbody tr").count() == 200
     assert page.problems == []
+
+
+def test_another_split_of_the_headline_loads_when_chosen(page, site):
+    """Only the first split's headline is in the page; choosing another loads its data file once, and the table then
+    shows that split's rows in that file's order for the chosen metric."""
+    head = headline_json(site[0].parent)
+    for sp in head["suites"][0]["splits"][1:3]:
+        _choose_split(page, sp["name"])
+        assert page.locator(".headline-empty").is_hidden()
+        shown = [(r["base"], r["role"]) for r in _headline(page)]
+        assert shown == [(sp["entries"][i]["b"], role) for i, role in sp["order"][head["default"]]] and shown
+    sp = head["suites"][0]["splits"][1]
+    page.select_option("form.headline-controls select[name=split]", label=sp["name"])  # loaded: drawn at once
+    page.select_option("form.headline-controls select[name=metric]", "accuracy")
+    assert [(r["base"], r["role"]) for r in _headline(page)] == [
+        (sp["entries"][i]["b"], role) for i, role in sp["order"]["accuracy"]
+    ]
+    files = page.evaluate("[...document.scripts].map(s => s.getAttribute('src')).filter(s => s?.includes('headline/'))")
+    assert sorted(files) == sorted(sp["file"] for sp in head["suites"][0]["splits"][1:3])  # each loaded once
+    assert page.problems == []
+
+
+def test_a_headline_split_whose_file_is_missing_says_so(tab, site, tmp_path):
+    shutil.copytree(site[0].parent, tmp_path / "r")
+    head = headline_json(tmp_path / "r", inline=True)
+    gone = head["suites"][0]["splits"][1]
+    (tmp_path / "r" / gone["file"]).unlink()
+    pg = reopen(tab, (tmp_path / "r" / "index.html").as_uri())
+    pg.select_option("form.headline-controls select[name=split]", label=gone["name"])
+    wait_until(pg, "() => document.querySelector('.headline-empty').textContent.startsWith('Could not load')")
+    assert pg.locator(".headline-empty").inner_text() == f"Could not load {gone['file']}."
+    assert pg.locator("#headline-table tbody tr").count() == 0
+    assert sorted(pg.problems) == [  # the missing file's request and its console line, nothing else
+        "console: Failed to load resource: net::ERR_FILE_NOT_FOUND",
+        f"request failed: {(tmp_path / 'r' / gone['file']).as_uri()}",
+    ]
+    pg.select_option("form.headline-controls select[name=split]", index=0)  # the first split: drawn again
+    assert pg.locator("#headline-table tbody tr").count() > 0 and pg.locator(".headline-empty").is_hidden()
 
 
 def test_notes_are_folded_away(page):
@@ -176,7 +225,7 @@ def test_a_noise_dominated_split_says_so_and_shows_no_ranks(tab, noisy_site):
         pg.eval_on_selector_all("#headline-table td.seed-source", "ts => ts.map(t => t.textContent.split(' ')[0])")
     ) == {"", "own", "fallback"}
     # shift split: the seeds disagree more than the methods differ
-    pg.select_option("form.headline-controls select[name=split]", label="shift")
+    _choose_split(pg, "shift")
     assert note.is_visible()
     shift = next(sp for sp in head["suites"][0]["splits"] if sp["name"] == "shift")
     seed_sd, median, _ = shift["noise"][[m["key"] for m in head["metrics"]].index(head["default"])]
@@ -190,6 +239,6 @@ def test_a_noise_dominated_split_says_so_and_shows_no_ranks(tab, noisy_site):
     assert pg.evaluate("document.getElementById('headline-table').classList.contains('unranked')")
     bases = pg.eval_on_selector_all("#headline-table tbody tr", "rs => rs.map(r => r.dataset.base)")
     assert bases == sorted(bases)  # the fixed order: by base
-    pg.select_option("form.headline-controls select[name=split]", label="test")
+    _choose_split(pg, "test")
     assert note.is_hidden() and pg.evaluate(ranks)[0] == "1"
     assert pg.problems == []

@@ -283,3 +283,35 @@ def test_two_builds_are_byte_identical(tmp_path):
             }
         )
     assert digests[0] == digests[1] and any(k.startswith("plots/severity_") for k in digests[0])
+
+
+def test_headline_splits_after_each_suites_first_go_to_data_files():
+    """The page keeps each suite's first split whole; every other split becomes ``{name, file}`` and its data file is
+    one ``UQ.put`` call whose key names the suite and split and whose JSON is that split less its name."""
+    from benchmark.report.pagedata import defer_headline_splits
+
+    def split(name, n):
+        return {"name": name, "entries": [{"b": f"m{i}", "m": [[0.5 + i, None]]} for i in range(n)], "order": {}}
+
+    head = {
+        "default": "aurc",
+        "suites": [
+            {"name": "cifar100", "splits": [split("test", 2), split("corrupt-fog-3", 3), split("o d", 1)]},
+            {"name": "one", "splits": [split("test", 1)]},
+        ],
+    }
+    page, files = defer_headline_splits(head)
+    assert page["default"] == "aurc" and [su["name"] for su in page["suites"]] == ["cifar100", "one"]
+    assert page["suites"][0]["splits"][0] == head["suites"][0]["splits"][0]
+    assert page["suites"][1]["splits"] == head["suites"][1]["splits"]
+    deferred = page["suites"][0]["splits"][1:]
+    assert [set(sp) for sp in deferred] == [{"name", "file"}] * 2
+    assert [sp["name"] for sp in deferred] == ["corrupt-fog-3", "o d"]
+    assert sorted(files) == sorted(sp["file"] for sp in deferred) and len(set(files)) == 2
+    for sp, orig in zip(deferred, head["suites"][0]["splits"][1:], strict=True):
+        assert sp["file"].startswith("data/headline/cifar100_") and " " not in sp["file"]
+        text = files[sp["file"]]
+        prefix = 'UQ.put("headline:cifar100/' + orig["name"] + '",'
+        assert text.startswith(prefix) and text.endswith(");\n")
+        assert json.loads(text[len(prefix) : -3]) == {k: v for k, v in orig.items() if k != "name"}
+    assert len(head["suites"][0]["splits"][1]) == 3  # the input is left as it was

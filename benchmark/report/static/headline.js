@@ -1,7 +1,8 @@
 /* The headline table: per base model of the chosen split, the base alone, its duos and the other methods built on it,
    ranked by the chosen metric (or in a fixed order where the split is noise-dominated), its columns chosen by the
    reader; and the training-seed spread. Data: the page's uq-headline JSON (benchmark.report.headline.compact), read
-   by leaderboard.js (window.UQ.head), which runs first. */
+   by leaderboard.js (window.UQ.head), which runs first; it holds each suite's first split, and {name, file} for the
+   others, whose data file is loaded when a reader chooses one (benchmark.report.pagedata.defer_headline_splits). */
 (function () {
   "use strict";
   var UQ = window.UQ, head = UQ.head, el = UQ.el, fmtMetric = UQ.fmtMetric, fmtDiff = UQ.fmtDiff, fmtCost = UQ.fmtCost;
@@ -112,9 +113,30 @@
     return on;
   }
 
+  var empty = document.querySelector(".headline-empty"), EMPTY = empty.textContent;
+  function showFigs(suite, split) {
+    var key = suite && split ? suite.name + "/" + split.name : "";
+    document.querySelectorAll(".headline-figs").forEach(function (d) { d.hidden = d.dataset.key !== key; });
+  }
+  /* a split after its suite's first: its data file, loaded once (leaderboard.js: UQ.load), then drawn if still chosen */
+  function loadSplit(suite, split) {
+    showFigs(suite, split);
+    document.getElementById("headline-table").tBodies[0].replaceChildren();
+    document.querySelector(".noise-note").hidden = true;
+    renderSpread(null);
+    empty.textContent = "Loading the headline of " + split.name + "\u2026";
+    empty.hidden = false;
+    UQ.load("headline:" + suite.name + "/" + split.name, split.file, function (data) {
+      Object.assign(split, data);
+      renderHeadline();
+    }, function () { empty.textContent = "Could not load " + split.file + "."; });
+  }
+
   function renderHeadline() {
     var table = document.getElementById("headline-table");
     var suite = head.suites[hf("suite").value], split = suite && suite.splits[hf("split").value];
+    if (split && !split.entries) return loadSplit(suite, split);
+    empty.textContent = EMPTY;
     var metric = hf("metric").value, withCi = hf("ci").checked, on = headChosen();
     var mi = head.metrics.findIndex(function (m) { return m.key === metric; });
     var label = mi >= 0 ? head.metrics[mi].label : metric;
@@ -181,9 +203,8 @@
       body.appendChild(row);
     });
     table.tBodies[0].replaceChildren(body);
-    document.querySelector(".headline-empty").hidden = order.length > 0;
-    var key = suite && split ? suite.name + "/" + split.name : "";
-    document.querySelectorAll(".headline-figs").forEach(function (d) { d.hidden = d.dataset.key !== key; });
+    empty.hidden = order.length > 0;
+    showFigs(suite, split);
     renderSpread(split);
   }
 

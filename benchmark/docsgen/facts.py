@@ -124,7 +124,8 @@ def site_item(rec: dict | None) -> str:
     full, lim = rec["publish"]["1x"], rec["limits"]
     return (
         f"- Site at the papers' scale ({full['rows']:,.0f} rows): published in **{full['wall']:.0f} s**, "
-        f"**{full['bytes'] / MB:.0f} MB** (targets {lim['publish_s']} s, {lim['site_bytes'] / MB:.0f} MB)."
+        f"**{full['bytes'] / MB:.0f} MB** (targets {lim['publish_s']} s, {lim['site_bytes'] / MB:.0f} MB; "
+        f"{where(rec.get('machine') or {})})."
     )
 
 
@@ -221,7 +222,8 @@ def site_line(rec: dict | None) -> str:
     return (
         f"- Site at the papers' scale ({full['rows']:,.0f} rows, every suite): publish **{full['wall']:.0f} s** "
         f"(target {lim['publish_s']} s), **{full['bytes'] / MB:.0f} MB** (target {lim['site_bytes'] / MB:.0f} MB)"
-        f"{extra}; at 10x the rows about {ten['wall']:.0f} s and {ten['bytes'] / MB:.0f} MB."
+        f"{extra}; at 10x the rows about {ten['wall']:.0f} s and {ten['bytes'] / MB:.0f} MB "
+        f"({where(rec.get('machine') or {})}, {rec.get('date', 'undated')})."
     )
 
 

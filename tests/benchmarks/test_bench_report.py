@@ -47,10 +47,10 @@ def test_bench_first_render(benchmark, tmp_path, browser):
         weight.append(r["bytes"])
         page.close()
 
-    for _ in range(3):  # with benchmarks disabled (the test command) the fixture renders once: one cold sample
-        render()  # under the other xdist worker's load is no median to check a limit on
-    benchmark.pedantic(render, rounds=5, iterations=1, warmup_rounds=1)
-    assert len(times) >= 4 and None not in charts  # the chart was drawn every time
+    for _ in range(0 if benchmark.disabled else 3):  # measured: 3 cold renders, then the fixture's 1 + 5
+        render()
+    benchmark.pedantic(render, rounds=5, iterations=1, warmup_rounds=1)  # the test command: 1 render, no time checked
+    assert times and None not in charts  # the chart was drawn every time
     assert max(weight) < 1_000_000, f"first render loads {weight} bytes"  # on any machine: the page's weight
     if benchmark.disabled:  # the test command: milliseconds on a loaded runner are no measurement
         return

@@ -222,11 +222,12 @@ def test_site_table_and_line_from_a_record(tmp_path):
     )
     line = facts.site_line(json.loads((tmp_path / "results" / "site_scale.json").read_text()))
     assert "(600,000 rows" in line and "**61 s** (target 300 s)" in line and "**46 MB** (target 250 MB)" in line
-    assert "about 619 s and 476 MB" in line
+    assert "about 619 s and 476 MB (2 CPUs, AMD EPYC 9B45, 2026-12-02)." in line
     assert "largest file 9.2 MB (target 25), embedded part 7.0 MB (target 20)" in line
     assert "slowest first render 640 ms (target 1000)" in line
     assert facts.site_item(json.loads((tmp_path / "results" / "site_scale.json").read_text())) == (
-        "- Site at the papers' scale (600,000 rows): published in **61 s**, **46 MB** (targets 300 s, 250 MB)."
+        "- Site at the papers' scale (600,000 rows): published in **61 s**, **46 MB** (targets 300 s, 250 MB; "
+        "2 CPUs, AMD EPYC 9B45)."
     )
     table = facts.site_table(tmp_path)
     assert "| 1x: 600,000 | 61 | 55 | 45.9 | 90 | 9.2 (`a/rows.parquet`) | 7.0 |" in table

@@ -49,14 +49,23 @@ def main_job_item(rec: dict | None, runs: list[dict] | None = None) -> str:
     if rec.get("floor_ratio"):
         ok = "target" if rec["floor_ratio"] <= FLOOR_RATIO_TARGET else "**over** the target of"
         ratio = f"; `{_command(rec)}` {rec['floor_ratio']:.2f}x its compute floor, {ok} {FLOOR_RATIO_TARGET:g}x"
+    kind = (rec.get("machine") or {}).get("cpu_kind")
+    mine = [_total(r["timing"]) / 60 for r in cross_cpu.gate_runs(runs or []) if r["kind"] == kind and _total(r)]
+    spread = f"; {min(mine):.1f}-{max(mine):.1f} min over this kind's {len(mine)} timed checks" if len(mine) > 1 else ""
     others = [
         f"{r['total_s'] / 60:.1f} min on {r['name']} (`{r['commit'][:7]}`)" for r in _other_kinds(rec, runs or [])
     ]
     elsewhere = f"; elsewhere {', '.join(others)}" if others else ""
     return (
-        f"- Main job, {start}: **{total / 60:.1f} min** ({verdict}{ratio}; {where(rec.get('machine') or {})})"
-        f"{elsewhere}."
+        f"- Main job, {start}: **{total / 60:.1f} min** ({verdict}{ratio}; {where(rec.get('machine') or {})}"
+        f"{spread}){elsewhere}."
     )
+
+
+def _total(r: dict) -> float:
+    """A timing's seconds from a fresh clone (install + run), given the timing or a check holding one; 0 if none."""
+    t = r.get("timing", r) or {}
+    return t["repro_wall_s"] + (t.get("install_s") or 0) if t.get("repro_wall_s") else 0.0
 
 
 def _other_kinds(rec: dict | None, runs: list[dict]) -> list[dict]:
@@ -69,9 +78,7 @@ def _other_kinds(rec: dict | None, runs: list[dict]) -> list[dict]:
         if kind == mine or r.get("emulated"):
             continue
         arch, name = microarchitecture(kind), _kind_name(r)
-        t = r["timing"]
-        total = t["repro_wall_s"] + (t.get("install_s") or 0)
-        out.append({**r, "total_s": total, "arch": arch, "name": ("an " if name[0] in "AEIOU" else "a ") + name})
+        out.append({**r, "total_s": _total(r), "arch": arch, "name": ("an " if name[0] in "AEIOU" else "a ") + name})
     return out
 
 
@@ -86,12 +93,7 @@ def cross_cpu_item(runs: list[dict]) -> str:
     ``results/cross_cpu.json``), and whether they gave the same bytes or stayed within the noise. The details (each
     kind's counts, the kernel fingerprints) are :func:`benchmark.reproduce.cross_cpu.holds_line`'s, on the
     reproducibility page."""
-    if not runs:
-        return (
-            "- Across CPU kinds: no from-scratch run recorded (`python -m benchmark reproduce check --record "
-            "results/cross_cpu.json`)."
-        )
-    latest = list({r["kind"]: r for r in cross_cpu.gate_runs(runs) if not r.get("emulated")}.values())
+    latest = list({r["kind"]: r for r in cross_cpu.gate_runs(runs or []) if not r.get("emulated")}.values())
     if not latest:
         return (
             "- Across CPU kinds: no from-scratch run recorded (`python -m benchmark reproduce check --record "

@@ -376,5 +376,13 @@ def test_other_cpu_kinds_timings_come_from_their_checks_and_skip_the_readmes_own
         "CPUs, AMD EPYC 9B45 (Zen 3, AuthenticAMD-f25-m1)); elsewhere 6.6 min on a Zen 4 (`8a0ca30`), 8.9 min on an "
         "Intel Xeon (`d461a5f`)."
     )  # (119.0 + 507.4) / 60 = 10.44; (84.4 + 314.1) / 60 = 6.64
+    zen3_runs = [  # two timed checks of the README's own kind: the run-to-run range beside its figure
+        _run("AuthenticAMD-f25-m1", c, identical=21, compared=21, rows=10, within=0)
+        | {"cpu": "AMD EPYC", "timing": {"repro_wall_s": w, "install_s": i}}
+        for c, w, i in (("d0ce45d", 507.4, 119.0), ("d5f6acf", 576.0, 122.8))
+    ]
+    item = facts.main_job_item(dict(zen3, repro_wall_s=576.0, install_s=122.8), [zen4, *zen3_runs])
+    assert "(Zen 3, AuthenticAMD-f25-m1); 10.4-11.6 min over this kind's 2 timed checks); elsewhere 6.6 min" in item
+    assert "over this kind's" not in facts.main_job_item(zen3, [zen4, zen3_runs[0]])  # one check: no range
     assert facts.other_cpus_line({"machine": {"cpu_kind": "GenuineIntel-f6-m167"}}, [timed]) == ""  # the README's own
     assert facts.other_cpus_line(None, []) == ""

@@ -50,7 +50,7 @@ def main_job_item(rec: dict | None, runs: list[dict] | None = None) -> str:
         ok = "target" if rec["floor_ratio"] <= FLOOR_RATIO_TARGET else "**over** the target of"
         ratio = f"; `{_command(rec)}` {rec['floor_ratio']:.2f}x its compute floor, {ok} {FLOOR_RATIO_TARGET:g}x"
     kind = (rec.get("machine") or {}).get("cpu_kind")
-    mine = [_total(r["timing"]) / 60 for r in cross_cpu.gate_runs(runs or []) if r["kind"] == kind and _total(r)]
+    mine = [t / 60 for r in cross_cpu.gate_runs(runs or []) if r["kind"] == kind and (t := _total(r))]
     spread = f"; {min(mine):.1f}-{max(mine):.1f} min over this kind's {len(mine)} timed checks" if len(mine) > 1 else ""
     others = [
         f"{r['total_s'] / 60:.1f} min on {r['name']} (`{r['commit'][:7]}`)" for r in _other_kinds(rec, runs or [])

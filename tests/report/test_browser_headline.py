@@ -185,6 +185,9 @@ def test_a_headline_split_whose_file_is_missing_says_so(tab, site, tmp_path):
     ]
     pg.select_option("form.headline-controls select[name=split]", index=0)  # the first split: drawn again
     assert pg.locator("#headline-table tbody tr").count() > 0 and pg.locator(".headline-empty").is_hidden()
+    pg.select_option("form.headline-controls select[name=split]", label=gone["name"])  # chosen again: said again
+    assert pg.locator(".headline-empty").inner_text() == f"Could not load {gone['file']}."
+    assert pg.locator("#headline-table tbody tr").count() == 0
 
 
 def test_notes_are_folded_away(page):

@@ -124,12 +124,14 @@
     document.getElementById("headline-table").tBodies[0].replaceChildren();
     document.querySelector(".noise-note").hidden = true;
     renderSpread(null);
-    empty.textContent = "Loading the headline of " + split.name + "\u2026";
+    var failed = function () { split.failed = true; empty.textContent = "Could not load " + split.file + "."; };
     empty.hidden = false;
+    if (split.failed) return failed();  /* chosen again: said again, not "Loading" for ever */
+    empty.textContent = "Loading the headline of " + split.name + "\u2026";
     UQ.load("headline:" + suite.name + "/" + split.name, split.file, function (data) {
       Object.assign(split, data);
       renderHeadline();
-    }, function () { empty.textContent = "Could not load " + split.file + "."; });
+    }, failed);
   }
 
   function renderHeadline() {

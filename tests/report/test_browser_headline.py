@@ -188,6 +188,11 @@ def test_a_headline_split_whose_file_is_missing_says_so(tab, site, tmp_path):
     pg.select_option("form.headline-controls select[name=split]", label=gone["name"])  # chosen again: said again
     assert pg.locator(".headline-empty").inner_text() == f"Could not load {gone['file']}."
     assert pg.locator("#headline-table tbody tr").count() == 0
+    det = pg.locator("details.split").last  # a full table's file, through the same loader: said on opening
+    (tmp_path / "r" / det.get_attribute("data-file")).unlink()
+    det.locator("summary").click()
+    wait_until(pg, "() => !document.querySelector('details.split:last-of-type .no-match').hidden")
+    assert det.locator(".no-match").inner_text() == f"Could not load {det.get_attribute('data-file')}."
 
 
 def test_notes_are_folded_away(page):

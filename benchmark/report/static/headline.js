@@ -124,14 +124,12 @@
     document.getElementById("headline-table").tBodies[0].replaceChildren();
     document.querySelector(".noise-note").hidden = true;
     renderSpread(null);
-    var failed = function () { split.failed = true; empty.textContent = "Could not load " + split.file + "."; };
-    empty.hidden = false;
-    if (split.failed) return failed();  /* chosen again: said again, not "Loading" for ever */
     empty.textContent = "Loading the headline of " + split.name + "\u2026";
+    empty.hidden = false;
     UQ.load("headline:" + suite.name + "/" + split.name, split.file, function (data) {
       Object.assign(split, data);
       renderHeadline();
-    }, failed);
+    }, function () { empty.textContent = "Could not load " + split.file + "."; });
   }
 
   function renderHeadline() {

@@ -43,25 +43,33 @@
   }
   function sortText(v) { return v === null || v === undefined || isNaN(v) ? "NaN" : String(parseFloat(v.toPrecision(7))); }
 
-  /* ---- data files: loaded as script elements that call UQ.put(key, data) ---- */
-  var store = {}, waiting = {};
+  /* ---- data files: loaded as script elements that call UQ.put(key, data); a file that failed to load is
+     remembered, so every caller, then and later, hears so (its own "failed"), none waits for ever ---- */
+  var store = {}, waiting = {}, missing = {};
   window.UQ = {
     put: function (key, data) {
       store[key] = data;
-      (waiting[key] || []).forEach(function (f) { f(data); });
+      (waiting[key] || []).forEach(function (w) { w.then(data); });
       delete waiting[key];
     }
   };
   function loadData(key, file, then, failed) {
+    failed = failed || function () {};
     if (store[key]) return then(store[key]);
+    if (missing[key]) return failed();
     if (!waiting[key]) {
       waiting[key] = [];
       var s = document.createElement("script");
       s.src = file;
-      s.onerror = function () { (failed || function () {})(); };
+      s.onerror = function () {
+        var ws = waiting[key] || [];
+        missing[key] = true;
+        delete waiting[key];
+        ws.forEach(function (w) { w.failed(); });
+      };
       document.body.appendChild(s);
     }
-    waiting[key].push(then);
+    waiting[key].push({ then: then, failed: failed });
   }
   function load(det, then) {
     loadData(det.dataset.key, det.dataset.file, then, function () {

@@ -161,6 +161,15 @@ def embedded_run(tmp_path_factory):
     return once_per_run(tmp_path_factory, "embedded-run", build)
 
 
+@pytest.fixture(scope="session")
+def measured(request) -> bool:
+    """Whether the run measures benchmarks (``--benchmark-enable``, or ``--benchmark-disable`` not given), as
+    pytest-benchmark decides: a module fixture can then make only what the measurement needs (the test command,
+    benchmarks disabled, checks what holds on any machine; times and scaling are measured, never asserted there)."""
+    opt = request.config.getoption
+    return bool(opt("benchmark_enable") or not opt("benchmark_disable"))
+
+
 @pytest.fixture
 def caltech_copy(caltech, tmp_path):
     """A private copy of the ``caltech`` run (``private_copy``), for a test that writes into it."""

@@ -31,9 +31,7 @@ from benchmark.report import ReportConfig, build_report  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def results(request):
-    opt = request.config.getoption  # measured unless disabled and not enabled again (as pytest-benchmark decides)
-    measured = opt("benchmark_enable") or not opt("benchmark_disable")
+def results(measured):
     return big_results() if measured else big_results(n_models=4)
 
 

@@ -11,9 +11,10 @@ always: a fourfold growth tells a line from a curve better than a twofold one, a
 make and publish). The 10x estimate (a straight line through the two) is printed and kept in the benchmark's
 ``extra_info``.
 
-The milliseconds are checked only when measured (``--benchmark-enable``); the test command (benchmarks disabled,
-the other xdist worker busy) checks what holds on any machine: every page renders without an error and draws its
-chart, and each page's first render loads under 1 MB.
+The seconds, the milliseconds and the growth from 0.25x to 1x are checked only when measured
+(``--benchmark-enable``); the test command (benchmarks disabled, the other xdist worker busy) makes and publishes
+the 1x bundles only and checks what holds on any machine: the site's and its files' sizes, every page renders
+without an error and draws its chart, and each page's first render loads under 1 MB.
 
 The bundles are made once and kept in pytest's cache (``.pytest_cache/d/paper-scale/``; the key covers the
 generator, the suites, the zoos and the bundle code). Run for real (numbers for the README: a quiet machine)::
@@ -61,9 +62,10 @@ _SITES: dict[float, dict] = {}
 
 
 @pytest.fixture(scope="module")
-def bundles(request):
+def bundles(request, measured):
+    """The bundles of each scale measured: 1x alone in the test command (0.25x only serves the growth figures)."""
     cache = request.config.cache.mkdir("paper-scale")
-    return {s: cached_bundles(cache, s) for s in SCALES}
+    return {s: cached_bundles(cache, s) for s in (SCALES if measured else SCALES[-1:])}
 
 
 @pytest.fixture(scope="module")
@@ -126,9 +128,15 @@ def _extrapolate(a: dict, b: dict, key: str, rows: float) -> float:
 
 
 def test_bench_publish_paper_scale(benchmark, bundles, out_dir):
-    small = _publish(bundles, out_dir, SCALES[0])
+    # the growth from 0.25x to 1x is a figure of the measured run (the test command publishes 1x alone)
+    small = None if benchmark.disabled else _publish(bundles, out_dir, SCALES[0])
     full = benchmark.pedantic(lambda: _publish(bundles, out_dir, 1.0), rounds=1, iterations=1)
     assert set(full["suites"]) == set(suite_names()) | {"embedded"}
+    assert full["bytes"] <= LIMITS["site_bytes"], f"site {full['bytes'] / MB:.1f} MB"
+    assert full["largest"][1] <= LIMITS["file_bytes"], f"largest file {full['largest']}"
+    assert full["embedded_bytes"] <= LIMITS["embedded_bytes"], f"embedded part {full['embedded_bytes'] / MB:.1f} MB"
+    if small is None:  # the test command: seconds on a loaded runner are no measurement
+        return
     ten = {k: _extrapolate(small, full, k, 10 * full["rows"]) for k in ("wall", "cpu", "bytes")}
     report = {f"{s:g}x": {k: v for k, v in _SITES[s].items() if k not in ("site", "suites")} for s in SCALES}
     report["10x estimate"] = {"rows": 10 * full["rows"], **ten}
@@ -140,9 +148,6 @@ def test_bench_publish_paper_scale(benchmark, bundles, out_dir):
         suites=full["suites"],
     )
     assert full["wall"] <= LIMITS["publish_s"], f"publish took {full['wall']:.0f} s"
-    assert full["bytes"] <= LIMITS["site_bytes"], f"site {full['bytes'] / MB:.1f} MB"
-    assert full["largest"][1] <= LIMITS["file_bytes"], f"largest file {full['largest']}"
-    assert full["embedded_bytes"] <= LIMITS["embedded_bytes"], f"embedded part {full['embedded_bytes'] / MB:.1f} MB"
     growth = full["rows"] / small["rows"]
     assert growth > 2.5  # the two sizes differ enough to tell a line from a curve
     assert full["cpu"] / small["cpu"] <= SLACK * growth, (

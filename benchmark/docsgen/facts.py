@@ -1,6 +1,7 @@
 """What holds, generated from the committed records (never typed): the README's short list (:func:`holds_block`: one
 short line each for the main job, the CPU kinds checked, the site at the papers' scale and the tests), the same facts in
-full on the reproducibility page (:func:`holds_details`), and the performance page's site and cluster tables. Records:
+full on the reproducibility page (:func:`holds_details`); the performance page's tables of the same records are
+:mod:`benchmark.docsgen.record_tables`. Records:
 
 * ``results/timings.json`` -- the main job from a fresh clone (``bash scripts/measure-main-job.sh``);
 * ``results/numerics.json`` -- what pinning the CPU kernels costs (``python -m benchmark reproduce pinning-cost``);
@@ -28,7 +29,8 @@ MB = 1_000_000
 FLOOR_RATIO_TARGET = 1.2  # `dvc repro`'s wall time / its stages' compute floor ((CPU - start-up) / cores)
 
 
-def _load(path: Path) -> dict | None:
+def load(path: Path) -> dict | None:
+    """The JSON record at ``path``, or None where there is none."""
     return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
 
 
@@ -132,14 +134,24 @@ def site_item(rec: dict | None) -> str:
 
 
 def tests_item(rec: dict | None) -> str:
-    """The README's tests item: the README's test command, tests run and wall seconds against the target."""
+    """The README's tests item: the README's test command, tests run and wall seconds against the target, and, where
+    the record has a baseline run beside it (``reproduce test-time --beside``), the ratio to that commit's wall."""
     if rec is None or rec.get("command", "python -m pytest") != "python -m pytest":
         return "- Tests: the README's test command not measured on this commit (`bash scripts/measure-tests.sh`)."
     target = rec.get("target_s", 360)
     verdict = (
         f"target {target / 60:g} min" if rec["wall_s"] <= target else f"**over** the {target / 60:g}-minute target"
     )
-    return f"- Tests: {rec['passed']:,} in **{rec['wall_s']:.0f} s** ({verdict}; {where(rec.get('machine') or {})})."
+    base = rec.get("baseline") or {}
+    beside = ""
+    if isinstance(base.get("wall_s"), (int, float)) and base["wall_s"] > 0:
+        commit = ((base.get("git") or {}).get("commit") or "?")[:7]
+        ratio = rec["wall_s"] / base["wall_s"]
+        beside = f"; {ratio:.2f}x the wall of the {base['passed']:,} tests of `{commit}` run beside it"
+    return (
+        f"- Tests: {rec['passed']:,} in **{rec['wall_s']:.0f} s** ({verdict}; {where(rec.get('machine') or {})}"
+        f"{beside})."
+    )
 
 
 def main_job_line(rec: dict | None) -> str:
@@ -284,11 +296,11 @@ def holds_block(root=".") -> str:
     return (
         "\n".join(
             [
-                main_job_item(_load(res / "timings.json"), runs),
+                main_job_item(load(res / "timings.json"), runs),
                 cross_cpu_item(runs),
                 cpu_kinds.emulated_item(runs, records),
-                site_item(_load(res / "site_scale.json")),
-                tests_item(_load(res / "test_command.json")),
+                site_item(load(res / "site_scale.json")),
+                tests_item(load(res / "test_command.json")),
             ]
         )
         + "\n"
@@ -301,102 +313,17 @@ def holds_details(root=".") -> str:
     res = Path(root) / "results"
     runs = cross_cpu.load(res / "cross_cpu.json")
     cross = cross_cpu.holds_line(runs, fingerprint_records.read_records(res / "fingerprints"))
-    timings = _load(res / "timings.json")
+    timings = load(res / "timings.json")
     return (
         "\n".join(
             [
                 main_job_line(timings),
                 *filter(None, [other_cpus_line(timings, runs)]),
-                pinning_line(_load(res / "numerics.json")),
+                pinning_line(load(res / "numerics.json")),
                 cross,
-                site_line(_load(res / "site_scale.json")),
-                test_command_line(_load(res / "test_command.json")),
+                site_line(load(res / "site_scale.json")),
+                test_command_line(load(res / "test_command.json")),
             ]
         )
         + "\n"
-    )
-
-
-def ci_table(root=".") -> str:
-    """``.ci/run`` timed by kind of step (``results/ci_run.json``, :mod:`benchmark.reproduce.ci_timing`): minutes per
-    kind, the total against the 45-minute target, the machine and the commit."""
-    rec = _load(Path(root) / "results" / "ci_run.json")
-    if rec is None:
-        return "Not measured on this commit yet: `bash scripts/measure-ci.sh` writes `results/ci_run.json`.\n"
-    lines = ["| step | minutes |", "|---|---|"]
-    lines += [f"| {kind} | {seconds / 60:.1f} |" for kind, seconds in rec["by_kind"].items()]
-    total, target = rec["total_s"], rec["target_s"]
-    verdict = (
-        f"within the {target // 60}-minute target" if total <= target else f"**over** the {target // 60}-minute target"
-    )
-    lines += [
-        f"| **all of `.ci/run`** | **{total / 60:.1f}** |",
-        "",
-        f"{'Passed' if rec['passed'] else 'FAILED'}, {verdict}; {where(rec.get('machine') or {})}, commit "
-        f"`{(rec.get('commit') or '?')[:7]}`, {rec.get('date', '?')} (`bash scripts/measure-ci.sh`).",
-    ]
-    return "\n".join(lines) + "\n"
-
-
-def site_table(root=".") -> str:
-    """The paper-scale ``publish`` at two sizes (0.25x and 1x the rows) and the straight-line 10x estimate, against
-    the targets; then the first render in Chromium per suite page."""
-    rec = _load(Path(root) / "results" / "site_scale.json")
-    if rec is None or "publish" not in rec:
-        return site_line(rec) + "\n"
-    lim = rec["limits"]
-    lines = [
-        "| rows | publish wall s | CPU s | site MB | files | largest file MB | embedded part MB |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for name, r in sorted(rec["publish"].items(), key=lambda kv: kv[1]["rows"]):  # smallest first, the estimate last
-        largest = f"{r['largest'][1] / MB:.1f} (`{r['largest'][0]}`)" if "largest" in r else ""
-        embedded = f"{r['embedded_bytes'] / MB:.1f}" if "embedded_bytes" in r else ""
-        lines.append(
-            f"| {name}: {r['rows']:,.0f} | {r['wall']:.0f} | {r['cpu']:.0f} | {r['bytes'] / MB:.1f} | "
-            f"{r.get('files', '')} | {largest} | {embedded} |"
-        )
-    text = "\n".join(lines) + (
-        f"\n\nTargets: publish at most {lim['publish_s']} s, site at most {lim['site_bytes'] / MB:.0f} MB, no file "
-        f"over {lim['file_bytes'] / MB:.0f} MB, the embedded part at most {lim['embedded_bytes'] / MB:.0f} MB, each "
-        "page's "
-        f"first render under {lim['render_ms']} ms; the 10x row is a straight line through the two measured sizes "
-        f"(not a target). Measured {rec.get('date', '?')} on {where(rec.get('machine') or {})}.\n"
-    )
-    if rec.get("first_render_ms"):
-        text += (
-            "\nFirst render in Chromium, median ms per suite page: "
-            + ", ".join(f"{k} {v}" for k, v in sorted(rec["first_render_ms"].items()))
-            + ".\n"
-        )
-    return text
-
-
-def cluster_table(root=".") -> str:
-    """The embedded default from scratch as Slurm jobs on a one-node cluster (1 and 2 jobs at once) against a serial
-    ``dvc repro`` on the same machine: wall seconds, what the Slurm path adds, and its cost per job."""
-    rec = _load(Path(root) / "results" / "cluster.json")
-    if rec is None:
-        return (
-            "Not measured on this commit yet: `pytest --benchmark-enable tests/benchmarks/test_bench_cluster.py` "
-            "writes `results/cluster.json`.\n"
-        )
-    serial = rec["serial"]
-    lines = [
-        "| run | stage jobs at once | wall s | added over serial | stage processes s | per job s |",
-        "|---|---|---|---|---|---|",
-        f"| `dvc repro` (serial) | 1 | {serial['wall_s']:.0f} |  | {serial['stages_wall_s']:.0f} |  |",
-    ]
-    for r in rec["slurm"]:
-        added = r["wall_s"] - serial["wall_s"]
-        lines.append(
-            f"| `cluster submit` | {r['jobs']} (at most {r['max_concurrent']} seen) | {r['wall_s']:.0f} | "
-            f"{added:+.0f} s ({added / serial['wall_s']:+.0%}) | {r['stages_wall_s']:.0f} | "
-            f"{r['job_overhead_s']:.1f} |"
-        )
-    return (
-        "\n".join(lines) + f"\n\n{rec['stages']} stage jobs and the final one; *stage processes*: the stages' own "
-        f"wall seconds, summed; *per job*: a job's time outside its stage's process (the interpreter, DVC's two "
-        f"hashings, the lock), on average. Measured {rec.get('date', '?')} on {where(rec.get('machine') or {})}, one "
-        f"run each{'; ' + rec['note'] if rec.get('note') else ''}.\n"
     )

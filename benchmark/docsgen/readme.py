@@ -29,7 +29,7 @@ import yaml
 from benchmark.config.report_config import ReportConfig
 from benchmark.core import noise
 from benchmark.core.metric_info import METRICS
-from benchmark.docsgen import cpu_kinds, facts, machines
+from benchmark.docsgen import cpu_kinds, facts, machines, record_tables
 from benchmark.docsgen.budgets import budgets_table
 from benchmark.docsgen.results_tables import SPLIT, duos_table, models_table, seeds_table, shown_splits, verdicts
 from benchmark.report.tables import fmt_short as fmt
@@ -243,9 +243,9 @@ def blocks(root=".") -> dict[str, str]:
     records = fingerprint_records.read_records(root / fingerprint_records.RECORDS)
     out["fingerprints"] = cross_cpu.fingerprint_table(records)
     out["cpu_kinds"] = cpu_kinds.table(records, cross_cpu.load(root / cross_cpu.RECORD))
-    out["site_scale"] = facts.site_table(root)
-    out["ci_run"] = facts.ci_table(root)
-    out["cluster"] = facts.cluster_table(root)
+    out["site_scale"] = record_tables.site_table(root)
+    out["ci_run"] = record_tables.ci_table(root)
+    out["cluster"] = record_tables.cluster_table(root)
     out["pinning"] = (
         pinning_table(json.loads(nfile.read_text()))
         if nfile.exists()

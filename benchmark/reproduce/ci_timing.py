@@ -4,8 +4,8 @@
 time stamp in every trace line (``PS4='+ <epoch seconds> '``), then ``python -m benchmark.reproduce.ci_timing TRACE
 --out results/ci_run.json`` turns the trace into the record: each top-level command of the script, its seconds (until
 the next one starts) and its kind (:data:`KINDS`: set-up, lint, tests, fingerprint, emulated CPU kinds, main job and
-gate, Slurm), the total, the machine and the commit. The docs' figure (:func:`benchmark.docsgen.facts.ci_table`) is
-generated from it.
+gate, Slurm), the total, the machine and the commit. The docs' figure
+(:func:`benchmark.docsgen.record_tables.ci_table`) is generated from it.
 """
 
 from __future__ import annotations

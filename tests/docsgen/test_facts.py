@@ -2,7 +2,7 @@
 
 import json
 
-from benchmark.docsgen import facts, machines
+from benchmark.docsgen import facts, machines, record_tables
 
 MACHINE = {"cpus": 2, "cpu": "AMD EPYC 9B45"}
 
@@ -17,7 +17,7 @@ def test_missing_records_name_the_command_that_writes_them(tmp_path):
         assert "scripts/measure-main-job.sh" in text and "reproduce check --record" in text
         assert "test_bench_site_scale.py" in text and "scripts/measure-tests.sh" in text
     assert "reproduce pinning-cost" in facts.holds_details(tmp_path)
-    assert "test_bench_site_scale.py" in facts.site_table(tmp_path)
+    assert "test_bench_site_scale.py" in record_tables.site_table(tmp_path)
 
 
 def test_the_readme_list_is_five_short_lines_and_the_page_has_them_in_full(tmp_path):
@@ -120,6 +120,10 @@ def test_test_command_line_judges_the_six_minutes_and_says_what_was_cached(tmp_p
     )
     assert "**over** the 6-minute target" in facts.tests_item(dict(rec, wall_s=360.4))
     assert "not measured" in facts.tests_item(dict(rec, command="python -m pytest tests/core"))
+    assert facts.tests_item(dict(rec, baseline=base)) == (  # 330.2 / 301.6 = 1.0948...
+        "- Tests: 1,813 in **330 s** (target 6 min; 2 CPUs, AMD EPYC 9B45; 1.09x the wall of the 1,700 tests of "
+        "`a4c4558` run beside it)."
+    )
 
 
 def test_main_job_line_adds_install_and_judges_the_target():
@@ -229,7 +233,7 @@ def test_site_table_and_line_from_a_record(tmp_path):
         "- Site at the papers' scale (600,000 rows): published in **61 s**, **46 MB** (targets 300 s, 250 MB; "
         "2 CPUs, AMD EPYC 9B45)."
     )
-    table = facts.site_table(tmp_path)
+    table = record_tables.site_table(tmp_path)
     assert "| 1x: 600,000 | 61 | 55 | 45.9 | 90 | 9.2 (`a/rows.parquet`) | 7.0 |" in table
     assert "| 10x estimate: 6,000,000 | 619 | 559 | 476.0 |  |  |  |" in table
     assert "cifar100 640, embedded 310" in table

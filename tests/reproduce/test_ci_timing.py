@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmark.docsgen import facts
+from benchmark.docsgen import record_tables
 from benchmark.reproduce import ci_timing
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -54,20 +54,20 @@ def test_a_trace_without_time_stamps_is_refused(tmp_path):
 
 
 def test_the_docs_table_sums_by_kind_and_judges_the_target(tmp_path):
-    assert "bash scripts/measure-ci.sh" in facts.ci_table(tmp_path)
+    assert "bash scripts/measure-ci.sh" in record_tables.ci_table(tmp_path)
     steps = ci_timing.parse_trace(TRACE, end=2100.5)
     rec = ci_timing.record(steps, machine={"cpus": 2, "cpu": "AMD EPYC"}, commit="abc1234def", passed=True)
     (tmp_path / "results").mkdir()
     (tmp_path / "results" / "ci_run.json").write_text(json.dumps(rec))
-    table = facts.ci_table(tmp_path)
+    table = record_tables.ci_table(tmp_path)
     assert "| emulated CPU kinds | 11.5 |" in table and "| **all of `.ci/run`** | **33.3** |" in table
     assert "Passed, within the 45-minute target; 2 CPUs, AMD EPYC, commit `abc1234`" in table
     rec["total_s"] = 46 * 60.0
     (tmp_path / "results" / "ci_run.json").write_text(json.dumps(rec))
-    assert "**over** the 45-minute target" in facts.ci_table(tmp_path)
+    assert "**over** the 45-minute target" in record_tables.ci_table(tmp_path)
     rec["machine"]["kind"] = "AuthenticAMD-f25-m1"  # CI's record names the CPU kind "kind"
     (tmp_path / "results" / "ci_run.json").write_text(json.dumps(rec))
-    assert "; 2 CPUs, AMD EPYC (Zen 3, AuthenticAMD-f25-m1), commit `abc1234`" in facts.ci_table(tmp_path)
+    assert "; 2 CPUs, AMD EPYC (Zen 3, AuthenticAMD-f25-m1), commit `abc1234`" in record_tables.ci_table(tmp_path)
 
 
 def test_the_trace_of_measure_ci_has_time_stamps_as_root_too(tmp_path):

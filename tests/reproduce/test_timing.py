@@ -207,13 +207,35 @@ def test_the_compute_floor_and_dvc_gaps_of_a_serial_run():
     assert timing.summarize(stages, 13.0, jobs=2)["dvc_overhead_s"] is None  # overlapping stages: no serial overhead
 
 
+def _in_grandchild(check) -> int:
+    """Exit code of a grandchild of this process (forked twice) that runs ``check(pid of this process)``: 0 when it
+    returns true, 1 when false, 2 when it raises."""
+    me = os.getpid()
+    child = os.fork()
+    if child == 0:  # the child: forks the grandchild and exits with its code
+        code = 2
+        try:
+            grandchild = os.fork()
+            if grandchild == 0:
+                try:
+                    code = 0 if check(me) else 1
+                finally:
+                    os._exit(code)
+            code = os.waitstatus_to_exitcode(os.waitpid(grandchild, 0)[1])
+        finally:
+            os._exit(code)
+    return os.waitstatus_to_exitcode(os.waitpid(child, 0)[1])
+
+
 def test_a_worker_of_a_timed_process_is_counted_by_its_parent(monkeypatch):
     """``UQ_TIMINGS_PID`` names the timed process: a process below it (a multiprocessing worker) records nothing
     itself (its time reaches the parent's children's usage); an unrelated or a recycled pid does not count."""
-    parent, grandparent = os.getppid(), None
-    with open(f"/proc/{parent}/stat") as f:
-        grandparent = int(f.read().rsplit(")", 1)[1].split()[1])
-    assert runtime._is_ancestor(parent) and runtime._is_ancestor(grandparent)
+    parent = os.getppid()
+    # the test's own grandchild sees this process two levels up (this process's own parent and grandparent are
+    # whatever started pytest: under nohup or in a container the grandparent is init, which never counts)
+    assert _in_grandchild(lambda me: runtime._is_ancestor(os.getppid()) and runtime._is_ancestor(me)) == 0
+    assert _in_grandchild(lambda me: runtime._is_ancestor(1)) == 1  # init is never the timed process
+    assert runtime._is_ancestor(parent)
     assert not runtime._is_ancestor(os.getpid()) and not runtime._is_ancestor(2**22 + 7)  # no such process above
     monkeypatch.setenv("UQ_TIMINGS_PID", str(parent))
     assert runtime._top_pid() == -1 and os.environ["UQ_TIMINGS_PID"] == str(parent)

@@ -145,7 +145,7 @@ def tests_item(rec: dict | None) -> str:
     base = rec.get("baseline") or {}
     beside = ""
     if isinstance(base.get("wall_s"), (int, float)) and base["wall_s"] > 0:
-        commit = _short_commit(base)
+        commit = short_commit(base)
         ratio = rec["wall_s"] / base["wall_s"]
         beside = f"; {ratio:.2f}x the wall of the {base['passed']:,} tests of `{commit}` run beside it"
     return (
@@ -269,7 +269,7 @@ def test_command_line(rec: dict | None) -> str:
     )
 
 
-def _short_commit(run: dict) -> str:
+def short_commit(run: dict) -> str:
     """The short commit of a record's run (its ``git`` block), ``?`` where it has none."""
     return ((run.get("git") or {}).get("commit") or "?")[:7]
 
@@ -279,7 +279,7 @@ def _beside(rec: dict) -> str:
     base = rec.get("baseline")
     if not base or not isinstance(base.get("wall_s"), (int, float)):
         return ""
-    commit = _short_commit(base)
+    commit = short_commit(base)
     walls = base.get("walls_s") or []
     if len(walls) > 1:  # reproduce test-time --rounds: alternating runs, each side's mean
         return (

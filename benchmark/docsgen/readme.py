@@ -44,6 +44,7 @@ FILES = (
     "docs/explanations/performance.md",
     "docs/explanations/reproducibility.md",
     "docs/how-to/cluster.md",
+    "docs/how-to/tests.md",
 )  # the files holding generated blocks
 _BLOCK = re.compile(r"(<!-- generated:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /generated:(?P=name) -->)", re.S)
 
@@ -246,6 +247,7 @@ def blocks(root=".") -> dict[str, str]:
     out["site_scale"] = record_tables.site_table(root)
     out["ci_run"] = record_tables.ci_table(root)
     out["cluster"] = record_tables.cluster_table(root)
+    out["test_files"] = record_tables.tests_table(root)
     out["pinning"] = (
         pinning_table(json.loads(nfile.read_text()))
         if nfile.exists()

@@ -1,12 +1,13 @@
-"""The performance page's tables of the committed records (never typed): ``.ci/run`` by kind of step
+"""Tables of the committed records (never typed): on the performance page, ``.ci/run`` by kind of step
 (``results/ci_run.json``), the site at the papers' scale (``results/site_scale.json``) and the embedded default
-through Slurm (``results/cluster.json``); their one-line forms are in :mod:`benchmark.docsgen.facts`."""
+through Slurm (``results/cluster.json``); on the tests how-to, the test command against its baseline run
+(``results/test_command.json``). Their one-line forms are in :mod:`benchmark.docsgen.facts`."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from benchmark.docsgen.facts import MB, load, site_line
+from benchmark.docsgen.facts import MB, load, short_commit, site_line
 from benchmark.docsgen.machines import where
 
 
@@ -92,4 +93,43 @@ def cluster_table(root=".") -> str:
         f"wall seconds, summed; *per job*: a job's time outside its stage's process (the interpreter, DVC's two "
         f"hashings, the lock), on average. Measured {rec.get('date', '?')} on {where(rec.get('machine') or {})}, one "
         f"run each{'; ' + rec['note'] if rec.get('note') else ''}.\n"
+    )
+
+
+def tests_table(root=".") -> str:
+    """The README's test command against the baseline run beside it (``results/test_command.json``, written by
+    ``bash scripts/measure-tests.sh --beside DIR``): each side's wall and tests, then the test files' summed seconds
+    split into the files both commits have and the files only one has (added since, or moved or folded), those
+    longest first."""
+    rec = load(Path(root) / "results" / "test_command.json")
+    if rec is None:
+        return "Not measured on this commit yet: `bash scripts/measure-tests.sh` writes `results/test_command.json`.\n"
+    base, head = rec.get("baseline"), f"`{short_commit(rec)}`"
+    if not base or not isinstance(base.get("wall_s"), (int, float)):
+        return f"{head}: {rec['passed']:,} tests in {rec['wall_s']:.0f} s; no baseline run beside it.\n"
+    here, there = dict(rec.get("files_s") or []), dict(base.get("files_s") or [])
+    both = here.keys() & there.keys()
+    shared = (sum(there[f] for f in both), sum(here[f] for f in both))
+    alone = (sum(there.values()) - shared[0], sum(here.values()) - shared[1])
+    runs = len(rec.get("walls_s") or [rec["wall_s"]])
+    lines = [
+        f"| | `{short_commit(base)}` (baseline) | {head} | ratio |",
+        "|---|---:|---:|---:|",
+        f"| wall, mean of {runs} run{'s' * (runs > 1)} a side | {base['wall_s']:,.0f} s | {rec['wall_s']:,.0f} s | "
+        f"{rec['wall_s'] / base['wall_s']:.2f}x |",
+        f"| tests passed | {base['passed']:,} | {rec['passed']:,} | |",
+        f"| summed seconds of the {len(both)} test files both have | {shared[0]:,.0f} | {shared[1]:,.0f} | "
+        f"{shared[1] / shared[0]:.2f}x |",
+        f"| summed seconds of the test files only one has | {alone[0]:,.0f} | {alone[1]:,.0f} | |",
+    ]
+
+    def longest(side: dict) -> str:
+        only = sorted(((s, f) for f, s in side.items() if f not in both and s >= 1), reverse=True)
+        return ", ".join(f"`{f}` {s:.0f} s" for s, f in only) or "none over a second"
+
+    note = base.get("note", "the baseline right after")
+    return (
+        "\n".join(lines)
+        + f"\n\nFiles only {head} has: {longest(here)}. Only `{short_commit(base)}`: {longest(there)}. Measured "
+        f"{rec.get('date', '?')} on {where(rec.get('machine') or {})}; {note}.\n"
     )

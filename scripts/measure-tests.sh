@@ -3,8 +3,8 @@
 # (`bash scripts/setup.sh test`), then the whole suite, timed. Writes results/test_command.json (rendered into the
 # README by `python -m benchmark reproduce readme --write`); a run with a failing test writes nothing. With --beside
 # DIR (a fresh clone of another commit, set up with `bash scripts/setup.sh test`), the same command then runs there
-# and is recorded as the baseline: only walls of the same hour compare. --rounds N (after --beside DIR): each side
-# N times, in the order here, DIR, DIR, here, ..., each side's mean recorded.
+# and is recorded as the baseline: only walls of the same hour compare; every run from an empty .pytest_cache. --rounds
+# N (after --beside DIR): each side N times, in the order here, DIR, DIR, here, ..., each side's mean recorded.
 # Usage: bash scripts/measure-tests.sh [--beside DIR [--rounds N]] [pytest arguments]
 set -euo pipefail
 if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi

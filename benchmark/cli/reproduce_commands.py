@@ -108,7 +108,7 @@ def _add_test_time(sub) -> None:
         type=int,
         default=1,
         help="with --beside: each side N times, in the order here, DIR, DIR, here, ... (a drift of the machine's "
-        "speed falls on both alike), each repeat from an empty .pytest_cache; each side's mean is recorded (default 1: "
+        "speed falls on both alike), every run from an empty .pytest_cache; each side's mean is recorded (default 1: "
         "here, then DIR)",
     )
     e.add_argument(

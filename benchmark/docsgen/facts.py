@@ -149,7 +149,7 @@ def tests_item(rec: dict | None) -> str:
         ratio = rec["wall_s"] / base["wall_s"]
         beside = f"; {ratio:.2f}x the wall of the {base['passed']:,} tests of `{commit}` run beside it"
     return (
-        f"- Tests: {rec['passed']:,} in **{rec['wall_s']:.0f} s** ({verdict}; {where(rec.get('machine') or {})}"
+        f"- Tests: {rec['passed']:,} in **{rec['wall_s']:,.0f} s** ({verdict}; {where(rec.get('machine') or {})}"
         f"{beside})."
     )
 
@@ -258,12 +258,12 @@ def test_command_line(rec: dict | None) -> str:
     setup = f"; install {rec['setup_s']:.0f} s before it" if rec.get("setup_s") is not None else ""
     if rec.get("command", "python -m pytest") != "python -m pytest":  # a subset, not the README's command
         return (
-            f"- Tests: only `{rec['command']}` measured ({rec['passed']:,} tests in {rec['wall_s']:.0f} s), not the "
+            f"- Tests: only `{rec['command']}` measured ({rec['passed']:,} tests in {rec['wall_s']:,.0f} s), not the "
             f"README's test command (`bash scripts/measure-tests.sh` without arguments measures it)."
         )
     return (
         f"- Tests: the README's test command ran {rec['passed']:,} tests ({rec.get('skipped', 0)} skipped) in "
-        f"**{rec['wall_s']:.0f} s** with {cache}{setup}, {verdict} the {target / 60:g}-minute target "
+        f"**{rec['wall_s']:,.0f} s** with {cache}{setup}, {verdict} the {target / 60:g}-minute target "
         f"({where(rec.get('machine') or {})}; {rec.get('date', '?')}"
         f"{'; a checkout with uncommitted changes' if (rec.get('git') or {}).get('dirty') else ''}){_beside(rec)}."
     )
@@ -284,11 +284,11 @@ def _beside(rec: dict) -> str:
     if len(walls) > 1:  # reproduce test-time --rounds: alternating runs, each side's mean
         return (
             f"; the same command at `{commit}` ({base['passed']:,} tests), {len(walls)} runs a side alternating with "
-            f"these on the same machine (means): {base['wall_s']:.0f} s against {rec['wall_s']:.0f} s"
+            f"these on the same machine (means): {base['wall_s']:,.0f} s against {rec['wall_s']:,.0f} s"
         )
     return (
         f"; the same command at `{commit}` ({base['passed']:,} tests), run right after it on the same machine: "
-        f"{base['wall_s']:.0f} s"
+        f"{base['wall_s']:,.0f} s"
     )
 
 

@@ -100,10 +100,10 @@ def measure_beside(pytest_args=(), *, setup_s: float | None = None, other=None, 
     """:func:`measure` here; with ``other`` (another commit's clone, set up with its own ``.venv``), then the same
     command there, right after on the same machine, kept under ``baseline``: two walls of the same hour compare (the
     machine's speed drifts by tens of percent within hours). ``rounds`` > 1: each side that many times, in the order
-    here, other, other, here, ... (a drift during the runs falls on both sides alike), each repeat from an empty
-    ``.pytest_cache``; ``wall_s`` is each side's mean, ``walls_s`` its runs, ``files_s`` its files' means.
-    ``ValueError`` naming ``other`` when it has no ``.venv/bin/python``, or for ``rounds`` < 1, before anything
-    runs."""
+    here, other, other, here, ... (a drift during the runs falls on both sides alike); ``wall_s`` is each side's mean,
+    ``walls_s`` its runs, ``files_s`` its files' means. Every run starts from an empty ``.pytest_cache`` (both sides
+    make the paper-scale bundles alike). ``ValueError`` naming ``other`` when it has no ``.venv/bin/python``, or for
+    ``rounds`` < 1, before anything runs."""
     if rounds < 1:
         raise ValueError(f"rounds must be at least 1, got {rounds}")
     if other is None:
@@ -114,8 +114,9 @@ def measure_beside(pytest_args=(), *, setup_s: float | None = None, other=None, 
     runs: dict[str, list[dict]] = {"here": [], "other": []}
     for side in abba(rounds):
         root = "." if side == "here" else other
-        if runs[side]:  # a repeat: the paper-scale bundles made again, as in its first run
-            shutil.rmtree(Path(root) / ".pytest_cache", ignore_errors=True)
+        # every run from an empty .pytest_cache, the other commit's clone's first too: the paper-scale bundles made
+        # in each (a clone measured before keeps them cached: its first run had them for free, 2026-12-07)
+        shutil.rmtree(Path(root) / ".pytest_cache", ignore_errors=True)
         runs[side].append(
             measure(pytest_args, setup_s=setup_s, root=root, python=sys.executable if side == "here" else str(python))
         )

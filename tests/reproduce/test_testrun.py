@@ -101,9 +101,11 @@ def test_a_run_beside_another_checkout_records_it_as_the_baseline(tmp_path, monk
 
 def test_rounds_alternate_the_two_checkouts_and_record_each_sides_mean(tmp_path, monkeypatch, capsys):
     """``--rounds 2``: here, DIR, DIR, here (a drift of the machine's speed during the four runs falls on both sides
-    alike), each repeat from an empty .pytest_cache; each side's mean wall, its runs and its files' mean seconds."""
+    alike), every run from an empty .pytest_cache (DIR's first too, where a run before left one); each side's mean
+    wall, its runs and its files' mean seconds."""
     other = tmp_path / "other"
     (other / ".venv" / "bin").mkdir(parents=True)
+    (other / ".pytest_cache").mkdir()  # left by an earlier measurement in that clone
     (other / ".venv" / "bin" / "python").symlink_to(sys.executable)
     monkeypatch.chdir(tmp_path)
     calls, walls = [], iter([20.0, 10.0, 14.0, 24.0])
@@ -127,7 +129,7 @@ def test_rounds_alternate_the_two_checkouts_and_record_each_sides_mean(tmp_path,
     with pytest.raises(ValueError, match="rounds must be at least 1, got 0"):
         testrun.measure_beside(other=other, rounds=0)
     rec = testrun.measure_beside(other=other, rounds=2, setup_s=5.0)
-    assert calls == [("here", False), ("other", False), ("other", False), ("here", False)]  # repeats: caches emptied
+    assert calls == [("here", False), ("other", False), ("other", False), ("here", False)]  # every run: cache emptied
     assert (rec["wall_s"], rec["walls_s"], rec["passed"]) == (22.0, [20.0, 24.0], 3)
     assert rec["baseline"]["wall_s"] == 12.0 and rec["baseline"]["walls_s"] == [10.0, 14.0]
     assert rec["files_s"] == [["t.py", 11.0], ["u.py", 1.0]] and rec["baseline"]["files_s"][0] == ["t.py", 6.0]

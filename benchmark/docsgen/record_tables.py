@@ -5,6 +5,7 @@ through Slurm (``results/cluster.json``); on the tests how-to, the test command 
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from benchmark.docsgen.facts import MB, load, short_commit, site_line
@@ -105,12 +106,13 @@ def tests_table(root=".") -> str:
     if rec is None:
         return "Not measured on this commit yet: `bash scripts/measure-tests.sh` writes `results/test_command.json`.\n"
     base, head = rec.get("baseline"), f"`{short_commit(rec)}`"
-    if not base or not isinstance(base.get("wall_s"), (int, float)):
+    if not base or not isinstance(base.get("wall_s"), (int, float)) or base["wall_s"] <= 0:
         return f"{head}: {rec['passed']:,} tests in {rec['wall_s']:.0f} s; no baseline run beside it.\n"
     here, there = dict(rec.get("files_s") or []), dict(base.get("files_s") or [])
     both = here.keys() & there.keys()
-    shared = (sum(there[f] for f in both), sum(here[f] for f in both))
-    alone = (sum(there.values()) - shared[0], sum(here.values()) - shared[1])
+    # fsum: the same total in any order (a set's order changes with the process's hash seed)
+    shared = (math.fsum(there[f] for f in both), math.fsum(here[f] for f in both))
+    alone = (math.fsum(there[f] for f in there.keys() - both), math.fsum(here[f] for f in here.keys() - both))
     runs = len(rec.get("walls_s") or [rec["wall_s"]])
     lines = [
         f"| | `{short_commit(base)}` (baseline) | {head} | ratio |",
@@ -119,7 +121,7 @@ def tests_table(root=".") -> str:
         f"{rec['wall_s'] / base['wall_s']:.2f}x |",
         f"| tests passed | {base['passed']:,} | {rec['passed']:,} | |",
         f"| summed seconds of the {len(both)} test files both have | {shared[0]:,.0f} | {shared[1]:,.0f} | "
-        f"{shared[1] / shared[0]:.2f}x |",
+        f"{f'{shared[1] / shared[0]:.2f}x' if shared[0] > 0 else ''} |",
         f"| summed seconds of the test files only one has | {alone[0]:,.0f} | {alone[1]:,.0f} | |",
     ]
 

@@ -2,6 +2,9 @@
 hand-made record: every figure worked out below by hand."""
 
 import json
+import os
+import subprocess
+import sys
 
 from benchmark.docsgen import record_tables
 
@@ -47,3 +50,33 @@ def test_the_files_both_commits_have_are_told_apart_from_those_only_one_has(tmp_
 def test_a_record_without_a_baseline_or_no_record_says_so(tmp_path):
     assert "`bash scripts/measure-tests.sh` writes" in record_tables.tests_table(tmp_path)
     assert _table(tmp_path, HEAD) == "`bbbbbbb`: 12 tests in 120 s; no baseline run beside it.\n"
+    assert _table(tmp_path, {**HEAD, "baseline": {**BASE, "wall_s": 0.0}}).endswith("no baseline run beside it.\n")
+
+
+def test_no_file_in_common_leaves_the_ratio_out(tmp_path):
+    base = {**BASE, "files_s": [["t/old.py", 5.0]]}
+    assert "| summed seconds of the 0 test files both have | 0 | 0 |  |" in _table(tmp_path, {**HEAD, "baseline": base})
+
+
+def test_the_sums_do_not_depend_on_the_process_hash_seed(tmp_path):
+    """Summed in a set's order, which changes with ``PYTHONHASHSEED``, these eight files' seconds come to 396.5 give or
+    take a rounding, shown as 396 or 397 (found by trying seeds); the table must read the same in every process: the
+    exactly rounded sum, 396.5, shown as 396 (halves to even)."""
+    seconds = (24.4, 60.7, 55.8, 13.4, 37.9, 93.8, 61.9, 48.6)
+    files = [[f"t/f{i}.py", s] for i, s in enumerate(seconds)]
+    rec = {**HEAD, "files_s": files, "baseline": {**BASE, "files_s": files}}
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "test_command.json").write_text(json.dumps(rec))
+    code = "import sys; from benchmark.docsgen import record_tables; print(record_tables.tests_table(sys.argv[1]))"
+    tables = {
+        subprocess.run(
+            [sys.executable, "-c", code, str(tmp_path)],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "PYTHONHASHSEED": str(seed)},
+        ).stdout
+        for seed in range(12)
+    }
+    assert len(tables) == 1
+    assert "| summed seconds of the 8 test files both have | 396 | 396 | 1.00x |" in tables.pop()

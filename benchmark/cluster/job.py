@@ -18,6 +18,9 @@ jobs of independent stages run at the same time in one workspace while DVC's rec
 A command that fails or is stopped (``scancel``, a time limit: SIGTERM) leaves no output of the stage in place
 (persistent outputs keep what their atomic writes completed) and exits non-zero, so Slurm cancels the jobs that
 depend on it. ``collect`` (the final job) reports every stage and whether ``dvc status`` is clean.
+
+A stage's job reports its own CPU seconds when it ends (``job_cpu_s``: DVC's work for the stage, steps 1 and 3; the
+command runs in other processes), which the main job's timing record adds per stage (:mod:`benchmark.reproduce.timing`).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import resource
 import signal
 import socket
 import subprocess
@@ -45,6 +49,13 @@ from benchmark.dvcutil import lockfile
 from benchmark.storage.atomic import clean_leftovers
 
 STALE_EXIT = 3  # step 3 found other inputs than step 1
+
+
+def own_cpu() -> float:
+    """This process's own CPU seconds (user + system; not its children's: the stage's command). A job forked by the
+    warm python counts from its fork (:mod:`benchmark.warm`), a fresh one from its start, its imports included."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return round(r.ru_utime + r.ru_stime, 3)
 
 
 def _find(repo, run: Run, name: str):
@@ -153,7 +164,7 @@ def _prepare(run: Run, name: str) -> int | tuple[object, dict, bool]:
         stage = _find(repo, run, name)
         if not force and not stage.changed():
             print(f"== {name}: up to date (its inputs are unchanged), nothing to run", flush=True)
-            run.report(name, "skipped", ended=time.time(), message="up to date")
+            run.report(name, "skipped", ended=time.time(), message="up to date", job_cpu_s=own_cpu())
             return 0
         missing = [str(d) for d in stage.deps if not d.exists]
         if missing:
@@ -227,7 +238,8 @@ def _record(run: Run, name: str, before: dict, restored: bool) -> int:
         stage.commit()
         # what stage.dump(update_pipeline=False) writes, put in a serial run's order, in one write (libyaml read)
         lockfile.record(run.lockfile, to_lockfile(stage), run.manifest["lock_before"], run.manifest["order"])
-    run.report(name, "done", ended=time.time(), message="restored from the run cache" if restored else "")
+    message = "restored from the run cache" if restored else ""
+    run.report(name, "done", ended=time.time(), message=message, job_cpu_s=own_cpu())
     print(f"== {name}: done, recorded in {run.lockfile.relative_to(run.root)}", flush=True)
     return 0
 

@@ -63,6 +63,21 @@ def _imports(kind) -> str:
     return f"{seen}; {warm}" if seen else warm
 
 
+def _outside_note(record: dict) -> str:
+    """A run two stages at a time: its CPU seconds outside the stages' processes and the share of the stages' jobs
+    (DVC's work for each stage), as a clause; empty without them."""
+    if record.get("dvc_cpu_s") is None:
+        return ""
+    jobs = record.get("dvc_jobs_cpu_s")
+    share = (
+        f", {jobs:.0f} of them in the stages' jobs (DVC: checking, hashing, caching and recording each stage) and the "
+        "rest in the runner and the warm python's imports"
+        if jobs is not None
+        else ""
+    )
+    return f"; outside the stages' processes it spent {record['dvc_cpu_s']:.0f} CPU s{share}"
+
+
 def _warm_note(warm: dict | None) -> str:
     """What the run's warm python served (:func:`benchmark.reproduce.timing.warm_summary`), as a clause; empty
     without one."""
@@ -72,19 +87,30 @@ def _warm_note(warm: dict | None) -> str:
     return f"; its jobs and stages were {warm['forked']} forks of one warm python (benchmark/warm){cold}"
 
 
-def timings_table(record: dict) -> str:
-    """Per stage kind: count, wall and CPU seconds, start-up (interpreter, imports, params) and DVC's seconds before
-    its stages, peak RSS, page faults; then DVC's total, the run and its compute floor."""
-    kinds = timing.by_kind(timing.stages_frame(record))
+def _kind_rows(record: dict, parallel: bool) -> list[str]:
+    """The timing table's header and one row per stage kind; DVC's column: the gaps before a serial run's stages, the
+    CPU of the stages' jobs in a run two at a time."""
     lines = [
-        "| stage | runs | wall s | user s | sys s | start-up s | DVC s before | peak RSS MB | minor faults | imports |",
+        "| stage | runs | wall s | user s | sys s | start-up s | "
+        + ("DVC CPU s (its jobs)" if parallel else "DVC s before")
+        + " | peak RSS MB | minor faults | imports |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for r in kinds.itertuples(index=False):
+    for r in timing.by_kind(timing.stages_frame(record)).itertuples(index=False):
         lines.append(
             f"| {r.kind} | {r.stages} | {r.wall_s:.1f} | {r.user_s:.1f} | {r.sys_s:.1f} | {_s(r.startup_wall_s)} | "
-            f"{_s(r.dvc_before_s)} | {r.max_rss_mb:.0f} | {int(r.minor_faults):,} | {_imports(r)} |"
+            f"{_s(r.dvc_job_cpu_s if parallel else r.dvc_before_s)} | {r.max_rss_mb:.0f} | {int(r.minor_faults):,} | "
+            f"{_imports(r)} |"
         )
+    return lines
+
+
+def timings_table(record: dict) -> str:
+    """Per stage kind: count, wall and CPU seconds, start-up (interpreter, imports, params) and DVC's seconds (before
+    its stages in a serial run, its stages' jobs' CPU in a run two at a time), peak RSS, page faults; then DVC's
+    total, the run and its compute floor."""
+    parallel = (record.get("jobs") or 1) > 1
+    lines = _kind_rows(record, parallel)
     if record.get("dvc_overhead_s") is not None:
         lines.append(
             f"| DVC itself (hashing, locks, process starts) | | {record['dvc_overhead_s']:.1f} | | | | | | | |"
@@ -109,6 +135,7 @@ def timings_table(record: dict) -> str:
             else ""
         )
         + floor
+        + (_outside_note(record) if parallel else "")
         + _warm_note(record.get("warm"))
         + f"; measured {record.get('date', '?')} on {m.get('cpus', '?')} CPUs ({m.get('cpu', '?')}"
         f"{', ' + _arch(m['cpu_kind']) + m['cpu_kind'] if m.get('cpu_kind') else ''}, torch {m.get('torch', '?')}, "

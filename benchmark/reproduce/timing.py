@@ -5,7 +5,8 @@ included), user/system CPU time, peak RSS and minor page faults to the file name
 by ``UQ_TIMINGS`` (:mod:`benchmark.config.runtime`). :func:`run_repro` runs ``dvc
 repro`` with it set and writes ``results/timings.json``; the README's timing
 table is rendered from that file (:mod:`benchmark.docsgen.readme`). DVC's own
-work (hashing, locking, starting processes) is the total minus the stages.
+work (hashing, locking, starting processes) is the total minus the stages: per stage, the gap before it in a serial
+run, and the CPU seconds of its job in a run two stages at a time (:func:`job_cpu`).
 """
 
 from __future__ import annotations
@@ -122,10 +123,10 @@ def read_records(path, *, stages_only: bool = False, warm: set | None = None) ->
 
 
 def by_kind(stages: pd.DataFrame) -> pd.DataFrame:
-    """Stages grouped by kind (``train@lite1`` -> ``train``): count and sums (peak RSS: max; start-up and DVC's seconds
-    before the stage: NaN where the records lack them), largest wall time first."""
+    """Stages grouped by kind (``train@lite1`` -> ``train``): count and sums (peak RSS: max; start-up, DVC's seconds
+    before the stage and its job's CPU: NaN where the records lack them), largest wall time first."""
     df = stages.assign(kind=stages["stage"].str.split("@").str[0])
-    for col in ("startup_wall_s", "startup_cpu_s", "dvc_before_s", "imports", "warm"):
+    for col in ("startup_wall_s", "startup_cpu_s", "dvc_before_s", "dvc_job_cpu_s", "imports", "warm"):
         if col not in df:
             df[col] = float("nan")
     g = df.groupby("kind").agg(
@@ -138,6 +139,7 @@ def by_kind(stages: pd.DataFrame) -> pd.DataFrame:
         startup_wall_s=("startup_wall_s", lambda x: x.sum(min_count=1)),
         startup_cpu_s=("startup_cpu_s", lambda x: x.sum(min_count=1)),
         dvc_before_s=("dvc_before_s", lambda x: x.sum(min_count=1)),
+        dvc_job_cpu_s=("dvc_job_cpu_s", lambda x: x.sum(min_count=1)),
         imports=("imports", lambda x: sorted({m for v in x if isinstance(v, list) for m in v})),
         warm=("warm", lambda x: sum(v is True or v == 1 for v in x)),
     )
@@ -240,6 +242,37 @@ def dvc_gaps(stages: pd.DataFrame, start: float, end: float) -> tuple[list[float
     return [gaps[list(order.index).index(i)] for i in stages.index], round(end - prev, 2)
 
 
+def job_cpu(root, since: float) -> dict[str, float]:
+    """stage -> the CPU seconds its job reported (``job_cpu_s``: :mod:`benchmark.cluster.job`) in the newest local
+    run of ``root``'s ``dvc.yaml`` started at ``since`` or later (a stage DVC skipped as up to date included); empty
+    without one."""
+    from benchmark.cluster.runs import Run
+
+    run = Run.latest(Path(root), "dvc.yaml")
+    if run is None or run.folder.stat().st_mtime < since:
+        return {}
+    out = {}
+    for s in run.stages:
+        cpu = (run.state(s["name"]) or {}).get("job_cpu_s")
+        if isinstance(cpu, (int, float)):
+            out[s["name"]] = float(cpu)
+    return out
+
+
+def _dvc_share(stages: pd.DataFrame, jobs: int, root, start: float, end: float) -> tuple[pd.DataFrame, dict]:
+    """DVC's seconds per stage of a run from ``start`` to ``end``: a serial run's gaps (:func:`dvc_gaps`, and the one
+    after its last stage), else the CPU of each stage's job (:func:`job_cpu`, and their sum)."""
+    if jobs == 1:
+        gaps, last = dvc_gaps(stages, start, end)
+        return stages.assign(dvc_before_s=gaps), {"dvc_after_last_s": last}
+    per_job = job_cpu(root, start - 1.0)
+    if not per_job:
+        return stages, {}
+    return stages.assign(dvc_job_cpu_s=stages["stage"].map(per_job)), {
+        "dvc_jobs_cpu_s": round(sum(per_job.values()), 1)
+    }
+
+
 def run_repro(
     out,
     *,
@@ -289,14 +322,12 @@ def run_repro(
             read_records(log, stages_only=True, warm=served_warm(decided)) if log.exists() else read_records_empty()
         )
     total_cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
-    if jobs == 1:
-        gaps, last = dvc_gaps(stages, t0, t1)
-        stages = stages.assign(dvc_before_s=gaps)
+    stages, dvc = _dvc_share(stages, jobs, cwd, t0, t1)
     record = {
         "command": " ".join(["dvc" if jobs == 1 else "python -m benchmark", *cmd[3:]]),
         "install_s": None if install_s is None else round(install_s, 1),
         **summarize(stages, t1 - t0, jobs=jobs, cpu_total=total_cpu),
-        **({"dvc_after_last_s": last} if jobs == 1 else {}),
+        **dvc,
         **({"warm": warm_summary(decided)} if decided else {}),
         "load": load.summary(),
         "date": time.strftime("%Y-%m-%d", time.gmtime()),
@@ -345,6 +376,7 @@ def load(path) -> dict:
 
 
 def stages_frame(record: dict) -> pd.DataFrame:
-    """The stage records of a timings file, with DVC's seconds before each stage where the run recorded them."""
-    cols = [c for c in COLUMNS if c not in ("start", "end")] + ["dvc_before_s"]
+    """The stage records of a timings file, with DVC's seconds before each stage (a serial run) or its job's CPU
+    seconds (a run two stages at a time) where the run recorded them."""
+    cols = [c for c in COLUMNS if c not in ("start", "end")] + ["dvc_before_s", "dvc_job_cpu_s"]
     return pd.DataFrame(record["stages"], columns=cols)

@@ -90,6 +90,9 @@ def test_a_timed_warm_run_records_forks_and_gives_a_cold_serial_runs_bytes(tmp_p
     assert set(stages) == {"w@x", "w@y", "z"}
     assert all(s["warm"] and s["imports"] is None for s in stages.values()), stages  # forks, said so
     assert all(s["startup_cpu_s"] is not None and s["user_s"] > 0 for s in stages.values())  # timed from the fork
+    jobs = [s["dvc_job_cpu_s"] for s in stages.values()]  # each stage's job: DVC's work, its command not counted
+    assert all(j > 0 for j in jobs)
+    assert sum(jobs) == pytest.approx(rec["dvc_jobs_cpu_s"], abs=0.1) and rec["dvc_jobs_cpu_s"] <= rec["dvc_cpu_s"]
     timing.compare_run(rec, root, tmp_path / "cold", jobs=1)  # dvc repro in a clean copy: fresh interpreters
     assert rec["serial"]["outputs"]["identical"] == 3 and not rec["serial"]["outputs"]["failing_stages"]
 

@@ -170,6 +170,53 @@ def test_by_kind_sums_and_the_readme_table(tmp_path):
     assert timing.load(path)["repro_wall_s"] == 40.0
 
 
+def test_a_run_two_at_a_time_tables_its_jobs_cpu_and_what_it_spent_outside_the_stages(tmp_path):
+    """The README's runner overlaps stages, so no gap before a stage is DVC's: the column holds each stage's job's CPU
+    seconds (read from the run's state files, the newest run since the measure began), and the line under the table
+    what the run spent outside the stages' processes and how much of it was the jobs'."""
+    from benchmark.cluster.runs import Run
+
+    run = Run.create(tmp_path, {"root": str(tmp_path), "pipeline": "dvc.yaml", "stages": []})
+    run.manifest["stages"] = [{"name": n, "file": f"{i:02d}-{n}"} for i, n in enumerate(["data", "train@a", "report"])]
+    run.save()
+    run.report("data", "done", job_cpu_s=0.75)
+    run.report("train@a", "done", job_cpu_s=1.25)
+    run.report("report", "skipped")  # a job that reported no CPU (written before the field existed)
+    assert timing.job_cpu(tmp_path, since=0.0) == {"data": 0.75, "train@a": 1.25}
+    assert timing.job_cpu(tmp_path, since=time.time() + 60) == {}  # an older run is not this measure's
+    assert timing.job_cpu(tmp_path / "elsewhere", since=0.0) == {}
+    stages = [
+        {"stage": "train@a", "wall_s": 30.0, "user_s": 28.0, "sys_s": 1.0, "max_rss_mb": 900.0, "minor_faults": 5},
+        {"stage": "data", "wall_s": 2.0, "user_s": 1.5, "sys_s": 0.2, "max_rss_mb": 300.0, "minor_faults": 1},
+    ]
+    frame = pd.DataFrame(stages).assign(dvc_job_cpu_s=lambda d: d["stage"].map(timing.job_cpu(tmp_path, 0.0)))
+    rec = {
+        "command": "python -m benchmark run --jobs 2",
+        "jobs": 2,
+        "repro_wall_s": 20.0,
+        "dvc_overhead_s": None,
+        "cpu_s": 30.7,
+        "startup_cpu_s": 0.7,
+        "cores": 2,
+        "compute_floor_s": 15.0,
+        "floor_ratio": 1.333,
+        "dvc_cpu_s": 6.4,
+        "dvc_jobs_cpu_s": 2.0,
+        "machine": {"cpus": 2, "cpu": "x", "torch": "2"},
+        "stages": frame.to_dict(orient="records"),
+    }
+    table = readme.timings_table(rec)
+    assert "| start-up s | DVC CPU s (its jobs) | peak RSS MB |" in table and "DVC s before" not in table
+    assert "| train | 1 | 30.0 | 28.0 | 1.0 |  | 1.2 | 900 | 5 |" in table  # 1.25 s, one decimal
+    assert "| data | 1 | 2.0 | 1.5 | 0.2 |  | 0.8 | 300 | 1 |" in table
+    outside = "the run took **1.33x** it; outside the stages' processes it spent 6 CPU s, 2 of them in the stages' jobs"
+    assert outside in table
+    older = readme.timings_table({k: v for k, v in rec.items() if k != "dvc_jobs_cpu_s"})  # a record before the jobs'
+    assert "outside the stages' processes it spent 6 CPU s;" in older and "of them" not in older
+    serial = readme.timings_table({**rec, "jobs": 1})
+    assert "| DVC s before |" in serial and "outside the stages' processes" not in serial
+
+
 def test_the_compute_floor_and_dvc_gaps_of_a_serial_run():
     """floor = (CPU - start-up) / cores; the ratio is the run's wall over it; DVC's seconds: the gaps between stages
     (by start, records appended in end order) and after the last one."""

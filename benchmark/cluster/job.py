@@ -19,13 +19,14 @@ A command that fails or is stopped (``scancel``, a time limit: SIGTERM) leaves n
 (persistent outputs keep what their atomic writes completed) and exits non-zero, so Slurm cancels the jobs that
 depend on it. ``collect`` (the final job) reports every stage and whether ``dvc status`` is clean.
 
-A stage's job reports its own CPU seconds when it ends (``job_cpu_s``: DVC's work for the stage, steps 1 and 3; the
-command runs in other processes), which the main job's timing record adds per stage (:mod:`benchmark.reproduce.timing`).
+In a timed run (``UQ_TIMINGS`` names the record file: :mod:`benchmark.reproduce.timing`) a stage's job appends its own
+CPU seconds to that file when it ends (DVC's work for the stage, steps 1 and 3; the command runs in other processes).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import resource
@@ -56,6 +57,15 @@ def own_cpu() -> float:
     warm python counts from its fork (:mod:`benchmark.warm`), a fresh one from its start, its imports included."""
     r = resource.getrusage(resource.RUSAGE_SELF)
     return round(r.ru_utime + r.ru_stime, 3)
+
+
+def note_cpu(name: str) -> None:
+    """In a timed run (``UQ_TIMINGS`` set), append ``{"dvc_job": name, "job_cpu_s": own_cpu()}`` to its record file
+    as one JSON line (the stages' processes append theirs there: :mod:`benchmark.config.runtime`)."""
+    path = os.environ.get("UQ_TIMINGS")
+    if path:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"dvc_job": name, "job_cpu_s": own_cpu()}) + "\n")
 
 
 def _find(repo, run: Run, name: str):
@@ -164,7 +174,8 @@ def _prepare(run: Run, name: str) -> int | tuple[object, dict, bool]:
         stage = _find(repo, run, name)
         if not force and not stage.changed():
             print(f"== {name}: up to date (its inputs are unchanged), nothing to run", flush=True)
-            run.report(name, "skipped", ended=time.time(), message="up to date", job_cpu_s=own_cpu())
+            run.report(name, "skipped", ended=time.time(), message="up to date")
+            note_cpu(name)
             return 0
         missing = [str(d) for d in stage.deps if not d.exists]
         if missing:
@@ -238,8 +249,8 @@ def _record(run: Run, name: str, before: dict, restored: bool) -> int:
         stage.commit()
         # what stage.dump(update_pipeline=False) writes, put in a serial run's order, in one write (libyaml read)
         lockfile.record(run.lockfile, to_lockfile(stage), run.manifest["lock_before"], run.manifest["order"])
-    message = "restored from the run cache" if restored else ""
-    run.report(name, "done", ended=time.time(), message=message, job_cpu_s=own_cpu())
+    run.report(name, "done", ended=time.time(), message="restored from the run cache" if restored else "")
+    note_cpu(name)
     print(f"== {name}: done, recorded in {run.lockfile.relative_to(run.root)}", flush=True)
     return 0
 

@@ -6,7 +6,7 @@ by ``UQ_TIMINGS`` (:mod:`benchmark.config.runtime`). :func:`run_repro` runs ``dv
 repro`` with it set and writes ``results/timings.json``; the README's timing
 table is rendered from that file (:mod:`benchmark.docsgen.readme`). DVC's own
 work (hashing, locking, starting processes) is the total minus the stages: per stage, the gap before it in a serial
-run, and the CPU seconds of its job in a run two stages at a time (:func:`job_cpu`).
+run, and the CPU seconds of its job in a run two stages at a time (its line in the same file: :func:`job_cpu`).
 """
 
 from __future__ import annotations
@@ -112,6 +112,8 @@ def read_records(path, *, stages_only: bool = False, warm: set | None = None) ->
             r = json.loads(line)
         except json.JSONDecodeError as e:
             raise ValueError(f"{path}:{i}: not a JSON line ({e})") from None
+        if "dvc_job" in r:  # a stage's job's own CPU (job_cpu), not a process record
+            continue
         r["stage"] = r.get("dvc_stage") or stage_name(r.get("argv", []))  # DVC's own name for the stages it runs
         if stages_only and not any(_SCRIPT.search(str(a).replace(os.sep, "/")) for a in r.get("argv", [])):
             continue
@@ -242,30 +244,23 @@ def dvc_gaps(stages: pd.DataFrame, start: float, end: float) -> tuple[list[float
     return [gaps[list(order.index).index(i)] for i in stages.index], round(end - prev, 2)
 
 
-def job_cpu(root, since: float) -> dict[str, float]:
-    """stage -> the CPU seconds its job reported (``job_cpu_s``: :mod:`benchmark.cluster.job`) in the newest local
-    run of ``root``'s ``dvc.yaml`` started at ``since`` or later (a stage DVC skipped as up to date included); empty
-    without one."""
-    from benchmark.cluster.runs import Run
-
-    run = Run.latest(Path(root), "dvc.yaml")
-    if run is None or run.folder.stat().st_mtime < since:
-        return {}
+def job_cpu(path) -> dict[str, float]:
+    """stage -> the CPU seconds its job reported in the record file ``path`` of a run two stages at a time
+    (:func:`benchmark.cluster.job.note_cpu`: DVC's work for the stage; a stage DVC skipped as up to date included)."""
     out = {}
-    for s in run.stages:
-        cpu = (run.state(s["name"]) or {}).get("job_cpu_s")
-        if isinstance(cpu, (int, float)):
-            out[s["name"]] = float(cpu)
+    for line in Path(path).read_text().splitlines():
+        r = json.loads(line) if line.strip().startswith("{") else {}
+        if "dvc_job" in r and isinstance(r.get("job_cpu_s"), (int, float)):
+            out[r["dvc_job"]] = float(r["job_cpu_s"])
     return out
 
 
-def _dvc_share(stages: pd.DataFrame, jobs: int, root, start: float, end: float) -> tuple[pd.DataFrame, dict]:
+def _dvc_share(stages: pd.DataFrame, per_job: dict | None, start: float, end: float) -> tuple[pd.DataFrame, dict]:
     """DVC's seconds per stage of a run from ``start`` to ``end``: a serial run's gaps (:func:`dvc_gaps`, and the one
-    after its last stage), else the CPU of each stage's job (:func:`job_cpu`, and their sum)."""
-    if jobs == 1:
+    after its last stage), else ``per_job``, the CPU of each stage's job (:func:`job_cpu`), and their sum."""
+    if per_job is None:
         gaps, last = dvc_gaps(stages, start, end)
         return stages.assign(dvc_before_s=gaps), {"dvc_after_last_s": last}
-    per_job = job_cpu(root, start - 1.0)
     if not per_job:
         return stages, {}
     return stages.assign(dvc_job_cpu_s=stages["stage"].map(per_job)), {
@@ -321,8 +316,9 @@ def run_repro(
         stages = (
             read_records(log, stages_only=True, warm=served_warm(decided)) if log.exists() else read_records_empty()
         )
+        per_job = None if jobs == 1 else job_cpu(log) if log.exists() else {}
     total_cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
-    stages, dvc = _dvc_share(stages, jobs, cwd, t0, t1)
+    stages, dvc = _dvc_share(stages, per_job, t0, t1)
     record = {
         "command": " ".join(["dvc" if jobs == 1 else "python -m benchmark", *cmd[3:]]),
         "install_s": None if install_s is None else round(install_s, 1),

@@ -56,7 +56,6 @@ def test_two_at_a_time_a_failure_and_a_second_run_give_the_serial_dvc_lock_and_c
         "d": "cancelled",
     }
     assert max_overlap([(run.state(s)["started"], run.state(s)["ended"]) for s in ("b@x", BY)]) == 2  # both at once
-    assert all(run.state(s)["job_cpu_s"] > 0 for s in ("a", "b@x", BY))  # each job's own CPU: DVC's work for it
     assert run.state("d")["message"] == "upstream stage c failed" and not (toy_repo / "d.txt").exists()
     assert "gate: c fails" in run.log("c").read_text()
     assert f"stage c failed: log {run.log('c')}" in capsys.readouterr().out
@@ -103,7 +102,7 @@ def test_the_main_job_measure_compares_the_other_runner_in_a_clean_copy(toy_repo
 
     rec = timing.run_repro(toy_repo / "first.json", cwd=toy_repo, jobs=2)
     assert rec["command"] == "python -m benchmark run --jobs 2"
-    assert 0 < rec["dvc_jobs_cpu_s"] <= rec["dvc_cpu_s"]  # the 5 stages' jobs, within all the run spent outside them
+    assert 0 < rec["dvc_jobs_cpu_s"] <= rec["dvc_cpu_s"]  # the 5 stages' jobs (DVC's work), within all the run's
     timing.compare_run(rec, toy_repo, toy_repo.parent / "second", jobs=1)
     serial = rec["serial"]
     assert serial["command"] == "dvc repro" and serial["jobs"] == 1 and serial["repro_wall_s"] > 0

@@ -9,6 +9,7 @@ from unittest import mock
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from benchmark.config import runtime
 from benchmark.docsgen import machines, readme
@@ -170,26 +171,27 @@ def test_by_kind_sums_and_the_readme_table(tmp_path):
     assert timing.load(path)["repro_wall_s"] == 40.0
 
 
-def test_a_run_two_at_a_time_tables_its_jobs_cpu_and_what_it_spent_outside_the_stages(tmp_path):
+def test_a_run_two_at_a_time_tables_its_jobs_cpu_and_what_it_spent_outside_the_stages(tmp_path, monkeypatch):
     """The README's runner overlaps stages, so no gap before a stage is DVC's: the column holds each stage's job's CPU
-    seconds (read from the run's state files, the newest run since the measure began), and the line under the table
-    what the run spent outside the stages' processes and how much of it was the jobs'."""
-    from benchmark.cluster.runs import Run
+    seconds (the lines the jobs append to the run's record file, which are no process records), and the line under the
+    table what the run spent outside the stages' processes and how much of it was the jobs'."""
+    from benchmark.cluster import job
 
-    run = Run.create(tmp_path, {"root": str(tmp_path), "pipeline": "dvc.yaml", "stages": []})
-    run.manifest["stages"] = [{"name": n, "file": f"{i:02d}-{n}"} for i, n in enumerate(["data", "train@a", "report"])]
-    run.save()
-    run.report("data", "done", job_cpu_s=0.75)
-    run.report("train@a", "done", job_cpu_s=1.25)
-    run.report("report", "skipped")  # a job that reported no CPU (written before the field existed)
-    assert timing.job_cpu(tmp_path, since=0.0) == {"data": 0.75, "train@a": 1.25}
-    assert timing.job_cpu(tmp_path, since=time.time() + 60) == {}  # an older run is not this measure's
-    assert timing.job_cpu(tmp_path / "elsewhere", since=0.0) == {}
+    log = tmp_path / "timings.jsonl"
+    log.write_text(json.dumps({"argv": ["pipelines/data.py"], "wall_s": 2.0, "user_s": 1.5, "sys_s": 0.2}) + "\n")
+    monkeypatch.setenv("UQ_TIMINGS", str(log))
+    job.note_cpu("report")  # this process's own CPU, as a job's
+    with log.open("a") as f:
+        f.write(json.dumps({"dvc_job": "data", "job_cpu_s": 0.75}) + "\n")
+        f.write(json.dumps({"dvc_job": "train@a", "job_cpu_s": 1.25}) + "\n")
+    per_job = timing.job_cpu(log)
+    assert per_job.pop("report") == pytest.approx(job.own_cpu(), abs=0.5) and per_job == {"data": 0.75, "train@a": 1.25}
+    assert list(timing.read_records(log)["stage"]) == ["data"]  # the jobs' lines are not process records
     stages = [
         {"stage": "train@a", "wall_s": 30.0, "user_s": 28.0, "sys_s": 1.0, "max_rss_mb": 900.0, "minor_faults": 5},
         {"stage": "data", "wall_s": 2.0, "user_s": 1.5, "sys_s": 0.2, "max_rss_mb": 300.0, "minor_faults": 1},
     ]
-    frame = pd.DataFrame(stages).assign(dvc_job_cpu_s=lambda d: d["stage"].map(timing.job_cpu(tmp_path, 0.0)))
+    frame = pd.DataFrame(stages).assign(dvc_job_cpu_s=lambda d: d["stage"].map(per_job))
     rec = {
         "command": "python -m benchmark run --jobs 2",
         "jobs": 2,

@@ -3,7 +3,9 @@
 Debian's slurm-wlm (22.05 on bookworm) as root, without systemd or cgroups: its own munge daemon and key,
 ``proctrack/linuxproc``, ``task/none``, no job accounting and no ``cgroup.conf``; batch jobs start as soon as they can
 (``batch_sched_delay=0``: by default Slurm waits 3 s before it starts a job whose dependency has just ended, and on a
-small pipeline those waits between stages were most of the wall time); the controller and the node daemon on free
+small pipeline those waits between stages were most of the wall time; ``bf_interval=1``: a job the main scheduler passed
+over, as it can on a loaded machine, is started by the backfill scheduler within a second, not its default 30); the
+controller and the node daemon on free
 ports, every file (configuration, state, logs, munge socket) in one folder, so several such clusters can run side by
 side. Clients find it through ``SLURM_CONF`` (:meth:`LocalCluster.env`). The daemons run in the foreground as children
 of this process and :meth:`LocalCluster.stop` ends them (jobs first).
@@ -44,7 +46,7 @@ JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
 SchedulerType=sched/backfill
-SchedulerParameters=batch_sched_delay=0
+SchedulerParameters=batch_sched_delay=0,bf_interval=1
 SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU
 ReturnToService=2

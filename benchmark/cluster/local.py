@@ -5,10 +5,9 @@ Debian's slurm-wlm (22.05 on bookworm) as root, without systemd or cgroups: its 
 (``batch_sched_delay=0``: by default Slurm waits 3 s before it starts a job whose dependency has just ended, and on a
 small pipeline those waits between stages were most of the wall time; ``bf_interval=1``: a job the main scheduler passed
 over, as it can on a loaded machine, is started by the backfill scheduler within a second, not its default 30); the
-controller and the node daemon on free
-ports, every file (configuration, state, logs, munge socket) in one folder, so several such clusters can run side by
-side. Clients find it through ``SLURM_CONF`` (:meth:`LocalCluster.env`). The daemons run in the foreground as children
-of this process and :meth:`LocalCluster.stop` ends them (jobs first).
+controller and the node daemon on free ports, every file (configuration, state, logs, munge socket) in one folder, so
+several such clusters can run side by side. Clients find it through ``SLURM_CONF`` (:meth:`LocalCluster.env`). The
+daemons run in the foreground as children of this process and :meth:`LocalCluster.stop` ends them (jobs first).
 """
 
 from __future__ import annotations

@@ -255,7 +255,7 @@ def job_cpu(path) -> dict[str, float]:
     return out
 
 
-def _dvc_share(stages: pd.DataFrame, per_job: dict | None, start: float, end: float) -> tuple[pd.DataFrame, dict]:
+def _dvc_per_stage(stages: pd.DataFrame, per_job: dict | None, start: float, end: float) -> tuple[pd.DataFrame, dict]:
     """DVC's seconds per stage of a run from ``start`` to ``end``: a serial run's gaps (:func:`dvc_gaps`, and the one
     after its last stage), else ``per_job``, the CPU of each stage's job (:func:`job_cpu`), and their sum."""
     if per_job is None:
@@ -318,7 +318,7 @@ def run_repro(
         )
         per_job = None if jobs == 1 else job_cpu(log) if log.exists() else {}
     total_cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
-    stages, dvc = _dvc_share(stages, per_job, t0, t1)
+    stages, dvc = _dvc_per_stage(stages, per_job, t0, t1)
     record = {
         "command": " ".join(["dvc" if jobs == 1 else "python -m benchmark", *cmd[3:]]),
         "install_s": None if install_s is None else round(install_s, 1),
